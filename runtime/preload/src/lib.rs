@@ -1,0 +1,1 @@
+//! LD_PRELOAD shim for split binaries on stock HIP runtimes.

@@ -1,0 +1,1 @@
+//! The splitter library: inspect, split binaries, trees, packages.
