@@ -8,8 +8,10 @@
 
 pub mod archive;
 pub mod bundle;
+pub mod capi;
 pub mod detect;
 pub mod error;
+pub mod loader;
 pub mod manifest;
 pub mod marker;
 pub mod msgpack;

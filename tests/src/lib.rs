@@ -1,1 +1,5 @@
-//! Helpers shared by the end-to-end tests: fixture paths, temp dirs, commands.
+//! Helpers shared by the end-to-end tests: fixture paths, Debian test data,
+//! temp dirs and commands.
+
+pub mod debian;
+pub mod fixtures;
