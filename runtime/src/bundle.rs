@@ -1,1 +1,813 @@
-//! TODO(owner): see lib.rs
+//! Offload bundles inside `.hip_fatbin` (FORMATS.md section 5).
+//!
+//! A `.hip_fatbin` section is a sequence of bundles, one per translation unit
+//! (or one per device link with `-fgpu-rdc`), with zero padding between them
+//! (the linker aligns each to 4096). Each bundle is either uncompressed
+//! (`__CLANG_OFFLOAD_BUNDLE__` header listing entries) or a compressed bundle
+//! (`CCOB` header + zlib/zstd payload that decompresses to an uncompressed
+//! bundle).
+//!
+//! Boundaries are always computed from headers: an uncompressed bundle ends at
+//! the largest `offset + size` of its entries, a CCOB at its total size (v2/v3)
+//! or at the end of its compressed stream (v1). Searching for the next magic
+//! would be wrong: code objects can contain those bytes.
+//!
+//! Every size read from input is checked against the bytes actually present
+//! before anything is allocated; decompression output is bounded by the
+//! claimed size, which itself is capped relative to the compressed size.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::Read;
+
+use md5::{Digest, Md5};
+
+use crate::{Error, Result};
+
+/// Magic of an uncompressed bundle (no NUL).
+pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
+/// Magic of a compressed bundle.
+pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
+/// Alignment of code objects inside bundles written by clang for HIP
+/// (`clang-offload-bundler -bundle-align=4096`); [`write_bundle`] uses it.
+pub const HIP_BUNDLE_ALIGN: u64 = 4096;
+
+/// Bytes of header before the first entry: magic + entry count.
+const BUNDLE_HEADER_LEN: usize = 32;
+/// Per-entry fixed fields: offset, size, triple length.
+const ENTRY_FIXED_LEN: usize = 24;
+/// Largest decompressed/compressed ratio accepted. Real bundles compress
+/// about 3-10x (mostly code, some alignment padding); anything near this is a
+/// zip bomb.
+const MAX_RATIO: u64 = 1024;
+/// Claimed sizes up to this are accepted whatever the compressed size
+/// (tiny inputs legitimately have large ratios).
+const MIN_SIZE_CAP: u64 = 64 * 1024;
+/// No bundle is larger than this (also the u32 limit of v1/v2 headers).
+const MAX_UNCOMPRESSED: u64 = 4 * 1024 * 1024 * 1024;
+/// Longest triple accepted; real ones are under 64 bytes.
+const MAX_TRIPLE_LEN: u64 = 4096;
+
+/// Compression method of a CCOB (header field `method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CcobMethod {
+    /// 0: zlib stream (RFC 1950).
+    Zlib,
+    /// 1: zstd frame.
+    Zstd,
+}
+
+impl CcobMethod {
+    /// The on-disk method number.
+    pub fn code(self) -> u16 {
+        match self {
+            CcobMethod::Zlib => 0,
+            CcobMethod::Zstd => 1,
+        }
+    }
+
+    /// The method for an on-disk number.
+    pub fn from_code(code: u16) -> Option<CcobMethod> {
+        match code {
+            0 => Some(CcobMethod::Zlib),
+            1 => Some(CcobMethod::Zstd),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for CcobMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CcobMethod::Zlib => "zlib",
+            CcobMethod::Zstd => "zstd",
+        })
+    }
+}
+
+/// One entry of an uncompressed bundle header.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BundleEntry {
+    /// `hipv4-amdgcn-amd-amdhsa--gfx1100`, `host-x86_64-unknown-linux`, ...
+    pub triple: String,
+    /// Offset of the code object from the start of the (uncompressed) bundle.
+    pub offset: u64,
+    /// Size of the code object in bytes.
+    pub size: u64,
+}
+
+impl BundleEntry {
+    /// True for the host entry (offload kind `host`), which carries no code.
+    pub fn is_host(&self) -> bool {
+        self.triple.starts_with("host-")
+    }
+
+    /// The target id: the text after the last `--` (`gfx90a:xnack+`). Old
+    /// triples without `--` (`hip-amdgcn-amd-amdhsa-gfx906`: kind, 3-part
+    /// triple, processor) give the fifth component if it is a `gfx` id.
+    /// `None` for host entries and empty ids.
+    pub fn target_id(&self) -> Option<&str> {
+        if self.is_host() {
+            return None;
+        }
+        let id = match self.triple.rfind("--") {
+            Some(i) => self.triple.get(i + 2..)?,
+            None => self
+                .triple
+                .splitn(5, '-')
+                .nth(4)
+                .filter(|id| id.starts_with("gfx"))?,
+        };
+        (!id.is_empty()).then_some(id)
+    }
+}
+
+/// How a bundle is stored in the section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain `__CLANG_OFFLOAD_BUNDLE__`.
+    None,
+    /// `CCOB` header with these fields.
+    Ccob {
+        /// 1, 2 or 3.
+        version: u16,
+        /// zlib or zstd.
+        method: CcobMethod,
+        /// Whole CCOB size from the header (v2/v3); `None` for v1.
+        total_size: Option<u64>,
+        /// Size of the uncompressed bundle.
+        uncompressed_size: u64,
+        /// First 8 bytes of the MD5 of the uncompressed bundle, read as a
+        /// little-endian u64 (clang's `MD5Result::low()`).
+        hash: u64,
+    },
+}
+
+/// One bundle of a `.hip_fatbin` section.
+#[derive(Debug, Clone)]
+pub struct Bundle<'a> {
+    /// Offset of the bundle in the section.
+    pub offset: u64,
+    /// Bytes the bundle occupies in the section (compressed size for CCOB).
+    pub len: u64,
+    /// Stored compressed or not.
+    pub compression: Compression,
+    /// Entries in header order.
+    pub entries: Vec<BundleEntry>,
+    /// The uncompressed bundle: borrowed from the section, or decompressed.
+    pub data: Cow<'a, [u8]>,
+}
+
+impl<'a> Bundle<'a> {
+    /// True if stored as a CCOB.
+    pub fn is_compressed(&self) -> bool {
+        matches!(self.compression, Compression::Ccob { .. })
+    }
+
+    /// The bytes of one entry (validated at parse time).
+    pub fn entry_data(&self, entry: &BundleEntry) -> Option<&[u8]> {
+        let start = usize::try_from(entry.offset).ok()?;
+        let len = usize::try_from(entry.size).ok()?;
+        self.data.get(start..start.checked_add(len)?)
+    }
+
+    /// Device code objects as `(target id, bytes)`, in header order; host
+    /// entries are skipped.
+    pub fn code_objects(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .filter_map(|e| Some((e.target_id()?, self.entry_data(e)?)))
+    }
+
+    /// The code object for exactly `target_id`, if present.
+    pub fn code_object(&self, target_id: &str) -> Option<&[u8]> {
+        self.code_objects()
+            .find(|(t, _)| *t == target_id)
+            .map(|(_, d)| d)
+    }
+
+    /// Converts borrowed data into owned data.
+    pub fn into_owned(self) -> Bundle<'static> {
+        Bundle {
+            offset: self.offset,
+            len: self.len,
+            compression: self.compression,
+            entries: self.entries,
+            data: Cow::Owned(self.data.into_owned()),
+        }
+    }
+}
+
+/// Parses every bundle of a `.hip_fatbin` section. Zero bytes between
+/// bundles are padding; any other byte that does not start a bundle is an
+/// error. An empty (or all-zero) section gives no bundles.
+pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>> {
+    let mut bundles = Vec::new();
+    let mut pos = 0usize;
+    while let Some(rest) = section.get(pos..) {
+        pos += rest.iter().take_while(|&&b| b == 0).count();
+        if pos >= section.len() {
+            break;
+        }
+        let bundle = parse_bundle_at(section, pos)?;
+        let len = usize::try_from(bundle.len)
+            .map_err(|_| Error::format("offload bundle", pos as u64, "length overflows usize"))?;
+        // Every bundle has a non-empty header, so this always advances.
+        pos = pos.saturating_add(len.max(1));
+        bundles.push(bundle);
+    }
+    Ok(bundles)
+}
+
+/// Parses the bundle (plain or CCOB) starting at `offset` of `section`.
+pub fn parse_bundle_at(section: &[u8], offset: usize) -> Result<Bundle<'_>> {
+    let rest = section.get(offset..).ok_or_else(|| {
+        Error::format(
+            "offload bundle",
+            offset as u64,
+            format!(
+                "offset past the end of the section ({} bytes)",
+                section.len()
+            ),
+        )
+    })?;
+    if rest.starts_with(BUNDLE_MAGIC) {
+        let (entries, end) = parse_entries(rest, offset as u64, "offload bundle")?;
+        let data = rest.get(..end).ok_or_else(|| {
+            Error::format(
+                "offload bundle",
+                offset as u64,
+                "bundle end past the section",
+            )
+        })?;
+        Ok(Bundle {
+            offset: offset as u64,
+            len: end as u64,
+            compression: Compression::None,
+            entries,
+            data: Cow::Borrowed(data),
+        })
+    } else if rest.starts_with(CCOB_MAGIC) {
+        parse_ccob(rest, offset as u64)
+    } else {
+        let head: Vec<String> = rest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        Err(Error::format(
+            "offload bundle",
+            offset as u64,
+            format!(
+                "no bundle magic (__CLANG_OFFLOAD_BUNDLE__ or CCOB); found bytes {}",
+                head.join(" ")
+            ),
+        ))
+    }
+}
+
+fn read_u64(data: &[u8], at: usize) -> Option<u64> {
+    let b: [u8; 8] = data.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+fn read_u32(data: &[u8], at: usize) -> Option<u32> {
+    let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(u32::from_le_bytes(b))
+}
+
+fn read_u16(data: &[u8], at: usize) -> Option<u16> {
+    let b: [u8; 2] = data.get(at..at.checked_add(2)?)?.try_into().ok()?;
+    Some(u16::from_le_bytes(b))
+}
+
+/// Parses the header of the uncompressed bundle at the start of `data` (which
+/// may continue past the bundle). Returns the entries and the bundle end.
+/// `base` is only for error offsets.
+fn parse_entries(data: &[u8], base: u64, what: &'static str) -> Result<(Vec<BundleEntry>, usize)> {
+    let err = |at: usize, detail: String| Error::format(what, base + at as u64, detail);
+    if data.get(..BUNDLE_MAGIC.len()) != Some(&BUNDLE_MAGIC[..]) {
+        return Err(err(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into()));
+    }
+    let count = read_u64(data, BUNDLE_MAGIC.len())
+        .ok_or_else(|| err(BUNDLE_MAGIC.len(), "truncated entry count".into()))?;
+    // Each entry needs at least its fixed fields: bounds the allocation.
+    let room = (data.len().saturating_sub(BUNDLE_HEADER_LEN) / ENTRY_FIXED_LEN) as u64;
+    if count > room {
+        return Err(err(
+            BUNDLE_MAGIC.len(),
+            format!("entry count {count} cannot fit in {} bytes", data.len()),
+        ));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    let mut pos = BUNDLE_HEADER_LEN;
+    let mut end = 0u64;
+    for i in 0..count {
+        let (Some(offset), Some(size), Some(triple_len)) = (
+            read_u64(data, pos),
+            read_u64(data, pos + 8),
+            read_u64(data, pos + 16),
+        ) else {
+            return Err(err(pos, format!("entry {i}: truncated")));
+        };
+        pos += ENTRY_FIXED_LEN;
+        if triple_len > MAX_TRIPLE_LEN {
+            return Err(err(
+                pos - 8,
+                format!("entry {i}: triple length {triple_len}"),
+            ));
+        }
+        let triple_end = pos + triple_len as usize;
+        let triple = data.get(pos..triple_end).ok_or_else(|| {
+            err(
+                pos,
+                format!("entry {i}: triple of {triple_len} bytes truncated"),
+            )
+        })?;
+        let triple = std::str::from_utf8(triple)
+            .map_err(|_| err(pos, format!("entry {i}: triple is not UTF-8")))?
+            .to_string();
+        pos = triple_end;
+        let entry_end = offset
+            .checked_add(size)
+            .filter(|&e| e <= data.len() as u64)
+            .ok_or_else(|| {
+                err(
+                    pos,
+                    format!(
+                        "entry {i} ({triple}): [{offset}, +{size}) is past the end of the data ({} bytes)",
+                        data.len()
+                    ),
+                )
+            })?;
+        end = end.max(entry_end);
+        entries.push(BundleEntry {
+            triple,
+            offset,
+            size,
+        });
+    }
+    let header_end = pos as u64;
+    if let Some(e) = entries.iter().find(|e| e.size > 0 && e.offset < header_end) {
+        return Err(err(
+            0,
+            format!(
+                "entry {} at offset {} overlaps the header ({header_end} bytes)",
+                e.triple, e.offset
+            ),
+        ));
+    }
+    // Bounded by data.len() above, so it fits in usize.
+    let end = end.max(header_end) as usize;
+    Ok((entries, end))
+}
+
+/// Fields of a CCOB header.
+struct CcobHeader {
+    version: u16,
+    method: CcobMethod,
+    header_len: usize,
+    total_size: Option<u64>,
+    uncompressed_size: u64,
+    hash: u64,
+}
+
+fn parse_ccob_header(data: &[u8], base: u64) -> Result<CcobHeader> {
+    let what = "compressed offload bundle";
+    let trunc = |at: usize| Error::format(what, base + at as u64, "truncated header");
+    let version = read_u16(data, 4).ok_or_else(|| trunc(4))?;
+    let method_code = read_u16(data, 6).ok_or_else(|| trunc(6))?;
+    let (header_len, total_size, uncompressed_size, hash) = match version {
+        1 => (
+            20,
+            None,
+            u64::from(read_u32(data, 8).ok_or_else(|| trunc(8))?),
+            read_u64(data, 12).ok_or_else(|| trunc(12))?,
+        ),
+        2 => (
+            24,
+            Some(u64::from(read_u32(data, 8).ok_or_else(|| trunc(8))?)),
+            u64::from(read_u32(data, 12).ok_or_else(|| trunc(12))?),
+            read_u64(data, 16).ok_or_else(|| trunc(16))?,
+        ),
+        3 => (
+            32,
+            Some(read_u64(data, 8).ok_or_else(|| trunc(8))?),
+            read_u64(data, 16).ok_or_else(|| trunc(16))?,
+            read_u64(data, 24).ok_or_else(|| trunc(24))?,
+        ),
+        v => {
+            return Err(Error::UnsupportedVersion {
+                what: "compressed offload bundle (CCOB)",
+                found: u64::from(v),
+                supported: "1, 2, 3",
+            })
+        }
+    };
+    let method = CcobMethod::from_code(method_code).ok_or_else(|| {
+        Error::format(
+            what,
+            base + 6,
+            format!("unknown compression method {method_code} (0 = zlib, 1 = zstd)"),
+        )
+    })?;
+    Ok(CcobHeader {
+        version,
+        method,
+        header_len,
+        total_size,
+        uncompressed_size,
+        hash,
+    })
+}
+
+/// The largest uncompressed size accepted for `compressed_len` input bytes.
+fn size_cap(compressed_len: usize) -> u64 {
+    (compressed_len as u64)
+        .saturating_mul(MAX_RATIO)
+        .clamp(MIN_SIZE_CAP, MAX_UNCOMPRESSED)
+}
+
+fn parse_ccob(data: &[u8], base: u64) -> Result<Bundle<'static>> {
+    let what = "compressed offload bundle";
+    let h = parse_ccob_header(data, base)?;
+    // The compressed payload: [header_len, total_size) for v2/v3; for v1 the
+    // rest of the section, trimmed to the end of the stream below.
+    let payload_end = match h.total_size {
+        Some(total) => {
+            if total < h.header_len as u64 || total > data.len() as u64 {
+                return Err(Error::format(
+                    what,
+                    base + 8,
+                    format!(
+                        "total size {total} outside [{}, {}] (header to end of section)",
+                        h.header_len,
+                        data.len()
+                    ),
+                ));
+            }
+            total as usize
+        }
+        None => data.len(),
+    };
+    let payload = data
+        .get(h.header_len..payload_end)
+        .ok_or_else(|| Error::format(what, base, "truncated header"))?;
+    if h.uncompressed_size > size_cap(payload.len()) {
+        return Err(Error::format(
+            what,
+            base + 8,
+            format!(
+                "claims {} uncompressed bytes from {} compressed bytes (limit {})",
+                h.uncompressed_size,
+                payload.len(),
+                size_cap(payload.len())
+            ),
+        ));
+    }
+    let (decompressed, consumed) = decompress(
+        h.method,
+        payload,
+        h.uncompressed_size,
+        h.total_size.is_none(),
+        base + h.header_len as u64,
+    )?;
+    let digest = Md5::digest(&decompressed);
+    let mut low = [0u8; 8];
+    low.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+    let actual_hash = u64::from_le_bytes(low);
+    if actual_hash != h.hash {
+        return Err(Error::Decompression(format!(
+            "compressed offload bundle at offset {base}: MD5 of the decompressed data \
+             {actual_hash:#018x} does not match the header's {:#018x}",
+            h.hash
+        )));
+    }
+    let (entries, _end) = parse_entries(&decompressed, 0, "decompressed offload bundle")?;
+    let len = match h.total_size {
+        Some(total) => total,
+        None => (h.header_len + consumed) as u64,
+    };
+    Ok(Bundle {
+        offset: base,
+        len,
+        compression: Compression::Ccob {
+            version: h.version,
+            method: h.method,
+            total_size: h.total_size,
+            uncompressed_size: h.uncompressed_size,
+            hash: h.hash,
+        },
+        entries,
+        data: Cow::Owned(decompressed),
+    })
+}
+
+/// Decompresses `payload` and checks the result is exactly `expected` bytes.
+/// With `first_stream_only` (CCOB v1, no total size) only the first zlib
+/// stream / zstd frame is read. Returns the data and the compressed bytes
+/// consumed.
+fn decompress(
+    method: CcobMethod,
+    payload: &[u8],
+    expected: u64,
+    first_stream_only: bool,
+    base: u64,
+) -> Result<(Vec<u8>, usize)> {
+    let fail = |e: &dyn fmt::Display| {
+        Error::Decompression(format!("{method} payload at offset {base}: {e}"))
+    };
+    // Never more than the claimed size (+1 to detect overruns); start small,
+    // the Vec grows with real output only.
+    let limit = expected.saturating_add(1);
+    let mut out = Vec::with_capacity(expected.min(payload.len() as u64 * 8) as usize);
+    let consumed = match method {
+        CcobMethod::Zlib => {
+            let mut dec = flate2::bufread::ZlibDecoder::new(payload);
+            (&mut dec)
+                .take(limit)
+                .read_to_end(&mut out)
+                .map_err(|e| fail(&e))?;
+            dec.total_in() as usize
+        }
+        CcobMethod::Zstd => {
+            let frame = if first_stream_only {
+                let n = zstd::zstd_safe::find_frame_compressed_size(payload)
+                    .map_err(|code| fail(&zstd::zstd_safe::get_error_name(code)))?;
+                payload
+                    .get(..n)
+                    .ok_or_else(|| fail(&"frame size past the data"))?
+            } else {
+                payload
+            };
+            let mut dec = zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| fail(&e))?;
+            // A window larger than the output is never needed; a hostile
+            // frame header must not make the decoder allocate one.
+            let bits = 64 - expected.saturating_sub(1).leading_zeros();
+            dec.window_log_max((bits + 1).clamp(10, 31))
+                .map_err(|e| fail(&e))?;
+            (&mut dec)
+                .take(limit)
+                .read_to_end(&mut out)
+                .map_err(|e| fail(&e))?;
+            frame.len()
+        }
+    };
+    if out.len() as u64 != expected {
+        return Err(fail(&format_args!(
+            "decompressed to {}{} bytes, header says {expected}",
+            out.len(),
+            if out.len() as u64 > expected { "+" } else { "" }
+        )));
+    }
+    Ok((out, consumed))
+}
+
+/// Writes an uncompressed bundle the way `clang-offload-bundler -type=o
+/// -bundle-align=4096` does for HIP: header, then each entry's bytes at the
+/// next multiple of 4096 (zero padding), no padding after the last one.
+/// Entries are written in the given order; clang lists the host entry first.
+pub fn write_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    write_bundle_aligned(entries, HIP_BUNDLE_ALIGN)
+}
+
+/// [`write_bundle`] with another alignment (1 = packed).
+pub fn write_bundle_aligned(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
+    let align = align.max(1);
+    let header_len: u64 = BUNDLE_HEADER_LEN as u64
+        + entries
+            .iter()
+            .map(|(t, _)| (ENTRY_FIXED_LEN + t.len()) as u64)
+            .sum::<u64>();
+    let mut offsets = Vec::with_capacity(entries.len());
+    let mut cursor = header_len;
+    for (_, data) in entries {
+        cursor = cursor.div_ceil(align) * align;
+        offsets.push(cursor);
+        cursor += data.len() as u64;
+    }
+    let mut out = Vec::with_capacity(cursor as usize);
+    out.extend_from_slice(BUNDLE_MAGIC);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for ((triple, data), offset) in entries.iter().zip(&offsets) {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
+        out.extend_from_slice(triple.as_bytes());
+    }
+    for ((_, data), &offset) in entries.iter().zip(&offsets) {
+        out.resize(offset as usize, 0);
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// zstd level clang's bundler uses by default (with long-distance matching).
+const CLANG_ZSTD_LEVEL: i32 = 3;
+
+/// Compresses an uncompressed bundle into a CCOB of `version` (1, 2 or 3)
+/// with `method`, header fields computed like clang-offload-bundler.
+pub fn compress_ccob(uncompressed: &[u8], version: u16, method: CcobMethod) -> Result<Vec<u8>> {
+    let header_len: usize = match version {
+        1 => 20,
+        2 => 24,
+        3 => 32,
+        v => {
+            return Err(Error::InvalidArgument(format!(
+                "CCOB version {v} (supported: 1, 2, 3)"
+            )))
+        }
+    };
+    let size = uncompressed.len() as u64;
+    if version < 3 && size > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument(format!(
+            "CCOB v{version} cannot describe {size} uncompressed bytes (u32 limit)"
+        )));
+    }
+    let compressed = match method {
+        CcobMethod::Zstd => {
+            // Level 3 with long-distance matching, like clang-offload-bundler:
+            // gives byte-identical frames (one frame, content size, no checksum).
+            let zerr = |e: std::io::Error| Error::Decompression(format!("zstd compression: {e}"));
+            let mut c = zstd::bulk::Compressor::new(CLANG_ZSTD_LEVEL).map_err(zerr)?;
+            c.set_parameter(zstd::zstd_safe::CParameter::EnableLongDistanceMatching(
+                true,
+            ))
+            .map_err(zerr)?;
+            c.compress(uncompressed).map_err(zerr)?
+        }
+        CcobMethod::Zlib => {
+            let mut enc =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut enc, uncompressed)
+                .and_then(|_| enc.finish())
+                .map_err(|e| Error::Decompression(format!("zlib compression: {e}")))?
+        }
+    };
+    let total = (header_len + compressed.len()) as u64;
+    if version == 2 && total > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument(format!(
+            "CCOB v2 cannot describe a total size of {total} bytes (u32 limit)"
+        )));
+    }
+    let digest = Md5::digest(uncompressed);
+    let mut out = Vec::with_capacity(total as usize);
+    out.extend_from_slice(CCOB_MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&method.code().to_le_bytes());
+    match version {
+        1 => out.extend_from_slice(&(size as u32).to_le_bytes()),
+        2 => {
+            out.extend_from_slice(&(total as u32).to_le_bytes());
+            out.extend_from_slice(&(size as u32).to_le_bytes());
+        }
+        _ => {
+            out.extend_from_slice(&total.to_le_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let a: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let b: Vec<u8> = b"\x7fELF CCOB __CLANG_OFFLOAD_BUNDLE__ inside".repeat(20);
+        write_bundle(&[
+            ("host-x86_64-unknown-linux", &[]),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &b),
+        ])
+    }
+
+    #[test]
+    fn writes_clang_layout_and_parses_back() {
+        let bytes = sample();
+        let bundles = parse_fatbin(&bytes).expect("parse");
+        assert_eq!(bundles.len(), 1);
+        let b = &bundles[0];
+        assert_eq!(b.len as usize, bytes.len());
+        assert_eq!(b.entries[0].offset, 4096);
+        assert_eq!(b.entries[0].size, 0);
+        assert_eq!(b.entries[1].offset, 4096);
+        assert_eq!(b.entries[2].offset, 8192);
+        let cos: Vec<_> = b.code_objects().map(|(t, d)| (t, d.len())).collect();
+        assert_eq!(cos, [("gfx1100", 3000), ("gfx90a:xnack+", 820)]);
+        assert_eq!(b.code_object("gfx1100").map(<[u8]>::len), Some(3000));
+    }
+
+    #[test]
+    fn target_ids_from_triples() {
+        let e = |t: &str| BundleEntry {
+            triple: t.into(),
+            offset: 0,
+            size: 0,
+        };
+        assert_eq!(
+            e("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+").target_id(),
+            Some("gfx90a:xnack+")
+        );
+        assert_eq!(
+            e("hip-amdgcn-amd-amdhsa-gfx906").target_id(),
+            Some("gfx906")
+        );
+        assert_eq!(e("hip-amdgcn-amd-amdhsa").target_id(), None);
+        assert_eq!(e("host-x86_64-unknown-linux--").target_id(), None);
+        assert_eq!(e("host-x86_64-unknown-linux").target_id(), None);
+        assert_eq!(e("hipv4-amdgcn-amd-amdhsa--").target_id(), None);
+        assert!(e("host-x86_64-unknown-linux").is_host());
+    }
+
+    #[test]
+    fn every_ccob_variant_round_trips() {
+        let plain = sample();
+        for version in 1..=3 {
+            for method in [CcobMethod::Zlib, CcobMethod::Zstd] {
+                let c = compress_ccob(&plain, version, method).expect("compress");
+                let b = parse_bundle_at(&c, 0).expect("parse");
+                assert_eq!(b.len as usize, c.len(), "v{version} {method}");
+                assert_eq!(&b.data[..], &plain[..]);
+                match b.compression {
+                    Compression::Ccob {
+                        version: v,
+                        method: m,
+                        uncompressed_size,
+                        ..
+                    } => {
+                        assert_eq!(
+                            (v, m, uncompressed_size),
+                            (version, method, plain.len() as u64)
+                        );
+                    }
+                    Compression::None => panic!("not compressed"),
+                }
+            }
+        }
+        assert!(compress_ccob(&plain, 4, CcobMethod::Zstd).is_err());
+        assert!(compress_ccob(&plain, 0, CcobMethod::Zstd).is_err());
+    }
+
+    #[test]
+    fn sequence_with_padding_and_v1_boundaries() {
+        let plain = sample();
+        let mut section = plain.clone();
+        section.resize(section.len().next_multiple_of(4096), 0);
+        let v1z = compress_ccob(&plain, 1, CcobMethod::Zlib).expect("v1 zlib");
+        section.extend_from_slice(&v1z);
+        section.extend_from_slice(&[0; 13]);
+        let v1s = compress_ccob(&plain, 1, CcobMethod::Zstd).expect("v1 zstd");
+        section.extend_from_slice(&v1s);
+        section.extend_from_slice(&compress_ccob(&plain, 3, CcobMethod::Zstd).expect("v3"));
+        section.extend_from_slice(&[0; 100]);
+        let bundles = parse_fatbin(&section).expect("parse");
+        assert_eq!(bundles.len(), 4);
+        assert_eq!(bundles[1].len as usize, v1z.len());
+        assert_eq!(
+            bundles[2].offset as usize,
+            bundles[1].offset as usize + v1z.len() + 13
+        );
+        assert_eq!(bundles[2].len as usize, v1s.len());
+        for b in &bundles {
+            assert_eq!(&b.data[..], &plain[..]);
+        }
+        // A non-zero byte between bundles is an error, not a skip.
+        let mut bad = plain.clone();
+        bad.extend_from_slice(&[0, 0, 1]);
+        assert!(parse_fatbin(&bad).is_err());
+        assert_eq!(parse_fatbin(&[0; 64]).map(|v| v.len()).ok(), Some(0));
+    }
+
+    #[test]
+    fn hash_and_size_are_checked() {
+        let plain = sample();
+        let mut c = compress_ccob(&plain, 2, CcobMethod::Zstd).expect("compress");
+        c[16] ^= 1;
+        assert!(matches!(
+            parse_bundle_at(&c, 0),
+            Err(Error::Decompression(_))
+        ));
+        c[16] ^= 1;
+        // Claim one byte more and one byte less than the real size.
+        for delta in [1i64, -1] {
+            let mut d = c.clone();
+            let size = (plain.len() as i64 + delta) as u32;
+            d[12..16].copy_from_slice(&size.to_le_bytes());
+            assert!(parse_bundle_at(&d, 0).is_err(), "delta {delta}");
+        }
+    }
+
+    #[test]
+    fn zip_bomb_is_refused_before_allocating() {
+        // 64 MiB of zeros compresses to a few KiB: above the ratio cap.
+        let zeros = vec![0u8; 64 << 20];
+        let c = compress_ccob(&zeros, 3, CcobMethod::Zstd).expect("compress");
+        assert!(c.len() < 64 << 10);
+        let err = parse_bundle_at(&c, 0).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("claims")));
+        // A header claiming 100 GB.
+        let mut big = compress_ccob(&sample(), 3, CcobMethod::Zstd).expect("compress");
+        big[16..24].copy_from_slice(&100_000_000_000u64.to_le_bytes());
+        assert!(parse_bundle_at(&big, 0).is_err());
+    }
+}

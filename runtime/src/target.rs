@@ -1,1 +1,325 @@
-//! TODO(owner): see lib.rs
+//! AMD GPU target ids (`gfx942:sramecc+:xnack-`) and the order in which the
+//! loader tries code objects for a device (RUNTIME.md).
+//!
+//! A target id is a processor followed by feature settings. A code object
+//! built without a feature runs with either setting of it; one built with a
+//! feature requires exactly that setting. So for a device the usable code
+//! objects are the subsets of its features, tried most specific first.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{Error, Result};
+
+/// Prefix clang and HIP put in front of target ids in triples and arch lists.
+pub const AMDHSA_PREFIX: &str = "amdgcn-amd-amdhsa--";
+
+/// More features than any real target has; bounds `compatible_variants` (2^n).
+const MAX_FEATURES: usize = 8;
+/// Longer than any real target id; keeps hostile strings out.
+const MAX_LEN: usize = 256;
+
+/// One feature setting of a target id, e.g. `xnack-`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Feature {
+    /// Feature name (`sramecc`, `xnack`).
+    pub name: String,
+    /// `true` for `+`, `false` for `-`.
+    pub enabled: bool,
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.name, if self.enabled { '+' } else { '-' })
+    }
+}
+
+/// A parsed target id. Features are kept sorted by name (clang's canonical
+/// form), so `Display` prints the canonical spelling.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TargetId {
+    processor: String,
+    features: Vec<Feature>,
+}
+
+impl TargetId {
+    /// Parses `gfx90a`, `gfx942:sramecc+:xnack-`, `gfx11-generic`,
+    /// optionally prefixed by `amdgcn-amd-amdhsa--`. Features may come in any
+    /// order; each may appear once.
+    pub fn parse(s: &str) -> Result<TargetId> {
+        let bad = |detail: String| Error::InvalidArgument(format!("target id {s:?}: {detail}"));
+        if s.len() > MAX_LEN {
+            return Err(bad(format!("longer than {MAX_LEN} bytes")));
+        }
+        let body = s.strip_prefix(AMDHSA_PREFIX).unwrap_or(s);
+        let mut parts = body.split(':');
+        let processor = parts.next().unwrap_or_default();
+        if !valid_processor(processor) {
+            return Err(bad(format!(
+                "{processor:?} is not a gfx processor (gfxNNN or gfxN[-M]-generic)"
+            )));
+        }
+        let mut features: Vec<Feature> = Vec::new();
+        for part in parts {
+            let (name, enabled) = if let Some(n) = part.strip_suffix('+') {
+                (n, true)
+            } else if let Some(n) = part.strip_suffix('-') {
+                (n, false)
+            } else {
+                return Err(bad(format!("feature {part:?} does not end in + or -")));
+            };
+            let name_ok = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !name_ok {
+                return Err(bad(format!("bad feature name {name:?}")));
+            }
+            if features.iter().any(|f| f.name == name) {
+                return Err(bad(format!("feature {name:?} given twice")));
+            }
+            if features.len() == MAX_FEATURES {
+                return Err(bad(format!("more than {MAX_FEATURES} features")));
+            }
+            features.push(Feature {
+                name: name.to_string(),
+                enabled,
+            });
+        }
+        features.sort();
+        Ok(TargetId {
+            processor: processor.to_string(),
+            features,
+        })
+    }
+
+    /// The processor without features (`gfx942`, `gfx11-generic`).
+    pub fn processor(&self) -> &str {
+        &self.processor
+    }
+
+    /// Feature settings, sorted by name.
+    pub fn features(&self) -> &[Feature] {
+        &self.features
+    }
+
+    /// The setting of feature `name`, if the target id specifies it.
+    pub fn feature(&self, name: &str) -> Option<bool> {
+        self.features
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.enabled)
+    }
+
+    /// True for generic ISAs such as `gfx11-generic` or `gfx9-4-generic`.
+    pub fn is_generic(&self) -> bool {
+        self.processor.ends_with("-generic")
+    }
+
+    /// Whether a code object built for `code_object` runs on a device whose
+    /// target id is `self`: same processor, and every feature the code object
+    /// specifies has the same setting on the device.
+    pub fn supports(&self, code_object: &TargetId) -> bool {
+        self.processor == code_object.processor
+            && code_object
+                .features
+                .iter()
+                .all(|f| self.feature(&f.name) == Some(f.enabled))
+    }
+
+    /// The target ids of code objects usable on this device, most specific
+    /// first: every subset of the features, larger subsets first; among
+    /// subsets of one size, those keeping features further left (in canonical
+    /// order) come first, i.e. features are dropped from the right first.
+    /// `gfx942:sramecc+:xnack-` gives `gfx942:sramecc+:xnack-`,
+    /// `gfx942:sramecc+`, `gfx942:xnack-`, `gfx942`.
+    pub fn compatible_variants(&self) -> Vec<String> {
+        self.compatible_variant_ids()
+            .iter()
+            .map(TargetId::to_string)
+            .collect()
+    }
+
+    /// [`Self::compatible_variants`] as parsed ids.
+    pub fn compatible_variant_ids(&self) -> Vec<TargetId> {
+        let n = self.features.len();
+        // Bit i of a mask (counting from the most significant of n bits)
+        // keeps feature i. For a fixed subset size, descending masks keep
+        // left features longest.
+        let mut masks: Vec<u32> = (0..(1u32 << n)).collect();
+        masks.sort_by(|a, b| b.count_ones().cmp(&a.count_ones()).then(b.cmp(a)));
+        masks
+            .into_iter()
+            .map(|mask| TargetId {
+                processor: self.processor.clone(),
+                features: self
+                    .features
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << (n - 1 - i)) != 0)
+                    .map(|(_, f)| f.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// `gfx` followed by hex digits (`gfx90a`, `gfx1100`), or a generic ISA
+/// `gfx<major>[-<minor>]-generic` (`gfx11-generic`, `gfx9-4-generic`).
+fn valid_processor(p: &str) -> bool {
+    let Some(rest) = p.strip_prefix("gfx") else {
+        return false;
+    };
+    if let Some(version) = rest.strip_suffix("-generic") {
+        !version.is_empty()
+            && version
+                .split('-')
+                .all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    } else {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        for feature in &self.features {
+            write!(f, ":{feature}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for TargetId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        TargetId::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TargetId {
+        match TargetId::parse(s) {
+            Ok(t) => t,
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    #[test]
+    fn parses_processor_and_features() {
+        let id = t("amdgcn-amd-amdhsa--gfx942:xnack-:sramecc+");
+        assert_eq!(id.processor(), "gfx942");
+        assert_eq!(id.to_string(), "gfx942:sramecc+:xnack-");
+        assert_eq!(id.feature("xnack"), Some(false));
+        assert_eq!(id.feature("sramecc"), Some(true));
+        assert_eq!(id.feature("tgsplit"), None);
+        assert!(!id.is_generic());
+        assert_eq!(t("gfx1100").features(), &[]);
+        assert_eq!(t("gfx90a:xnack+").to_string(), "gfx90a:xnack+");
+    }
+
+    #[test]
+    fn generic_isas() {
+        for s in [
+            "gfx11-generic",
+            "gfx9-4-generic",
+            "gfx10-1-generic",
+            "gfx12-generic",
+        ] {
+            let id = t(s);
+            assert!(id.is_generic(), "{s}");
+            assert_eq!(id.processor(), s);
+            assert_eq!(id.compatible_variants(), vec![s.to_string()]);
+        }
+        assert!(t("gfx9-generic:xnack+").is_generic());
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for s in [
+            "",
+            "gfx",
+            "sm_80",
+            "GFX90A",
+            "gfx90a:",
+            "gfx90a:xnack",
+            "gfx90a:xnack+:xnack-",
+            "gfx90a:+",
+            "gfx90a:XNACK+",
+            "gfx-generic",
+            "gfx11--generic",
+            "gfx11-x-generic",
+            "amdgcn-amd-amdhsa--",
+            "gfx90a:a+:b+:c+:d+:e+:f+:g+:h+:i+",
+            "gfx90a xnack+",
+        ] {
+            assert!(TargetId::parse(s).is_err(), "{s:?} accepted");
+        }
+        assert!(TargetId::parse(&format!("gfx{}", "0".repeat(300))).is_err());
+    }
+
+    #[test]
+    fn variants_in_runtime_order() {
+        assert_eq!(
+            t("gfx942:sramecc+:xnack-").compatible_variants(),
+            [
+                "gfx942:sramecc+:xnack-",
+                "gfx942:sramecc+",
+                "gfx942:xnack-",
+                "gfx942"
+            ]
+        );
+        assert_eq!(
+            t("gfx90a:xnack+").compatible_variants(),
+            ["gfx90a:xnack+", "gfx90a"]
+        );
+        assert_eq!(t("gfx1100").compatible_variants(), ["gfx1100"]);
+        // Three features: all of them, then pairs keeping left ones longest,
+        // then singles, then the bare processor.
+        assert_eq!(
+            t("gfx999:a+:b-:c+").compatible_variants(),
+            [
+                "gfx999:a+:b-:c+",
+                "gfx999:a+:b-",
+                "gfx999:a+:c+",
+                "gfx999:b-:c+",
+                "gfx999:a+",
+                "gfx999:b-",
+                "gfx999:c+",
+                "gfx999",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_variant_is_supported_and_nothing_else() {
+        let device = t("gfx942:sramecc+:xnack-");
+        for v in device.compatible_variant_ids() {
+            assert!(device.supports(&v), "{v}");
+        }
+        assert!(!device.supports(&t("gfx942:xnack+")));
+        assert!(!device.supports(&t("gfx942:sramecc-")));
+        assert!(!device.supports(&t("gfx90a")));
+        assert!(!t("gfx942").supports(&t("gfx942:xnack-")));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "gfx803",
+            "gfx900:xnack-",
+            "gfx90a:xnack+",
+            "gfx942:sramecc+:xnack-",
+            "gfx11-generic",
+        ] {
+            assert_eq!(t(s).to_string(), s);
+            assert_eq!(s.parse::<TargetId>().ok(), Some(t(s)));
+        }
+    }
+}

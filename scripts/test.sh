@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian 12 machine, then
+# runs every test. This is the README's test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Tools the tests drive: the ecosystem's own checkers and clients, compilers
+# for regenerating fixtures, valgrind for the C ABI tests.
+packages=(
+  clang-15 clang-tools-15 lld-15 clang-19 lld-19  # fixture regeneration; clang-offload-bundler
+  binutils elfutils file                   # readelf, strip, objcopy, eu-elflint
+  dpkg-dev lintian                         # deb checks
+  rpm rpmlint dnf createrepo-c             # rpm checks and a real dnf client
+  zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
+  python3-venv                             # pip clients in fresh venvs
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "test.sh: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's ROCm packages (real fat binaries), downloaded once and sha256-checked.
+bash tests/scripts/fetch-debian-testdata.sh
+
+# Short fuzzing runs of every parser (longer: KPACK_FUZZ_ITERS=1000000).
+export KPACK_FUZZ_ITERS="${KPACK_FUZZ_ITERS:-20000}"
+cargo build --workspace --all-targets
+cargo test --workspace --no-fail-fast
