@@ -1,1 +1,285 @@
-//! TODO(owner): see lib.rs
+//! `.kpm` manifests: which archives a component has, for which
+//! architectures, with their sizes and hashes (FORMATS.md section 3).
+//!
+//! Version 1 is written; the legacy schema of some reference-tool versions
+//! (`component_name`, `prefix`, `kpack_files` keyed by arch) is read too.
+
+use crate::error::{Error, Result};
+use crate::msgpack::{self, Value};
+use std::path::Path;
+
+/// The manifest format version this crate reads and writes.
+pub const MANIFEST_VERSION: u64 = 1;
+
+/// One archive listed in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestFile {
+    /// Basename of the archive, in the manifest's own directory.
+    pub filename: String,
+    /// Family (or single target) the archive covers.
+    pub family: String,
+    /// The arch keys present in the archive.
+    pub architectures: Vec<String>,
+    /// Archive size in bytes.
+    pub size: u64,
+    /// SHA-256 of the archive; `None` only for legacy manifests.
+    pub sha256: Option<[u8; 32]>,
+}
+
+/// A decoded `.kpm` manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Component name, equal to the archives' `group_name`.
+    pub component: String,
+    /// The archives, in manifest order.
+    pub kpack_files: Vec<ManifestFile>,
+}
+
+fn bad(detail: impl Into<String>) -> Error {
+    Error::InvalidMetadata(format!("kpm manifest: {}", detail.into()))
+}
+
+/// Checks that an archive filename is a plain basename: non-empty, not `.`,
+/// and free of `/`, `\`, `..` and NUL, so joining it to the manifest's
+/// directory can never leave that directory.
+pub fn validate_filename(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name == "."
+        || name.contains('/')
+        || name.contains('\\')
+        || name.contains("..")
+        || name.contains('\0')
+    {
+        return Err(bad(format!("unsafe archive filename {name:?}")));
+    }
+    Ok(())
+}
+
+fn map_of<'v>(v: &'v Value, what: &str) -> Result<Vec<(&'v str, &'v Value)>> {
+    v.map_entries().ok_or_else(|| {
+        bad(format!(
+            "{what} must be a map with distinct str keys, found {}",
+            v.type_name()
+        ))
+    })
+}
+
+fn field<'v>(m: &[(&str, &'v Value)], key: &str, what: &str) -> Result<&'v Value> {
+    m.iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| bad(format!("{what}: missing key {key:?}")))
+}
+
+fn str_field(m: &[(&str, &Value)], key: &str, what: &str) -> Result<String> {
+    let v = field(m, key, what)?;
+    v.as_str().map(str::to_owned).ok_or_else(|| {
+        bad(format!(
+            "{what}.{key} must be a str, found {}",
+            v.type_name()
+        ))
+    })
+}
+
+fn uint_field(m: &[(&str, &Value)], key: &str, what: &str) -> Result<u64> {
+    let v = field(m, key, what)?;
+    v.as_u64().ok_or_else(|| {
+        bad(format!(
+            "{what}.{key} must be an unsigned int, found {}",
+            v.type_name()
+        ))
+    })
+}
+
+fn str_list(v: &Value, what: &str) -> Result<Vec<String>> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| bad(format!("{what} must be an array, found {}", v.type_name())))?;
+    list.iter()
+        .map(|item| {
+            item.as_str().map(str::to_owned).ok_or_else(|| {
+                bad(format!(
+                    "{what} element must be a str, found {}",
+                    item.type_name()
+                ))
+            })
+        })
+        .collect()
+}
+
+impl Manifest {
+    /// Parses a v1 or legacy manifest, rejecting hostile filenames.
+    pub fn parse(bytes: &[u8]) -> Result<Manifest> {
+        let value = msgpack::decode(bytes)?;
+        let top = map_of(&value, "manifest")?;
+        let version = uint_field(&top, "format_version", "manifest")?;
+        if version != MANIFEST_VERSION {
+            return Err(Error::UnsupportedVersion {
+                what: "kpm manifest",
+                found: version,
+                supported: "1",
+            });
+        }
+        let manifest = if top.iter().any(|(k, _)| *k == "component_name") {
+            Self::parse_legacy(&top)?
+        } else {
+            Self::parse_v1(&top)?
+        };
+        let mut names: Vec<&str> = manifest
+            .kpack_files
+            .iter()
+            .map(|f| f.filename.as_str())
+            .collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w.first() == w.get(1)) {
+            return Err(bad(format!(
+                "archive {:?} listed twice",
+                w.first().copied().unwrap_or_default()
+            )));
+        }
+        Ok(manifest)
+    }
+
+    fn parse_v1(top: &[(&str, &Value)]) -> Result<Manifest> {
+        let component = str_field(top, "component", "manifest")?;
+        let files_v = field(top, "kpack_files", "manifest")?;
+        let files = files_v.as_array().ok_or_else(|| {
+            bad(format!(
+                "kpack_files must be an array, found {}",
+                files_v.type_name()
+            ))
+        })?;
+        let mut kpack_files = Vec::with_capacity(files.len());
+        for (i, f) in files.iter().enumerate() {
+            let what = format!("kpack_files[{i}]");
+            let m = map_of(f, &what)?;
+            let filename = str_field(&m, "filename", &what)?;
+            validate_filename(&filename)?;
+            let sha_v = field(&m, "sha256", &what)?;
+            let sha256: [u8; 32] = sha_v
+                .as_bin()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad(format!("{what}.sha256 must be a 32-byte bin")))?;
+            kpack_files.push(ManifestFile {
+                filename,
+                family: str_field(&m, "family", &what)?,
+                architectures: str_list(
+                    field(&m, "architectures", &what)?,
+                    &format!("{what}.architectures"),
+                )?,
+                size: uint_field(&m, "size", &what)?,
+                sha256: Some(sha256),
+            });
+        }
+        Ok(Manifest {
+            component,
+            kpack_files,
+        })
+    }
+
+    /// Legacy: `kpack_files` maps arch -> {file, size, kernel_count}. Arches
+    /// sharing a file merge into one entry (first-appearance order). The
+    /// family is taken from a `<component>_<family>.kpack` filename, else
+    /// the first arch.
+    fn parse_legacy(top: &[(&str, &Value)]) -> Result<Manifest> {
+        let component = str_field(top, "component_name", "manifest")?;
+        if let Some((_, prefix)) = top.iter().find(|(k, _)| *k == "prefix") {
+            if prefix.as_str().is_none() {
+                return Err(bad(format!(
+                    "prefix must be a str, found {}",
+                    prefix.type_name()
+                )));
+            }
+        }
+        let files = map_of(field(top, "kpack_files", "manifest")?, "kpack_files")?;
+        let mut kpack_files: Vec<ManifestFile> = Vec::new();
+        for (arch, entry) in files {
+            let what = format!("kpack_files[{arch:?}]");
+            let m = map_of(entry, &what)?;
+            let file = str_field(&m, "file", &what)?;
+            validate_filename(&file)?;
+            let size = uint_field(&m, "size", &what)?;
+            if m.iter().any(|(k, _)| *k == "kernel_count") {
+                uint_field(&m, "kernel_count", &what)?;
+            }
+            match kpack_files.iter_mut().find(|f| f.filename == file) {
+                Some(existing) => {
+                    if existing.size != size {
+                        return Err(bad(format!(
+                            "{file:?} listed with sizes {} and {size}",
+                            existing.size
+                        )));
+                    }
+                    existing.architectures.push(arch.to_owned());
+                }
+                None => {
+                    let family = file
+                        .strip_prefix(component.as_str())
+                        .and_then(|r| r.strip_prefix('_'))
+                        .and_then(|r| r.strip_suffix(".kpack"))
+                        .filter(|f| !f.is_empty())
+                        .unwrap_or(arch)
+                        .to_owned();
+                    kpack_files.push(ManifestFile {
+                        filename: file,
+                        family,
+                        architectures: vec![arch.to_owned()],
+                        size,
+                        sha256: None,
+                    });
+                }
+            }
+        }
+        Ok(Manifest {
+            component,
+            kpack_files,
+        })
+    }
+
+    /// Reads and parses the manifest at `path`.
+    pub fn read(path: &Path) -> Result<Manifest> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(&bytes).map_err(|e| match e {
+            Error::InvalidMetadata(m) => Error::InvalidMetadata(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// The first listed archive that contains `arch` (an exact arch key).
+    pub fn file_for_arch(&self, arch: &str) -> Option<&ManifestFile> {
+        self.kpack_files
+            .iter()
+            .find(|f| f.architectures.iter().any(|a| a == arch))
+    }
+
+    /// Encodes as a v1 manifest (keys in schema order). Fails on unsafe
+    /// filenames and on entries without a sha256 (legacy data).
+    pub fn to_msgpack(&self) -> Result<Vec<u8>> {
+        let mut b = Vec::new();
+        msgpack::write_map_len(&mut b, 3)?;
+        msgpack::write_str(&mut b, "format_version")?;
+        msgpack::write_uint(&mut b, MANIFEST_VERSION)?;
+        msgpack::write_str(&mut b, "component")?;
+        msgpack::write_str(&mut b, &self.component)?;
+        msgpack::write_str(&mut b, "kpack_files")?;
+        msgpack::write_array_len(&mut b, self.kpack_files.len())?;
+        for f in &self.kpack_files {
+            validate_filename(&f.filename)?;
+            let sha = f.sha256.ok_or_else(|| {
+                Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
+            })?;
+            msgpack::write_map_len(&mut b, 5)?;
+            msgpack::write_str(&mut b, "filename")?;
+            msgpack::write_str(&mut b, &f.filename)?;
+            msgpack::write_str(&mut b, "family")?;
+            msgpack::write_str(&mut b, &f.family)?;
+            msgpack::write_str(&mut b, "architectures")?;
+            msgpack::write_str_array(&mut b, &f.architectures)?;
+            msgpack::write_str(&mut b, "size")?;
+            msgpack::write_uint(&mut b, f.size)?;
+            msgpack::write_str(&mut b, "sha256")?;
+            msgpack::write_bin(&mut b, &sha)?;
+        }
+        Ok(b)
+    }
+}

@@ -1,1 +1,0 @@
-//! TODO(owner): see lib.rs
