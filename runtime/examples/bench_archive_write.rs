@@ -3,10 +3,13 @@
 //! the same bytes with `zstd -3 -T0` as the baseline.
 //!
 //! ```text
-//! cargo run --release -p rocm-kpack --example bench_archive_write -- DIR [OUT.kpack]
+//! cargo run --release -p rocm-kpack --example bench_archive_write -- INPUT [OUT.kpack]
 //! ```
 //!
-//! Layout of DIR: `DIR/<arch>/<name>` (one code object per file; `<arch>`
+//! INPUT is a fat ELF binary (e.g. Debian's `librocsparse.so.0.1`: run
+//! `bash tests/scripts/fetch-debian-testdata.sh` first), whose `.hip_fatbin`
+//! is cut into one file per code object with this crate's bundle parser, or a
+//! directory of code objects. Layout of a directory: `DIR/<arch>/<name>` (one code object per file; `<arch>`
 //! becomes the arch key, `<name>` the binary key). Files directly in DIR get
 //! the arch `unknown`. Runs both `BENCH_RUNS` times (default 3),
 //! alternating, and prints each run, then the best wall time of each, CPU
@@ -64,6 +67,29 @@ fn collect(dir: &Path) -> BoxResult<Vec<Input>> {
     // Sorted input order makes the archive deterministic.
     out.sort_by(|a, b| (&a.key, &a.arch).cmp(&(&b.key, &b.arch)));
     Ok(out)
+}
+
+/// Writes every code object of `elf`'s `.hip_fatbin` to
+/// `dir/<target>/<bundle index>.co`, using the runtime's bundle parser.
+fn cut_fat_binary(elf: &Path, dir: &Path) -> BoxResult<usize> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(elf)?;
+    let file = object::File::parse(&*data)?;
+    let section = file
+        .section_by_name(".hip_fatbin")
+        .ok_or("no .hip_fatbin section")?;
+    let bundles = rocm_kpack::bundle::parse_fatbin(section.data()?)?;
+    let mut n = 0;
+    for (index, bundle) in bundles.iter().enumerate() {
+        for (target, code) in bundle.code_objects() {
+            // ':' is legal on Linux but keep names portable.
+            let sub = dir.join(target.replace(':', "_"));
+            std::fs::create_dir_all(&sub)?;
+            std::fs::write(sub.join(format!("{index:04}.co")), code)?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Resource use so far: peak RSS (bytes) and CPU time (user + system).
@@ -161,6 +187,14 @@ fn run() -> BoxResult<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| tmp.path().join("bench.kpack"));
 
+    let cut = tmp.path().join("code-objects");
+    let dir = if dir.is_file() {
+        let n = cut_fat_binary(&dir, &cut)?;
+        println!("cut {n} code objects out of {}", dir.display());
+        cut
+    } else {
+        dir
+    };
     let inputs = collect(&dir)?;
     // Untimed warm-up: both contenders then read the inputs from the page
     // cache, and the time of reading alone is known.
