@@ -6,22 +6,36 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use rocm_kpack::detect::{ArchOverride, OverrideSource};
 
-/// Exit codes and environment, shown by `--help`.
-pub const EXIT_STATUS_HELP: &str = "\
+/// The exit-status text as a literal, so help epilogues can `concat!` it.
+macro_rules! exit_status_help {
+    () => {
+        "\
 Exit status:
   0  success; for detect: at least one GPU target (or targets given by --arch
      or ROCM_KPACK_ARCH_OVERRIDE)
-  1  error (unreadable --sysfs-root, I/O failure, ...)
+  1  error (unreadable --sysfs-root, I/O failure, an archive that could not be
+     fetched, verified or installed, ...)
   2  usage error (bad option; bad --arch, ROCM_KPACK_ARCH_OVERRIDE or
-     HSA_OVERRIDE_GFX_VERSION value)
-  3  no AMD GPU found (amdgpu not loaded, no KFD topology, or no GPU node)
+     HSA_OVERRIDE_GFX_VERSION value; http:// source without --allow-http)
+  3  no AMD GPU found (amdgpu not loaded, no KFD topology, or no GPU node) and
+     no --arch given: nothing to install for (detect, install, gc, doctor)
+  4  problems found: verify (damaged or missing archives), doctor (a failed
+     check), install --strict (a component publishes no device code for a
+     local target, or a manifest was refused)
 
 Environment:
   ROCM_KPACK_ARCH_OVERRIDE  comma-separated targets that replace detection
                             (--arch takes precedence)
   HSA_OVERRIDE_GFX_VERSION  MAJOR.MINOR.STEPPING that every GPU is treated as,
                             as the ROCm runtime does (e.g. 11.0.0 = gfx1100)
-  RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
+  ROCM_KPACK_PYTHON         interpreter whose site-packages are searched for
+                            manifests (default python3; empty: none)
+  RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)"
+    };
+}
+
+/// Exit codes and environment, shown by `--help`.
+pub const EXIT_STATUS_HELP: &str = exit_status_help!();
 
 /// Detect local AMD GPUs and fetch, verify and install the device code
 /// (.kpack archives) they need.
@@ -40,6 +54,221 @@ pub enum Command {
     /// the union of their targets, which is what gets installed.
     #[command(after_help = EXIT_STATUS_HELP)]
     Detect(DetectArgs),
+    /// Fetch, verify and install the device-code archives that installed
+    /// packages' manifests (.kpm) list for the local GPU targets.
+    #[command(after_help = INSTALL_HELP)]
+    Install(InstallArgs),
+    /// Show, per installed manifest, whether the local targets are covered.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Status(StatusArgs),
+    /// List the archives of every installed manifest and who installed them.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    List(ListArgs),
+    /// Re-hash installed archives against their manifests (exit 4 on problems).
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Verify(VerifyArgs),
+    /// Remove archives rocm-kpack-fetch installed, by component or file name.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Remove(RemoveArgs),
+    /// Remove archives rocm-kpack-fetch installed that no local target needs
+    /// any more (or whose manifest is gone). Lists them unless --yes.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Gc(GcArgs),
+    /// Check that device code can be used here: driver, /dev/kfd, container,
+    /// and every local target covered for every installed manifest.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Doctor(DoctorArgs),
+}
+
+/// `install` help epilogue: sources, files, then exit codes.
+pub const INSTALL_HELP: &str = concat!(
+    "\
+Sources, tried in order (a 404 moves to the next):
+  --source URL (repeatable), or only --offline DIR; then
+  /etc/rocm-kpack/sources.d/*.toml; then <prefix>/.kpack/<component>.sources.toml
+  shipped by a generic package. Each source is a kpack store: an archive is
+  fetched as URL/by-hash/sha256/<sha256>, else as URL/<file name>.
+
+Files:
+  <prefix>/.kpack/.rocm-kpack-fetch.lock        one install at a time per prefix
+  <prefix>/.kpack/.rocm-kpack-fetch-state.json  what was installed, from where, why
+  <cache>/partial/<sha256>.part                 resumable partial downloads
+
+",
+    exit_status_help!()
+);
+
+/// Where to look for installed manifests; shared by every command that
+/// reads them.
+#[derive(Debug, Clone, Args)]
+pub struct ScanArgs {
+    /// Take every default path (/opt/rocm*, /usr/lib/..., site-packages,
+    /// /etc/rocm-kpack, the cache) below DIR instead of / (chroots, tests).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Also look for manifests in P/.kpack and up to two directory levels
+    /// below P (repeatable; not taken below --root).
+    #[arg(long = "prefix", value_name = "P")]
+    pub prefixes: Vec<PathBuf>,
+    /// Look only in the --prefix directories.
+    #[arg(long)]
+    pub no_default_prefixes: bool,
+}
+
+/// Where archives come from and how they are transferred.
+#[derive(Debug, Clone, Args)]
+pub struct NetArgs {
+    /// Fetch from this source first (repeatable, tried in order): an
+    /// https:// or file:// URL or a directory path.
+    #[arg(long = "source", value_name = "URL")]
+    pub sources: Vec<String>,
+    /// Use only this directory of archives (by name, or by-hash/sha256/HEX);
+    /// no network, no configured sources.
+    #[arg(long, value_name = "DIR", conflicts_with = "sources")]
+    pub offline: Option<PathBuf>,
+    /// Accept plain http:// sources (and redirects to loopback http).
+    #[arg(long)]
+    pub allow_http: bool,
+    /// Parallel transfers.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    /// Keep partial downloads here [default: /var/cache/rocm-kpack-fetch
+    /// for root, else $XDG_CACHE_HOME/rocm-kpack-fetch; below --root].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Seconds to wait for a connection.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_secs)]
+    pub connect_timeout: f64,
+    /// Seconds without any data (headers or body) before a transfer counts
+    /// as stalled.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_secs)]
+    pub read_timeout: f64,
+    /// Retries per URL for transient errors (timeouts, resets, 5xx, 429).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub retries: u32,
+    /// First retry wait in milliseconds (doubles each retry, with jitter).
+    #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
+    pub retry_base_ms: u64,
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds in (0, 86400]")),
+    }
+}
+
+/// `install` options.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Install for the GPUs detected here (honours ROCM_KPACK_ARCH_OVERRIDE
+    /// and HSA_OVERRIDE_GFX_VERSION).
+    #[arg(long, conflicts_with = "arch")]
+    pub auto: bool,
+    /// How to find the local targets.
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Sources and transfers.
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Print the plan and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON object instead of text (progress stays on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 4 when a component publishes no device code for a local target
+    /// or a manifest is refused (else a warning).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `status` options.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// How to find the local targets.
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Partial downloads kept here [default as for install].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `list` options.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `verify` options.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `remove` options.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// Components (manifest `component`) or archive file names.
+    #[arg(required = true, value_name = "COMPONENT|ARCHIVE")]
+    pub names: Vec<String>,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `gc` options.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Which targets to keep archives for (default: detected).
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Really remove (otherwise only list what would go).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `doctor` options.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// How to find the local targets.
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `detect` options.

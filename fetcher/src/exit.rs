@@ -13,6 +13,9 @@ pub enum ExitStatus {
     Usage,
     /// 3: no AMD GPU found (driver absent, no KFD topology, no GPU node).
     NoGpu,
+    /// 4: the command ran and found problems (`verify`, `doctor`,
+    /// `install --strict`).
+    Problems,
 }
 
 impl ExitStatus {
@@ -23,6 +26,7 @@ impl ExitStatus {
             ExitStatus::Failure => 1,
             ExitStatus::Usage => 2,
             ExitStatus::NoGpu => 3,
+            ExitStatus::Problems => 4,
         }
     }
 

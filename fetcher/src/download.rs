@@ -1,0 +1,667 @@
+//! Downloading one archive: stream into a partial file in the cache, keyed
+//! by the expected sha256 (`<cache>/partial/<hex>.part`), hashing while
+//! streaming; resume a kept partial with an HTTP `Range` request after
+//! re-hashing its bytes; never accept more bytes than the manifest's size;
+//! check size and sha256 at the end. Sources are tried in order, each with
+//! retries for transient errors.
+//!
+//! The partial file is `flock`ed while in use, so two processes that need
+//! the same archive (for different prefixes) do not write it together.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_RANGE, RETRY_AFTER};
+use reqwest::{StatusCode, Url};
+use sha2::{Digest, Sha256};
+
+use crate::client::{masked, retry, Attempted, Client, FetchError};
+use crate::progress::{human_bytes, Reporter, Transfer};
+
+/// Bytes gathered before one write to the partial file.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// Where partial downloads are kept between runs.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// A cache rooted at `dir` (created on first use).
+    pub fn new(dir: impl Into<PathBuf>) -> Cache {
+        Cache { dir: dir.into() }
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory of partial downloads.
+    pub fn partial_dir(&self) -> PathBuf {
+        self.dir.join("partial")
+    }
+
+    /// The partial file for an archive with this sha256.
+    pub fn partial_path(&self, sha256: &[u8; 32]) -> PathBuf {
+        self.partial_dir().join(format!("{}.part", hex::encode(sha256)))
+    }
+
+    /// Kept partial downloads: (path, bytes held). Missing cache: none.
+    pub fn partials(&self) -> io::Result<Vec<(PathBuf, u64)>> {
+        let entries = match fs::read_dir(self.partial_dir()) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let path = entry.path();
+            if path.extension().is_some_and(|x| x == "part") {
+                out.push((path, entry.metadata()?.len()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// What to download: the manifest's facts and the candidate URLs, in the
+/// order to try them.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    /// Archive file name (for messages).
+    pub name: String,
+    /// Exact size from the manifest.
+    pub size: u64,
+    /// SHA-256 from the manifest.
+    pub sha256: [u8; 32],
+    /// Candidate URLs (https, http with `--allow-http`, or file).
+    pub urls: Vec<Url>,
+}
+
+/// A complete, verified download held in the cache, still locked.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The partial file, now complete and verified.
+    pub partial: Partial,
+    /// Masked URL it came from (`None`: complete from an earlier run).
+    pub url: Option<String>,
+    /// Bytes received over the network (or read from a `file://` source) in
+    /// this run.
+    pub transferred: u64,
+    /// Bytes that were already held when this run started.
+    pub resumed_from: u64,
+}
+
+/// Why an archive could not be downloaded.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// No URL to try.
+    #[error("{name}: no source configured (use --source URL, --offline DIR or /etc/rocm-kpack/sources.d)")]
+    NoSource {
+        /// Archive file name.
+        name: String,
+    },
+    /// Every source failed; one entry per URL tried.
+    #[error("could not fetch {name} from any source:{}", list(attempts))]
+    AllFailed {
+        /// Archive file name.
+        name: String,
+        /// The last error of each URL, with retries spent.
+        attempts: Vec<Attempted>,
+    },
+    /// A local file could not be written or read.
+    #[error("fetching {name}: {error}")]
+    Local {
+        /// Archive file name.
+        name: String,
+        /// The error.
+        #[source]
+        error: FetchError,
+    },
+}
+
+fn list(attempts: &[Attempted]) -> String {
+    attempts.iter().map(|a| format!("\n  {a}")).collect()
+}
+
+/// A locked partial download: file, bytes held, hash state of those bytes.
+#[derive(Debug)]
+pub struct Partial {
+    path: PathBuf,
+    file: File,
+    hasher: Sha256,
+    /// Bytes hashed so far (written or buffered).
+    len: u64,
+    buf: Vec<u8>,
+}
+
+impl Partial {
+    /// Opens (creating) and locks the partial file at `path`, then hashes
+    /// what it already holds; a file longer than `size` is emptied. Blocks
+    /// while another process holds the lock.
+    pub fn open(path: &Path, size: u64) -> io::Result<Partial> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let file = loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+            // The holder may have moved the file into a prefix meanwhile:
+            // only a lock on the file still at `path` counts.
+            let held = file.metadata()?;
+            match fs::metadata(path) {
+                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => break file,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let mut partial = Partial {
+            path: path.to_path_buf(),
+            file,
+            hasher: Sha256::new(),
+            len: 0,
+            buf: Vec::new(),
+        };
+        let held = partial.file.metadata()?.len();
+        if held > size {
+            partial.truncate()?;
+        } else {
+            partial.rehash(held)?;
+        }
+        Ok(partial)
+    }
+
+    /// Path of the partial file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file handle (locked).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn rehash(&mut self, held: u64) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(0))?;
+        let mut block = vec![0u8; WRITE_BUFFER];
+        let mut remaining = held;
+        while remaining > 0 {
+            let want = usize::try_from(remaining.min(WRITE_BUFFER as u64)).unwrap_or(WRITE_BUFFER);
+            let slot = block.get_mut(..want).unwrap_or_default();
+            let n = self.file.read(slot)?;
+            if n == 0 {
+                break;
+            }
+            self.hasher.update(slot.get(..n).unwrap_or_default());
+            remaining -= n as u64;
+        }
+        self.len = held - remaining;
+        self.file.set_len(self.len)?;
+        self.file.seek(SeekFrom::Start(self.len))?;
+        Ok(())
+    }
+
+    /// Drops everything held.
+    pub fn truncate(&mut self) -> io::Result<()> {
+        self.buf.clear();
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        self.hasher = Sha256::new();
+        self.len = 0;
+        Ok(())
+    }
+
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.hasher.update(data);
+        self.len += data.len() as u64;
+        if self.buf.is_empty() && data.len() >= WRITE_BUFFER {
+            return self.file.write_all(data);
+        }
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= WRITE_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes buffered bytes to the file.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let result = self.file.write_all(&self.buf);
+            if result.is_err() {
+                // Whatever reached the file is unknown: start over next time.
+                self.buf.clear();
+                let _ = self.truncate();
+            }
+            result?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// SHA-256 of the bytes held.
+    pub fn digest(&self) -> [u8; 32] {
+        self.hasher.clone().finalize().into()
+    }
+
+    /// Removes the file (it stays locked until dropped).
+    pub fn remove(self) -> io::Result<()> {
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn local(path: &Path, source: io::Error) -> FetchError {
+    FetchError::Local {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Downloads `want` into the cache, verifying size and sha256. Returns the
+/// locked, complete partial for the installer to move into place.
+pub async fn fetch(
+    client: &Client,
+    cache: &Cache,
+    want: &Wanted,
+    reporter: &dyn Reporter,
+) -> Result<Fetched, DownloadError> {
+    let name = want.name.clone();
+    let local_err = |error| DownloadError::Local {
+        name: name.clone(),
+        error,
+    };
+    let path = cache.partial_path(&want.sha256);
+    let size = want.size;
+    let open_path = path.clone();
+    let mut partial = tokio::task::spawn_blocking(move || Partial::open(&open_path, size))
+        .await
+        .map_err(|e| local_err(local(&path, io::Error::other(e))))?
+        .map_err(|e| local_err(local(&path, e)))?;
+    let resumed_from = partial.len();
+
+    if partial.len() == want.size {
+        if partial.digest() == want.sha256 {
+            return Ok(Fetched {
+                partial,
+                url: None,
+                transferred: 0,
+                resumed_from,
+            });
+        }
+        partial.truncate().map_err(|e| local_err(local(&path, e)))?;
+    }
+    if want.urls.is_empty() {
+        return Err(DownloadError::NoSource { name });
+    }
+
+    let mut attempts = Vec::new();
+    let mut transfer: Option<Box<dyn Transfer>> = None;
+    let mut transferred = 0u64;
+    for url in &want.urls {
+        let shown = masked(url);
+        let mut retries = 0u32;
+        loop {
+            let before = partial.len();
+            let result = attempt(client, url, &mut partial, want, reporter, &mut transfer).await;
+            transferred += partial.len().saturating_sub(before);
+            let error = match result {
+                Ok(()) => {
+                    let actual = partial.digest();
+                    if actual == want.sha256 {
+                        if let Some(t) = transfer.take() {
+                            t.finish(Ok(()));
+                        }
+                        return Ok(Fetched {
+                            partial,
+                            url: Some(shown),
+                            transferred,
+                            resumed_from,
+                        });
+                    }
+                    // Wrong content from this source: drop it, try the next.
+                    partial.truncate().map_err(|e| local_err(local(&path, e)))?;
+                    FetchError::HashMismatch {
+                        url: shown.clone(),
+                        expected: hex::encode(want.sha256),
+                        actual: hex::encode(actual),
+                    }
+                }
+                Err(e) => e,
+            };
+            if error.is_local() {
+                if let Some(t) = transfer.take() {
+                    t.finish(Err(&error.to_string()));
+                }
+                if partial.is_empty() {
+                    let _ = partial.remove();
+                }
+                return Err(local_err(error));
+            }
+            if matches!(error, FetchError::Oversize { .. }) {
+                partial.truncate().map_err(|e| local_err(local(&path, e)))?;
+            }
+            // Progress earns the connection a fresh set of retries.
+            if partial.len() > before {
+                retries = 0;
+            }
+            if error.is_transient() && retries < client.options.retries {
+                let wait = client.options.backoff.delay(retries, error.retry_after());
+                reporter.note(&format!(
+                    "{}: {error}; retrying in {:.1}s",
+                    want.name,
+                    wait.as_secs_f64()
+                ));
+                tokio::time::sleep(wait).await;
+                retries += 1;
+                continue;
+            }
+            if !matches!(error, FetchError::NotFound { .. }) {
+                reporter.note(&format!("{}: {error}", want.name));
+            }
+            attempts.push(Attempted { error, retries });
+            break;
+        }
+    }
+    let summary = DownloadError::AllFailed { name, attempts };
+    if let Some(t) = transfer.take() {
+        t.finish(Err(&summary.to_string()));
+    }
+    // Keep a non-empty partial for the next run to resume.
+    if partial.is_empty() {
+        let _ = partial.remove();
+    }
+    Err(summary)
+}
+
+/// One try of one URL: append to `partial` until it holds `want.size`
+/// bytes. `Ok` means complete (hash not yet checked).
+async fn attempt(
+    client: &Client,
+    url: &Url,
+    partial: &mut Partial,
+    want: &Wanted,
+    reporter: &dyn Reporter,
+    transfer: &mut Option<Box<dyn Transfer>>,
+) -> Result<(), FetchError> {
+    if url.scheme() == "file" {
+        return attempt_file(url, partial, want, reporter, transfer).await;
+    }
+    let shown = masked(url);
+    let from = partial.len();
+    let mut resp = client.get(url, from).await?;
+    let status = resp.status();
+    match status {
+        StatusCode::NOT_FOUND | StatusCode::GONE => {
+            return Err(FetchError::NotFound {
+                url: shown,
+                status: status.as_u16(),
+            })
+        }
+        StatusCode::PARTIAL_CONTENT => {
+            let header = resp
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            if content_range(&header) != Some((from, want.size)) {
+                partial.truncate().map_err(|e| local(partial.path(), e))?;
+                return Err(FetchError::BadRange {
+                    url: shown,
+                    asked: from,
+                    detail: format!("Content-Range {header:?}"),
+                });
+            }
+        }
+        StatusCode::OK => {
+            if from > 0 {
+                // The server ignored the range: start over.
+                partial.truncate().map_err(|e| local(partial.path(), e))?;
+            }
+        }
+        StatusCode::RANGE_NOT_SATISFIABLE if from > 0 => {
+            partial.truncate().map_err(|e| local(partial.path(), e))?;
+            return Err(FetchError::BadRange {
+                url: shown,
+                asked: from,
+                detail: "416 Range Not Satisfiable".into(),
+            });
+        }
+        _ => {
+            let retry_after = resp
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry::parse_retry_after(v, std::time::SystemTime::now()));
+            return Err(FetchError::Status {
+                url: shown,
+                status: status.as_u16(),
+                retry_after,
+            });
+        }
+    }
+    let start = partial.len();
+    if let Some(announced) = resp.content_length() {
+        if start.saturating_add(announced) > want.size {
+            return Err(FetchError::Oversize {
+                url: shown,
+                expected: want.size,
+            });
+        }
+    }
+    begin(transfer, reporter, want, &shown, start);
+
+    let timeout: Duration = client.options.read_timeout;
+    let result = loop {
+        let chunk = match tokio::time::timeout(timeout, resp.chunk()).await {
+            Err(_) => {
+                break Err(FetchError::Stalled {
+                    url: shown.clone(),
+                    timeout,
+                })
+            }
+            Ok(Err(source)) => {
+                break Err(FetchError::Transport {
+                    url: shown.clone(),
+                    source,
+                })
+            }
+            Ok(Ok(None)) => break Ok(()),
+            Ok(Ok(Some(chunk))) => chunk,
+        };
+        let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
+        let take = chunk.len().min(room);
+        if take > 0 {
+            partial
+                .append(chunk.get(..take).unwrap_or_default())
+                .map_err(|e| local(partial.path(), e))?;
+            if let Some(t) = transfer {
+                t.advance(take as u64);
+            }
+        }
+        if chunk.len() > take {
+            break Err(FetchError::Oversize {
+                url: shown.clone(),
+                expected: want.size,
+            });
+        }
+    };
+    partial.flush().map_err(|e| local(partial.path(), e))?;
+    result?;
+    if partial.len() < want.size {
+        return Err(FetchError::ShortBody {
+            url: shown,
+            got: partial.len(),
+            expected: want.size,
+        });
+    }
+    Ok(())
+}
+
+/// Tells the reporter a transfer (re)started at `from`.
+fn begin(
+    transfer: &mut Option<Box<dyn Transfer>>,
+    reporter: &dyn Reporter,
+    want: &Wanted,
+    url: &str,
+    from: u64,
+) {
+    match transfer {
+        Some(t) => {
+            t.reset(from);
+            if from > 0 {
+                reporter.note(&format!(
+                    "{}: resuming at {} from {url}",
+                    want.name,
+                    human_bytes(from)
+                ));
+            }
+        }
+        None => *transfer = Some(reporter.start(&want.name, url, want.size, from)),
+    }
+}
+
+/// `bytes START-END/TOTAL` -> (START, TOTAL), when END is TOTAL-1.
+fn content_range(value: &str) -> Option<(u64, u64)> {
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (start, end) = range.split_once('-')?;
+    let start: u64 = start.trim().parse().ok()?;
+    let end: u64 = end.trim().parse().ok()?;
+    let total: u64 = total.trim().parse().ok()?;
+    (end.checked_add(1) == Some(total) && start <= end).then_some((start, total))
+}
+
+/// A `file://` source: copy from the local path, resuming like HTTP.
+async fn attempt_file(
+    url: &Url,
+    partial: &mut Partial,
+    want: &Wanted,
+    reporter: &dyn Reporter,
+    transfer: &mut Option<Box<dyn Transfer>>,
+) -> Result<(), FetchError> {
+    let shown = masked(url);
+    let src = url.to_file_path().map_err(|()| FetchError::FileSource {
+        url: shown.clone(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "not a local file path"),
+    })?;
+    let file_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            FetchError::NotFound {
+                url: shown.clone(),
+                status: 0,
+            }
+        } else {
+            FetchError::FileSource {
+                url: shown.clone(),
+                source,
+            }
+        }
+    };
+    let mut file = File::open(&src).map_err(file_err)?;
+    let len = file.metadata().map_err(file_err)?.len();
+    if len > want.size {
+        return Err(FetchError::Oversize {
+            url: shown,
+            expected: want.size,
+        });
+    }
+    if len < want.size {
+        // A local file does not grow by retrying.
+        return Err(FetchError::HashMismatch {
+            url: shown,
+            expected: format!("{} ({} bytes)", hex::encode(want.sha256), want.size),
+            actual: format!("a file of {len} bytes"),
+        });
+    }
+    let from = partial.len();
+    file.seek(SeekFrom::Start(from)).map_err(file_err)?;
+    begin(transfer, reporter, want, &shown, from);
+    // Local reads are blocking; the block is short (one buffer) each time.
+    let mut block = vec![0u8; WRITE_BUFFER];
+    while partial.len() < want.size {
+        let n = file.read(&mut block).map_err(file_err)?;
+        if n == 0 {
+            break;
+        }
+        let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
+        let take = n.min(room);
+        partial
+            .append(block.get(..take).unwrap_or_default())
+            .map_err(|e| local(partial.path(), e))?;
+        if let Some(t) = transfer.as_ref() {
+            t.advance(take as u64);
+        }
+        tokio::task::yield_now().await;
+    }
+    partial.flush().map_err(|e| local(partial.path(), e))?;
+    if partial.len() < want.size {
+        return Err(FetchError::ShortBody {
+            url: shown,
+            got: partial.len(),
+            expected: want.size,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range_parsing() {
+        assert_eq!(content_range("bytes 100-199/200"), Some((100, 200)));
+        assert_eq!(content_range("bytes 0-0/1"), Some((0, 1)));
+        assert_eq!(content_range("bytes 100-150/200"), None, "must run to the end");
+        assert_eq!(content_range("bytes */200"), None);
+        assert_eq!(content_range("bytes 5-4/5"), None);
+        assert_eq!(content_range(""), None);
+    }
+
+    #[test]
+    fn partial_rehashes_kept_bytes_and_drops_oversized_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("partial").join("x.part");
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        fs::write(&path, b"hello ").expect("write");
+        let mut p = Partial::open(&path, 11).expect("open");
+        assert_eq!(p.len(), 6);
+        p.append(b"world").expect("append");
+        p.flush().expect("flush");
+        let want: [u8; 32] = Sha256::digest(b"hello world").into();
+        assert_eq!(p.digest(), want);
+        drop(p);
+        assert_eq!(fs::read(&path).expect("read"), b"hello world");
+        // Longer than the expected size: emptied.
+        let p = Partial::open(&path, 5).expect("open");
+        assert_eq!(p.len(), 0);
+        assert_eq!(fs::metadata(&path).expect("meta").len(), 0);
+    }
+}

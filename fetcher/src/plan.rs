@@ -1,0 +1,415 @@
+//! The install plan: plain data saying, for every installed manifest, which
+//! archives the local targets need and whether each is already present and
+//! valid, must be fetched, or cannot be fetched, plus the targets a component
+//! publishes no device code for. Built before any network I/O; `--dry-run`
+//! prints it and stops, `--json` serializes it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rocm_kpack::target::TargetId;
+use serde::Serialize;
+
+use crate::install::hash_file;
+use crate::progress::human_bytes;
+use crate::resolve::{needs, RefusedManifest, Scan};
+use crate::state::{FileStamp, State};
+
+/// What to do with one needed archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Absent: download it.
+    Fetch,
+    /// Present with the manifest's size and sha256: nothing to do.
+    Present,
+    /// Present but different from the manifest (damaged or outdated):
+    /// download and replace it.
+    Replace,
+    /// The manifest (legacy schema) has no sha256, so a download could not
+    /// be verified: not fetched.
+    Unverifiable,
+}
+
+impl Action {
+    fn word(self) -> &'static str {
+        match self {
+            Action::Fetch => "fetch",
+            Action::Present => "present",
+            Action::Replace => "replace",
+            Action::Unverifiable => "no-hash",
+        }
+    }
+}
+
+/// One archive a component needs here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedArchive {
+    /// File name (in the component's `.kpack` directory).
+    pub filename: String,
+    /// Where it is (or will be) installed.
+    pub path: PathBuf,
+    /// Family from the manifest.
+    pub family: String,
+    /// Every arch key the manifest lists for the archive.
+    pub architectures: Vec<String>,
+    /// Size from the manifest.
+    pub size: u64,
+    /// SHA-256 from the manifest, hex (`null` for legacy manifests).
+    pub sha256: Option<String>,
+    /// What to do.
+    pub action: Action,
+    /// Local targets it serves.
+    pub targets: Vec<String>,
+    /// Its arch keys that serve them.
+    pub arches: Vec<String>,
+    /// Why a present file is replaced, or why it cannot be fetched.
+    pub detail: Option<String>,
+}
+
+impl PlannedArchive {
+    /// The manifest's sha256 as bytes.
+    pub fn sha256_bytes(&self) -> Option<[u8; 32]> {
+        let hex = self.sha256.as_deref()?;
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(hex, &mut out).ok()?;
+        Some(out)
+    }
+
+    /// "why" in words: which local target may load which arch keys.
+    pub fn reason(&self) -> String {
+        format!("{} may load {}", self.targets.join(", "), self.arches.join(", "))
+    }
+}
+
+/// The plan for one installed manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComponentPlan {
+    /// Component name.
+    pub component: String,
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// Its `.kpack` directory.
+    pub kpack_dir: PathBuf,
+    /// Needed archives, in manifest order.
+    pub archives: Vec<PlannedArchive>,
+    /// Local targets this component publishes no device code for.
+    pub no_device_code: Vec<String>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstallPlan {
+    /// The local targets planned for.
+    pub targets: Vec<String>,
+    /// One entry per installed manifest.
+    pub components: Vec<ComponentPlan>,
+    /// Manifests that were refused (not trusted or not readable).
+    pub refused_manifests: Vec<RefusedManifest>,
+}
+
+/// Totals of a plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Archives to download (fetch + replace).
+    pub to_fetch: usize,
+    /// Their bytes.
+    pub bytes_to_fetch: u64,
+    /// Archives already present and valid.
+    pub present: usize,
+    /// Archives that cannot be verified, so are not fetched.
+    pub unverifiable: usize,
+    /// (component, target) pairs without device code.
+    pub no_device_code: usize,
+}
+
+/// How an already-present file was judged.
+fn check_present(path: &Path, size: u64, sha256: Option<&[u8; 32]>, stamp: Option<FileStamp>) -> (bool, Option<String>) {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(_) => return (false, None),
+    };
+    if meta.len() != size {
+        return (false, Some(format!("present file has {} bytes, manifest says {size}", meta.len())));
+    }
+    let Some(sha256) = sha256 else {
+        return (true, Some("size matches; no sha256 in the (legacy) manifest".into()));
+    };
+    // A file we installed and that has not changed since need not be re-read.
+    if stamp.is_some_and(|s| s == FileStamp::of(&meta)) {
+        return (true, None);
+    }
+    match hash_file(path) {
+        Ok((_, actual)) if &actual == sha256 => (true, None),
+        Ok((_, actual)) => (
+            false,
+            Some(format!(
+                "present file has sha256 {}, manifest says {}",
+                hex::encode(actual),
+                hex::encode(sha256)
+            )),
+        ),
+        Err(e) => (false, Some(format!("cannot read present file: {e}"))),
+    }
+}
+
+impl InstallPlan {
+    /// Plans for `targets`. `states` holds the loaded state of each `.kpack`
+    /// directory (missing entries count as empty). Reads (and may hash)
+    /// present archives; no network.
+    pub fn build(scan: &Scan, targets: &[TargetId], states: &BTreeMap<PathBuf, State>) -> InstallPlan {
+        let mut components = Vec::new();
+        for m in &scan.manifests {
+            let n = needs(&m.manifest, targets);
+            let state = states.get(&m.kpack_dir);
+            let mut archives = Vec::new();
+            for need in n.archives {
+                let Some(file) = m.manifest.kpack_files.get(need.index) else {
+                    continue;
+                };
+                let path = m.archive_path(file);
+                let stamp = state
+                    .and_then(|s| s.archives.get(&file.filename))
+                    .filter(|e| file.sha256.is_some_and(|h| hex::encode(h) == e.sha256))
+                    .and_then(|e| e.file);
+                let (valid, detail) = check_present(&path, file.size, file.sha256.as_ref(), stamp);
+                let action = match (valid, file.sha256.is_some(), path.exists()) {
+                    (true, _, _) => Action::Present,
+                    (false, false, _) => Action::Unverifiable,
+                    (false, true, true) => Action::Replace,
+                    (false, true, false) => Action::Fetch,
+                };
+                let detail = match action {
+                    Action::Unverifiable => Some(
+                        "the manifest (legacy schema) has no sha256; a download could not be verified".into(),
+                    ),
+                    _ => detail,
+                };
+                archives.push(PlannedArchive {
+                    filename: file.filename.clone(),
+                    path,
+                    family: file.family.clone(),
+                    architectures: file.architectures.clone(),
+                    size: file.size,
+                    sha256: file.sha256.map(hex::encode),
+                    action,
+                    targets: need.targets,
+                    arches: need.arches,
+                    detail,
+                });
+            }
+            components.push(ComponentPlan {
+                component: m.manifest.component.clone(),
+                manifest: m.path.clone(),
+                kpack_dir: m.kpack_dir.clone(),
+                archives,
+                no_device_code: n.uncovered,
+            });
+        }
+        InstallPlan {
+            targets: targets.iter().map(ToString::to_string).collect(),
+            components,
+            refused_manifests: scan.refused.clone(),
+        }
+    }
+
+    /// Totals.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for c in &self.components {
+            s.no_device_code += c.no_device_code.len();
+            for a in &c.archives {
+                match a.action {
+                    Action::Fetch | Action::Replace => {
+                        s.to_fetch += 1;
+                        s.bytes_to_fetch += a.size;
+                    }
+                    Action::Present => s.present += 1,
+                    Action::Unverifiable => s.unverifiable += 1,
+                }
+            }
+        }
+        s
+    }
+
+    /// Archives to download, with their component plan.
+    pub fn fetches(&self) -> impl Iterator<Item = (&ComponentPlan, &PlannedArchive)> {
+        self.components.iter().flat_map(|c| {
+            c.archives
+                .iter()
+                .filter(|a| matches!(a.action, Action::Fetch | Action::Replace))
+                .map(move |a| (c, a))
+        })
+    }
+
+    /// Warnings for the user: targets without device code, refused
+    /// manifests, unverifiable archives.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &self.refused_manifests {
+            out.push(format!("refusing manifest {}: {}", r.path.display(), r.error));
+        }
+        for c in &self.components {
+            for t in &c.no_device_code {
+                out.push(format!(
+                    "{} publishes no device code for {t} ({})",
+                    c.component,
+                    c.manifest.display()
+                ));
+            }
+            for a in c.archives.iter().filter(|a| a.action == Action::Unverifiable) {
+                out.push(format!(
+                    "{}: not fetching {}: its manifest (legacy schema) has no sha256",
+                    c.component, a.filename
+                ));
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for InstallPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "targets: {}", self.targets.join(", "))?;
+        if self.components.is_empty() {
+            writeln!(f, "no installed .kpm manifests found")?;
+        }
+        for c in &self.components {
+            writeln!(f, "{} ({}):", c.component, c.manifest.display())?;
+            if c.archives.is_empty() && c.no_device_code.is_empty() {
+                writeln!(f, "  nothing needed")?;
+            }
+            for a in &c.archives {
+                writeln!(
+                    f,
+                    "  {:<8} {}  {}  for {}",
+                    a.action.word(),
+                    a.filename,
+                    human_bytes(a.size),
+                    a.reason()
+                )?;
+                if let Some(d) = &a.detail {
+                    writeln!(f, "           ({d})")?;
+                }
+            }
+            for t in &c.no_device_code {
+                writeln!(f, "  warning: {} publishes no device code for {t}", c.component)?;
+            }
+        }
+        for r in &self.refused_manifests {
+            writeln!(f, "refused manifest {}: {}", r.path.display(), r.error)?;
+        }
+        let s = self.summary();
+        write!(
+            f,
+            "plan: {} to fetch ({}), {} present",
+            s.to_fetch,
+            human_bytes(s.bytes_to_fetch),
+            s.present
+        )?;
+        if s.unverifiable > 0 {
+            write!(f, ", {} unverifiable", s.unverifiable)?;
+        }
+        if s.no_device_code > 0 {
+            write!(f, ", {} target(s) without device code", s.no_device_code)?;
+        }
+        writeln!(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::InstalledManifest;
+    use rocm_kpack::manifest::{Manifest, ManifestFile};
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn present_fetch_replace_and_uncovered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kpack = dir.path().join(".kpack");
+        fs::create_dir_all(&kpack).expect("mkdir");
+        let good = b"good archive bytes".to_vec();
+        let file = |name: &str, arches: &[&str], bytes: &[u8]| ManifestFile {
+            filename: name.into(),
+            family: name.into(),
+            architectures: arches.iter().map(|s| s.to_string()).collect(),
+            size: bytes.len() as u64,
+            sha256: Some(Sha256::digest(bytes).into()),
+        };
+        let manifest = Manifest {
+            component: "c".into(),
+            kpack_files: vec![
+                file("a.kpack", &["gfx90a"], &good),
+                file("b.kpack", &["gfx1100"], b"bbbb"),
+                file("c.kpack", &["gfx942"], b"cccc"),
+                file("d.kpack", &["gfx1201"], b"dddd"),
+            ],
+        };
+        fs::write(kpack.join("a.kpack"), &good).expect("write");
+        fs::write(kpack.join("b.kpack"), b"BBBB").expect("write");
+        let scan = Scan {
+            kpack_dirs: vec![kpack.clone()],
+            manifests: vec![InstalledManifest {
+                path: kpack.join("c.kpm"),
+                kpack_dir: kpack.clone(),
+                manifest,
+            }],
+            refused: vec![],
+        };
+        let targets: Vec<TargetId> = ["gfx90a", "gfx1100", "gfx942:sramecc+", "gfx803"]
+            .iter()
+            .map(|t| TargetId::parse(t).expect("target"))
+            .collect();
+        let plan = InstallPlan::build(&scan, &targets, &BTreeMap::new());
+        let c = plan.components.first().expect("component");
+        let actions: Vec<(&str, Action)> = c.archives.iter().map(|a| (a.filename.as_str(), a.action)).collect();
+        assert_eq!(
+            actions,
+            [("a.kpack", Action::Present), ("b.kpack", Action::Replace), ("c.kpack", Action::Fetch)]
+        );
+        let b = c.archives.get(1).expect("b");
+        assert!(b.detail.as_deref().is_some_and(|d| d.contains("sha256")), "{:?}", b.detail);
+        assert_eq!(c.no_device_code, ["gfx803"]);
+        let s = plan.summary();
+        assert_eq!((s.to_fetch, s.bytes_to_fetch, s.present, s.no_device_code), (2, 8, 1, 1));
+        let text = plan.to_string();
+        assert!(text.contains("fetch    c.kpack"), "{text}");
+        assert!(text.contains("warning: c publishes no device code for gfx803"), "{text}");
+    }
+
+    #[test]
+    fn legacy_entries_without_sha256_are_never_fetched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kpack = dir.path().join(".kpack");
+        fs::create_dir_all(&kpack).expect("mkdir");
+        let legacy = |name: &str, arch: &str| ManifestFile {
+            filename: name.into(),
+            family: arch.into(),
+            architectures: vec![arch.into()],
+            size: 3,
+            sha256: None,
+        };
+        fs::write(kpack.join("old.kpack"), b"abc").expect("write");
+        let scan = Scan {
+            kpack_dirs: vec![kpack.clone()],
+            manifests: vec![InstalledManifest {
+                path: kpack.join("l.kpm"),
+                kpack_dir: kpack.clone(),
+                manifest: Manifest {
+                    component: "l".into(),
+                    kpack_files: vec![legacy("old.kpack", "gfx90a"), legacy("new.kpack", "gfx1100")],
+                },
+            }],
+            refused: vec![],
+        };
+        let targets = [TargetId::parse("gfx90a").expect("t"), TargetId::parse("gfx1100").expect("t")];
+        let plan = InstallPlan::build(&scan, &targets, &BTreeMap::new());
+        let actions: Vec<Action> = plan.components.iter().flat_map(|c| c.archives.iter().map(|a| a.action)).collect();
+        assert_eq!(actions, [Action::Present, Action::Unverifiable]);
+        assert_eq!(plan.fetches().count(), 0);
+        assert!(plan.warnings().iter().any(|w| w.contains("not fetching new.kpack")), "{:?}", plan.warnings());
+    }
+}

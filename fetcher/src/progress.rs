@@ -1,0 +1,217 @@
+//! Progress of transfers through a small reporter trait: the download code
+//! calls it, the command line picks an implementation: indicatif bars on a
+//! terminal, one line per event otherwise, or nothing.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Receives transfer events. Implementations must be cheap: `advance` is
+/// called for every received chunk.
+pub trait Reporter: Send + Sync {
+    /// A transfer of `name` (`total` bytes, `already` of them kept from an
+    /// earlier attempt) from `url` begins.
+    fn start(&self, name: &str, url: &str, total: u64, already: u64) -> Box<dyn Transfer>;
+    /// A free-form note (a retry, a skipped source).
+    fn note(&self, message: &str);
+    /// All transfers are over: release the terminal before other output.
+    fn close(&self) {}
+}
+
+/// One transfer in progress.
+pub trait Transfer: Send + Sync {
+    /// `bytes` more arrived.
+    fn advance(&self, bytes: u64);
+    /// The transfer restarted at `position` (resume or restart from 0).
+    fn reset(&self, position: u64);
+    /// Finished: `Ok` when the file is complete and verified.
+    fn finish(&self, outcome: Result<(), &str>);
+}
+
+/// Reports nothing.
+#[derive(Debug, Default)]
+pub struct Silent;
+
+struct SilentTransfer;
+
+impl Reporter for Silent {
+    fn start(&self, _: &str, _: &str, _: u64, _: u64) -> Box<dyn Transfer> {
+        Box::new(SilentTransfer)
+    }
+    fn note(&self, _: &str) {}
+}
+
+impl Transfer for SilentTransfer {
+    fn advance(&self, _: u64) {}
+    fn reset(&self, _: u64) {}
+    fn finish(&self, _: Result<(), &str>) {}
+}
+
+/// One line on stderr per start, retry and end: for logs and pipes.
+#[derive(Debug, Default)]
+pub struct Lines;
+
+struct LineTransfer {
+    name: String,
+    started: Instant,
+    received: Mutex<u64>,
+}
+
+fn line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    // A closed stderr is no reason to fail an install.
+    let _ = writeln!(err, "{text}");
+}
+
+impl Reporter for Lines {
+    fn start(&self, name: &str, url: &str, total: u64, already: u64) -> Box<dyn Transfer> {
+        let resume = if already > 0 {
+            format!(", resuming at {}", human_bytes(already))
+        } else {
+            String::new()
+        };
+        line(&format!("fetching {name} ({}) from {url}{resume}", human_bytes(total)));
+        Box::new(LineTransfer {
+            name: name.to_string(),
+            started: Instant::now(),
+            received: Mutex::new(0),
+        })
+    }
+    fn note(&self, message: &str) {
+        line(message);
+    }
+}
+
+impl Transfer for LineTransfer {
+    fn advance(&self, bytes: u64) {
+        if let Ok(mut r) = self.received.lock() {
+            *r += bytes;
+        }
+    }
+    fn reset(&self, _: u64) {}
+    fn finish(&self, outcome: Result<(), &str>) {
+        let received = self.received.lock().map_or(0, |r| *r);
+        let secs = self.started.elapsed().as_secs_f64();
+        match outcome {
+            Ok(()) => line(&format!(
+                "fetched {}: {} in {secs:.1}s ({}/s)",
+                self.name,
+                human_bytes(received),
+                human_bytes(rate(received, secs)),
+            )),
+            Err(why) => line(&format!("failed {}: {why}", self.name)),
+        }
+    }
+}
+
+/// indicatif bars on stderr, one per transfer.
+pub struct Bars {
+    multi: MultiProgress,
+}
+
+impl Bars {
+    /// Bars drawn on stderr (callers check that it is a terminal).
+    pub fn new() -> Bars {
+        Bars {
+            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+        }
+    }
+}
+
+impl Default for Bars {
+    fn default() -> Self {
+        Bars::new()
+    }
+}
+
+struct BarTransfer {
+    bar: ProgressBar,
+    multi: MultiProgress,
+    name: String,
+}
+
+impl Reporter for Bars {
+    fn start(&self, name: &str, _url: &str, total: u64, already: u64) -> Box<dyn Transfer> {
+        let bar = self.multi.add(ProgressBar::new(total));
+        let style = ProgressStyle::with_template(
+            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_message(name.to_string());
+        bar.set_position(already);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Box::new(BarTransfer {
+            bar,
+            multi: self.multi.clone(),
+            name: name.to_string(),
+        })
+    }
+    fn note(&self, message: &str) {
+        if self.multi.println(message).is_err() {
+            line(message);
+        }
+    }
+    fn close(&self) {
+        // Finished bars would share a line with what is printed next.
+        let _ = self.multi.clear();
+    }
+}
+
+impl Transfer for BarTransfer {
+    fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
+    }
+    fn reset(&self, position: u64) {
+        self.bar.set_position(position);
+    }
+    fn finish(&self, outcome: Result<(), &str>) {
+        match outcome {
+            Ok(()) => self.bar.finish_with_message(format!("{} ok", self.name)),
+            Err(why) => {
+                self.bar.abandon_with_message(format!("{} failed", self.name));
+                let _ = self.multi.println(format!("failed {}: {why}", self.name));
+            }
+        }
+    }
+}
+
+fn rate(bytes: u64, secs: f64) -> u64 {
+    if secs <= 0.0 {
+        return bytes;
+    }
+    // Display only; precision loss on huge values does not matter.
+    (bytes as f64 / secs) as u64
+}
+
+/// `1.5 MB` style sizes (decimal units), for messages.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS.get(unit).copied().unwrap_or("B"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(1500), "1.5 kB");
+        assert_eq!(human_bytes(182_000_000), "182.0 MB");
+        assert_eq!(human_bytes(3_200_000_000), "3.2 GB");
+    }
+}

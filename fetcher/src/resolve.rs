@@ -1,0 +1,402 @@
+//! Which device code this machine needs: find the `.kpm` manifests of
+//! installed packages under the known prefixes, and for each, the archives
+//! the loader may open for the local targets.
+//!
+//! Manifests are trusted only because a package manager installed them; this
+//! module never fetches one. Filenames in them were checked by
+//! [`rocm_kpack::manifest::Manifest::parse`] (no `/`, `..`, ...), and a
+//! manifest that fails that check is refused whole.
+//!
+//! Where manifests are looked for, each path below `--root`:
+//! - `/opt/rocm*/.kpack`, and up to two directory levels below each
+//!   `/opt/rocm*` (`/opt/rocm/lib/.kpack`);
+//! - `/usr/.kpack`, `/usr/lib64/.kpack`, `/usr/lib/.kpack`, one level below
+//!   `/usr/lib` (`/usr/lib/x86_64-linux-gnu/.kpack`), and `/usr/local/.kpack`
+//!   and one level below it;
+//! - the site-packages directories of `python3` (asked once; skipped if it
+//!   cannot be run) and up to two levels below (`torch/lib/.kpack`);
+//! - each `--prefix P` as given (not below the root): `P/.kpack` and up to two
+//!   levels below `P`, or `P` itself when it is named `.kpack`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack::target::TargetId;
+use serde::Serialize;
+
+/// Name of the directory holding archives and manifests.
+pub const KPACK_DIR: &str = ".kpack";
+/// Extension of manifests.
+pub const MANIFEST_EXT: &str = "kpm";
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct ScanConfig {
+    /// Every default location is taken below this directory (`/` normally).
+    pub root: PathBuf,
+    /// Extra prefixes (`--prefix`), used as given.
+    pub prefixes: Vec<PathBuf>,
+    /// Look in the known prefixes too (off with `--no-default-prefixes`).
+    pub default_prefixes: bool,
+    /// Interpreter to ask for its site-packages (`None`: do not ask).
+    pub python: Option<String>,
+}
+
+/// A manifest found in a `.kpack` directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstalledManifest {
+    /// Path of the `.kpm` file.
+    pub path: PathBuf,
+    /// The `.kpack` directory it is in (where its archives go).
+    pub kpack_dir: PathBuf,
+    /// The parsed manifest.
+    #[serde(skip)]
+    pub manifest: Manifest,
+}
+
+impl InstalledManifest {
+    /// File name of the manifest (`rocrand.kpm`).
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Where an archive of this manifest lives.
+    pub fn archive_path(&self, file: &ManifestFile) -> PathBuf {
+        self.kpack_dir.join(&file.filename)
+    }
+}
+
+/// A manifest that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedManifest {
+    /// Path of the `.kpm` file.
+    pub path: PathBuf,
+    /// Why.
+    pub error: String,
+}
+
+/// Everything found.
+#[derive(Debug, Clone, Default)]
+pub struct Scan {
+    /// Every `.kpack` directory found (canonical paths, sorted).
+    pub kpack_dirs: Vec<PathBuf>,
+    /// Usable manifests, by path.
+    pub manifests: Vec<InstalledManifest>,
+    /// Manifests refused (unreadable, malformed, hostile filenames).
+    pub refused: Vec<RefusedManifest>,
+}
+
+impl ScanConfig {
+    /// Search bases and how many directory levels below each to look.
+    fn bases(&self) -> Vec<(PathBuf, u32)> {
+        let mut bases = Vec::new();
+        if self.default_prefixes {
+            let under = |p: &str| self.root.join(p.trim_start_matches('/'));
+            if let Ok(entries) = fs::read_dir(under("/opt")) {
+                let mut rocm: Vec<PathBuf> = entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rocm"))
+                    .map(|e| e.path())
+                    .collect();
+                rocm.sort();
+                bases.extend(rocm.into_iter().map(|p| (p, 2)));
+            }
+            bases.push((under("/usr"), 0));
+            bases.push((under("/usr/lib64"), 0));
+            bases.push((under("/usr/lib"), 1));
+            bases.push((under("/usr/local"), 1));
+            if let Some(python) = &self.python {
+                for dir in python_site_packages(python) {
+                    bases.push((under(&dir), 2));
+                }
+            }
+        }
+        bases.extend(self.prefixes.iter().map(|p| (p.clone(), 2)));
+        bases
+    }
+
+    /// Finds `.kpack` directories and reads every manifest in them.
+    pub fn scan(&self) -> Scan {
+        let mut dirs = BTreeSet::new();
+        for (base, depth) in self.bases() {
+            if base.file_name().is_some_and(|n| n == KPACK_DIR) && base.is_dir() {
+                insert_canonical(&mut dirs, &base);
+                continue;
+            }
+            find_kpack_dirs(&base, depth, &mut dirs);
+        }
+        let mut scan = Scan {
+            kpack_dirs: dirs.into_iter().collect(),
+            ..Scan::default()
+        };
+        for dir in &scan.kpack_dirs {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            let mut paths: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == MANIFEST_EXT) && p.is_file())
+                .collect();
+            paths.sort();
+            for path in paths {
+                match Manifest::read(&path) {
+                    Ok(manifest) => scan.manifests.push(InstalledManifest {
+                        path,
+                        kpack_dir: dir.clone(),
+                        manifest,
+                    }),
+                    Err(e) => scan.refused.push(RefusedManifest {
+                        path,
+                        error: e.to_string(),
+                    }),
+                }
+            }
+        }
+        scan
+    }
+}
+
+fn insert_canonical(dirs: &mut BTreeSet<PathBuf>, dir: &Path) {
+    // Symlinked prefixes (/opt/rocm -> /opt/rocm-6.2) must count once.
+    dirs.insert(fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()));
+}
+
+/// Adds `base/.kpack` and, `depth` levels down, `*/.kpack`. Symlinked
+/// directories are not descended (no loops); hidden ones are skipped.
+fn find_kpack_dirs(base: &Path, depth: u32, dirs: &mut BTreeSet<PathBuf>) {
+    let kpack = base.join(KPACK_DIR);
+    if kpack.is_dir() {
+        insert_canonical(dirs, &kpack);
+    }
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !hidden {
+            find_kpack_dirs(&entry.path(), depth - 1, dirs);
+        }
+    }
+}
+
+/// The interpreter's site-packages directories (system and user), or none
+/// when it cannot be run.
+pub fn python_site_packages(python: &str) -> Vec<String> {
+    let script = "import json, site, sys\n\
+                  paths = list(getattr(site, 'getsitepackages', lambda: [])())\n\
+                  user = getattr(site, 'getusersitepackages', lambda: None)()\n\
+                  paths += [user] if isinstance(user, str) else []\n\
+                  print(json.dumps(paths))";
+    let out = match Command::new(python).args(["-c", script]).output() {
+        Ok(o) if o.status.success() => o.stdout,
+        Ok(o) => {
+            tracing::debug!("{python}: exit {:?}; not scanning site-packages", o.status.code());
+            return Vec::new();
+        }
+        Err(e) => {
+            tracing::debug!("{python}: {e}; not scanning site-packages");
+            return Vec::new();
+        }
+    };
+    serde_json::from_slice::<Vec<String>>(&out).unwrap_or_default()
+}
+
+/// Whether a code object with arch key `key` may be loaded on a device whose
+/// target is `local`: same processor or a generic ISA serving it
+/// (pkgspec's table); every feature the key sets agrees with the device,
+/// except `xnack` (a per-process mode, so both settings may be probed) and
+/// features the device's target does not pin (e.g. `--arch gfx90a`).
+pub fn arch_serves(local: &TargetId, key: &str) -> bool {
+    let key = key.strip_prefix(rocm_kpack::target::AMDHSA_PREFIX).unwrap_or(key);
+    let Ok(code) = TargetId::parse(key) else {
+        return false;
+    };
+    let processor_ok = code.processor() == local.processor()
+        || rocm_kpack_pkgspec::generic_isas_serving(local.processor()).contains(&code.processor());
+    processor_ok
+        && code.features().iter().all(|f| {
+            f.name == "xnack" || local.feature(&f.name).is_none_or(|on| on == f.enabled)
+        })
+}
+
+/// One archive a component needs here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Need {
+    /// Index into the manifest's `kpack_files`.
+    pub index: usize,
+    /// Local targets it serves.
+    pub targets: Vec<String>,
+    /// Its arch keys that serve them.
+    pub arches: Vec<String>,
+}
+
+/// What one component needs for the local targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Archives to have, in manifest order.
+    pub archives: Vec<Need>,
+    /// Local targets none of its archives serves.
+    pub uncovered: Vec<String>,
+}
+
+/// The archives of `manifest` the loader may open on a machine with
+/// `targets`, and the targets it has nothing for.
+pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
+    let mut out = Needs::default();
+    for target in targets {
+        if !manifest
+            .kpack_files
+            .iter()
+            .any(|f| f.architectures.iter().any(|a| arch_serves(target, a)))
+        {
+            out.uncovered.push(target.to_string());
+        }
+    }
+    for (index, file) in manifest.kpack_files.iter().enumerate() {
+        let mut need = Need {
+            index,
+            targets: Vec::new(),
+            arches: Vec::new(),
+        };
+        for target in targets {
+            let arches: Vec<&String> = file
+                .architectures
+                .iter()
+                .filter(|a| arch_serves(target, a))
+                .collect();
+            if arches.is_empty() {
+                continue;
+            }
+            need.targets.push(target.to_string());
+            for a in arches {
+                if !need.arches.contains(a) {
+                    need.arches.push(a.clone());
+                }
+            }
+        }
+        if !need.targets.is_empty() {
+            out.archives.push(need);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TargetId {
+        TargetId::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn file(name: &str, arches: &[&str]) -> ManifestFile {
+        ManifestFile {
+            filename: name.into(),
+            family: name.into(),
+            architectures: arches.iter().map(|s| s.to_string()).collect(),
+            size: 1,
+            sha256: Some([0; 32]),
+        }
+    }
+
+    #[test]
+    fn what_the_loader_may_probe() {
+        let mi300 = t("gfx942:sramecc+");
+        assert!(arch_serves(&mi300, "gfx942"));
+        assert!(arch_serves(&mi300, "gfx942:sramecc+"));
+        assert!(arch_serves(&mi300, "gfx942:xnack-"));
+        assert!(arch_serves(&mi300, "gfx942:sramecc+:xnack+"));
+        assert!(arch_serves(&mi300, "gfx9-4-generic"));
+        assert!(arch_serves(&mi300, "amdgcn-amd-amdhsa--gfx9-4-generic:xnack-"));
+        assert!(!arch_serves(&mi300, "gfx942:sramecc-"));
+        assert!(!arch_serves(&mi300, "gfx90a"));
+        assert!(!arch_serves(&mi300, "gfx9-generic"));
+        // A target given without sramecc may meet either setting.
+        assert!(arch_serves(&t("gfx90a"), "gfx90a:sramecc-"));
+        // gfx90a has no generic ISA; gfx906 has gfx9-generic.
+        assert!(!arch_serves(&t("gfx90a"), "gfx9-generic"));
+        assert!(arch_serves(&t("gfx906"), "gfx9-generic"));
+        assert!(arch_serves(&t("gfx1151"), "gfx11-generic"));
+        assert!(!arch_serves(&t("gfx1100"), "gfx1101"));
+        assert!(!arch_serves(&t("gfx1100"), "not-a-target"));
+    }
+
+    #[test]
+    fn needs_pick_family_and_generic_archives() {
+        let m = Manifest {
+            component: "rocrand".into(),
+            kpack_files: vec![
+                file("r_gfx90X.kpack", &["gfx900", "gfx90a", "gfx90a:xnack+"]),
+                file("r_gfx110X.kpack", &["gfx1100", "gfx1101"]),
+                file("r_gfx11-generic.kpack", &["gfx11-generic"]),
+            ],
+        };
+        let n = needs(&m, &[t("gfx90a:xnack-"), t("gfx1151"), t("gfx803")]);
+        assert_eq!(
+            n.archives,
+            vec![
+                Need {
+                    index: 0,
+                    targets: vec!["gfx90a:xnack-".into()],
+                    arches: vec!["gfx90a".into(), "gfx90a:xnack+".into()],
+                },
+                Need {
+                    index: 2,
+                    targets: vec!["gfx1151".into()],
+                    arches: vec!["gfx11-generic".into()],
+                },
+            ]
+        );
+        assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
+    }
+
+    #[test]
+    fn scan_finds_manifests_under_root_and_refuses_hostile_ones() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let good = root.path().join("opt/rocm-6.4/lib/.kpack");
+        let multiarch = root.path().join("usr/lib/x86_64-linux-gnu/.kpack");
+        for d in [&good, &multiarch] {
+            fs::create_dir_all(d).expect("mkdir");
+        }
+        let m = Manifest {
+            component: "rocrand".into(),
+            kpack_files: vec![file("rocrand_gfx90X.kpack", &["gfx90a"])],
+        };
+        let bytes = m.to_msgpack().expect("encode");
+        fs::write(good.join("rocrand.kpm"), &bytes).expect("write");
+        // Same length: swap the safe name for a hostile one.
+        let safe = b"rocrand_gfx90X.kpack";
+        let at = bytes
+            .windows(safe.len())
+            .position(|w| w == safe)
+            .expect("name in manifest");
+        let mut evil = bytes.clone();
+        evil.splice(at..at + safe.len(), b"../../../etc/x.kpack".iter().copied());
+        fs::write(multiarch.join("evil.kpm"), &evil).expect("write");
+
+        let cfg = ScanConfig {
+            root: root.path().to_path_buf(),
+            prefixes: vec![],
+            default_prefixes: true,
+            python: None,
+        };
+        let scan = cfg.scan();
+        assert_eq!(scan.kpack_dirs.len(), 2, "{:?}", scan.kpack_dirs);
+        assert_eq!(scan.manifests.len(), 1);
+        assert_eq!(scan.manifests.first().map(|m| m.manifest.component.as_str()), Some("rocrand"));
+        assert_eq!(scan.refused.len(), 1);
+        let refused = scan.refused.first().expect("refused");
+        assert!(refused.error.contains("unsafe archive filename"), "{}", refused.error);
+    }
+}

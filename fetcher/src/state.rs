@@ -1,0 +1,234 @@
+//! What rocm-kpack-fetch installed in one `.kpack` directory, and why:
+//! `<prefix>/.kpack/.rocm-kpack-fetch-state.json`, rewritten atomically
+//! (temp file, fsync, rename, fsync directory) after every change.
+//!
+//! Only archives listed here are ever removed by `remove` and `gc`; files a
+//! package manager installed are never in it. The recorded inode and mtime
+//! let `install` trust an unchanged archive without re-hashing it
+//! (`verify` always re-hashes).
+//!
+//! ```json
+//! {
+//!   "format_version": 1,
+//!   "archives": {
+//!     "rocrand_gfx90X.kpack": {
+//!       "component": "rocrand", "manifest": "rocrand.kpm", "family": "gfx90X",
+//!       "architectures": ["gfx90a", "gfx90a:xnack+"],
+//!       "size": 1234, "sha256": "<64 hex digits>",
+//!       "source": "https://mirror.example/kpack/by-hash/sha256/<hex>",
+//!       "installed_at": 1732200000,
+//!       "targets": ["gfx90a:sramecc+"],
+//!       "reason": "gfx90a:sramecc+ may load gfx90a, gfx90a:xnack+",
+//!       "file": { "inode": 42, "mtime_ns": 1732200000123456789 }
+//!     }
+//!   }
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::install::write_atomically;
+
+/// File name of the state file inside a `.kpack` directory.
+pub const STATE_FILE: &str = ".rocm-kpack-fetch-state.json";
+
+/// The state file's format version.
+pub const STATE_VERSION: u32 = 1;
+
+/// The whole state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// [`STATE_VERSION`].
+    pub format_version: u32,
+    /// Installed archives by file name.
+    pub archives: BTreeMap<String, StateEntry>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            format_version: STATE_VERSION,
+            archives: BTreeMap::new(),
+        }
+    }
+}
+
+/// One archive rocm-kpack-fetch installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateEntry {
+    /// Component (manifest `component`).
+    pub component: String,
+    /// File name of the manifest that listed the archive.
+    pub manifest: String,
+    /// Family (manifest `family`).
+    pub family: String,
+    /// Arch keys in the archive (manifest `architectures`).
+    pub architectures: Vec<String>,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+    /// Masked URL it was fetched from (`null` when completed from the cache).
+    pub source: Option<String>,
+    /// Unix time of the install, seconds.
+    pub installed_at: u64,
+    /// The local targets that needed it.
+    pub targets: Vec<String>,
+    /// Why it was needed, in words.
+    pub reason: String,
+    /// Identity of the installed file when it was recorded; `None` while
+    /// the install is in progress (then the file must be re-hashed).
+    pub file: Option<FileStamp>,
+}
+
+/// Inode and modification time of an installed file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStamp {
+    /// Inode number.
+    pub inode: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+}
+
+impl FileStamp {
+    /// The stamp of a file's metadata.
+    pub fn of(meta: &fs::Metadata) -> FileStamp {
+        FileStamp {
+            inode: meta.ino(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// Why a state file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Reading or writing failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The state file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not valid state JSON.
+    #[error("{}: not a valid rocm-kpack-fetch state file: {detail}", path.display())]
+    Invalid {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl State {
+    /// The state file path for a `.kpack` directory.
+    pub fn path(kpack_dir: &Path) -> PathBuf {
+        kpack_dir.join(STATE_FILE)
+    }
+
+    /// Loads the state of `kpack_dir`; a missing file is an empty state.
+    pub fn load(kpack_dir: &Path) -> Result<State, StateError> {
+        let path = Self::path(kpack_dir);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(source) => return Err(StateError::Io { path, source }),
+        };
+        let state: State = serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        if state.format_version != STATE_VERSION {
+            return Err(StateError::Invalid {
+                path,
+                detail: format!(
+                    "format_version {} (this rocm-kpack-fetch writes {STATE_VERSION})",
+                    state.format_version
+                ),
+            });
+        }
+        Ok(state)
+    }
+
+    /// Loads the state; an unreadable or invalid file is moved aside
+    /// (`.corrupt` suffix) and replaced by an empty state, with a warning.
+    pub fn load_or_reset(kpack_dir: &Path, warnings: &mut Vec<String>) -> Result<State, StateError> {
+        match Self::load(kpack_dir) {
+            Err(StateError::Invalid { path, detail }) => {
+                let aside = path.with_extension("json.corrupt");
+                fs::rename(&path, &aside).map_err(|source| StateError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                warnings.push(format!(
+                    "{}: {detail}; moved to {} and starting over",
+                    path.display(),
+                    aside.display()
+                ));
+                Ok(State::default())
+            }
+            other => other,
+        }
+    }
+
+    /// Writes the state atomically.
+    pub fn save(&self, kpack_dir: &Path) -> Result<(), StateError> {
+        let path = Self::path(kpack_dir);
+        let mut json = serde_json::to_vec_pretty(self).map_err(|e| StateError::Invalid {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+        json.push(b'\n');
+        write_atomically(&path, &json).map_err(|source| StateError::Io { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> StateEntry {
+        StateEntry {
+            component: "rocrand".into(),
+            manifest: "rocrand.kpm".into(),
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a".into()],
+            size: 10,
+            sha256: "00".repeat(32),
+            source: Some("https://m.example/x".into()),
+            installed_at: 1,
+            targets: vec!["gfx90a".into()],
+            reason: "gfx90a may load gfx90a".into(),
+            file: Some(FileStamp { inode: 3, mtime_ns: 4 }),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_junk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(State::load(dir.path()).expect("load"), State::default());
+        let mut s = State::default();
+        s.archives.insert("rocrand_gfx90X.kpack".into(), entry());
+        s.save(dir.path()).expect("save");
+        assert_eq!(State::load(dir.path()).expect("load"), s);
+
+        fs::write(State::path(dir.path()), b"{\"format_version\": 1, \"archives\": 3}").expect("write");
+        assert!(matches!(State::load(dir.path()), Err(StateError::Invalid { .. })));
+        let mut warnings = Vec::new();
+        let reset = State::load_or_reset(dir.path(), &mut warnings).expect("reset");
+        assert_eq!(reset, State::default());
+        assert_eq!(warnings.len(), 1);
+        assert!(dir.path().join(".rocm-kpack-fetch-state.json.corrupt").exists());
+    }
+}
