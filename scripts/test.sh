@@ -13,6 +13,7 @@ packages=(
   rpm rpmlint dnf createrepo-c             # rpm checks and a real dnf client
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs
+  libhsa-runtime64-1                       # dependency of Debian's libamdhip64.so.5 (dlopen tests)
 )
 missing=()
 for p in "${packages[@]}"; do

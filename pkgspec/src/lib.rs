@@ -1,1 +1,444 @@
-//! The package spec.
+//! The package spec: how device code is grouped and packaged.
+//!
+//! A [`Spec`] declares the device [`Group`]s code objects are sorted into
+//! (each names the processors it carries, `gfx1100`, feature variants such
+//! as `gfx90a:xnack+` going to their processor's group, and the generic ISAs
+//! it also carries, `gfx11-generic`, so every group's archive is
+//! self-sufficient), the kernel-database rules ([`databases`]), package
+//! naming templates ([`naming`]), package metadata defaults, the kpack
+//! source generic packages advertise, and validation switches.
+//!
+//! [`Spec::builtin`] is PACKAGING.md's family table with the built-in rules
+//! ([`defaults`]); [`Spec::per_target`] builds one group per target; a TOML
+//! file ([`schema`]) can declare anything else, and errors in it point at
+//! the line.
+//!
+//! Flow: [`schema`] (TOML with spans) -> [`Spec`] -> [`validate`] (errors
+//! that name the key and, for files, the line).
+
+pub mod databases;
+pub mod defaults;
+pub mod naming;
+pub mod schema;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use databases::{ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule};
+pub use defaults::{GENERIC_ISAS, KNOWN_PROCESSORS};
+pub use naming::{NameKind, Naming};
+pub use schema::{Granularity, SpecFile};
+
+/// Everything that can be wrong with a spec or a lookup in it.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// A code object's target is carried by no group of the spec.
+    #[error("target {target:?} is not covered by any device group of the spec (groups: {})", groups.join(", "))]
+    UncoveredTarget { target: String, groups: Vec<String> },
+    /// Several targets are carried by no group of the spec.
+    #[error("targets {} are not covered by any device group of the spec (groups: {})", targets.join(", "), groups.join(", "))]
+    UncoveredTargets {
+        targets: Vec<String>,
+        groups: Vec<String>,
+    },
+    /// The spec itself is inconsistent.
+    #[error("invalid spec: {0}")]
+    Invalid(String),
+    /// The spec file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The spec file is not valid TOML for this schema or is inconsistent;
+    /// the message starts with `line N, column M:`.
+    #[error("{}: {message}", path.as_deref().map_or_else(|| "spec".to_string(), |p| p.display().to_string()))]
+    Parse {
+        path: Option<PathBuf>,
+        message: String,
+    },
+}
+
+/// One device group: the unit of one archive / one device package.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    /// Group name, used in file and package names (`gfx110X`, `gfx90a`,
+    /// `gfx110X-dgpu`); never contains `:` or path separators.
+    pub name: String,
+    /// Processors (without feature flags) whose code objects go here.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// Generic ISAs (`gfx11-generic`) whose code objects are copied here too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generic_isas: Vec<String>,
+}
+
+/// Metadata for generated packages when the input does not provide it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageDefaults {
+    /// `Maintainer:` / `Packager:` (`Name <email>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintainer: Option<String>,
+    /// deb `Section:` (rpm `Group:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    /// License (SPDX expression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// Homepage URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homepage: Option<String>,
+}
+
+/// What generic packages tell the fetcher.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fetch {
+    /// Base URL of the kpack store (`http(s)://` or `file://`) that generic
+    /// packages advertise in their `sources.d` entry; none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
+}
+
+/// What to do about duplicate device code (the same target of the same
+/// binary from two inputs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDuplicate {
+    /// Fail, naming the binary and target.
+    #[default]
+    Error,
+    /// Warn and keep the first input's code object.
+    Warn,
+}
+
+/// What to do about a spec target for which a binary has no device code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMissing {
+    /// Fail, naming the targets and binaries.
+    Error,
+    /// Warn.
+    #[default]
+    Warn,
+    /// Say nothing.
+    Ignore,
+}
+
+/// Validation switches, enforced by `recombine`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Validation {
+    /// Same target of the same binary from two shards.
+    #[serde(default)]
+    pub duplicate_device_code: OnDuplicate,
+    /// A spec target some binary has no code object for.
+    #[serde(default)]
+    pub missing_device_code: OnMissing,
+    /// Every shard's generic files must equal the first shard's, byte for
+    /// byte (else only the first shard's generic is used, with a warning).
+    #[serde(default = "default_true")]
+    pub generic_must_match: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Validation {
+            duplicate_device_code: OnDuplicate::Error,
+            missing_device_code: OnMissing::Warn,
+            generic_must_match: true,
+        }
+    }
+}
+
+/// A package spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// Device groups, in declaration order.
+    pub groups: Vec<Group>,
+    /// Kernel-database rules, tried in order (the spec file's own rules,
+    /// then the built-in ones unless it turned them off).
+    pub kernel_databases: Vec<DatabaseRule>,
+    /// Package naming templates.
+    pub naming: Naming,
+    /// Package metadata defaults.
+    pub package: PackageDefaults,
+    /// What generic packages advertise to the fetcher.
+    pub fetch: Fetch,
+    /// Validation switches.
+    pub validation: Validation,
+}
+
+/// The processor part of a target id: `amdgcn-amd-amdhsa--gfx90a:xnack+`
+/// and `gfx90a:xnack+` both give `gfx90a`.
+pub fn processor_of(target_id: &str) -> &str {
+    let t = target_id.rsplit("--").next().unwrap_or(target_id);
+    t.split(':').next().unwrap_or(t)
+}
+
+/// Whether a processor name is a generic ISA (`gfx11-generic`).
+pub fn is_generic_isa(processor: &str) -> bool {
+    processor.ends_with("-generic")
+}
+
+/// The generic ISAs that serve `processor` (LLVM's table).
+pub fn generic_isas_serving(processor: &str) -> Vec<&'static str> {
+    GENERIC_ISAS
+        .iter()
+        .filter(|(_, served)| served.contains(&processor))
+        .map(|(g, _)| *g)
+        .collect()
+}
+
+/// The processors a generic ISA serves (empty for unknown names).
+pub fn processors_served_by(generic_isa: &str) -> &'static [&'static str] {
+    GENERIC_ISAS
+        .iter()
+        .find(|(g, _)| *g == generic_isa)
+        .map_or(&[], |(_, served)| served)
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl Spec {
+    /// The built-in spec: one group per GPU family (PACKAGING.md table),
+    /// the built-in database rules, naming and switches.
+    pub fn builtin() -> Spec {
+        defaults::builtin()
+    }
+
+    /// The built-in spec (its groups are the family table).
+    pub fn default_families() -> Spec {
+        Self::builtin()
+    }
+
+    /// The built-in spec with one group per target, named after it.
+    /// Feature flags are dropped (`gfx90a:xnack+` and `gfx90a:xnack-`
+    /// share group `gfx90a`); duplicates collapse. A processor's group also
+    /// carries the generic ISAs that serve it; a generic ISA listed itself
+    /// gets a group of its own.
+    pub fn per_target<S: AsRef<str>>(targets: &[S]) -> Result<Spec, SpecError> {
+        let spec = Spec {
+            groups: per_target_groups(targets),
+            ..Self::builtin()
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parses a spec from TOML text (see [`schema`]) and validates it.
+    pub fn from_toml_str(text: &str) -> Result<Spec, SpecError> {
+        schema::parse(text, None)
+    }
+
+    /// Reads, parses and validates a TOML spec file.
+    pub fn from_file(path: &Path) -> Result<Spec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        schema::parse(&text, Some(path))
+    }
+
+    /// Checks the spec (see [`validate`]).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        validate::check(self, &|_| None).map_err(|e| SpecError::Invalid(e.message))
+    }
+
+    /// The groups a code object for `target_id` goes to: its processor's
+    /// group, or for a generic ISA every group that carries it. A target no
+    /// group covers is an error naming it.
+    pub fn group_for(&self, target_id: &str) -> Result<Vec<&Group>, SpecError> {
+        let p = processor_of(target_id);
+        let found: Vec<&Group> = if is_generic_isa(p) {
+            self.groups
+                .iter()
+                .filter(|g| g.generic_isas.iter().any(|x| x == p))
+                .collect()
+        } else {
+            self.groups
+                .iter()
+                .filter(|g| g.targets.iter().any(|x| x == p))
+                .take(1)
+                .collect()
+        };
+        if found.is_empty() {
+            return Err(SpecError::UncoveredTarget {
+                target: target_id.to_string(),
+                groups: self.group_names(),
+            });
+        }
+        Ok(found)
+    }
+
+    /// Checks that every target id has a group; the error lists every
+    /// uncovered target (sorted, once each).
+    pub fn check_covered<'t>(
+        &self,
+        targets: impl IntoIterator<Item = &'t str>,
+    ) -> Result<(), SpecError> {
+        let uncovered: std::collections::BTreeSet<&str> = targets
+            .into_iter()
+            .filter(|t| self.group_for(t).is_err())
+            .collect();
+        let mut it = uncovered.iter();
+        match (it.next(), uncovered.len()) {
+            (None, _) => Ok(()),
+            (Some(t), 1) => Err(SpecError::UncoveredTarget {
+                target: (*t).to_string(),
+                groups: self.group_names(),
+            }),
+            _ => Err(SpecError::UncoveredTargets {
+                targets: uncovered.into_iter().map(str::to_string).collect(),
+                groups: self.group_names(),
+            }),
+        }
+    }
+
+    /// The group with this name.
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+
+    /// Group names in declaration order.
+    pub fn group_names(&self) -> Vec<String> {
+        self.groups.iter().map(|g| g.name.clone()).collect()
+    }
+
+    /// Every processor some group carries, in declaration order.
+    pub fn targets(&self) -> Vec<&str> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.targets.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// The processors a group serves: its targets, plus those its generic
+    /// ISAs serve when it has no targets of its own.
+    pub fn served_by(&self, group: &Group) -> Vec<String> {
+        if !group.targets.is_empty() {
+            return group.targets.clone();
+        }
+        let mut out: Vec<String> = Vec::new();
+        for g in &group.generic_isas {
+            for p in processors_served_by(g) {
+                if !out.iter().any(|x| x == p) {
+                    out.push((*p).to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// The effective spec as TOML: explicit groups and rules, so that
+    /// [`Spec::from_toml_str`] of the text gives this spec back.
+    pub fn to_toml(&self) -> Result<String, SpecError> {
+        toml::to_string(&schema::SpecDocument::from(self))
+            .map_err(|e| SpecError::Invalid(format!("cannot render the spec as TOML: {e}")))
+    }
+
+    /// The effective spec as pretty JSON (same structure as [`Spec::to_toml`]).
+    pub fn to_json(&self) -> Result<String, SpecError> {
+        serde_json::to_string_pretty(&schema::SpecDocument::from(self))
+            .map_err(|e| SpecError::Invalid(format!("cannot render the spec as JSON: {e}")))
+    }
+}
+
+/// One group per target (see [`Spec::per_target`]).
+pub fn per_target_groups<S: AsRef<str>>(targets: &[S]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for t in targets {
+        let p = processor_of(t.as_ref());
+        if groups.iter().any(|g| g.name == p) {
+            continue;
+        }
+        groups.push(if is_generic_isa(p) {
+            Group {
+                name: p.to_string(),
+                targets: Vec::new(),
+                generic_isas: vec![p.to_string()],
+            }
+        } else {
+            Group {
+                name: p.to_string(),
+                targets: vec![p.to_string()],
+                generic_isas: generic_isas_serving(p)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            }
+        });
+    }
+    groups
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn names(v: Vec<&Group>) -> Vec<&str> {
+        v.into_iter().map(|g| g.name.as_str()).collect()
+    }
+
+    #[test]
+    fn default_families_match_the_table() {
+        let s = Spec::default_families();
+        s.validate().unwrap();
+        assert_eq!(names(s.group_for("gfx90a:xnack+").unwrap()), ["gfx90X"]);
+        assert_eq!(
+            names(s.group_for("amdgcn-amd-amdhsa--gfx1030").unwrap()),
+            ["gfx103X"]
+        );
+        assert_eq!(
+            names(s.group_for("gfx942:sramecc+:xnack-").unwrap()),
+            ["gfx94X"]
+        );
+        assert_eq!(names(s.group_for("gfx803").unwrap()), ["gfx80X"]);
+        assert_eq!(
+            names(s.group_for("gfx11-generic").unwrap()),
+            ["gfx110X", "gfx115X"]
+        );
+        assert_eq!(
+            names(s.group_for("gfx9-4-generic").unwrap()),
+            ["gfx94X", "gfx950"]
+        );
+        assert_eq!(names(s.group_for("gfx9-generic").unwrap()), ["gfx90X"]);
+        let e = s.group_for("gfx700").unwrap_err().to_string();
+        assert!(e.contains("gfx700"), "{e}");
+    }
+
+    #[test]
+    fn per_target_groups_and_coverage() {
+        let s =
+            Spec::per_target(&["gfx90a:xnack+", "gfx90a:xnack-", "gfx1100", "gfx1030"]).unwrap();
+        let n: Vec<&str> = s.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(n, ["gfx90a", "gfx1100", "gfx1030"]);
+        assert_eq!(names(s.group_for("gfx90a:xnack-").unwrap()), ["gfx90a"]);
+        assert_eq!(names(s.group_for("gfx11-generic").unwrap()), ["gfx1100"]);
+        assert!(s.group_for("gfx1101").is_err());
+        assert!(s.check_covered(["gfx1100", "gfx90a:xnack+"]).is_ok());
+        let e = s
+            .check_covered(["gfx1101", "gfx700", "gfx1101"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gfx1101, gfx700"), "{e}");
+        let e = s.check_covered(["gfx700"]).unwrap_err().to_string();
+        assert!(e.contains("\"gfx700\" is not covered"), "{e}");
+        let g = Spec::per_target(&["gfx11-generic"]).unwrap();
+        assert_eq!(g.served_by(&g.groups[0]).len(), 8);
+    }
+}

@@ -1,5 +1,6 @@
 //! Helpers shared by the end-to-end tests: fixture paths, Debian test data,
 //! temp dirs and commands.
 
+pub mod bins;
 pub mod debian;
 pub mod fixtures;

@@ -1,0 +1,179 @@
+//! The built-in spec: PACKAGING.md's family table, LLVM's processor and
+//! generic-ISA tables, the kernel-database rules, naming templates and
+//! validation switches used when a spec file does not say otherwise.
+
+use crate::databases::{ArchSource, DatabaseRule};
+use crate::{Fetch, Group, Naming, PackageDefaults, Spec, Validation};
+
+/// LLVM's generic processor table: each generic ISA and the processors it
+/// serves (PACKAGING.md).
+pub const GENERIC_ISAS: &[(&str, &[&str])] = &[
+    (
+        "gfx9-generic",
+        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
+    ),
+    ("gfx9-4-generic", &["gfx940", "gfx941", "gfx942", "gfx950"]),
+    (
+        "gfx10-1-generic",
+        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    ),
+    (
+        "gfx10-3-generic",
+        &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    ),
+    (
+        "gfx11-generic",
+        &[
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ],
+    ),
+    ("gfx12-generic", &["gfx1200", "gfx1201"]),
+];
+
+/// Every AMDGPU processor LLVM knows (AMDGPUUsage "Processors" table), the
+/// names a spec may list and database file names are searched for.
+pub const KNOWN_PROCESSORS: &[&str] = &[
+    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704", "gfx705",
+    "gfx801", "gfx802", "gfx803", "gfx805", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906",
+    "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010",
+    "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034",
+    "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151",
+    "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250", "gfx1251",
+];
+
+/// The default family table (PACKAGING.md "Device groups: families"):
+/// (family, processors, generic ISAs carried).
+pub const FAMILIES: &[(&str, &[&str], &[&str])] = &[
+    (
+        "gfx80X",
+        &["gfx801", "gfx802", "gfx803", "gfx805", "gfx810"],
+        &[],
+    ),
+    (
+        "gfx90X",
+        &[
+            "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
+        ],
+        &["gfx9-generic"],
+    ),
+    (
+        "gfx94X",
+        &["gfx940", "gfx941", "gfx942"],
+        &["gfx9-4-generic"],
+    ),
+    ("gfx950", &["gfx950"], &["gfx9-4-generic"]),
+    (
+        "gfx101X",
+        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+        &["gfx10-1-generic"],
+    ),
+    (
+        "gfx103X",
+        &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+        &["gfx10-3-generic"],
+    ),
+    (
+        "gfx110X",
+        &["gfx1100", "gfx1101", "gfx1102", "gfx1103"],
+        &["gfx11-generic"],
+    ),
+    (
+        "gfx115X",
+        &["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
+        &["gfx11-generic"],
+    ),
+    ("gfx120X", &["gfx1200", "gfx1201"], &["gfx12-generic"]),
+    ("gfx125X", &["gfx1250", "gfx1251"], &[]),
+];
+
+/// The family groups of [`FAMILIES`].
+pub fn family_groups() -> Vec<Group> {
+    FAMILIES
+        .iter()
+        .map(|(name, targets, generic)| Group {
+            name: (*name).to_string(),
+            targets: targets.iter().map(|t| (*t).to_string()).collect(),
+            generic_isas: generic.iter().map(|g| (*g).to_string()).collect(),
+        })
+        .collect()
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// The built-in kernel-database rules (PACKAGING.md), tried in order; the
+/// last one is the catch-all "known target token in the path" rule.
+pub fn database_rules() -> Vec<DatabaseRule> {
+    vec![
+        DatabaseRule {
+            name: "tensile".into(),
+            include: strings(&["**/library/**/*.{co,hsaco,dat}"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::FileName, ArchSource::Directory],
+        },
+        DatabaseRule {
+            name: "aotriton".into(),
+            include: strings(&["**/aotriton/kernels/**"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::Directory],
+        },
+        DatabaseRule {
+            name: "miopen-db".into(),
+            include: strings(&["**/share/miopen/db/gfx*.{kdb,db.txt,fdb.txt,model}"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::FileNamePrefix],
+        },
+        DatabaseRule {
+            name: "miopen-ck".into(),
+            include: strings(&["**/libMIOpenCK*_gfx*.so*"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::FileName],
+        },
+        DatabaseRule {
+            name: "target-token".into(),
+            include: strings(&["**"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::Directory, ArchSource::FileNameSuffix],
+        },
+    ]
+}
+
+/// Package names (PACKAGING.md "Package naming").
+pub fn naming() -> Naming {
+    Naming {
+        deb_generic: "{name}".into(),
+        deb_device: "{name}-{group_lower}".into(),
+        rpm_generic: "{name}".into(),
+        rpm_device: "{name}-{group_lower}".into(),
+        wheel_generic: "{name}".into(),
+        wheel_device: "{name}-device-{group_lower}".into(),
+        wheel_extra: "device-{group_lower}".into(),
+    }
+}
+
+/// Metadata used when the input package does not provide it.
+pub fn package_defaults() -> PackageDefaults {
+    PackageDefaults {
+        maintainer: None,
+        section: Some("libs".into()),
+        license: None,
+        homepage: None,
+    }
+}
+
+/// The built-in spec (see [`Spec::builtin`]).
+pub fn builtin() -> Spec {
+    Spec {
+        groups: family_groups(),
+        kernel_databases: database_rules(),
+        naming: naming(),
+        package: package_defaults(),
+        fetch: Fetch::default(),
+        validation: Validation::default(),
+    }
+}

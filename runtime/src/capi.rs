@@ -1,1 +1,0 @@
-//! TODO(owner): C ABI

@@ -1,0 +1,51 @@
+//! `rocm-kpack extract ARCHIVE --binary KEY --arch ARCH -o FILE`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use rocm_kpack::archive::Archive;
+
+/// Write one code object out of a `.kpack` archive. KEY is a TOC binary key
+/// such as `lib/librocrand.so.1.1#0` (see `rocm-kpack inspect ARCHIVE`), ARCH a
+/// TOC arch key such as `gfx90a:xnack-`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The .kpack archive.
+    pub archive: PathBuf,
+    /// TOC binary key, `<kernel_name>#<co_index>`.
+    #[arg(long)]
+    pub binary: String,
+    /// Architecture key exactly as in the archive.
+    #[arg(long)]
+    pub arch: String,
+    /// Where to write the code object (`-` for stdout).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let archive = Archive::open(&args.archive)?;
+    let data = archive.kernel(&args.binary, &args.arch).with_context(|| {
+        format!(
+            "{}: binaries: {}; arches: {}",
+            args.archive.display(),
+            archive.binaries().join(", "),
+            archive.gfx_arches().join(", ")
+        )
+    })?;
+    if args.output.as_os_str() == "-" {
+        use std::io::Write as _;
+        std::io::stdout().lock().write_all(&data)?;
+    } else {
+        crate::cmd::write_atomically(&args.output, &data)?;
+        eprintln!(
+            "wrote {} bytes ({} for {}) to {}",
+            data.len(),
+            args.binary,
+            args.arch,
+            args.output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,143 @@
+//! `rocm-kpack inspect FILE [--json]`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rocm_kpack_splitter::elf::inspect::{ElfReport, WrapperReport};
+use rocm_kpack_splitter::inspect::{self, ArchiveReport, BundleSectionReport, Report};
+
+/// Show what a file holds: a `.kpack` archive (header, arches, every TOC
+/// entry with sizes and compression ratio), a `.kpm` manifest, a fat binary
+/// (each offload bundle and its targets, each wrapper and its code-object
+/// index), a split host-only binary (its `.rocm_kpack_ref` marker), or a raw
+/// offload bundle. The kind is recognised from the file's content.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The file to inspect.
+    pub file: PathBuf,
+    /// Print one JSON object instead of text (stable field names).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let report = inspect::inspect(&args.file)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(report: &Report) -> String {
+    match report {
+        Report::Archive(a) => render_archive(a),
+        Report::Manifest(m) => {
+            let mut out = format!("kpm manifest: component {}\n", m.component);
+            for f in &m.kpack_files {
+                let _ = writeln!(
+                    out,
+                    "  {}  family {}  {} bytes  sha256 {}\n    arches: {}",
+                    f.filename,
+                    f.family,
+                    f.size,
+                    f.sha256.as_deref().unwrap_or("(none: legacy manifest)"),
+                    f.architectures.join(" ")
+                );
+            }
+            out
+        }
+        Report::Bundle(b) => render_bundles(b, ""),
+        Report::Elf(e) => render_elf(e),
+    }
+}
+
+fn render_archive(a: &ArchiveReport) -> String {
+    let mut out = format!(
+        "kpack archive v{}: group {}, family {}, {} bytes\n  scheme {}, {} blobs, TOC at {}\n  arches: {}\n  code objects: {} bytes stored as {} ({:.2}x)\n",
+        a.format_version,
+        a.group_name,
+        a.gfx_arch_family,
+        a.file_size,
+        a.compression_scheme,
+        a.blob_count,
+        a.toc_offset,
+        a.gfx_arches.join(" "),
+        a.original_bytes,
+        a.stored_bytes,
+        if a.stored_bytes == 0 { 1.0 } else { a.original_bytes as f64 / a.stored_bytes as f64 },
+    );
+    let width = a.entries.iter().map(|e| e.binary.len()).max().unwrap_or(0);
+    for e in &a.entries {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:<22} #{:<4} {:>10} -> {:>10} ({:.2}x)",
+            e.binary, e.arch, e.ordinal, e.original_size, e.stored_size, e.compression_ratio
+        );
+    }
+    out
+}
+
+fn render_bundles(b: &BundleSectionReport, indent: &str) -> String {
+    let mut out = format!(
+        "{indent}{} offload bundle(s) in {} bytes\n",
+        b.bundles.len(),
+        b.section_size
+    );
+    for bundle in &b.bundles {
+        let how = match (&bundle.ccob_version, &bundle.ccob_method) {
+            (Some(v), Some(m)) => format!(
+                "CCOB v{v} {m}, {} -> {} bytes",
+                bundle.stored_size, bundle.uncompressed_size
+            ),
+            _ => format!("uncompressed, {} bytes", bundle.stored_size),
+        };
+        let _ = writeln!(
+            out,
+            "{indent}  bundle {} at {:#x}: {how}",
+            bundle.index, bundle.offset
+        );
+        for e in bundle.entries.iter().filter(|e| e.target.is_some()) {
+            let _ = writeln!(
+                out,
+                "{indent}    {:<24} {:>10} bytes  ({})",
+                e.target.as_deref().unwrap_or(""),
+                e.size,
+                e.triple
+            );
+        }
+    }
+    out
+}
+
+fn render_elf(e: &ElfReport) -> String {
+    let mut out = format!("ELF {}: {}\n", e.elf_type, e.state);
+    if let Some(section) = &e.hip_fatbin {
+        out.push_str(&render_bundles(section, "  "));
+    }
+    if let Some(marker) = &e.marker {
+        let _ = writeln!(
+            out,
+            "  marker (.rocm_kpack_ref): kernel_name {}\n    search paths: {}",
+            marker.kernel_name,
+            marker.kpack_search_paths.join(", ")
+        );
+    }
+    let _ = writeln!(out, "  {} fat-binary wrapper(s)", e.wrappers.len());
+    for WrapperReport {
+        index,
+        magic,
+        binary,
+        co_index,
+    } in &e.wrappers
+    {
+        let _ = writeln!(
+            out,
+            "    wrapper {index}: {magic} -> {binary:#x}, co_index {}",
+            co_index.map_or_else(|| "?".to_owned(), |c| c.to_string())
+        );
+    }
+    out
+}

@@ -1,0 +1,30 @@
+//! One module per subcommand: its `Args` and its `run`.
+
+pub mod demo;
+pub mod extract;
+pub mod inspect;
+pub mod split_binary;
+
+use std::process::ExitCode;
+
+use crate::cli::Command;
+
+/// Exit code for a failed command (clap uses 2 for usage errors).
+pub const EXIT_FAILURE: u8 = 1;
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Extract(args) => extract::run(args),
+        Command::SplitBinary(args) => split_binary::run(args),
+        Command::Demo(args) => demo::run(args),
+    }
+}
+
+/// Writes `bytes` to `dest` atomically (temp file in the same directory,
+/// then rename), so no partial file is ever visible.
+pub fn write_atomically(dest: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    rocm_kpack_splitter::split_binary::PendingFile::write(dest, bytes, None)?.commit()?;
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! `rocm-kpack package SPLIT_DIR --out DIR [--name N] [--version V]
+//! [--format deb,rpm,wheel] [--spec SPEC] [--control-from DEB]
+//! [--metadata TOML] [--compression xz|gzip|zstd|none] [--level N] [--json]`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_splitter::package::archive_io::Compression;
+use rocm_kpack_splitter::package::deb::DebReader;
+use rocm_kpack_splitter::package::meta::PackageMeta;
+use rocm_kpack_splitter::package::{package, source_date_epoch, Format, PackageOptions};
+
+/// Build packages from a split directory: one generic package (host code,
+/// the `.kpm` manifest, everything else) plus one package per device group
+/// directory, for each requested format. Metadata comes from, in
+/// increasing precedence: --control-from (the original .deb's control
+/// fields and control files), --metadata (a TOML file), --name/--version.
+/// Timestamps come from SOURCE_DATE_EPOCH (default 2024-01-01).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The split directory: generic/ plus one directory per device group,
+    /// each a tree rooted at the install root.
+    pub split_dir: PathBuf,
+    /// Output directory (created if missing; must not be inside SPLIT_DIR).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Package name of the generic package.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Version, copied exactly into every package.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Formats to build (comma-separated: deb, rpm, wheel).
+    #[arg(long, value_delimiter = ',', default_value = "deb")]
+    pub format: Vec<String>,
+    /// Package spec (TOML) naming the device groups [default: GPU families].
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+    /// The original .deb: its control fields (Depends, Description, ...) and
+    /// control files (shlibs, symbols, triggers, scripts) are carried over.
+    #[arg(long, value_name = "DEB")]
+    pub control_from: Option<PathBuf>,
+    /// Metadata TOML (see the package::meta module docs for the keys).
+    #[arg(long, value_name = "TOML")]
+    pub metadata: Option<PathBuf>,
+    /// Wheel compatibility tag (repeatable) [default: from the tree's
+    /// WHEEL, else py3-none-linux_x86_64].
+    #[arg(long = "wheel-tag")]
+    pub wheel_tag: Vec<String>,
+    /// Compression of deb members and rpm payloads (xz, gzip, zstd, none).
+    #[arg(long, default_value = "xz")]
+    pub compression: String,
+    /// Compression level [default: the compressor's].
+    #[arg(long)]
+    pub level: Option<u32>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let spec = match &args.spec {
+        Some(p) => Spec::from_file(p)?,
+        None => Spec::default_families(),
+    };
+    let mut formats = Vec::new();
+    for f in &args.format {
+        formats.push(
+            Format::from_name(f.trim())
+                .with_context(|| format!("unknown format {f:?} (deb, rpm, wheel)"))?,
+        );
+    }
+    let compression = Compression::from_name(&args.compression).with_context(|| {
+        format!("unknown compression {:?} (xz, gzip, zstd, none)", args.compression)
+    })?;
+    let mut meta = match &args.control_from {
+        Some(deb) => {
+            let r = DebReader::open(deb)?;
+            PackageMeta::from_control(&r.control, r.control_files.clone())
+        }
+        None => PackageMeta::default(),
+    };
+    if let Some(t) = &args.metadata {
+        meta.apply_toml_file(t)?;
+    }
+    if let Some(n) = &args.name {
+        meta.name = n.clone();
+    }
+    if let Some(v) = &args.version {
+        meta.version = v.clone();
+    }
+    if !args.wheel_tag.is_empty() {
+        meta.wheel.tags = args.wheel_tag.clone();
+    }
+    let opts = PackageOptions {
+        formats,
+        meta,
+        spec,
+        source_date_epoch: source_date_epoch()?,
+        compression,
+        level: args.level,
+    };
+    let report = package(&args.split_dir, &args.out, &opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for p in &report.packages {
+            let group = p.group.as_deref().unwrap_or("generic");
+            let targets = if p.targets.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", p.targets.join(" "))
+            };
+            println!(
+                "{:<5} {:<9} {:>12} {}{targets}",
+                format!("{:?}", p.format).to_lowercase(),
+                group,
+                p.size,
+                p.path.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,146 @@
+//! What an ELF file carries for `rocm-kpack inspect`: its offload bundles
+//! (fat binary), its marker (split binary), and each fat binary wrapper with
+//! the pointer it holds (through its dynamic relocation) and its co_index.
+
+use std::collections::BTreeMap;
+
+use rocm_kpack::marker::Marker;
+use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SIZE};
+use serde::Serialize;
+
+use super::read::{u32_at, u64_at, Elf, ET_DYN, ET_EXEC, PT_INTERP};
+use super::rewrite::{slot_pointer, FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
+use super::Result;
+use crate::inspect::{bundle_section_report, BundleSectionReport};
+
+/// Report on one ELF file.
+#[derive(Debug, Serialize)]
+pub struct ElfReport {
+    /// `executable`, `PIE executable` or `shared object`.
+    pub elf_type: String,
+    /// `fat binary`, `split (host-only, kpack marker)` or `host-only (no device code)`.
+    pub state: String,
+    /// The bundles of `.hip_fatbin`, when it has content.
+    pub hip_fatbin: Option<BundleSectionReport>,
+    /// The `.rocm_kpack_ref` marker of a split binary.
+    pub marker: Option<MarkerReport>,
+    /// Every wrapper of `.hipFatBinSegment`.
+    pub wrappers: Vec<WrapperReport>,
+}
+
+/// A decoded `.rocm_kpack_ref`.
+#[derive(Debug, Serialize)]
+pub struct MarkerReport {
+    /// Address of the marker section.
+    pub address: u64,
+    pub kernel_name: String,
+    pub kpack_search_paths: Vec<String>,
+}
+
+/// One `__CudaFatBinaryWrapper`.
+#[derive(Debug, Serialize)]
+pub struct WrapperReport {
+    pub index: usize,
+    /// `HIPF`, `HIPK`, or the magic in hex.
+    pub magic: String,
+    /// The `binary` pointer as the loader sets it (relocation applied).
+    pub binary: u64,
+    /// HIPK: from `reserved1`; HIPF: the index of the bundle it points at.
+    pub co_index: Option<u32>,
+}
+
+/// Inspects an ELF file's fat binary parts.
+pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
+    let elf = Elf::parse(data)?;
+    let elf_type = match elf.header.e_type {
+        ET_EXEC => "executable",
+        ET_DYN if elf.phdrs.iter().any(|p| p.p_type == PT_INTERP) => "PIE executable",
+        ET_DYN => "shared object",
+        _ => "other",
+    }
+    .to_string();
+
+    let fatbin = elf.find_section(FATBIN_SECTION)?;
+    let mut bundle_offsets = Vec::new();
+    let mut fatbin_range = None;
+    let hip_fatbin = match fatbin {
+        Some(i) if elf.shdrs[i].sh_type != super::read::SHT_NOBITS => {
+            let sh = elf.shdrs[i];
+            let section = elf.section_data(i)?;
+            let report = bundle_section_report(section)?;
+            bundle_offsets = rocm_kpack::bundle::parse_fatbin(section)?
+                .iter()
+                .map(|b| b.offset)
+                .collect();
+            fatbin_range = Some((sh.sh_addr, sh.sh_size));
+            Some(report)
+        }
+        _ => None,
+    };
+
+    let marker = match elf.find_section(MARKER_SECTION)? {
+        Some(i) => {
+            let m = Marker::parse(elf.section_data(i)?)?;
+            Some(MarkerReport {
+                address: elf.shdrs[i].sh_addr,
+                kernel_name: m.kernel_name,
+                kpack_search_paths: m.kpack_search_paths,
+            })
+        }
+        None => None,
+    };
+
+    let mut wrappers = Vec::new();
+    if let Some(wi) = elf.find_section(WRAPPER_SECTION)? {
+        let ws = elf.shdrs[wi];
+        let wdata = elf.section_data(wi)?;
+        let relocs = elf.dynamic_relocations()?;
+        let mut by_offset: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (i, r) in relocs.iter().enumerate() {
+            by_offset.entry(r.r_offset).or_default().push(i);
+        }
+        for (index, w) in wdata.chunks_exact(WRAPPER_SIZE).enumerate() {
+            let magic_value = u32_at(w, 0);
+            let slot = ws.sh_addr.wrapping_add((index * WRAPPER_SIZE) as u64 + 8);
+            let binary = slot_pointer(&elf, &relocs, &by_offset, slot)
+                .map(|(p, _)| p)
+                .unwrap_or_else(|_| u64_at(w, 8));
+            let (magic, co_index) = match magic_value {
+                HIPK_MAGIC => (
+                    "HIPK".to_string(),
+                    Some((u64_at(w, 16) & 0xffff_ffff) as u32),
+                ),
+                HIPF_MAGIC => {
+                    let co = fatbin_range.and_then(|(addr, size)| {
+                        let off = binary.checked_sub(addr).filter(|&o| o < size)?;
+                        u32::try_from(bundle_offsets.binary_search(&off).ok()?).ok()
+                    });
+                    ("HIPF".to_string(), co)
+                }
+                other => (format!("{other:#010x}"), None),
+            };
+            wrappers.push(WrapperReport {
+                index,
+                magic,
+                binary,
+                co_index,
+            });
+        }
+    }
+
+    let state = if marker.is_some() {
+        "split (host-only, kpack marker)"
+    } else if hip_fatbin.is_some() {
+        "fat binary"
+    } else {
+        "host-only (no device code)"
+    }
+    .to_string();
+    Ok(ElfReport {
+        elf_type,
+        state,
+        hip_fatbin,
+        marker,
+        wrappers,
+    })
+}

@@ -1,0 +1,820 @@
+//! Plan and write the host-only ELF: `.hip_fatbin` becomes NOBITS and its
+//! pages leave the file, `.rocm_kpack_ref` arrives in a new read-only
+//! PT_LOAD together with the (moved) program header table, and every
+//! wrapper in `.hipFatBinSegment` becomes a HIPK wrapper pointing at the
+//! marker, in the file and in its dynamic relocation.
+//!
+//! New file layout (offsets in the output):
+//! ```text
+//! [0, fo)                      unchanged (old PHT zeroed)
+//! [fo, fo+fill)                zeros: the part of .hip_fatbin that cannot leave
+//! [fo+fill, K-delta)           unchanged content after .hip_fatbin, shifted by -delta
+//! [N0, ...)                    new PT_LOAD: program header table, marker
+//! [...)                        non-loaded sections that followed all segments (+ grown .shstrtab)
+//! [...)                        section header table (one more entry)
+//! ```
+//! `delta` is a multiple of every moved segment's `p_align`, so each moved
+//! segment keeps `p_offset == p_vaddr (mod p_align)`; virtual addresses of
+//! existing content never change.
+
+use std::collections::BTreeMap;
+
+use super::read::*;
+use super::{ElfError, Result};
+
+/// x86-64 page size: the granularity at which ld.so maps file pages.
+const PAGE: u64 = 4096;
+pub use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
+/// Size of one `__CudaFatBinaryWrapper`.
+pub const WRAPPER_SIZE: u64 = rocm_kpack::wrapper::WRAPPER_SIZE as u64;
+/// The name of the marker section.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+pub const FATBIN_SECTION: &str = ".hip_fatbin";
+pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
+
+/// What kind of binary the input is.
+#[derive(Debug)]
+pub enum Classification<'a> {
+    /// No `.hip_fatbin`: nothing to split.
+    HostOnly,
+    /// Already split (marker section or HIPK wrappers); the reason says which.
+    AlreadySplit(String),
+    /// A fat binary this module can split.
+    Fat(FatElf<'a>),
+}
+
+/// A parsed fat binary: where its device code and wrappers are.
+#[derive(Debug)]
+pub struct FatElf<'a> {
+    pub elf: Elf<'a>,
+    /// Section index of `.hip_fatbin`.
+    pub fatbin: usize,
+    /// Section index of `.hipFatBinSegment`.
+    pub wrappers: usize,
+    /// Program header index of the PT_LOAD holding `.hip_fatbin`.
+    pub load: usize,
+}
+
+impl<'a> FatElf<'a> {
+    /// The `.hip_fatbin` bytes (the offload bundles).
+    pub fn fatbin_bytes(&self) -> Result<&'a [u8]> {
+        self.elf.section_data(self.fatbin)
+    }
+
+    /// File offset and size of `.hip_fatbin`.
+    pub fn fatbin_file_range(&self) -> (u64, u64) {
+        let s = &self.elf.shdrs[self.fatbin.min(self.elf.shdrs.len().saturating_sub(1))];
+        (s.sh_offset, s.sh_size)
+    }
+}
+
+/// One fat binary wrapper of the input and what it became.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WrapperInfo {
+    /// Position in `.hipFatBinSegment`.
+    pub index: usize,
+    /// Address of the wrapper.
+    pub vaddr: u64,
+    /// Where its `binary` pointer pointed (inside `.hip_fatbin`).
+    pub original_pointer: u64,
+    /// Index of that bundle in the section's bundle sequence.
+    pub co_index: u32,
+    /// How the pointer is set at load time (`RELA R_X86_64_RELATIVE`, `in place`, ...).
+    pub relocation: String,
+}
+
+/// The rewritten host-only binary.
+#[derive(Debug)]
+pub struct Rewritten {
+    pub bytes: Vec<u8>,
+    pub wrappers: Vec<WrapperInfo>,
+    /// Address of `.rocm_kpack_ref`.
+    pub marker_vaddr: u64,
+    /// Bytes of `.hip_fatbin` that left the file.
+    pub removed: u64,
+}
+
+/// Classifies `data`: host-only, already split, or a splittable fat binary.
+/// Errors for non-ELF, unsupported or malformed input.
+pub fn classify(data: &[u8]) -> Result<Classification<'_>> {
+    let elf = Elf::parse(data)?;
+    if elf.find_section(MARKER_SECTION)?.is_some() {
+        return Ok(Classification::AlreadySplit(format!(
+            "has a {MARKER_SECTION} section"
+        )));
+    }
+    let fatbin = elf.find_section(FATBIN_SECTION)?;
+    let wrappers = elf.find_section(WRAPPER_SECTION)?;
+    if let Some(w) = wrappers {
+        let magics = wrapper_magics(&elf, w)?;
+        let hipk = magics.iter().filter(|&&m| m == HIPK_MAGIC).count();
+        if hipk > 0 && hipk == magics.len() {
+            return Ok(Classification::AlreadySplit(format!(
+                "its {} wrapper(s) already carry the HIPK magic",
+                magics.len()
+            )));
+        }
+        if let Some((i, m)) = magics.iter().enumerate().find(|(_, &m)| m != HIPF_MAGIC) {
+            return Err(ElfError::Malformed(format!(
+                "wrapper {i} in {WRAPPER_SECTION} has magic {m:#010x} (expected HIPF {HIPF_MAGIC:#010x})"
+            )));
+        }
+    }
+    let (fatbin, wrappers) = match (fatbin, wrappers) {
+        (None, None) => return Ok(Classification::HostOnly),
+        (None, Some(_)) => {
+            return Err(ElfError::Malformed(format!(
+                "{WRAPPER_SECTION} holds HIPF wrappers but there is no {FATBIN_SECTION} section"
+            )))
+        }
+        (Some(_), None) => {
+            return Err(ElfError::Malformed(format!(
+                "{FATBIN_SECTION} is present but there is no {WRAPPER_SECTION} section (no wrapper refers to the device code)"
+            )))
+        }
+        (Some(f), Some(w)) => (f, w),
+    };
+    let sh = elf.shdrs[fatbin];
+    if sh.sh_type != SHT_PROGBITS {
+        return Err(ElfError::Malformed(format!(
+            "{FATBIN_SECTION} has section type {} (expected PROGBITS)",
+            sh.sh_type
+        )));
+    }
+    elf.section_data(fatbin)?;
+    let load = elf
+        .phdrs
+        .iter()
+        .position(|p| {
+            p.p_type == PT_LOAD
+                && sh.sh_flags & SHF_ALLOC != 0
+                && p.contains_file_vaddr(sh.sh_addr, sh.sh_size)
+                && sh.sh_offset.checked_sub(p.p_offset) == sh.sh_addr.checked_sub(p.p_vaddr)
+        })
+        .ok_or_else(|| {
+            ElfError::Unsupported(format!(
+                "{FATBIN_SECTION} is not loaded by a PT_LOAD segment"
+            ))
+        })?;
+    Ok(Classification::Fat(FatElf {
+        elf,
+        fatbin,
+        wrappers,
+        load,
+    }))
+}
+
+fn wrapper_magics(elf: &Elf<'_>, w: usize) -> Result<Vec<u32>> {
+    let sh = elf.shdrs[w];
+    if sh.sh_type != SHT_PROGBITS
+        || !sh.sh_size.is_multiple_of(WRAPPER_SIZE)
+        || sh.sh_size == 0
+        || sh.sh_addr.checked_add(sh.sh_size).is_none()
+    {
+        return Err(ElfError::Malformed(format!(
+            "{WRAPPER_SECTION}: type {} size {} is not an array of 24-byte wrappers",
+            sh.sh_type, sh.sh_size
+        )));
+    }
+    let d = elf.section_data(w)?;
+    Ok(d.chunks_exact(WRAPPER_SIZE as usize)
+        .map(|c| u32_at(c, 0))
+        .collect())
+}
+
+fn reloc_name(r: &DynReloc) -> String {
+    let t = match r.r_type {
+        R_X86_64_64 => "R_X86_64_64".to_string(),
+        R_X86_64_GLOB_DAT => "R_X86_64_GLOB_DAT".to_string(),
+        R_X86_64_JUMP_SLOT => "R_X86_64_JUMP_SLOT".to_string(),
+        R_X86_64_RELATIVE => "R_X86_64_RELATIVE".to_string(),
+        R_X86_64_IRELATIVE => "R_X86_64_IRELATIVE".to_string(),
+        t => format!("type {t}"),
+    };
+    let table = match r.table {
+        RelocTable::Rela => "RELA",
+        RelocTable::Rel => "REL",
+        RelocTable::JmpRela => "JMPREL(RELA)",
+        RelocTable::JmpRel => "JMPREL(REL)",
+        RelocTable::Relr => "RELR",
+    };
+    format!("{table} {t}")
+}
+
+/// Dynamic symbols, read once and looked up by index.
+struct Symbols<'e, 'a> {
+    elf: &'e Elf<'a>,
+    table: Vec<DynSym>,
+}
+
+impl Symbols<'_, '_> {
+    fn get(&self, index: u32) -> Result<DynSym> {
+        match self.table.get(index as usize) {
+            Some(s) => Ok(*s),
+            None => self.elf.dynamic_symbol(index),
+        }
+    }
+}
+
+/// The address a dynamic relocation stores, when it is an address in this
+/// file (None for symbols defined elsewhere and for TLS offsets).
+fn reloc_target(elf: &Elf<'_>, syms: &Symbols<'_, '_>, r: &DynReloc) -> Result<Option<u64>> {
+    let in_place = || elf.u64_at_vaddr(r.r_offset).ok();
+    let addend = |r: &DynReloc| -> Option<u64> {
+        match r.addend {
+            Some(a) => Some(a as u64),
+            None => in_place(),
+        }
+    };
+    Ok(match r.r_type {
+        R_X86_64_RELATIVE | R_X86_64_IRELATIVE => addend(r),
+        R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT => {
+            let s = syms.get(r.r_sym)?;
+            if r.r_sym == 0 || !s.is_defined() || s.shndx >= 0xff00 {
+                None
+            } else {
+                let a = if r.r_type == R_X86_64_64 {
+                    addend(r).unwrap_or(0)
+                } else {
+                    r.addend.map_or(0, |a| a as u64)
+                };
+                Some(s.value.wrapping_add(a))
+            }
+        }
+        _ => None,
+    })
+}
+
+/// How a wrapper's `binary` slot is set: the relocation (if any) and the
+/// resulting pointer.
+pub(crate) fn slot_pointer(
+    elf: &Elf<'_>,
+    relocs: &[DynReloc],
+    by_offset: &BTreeMap<u64, Vec<usize>>,
+    slot: u64,
+) -> Result<(u64, Option<usize>)> {
+    let syms = Symbols {
+        elf,
+        table: Vec::new(),
+    };
+    slot_pointer_with(elf, &syms, relocs, by_offset, slot)
+}
+
+fn slot_pointer_with(
+    elf: &Elf<'_>,
+    syms: &Symbols<'_, '_>,
+    relocs: &[DynReloc],
+    by_offset: &BTreeMap<u64, Vec<usize>>,
+    slot: u64,
+) -> Result<(u64, Option<usize>)> {
+    let here: &[usize] = by_offset.get(&slot).map_or(&[], Vec::as_slice);
+    match here {
+        [] => Ok((elf.u64_at_vaddr(slot)?, None)),
+        [i] => {
+            let r = relocs
+                .get(*i)
+                .ok_or_else(|| ElfError::Malformed("relocation index out of range".into()))?;
+            match r.r_type {
+                R_X86_64_RELATIVE | R_X86_64_64 => {}
+                _ => {
+                    return Err(ElfError::Unsupported(format!(
+                        "wrapper pointer at {slot:#x} is set by a {} relocation",
+                        reloc_name(r)
+                    )))
+                }
+            }
+            if r.r_type == R_X86_64_64 {
+                let s = syms.get(r.r_sym)?;
+                if !s.is_defined() {
+                    return Err(ElfError::Refused(format!(
+                        "wrapper pointer at {slot:#x} refers to an undefined symbol (index {})",
+                        r.r_sym
+                    )));
+                }
+            }
+            let p = reloc_target(elf, syms, r)?.ok_or_else(|| {
+                ElfError::Malformed(format!(
+                    "cannot compute the value of the {} relocation at {slot:#x}",
+                    reloc_name(r)
+                ))
+            })?;
+            Ok((p, Some(*i)))
+        }
+        _ => Err(ElfError::Malformed(format!(
+            "{} dynamic relocations write the wrapper pointer at {slot:#x}",
+            here.len()
+        ))),
+    }
+}
+
+fn align_up(x: u64, a: u64) -> Result<u64> {
+    if a <= 1 {
+        return Ok(x);
+    }
+    x.checked_add(a - 1)
+        .map(|v| v / a * a)
+        .ok_or_else(|| ElfError::Malformed("offset overflow".into()))
+}
+
+fn check_align(a: u64, what: &str) -> Result<u64> {
+    if a > 1 && !a.is_power_of_two() {
+        return Err(ElfError::Malformed(format!(
+            "{what}: p_align {a:#x} is not a power of two"
+        )));
+    }
+    Ok(a.max(1))
+}
+
+fn overlaps(a0: u64, a1: u64, b0: u64, b1: u64) -> bool {
+    a0 < b1 && b0 < a1
+}
+
+/// Rewrites a fat binary into its host-only form.
+///
+/// `bundle_offsets` are the offsets (within `.hip_fatbin`) of the bundles in
+/// section order: a wrapper's `co_index` is the position of the bundle its
+/// original pointer targets. `marker` is the `.rocm_kpack_ref` content.
+pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten> {
+    let elf = &fat.elf;
+    let data = elf.data;
+    let file_len = data.len() as u64;
+    let fsh = *elf
+        .shdrs
+        .get(fat.fatbin)
+        .ok_or_else(|| ElfError::Malformed("fatbin section index".into()))?;
+    let wsh = *elf
+        .shdrs
+        .get(fat.wrappers)
+        .ok_or_else(|| ElfError::Malformed("wrapper section index".into()))?;
+    let load = *elf
+        .phdrs
+        .get(fat.load)
+        .ok_or_else(|| ElfError::Malformed("segment index".into()))?;
+    let (fo, fs, fa) = (fsh.sh_offset, fsh.sh_size, fsh.sh_addr);
+    let cut_end = fo + fs; // in file: classify checked it
+    if fo < EHDR_SIZE as u64 {
+        return Err(ElfError::Malformed(format!(
+            "{FATBIN_SECTION} overlaps the ELF header"
+        )));
+    }
+    let fa_end = fa + fs;
+    let in_fatbin = |v: u64| v >= fa && v < fa_end;
+
+    // --- Wrappers and relocations -------------------------------------
+    let relocs = elf.dynamic_relocations()?;
+    let mut by_offset: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, r) in relocs.iter().enumerate() {
+        by_offset.entry(r.r_offset).or_default().push(i);
+    }
+    let syms = Symbols {
+        elf,
+        table: elf.dynamic_symbols()?,
+    };
+    let wdata = elf.section_data(fat.wrappers)?;
+    let nwrap = wdata.len() / WRAPPER_SIZE as usize;
+    let mut wrappers = Vec::with_capacity(nwrap);
+    let mut wrapper_relocs: BTreeMap<usize, usize> = BTreeMap::new(); // reloc index -> wrapper
+    for i in 0..nwrap {
+        let w = wsh.sh_addr + (i as u64) * WRAPPER_SIZE;
+        // Only the `binary` field may carry a relocation.
+        for (&off, list) in by_offset.range(w..w + WRAPPER_SIZE) {
+            if off != w + 8 {
+                let r = &relocs[list[0]];
+                return Err(ElfError::Unsupported(format!(
+                    "wrapper {i}: a {} relocation writes offset {} of the wrapper (only `binary` at +8 is expected)",
+                    reloc_name(r),
+                    off - w
+                )));
+            }
+        }
+        let (ptr, ri) = slot_pointer_with(elf, &syms, &relocs, &by_offset, w + 8)?;
+        if !in_fatbin(ptr) {
+            return Err(ElfError::Malformed(format!(
+                "wrapper {i} at {w:#x} points at {ptr:#x}, outside {FATBIN_SECTION} [{fa:#x}, {fa_end:#x})"
+            )));
+        }
+        let boff = ptr - fa;
+        let co_index = bundle_offsets.binary_search(&boff).map_err(|_| {
+            ElfError::Malformed(format!(
+                "wrapper {i} at {w:#x} points at offset {boff:#x} of {FATBIN_SECTION}, which is not the start of a bundle"
+            ))
+        })?;
+        let co_index =
+            u32::try_from(co_index).map_err(|_| ElfError::Malformed("too many bundles".into()))?;
+        let relocation = match ri {
+            Some(ri) => {
+                wrapper_relocs.insert(ri, i);
+                reloc_name(&relocs[ri])
+            }
+            None => "in place".to_string(),
+        };
+        wrappers.push(WrapperInfo {
+            index: i,
+            vaddr: w,
+            original_pointer: ptr,
+            co_index,
+            relocation,
+        });
+    }
+
+    // Nothing else may point at or write into the device code.
+    for (i, r) in relocs.iter().enumerate() {
+        if wrapper_relocs.contains_key(&i) {
+            continue;
+        }
+        if in_fatbin(r.r_offset) {
+            return Err(ElfError::Refused(format!(
+                "the {} dynamic relocation at {:#x} writes into {FATBIN_SECTION}",
+                reloc_name(r),
+                r.r_offset
+            )));
+        }
+        if let Some(t) = reloc_target(elf, &syms, r)? {
+            if in_fatbin(t) {
+                return Err(ElfError::Refused(format!(
+                    "the {} dynamic relocation at {:#x} points into {FATBIN_SECTION} ({t:#x}) and is not a fat binary wrapper",
+                    reloc_name(r),
+                    r.r_offset
+                )));
+            }
+        }
+    }
+    for (i, s) in syms.table.iter().enumerate() {
+        if s.is_defined() && s.shndx < 0xff00 && in_fatbin(s.value) && s.info >> 4 != 0 {
+            tracing::warn!(
+                symbol_index = i,
+                value = s.value,
+                "an exported dynamic symbol points into {FATBIN_SECTION}; it will point at zeros (NOBITS)"
+            );
+        }
+    }
+
+    // --- Layout -------------------------------------------------------
+    let mut cut_align = check_align(load.p_align, "PT_LOAD")?;
+    let mut new_align = PAGE;
+    let mut max_vend = 0u64;
+    let mut seg_file_end = cut_end;
+    for (i, p) in elf.phdrs.iter().enumerate() {
+        if p.p_filesz > 0 {
+            let end = p
+                .p_offset
+                .checked_add(p.p_filesz)
+                .filter(|&e| e <= file_len)
+                .ok_or_else(|| {
+                    ElfError::Truncated(format!("segment {i} extends past the end of the file"))
+                })?;
+            seg_file_end = seg_file_end.max(end);
+        }
+        if p.p_type != PT_LOAD {
+            continue;
+        }
+        let a = check_align(p.p_align, "PT_LOAD")?;
+        new_align = new_align.max(a);
+        max_vend = max_vend.max(
+            p.p_vaddr
+                .checked_add(p.p_memsz)
+                .ok_or_else(|| ElfError::Malformed(format!("segment {i}: address overflow")))?,
+        );
+        if i != fat.load && p.p_offset >= fo {
+            cut_align = cut_align.max(a);
+        }
+    }
+    // Bytes of the last page of .hip_fatbin that share a page with what
+    // follows stay in the file (as zeros) so that page maps cleanly.
+    let r = cut_end % PAGE;
+    let delta = if fs >= r {
+        (fs - r) / cut_align * cut_align
+    } else {
+        0
+    };
+    let fill = fs - delta;
+    tracing::debug!(
+        fatbin_offset = fo,
+        fatbin_size = fs,
+        removed = delta,
+        zero_fill = fill,
+        alignment = cut_align,
+        wrappers = wrappers.len(),
+        "planned the host-only layout"
+    );
+
+    // Sections: which stay in place, which move to the tail.
+    let shstrndx = usize::from(elf.header.e_shstrndx);
+    let mut order: Vec<usize> = (1..elf.shdrs.len())
+        .filter(|&i| {
+            let s = &elf.shdrs[i];
+            s.sh_type != SHT_NOBITS && s.sh_size > 0 && i != fat.fatbin
+        })
+        .collect();
+    order.sort_by_key(|&i| (elf.shdrs[i].sh_offset, i));
+    let mut keep_end = seg_file_end;
+    let mut tail: Vec<usize> = Vec::new();
+    for &i in &order {
+        let s = &elf.shdrs[i];
+        let end = s
+            .sh_offset
+            .checked_add(s.sh_size)
+            .filter(|&e| e <= file_len)
+            .ok_or_else(|| {
+                ElfError::Truncated(format!("section {i} extends past the end of the file"))
+            })?;
+        if s.sh_offset < keep_end {
+            if overlaps(s.sh_offset, end, fo, cut_end) {
+                return Err(ElfError::Unsupported(format!(
+                    "section {} overlaps {FATBIN_SECTION} in the file",
+                    elf.section_name(i)?
+                )));
+            }
+            keep_end = keep_end.max(end);
+        } else {
+            tail.push(i);
+        }
+    }
+    let shstr_in_tail = tail.contains(&shstrndx);
+    let old_shstrtab = elf.shstrtab()?;
+
+    let map_off = |x: u64| -> Option<u64> {
+        if x <= fo {
+            Some(x)
+        } else if x >= cut_end && x <= keep_end {
+            Some(x - delta)
+        } else {
+            None
+        }
+    };
+
+    // Program headers.
+    let a_filesz = fo - load.p_offset;
+    let a_memsz = fa_end - load.p_vaddr;
+    let load_file_end = load.p_offset + load.p_filesz;
+    let load_mem_end = load
+        .p_vaddr
+        .checked_add(load.p_memsz)
+        .ok_or_else(|| ElfError::Malformed("segment address overflow".into()))?;
+    let b_filesz = load_file_end - cut_end;
+    let b_memsz = load_mem_end
+        .checked_sub(fa_end)
+        .ok_or_else(|| ElfError::Malformed(format!("{FATBIN_SECTION} extends past its segment")))?;
+    let piece_a = Phdr {
+        p_filesz: a_filesz,
+        p_memsz: if b_filesz == 0 { load.p_memsz } else { a_memsz },
+        ..load
+    };
+    let piece_b = (b_filesz > 0).then(|| Phdr {
+        p_offset: cut_end - delta,
+        p_vaddr: fa_end,
+        p_paddr: load.p_paddr.wrapping_add(fa_end - load.p_vaddr),
+        p_filesz: b_filesz,
+        p_memsz: b_memsz,
+        ..load
+    });
+    let new_phnum = elf.phdrs.len() + 1 + usize::from(piece_b.is_some());
+    let new_phnum_u16 = u16::try_from(new_phnum)
+        .ok()
+        .filter(|&n| n < 0xffff)
+        .ok_or_else(|| ElfError::Unsupported("too many program headers".into()))?;
+    let pht_size = new_phnum as u64 * PHDR_SIZE as u64;
+
+    // --- Output bytes ---------------------------------------------------
+    let kept_len = keep_end - delta;
+    let mut out: Vec<u8> = Vec::with_capacity(
+        usize::try_from(kept_len + pht_size + marker.len() as u64 + 4096)
+            .unwrap_or(0)
+            .min(data.len().saturating_add(1 << 20)),
+    );
+    out.extend_from_slice(get(data, 0, fo, "file")?);
+    out.resize(out.len() + fill as usize, 0);
+    out.extend_from_slice(get(data, cut_end, keep_end - cut_end, "file")?);
+    debug_assert_eq!(out.len() as u64, kept_len);
+
+    // Zero what the new layout replaces (no stale copies): the old program
+    // header table, an in-place .shstrtab and section header table.
+    let mut zero = |from: u64, len: u64, what: &str| -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        match (map_off(from), from.checked_add(len).and_then(map_off)) {
+            (Some(a), Some(b)) if b >= a => {
+                out.get_mut(a as usize..b as usize)
+                    .ok_or_else(|| ElfError::Malformed(format!("{what} out of range")))?
+                    .fill(0);
+                Ok(())
+            }
+            _ if from >= keep_end => Ok(()), // in the dropped tail anyway
+            _ => Err(ElfError::Unsupported(format!(
+                "{what} overlaps {FATBIN_SECTION}"
+            ))),
+        }
+    };
+    zero(
+        elf.header.e_phoff,
+        elf.phdrs.len() as u64 * PHDR_SIZE as u64,
+        "program header table",
+    )?;
+    if !shstr_in_tail {
+        let s = elf.shdrs[shstrndx];
+        zero(s.sh_offset, s.sh_size, "section name table")?;
+    }
+    if elf.header.e_shoff != 0 {
+        zero(
+            elf.header.e_shoff,
+            elf.shdrs.len() as u64 * SHDR_SIZE as u64,
+            "section header table",
+        )?;
+    }
+
+    let n0 = align_up(out.len() as u64, 8)?;
+    let marker_off = align_up(n0 + pht_size, 8)?;
+    let seg_end = marker_off + marker.len() as u64;
+    let v0 = align_up(max_vend, new_align)?
+        .checked_add(n0 % new_align)
+        .ok_or_else(|| ElfError::Malformed("address overflow".into()))?;
+    let marker_vaddr = v0 + (marker_off - n0);
+    let new_load = Phdr {
+        p_type: PT_LOAD,
+        p_flags: PF_R,
+        p_offset: n0,
+        p_vaddr: v0,
+        p_paddr: v0,
+        p_filesz: seg_end - n0,
+        p_memsz: seg_end - n0,
+        p_align: new_align,
+    };
+
+    let mut phdrs: Vec<Phdr> = Vec::with_capacity(new_phnum);
+    for (i, p) in elf.phdrs.iter().enumerate() {
+        if i == fat.load {
+            phdrs.push(piece_a);
+            phdrs.extend(piece_b);
+            continue;
+        }
+        if p.p_type == PT_PHDR {
+            phdrs.push(Phdr {
+                p_offset: n0,
+                p_vaddr: v0,
+                p_paddr: v0,
+                p_filesz: pht_size,
+                p_memsz: pht_size,
+                ..*p
+            });
+            continue;
+        }
+        let mut q = *p;
+        if p.p_filesz == 0 {
+            q.p_offset = map_off(p.p_offset).unwrap_or(fo);
+        } else {
+            let end = p.p_offset + p.p_filesz;
+            if overlaps(p.p_offset, end, fo, cut_end) {
+                return Err(ElfError::Unsupported(format!(
+                    "program header {i} (type {:#x}) overlaps {FATBIN_SECTION}",
+                    p.p_type
+                )));
+            }
+            q.p_offset = map_off(p.p_offset).ok_or_else(|| {
+                ElfError::Malformed(format!("program header {i} offset out of range"))
+            })?;
+        }
+        phdrs.push(q);
+    }
+    let last_load = phdrs
+        .iter()
+        .rposition(|p| p.p_type == PT_LOAD)
+        .unwrap_or(phdrs.len().saturating_sub(1));
+    phdrs.insert(last_load + 1, new_load);
+
+    out.resize(n0 as usize, 0);
+    for p in &phdrs {
+        out.extend_from_slice(&p.to_bytes());
+    }
+    out.resize(marker_off as usize, 0);
+    out.extend_from_slice(marker);
+
+    // Tail: non-loaded sections that followed every segment, then .shstrtab
+    // (grown by the marker's name) if it was not among them.
+    let marker_name = old_shstrtab.len() as u32;
+    let mut new_shstrtab = old_shstrtab.to_vec();
+    new_shstrtab.extend_from_slice(MARKER_SECTION.as_bytes());
+    new_shstrtab.push(0);
+    let mut tail_order = tail.clone();
+    if !shstr_in_tail {
+        tail_order.push(shstrndx);
+    }
+    let mut new_offsets: BTreeMap<usize, u64> = BTreeMap::new();
+    for &i in &tail_order {
+        let s = &elf.shdrs[i];
+        let a = s.sh_addralign.clamp(1, PAGE);
+        let pos = align_up(out.len() as u64, if a.is_power_of_two() { a } else { 1 })?;
+        out.resize(pos as usize, 0);
+        if i == shstrndx {
+            out.extend_from_slice(&new_shstrtab);
+        } else {
+            out.extend_from_slice(get(data, s.sh_offset, s.sh_size, "section")?);
+        }
+        new_offsets.insert(i, pos);
+    }
+
+    // Section headers.
+    let mut shdrs: Vec<Shdr> = Vec::with_capacity(elf.shdrs.len() + 1);
+    for (i, s) in elf.shdrs.iter().enumerate() {
+        let mut t = *s;
+        if i == 0 {
+            shdrs.push(t);
+            continue;
+        }
+        if i == fat.fatbin {
+            t.sh_type = SHT_NOBITS;
+            t.sh_offset = fo;
+        } else if let Some(&o) = new_offsets.get(&i) {
+            t.sh_offset = o;
+            if i == shstrndx {
+                t.sh_size = new_shstrtab.len() as u64;
+            }
+        } else if s.sh_type == SHT_NOBITS || s.sh_size == 0 {
+            t.sh_offset =
+                map_off(s.sh_offset).unwrap_or(if s.sh_offset > keep_end { kept_len } else { fo });
+        } else {
+            t.sh_offset = map_off(s.sh_offset)
+                .ok_or_else(|| ElfError::Malformed(format!("section {i} offset out of range")))?;
+        }
+        shdrs.push(t);
+    }
+    shdrs.push(Shdr {
+        sh_name: marker_name,
+        sh_type: SHT_PROGBITS,
+        sh_flags: SHF_ALLOC,
+        sh_addr: marker_vaddr,
+        sh_offset: marker_off,
+        sh_size: marker.len() as u64,
+        sh_link: 0,
+        sh_info: 0,
+        sh_addralign: 1,
+        sh_entsize: 0,
+    });
+    let new_shnum = u16::try_from(shdrs.len())
+        .ok()
+        .filter(|&n| n < 0xff00)
+        .ok_or_else(|| ElfError::Unsupported("too many sections".into()))?;
+    let shoff = align_up(out.len() as u64, 8)?;
+    out.resize(shoff as usize, 0);
+    for s in &shdrs {
+        out.extend_from_slice(&s.to_bytes());
+    }
+
+    let mut header = elf.header.clone();
+    header.e_phoff = n0;
+    header.e_phnum = new_phnum_u16;
+    header.e_shoff = shoff;
+    header.e_shnum = new_shnum;
+    out.get_mut(..EHDR_SIZE)
+        .ok_or_else(|| ElfError::Malformed("output shorter than an ELF header".into()))?
+        .copy_from_slice(&header.to_bytes());
+
+    // --- Wrappers: HIPK, marker address, co_index; and their relocations.
+    let wfile = map_off(wsh.sh_offset).ok_or_else(|| {
+        ElfError::Unsupported(format!(
+            "{WRAPPER_SECTION} is not in the kept part of the file"
+        ))
+    })?;
+    for w in &wrappers {
+        let o = (wfile + w.index as u64 * WRAPPER_SIZE) as usize;
+        let slot = out
+            .get_mut(o..o + WRAPPER_SIZE as usize)
+            .ok_or_else(|| ElfError::Malformed("wrapper out of range".into()))?;
+        slot[0..4].copy_from_slice(&HIPK_MAGIC.to_le_bytes());
+        slot[8..16].copy_from_slice(&marker_vaddr.to_le_bytes());
+        slot[16..24].copy_from_slice(&u64::from(w.co_index).to_le_bytes());
+    }
+    for (&ri, &wi) in &wrapper_relocs {
+        let r = &relocs[ri];
+        let value = if r.r_type == R_X86_64_64 {
+            marker_vaddr.wrapping_sub(syms.get(r.r_sym)?.value)
+        } else {
+            marker_vaddr
+        };
+        match (r.table.has_addend(), r.entry_offset) {
+            (true, Some(e)) => {
+                let o = map_off(e + 16).ok_or_else(|| {
+                    ElfError::Unsupported("relocation table overlaps the device code".into())
+                })? as usize;
+                out.get_mut(o..o + 8)
+                    .ok_or_else(|| ElfError::Malformed("relocation out of range".into()))?
+                    .copy_from_slice(&value.to_le_bytes());
+            }
+            _ => {
+                // REL and RELR keep the addend in place: the slot.
+                let o = (wfile + wrappers[wi].index as u64 * WRAPPER_SIZE + 8) as usize;
+                out.get_mut(o..o + 8)
+                    .ok_or_else(|| ElfError::Malformed("wrapper out of range".into()))?
+                    .copy_from_slice(&value.to_le_bytes());
+            }
+        }
+    }
+
+    let removed = file_len.saturating_sub(out.len() as u64);
+    Ok(Rewritten {
+        bytes: out,
+        wrappers,
+        marker_vaddr,
+        removed,
+    })
+}

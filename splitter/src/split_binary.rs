@@ -1,0 +1,847 @@
+//! Split one fat binary into a host-only binary, per-device-group `.kpack`
+//! archives and a `.kpm` manifest.
+//!
+//! Data flow: [`split_fat_elf`] turns a fat binary's bytes into host-only
+//! bytes plus its bundles (with each wrapper's `co_index`); an
+//! [`ArchiveSet`] sorts code objects into device groups and streams them
+//! into `<component>_<group>.kpack` temp files; [`PendingArchives::commit`]
+//! and [`PendingFile::commit`] make everything visible by renaming temp
+//! files only after all of it succeeded. [`split_binary`] wires these for a
+//! single file; tree splits reuse the same pieces.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use rocm_kpack::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack::bundle::{self, Bundle};
+use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack::marker::Marker;
+use rocm_kpack_pkgspec::{Spec, SpecError};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tempfile::NamedTempFile;
+
+use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
+
+/// Everything that can stop a split. Messages carry context; the
+/// underlying error is the `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    /// The ELF file cannot be split (not ELF, unsupported, malformed,
+    /// refused, or the result failed verification).
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    /// `.hip_fatbin` does not hold valid offload bundles.
+    #[error("corrupted offload bundle in .hip_fatbin")]
+    Bundle(#[source] rocm_kpack::Error),
+    /// Writing an archive, marker or manifest failed.
+    #[error("writing {what}")]
+    Format {
+        what: String,
+        #[source]
+        source: rocm_kpack::Error,
+    },
+    /// A code object's target has no device group, or the spec is invalid.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A file system operation failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// An error while splitting a particular file.
+    #[error("{}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<SplitError>,
+    },
+    /// Bad arguments (component name, output location).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SplitError {
+    fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
+        SplitError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn in_file(self, path: &Path) -> Self {
+        match self {
+            SplitError::File { .. } | SplitError::Io { .. } | SplitError::Invalid(_) => self,
+            other => SplitError::File {
+                path: path.to_path_buf(),
+                source: Box::new(other),
+            },
+        }
+    }
+}
+
+/// How [`split_binary`] splits.
+#[derive(Debug, Clone)]
+pub struct SplitBinaryOptions {
+    /// Component name (archive group name, file prefix). Default: the file
+    /// name up to its first `.` (`librocrand.so.1.1` -> `librocrand`).
+    pub component: Option<String>,
+    /// Device groups. Default: the built-in family table.
+    pub spec: Spec,
+    /// Archive compression.
+    pub compression: CompressionScheme,
+    /// zstd level for [`CompressionScheme::ZstdPerKernel`].
+    pub zstd_level: i32,
+}
+
+impl Default for SplitBinaryOptions {
+    fn default() -> Self {
+        SplitBinaryOptions {
+            component: None,
+            spec: Spec::default_families(),
+            compression: CompressionScheme::ZstdPerKernel,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+        }
+    }
+}
+
+/// What happened to the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitOutcome {
+    /// Device code moved to archives; host-only binary written.
+    Split,
+    /// The input already carries a marker / HIPK wrappers: copied unchanged.
+    AlreadySplit,
+    /// The input has no `.hip_fatbin`: copied unchanged.
+    HostOnly,
+}
+
+/// One archive written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchiveFileReport {
+    pub path: PathBuf,
+    /// Device group (= the archive's `gfx_arch_family`).
+    pub group: String,
+    /// Arch keys in the archive (sorted).
+    pub architectures: Vec<String>,
+    /// TOC entries.
+    pub entries: usize,
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// The result of [`split_binary`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitBinaryReport {
+    pub input: PathBuf,
+    /// The host-only binary (or unchanged copy).
+    pub output: PathBuf,
+    pub outcome: SplitOutcome,
+    /// Why the input was left alone, for [`SplitOutcome::AlreadySplit`].
+    pub note: Option<String>,
+    pub component: String,
+    /// Marker `kernel_name` (TOC keys are `<kernel_name>#<co_index>`).
+    pub kernel_name: String,
+    pub input_size: u64,
+    pub output_size: u64,
+    /// Size of `.hip_fatbin` (0 when not split).
+    pub fatbin_size: u64,
+    pub bundles: usize,
+    pub code_objects: usize,
+    pub wrappers: Vec<WrapperInfo>,
+    /// Address of `.rocm_kpack_ref` in the host-only binary.
+    pub marker_address: Option<u64>,
+    pub archives: Vec<ArchiveFileReport>,
+    /// The `.kpm` manifest written.
+    pub manifest: Option<PathBuf>,
+}
+
+/// Marker search paths for a binary `depth` directory levels below the
+/// directory holding `.kpack/`: `[<up>.kpack/<component>.kpm,
+/// <up>.kpack/<component>_@GFXARCH@.kpack]`, `<up>` = `../` x depth.
+pub fn marker_search_paths(component: &str, depth: usize) -> Vec<String> {
+    let up = "../".repeat(depth);
+    vec![
+        format!("{up}.kpack/{component}.kpm"),
+        format!("{up}.kpack/{component}_@GFXARCH@.kpack"),
+    ]
+}
+
+/// The default component of a file: its name up to the first `.`.
+pub fn default_component(file_name: &str) -> &str {
+    file_name.split('.').next().unwrap_or(file_name)
+}
+
+/// Checks a component name is usable in archive file names and as the
+/// archives' `group_name`.
+pub fn validate_component(component: &str) -> Result<(), SplitError> {
+    let ok = !component.is_empty()
+        && !component.starts_with('.')
+        && !component.contains("..")
+        && component
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SplitError::Invalid(format!(
+            "component name {component:?} must be non-empty ASCII letters, digits, '-', '_', '.' or '+' \
+             (not starting with '.'); pass --component"
+        )))
+    }
+}
+
+/// A fat binary split in memory: the host-only bytes and the device code.
+#[derive(Debug)]
+pub struct SplitElf<'a> {
+    /// The host-only binary, verified.
+    pub host: Vec<u8>,
+    /// Bundles of `.hip_fatbin` in section order (index = `co_index`).
+    pub bundles: Vec<Bundle<'a>>,
+    /// Each wrapper and the `co_index` of the bundle it pointed at.
+    pub wrappers: Vec<WrapperInfo>,
+    /// Address of `.rocm_kpack_ref` in `host`.
+    pub marker_address: u64,
+    /// File offset and size of `.hip_fatbin` in the input.
+    pub fatbin_range: (u64, u64),
+}
+
+impl SplitElf<'_> {
+    /// Every device code object as `(co_index, target id, bytes)`, by
+    /// co_index then target id.
+    pub fn code_objects(&self) -> Vec<(u32, &str, &[u8])> {
+        let mut out = Vec::new();
+        for (i, b) in self.bundles.iter().enumerate() {
+            let mut cos: Vec<(&str, &[u8])> = b.code_objects().collect();
+            cos.sort_by(|a, b| a.0.cmp(b.0));
+            out.extend(cos.into_iter().map(|(t, d)| (i as u32, t, d)));
+        }
+        out
+    }
+}
+
+/// What [`split_fat_elf`] found.
+#[derive(Debug)]
+pub enum ElfSplit<'a> {
+    /// No `.hip_fatbin`: keep the file as it is.
+    HostOnly,
+    /// Already split (the reason says how it was recognised): keep as is.
+    AlreadySplit(String),
+    /// Split.
+    Split(SplitElf<'a>),
+}
+
+/// Splits a fat binary held in memory. `kernel_name` goes into the marker
+/// (TOC keys are `<kernel_name>#<co_index>`), `search_paths` are the
+/// marker's archive locations (see [`marker_search_paths`]). The host-only
+/// bytes are verified before they are returned.
+pub fn split_fat_elf<'a>(
+    data: &'a [u8],
+    kernel_name: &str,
+    search_paths: Vec<String>,
+) -> Result<ElfSplit<'a>, SplitError> {
+    let fat = match elf::classify(data)? {
+        Classification::HostOnly => return Ok(ElfSplit::HostOnly),
+        Classification::AlreadySplit(why) => return Ok(ElfSplit::AlreadySplit(why)),
+        Classification::Fat(fat) => fat,
+    };
+    let section = fat.fatbin_bytes()?;
+    let bundles = bundle::parse_fatbin(section).map_err(SplitError::Bundle)?;
+    let offsets: Vec<u64> = bundles.iter().map(|b| b.offset).collect();
+    let marker = Marker {
+        kpack_search_paths: search_paths,
+        kernel_name: kernel_name.to_string(),
+    }
+    .to_msgpack()
+    .map_err(|source| SplitError::Format {
+        what: "marker".into(),
+        source,
+    })?;
+    let rw = elf::rewrite(&fat, &marker, &offsets)?;
+    let co_indices: Vec<u32> = rw.wrappers.iter().map(|w| w.co_index).collect();
+    verify::verify(
+        &rw.bytes,
+        &verify::Expected {
+            marker: &marker,
+            marker_vaddr: rw.marker_vaddr,
+            co_indices: &co_indices,
+        },
+    )?;
+    Ok(ElfSplit::Split(SplitElf {
+        host: rw.bytes,
+        bundles,
+        wrappers: rw.wrappers,
+        marker_address: rw.marker_vaddr,
+        fatbin_range: fat.fatbin_file_range(),
+    }))
+}
+
+/// A file written to a temp name beside its destination, made visible by
+/// [`PendingFile::commit`] (rename). Dropping it removes the temp file.
+#[derive(Debug)]
+pub struct PendingFile {
+    temp: NamedTempFile,
+    dest: PathBuf,
+}
+
+impl PendingFile {
+    /// Writes `bytes` to a temp file in `dest`'s directory, with `mode`
+    /// (permission bits) if given.
+    pub fn write(
+        dest: &Path,
+        bytes: &[u8],
+        permissions: Option<fs::Permissions>,
+    ) -> Result<Self, SplitError> {
+        let dir = parent_dir(dest);
+        let mut temp = NamedTempFile::new_in(dir)
+            .map_err(|e| SplitError::io("cannot create a file in", dir, e))?;
+        temp.write_all(bytes)
+            .and_then(|()| temp.flush())
+            .map_err(|e| SplitError::io("cannot write", temp.path(), e))?;
+        if let Some(p) = permissions {
+            fs::set_permissions(temp.path(), p)
+                .map_err(|e| SplitError::io("cannot set permissions of", dest, e))?;
+        }
+        Ok(PendingFile {
+            temp,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Renames the temp file to its destination (atomic on one file system).
+    pub fn commit(self) -> Result<PathBuf, SplitError> {
+        let dest = self.dest;
+        self.temp
+            .persist(&dest)
+            .map_err(|e| SplitError::io("cannot rename into", &dest, e.error))?;
+        Ok(dest)
+    }
+}
+
+fn parent_dir(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Bytes added but not yet written, per group archive: large
+/// enough to keep every core busy compressing, small enough that several
+/// groups stay well under the 512 MiB memory budget.
+const GROUP_IN_FLIGHT_BYTES: usize = 32 << 20;
+
+struct GroupArchive {
+    writer: ArchiveWriter<BufWriter<NamedTempFile>>,
+    arches: BTreeSet<String>,
+    entries: usize,
+}
+
+/// Sorts code objects into device groups and streams each group into
+/// `<kpack_dir>/<component>_<group>.kpack` (temp files until committed).
+///
+/// Callers add entries in a sorted, deterministic order (this crate uses
+/// kernel name, then co_index, then target id); archives then come out
+/// byte-identical for identical inputs.
+pub struct ArchiveSet<'s> {
+    kpack_dir: PathBuf,
+    created_dir: bool,
+    component: String,
+    spec: &'s Spec,
+    scheme: CompressionScheme,
+    level: i32,
+    groups: BTreeMap<String, GroupArchive>,
+}
+
+impl<'s> ArchiveSet<'s> {
+    /// A set writing into `kpack_dir` (created on first use).
+    pub fn new(
+        kpack_dir: &Path,
+        component: &str,
+        spec: &'s Spec,
+        scheme: CompressionScheme,
+        zstd_level: i32,
+    ) -> Result<Self, SplitError> {
+        validate_component(component)?;
+        Ok(ArchiveSet {
+            kpack_dir: kpack_dir.to_path_buf(),
+            created_dir: false,
+            component: component.to_string(),
+            spec,
+            scheme,
+            level: zstd_level,
+            groups: BTreeMap::new(),
+        })
+    }
+
+    /// Checks that every target has a device group (before any work).
+    pub fn check_targets<'t>(
+        &self,
+        targets: impl IntoIterator<Item = &'t str>,
+    ) -> Result<(), SplitError> {
+        Ok(self.spec.check_covered(targets)?)
+    }
+
+    /// Adds one code object under TOC key `binary_key` and arch key
+    /// `target_id`, to every group that carries the target (a generic ISA
+    /// goes to each family it serves).
+    pub fn add(
+        &mut self,
+        binary_key: &str,
+        target_id: &str,
+        data: &[u8],
+    ) -> Result<(), SplitError> {
+        let groups: Vec<String> = self
+            .spec
+            .group_for(target_id)?
+            .into_iter()
+            .map(|g| g.name.clone())
+            .collect();
+        for g in groups {
+            let ga = match self.groups.get_mut(&g) {
+                Some(ga) => ga,
+                None => {
+                    let ga = self.open_group(&g)?;
+                    self.groups.entry(g.clone()).or_insert(ga)
+                }
+            };
+            ga.writer
+                .add_kernel(binary_key, target_id, data.to_vec())
+                .map_err(|source| SplitError::Format {
+                    what: format!("archive {}_{g}.kpack", self.component),
+                    source,
+                })?;
+            ga.arches.insert(target_id.to_string());
+            ga.entries += 1;
+        }
+        Ok(())
+    }
+
+    fn open_group(&mut self, group: &str) -> Result<GroupArchive, SplitError> {
+        if !self.kpack_dir.is_dir() {
+            fs::create_dir_all(&self.kpack_dir)
+                .map_err(|e| SplitError::io("cannot create directory", &self.kpack_dir, e))?;
+            self.created_dir = true;
+        }
+        let temp = NamedTempFile::new_in(&self.kpack_dir)
+            .map_err(|e| SplitError::io("cannot create a file in", &self.kpack_dir, e))?;
+        let mut writer = ArchiveWriter::new(
+            BufWriter::with_capacity(1 << 20, temp),
+            &self.component,
+            group,
+            self.scheme,
+            self.level,
+        )
+        .map_err(|source| SplitError::Format {
+            what: format!("archive {}_{group}.kpack", self.component),
+            source,
+        })?;
+        writer.set_in_flight_bytes(GROUP_IN_FLIGHT_BYTES);
+        Ok(GroupArchive {
+            writer,
+            arches: BTreeSet::new(),
+            entries: 0,
+        })
+    }
+
+    /// Finishes every archive (TOC, header), hashes them and prepares the
+    /// `.kpm` manifest. Nothing is visible until [`PendingArchives::commit`].
+    pub fn finish(mut self) -> Result<PendingArchives, SplitError> {
+        let groups = std::mem::take(&mut self.groups);
+        let mut archives = Vec::with_capacity(groups.len());
+        for (group, mut ga) in groups {
+            let file_name = format!("{}_{group}.kpack", self.component);
+            let what = || format!("archive {file_name}");
+            ga.writer
+                .set_gfx_arches(ga.arches.iter().cloned().collect());
+            let buf = ga.writer.finish().map_err(|source| SplitError::Format {
+                what: what(),
+                source,
+            })?;
+            let temp = buf.into_inner().map_err(|e| {
+                SplitError::io(
+                    "cannot write",
+                    &self.kpack_dir.join(&file_name),
+                    e.into_error(),
+                )
+            })?;
+            archives.push((group, file_name, temp, ga.arches, ga.entries));
+        }
+        // Hash the finished archives (in parallel: they are independent).
+        use rayon::prelude::*;
+        let hashed: Vec<Result<(u64, [u8; 32]), SplitError>> = archives
+            .par_iter_mut()
+            .map(|(_, name, temp, _, _)| {
+                hash_file(temp.as_file_mut()).map_err(|e| {
+                    SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e)
+                })
+            })
+            .collect();
+        let mut files = Vec::with_capacity(archives.len());
+        let mut manifest_files = Vec::with_capacity(archives.len());
+        for ((group, file_name, temp, arches, entries), h) in archives.into_iter().zip(hashed) {
+            let (size, sha) = h?;
+            let architectures: Vec<String> = arches.into_iter().collect();
+            manifest_files.push(ManifestFile {
+                filename: file_name.clone(),
+                family: group.clone(),
+                architectures: architectures.clone(),
+                size,
+                sha256: Some(sha),
+            });
+            files.push((
+                temp,
+                ArchiveFileReport {
+                    path: self.kpack_dir.join(&file_name),
+                    group,
+                    architectures,
+                    entries,
+                    size,
+                    sha256: hex::encode(sha),
+                },
+            ));
+        }
+        let manifest = if files.is_empty() {
+            None
+        } else {
+            manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
+            let bytes = Manifest {
+                component: self.component.clone(),
+                kpack_files: manifest_files,
+            }
+            .to_msgpack()
+            .map_err(|source| SplitError::Format {
+                what: format!("manifest {}.kpm", self.component),
+                source,
+            })?;
+            let dest = self.kpack_dir.join(format!("{}.kpm", self.component));
+            Some(PendingFile::write(&dest, &bytes, None)?)
+        };
+        Ok(PendingArchives {
+            kpack_dir: std::mem::take(&mut self.kpack_dir),
+            created_dir: std::mem::take(&mut self.created_dir),
+            files,
+            manifest,
+        })
+    }
+}
+
+impl Drop for ArchiveSet<'_> {
+    fn drop(&mut self) {
+        // On error paths: remove temp files first, then the directory we
+        // created (only if it is empty).
+        self.groups.clear();
+        if self.created_dir {
+            let _ = fs::remove_dir(&self.kpack_dir);
+        }
+    }
+}
+
+fn hash_file(f: &mut File) -> io::Result<(u64, [u8; 32])> {
+    f.seek(SeekFrom::Start(0))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(buf.get(..n).unwrap_or_default());
+        size += n as u64;
+    }
+    Ok((size, h.finalize().into()))
+}
+
+/// Finished archives and manifest in temp files.
+pub struct PendingArchives {
+    kpack_dir: PathBuf,
+    created_dir: bool,
+    files: Vec<(NamedTempFile, ArchiveFileReport)>,
+    manifest: Option<PendingFile>,
+}
+
+impl PendingArchives {
+    /// The archives that [`PendingArchives::commit`] will make visible.
+    pub fn reports(&self) -> impl Iterator<Item = &ArchiveFileReport> {
+        self.files.iter().map(|(_, r)| r)
+    }
+
+    /// Renames archives, then the manifest, into place. Returns the
+    /// archives and the manifest path (None when there was no device code).
+    /// On failure, the files already renamed are removed again.
+    pub fn commit(mut self) -> Result<CommittedArchives, SplitError> {
+        let files = std::mem::take(&mut self.files);
+        let mut done = CommittedArchives {
+            archives: Vec::with_capacity(files.len()),
+            manifest: None,
+        };
+        for (temp, report) in files {
+            if let Err(e) = temp.persist(&report.path) {
+                done.rollback();
+                return Err(SplitError::io("cannot rename into", &report.path, e.error));
+            }
+            done.archives.push(report);
+        }
+        if let Some(m) = self.manifest.take() {
+            match m.commit() {
+                Ok(p) => done.manifest = Some(p),
+                Err(e) => {
+                    done.rollback();
+                    return Err(e);
+                }
+            }
+        }
+        self.created_dir = false;
+        Ok(done)
+    }
+}
+
+/// Archives and manifest made visible by [`PendingArchives::commit`].
+#[derive(Debug)]
+pub struct CommittedArchives {
+    pub archives: Vec<ArchiveFileReport>,
+    /// None when there was no device code.
+    pub manifest: Option<PathBuf>,
+}
+
+impl CommittedArchives {
+    /// Removes the committed files again (a later step failed).
+    pub fn rollback(&mut self) {
+        for a in self.archives.drain(..) {
+            let _ = fs::remove_file(&a.path);
+        }
+        if let Some(m) = self.manifest.take() {
+            let _ = fs::remove_file(m);
+        }
+    }
+}
+
+impl Drop for PendingArchives {
+    fn drop(&mut self) {
+        self.files.clear();
+        self.manifest = None;
+        if self.created_dir {
+            let _ = fs::remove_dir(&self.kpack_dir);
+        }
+    }
+}
+
+/// Drops the whole pages under `bytes` (a slice of `map`; anything else is
+/// ignored) from this process's memory map once the code object has been
+/// copied out, so peak RSS stays at the archive writers' batches instead of
+/// growing with `.hip_fatbin`.
+fn release_pages(map: &memmap2::Mmap, bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let base = map.as_ptr() as usize;
+    let Some(start) = (bytes.as_ptr() as usize).checked_sub(base) else {
+        return;
+    };
+    let first = start.div_ceil(PAGE) * PAGE;
+    let end = (start + bytes.len()) / PAGE * PAGE;
+    if end > first && end <= map.len() {
+        // SAFETY: the map is a private read-only file mapping that is never
+        // written, so MADV_DONTNEED only drops clean pages; later reads of
+        // the range fault them in again from the file with identical
+        // contents. No reference observes a change.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, end - first)
+        };
+    }
+}
+
+/// Splits the fat binary `input` into `out_dir`: `out_dir/<file name>`
+/// (host-only, same permissions), `out_dir/.kpack/<component>_<group>.kpack`
+/// per device group and `out_dir/.kpack/<component>.kpm`. A host-only or
+/// already split input is copied unchanged. Outputs appear atomically and
+/// only when everything succeeded; the input is never modified.
+pub fn split_binary(
+    input: &Path,
+    out_dir: &Path,
+    opts: &SplitBinaryOptions,
+) -> Result<SplitBinaryReport, SplitError> {
+    split_binary_inner(input, out_dir, opts).map_err(|e| e.in_file(input))
+}
+
+fn split_binary_inner(
+    input: &Path,
+    out_dir: &Path,
+    opts: &SplitBinaryOptions,
+) -> Result<SplitBinaryReport, SplitError> {
+    let file_name = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| SplitError::Invalid(format!("{}: no UTF-8 file name", input.display())))?
+        .to_string();
+    let component = opts
+        .component
+        .clone()
+        .unwrap_or_else(|| default_component(&file_name).to_string());
+    validate_component(&component)?;
+    opts.spec.validate()?;
+
+    let file = File::open(input).map_err(|e| SplitError::io("cannot open", input, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| SplitError::io("cannot stat", input, e))?;
+    if !meta.is_file() {
+        return Err(SplitError::Invalid(format!(
+            "{} is not a regular file",
+            input.display()
+        )));
+    }
+    let out_meta =
+        fs::metadata(out_dir).map_err(|e| SplitError::io("output directory", out_dir, e))?;
+    if !out_meta.is_dir() {
+        return Err(SplitError::Invalid(format!(
+            "output {} is not a directory",
+            out_dir.display()
+        )));
+    }
+    let output = out_dir.join(&file_name);
+    if let Ok(existing) = fs::metadata(&output) {
+        if same_file(&meta, &existing) {
+            return Err(SplitError::Invalid(format!(
+                "output {} is the input itself; choose another output directory",
+                output.display()
+            )));
+        }
+    }
+    if meta.len() == 0 {
+        return Err(ElfError::NotElf.into());
+    }
+    // SAFETY: the file is opened read-only and only read through the map.
+    // Another process truncating it meanwhile would fault; that is the
+    // standard caveat of reading files through mmap.
+    let map =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| SplitError::io("cannot map", input, e))?;
+    let data: &[u8] = &map;
+
+    let mut report = SplitBinaryReport {
+        input: input.to_path_buf(),
+        output: output.clone(),
+        outcome: SplitOutcome::Split,
+        note: None,
+        component: component.clone(),
+        kernel_name: file_name.clone(),
+        input_size: meta.len(),
+        output_size: meta.len(),
+        fatbin_size: 0,
+        bundles: 0,
+        code_objects: 0,
+        wrappers: Vec::new(),
+        marker_address: None,
+        archives: Vec::new(),
+        manifest: None,
+    };
+    let split = match split_fat_elf(data, &file_name, marker_search_paths(&component, 0))? {
+        ElfSplit::Split(s) => s,
+        unchanged => {
+            let (outcome, note) = match unchanged {
+                ElfSplit::AlreadySplit(why) => (SplitOutcome::AlreadySplit, Some(why)),
+                _ => (SplitOutcome::HostOnly, None),
+            };
+            tracing::info!(input = %input.display(), ?outcome, "copying unchanged");
+            PendingFile::write(&output, data, Some(meta.permissions()))?.commit()?;
+            report.outcome = outcome;
+            report.note = note;
+            return Ok(report);
+        }
+    };
+
+    // Device code into archives, bundle by bundle in co_index order, each
+    // bundle's code objects by target id.
+    let mut set = ArchiveSet::new(
+        &out_dir.join(".kpack"),
+        &component,
+        &opts.spec,
+        opts.compression,
+        opts.zstd_level,
+    )?;
+    set.check_targets(
+        split
+            .bundles
+            .iter()
+            .flat_map(|b| b.code_objects().map(|(t, _)| t)),
+    )?;
+    let (_, fatbin_size) = split.fatbin_range;
+    let mut code_objects = 0usize;
+    let nbundles = split.bundles.len();
+    let SplitElf {
+        host,
+        bundles,
+        wrappers,
+        marker_address,
+        ..
+    } = split;
+    for (i, b) in bundles.into_iter().enumerate() {
+        let key = format!("{file_name}#{i}");
+        let mut cos: Vec<(&str, &[u8])> = b.code_objects().collect();
+        cos.sort_by(|x, y| x.0.cmp(y.0));
+        for (target, bytes) in cos {
+            set.add(&key, target, bytes)?;
+            code_objects += 1;
+            release_pages(&map, bytes);
+        }
+    }
+    let pending = set.finish()?;
+    let host_file = PendingFile::write(&output, &host, Some(meta.permissions()))?;
+    // Archives first: whoever sees the host-only binary finds its archives.
+    let mut committed = pending.commit()?;
+    if let Err(e) = host_file.commit() {
+        committed.rollback();
+        return Err(e);
+    }
+    let CommittedArchives { archives, manifest } = committed;
+
+    report.output_size = host.len() as u64;
+    report.fatbin_size = fatbin_size;
+    report.bundles = nbundles;
+    report.code_objects = code_objects;
+    report.wrappers = wrappers;
+    report.marker_address = Some(marker_address);
+    report.archives = archives;
+    report.manifest = manifest;
+    Ok(report)
+}
+
+#[cfg(unix)]
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(_a: &fs::Metadata, _b: &fs::Metadata) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_paths_and_components() {
+        assert_eq!(
+            marker_search_paths("librocrand", 0),
+            [".kpack/librocrand.kpm", ".kpack/librocrand_@GFXARCH@.kpack"]
+        );
+        assert_eq!(
+            marker_search_paths("rand", 2),
+            ["../../.kpack/rand.kpm", "../../.kpack/rand_@GFXARCH@.kpack"]
+        );
+        assert_eq!(default_component("librocrand.so.1.1"), "librocrand");
+        assert_eq!(default_component("app"), "app");
+        assert!(validate_component("").is_err());
+        assert!(validate_component("a/b").is_err());
+        assert!(validate_component("a:b").is_err());
+        assert!(validate_component("rand_lib").is_ok());
+    }
+}

@@ -1,0 +1,52 @@
+//! Locating (and building, once per test process) the workspace's binaries
+//! and C artifacts, so tests run the same executables a user would.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `target/<profile>/` of the running test binary (`target/debug/deps/x` -> `target/debug`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test binary has a parent directory");
+    deps.parent().expect("deps has a parent").to_path_buf()
+}
+
+/// Builds every workspace binary and C library once for this test process,
+/// in the test's profile, and returns `target/<profile>/`.
+pub fn built() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
+        let profile = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_owned();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--bins", "-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
+            .args(["-p", "rocm-kpack", "-p", "rocm-kpack-preload"]);
+        if profile == "release" {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build");
+        assert!(status.success(), "cargo build of the workspace binaries failed");
+        dir
+    })
+}
+
+/// Path of a workspace binary (`rocm-kpack`, `rocm-kpack-fetch`), built if needed.
+pub fn bin(name: &str) -> PathBuf {
+    let path = built().join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A `Command` for a workspace binary.
+pub fn command(name: &str) -> Command {
+    Command::new(bin(name))
+}

@@ -1,0 +1,335 @@
+//! Helpers shared by the package_* and publish_* tests: split directories
+//! built from real fat binaries (the committed fixtures, Debian's
+//! librocrand) with the runtime's archive writer, packaging with defaults
+//! that keep the tests fast, and command helpers.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use object::{Object, ObjectSection};
+use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_splitter::package::archive_io::Compression;
+use rocm_kpack_splitter::package::deb::DebReader;
+use rocm_kpack_splitter::package::meta::PackageMeta;
+use rocm_kpack_splitter::package::{package, Format, PackageOptions, PackageReport};
+use rocm_kpack_tests::{debian, fixtures};
+use sha2::{Digest, Sha256};
+
+/// Debian's multiarch library directory.
+pub const LIBDIR: &str = "usr/lib/x86_64-linux-gnu";
+
+/// Runs a command, returning its output; panics with stderr when it
+/// cannot be started.
+pub fn run(cmd: &mut Command) -> Output {
+    let dbg = format!("{cmd:?}");
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {dbg}: {e}"))
+}
+
+/// Runs a command that must succeed; returns stdout.
+pub fn ok(cmd: &mut Command) -> String {
+    let dbg = format!("{cmd:?}");
+    let o = run(cmd);
+    assert!(
+        o.status.success(),
+        "{dbg} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// sha256 hex of a file.
+pub fn sha256(path: &Path) -> String {
+    hex::encode(Sha256::digest(fs::read(path).expect("read")))
+}
+
+/// Copies a tree, keeping symlinks as symlinks; `skip` names relative
+/// paths not copied.
+pub fn copy_tree(src: &Path, dst: &Path, skip: &[&str]) {
+    fn walk(src: &Path, dst: &Path, rel: &Path, skip: &[&str]) {
+        fs::create_dir_all(dst.join(rel)).expect("mkdir");
+        let mut items: Vec<_> = fs::read_dir(src.join(rel))
+            .expect("read_dir")
+            .map(|e| e.expect("entry"))
+            .collect();
+        items.sort_by_key(|e| e.file_name());
+        for e in items {
+            let r = rel.join(e.file_name());
+            if skip.iter().any(|s| Path::new(s) == r) {
+                continue;
+            }
+            let ft = e.file_type().expect("file type");
+            if ft.is_symlink() {
+                symlink(fs::read_link(e.path()).expect("readlink"), dst.join(&r)).expect("symlink");
+            } else if ft.is_dir() {
+                walk(src, dst, &r, skip);
+            } else {
+                fs::copy(e.path(), dst.join(&r)).expect("copy");
+            }
+        }
+    }
+    walk(src, dst, Path::new(""), skip);
+}
+
+/// Writes the device code of the fat ELF `fat` as archives into a split
+/// directory: `split/<group>/<rel_dir>/.kpack/<component>_<group>.kpack`
+/// for each group of the default spec, and the manifest
+/// `split/generic/<rel_dir>/.kpack/<component>.kpm`. Returns the groups.
+pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) -> Vec<String> {
+    let spec = Spec::default_families();
+    let bytes = fs::read(fat).expect("read fat binary");
+    let elf = object::File::parse(&*bytes).expect("parse ELF");
+    let section = elf
+        .section_by_name(".hip_fatbin")
+        .expect(".hip_fatbin")
+        .data()
+        .expect("section data");
+    let bundles = rocm_kpack::bundle::parse_fatbin(section).expect("parse bundles");
+    let key_base = fat.file_name().expect("name").to_string_lossy().into_owned();
+    let mut per_group: BTreeMap<String, Vec<(String, String, Vec<u8>)>> = BTreeMap::new();
+    for (i, b) in bundles.iter().enumerate() {
+        for (target, data) in b.code_objects() {
+            for g in spec.group_for(target).expect("group") {
+                per_group.entry(g.name.clone()).or_default().push((
+                    format!("{key_base}#{i}"),
+                    target.to_string(),
+                    data.to_vec(),
+                ));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for (group, kernels) in &per_group {
+        let dir = split.join(group).join(rel_dir).join(".kpack");
+        fs::create_dir_all(&dir).expect("mkdir");
+        let name = format!("{component}_{group}.kpack");
+        let path = dir.join(&name);
+        let out = BufWriter::new(File::create(&path).expect("create"));
+        let mut w = ArchiveWriter::new(out, component, group, CompressionScheme::ZstdPerKernel, 3)
+            .expect("writer");
+        let mut arches: Vec<String> = kernels.iter().map(|k| k.1.clone()).collect();
+        arches.sort();
+        arches.dedup();
+        w.set_gfx_arches(arches.clone());
+        for (key, arch, data) in kernels {
+            w.add_kernel(key, arch, data.clone()).expect("add");
+        }
+        w.finish().expect("finish");
+        let content = fs::read(&path).expect("read archive");
+        files.push(ManifestFile {
+            filename: name,
+            family: group.clone(),
+            architectures: arches,
+            size: content.len() as u64,
+            sha256: Some(Sha256::digest(&content).into()),
+        });
+    }
+    let kpm_dir = split.join("generic").join(rel_dir).join(".kpack");
+    fs::create_dir_all(&kpm_dir).expect("mkdir");
+    let m = Manifest {
+        component: component.to_string(),
+        kpack_files: files,
+    };
+    fs::write(kpm_dir.join(format!("{component}.kpm")), m.to_msgpack().expect("kpm")).expect("write kpm");
+    per_group.keys().cloned().collect()
+}
+
+/// A split directory of Debian's librocrand1: the extracted package as
+/// the generic tree (library kept as is: the packager does not care
+/// whether it was rewritten), its device code as per-family archives.
+pub fn rocrand_split(dir: &Path) -> (PathBuf, Vec<String>) {
+    let root = debian::extracted("librocrand1").expect("librocrand1");
+    let split = dir.join("split");
+    copy_tree(&root, &split.join("generic"), &[]);
+    let fat = root.join(LIBDIR).join("librocrand.so.1.1");
+    let groups = write_archives(&fat, LIBDIR, "librocrand", &split);
+    (split, groups)
+}
+
+/// The original librocrand1 .deb.
+pub fn rocrand_deb() -> PathBuf {
+    debian::package("librocrand1").expect("librocrand1 deb")
+}
+
+/// Package options from the original librocrand1 control, fast xz.
+pub fn rocrand_options(formats: &[Format]) -> PackageOptions {
+    let r = DebReader::open(&rocrand_deb()).expect("read original deb");
+    let mut meta = PackageMeta::from_control(&r.control, r.control_files.clone());
+    meta.license = Some("MIT".into());
+    let mut o = PackageOptions::new(meta);
+    o.formats = formats.to_vec();
+    o.compression = Compression::Xz;
+    o.level = Some(0);
+    o
+}
+
+/// A small split directory from the clang19 `libfixture.so` in a
+/// Debian-style layout (`usr/lib/x86_64-linux-gnu`, symlink chain, doc dir).
+pub fn fixture_split(dir: &Path) -> (PathBuf, Vec<String>) {
+    let split = dir.join("fsplit");
+    let lib = split.join("generic").join(LIBDIR);
+    fs::create_dir_all(&lib).expect("mkdir");
+    let fat = fixtures::fixture("clang19/libfixture.so");
+    fs::copy(&fat, lib.join("libfixture.so.1.0")).expect("copy");
+    symlink("libfixture.so.1.0", lib.join("libfixture.so.1")).expect("symlink");
+    let doc = split.join("generic/usr/share/doc/libfixture1");
+    fs::create_dir_all(&doc).expect("mkdir");
+    fs::write(doc.join("copyright"), "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\nUpstream-Name: fixture\n\nFiles: *\nCopyright: none\nLicense: MIT\n").expect("write");
+    let groups = write_archives(&fat, LIBDIR, "libfixture", &split);
+    (split, groups)
+}
+
+/// Package metadata for the fixture library.
+pub fn fixture_options(formats: &[Format]) -> PackageOptions {
+    let mut meta = PackageMeta::default();
+    meta.apply_toml(
+        r#"
+name = "libfixture1"
+version = "1.0-1"
+maintainer = "Test <test@example.org>"
+summary = "test fixture library"
+description = "A HIP library built from the rocm-kpack fixtures."
+license = "MIT"
+section = "libs"
+[deb]
+fields = { "Multi-Arch" = "same", "Depends" = "libc6 (>= 2.17)" }
+"#,
+    )
+    .expect("metadata");
+    let mut o = PackageOptions::new(meta);
+    o.formats = formats.to_vec();
+    o.compression = Compression::Xz;
+    o.level = Some(0);
+    o
+}
+
+/// Packages `split` into `out`.
+pub fn build(split: &Path, out: &Path, opts: &PackageOptions) -> PackageReport {
+    package(split, out, opts).unwrap_or_else(|e| panic!("package failed: {}", chain(&e)))
+}
+
+/// An error's full source chain, as the CLI prints it.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// Every file under `dir` (relative path -> bytes), symlinks as "-> target".
+pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let p = e.path();
+            let rel = p.strip_prefix(dir).expect("prefix").to_string_lossy().into_owned();
+            let ft = e.file_type().expect("type");
+            if ft.is_symlink() {
+                out.insert(rel, format!("-> {}", fs::read_link(&p).expect("link").display()).into_bytes());
+            } else if ft.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, fs::read(&p).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// Creates an empty dpkg database under `root`.
+pub fn dpkg_root(root: &Path) {
+    for d in ["var/lib/dpkg/updates", "var/lib/dpkg/info", "var/lib/dpkg/triggers"] {
+        fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    fs::write(root.join("var/lib/dpkg/status"), "").expect("status");
+    fs::write(root.join("var/lib/dpkg/available"), "").expect("available");
+}
+
+/// `E:` tags lintian reports for a package (tag names, sorted, unique).
+pub fn lintian_errors(deb: &Path) -> Vec<String> {
+    let o = run(Command::new("lintian")
+        .arg("--no-cfg")
+        .arg(deb));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut tags: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("E: "))
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect();
+    tags.sort();
+    tags.dedup();
+    tags
+}
+
+/// A wheel-shaped split directory built by hand from the clang19
+/// `libfixture.so`: generic `kpkg/` (module, fat library, `.kpack/kpkg.kpm`)
+/// + `kpkg-1.0.dist-info/`; one tree per family with
+/// `kpkg/.kpack/kpkg_<group>.kpack`, and for gfx110X a kernel-database
+/// style `kpkg/hsa/gfx1100/fixture.co`.
+pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
+    let split = dir.join("wsplit");
+    let pkg = split.join("generic/kpkg");
+    fs::create_dir_all(pkg.join("lib")).expect("mkdir");
+    fs::write(
+        pkg.join("__init__.py"),
+        "from pathlib import Path\nKPACK_DIR = Path(__file__).parent / '.kpack'\n",
+    )
+    .expect("write");
+    let fat = fixtures::fixture("clang19/libfixture.so");
+    fs::copy(&fat, pkg.join("lib/libfixture.so")).expect("copy");
+    let di = split.join("generic/kpkg-1.0.dist-info");
+    fs::create_dir_all(&di).expect("mkdir");
+    fs::write(
+        di.join("METADATA"),
+        "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\nSummary: Fixture package with a HIP library\nRequires-Python: >=3.8\n\nLong description.\n",
+    )
+    .expect("write");
+    fs::write(
+        di.join("WHEEL"),
+        "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n",
+    )
+    .expect("write");
+    fs::write(di.join("top_level.txt"), "kpkg\n").expect("write");
+    let groups = write_archives(&fat, "kpkg", "kpkg", &split);
+    // A per-arch database file, as `pkg/hsa/<gfx>/*.co` trees carry.
+    let bytes = fs::read(&fat).expect("read");
+    let elf = object::File::parse(&*bytes).expect("ELF");
+    let section = elf
+        .section_by_name(".hip_fatbin")
+        .expect("fatbin")
+        .data()
+        .expect("data");
+    let bundles = rocm_kpack::bundle::parse_fatbin(section).expect("bundles");
+    let co = bundles
+        .first()
+        .and_then(|b| b.code_object("gfx1100"))
+        .expect("gfx1100 code object")
+        .to_vec();
+    let db = split.join("gfx110X/kpkg/hsa/gfx1100");
+    fs::create_dir_all(&db).expect("mkdir");
+    fs::write(db.join("fixture.co"), co).expect("write");
+    (split, groups)
+}
+
+/// Options for the wheel split (name and version come from its METADATA).
+pub fn wheel_options() -> PackageOptions {
+    let mut o = PackageOptions::new(PackageMeta::default());
+    o.formats = vec![Format::Wheel];
+    o
+}

@@ -1,0 +1,681 @@
+//! `rocm-kpack package`: debs, rpms and wheels built from split
+//! directories of real inputs (Debian's librocrand1, the committed
+//! fixtures), checked with the ecosystems' own tools (dpkg-deb, dpkg,
+//! lintian, rpm, rpmlint, rpmbuild for the rpmlint baseline) and read back
+//! with the package readers; determinism; refusal of hostile and corrupt
+//! inputs.
+
+mod package_common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::Command;
+
+use package_common::*;
+use rocm_kpack::archive::Archive;
+use rocm_kpack::manifest::Manifest;
+use rocm_kpack_splitter::package::archive_io::{ArWriter, Compression, EntryType, TarWriter, ZipWriter};
+use rocm_kpack_splitter::package::deb::DebReader;
+use rocm_kpack_splitter::package::rpm::RpmReader;
+use rocm_kpack_splitter::package::wheel::{CoreMetadata, WheelReader};
+use rocm_kpack_splitter::package::{package, Format, PackageError, PackageReport};
+
+fn by_name(report: &PackageReport, format: Format) -> BTreeMap<String, std::path::PathBuf> {
+    report
+        .packages
+        .iter()
+        .filter(|p| p.format == format)
+        .map(|p| (p.name.clone(), p.path.clone()))
+        .collect()
+}
+
+/// Installed size as dpkg-gencontrol computes it, from an extracted tree.
+fn dpkg_installed_size(root: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        total += 1;
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let md = fs::symlink_metadata(e.path()).expect("lstat");
+            if md.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += md.len().div_ceil(1024);
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, groups) = rocrand_split(tmp.path());
+    assert_eq!(groups, ["gfx103X", "gfx80X", "gfx90X"]);
+    let out = tmp.path().join("out");
+    let report = build(&split, &out, &rocrand_options(&[Format::Deb]));
+    let debs = by_name(&report, Format::Deb);
+    let names: Vec<&str> = debs.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
+    );
+    let original = DebReader::open(&rocrand_deb()).expect("original");
+
+    // Generic: the original's fields, files and scripts.
+    let generic = DebReader::open(&debs["librocrand1"]).expect("generic");
+    for field in ["Version", "Depends", "Source", "Section", "Maintainer", "Description", "Homepage"] {
+        assert_eq!(generic.control.get(field), original.control.get(field), "{field}");
+    }
+    assert_eq!(generic.control.get("Recommends"), Some("rocm-kpack-fetch"));
+    for name in ["shlibs", "symbols", "triggers"] {
+        let a = original.control_files.iter().find(|f| f.name == name).expect("original file");
+        let b = generic.control_files.iter().find(|f| f.name == name).expect("generic file");
+        assert_eq!(a.data, b.data, "{name}");
+    }
+
+    // Device packages: relations, targets, per-target symlinks.
+    let expected_targets = [
+        ("librocrand1-gfx80x", "gfx803"),
+        ("librocrand1-gfx90x", "gfx900 gfx906 gfx908 gfx90a"),
+        ("librocrand1-gfx103x", "gfx1030"),
+    ];
+    for (name, targets) in expected_targets {
+        let d = DebReader::open(&debs[name]).expect("device deb");
+        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
+        assert_eq!(d.control.get("Provides"), Some("librocrand1-device-code"));
+        assert_eq!(d.control.get("X-Kpack-Gfx"), Some(targets));
+        assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
+        let listing = ok(Command::new("dpkg-deb").arg("-c").arg(&debs[name]));
+        let group = name.rsplit('-').next().expect("group");
+        let family = groups
+            .iter()
+            .find(|g| g.to_lowercase() == group)
+            .expect("family");
+        for t in targets.split(' ') {
+            let line = format!(
+                "./{LIBDIR}/.kpack/librocrand_{t}.kpack -> librocrand_{family}.kpack"
+            );
+            assert!(listing.contains(&line), "{name} lacks {line}:\n{listing}");
+        }
+        ok(Command::new("dpkg-deb").arg("-I").arg(&debs[name]));
+    }
+
+    // Installed-Size as dpkg computes it, for every package.
+    for (name, path) in &debs {
+        let x = tmp.path().join(format!("x-{name}"));
+        ok(Command::new("dpkg-deb").arg("-x").arg(path).arg(&x));
+        let d = DebReader::open(path).expect("deb");
+        assert_eq!(
+            d.control.get("Installed-Size").map(str::to_string),
+            Some(dpkg_installed_size(&x).to_string()),
+            "{name}"
+        );
+    }
+
+    // lintian: no error tag the original does not have.
+    let baseline: BTreeSet<String> = lintian_errors(&rocrand_deb()).into_iter().collect();
+    for (name, path) in &debs {
+        let extra: Vec<String> = lintian_errors(path)
+            .into_iter()
+            .filter(|t| !baseline.contains(t))
+            .collect();
+        assert!(extra.is_empty(), "lintian errors in {name}: {extra:?}");
+    }
+
+    // dpkg installs generic + one device package; every file owned once.
+    let root = tmp.path().join("root");
+    dpkg_root(&root);
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-not-root", "--force-depends", "-i"])
+        .arg(&debs["librocrand1"])
+        .arg(&debs["librocrand1-gfx90x"]));
+    let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
+    for pkg in ["librocrand1", "librocrand1-gfx90x"] {
+        assert!(
+            status.contains(&format!("Package: {pkg}\nStatus: install ok installed")),
+            "{pkg} not installed:\n{status}"
+        );
+    }
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .arg("--verify"));
+    let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pkg in ["librocrand1", "librocrand1-gfx90x"] {
+        let list = ok(Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args(["-L", pkg]));
+        for f in list.lines() {
+            let p = root.join(f.trim_start_matches('/'));
+            if !fs::symlink_metadata(&p).expect("lstat").is_dir() {
+                owners.entry(f.to_string()).or_default().push(pkg.to_string());
+            }
+        }
+    }
+    for (f, pkgs) in &owners {
+        assert_eq!(pkgs.len(), 1, "{f} owned by {pkgs:?}");
+    }
+    let mut on_disk = Vec::new();
+    let mut stack = vec![root.join("usr")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if fs::symlink_metadata(&p).expect("lstat").is_dir() {
+                stack.push(p);
+            } else {
+                on_disk.push(format!("/{}", p.strip_prefix(&root).expect("prefix").display()));
+            }
+        }
+    }
+    assert!(on_disk.len() > 5);
+    for f in &on_disk {
+        assert!(owners.contains_key(f), "{f} is not owned by any package");
+        let o = ok(Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args(["-S", f]));
+        assert!(o.starts_with("librocrand1"), "{f}: {o}");
+    }
+
+    // The installed tree resolves like a runtime would: manifest ->
+    // archive, and the per-target symlink a pattern-only runtime uses.
+    let kdir = root.join(LIBDIR).join(".kpack");
+    let m = Manifest::read(&kdir.join("librocrand.kpm")).expect("manifest");
+    let entry = m.file_for_arch("gfx90a:xnack-").expect("gfx90a:xnack- in manifest");
+    let via_manifest = Archive::open(&kdir.join(&entry.filename)).expect("archive");
+    let via_pattern = Archive::open(&kdir.join("librocrand_gfx90a.kpack")).expect("symlinked archive");
+    let key = "librocrand.so.1.1#0";
+    assert!(via_pattern.has_arch("gfx90a:xnack-"));
+    assert_eq!(
+        via_manifest.kernel(key, "gfx90a:xnack-").expect("kernel"),
+        via_pattern.kernel(key, "gfx90a:xnack-").expect("kernel")
+    );
+    assert!(!kdir.join("librocrand_gfx1030.kpack").exists());
+
+    // The device package alone does not install: it needs the generic one.
+    let root2 = tmp.path().join("root2");
+    dpkg_root(&root2);
+    let o = run(Command::new("dpkg")
+        .arg(format!("--root={}", root2.display()))
+        .args(["--force-not-root", "-i"])
+        .arg(&debs["librocrand1-gfx80x"]));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4)"));
+}
+
+/// rpmlint's E: tags for a package.
+fn rpmlint_errors(rpm: &Path) -> BTreeSet<String> {
+    let o = run(Command::new("rpmlint").arg(rpm));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(": E: ")?;
+            rest.split_whitespace().next().map(str::to_string)
+        })
+        .collect()
+}
+
+/// rpmlint errors of an ordinary unsigned package built by rpmbuild.
+fn rpmbuild_baseline(dir: &Path) -> BTreeSet<String> {
+    let top = dir.join("rpmbuild");
+    fs::create_dir_all(top.join("SPECS")).expect("mkdir");
+    let spec = top.join("SPECS/base.spec");
+    fs::write(
+        &spec,
+        "Name: baseline\nVersion: 1.0\nRelease: 1\nSummary: Baseline package\nLicense: MIT\nGroup: System Environment/Libraries\nBuildArch: noarch\n\
+%description\nA baseline package for rpmlint.\n%install\nmkdir -p %{buildroot}/usr/share/baseline\necho hi > %{buildroot}/usr/share/baseline/hello.txt\n\
+%files\n/usr/share/baseline/hello.txt\n%changelog\n* Mon Jan 01 2024 Test <test@example.org> - 1.0-1\n- Baseline.\n",
+    )
+    .expect("spec");
+    ok(Command::new("rpmbuild")
+        .arg("--define")
+        .arg(format!("_topdir {}", top.display()))
+        .args(["--quiet", "-bb"])
+        .arg(&spec));
+    let rpm = top.join("RPMS/noarch/baseline-1.0-1.noarch.rpm");
+    rpmlint_errors(&rpm)
+}
+
+#[test]
+fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = rocrand_split(tmp.path());
+    let out = tmp.path().join("out");
+    let report = build(&split, &out, &rocrand_options(&[Format::Rpm]));
+    let rpms = by_name(&report, Format::Rpm);
+    assert_eq!(
+        rpms.values()
+            .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+            .collect::<Vec<_>>(),
+        [
+            "librocrand1-5.3.3-4.x86_64.rpm",
+            "librocrand1-gfx103x-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx80x-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx90x-5.3.3-4.noarch.rpm",
+        ]
+    );
+    let baseline = rpmbuild_baseline(tmp.path());
+    for (name, path) in &rpms {
+        let k = ok(Command::new("rpm").arg("-K").arg(path));
+        assert!(k.trim_end().ends_with("digests OK"), "{name}: {k}");
+        let info = ok(Command::new("rpm").arg("-qip").arg(path));
+        assert!(info.contains(&format!("Name        : {name}\n")), "{info}");
+        assert!(info.contains("Version     : 5.3.3\nRelease     : 4\n"), "{info}");
+        let extra: Vec<String> = rpmlint_errors(path).difference(&baseline).cloned().collect();
+        assert!(extra.is_empty(), "rpmlint errors in {name} beyond an rpmbuild package's: {extra:?}");
+    }
+    let dev = &rpms["librocrand1-gfx90x"];
+    let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(dev));
+    assert!(req.lines().any(|l| l == "librocrand1 = 5.3.3-4"), "{req}");
+    let prov = ok(Command::new("rpm").args(["-qp", "--provides"]).arg(dev));
+    for p in [
+        "librocrand1-device-code",
+        "rocm-kpack(gfx900)",
+        "rocm-kpack(gfx906)",
+        "rocm-kpack(gfx908)",
+        "rocm-kpack(gfx90a)",
+        "librocrand1-gfx90x = 5.3.3-4",
+    ] {
+        assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
+    }
+    let list = ok(Command::new("rpm").arg("-qlvp").arg(dev));
+    assert!(list.contains(&format!(
+        "/{LIBDIR}/.kpack/librocrand_gfx90a.kpack -> librocrand_gfx90X.kpack"
+    )));
+    assert!(list.lines().any(|l| l.starts_with("-rw-r--r--") && l.ends_with("librocrand_gfx90X.kpack")));
+
+    // Read back: the generic payload is the generic tree, byte for byte.
+    let generic = RpmReader::open(&rpms["librocrand1"]).expect("open");
+    let mut seen = BTreeMap::new();
+    generic
+        .for_each_entry(|path, mode, size, data| {
+            let mut v = Vec::new();
+            data.read_to_end(&mut v).expect("read");
+            assert_eq!(v.len() as u64, size);
+            seen.insert(path.to_string(), (mode, v));
+            Ok(())
+        })
+        .expect("payload");
+    let lib = format!("{LIBDIR}/librocrand.so.1.1");
+    assert_eq!(
+        seen[&lib].1,
+        fs::read(split.join("generic").join(&lib)).expect("read")
+    );
+    assert_eq!(seen[&format!("{LIBDIR}/librocrand.so.1")].1, b"librocrand.so.1.1");
+    let files = generic.files();
+    assert_eq!(files.len(), seen.len());
+}
+
+
+#[test]
+fn wheels_carry_extras_device_files_and_exact_records() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, groups) = wheel_split(tmp.path());
+    // gfx11-generic code goes to both families it serves.
+    assert_eq!(groups, ["gfx103X", "gfx110X", "gfx115X", "gfx90X", "gfx94X"]);
+    let out = tmp.path().join("out");
+    let report = build(&split, &out, &wheel_options());
+    let mut files: Vec<String> = report
+        .packages
+        .iter()
+        .map(|p| p.path.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "kpkg-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx103x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx115x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx90x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl",
+        ]
+    );
+    for f in &files {
+        let w = WheelReader::open(&out.join(f)).expect("open wheel");
+        w.verify_record().expect("RECORD matches");
+        assert_eq!(w.wheel.get("Root-Is-Purelib"), Some("false"));
+        assert_eq!(w.wheel.get("Wheel-Version"), Some("1.0"));
+        assert_eq!(w.wheel.get_all("Tag").collect::<Vec<_>>(), ["py3-none-linux_x86_64"]);
+        let record_last = w.members.last().expect("members");
+        assert!(record_last.ends_with(".dist-info/RECORD"), "{record_last}");
+    }
+    let base = WheelReader::open(&out.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("base");
+    let md = &base.metadata;
+    assert_eq!(md.get("Requires-Python"), Some(">=3.8"));
+    let extras: Vec<&str> = md.get_all("Provides-Extra").collect();
+    assert_eq!(
+        extras,
+        ["device-gfx103x", "device-gfx110x", "device-gfx115x", "device-gfx90x", "device-gfx94x", "device-all"]
+    );
+    let reqs: Vec<&str> = md.get_all("Requires-Dist").collect();
+    assert!(reqs.contains(&"kpkg-device-gfx110x==1.0; extra == \"device-gfx110x\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x==1.0; extra == \"device-all\""), "{reqs:?}");
+    assert!(base.members.contains(&"kpkg/.kpack/kpkg.kpm".to_string()));
+    assert!(base.members.contains(&"kpkg-1.0.dist-info/top_level.txt".to_string()));
+    assert!(!base.members.iter().any(|m| m.ends_with(".kpack") && m.contains("_gfx")));
+
+    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl"))
+        .expect("device");
+    assert_eq!(dev.name(), "kpkg-device-gfx110x");
+    assert_eq!(dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
+    let payload: Vec<&str> = dev
+        .members
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !m.contains(".dist-info/"))
+        .collect();
+    assert_eq!(payload, ["kpkg/.kpack/kpkg_gfx110X.kpack", "kpkg/hsa/gfx1100/fixture.co"]);
+    let mut archive_bytes = Vec::new();
+    dev.for_each_file(|name, _, _, data| {
+        if name.ends_with(".kpack") {
+            data.read_to_end(&mut archive_bytes).expect("read");
+        }
+        Ok(())
+    })
+    .expect("files");
+    assert_eq!(
+        archive_bytes,
+        fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx110X.kpack")).expect("read")
+    );
+    // Python's zipfile agrees on every entry and its date.
+    let py = format!(
+        "import zipfile,sys\nz=zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\nprint(sorted(set(i.date_time for i in z.infolist())))"
+    );
+    let dates = ok(Command::new("python3").arg("-c").arg(&py).arg(out.join(&files[0])));
+    assert_eq!(dates.trim(), "[(2024, 1, 1, 0, 0, 0)]");
+}
+
+#[test]
+fn packaging_is_deterministic() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let opts = fixture_options(&[Format::Deb, Format::Rpm]);
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    build(&split, &a, &opts);
+    build(&split, &b, &opts);
+    let (wsplit, _) = wheel_split(tmp.path());
+    build(&wsplit, &a, &wheel_options());
+    build(&wsplit, &b, &wheel_options());
+    let sa = snapshot(&a);
+    assert_eq!(sa.len(), 6 + 6 + 6, "{:?}", sa.keys().collect::<Vec<_>>());
+    assert!(sa == snapshot(&b), "two runs differ");
+    // Rerun into the same directory: same bytes.
+    build(&split, &a, &opts);
+    assert!(sa == snapshot(&a));
+    // The timestamp is SOURCE_DATE_EPOCH's: another value, other bytes.
+    let mut later = opts.clone();
+    later.source_date_epoch += 86_400;
+    let c = tmp.path().join("c");
+    build(&split, &c, &later);
+    let sc = snapshot(&c);
+    let deb = "libfixture1_1.0-1_amd64.deb";
+    assert_ne!(sa[deb], sc[deb]);
+    // Other compressions work and are deterministic too.
+    for comp in [Compression::Gzip, Compression::Zstd, Compression::None] {
+        let mut o = opts.clone();
+        o.compression = comp;
+        o.level = None;
+        let d1 = tmp.path().join(format!("{comp:?}1"));
+        let d2 = tmp.path().join(format!("{comp:?}2"));
+        build(&split, &d1, &o);
+        build(&split, &d2, &o);
+        assert!(snapshot(&d1) == snapshot(&d2), "{comp:?}");
+        let x = tmp.path().join(format!("x{comp:?}"));
+        ok(Command::new("dpkg-deb").arg("-x").arg(d1.join(deb)).arg(&x));
+        let k = ok(Command::new("rpm").arg("-K").arg(d1.join("libfixture1-1.0-1.x86_64.rpm")));
+        assert!(k.contains("digests OK"), "{comp:?}: {k}");
+    }
+}
+
+fn expect_err(r: Result<PackageReport, PackageError>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => chain(&e),
+    }
+}
+
+fn no_packages(dir: &Path) {
+    if dir.exists() {
+        let left: Vec<_> = fs::read_dir(dir).expect("read_dir").collect();
+        assert!(left.is_empty(), "{} holds {} entries", dir.display(), left.len());
+    }
+}
+
+#[test]
+fn hostile_and_corrupt_split_dirs_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let opts = fixture_options(&[Format::Deb, Format::Rpm]);
+
+    // A symlink escaping the root.
+    let (split, _) = fixture_split(&tmp.path().join("s1"));
+    symlink("../../../../../etc/passwd", split.join("generic").join(LIBDIR).join("evil"))
+        .expect("symlink");
+    let out = tmp.path().join("out1");
+    let e = expect_err(package(&split, &out, &opts));
+    assert!(e.contains("evil") && e.contains("escapes the root"), "{e}");
+    no_packages(&out);
+
+    // Output inside the split directory.
+    let (split, _) = fixture_split(&tmp.path().join("s2"));
+    let e = expect_err(package(&split, &split.join("generic/out"), &opts));
+    assert!(e.contains("inside the split directory"), "{e}");
+    assert!(!split.join("generic/out").exists(), "output created inside the split directory");
+
+    // A corrupt archive in a device tree.
+    let (split, _) = fixture_split(&tmp.path().join("s3"));
+    let bad = split.join("gfx110X").join(LIBDIR).join(".kpack/libfixture_gfx110X.kpack");
+    let mut bytes = fs::read(&bad).expect("read");
+    bytes.truncate(40);
+    fs::write(&bad, bytes).expect("write");
+    let out = tmp.path().join("out3");
+    let e = expect_err(package(&split, &out, &opts));
+    assert!(e.contains("libfixture_gfx110X.kpack"), "{e}");
+    no_packages(&out);
+
+    // A manifest that does not match the device tree's archive.
+    let (split, _) = fixture_split(&tmp.path().join("s4"));
+    let arch = split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90X.kpack");
+    // Replace the archive with another valid one: not what the .kpm lists.
+    let other = fs::read(split.join("gfx103X").join(LIBDIR).join(".kpack/libfixture_gfx103X.kpack"))
+        .expect("read");
+    fs::write(&arch, other).expect("write");
+    let out = tmp.path().join("out4");
+    let e = expect_err(package(&split, &out, &opts));
+    assert!(e.contains("libfixture.kpm") && e.contains("does not match"), "{e}");
+    no_packages(&out);
+
+    // A device group directory whose name cannot be a package name.
+    let (split, _) = fixture_split(&tmp.path().join("s5"));
+    fs::create_dir_all(split.join("gfx 1")).expect("mkdir");
+    let e = expect_err(package(&split, &tmp.path().join("out5"), &opts));
+    assert!(e.contains("gfx 1"), "{e}");
+
+    // Missing metadata.
+    let (split, _) = fixture_split(&tmp.path().join("s6"));
+    let mut o = opts.clone();
+    o.meta.version.clear();
+    let e = expect_err(package(&split, &tmp.path().join("out6"), &o));
+    assert!(e.contains("no version"), "{e}");
+}
+
+/// A deb whose data archive holds the given (name, type, link, data).
+fn craft_deb(path: &Path, entries: &[(&str, EntryType, &str, &[u8])]) {
+    let mut tar = TarWriter::new(Vec::new(), 0);
+    for (name, kind, link, data) in entries {
+        let mut r: &[u8] = data;
+        tar.append(name, *kind, 0o644, data.len() as u64, link, Some(&mut r))
+            .expect("tar");
+    }
+    let data = tar.finish().expect("tar");
+    let mut ctl = TarWriter::new(Vec::new(), 0);
+    let control = b"Package: evil\nVersion: 1\nArchitecture: all\nMaintainer: x <x@x>\nDescription: x\n";
+    let mut r: &[u8] = control;
+    ctl.append("./control", EntryType::File, 0o644, control.len() as u64, "", Some(&mut r))
+        .expect("ctl");
+    let ctl = ctl.finish().expect("ctl");
+    let f = fs::File::create(path).expect("create");
+    let mut ar = ArWriter::new(f, 0).expect("ar");
+    ar.add_bytes("debian-binary", b"2.0\n").expect("ar");
+    ar.add_bytes("control.tar", &ctl).expect("ar");
+    ar.add_bytes("data.tar", &data).expect("ar");
+    ar.finish().expect("ar");
+}
+
+#[test]
+fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let out = tmp.path().join("out");
+    build(&split, &out, &fixture_options(&[Format::Deb, Format::Rpm]));
+    let deb = out.join("libfixture1_1.0-1_amd64.deb");
+    let rpm = out.join("libfixture1-1.0-1.x86_64.rpm");
+
+    // Truncated deb, garbage deb.
+    let t = tmp.path().join("trunc.deb");
+    let bytes = fs::read(&deb).expect("read");
+    fs::write(&t, &bytes[..bytes.len() / 2]).expect("write");
+    let e = chain(&DebReader::open(&t).expect_err("truncated deb"));
+    assert!(e.contains("trunc.deb") && e.contains("past the end"), "{e}");
+    fs::write(&t, b"not a package at all").expect("write");
+    let e = chain(&DebReader::open(&t).expect_err("garbage"));
+    assert!(e.contains("not an ar archive"), "{e}");
+
+    // A corrupt data member: the reader fails while streaming.
+    let mut bytes = fs::read(&deb).expect("read");
+    let n = bytes.len();
+    for b in &mut bytes[n - 2000..n - 1000] {
+        *b ^= 0x5a;
+    }
+    fs::write(&t, &bytes).expect("write");
+    let r = DebReader::open(&t).expect("control still readable");
+    let e = r.for_each_entry(|_, d| {
+        std::io::copy(d, &mut std::io::sink()).map_err(|e| PackageError::Invalid(e.to_string()))?;
+        Ok(())
+    });
+    assert!(e.is_err(), "corrupt xz data accepted");
+
+    // rpm: a flipped header byte fails the header digest; a flipped payload
+    // byte fails the payload digest.
+    let r = RpmReader::open(&rpm).expect("rpm");
+    let mut bytes = fs::read(&rpm).expect("read");
+    // A byte in the header's string data: still parses, digest differs.
+    let hpos = r.header.end as usize - 40;
+    bytes[hpos] ^= 1;
+    let t = tmp.path().join("bad.rpm");
+    fs::write(&t, &bytes).expect("write");
+    let e = chain(&RpmReader::open(&t).expect_err("header digest"));
+    assert!(e.contains("bad.rpm") && e.contains("header SHA256 digest mismatch"), "{e}");
+    let mut bytes = fs::read(&rpm).expect("read");
+    let last = bytes.len() - 100;
+    bytes[last] ^= 1;
+    fs::write(&t, &bytes).expect("write");
+    let r = RpmReader::open(&t).expect("header intact");
+    let e = chain(&r.verify_payload().expect_err("payload digest"));
+    assert!(e.contains("payload SHA256 digest mismatch"), "{e}");
+    fs::write(&t, &fs::read(&rpm).expect("read")[..300]).expect("write");
+    assert!(RpmReader::open(&t).is_err());
+
+    // Hostile deb members: `..`, a path below a symlink to /etc.
+    let h = tmp.path().join("dotdot.deb");
+    craft_deb(&h, &[("./usr/../../escape", EntryType::File, "", b"x")]);
+    let dest = tmp.path().join("x1");
+    fs::create_dir_all(&dest).expect("mkdir");
+    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("dotdot"));
+    assert!(e.contains("`..` path component"), "{e}");
+    assert!(!tmp.path().join("escape").exists());
+    let h = tmp.path().join("link.deb");
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).expect("mkdir");
+    craft_deb(
+        &h,
+        &[
+            ("./usr/", EntryType::Dir, "", b""),
+            ("./usr/lib", EntryType::Symlink, outside.to_str().expect("utf8"), b""),
+            ("./usr/lib/passwd", EntryType::File, "", b"pwned"),
+        ],
+    );
+    let dest = tmp.path().join("x2");
+    fs::create_dir_all(&dest).expect("mkdir");
+    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("below symlink"));
+    assert!(e.contains("below a symlink"), "{e}");
+    assert!(!outside.join("passwd").exists());
+    let h = tmp.path().join("rel.deb");
+    craft_deb(&h, &[("./a", EntryType::Symlink, "../../etc", b"")]);
+    let dest = tmp.path().join("x3");
+    fs::create_dir_all(&dest).expect("mkdir");
+    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("escaping link"));
+    assert!(e.contains("escapes the root"), "{e}");
+    // A good deb extracts to the payload it was built from.
+    let dest = tmp.path().join("x4");
+    fs::create_dir_all(&dest).expect("mkdir");
+    DebReader::open(&deb).expect("open").extract(&dest).expect("extract");
+    let lib = format!("{LIBDIR}/libfixture.so.1.0");
+    assert_eq!(
+        fs::read(dest.join(&lib)).expect("read"),
+        fs::read(split.join("generic").join(&lib)).expect("read")
+    );
+    assert_eq!(
+        fs::read_link(dest.join(LIBDIR).join("libfixture.so.1")).expect("link"),
+        Path::new("libfixture.so.1.0")
+    );
+
+    // rpm and wheel extraction reproduce their payloads.
+    let dest = tmp.path().join("x5");
+    fs::create_dir_all(&dest).expect("mkdir");
+    RpmReader::open(&rpm).expect("open").extract(&dest).expect("extract rpm");
+    assert_eq!(
+        fs::read(dest.join(&lib)).expect("read"),
+        fs::read(split.join("generic").join(&lib)).expect("read")
+    );
+    assert_eq!(
+        fs::read_link(dest.join(LIBDIR).join("libfixture.so.1")).expect("link"),
+        Path::new("libfixture.so.1.0")
+    );
+    let (wsplit, _) = wheel_split(tmp.path());
+    let wout = tmp.path().join("wout");
+    build(&wsplit, &wout, &wheel_options());
+    let dest = tmp.path().join("x6");
+    fs::create_dir_all(&dest).expect("mkdir");
+    WheelReader::open(&wout.join("kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl"))
+        .expect("open")
+        .extract(&dest)
+        .expect("extract wheel");
+    assert_eq!(
+        fs::read(dest.join("kpkg/hsa/gfx1100/fixture.co")).expect("read"),
+        fs::read(wsplit.join("gfx110X/kpkg/hsa/gfx1100/fixture.co")).expect("read")
+    );
+    let e = chain(&DebReader::open(&deb).expect("open").extract(&dest).expect_err("not empty"));
+    assert!(e.contains("not empty"), "{e}");
+
+    // Wheels: RECORD mismatch, hostile member name.
+    let w = tmp.path().join("w-1.0-py3-none-any.whl");
+    let mut z = ZipWriter::new(fs::File::create(&w).expect("create"), 0);
+    z.add_bytes("w/__init__.py", 0o644, b"x = 1\n").expect("zip");
+    z.add_bytes("w-1.0.dist-info/METADATA", 0o644, b"Metadata-Version: 2.1\nName: w\nVersion: 1.0\n")
+        .expect("zip");
+    z.add_bytes("w-1.0.dist-info/WHEEL", 0o644, b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        .expect("zip");
+    z.add_bytes(
+        "w-1.0.dist-info/RECORD",
+        0o644,
+        b"w/__init__.py,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,6\nw-1.0.dist-info/METADATA,,\nw-1.0.dist-info/WHEEL,,\nw-1.0.dist-info/RECORD,,\n",
+    )
+    .expect("zip");
+    z.finish().expect("zip");
+    let e = chain(&WheelReader::open(&w).expect("open").verify_record().expect_err("record"));
+    assert!(e.contains("RECORD mismatch") && e.contains("w/__init__.py"), "{e}");
+    let w2 = tmp.path().join("h-1.0-py3-none-any.whl");
+    let mut z = ZipWriter::new(fs::File::create(&w2).expect("create"), 0);
+    z.add_bytes("../evil.py", 0o644, b"x").expect("zip");
+    z.finish().expect("zip");
+    let e = chain(&WheelReader::open(&w2).expect_err("hostile"));
+    assert!(e.contains("../evil.py"), "{e}");
+    let parsed = CoreMetadata::parse("Name: a\nRequires-Dist: b\nRequires-Dist: c\n\nbody\n");
+    assert_eq!(parsed.get_all("Requires-Dist").count(), 2);
+}

@@ -1,0 +1,311 @@
+//! The preload shim end to end, against the stand-in HIP runtime
+//! (`tests/fixtures/stub-hip`, which records every `__hipRegisterFatBinary`):
+//! HIPF wrappers pass through byte for byte; a HIPK wrapper is replaced by a
+//! HIPF wrapper whose bundle holds the code objects the loader found; when
+//! nothing can be loaded the shim says which paths it searched and the
+//! runtime gets the original HIPK wrapper.
+
+use std::fs;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack::bundle::parse_bundle_at;
+use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
+use rocm_kpack_tests::fixtures::{self, PayloadKind, Registration};
+
+/// `librocm_kpack_preload.so`, built with the profile of this test binary.
+fn preload() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let out_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let name = out_dir.file_name().expect("profile").to_string_lossy().into_owned();
+        let profile = if name == "debug" { "dev".to_owned() } else { name };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--profile", &profile, "-p", "rocm-kpack-preload", "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
+            .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
+            .status()
+            .expect("cargo build");
+        assert!(status.success(), "building the preload shim failed");
+        let lib = out_dir.join("librocm_kpack_preload.so");
+        assert!(lib.is_file(), "{} missing", lib.display());
+        lib
+    })
+}
+
+const LOADER_ENV: [&str; 5] = [
+    "ROCM_KPACK_PATH",
+    "ROCM_KPACK_PATH_PREFIX",
+    "ROCM_KPACK_DISABLE",
+    "ROCM_KPACK_DEBUG",
+    "ROCM_KPACK_ARCH_OVERRIDE",
+];
+
+/// A command against the stand-in runtime, recording into `record`, with or
+/// without the shim preloaded, and a clean loader environment.
+fn with_stub(mut cmd: Command, record: &Path, shim: bool) -> Command {
+    cmd.env("LD_LIBRARY_PATH", fixtures::stub_lib_dir()).env("HIPSTUB_RECORD", record).env_remove("HIPSTUB_STRICT");
+    for v in LOADER_ENV {
+        cmd.env_remove(v);
+    }
+    if shim {
+        cmd.env("LD_PRELOAD", preload());
+    } else {
+        cmd.env_remove("LD_PRELOAD");
+    }
+    cmd
+}
+
+fn output(cmd: &mut Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn registrations(dir: &Path) -> Vec<Registration> {
+    fixtures::read_registrations(dir).expect("read records")
+}
+
+/// The device entries of a recorded bundle: (triple, bytes).
+fn bundle_entries(reg: &Registration) -> Vec<(String, Vec<u8>)> {
+    assert_eq!(reg.kind, PayloadKind::Bundle, "payload is not an uncompressed bundle");
+    let b = parse_bundle_at(&reg.payload, 0).expect("recorded bundle parses");
+    b.entries
+        .iter()
+        .map(|e| (e.triple.clone(), b.entry_data(e).unwrap_or_default().to_vec()))
+        .collect()
+}
+
+fn write_archive(path: &Path, kernels: &[(&str, &str, &[u8])]) {
+    let mut w = ArchiveWriter::new(Cursor::new(Vec::new()), "probe", "mixed", CompressionScheme::ZstdPerKernel, 3)
+        .expect("writer");
+    for (b, a, d) in kernels {
+        w.add_kernel(b, a, d.to_vec()).expect("add");
+    }
+    fs::write(path, w.finish().expect("finish").into_inner()).expect("write archive");
+}
+
+// ---------------------------------------------------------------------------
+// stub_probe: a HIPK wrapper (co_index 5) whose marker names lib/libx.so and
+// ../.kpack/x.kpm; ROCM_KPACK_PATH points the loader at our archive.
+
+#[test]
+fn shim_replaces_hipk_with_a_bundle_of_loaded_code_objects() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let archive = tmp.path().join("x.kpack");
+    let co_1100 = b"\x7fELF gfx1100 code object for co 5".repeat(50);
+    let co_90a = b"\x7fELF gfx90a plain".repeat(70);
+    write_archive(
+        &archive,
+        &[
+            ("lib/libx.so#5", "gfx1100", &co_1100),
+            ("lib/libx.so#5", "gfx90a", &co_90a),
+            ("lib/libx.so#0", "gfx1100", b"wrong co_index"),
+        ],
+    );
+    let record = tmp.path().join("rec");
+    fs::create_dir_all(&record).expect("mkdir");
+    let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
+    cmd.arg("hipk")
+        .env("ROCM_KPACK_PATH", &archive)
+        .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100,gfx90a:xnack+,gfx1030");
+    let out = output(&mut cmd);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let regs = registrations(&record);
+    assert_eq!(regs.len(), 1);
+    assert_eq!(regs[0].magic, HIPF_MAGIC);
+    let entries = bundle_entries(&regs[0]);
+    let triples: Vec<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
+    // Host entry first; the xnack+ device got the plain gfx90a build; gfx1030
+    // had nothing and is left out.
+    assert_eq!(
+        triples,
+        ["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx1100", "hipv4-amdgcn-amd-amdhsa--gfx90a"]
+    );
+    assert_eq!(entries[1].1, co_1100);
+    assert_eq!(entries[2].1, co_90a);
+    let log = fixtures::read_call_log(&record).expect("log");
+    assert!(log.iter().any(|l| l.starts_with("unregister 0")), "{log:?}");
+}
+
+#[test]
+fn shim_names_the_searched_paths_when_nothing_loads() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let record = tmp.path().join("rec");
+    fs::create_dir_all(&record).expect("mkdir");
+    let missing = tmp.path().join("gone.kpack");
+    let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
+    cmd.arg("hipk").env("ROCM_KPACK_PATH", &missing).env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100");
+    let out = output(&mut cmd);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("rocm-kpack preload: no device code for gfx1100"), "{stderr}");
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+    // The runtime then sees the original HIPK wrapper (and reports its own error).
+    let regs = registrations(&record);
+    assert_eq!(regs.len(), 1);
+    assert_eq!(regs[0].magic, HIPK_MAGIC);
+    assert_eq!(regs[0].reserved1, 5);
+    assert_eq!(regs[0].kind, PayloadKind::Marker);
+}
+
+#[test]
+fn shim_passes_hipf_through_untouched() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for set in ["clang15", "clang19-compressed"] {
+        let fat = fixtures::all_fat()
+            .into_iter()
+            .find(|f| f.set == set && f.binary.name == "app_pie")
+            .expect("fixture");
+        let mut seen = Vec::new();
+        for shim in [false, true] {
+            let record = tmp.path().join(format!("{set}-{shim}"));
+            fs::create_dir_all(&record).expect("mkdir");
+            let out = output(&mut with_stub(Command::new(&fat.path), &record, shim));
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let regs = registrations(&record);
+            assert_eq!(regs.len(), 1);
+            assert_eq!(regs[0].magic, HIPF_MAGIC);
+            seen.push(regs[0].payload.clone());
+        }
+        assert_eq!(seen[0], seen[1], "{set}: the shim changed a HIPF registration");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Split fixtures: `rocm-kpack split-binary`, then run with the shim.
+
+/// `rocm-kpack`, the splitter CLI, built with this test binary's profile.
+fn splitter() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let out_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let name = out_dir.file_name().expect("profile").to_string_lossy().into_owned();
+        let profile = if name == "debug" { "dev".to_owned() } else { name };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--profile", &profile, "-p", "rocm-kpack-splitter", "--bin", "rocm-kpack"])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
+            .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
+            .status()
+            .expect("cargo build");
+        assert!(status.success(), "building rocm-kpack failed");
+        out_dir.join("rocm-kpack")
+    })
+}
+
+/// `rocm-kpack split-binary <fat> --out <out>`: host-only binary
+/// `out/<name>`, archives and manifest in `out/.kpack/`.
+fn split(fat: &Path, out: &Path) -> PathBuf {
+    let mut cmd = Command::new(splitter());
+    cmd.arg("split-binary").arg(fat).arg("--out").arg(out);
+    let o = output(&mut cmd);
+    assert!(o.status.success(), "{cmd:?}: {}{}", text(&o.stdout), text(&o.stderr));
+    let host = out.join(fat.file_name().expect("name"));
+    assert!(host.is_file(), "{} not written", host.display());
+    host
+}
+
+/// Code objects of bundle `index` of a fat binary: target -> bytes.
+fn original_code_objects(fat: &Path, index: usize) -> Vec<(String, Vec<u8>)> {
+    use object::{Object, ObjectSection};
+    let data = fs::read(fat).expect("read fixture");
+    let file = object::File::parse(&*data).expect("ELF");
+    let section = file.section_by_name(".hip_fatbin").expect(".hip_fatbin");
+    let bytes = section.data().expect("section data");
+    let bundles = rocm_kpack::bundle::parse_fatbin(bytes).expect("bundles");
+    bundles[index].code_objects().map(|(t, d)| (t.to_owned(), d.to_vec())).collect()
+}
+
+#[test]
+fn split_executables_run_on_the_stand_in_runtime_through_the_shim() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for fat in fixtures::all_fat().into_iter().filter(|f| f.binary.name == "app_pie") {
+        let dir = tmp.path().join(fat.set);
+        let host = split(&fat.path, &dir);
+        let original = original_code_objects(&fat.path, 0);
+        let (_, gfx1100) = original.iter().find(|(t, _)| t == "gfx1100").expect("fixture has gfx1100");
+        let run = |shim: bool, override_arch: Option<&str>, tag: &str| {
+            let record = dir.join(format!("rec-{tag}"));
+            fs::create_dir_all(&record).expect("mkdir");
+            let mut cmd = with_stub(Command::new(&host), &record, shim);
+            if let Some(a) = override_arch {
+                cmd.env("ROCM_KPACK_ARCH_OVERRIDE", a);
+            }
+            let out = output(&mut cmd);
+            (out, registrations(&record))
+        };
+
+        // With the shim: HIPF, bundle = host entry + the original gfx1100 bytes.
+        let (out, regs) = run(true, Some("gfx1100"), "shim");
+        assert!(out.status.success(), "{}: {}", fat.set, text(&out.stderr));
+        assert_eq!(regs.len(), 1, "{}", fat.set);
+        assert_eq!(regs[0].magic, HIPF_MAGIC, "{}", fat.set);
+        let entries = bundle_entries(&regs[0]);
+        assert_eq!(entries.len(), 2, "{}: {entries:?}", fat.set);
+        assert_eq!(entries[1].0, "hipv4-amdgcn-amd-amdhsa--gfx1100");
+        assert!(entries[1].1 == *gfx1100, "{}: gfx1100 code object differs from the original", fat.set);
+
+        // Without the shim the runtime is handed the HIPK wrapper, which a
+        // stock runtime rejects.
+        let (out, regs) = run(false, Some("gfx1100"), "plain");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(regs.len(), 1);
+        assert_eq!(regs[0].magic, HIPK_MAGIC);
+        assert_eq!(regs[0].kind, PayloadKind::Marker);
+
+        // Archives removed: the shim names the paths it searched.
+        fs::rename(dir.join(".kpack"), dir.join("kpack-moved")).expect("move archives");
+        let (out, regs) = run(true, Some("gfx1100"), "gone");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("rocm-kpack preload: no device code for gfx1100"), "{stderr}");
+        assert!(stderr.contains(".kpack/app_pie.kpm"), "{stderr}");
+        assert!(stderr.contains("app_pie_gfx1100.kpack"), "{stderr}");
+        assert_eq!(regs.first().map(|r| r.magic), Some(HIPK_MAGIC));
+        fs::rename(dir.join("kpack-moved"), dir.join(".kpack")).expect("restore");
+    }
+}
+
+#[test]
+fn split_library_with_three_translation_units_through_the_shim() {
+    // libmulti.so: three wrappers, three bundles; each registration must get
+    // the code object of its own co_index.
+    let tmp = tempfile::tempdir().expect("tmp");
+    for fat in fixtures::all_fat().into_iter().filter(|f| f.binary.name == "libmulti.so") {
+        let dir = tmp.path().join(fat.set);
+        let host = split(&fat.path, &dir);
+        let record = dir.join("rec");
+        fs::create_dir_all(&record).expect("mkdir");
+        let mut cmd = with_stub(Command::new(fixtures::run_lib()), &record, true);
+        cmd.arg(&host).env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a:xnack-,gfx1101");
+        let out = output(&mut cmd);
+        assert!(out.status.success(), "{}: {}", fat.set, text(&out.stderr));
+        let regs = registrations(&record);
+        assert_eq!(regs.len(), 3, "{}", fat.set);
+        let mut seen = Vec::new();
+        for reg in &regs {
+            assert_eq!(reg.magic, HIPF_MAGIC);
+            let entries = bundle_entries(reg);
+            // Which bundle was this? The one whose gfx1101 object matches.
+            let got_1101 = &entries.iter().find(|(t, _)| t.ends_with("--gfx1101")).expect("gfx1101 entry").1;
+            let index = (0..3)
+                .find(|&i| original_code_objects(&fat.path, i).iter().any(|(t, d)| t == "gfx1101" && d == got_1101))
+                .expect("gfx1101 object matches one original bundle");
+            let original = original_code_objects(&fat.path, index);
+            let want_90a = &original.iter().find(|(t, _)| t == "gfx90a:xnack-").expect("xnack- build").1;
+            let got_90a = &entries.iter().find(|(t, _)| t.ends_with("--gfx90a:xnack-")).expect("gfx90a entry").1;
+            assert!(got_90a == want_90a, "{}: bundle {index} gfx90a:xnack- differs", fat.set);
+            seen.push(index);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2], "{}: each translation unit once", fat.set);
+    }
+}
