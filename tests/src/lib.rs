@@ -2,5 +2,6 @@
 //! temp dirs and commands.
 
 pub mod bins;
+pub mod clang;
 pub mod debian;
 pub mod fixtures;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_tests::{bins, debian, fixtures};
+use rocm_kpack_tests::{bins, clang, debian, fixtures};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -146,33 +146,20 @@ fn bundle_targets(report: &Value) -> Vec<Vec<(String, u64)>> {
         .collect()
 }
 
-/// What clang-offload-bundler says one uncompressed bundle file holds:
-/// (target, size of the unbundled code object).
+/// What clang-offload-bundler says one bundle file holds:
+/// (target, size of the unbundled code object), sorted.
 fn bundler_view(bundle: &Path, work: &Path) -> Vec<(String, u64)> {
-    let bundler = "/usr/lib/llvm-19/bin/clang-offload-bundler";
-    let list = Command::new(bundler)
-        .args(["--list", "--type=o"])
-        .arg(format!("--input={}", bundle.display()))
-        .output()
-        .expect("run clang-offload-bundler --list (installed by scripts/test.sh)");
-    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
-    let mut out = Vec::new();
-    for triple in String::from_utf8_lossy(&list.stdout).lines() {
-        if triple.starts_with("host-") || triple.is_empty() {
-            continue;
-        }
-        let file = work.join(format!("{}.co", out.len()));
-        let status = Command::new(bundler)
-            .args(["--unbundle", "--type=o"])
-            .arg(format!("--input={}", bundle.display()))
-            .arg(format!("--targets={triple}"))
-            .arg(format!("--output={}", file.display()))
-            .status()
-            .expect("unbundle");
-        assert!(status.success(), "unbundle {triple}");
-        let target = triple.rsplit("--").next().expect("target id").to_owned();
-        out.push((target, std::fs::metadata(&file).expect("unbundled").len()));
-    }
+    let triples: Vec<String> = clang::bundler_list(bundle)
+        .into_iter()
+        .filter(|t| !t.is_empty() && !t.starts_with("host-"))
+        .collect();
+    let refs: Vec<&str> = triples.iter().map(String::as_str).collect();
+    let data = clang::bundler_unbundle(bundle, &refs, work);
+    let mut out: Vec<(String, u64)> = triples
+        .iter()
+        .zip(data)
+        .map(|(t, d)| (t.rsplit("--").next().unwrap_or(t).to_owned(), d.len() as u64))
+        .collect();
     out.sort();
     out
 }

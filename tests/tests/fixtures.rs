@@ -7,16 +7,15 @@
 //! against the stand-in HIP runtime, which records the bundles it is given.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
 use rocm_kpack::bundle::{compress_ccob, parse_fatbin, Bundle, CcobMethod};
 use rocm_kpack::wrapper::{FatbinWrapper, WRAPPER_SIZE};
+use rocm_kpack_tests::clang::{bundler_list, bundler_unbundle};
 use rocm_kpack_tests::debian;
 use rocm_kpack_tests::fixtures::{self, Fixture, PayloadKind};
-
-const BUNDLER: &str = "/usr/lib/llvm-19/bin/clang-offload-bundler";
 
 /// A fat binary's sections of interest.
 struct FatElf {
@@ -77,51 +76,6 @@ fn read_fat_elf(path: &Path) -> FatElf {
         fatbin_addr: fb.address(),
         wrappers: resolved,
     }
-}
-
-/// `clang-offload-bundler --list` on one bundle (plain or CCOB).
-fn bundler_list(bundle_file: &Path) -> Vec<String> {
-    let out = Command::new(BUNDLER)
-        .args(["--list", "--type=o"])
-        .arg(format!("--input={}", bundle_file.display()))
-        .output()
-        .expect("run clang-offload-bundler (apt-get install clang-tools-19)");
-    assert!(
-        out.status.success(),
-        "bundler --list: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    v.sort();
-    v
-}
-
-/// `clang-offload-bundler --unbundle` of the given triples; returns their
-/// bytes in the same order.
-fn bundler_unbundle(bundle_file: &Path, triples: &[&str], dir: &Path) -> Vec<Vec<u8>> {
-    let outputs: Vec<PathBuf> = (0..triples.len())
-        .map(|i| dir.join(format!("co{i}")))
-        .collect();
-    let mut cmd = Command::new(BUNDLER);
-    cmd.args(["--unbundle", "--type=o"])
-        .arg(format!("--input={}", bundle_file.display()))
-        .arg(format!("--targets={}", triples.join(",")));
-    for o in &outputs {
-        cmd.arg(format!("--output={}", o.display()));
-    }
-    let out = cmd.output().expect("run clang-offload-bundler");
-    assert!(
-        out.status.success(),
-        "bundler --unbundle: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    outputs
-        .iter()
-        .map(|o| std::fs::read(o).expect("unbundled"))
-        .collect()
 }
 
 /// Compares every bundle of `section` with clang-offload-bundler's view.
