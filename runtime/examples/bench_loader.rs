@@ -3,6 +3,10 @@
 //!   cargo run --release -p rocm-kpack --example bench_loader -- <archive.kpack | dir> [--target T]
 //!   cargo run --release -p rocm-kpack --example bench_loader -- --from-fat <elf> [--out DIR] [--target T]
 //!
+//! `--binary <host-only ELF>` (a binary from `rocm-kpack split-binary`) also
+//! times the first load the way a launch does it: marker read out of the
+//! binary's `.rocm_kpack_ref`, search through its `.kpm` manifest.
+//!
 //! With `--from-fat`, every bundle of the ELF's `.hip_fatbin` becomes code
 //! object `#<bundle index>` of `lib/<name>` in one zstd archive per target
 //! (written to DIR, default a temp dir), which is then measured like an
@@ -138,6 +142,25 @@ fn main() -> AnyResult<()> {
         ms(first_c),
         archive.entry(&keys[0], &target).map_or(0, |e| e.original_size) as f64 / 1024.0
     );
+
+    if let Some(host) = opt("--binary") {
+        let host = PathBuf::from(host);
+        let elf = std::fs::read(&host)?;
+        let marker = Marker::parse(elf_section(&elf, ".rocm_kpack_ref").ok_or("no .rocm_kpack_ref")?)?;
+        let d = median((0..21).map(|_| {
+            let t = Instant::now();
+            let cache = Cache::with_config(config.clone());
+            let co = cache.load_code_object(&marker, &host, 0, &[target.as_str()]);
+            let d = t.elapsed();
+            assert!(co.is_ok(), "first load through the marker failed: {:?}", co.err());
+            d
+        }));
+        println!(
+            "first    through {}'s marker and manifest: {:.3} ms",
+            host.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            ms(d)
+        );
+    }
 
     // All code objects for the target.
     let cache = Cache::with_config(config.clone());
