@@ -9,8 +9,12 @@
 //! ```text
 //! cargo run --release -p rocm-kpack-splitter --example bench_package -- \
 //!     /var/cache/rocm-kpack-debs/librocsparse0_5.3.0+dfsg-2_amd64.deb \
-//!     [--work DIR] [--compression xz|gzip|zstd|none] [--level N]
+//!     [--work DIR] [--archives zstd|none] [--compression KIND] [--level N]
+//!     [--device-compression KIND] [--device-level N]
 //! ```
+//! `--archives none` splits into uncompressed archives, so the package
+//! compressor sees the raw code objects (pair it with
+//! `--device-compression xz`): smaller packages, larger installs.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use rocm_kpack::archive::CompressionScheme;
 use rocm_kpack_splitter::package::archive_io::Compression;
 use rocm_kpack_splitter::package::deb::DebReader;
 use rocm_kpack_splitter::package::meta::PackageMeta;
@@ -67,7 +72,7 @@ fn elf_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 /// Builds `work/split` from the extracted package; returns the split time.
-fn make_split(root: &Path, split: &Path) -> Result<f64, String> {
+fn make_split(root: &Path, split: &Path, scheme: CompressionScheme) -> Result<f64, String> {
     let t = Instant::now();
     let generic = split.join("generic");
     copy_tree(root, &generic).map_err(|e| format!("copy: {e}"))?;
@@ -78,7 +83,11 @@ fn make_split(root: &Path, split: &Path) -> Result<f64, String> {
         let rel_dir = rel.parent().unwrap_or(Path::new(""));
         let scratch = split.join(format!(".scratch{i}"));
         fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-        let report = split_binary(elf, &scratch, &SplitBinaryOptions::default())
+        let opts = SplitBinaryOptions {
+            compression: scheme,
+            ..SplitBinaryOptions::default()
+        };
+        let report = split_binary(elf, &scratch, &opts)
             .map_err(|e| format!("{}: {e}", elf.display()))?;
         if report.outcome == SplitOutcome::Split {
             fs::rename(&report.output, generic.join(rel)).map_err(|e| e.to_string())?;
@@ -100,14 +109,24 @@ fn make_split(root: &Path, split: &Path) -> Result<f64, String> {
     Ok(t.elapsed().as_secs_f64())
 }
 
+struct Comp {
+    generic: Compression,
+    level: Option<u32>,
+    /// None: automatic (see PackageOptions::device_compression).
+    device: Option<Compression>,
+    device_level: Option<u32>,
+}
+
 /// The child: package and print `wall_s peak_rss_kib`.
-fn package_only(split: &Path, out: &Path, deb: &Path, comp: Compression, level: Option<u32>) -> Result<(), String> {
+fn package_only(split: &Path, out: &Path, deb: &Path, c: &Comp) -> Result<(), String> {
     let t = Instant::now();
     let r = DebReader::open(deb).map_err(|e| e.to_string())?;
     let mut opts = PackageOptions::new(PackageMeta::from_control(&r.control, r.control_files.clone()));
     opts.formats = vec![Format::Deb];
-    opts.compression = comp;
-    opts.level = level;
+    opts.compression = c.generic;
+    opts.level = c.level;
+    opts.device_compression = c.device;
+    opts.device_level = c.device_level;
     package(split, out, &opts).map_err(|e| e.to_string())?;
     println!("{:.2} {}", t.elapsed().as_secs_f64(), max_rss_kib());
     Ok(())
@@ -117,23 +136,41 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut deb: Option<PathBuf> = None;
     let mut work: Option<PathBuf> = None;
-    let mut comp = Compression::Xz;
-    let mut level = None;
+    let mut c = Comp {
+        generic: Compression::Xz,
+        level: None,
+        device: None,
+        device_level: None,
+    };
+    let mut scheme = CompressionScheme::ZstdPerKernel;
     let mut child: Option<(PathBuf, PathBuf)> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--work" => work = it.next().map(PathBuf::from),
-            "--compression" => {
-                comp = match it.next().and_then(|c| Compression::from_name(c)) {
-                    Some(c) => c,
-                    None => {
-                        eprintln!("--compression: xz, gzip, zstd or none");
+            "--compression" | "--device-compression" => {
+                let Some(k) = it.next().and_then(|k| Compression::from_name(k)) else {
+                    eprintln!("{a}: xz, gzip, zstd or none");
+                    return ExitCode::from(2);
+                };
+                if a == "--compression" {
+                    c.generic = k;
+                } else {
+                    c.device = Some(k);
+                }
+            }
+            "--level" => c.level = it.next().and_then(|v| v.parse().ok()),
+            "--device-level" => c.device_level = it.next().and_then(|v| v.parse().ok()),
+            "--archives" => {
+                scheme = match it.next().map(String::as_str) {
+                    Some("none") => CompressionScheme::None,
+                    Some("zstd") => CompressionScheme::ZstdPerKernel,
+                    _ => {
+                        eprintln!("--archives: zstd or none");
                         return ExitCode::from(2);
                     }
                 }
             }
-            "--level" => level = it.next().and_then(|v| v.parse().ok()),
             "--package-only" => {
                 let s = it.next().map(PathBuf::from);
                 let o = it.next().map(PathBuf::from);
@@ -145,11 +182,11 @@ fn main() -> ExitCode {
         }
     }
     let Some(deb) = deb else {
-        eprintln!("usage: bench_package FAT.deb [--work DIR] [--compression xz|gzip|zstd|none] [--level N]");
+        eprintln!("usage: bench_package FAT.deb [--work DIR] [--archives zstd|none] [--compression KIND] [--level N] [--device-compression KIND] [--device-level N]");
         return ExitCode::from(2);
     };
     if let Some((split, out)) = child {
-        return match package_only(&split, &out, &deb, comp, level) {
+        return match package_only(&split, &out, &deb, &c) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("package: {e}");
@@ -171,7 +208,7 @@ fn main() -> ExitCode {
         eprintln!("dpkg-deb -x {} failed", deb.display());
         return ExitCode::FAILURE;
     }
-    let split_s = match make_split(&extracted, &split) {
+    let split_s = match make_split(&extracted, &split, scheme) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("split: {e}");
@@ -187,9 +224,15 @@ fn main() -> ExitCode {
     };
     let mut cmd = Command::new(exe);
     cmd.arg(&deb).arg("--package-only").arg(&split).arg(&out);
-    cmd.arg("--compression").arg(format!("{comp:?}").to_lowercase());
-    if let Some(l) = level {
+    cmd.arg("--compression").arg(format!("{:?}", c.generic).to_lowercase());
+    if let Some(d) = c.device {
+        cmd.arg("--device-compression").arg(format!("{d:?}").to_lowercase());
+    }
+    if let Some(l) = c.level {
         cmd.arg("--level").arg(l.to_string());
+    }
+    if let Some(l) = c.device_level {
+        cmd.arg("--device-level").arg(l.to_string());
     }
     let o = match cmd.output() {
         Ok(o) if o.status.success() => o,
@@ -208,7 +251,13 @@ fn main() -> ExitCode {
     let rss: i64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(-1);
     let fat = fs::metadata(&deb).map(|m| m.len()).unwrap_or(0);
     println!("input            {}", deb.display());
-    println!("compression      {comp:?} level {}", level.map_or("default".into(), |l| l.to_string()));
+    let lvl = |l: Option<u32>| l.map_or("default".to_string(), |l| l.to_string());
+    println!("archives         {}", scheme.as_str());
+    println!("generic          {:?} level {}", c.generic, lvl(c.level));
+    match c.device {
+        Some(d) => println!("device           {d:?} level {}", lvl(c.device_level)),
+        None => println!("device           auto"),
+    }
     println!("split wall       {split_s:.2} s");
     println!("package wall     {wall:.2} s");
     println!("package peak RSS {:.1} MiB", rss as f64 / 1024.0);

@@ -27,6 +27,10 @@ pub enum Command {
     Extract(cmd::extract::Args),
     /// Split one fat binary into a host-only binary, per-group .kpack archives and a .kpm manifest.
     SplitBinary(cmd::split_binary::Args),
+    /// Build a generic package and one package per device group (deb, rpm, wheel) from a split tree.
+    Package(cmd::package::Args),
+    /// Turn a directory of packages into apt, yum/dnf and pip repositories and a kpack store.
+    Publish(cmd::publish::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
     Demo(cmd::demo::Args),
 }

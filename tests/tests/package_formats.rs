@@ -421,6 +421,8 @@ fn packaging_is_deterministic() {
         let mut o = opts.clone();
         o.compression = comp;
         o.level = None;
+        o.device_compression = Some(comp);
+        o.device_level = None;
         let d1 = tmp.path().join(format!("{comp:?}1"));
         let d2 = tmp.path().join(format!("{comp:?}2"));
         build(&split, &d1, &o);
@@ -678,4 +680,57 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     assert!(e.contains("../evil.py"), "{e}");
     let parsed = CoreMetadata::parse("Name: a\nRequires-Dist: b\nRequires-Dist: c\n\nbody\n");
     assert_eq!(parsed.get_all("Requires-Dist").count(), 2);
+}
+
+#[test]
+fn spec_naming_defaults_and_fetch_source_are_honoured() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let mut opts = fixture_options(&[Format::Deb, Format::Rpm]);
+    opts.meta.maintainer.clear();
+    opts.spec = rocm_kpack_pkgspec::Spec::from_toml_str(
+        r#"
+[naming]
+deb_device = "{name}-kpack-{group_lower}"
+rpm_device = "{name}-kpack-{group_lower}"
+[package]
+maintainer = "Spec Maintainer <spec@example.org>"
+[fetch]
+source_url = "https://example.org/kpack/"
+"#,
+    )
+    .expect("spec");
+    let out = tmp.path().join("out");
+    let report = build(&split, &out, &opts);
+    let debs = by_name(&report, Format::Deb);
+    assert!(debs.contains_key("libfixture1-kpack-gfx110x"), "{:?}", debs.keys());
+    let dev = DebReader::open(&debs["libfixture1-kpack-gfx110x"]).expect("deb");
+    assert_eq!(dev.control.get("Depends"), Some("libfixture1 (= 1.0-1)"));
+    assert_eq!(dev.control.get("Maintainer"), Some("Spec Maintainer <spec@example.org>"));
+    let rpms = by_name(&report, Format::Rpm);
+    assert!(rpms.contains_key("libfixture1-kpack-gfx90x"), "{:?}", rpms.keys());
+    // The generic packages tell the fetcher where the archives are.
+    let x = tmp.path().join("x");
+    ok(Command::new("dpkg-deb").arg("-x").arg(&debs["libfixture1"]).arg(&x));
+    let sources = fs::read_to_string(x.join(LIBDIR).join(".kpack/libfixture.sources.toml")).expect("sources");
+    assert_eq!(
+        sources,
+        "# Where rocm-kpack-fetch finds the device archives of libfixture.\n[[source]]\nurl = \"https://example.org/kpack/\"\ncomponents = [\"libfixture\"]\n"
+    );
+    let list = ok(Command::new("rpm").arg("-qlp").arg(&rpms["libfixture1"]));
+    assert!(list.contains("/.kpack/libfixture.sources.toml"), "{list}");
+
+    // Wheels follow the wheel templates.
+    let (wsplit, _) = wheel_split(tmp.path());
+    let mut wopts = wheel_options();
+    wopts.spec = rocm_kpack_pkgspec::Spec::from_toml_str(
+        "[naming]\nwheel_device = \"{name}-gpu-{group_lower}\"\nwheel_extra = \"gpu-{group_lower}\"\n",
+    )
+    .expect("spec");
+    let wout = tmp.path().join("wout");
+    build(&wsplit, &wout, &wopts);
+    let base = WheelReader::open(&wout.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("wheel");
+    let reqs: Vec<&str> = base.metadata.get_all("Requires-Dist").collect();
+    assert!(reqs.contains(&"kpkg-gpu-gfx110x==1.0; extra == \"gpu-gfx110x\""), "{reqs:?}");
+    assert!(wout.join("kpkg_gpu_gfx110x-1.0-py3-none-linux_x86_64.whl").is_file());
 }

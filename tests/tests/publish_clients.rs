@@ -4,9 +4,6 @@
 //! refusal of corrupt inputs.
 
 mod package_common;
-#[allow(dead_code)]
-#[path = "../src/http.rs"]
-mod http;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -14,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use package_common::*;
+use rocm_kpack_tests::http;
 use rocm_kpack::archive::Archive;
 use rocm_kpack_splitter::package::archive_io::ZipWriter;
 use rocm_kpack_splitter::package::meta::ControlFields;

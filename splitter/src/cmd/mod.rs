@@ -3,6 +3,8 @@
 pub mod demo;
 pub mod extract;
 pub mod inspect;
+pub mod package;
+pub mod publish;
 pub mod split_binary;
 
 use std::process::ExitCode;
@@ -18,6 +20,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
         Command::SplitBinary(args) => split_binary::run(args),
+        Command::Package(args) => package::run(args),
+        Command::Publish(args) => publish::run(args),
         Command::Demo(args) => demo::run(args),
     }
 }

@@ -1,6 +1,7 @@
 //! `rocm-kpack package SPLIT_DIR --out DIR [--name N] [--version V]
 //! [--format deb,rpm,wheel] [--spec SPEC] [--control-from DEB]
-//! [--metadata TOML] [--compression xz|gzip|zstd|none] [--level N] [--json]`.
+//! [--metadata TOML] [--compression xz|gzip|zstd|none] [--level N]
+//! [--device-compression KIND] [--device-level N] [--json]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +56,14 @@ pub struct Args {
     /// Compression level [default: the compressor's].
     #[arg(long)]
     pub level: Option<u32>,
+    /// Compression of device packages: auto (gzip -1 for groups whose
+    /// .kpack archives are already zstd-compressed, else --compression),
+    /// xz, gzip, zstd or none.
+    #[arg(long, default_value = "auto")]
+    pub device_compression: String,
+    /// Device package compression level [default: the compressor's].
+    #[arg(long)]
+    pub device_level: Option<u32>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -75,6 +84,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let compression = Compression::from_name(&args.compression).with_context(|| {
         format!("unknown compression {:?} (xz, gzip, zstd, none)", args.compression)
     })?;
+    let device_compression = match args.device_compression.as_str() {
+        "auto" => None,
+        other => Some(Compression::from_name(other).with_context(|| {
+            format!("unknown device compression {other:?} (auto, xz, gzip, zstd, none)")
+        })?),
+    };
+    let device_level = args.device_level;
     let mut meta = match &args.control_from {
         Some(deb) => {
             let r = DebReader::open(deb)?;
@@ -101,6 +117,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         source_date_epoch: source_date_epoch()?,
         compression,
         level: args.level,
+        device_compression,
+        device_level,
     };
     let report = package(&args.split_dir, &args.out, &opts)?;
     if args.json {

@@ -29,6 +29,8 @@ pub struct KpackArchive {
     pub size: u64,
     /// sha256 of the file.
     pub sha256: [u8; 32],
+    /// Whether its kernels are compressed (`zstd-per-kernel`).
+    pub compressed: bool,
 }
 
 /// One device group's tree.
@@ -143,6 +145,7 @@ pub fn read_archive(entry: &Entry) -> Result<KpackArchive, PackageError> {
         arches: a.gfx_arches().to_vec(),
         size: *size,
         sha256: sha256_file(p)?,
+        compressed: a.scheme() != rocm_kpack::archive::CompressionScheme::None,
     })
 }
 

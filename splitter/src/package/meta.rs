@@ -224,6 +224,16 @@ pub struct RpmMeta {
     pub group: Option<String>,
     /// Requires of the generic rpm (`name [op version]`).
     pub requires: Vec<String>,
+    /// Provides, Conflicts, Obsoletes of the generic rpm (from an input rpm).
+    pub provides: Vec<super::rpm::Dep>,
+    /// Conflicts.
+    pub conflicts: Vec<super::rpm::Dep>,
+    /// Obsoletes.
+    pub obsoletes: Vec<super::rpm::Dep>,
+    /// Scriptlets of the generic rpm: script tag -> (interpreter, body).
+    pub scripts: BTreeMap<u32, (String, String)>,
+    /// %config files of the generic rpm (relative install paths).
+    pub config_files: Vec<String>,
 }
 
 /// Wheel-specific metadata.
@@ -303,6 +313,73 @@ impl PackageMeta {
                 control_files: files,
             },
             rpm: RpmMeta::default(),
+            wheel: WheelMeta::default(),
+        }
+    }
+
+    /// Metadata from an rpm header (split-package of an rpm): name,
+    /// `V-R` as the version (release also kept separately), epoch,
+    /// summary, description, license, URL, group, packager, dependencies
+    /// (rpmlib() and self-provides dropped), scriptlets and %config files.
+    pub fn from_rpm(r: &super::rpm::RpmReader) -> PackageMeta {
+        use super::rpm::tag;
+        let h = &r.header;
+        let s = |t: u32| h.string(t).map(str::to_string);
+        let dep_text = |d: &super::rpm::Dep| match d.repo_flags() {
+            None => d.name.clone(),
+            Some(f) => {
+                let op = match f {
+                    "EQ" => "=",
+                    "LT" => "<",
+                    "GT" => ">",
+                    "LE" => "<=",
+                    _ => ">=",
+                };
+                format!("{} {op} {}", d.name, d.version)
+            }
+        };
+        let keep = |d: &super::rpm::Dep| !d.name.starts_with("rpmlib(");
+        let own = r.name().to_string();
+        let own_isa = format!("{own}(");
+        let self_provide = |d: &super::rpm::Dep| d.name == own || d.name.starts_with(&own_isa);
+        let arch = match r.arch() {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "noarch" => "all",
+            "ppc64le" => "ppc64el",
+            "i686" => "i386",
+            other => other,
+        };
+        PackageMeta {
+            name: r.name().to_string(),
+            version: format!("{}-{}", r.version(), r.release()),
+            architecture: arch.to_string(),
+            maintainer: s(tag::PACKAGER).unwrap_or_else(|| DEFAULT_MAINTAINER.to_string()),
+            summary: s(tag::SUMMARY).unwrap_or_default(),
+            description: s(tag::DESCRIPTION).unwrap_or_default(),
+            homepage: s(tag::URL),
+            license: s(tag::LICENSE),
+            section: None,
+            priority: None,
+            source: s(tag::SOURCERPM).map(|src| {
+                src.trim_end_matches(".src.rpm")
+                    .rsplitn(3, '-')
+                    .last()
+                    .unwrap_or_default()
+                    .to_string()
+            }),
+            deb: DebMeta::default(),
+            rpm: RpmMeta {
+                release: Some(r.release().to_string()),
+                epoch: h.int(tag::EPOCH).and_then(|e| u32::try_from(e).ok()),
+                group: s(tag::GROUP),
+                requires: r.requires().iter().filter(|d| keep(d)).map(dep_text).collect(),
+                provides: r.provides().into_iter().filter(|d| !self_provide(d)).collect(),
+                conflicts: r.conflicts(),
+                obsoletes: r.obsoletes(),
+                scripts: r.scripts(),
+                config_files: r.config_files(),
+            },
             wheel: WheelMeta::default(),
         }
     }

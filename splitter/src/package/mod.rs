@@ -12,8 +12,19 @@
 //! written to temporary files in the output directory and renamed into
 //! place only when every package succeeded.
 //!
-//! The readers in the same modules ([`deb::DebReader`], [`rpm::RpmReader`],
-//! [`wheel::WheelReader`]) serve `publish` and `split-package`.
+//! The readers in the same modules serve `publish` and `split-package`:
+//! - deb: [`deb::DebReader::open`] (control fields + control files, e.g.
+//!   for [`meta::PackageMeta::from_control`]), `for_each_entry` (streamed
+//!   data members), `extract` (safe, see [`extract`]);
+//! - rpm: [`rpm::RpmReader::open`] (header digests checked), `files`,
+//!   `requires`/`provides`/`scripts`/`config_files` (see
+//!   [`meta::PackageMeta::from_rpm`]), `for_each_entry` / `extract`
+//!   (payload digest checked), `verify_payload`;
+//! - wheel: [`wheel::WheelReader::open`] (member names checked, METADATA,
+//!   WHEEL, RECORD parsed), `verify_record`, `for_each_file`, `extract`.
+//!   An extracted wheel keeps its `.dist-info/` in the generic tree;
+//!   [`package`] takes METADATA (adding the device extras), WHEEL's tags and
+//!   the other dist-info files from it and regenerates RECORD.
 
 pub mod archive_io;
 pub mod deb;
@@ -30,7 +41,7 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_pkgspec::{NameKind, Spec};
 use serde::Serialize;
 
 pub use error::PackageError;
@@ -40,46 +51,38 @@ use device::{per_target_symlinks, DeviceGroup, SplitDir};
 use meta::{add_relation, render_description, wrap, ControlFields, PackageMeta};
 use tree::{Entry, EntryKind, Payload};
 
-/// Package naming and relations (PACKAGING.md "Package naming"). The
-/// templates live here until pkgspec grows naming templates; every name
-/// the packager produces comes from these functions.
+/// Package naming and relations (PACKAGING.md "Package naming"): names
+/// come from the spec's naming templates (`{name}`, `{group}`,
+/// `{group_lower}`); the relations' fixed parts live here.
 pub mod naming {
+    use rocm_kpack_pkgspec::{NameKind, Naming};
+
     /// What generic packages recommend.
     pub const FETCH_PACKAGE: &str = "rocm-kpack-fetch";
 
-    fn group_slug(group: &str) -> String {
-        group.to_lowercase().replace('_', "-")
+    /// The generic package (or distribution) name of a format.
+    pub fn generic(n: &Naming, kind: NameKind, name: &str) -> String {
+        n.render(kind, name, None)
     }
 
-    /// Device deb name: `<name>-<group lowercased>`.
-    pub fn deb_device(name: &str, group: &str) -> String {
-        format!("{name}-{}", group_slug(group))
+    /// A device package (or distribution) name of a format.
+    pub fn device(n: &Naming, kind: NameKind, name: &str, group: &str) -> String {
+        n.render(kind, name, Some(group))
     }
 
-    /// Device rpm name: `<name>-<group lowercased>`.
-    pub fn rpm_device(name: &str, group: &str) -> String {
-        format!("{name}-{}", group_slug(group))
+    /// The generic wheel's extra that pulls in one group (`device-<group>`).
+    pub fn wheel_extra(n: &Naming, group: &str) -> String {
+        n.render(NameKind::WheelExtra, "", Some(group))
     }
 
-    /// Virtual package every device package of `name` provides.
-    pub fn device_code_provide(name: &str) -> String {
-        format!("{name}-device-code")
+    /// Virtual package every device package of `generic` provides.
+    pub fn device_code_provide(generic: &str) -> String {
+        format!("{generic}-device-code")
     }
 
     /// rpm capability naming one target: `rocm-kpack(gfx1100)`.
     pub fn rpm_target_provide(target: &str) -> String {
         format!("rocm-kpack({target})")
-    }
-
-    /// Device wheel distribution name: `<dist>-device-<group lowercased>`
-    /// (file names use the escaped form `<dist>_device_<group>`).
-    pub fn wheel_device_dist(dist: &str, group: &str) -> String {
-        format!("{dist}-device-{}", group_slug(group))
-    }
-
-    /// The generic wheel's extra that pulls in one group: `device-<group>`.
-    pub fn wheel_extra(group: &str) -> String {
-        format!("device-{}", group_slug(group))
     }
 }
 
@@ -136,6 +139,14 @@ pub struct PackageOptions {
     pub compression: Compression,
     /// Compression level (None = the compressor's default).
     pub level: Option<u32>,
+    /// Compression of device packages; None = automatic: their payload is
+    /// `.kpack` archives, and when every archive of a group is already
+    /// zstd-compressed per kernel, recompressing with xz -6 saves about 1%
+    /// at about 2 MB/s, so such groups get gzip level 1 (readable by every
+    /// dpkg and rpm); groups with uncompressed archives get `compression`.
+    pub device_compression: Option<Compression>,
+    /// Device package compression level (None = the compressor's default).
+    pub device_level: Option<u32>,
 }
 
 impl PackageOptions {
@@ -148,6 +159,8 @@ impl PackageOptions {
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             compression: Compression::Xz,
             level: None,
+            device_compression: None,
+            device_level: None,
         }
     }
 }
@@ -254,8 +267,22 @@ pub fn package(
     if meta.architecture.is_empty() {
         meta.architecture = "amd64".into();
     }
+    // The spec's metadata defaults fill what the input does not say.
+    let defaults = &opts.spec.package;
     if meta.maintainer.is_empty() {
-        meta.maintainer = meta::DEFAULT_MAINTAINER.into();
+        meta.maintainer = defaults
+            .maintainer
+            .clone()
+            .unwrap_or_else(|| meta::DEFAULT_MAINTAINER.into());
+    }
+    if meta.section.is_none() {
+        meta.section = defaults.section.clone();
+    }
+    if meta.license.is_none() {
+        meta.license = defaults.license.clone();
+    }
+    if meta.homepage.is_none() {
+        meta.homepage = defaults.homepage.clone();
     }
 
     let mut pending = Vec::new();
@@ -298,6 +325,39 @@ pub fn package(
     Ok(PackageReport { packages })
 }
 
+/// When the spec names a kpack store (`[fetch] source_url`), the generic
+/// package ships `<dir>/<component>.sources.toml` next to each `.kpm`
+/// (the per-component sources file rocm-kpack-fetch reads), unless the
+/// tree already has one.
+fn add_fetch_sources(payload: &mut Payload, spec: &Spec) -> Result<(), PackageError> {
+    let Some(url) = &spec.fetch.source_url else {
+        return Ok(());
+    };
+    let kpms: Vec<String> = payload
+        .iter()
+        .filter(|e| device::is_kpm_path(&e.path) && matches!(e.kind, EntryKind::File { .. }))
+        .map(|e| e.path.clone())
+        .collect();
+    for kpm in kpms {
+        let dir = tree::parent_of(&kpm);
+        let Some(component) = kpm.rsplit('/').next().and_then(|n| n.strip_suffix(".kpm")) else {
+            continue;
+        };
+        let path = format!("{dir}/{component}.sources.toml");
+        if payload.contains(&path) {
+            continue;
+        }
+        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let text = format!(
+            "# Where rocm-kpack-fetch finds the device archives of {component}.\n[[source]]\nurl = {}\ncomponents = [{}]\n",
+            quote(url),
+            quote(component)
+        );
+        payload.insert(Entry::bytes(&path, 0o644, text.into_bytes()))?;
+    }
+    Ok(())
+}
+
 /// `path` made absolute through its deepest existing ancestor
 /// (canonicalized), with the missing components appended.
 fn resolve_existing(path: &Path) -> Result<PathBuf, PackageError> {
@@ -328,6 +388,18 @@ fn resolve_existing(path: &Path) -> Result<PathBuf, PackageError> {
     }
 }
 
+/// The compression of one group's device package (see
+/// [`PackageOptions::device_compression`]).
+fn device_compression(opts: &PackageOptions, g: &DeviceGroup) -> (Compression, Option<u32>) {
+    match opts.device_compression {
+        Some(c) => (c, opts.device_level),
+        None if !g.archives.is_empty() && g.archives.iter().all(|a| a.compressed) => {
+            (Compression::Gzip, Some(1))
+        }
+        None => (opts.compression, opts.level),
+    }
+}
+
 fn built(format: Format, name: &str, version: &str, group: Option<&DeviceGroup>, entries: usize) -> BuiltPackage {
     BuiltPackage {
         format,
@@ -351,10 +423,14 @@ fn version_for_file(version: &str) -> &str {
 
 // ---------------------------------------------------------------- deb
 
-fn generic_deb_control(meta: &PackageMeta, payload: &Payload) -> (ControlFields, Vec<meta::ControlFile>) {
+fn generic_deb_control(
+    meta: &PackageMeta,
+    name: &str,
+    payload: &Payload,
+) -> (ControlFields, Vec<meta::ControlFile>) {
     let mut c = if meta.deb.control.is_empty() {
         let mut c = ControlFields::default();
-        c.set("Package", meta.name.clone());
+        c.set("Package", name.to_string());
         if let Some(s) = &meta.source {
             c.set("Source", s.clone());
         }
@@ -378,7 +454,7 @@ fn generic_deb_control(meta: &PackageMeta, payload: &Payload) -> (ControlFields,
         c
     } else {
         let mut c = meta.deb.control.clone();
-        c.set("Package", meta.name.clone());
+        c.set("Package", name.to_string());
         c.set("Version", meta.version.clone());
         c
     };
@@ -446,9 +522,9 @@ fn device_long_description(meta: &PackageMeta, g: &DeviceGroup) -> String {
     )
 }
 
-fn device_deb_control(meta: &PackageMeta, g: &DeviceGroup) -> ControlFields {
+fn device_deb_control(meta: &PackageMeta, g: &DeviceGroup, name: &str, generic: &str) -> ControlFields {
     let mut c = ControlFields::default();
-    c.set("Package", naming::deb_device(&meta.name, &g.name));
+    c.set("Package", name.to_string());
     c.set(
         "Source",
         meta.source.clone().unwrap_or_else(|| meta.name.clone()),
@@ -456,8 +532,8 @@ fn device_deb_control(meta: &PackageMeta, g: &DeviceGroup) -> ControlFields {
     c.set("Version", meta.version.clone());
     c.set("Architecture", meta.architecture.clone());
     c.set("Maintainer", meta.maintainer.clone());
-    c.set("Depends", format!("{} (= {})", meta.name, meta.version));
-    c.set("Provides", naming::device_code_provide(&meta.name));
+    c.set("Depends", format!("{generic} (= {})", meta.version));
+    c.set("Provides", naming::device_code_provide(generic));
     c.set("Section", meta.section.clone().unwrap_or_else(|| "libs".into()));
     c.set("Priority", meta.priority.clone().unwrap_or_else(|| "optional".into()));
     if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
@@ -492,15 +568,24 @@ fn build_debs(
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.'))
     };
-    if !deb_name_ok(&meta.name) {
+    let naming_t = &opts.spec.naming;
+    let gname = naming::generic(naming_t, NameKind::DebGeneric, &meta.name);
+    let mut names = vec![gname.clone()];
+    names.extend(
+        split
+            .groups
+            .iter()
+            .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name)),
+    );
+    if let Some(bad) = names.iter().find(|n| !deb_name_ok(n)) {
         return Err(PackageError::Invalid(format!(
-            "{:?} is not a valid Debian package name (lowercase letters, digits, `+-.`)",
-            meta.name
+            "{bad:?} is not a valid Debian package name (lowercase letters, digits, `+-.`)"
         )));
     }
     let mut payload = split.generic.clone();
+    add_fetch_sources(&mut payload, &opts.spec)?;
     payload.add_parent_dirs();
-    let (control, files) = generic_deb_control(meta, &payload);
+    let (control, files) = generic_deb_control(meta, &gname, &payload);
     let tmp = new_tmp(out_dir)?;
     let spec = deb::DebSpec {
         control,
@@ -514,16 +599,16 @@ fn build_debs(
     pending.push(finish_tmp(
         tmp,
         out_dir,
-        format!("{}_{ver}_{arch}.deb", meta.name),
-        built(Format::Deb, &meta.name, &meta.version, None, payload.len()),
+        format!("{gname}_{ver}_{arch}.deb"),
+        built(Format::Deb, &gname, &meta.version, None, payload.len()),
     )?);
-    let generic_doc = format!("usr/share/doc/{}", meta.name);
+    let generic_doc = format!("usr/share/doc/{gname}");
     let has_doc = split
         .generic
         .get(&generic_doc)
         .is_some_and(|e| matches!(e.kind, EntryKind::Dir));
     for g in &split.groups {
-        let name = naming::deb_device(&meta.name, &g.name);
+        let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name);
         let mut payload = g.payload.clone();
         for l in per_target_symlinks(g) {
             payload.insert(l)?;
@@ -533,17 +618,17 @@ fn build_debs(
         // are shipped once.
         let doc = format!("usr/share/doc/{name}");
         if has_doc && !payload.contains(&doc) {
-            payload.insert(Entry::symlink(&doc, &meta.name))?;
+            payload.insert(Entry::symlink(&doc, &gname))?;
         }
         payload.add_parent_dirs();
-        let control = device_deb_control(meta, g);
+        let control = device_deb_control(meta, g, &name, &gname);
         let tmp = new_tmp(out_dir)?;
         let spec = deb::DebSpec {
             control,
             control_files: &[],
             payload: &payload,
-            compression: opts.compression,
-            level: opts.level,
+            compression: device_compression(opts, g).0,
+            level: device_compression(opts, g).1,
             mtime: opts.source_date_epoch,
         };
         write_deb_to(&tmp, &spec)?;
@@ -617,8 +702,12 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
             .unwrap_or_else(|| "System Environment/Libraries".into()),
         url: meta.homepage.clone(),
         packager: Some(meta.maintainer.clone()),
-        provides: Vec::new(),
+        provides: meta.rpm.provides.clone(),
         requires,
+        conflicts: meta.rpm.conflicts.clone(),
+        obsoletes: meta.rpm.obsoletes.clone(),
+        scripts: meta.rpm.scripts.clone(),
+        config_files: meta.rpm.config_files.clone(),
         build_time: opts.source_date_epoch,
         changelog: Some((
             meta.maintainer.clone(),
@@ -636,19 +725,27 @@ fn build_rpms(
     out_dir: &Path,
     pending: &mut Vec<Pending>,
 ) -> Result<(), PackageError> {
-    let generic = base_rpm_spec(meta, opts)?;
+    let naming_t = &opts.spec.naming;
+    let mut generic = base_rpm_spec(meta, opts)?;
+    generic.name = naming::generic(naming_t, NameKind::RpmGeneric, &meta.name);
     let mut payload = split.generic.clone();
+    add_fetch_sources(&mut payload, &opts.spec)?;
     payload.add_parent_dirs();
     write_rpm_pending(&generic, &payload, None, out_dir, pending)?;
     for g in &split.groups {
         let mut spec = base_rpm_spec(meta, opts)?;
-        spec.name = naming::rpm_device(&meta.name, &g.name);
+        spec.name = naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name);
         // The payload holds no CPU code (GPU archives and symlinks only).
         spec.arch = "noarch".into();
         spec.summary = device_summary(meta, &g.name);
         spec.description = device_long_description(meta, g);
-        spec.requires = vec![rpm::Dep::eq(&meta.name, &generic.evr())];
-        spec.provides = std::iter::once(rpm::Dep::any(&naming::device_code_provide(&meta.name)))
+        spec.requires = vec![rpm::Dep::eq(&generic.name, &generic.evr())];
+        spec.conflicts.clear();
+        spec.obsoletes.clear();
+        spec.scripts.clear();
+        spec.config_files.clear();
+        (spec.compression, spec.level) = device_compression(opts, g);
+        spec.provides = std::iter::once(rpm::Dep::any(&naming::device_code_provide(&generic.name)))
             .chain(g.targets.iter().map(|t| rpm::Dep::any(&naming::rpm_target_provide(t))))
             .collect();
         let mut payload = g.payload.clone();
@@ -762,13 +859,15 @@ fn build_wheels(
     out_dir: &Path,
     pending: &mut Vec<Pending>,
 ) -> Result<(), PackageError> {
-    let dist = meta.wheel.dist.clone().unwrap_or_else(|| {
+    let base = meta.wheel.dist.clone().unwrap_or_else(|| {
         src.metadata
             .as_ref()
             .and_then(|m| m.get("Name"))
             .unwrap_or(&meta.name)
             .to_string()
     });
+    let naming_t = &opts.spec.naming;
+    let dist = naming::generic(naming_t, NameKind::WheelGeneric, &base);
     let version = meta.version.clone();
     let tags: Vec<String> = if !meta.wheel.tags.is_empty() {
         meta.wheel.tags.clone()
@@ -800,6 +899,7 @@ fn build_wheels(
         }
         payload.replace(e.clone());
     }
+    add_fetch_sources(&mut payload, &opts.spec)?;
     let mut md = src.metadata.clone().unwrap_or_else(|| {
         let mut m = wheel::CoreMetadata::default();
         m.push("Metadata-Version", "2.1");
@@ -823,9 +923,19 @@ fn build_wheels(
         }
         m
     });
+    md.set("Name", &dist);
     md.set("Version", &version);
-    let group_names: Vec<String> = split.groups.iter().map(|g| g.name.clone()).collect();
-    wheel::add_device_extras(&mut md, &dist, &version, &group_names);
+    let devices: Vec<(String, String)> = split
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                naming::wheel_extra(naming_t, &g.name),
+                naming::device(naming_t, NameKind::WheelDevice, &base, &g.name),
+            )
+        })
+        .collect();
+    wheel::add_device_extras(&mut md, &version, &devices);
     let mut files = src.extra.clone();
     files.insert("METADATA".into(), md.render().into_bytes());
     files.insert("WHEEL".into(), wheel::wheel_file(&tags, src.wheel.as_ref()).into_bytes());
@@ -843,7 +953,7 @@ fn build_wheels(
         pending,
     )?;
     for g in &split.groups {
-        let dev = naming::wheel_device_dist(&dist, &g.name);
+        let dev = naming::device(naming_t, NameKind::WheelDevice, &base, &g.name);
         let mut m = wheel::CoreMetadata::default();
         m.push("Metadata-Version", "2.1");
         m.push("Name", &dev);

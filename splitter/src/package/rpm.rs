@@ -69,6 +69,10 @@ pub mod tag {
     pub const URL: u32 = 1020;
     pub const OS: u32 = 1021;
     pub const ARCH: u32 = 1022;
+    pub const PREIN: u32 = 1023;
+    pub const POSTIN: u32 = 1024;
+    pub const PREUN: u32 = 1025;
+    pub const POSTUN: u32 = 1026;
     pub const FILESIZES: u32 = 1028;
     pub const FILEMODES: u32 = 1030;
     pub const FILERDEVS: u32 = 1033;
@@ -91,6 +95,10 @@ pub mod tag {
     pub const CONFLICTNAME: u32 = 1054;
     pub const CONFLICTVERSION: u32 = 1055;
     pub const RPMVERSION: u32 = 1064;
+    pub const PREINPROG: u32 = 1085;
+    pub const POSTINPROG: u32 = 1086;
+    pub const PREUNPROG: u32 = 1087;
+    pub const POSTUNPROG: u32 = 1088;
     pub const FILEDEVICES: u32 = 1095;
     pub const FILEINODES: u32 = 1096;
     pub const FILELANGS: u32 = 1097;
@@ -131,7 +139,16 @@ pub mod sense {
     pub const RPMLIB: u32 = 1 << 24;
 }
 
+const FILE_CONFIG: u32 = 1 << 0;
 const FILE_DOC: u32 = 1 << 1;
+
+/// Install scriptlets: (script tag, interpreter tag) pairs.
+pub const SCRIPT_TAGS: [(u32, u32); 4] = [
+    (tag::PREIN, tag::PREINPROG),
+    (tag::POSTIN, tag::POSTINPROG),
+    (tag::PREUN, tag::PREUNPROG),
+    (tag::POSTUN, tag::POSTUNPROG),
+];
 const PGPHASHALGO_SHA256: u32 = 8;
 
 /// A dependency: name, sense flags, version.
@@ -257,6 +274,14 @@ pub struct RpmSpec {
     pub provides: Vec<Dep>,
     /// Requires (rpmlib() requirements are added by the writer).
     pub requires: Vec<Dep>,
+    /// Conflicts.
+    pub conflicts: Vec<Dep>,
+    /// Obsoletes.
+    pub obsoletes: Vec<Dep>,
+    /// Scriptlets: script tag ([`SCRIPT_TAGS`]) -> (interpreter, body).
+    pub scripts: BTreeMap<u32, (String, String)>,
+    /// Install paths (relative, as in the payload) marked %config.
+    pub config_files: Vec<String>,
     /// Build time (SOURCE_DATE_EPOCH).
     pub build_time: u64,
     /// One changelog entry (author line without the EVR, text); rpmlint
@@ -468,7 +493,9 @@ pub fn write_rpm<W: Write>(
                     size: *size,
                     digest: hex::encode(h.0.finalize()),
                     link: String::new(),
-                    flags: if e.path.starts_with("usr/share/doc/") {
+                    flags: if spec.config_files.contains(&e.path) {
+                        FILE_CONFIG
+                    } else if e.path.starts_with("usr/share/doc/") {
                         FILE_DOC
                     } else {
                         0
@@ -637,6 +664,14 @@ pub fn write_rpm<W: Write>(
         _ => {}
     }
     deps_into(&mut h, &requires, tag::REQUIRENAME, tag::REQUIREFLAGS, tag::REQUIREVERSION);
+    deps_into(&mut h, &spec.conflicts, tag::CONFLICTNAME, tag::CONFLICTFLAGS, tag::CONFLICTVERSION);
+    deps_into(&mut h, &spec.obsoletes, tag::OBSOLETENAME, tag::OBSOLETEFLAGS, tag::OBSOLETEVERSION);
+    for (script, prog) in SCRIPT_TAGS {
+        if let Some((interp, body)) = spec.scripts.get(&script) {
+            h.set(script, Value::Str(body.clone()));
+            h.set(prog, Value::Str(interp.clone()));
+        }
+    }
     h.set(tag::PAYLOADFORMAT, Value::Str("cpio".into()));
     let (compressor, level) = match spec.compression {
         Compression::Xz => ("xz", spec.level.unwrap_or(6)),
@@ -1055,6 +1090,29 @@ impl RpmReader {
                     link: h.strings(tag::FILELINKTOS).get(i).cloned().unwrap_or_default(),
                 }
             })
+            .collect()
+    }
+
+    /// Scriptlets: script tag -> (interpreter, body).
+    pub fn scripts(&self) -> BTreeMap<u32, (String, String)> {
+        let mut out = BTreeMap::new();
+        for (script, prog) in SCRIPT_TAGS {
+            if let Some(body) = self.header.string(script) {
+                let interp = self.header.string(prog).unwrap_or("/bin/sh").to_string();
+                out.insert(script, (interp, body.to_string()));
+            }
+        }
+        out
+    }
+
+    /// Paths (relative) flagged %config.
+    pub fn config_files(&self) -> Vec<String> {
+        let flags = self.header.ints(tag::FILEFLAGS);
+        self.files()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| flags.get(*i).is_some_and(|f| f & u64::from(FILE_CONFIG) != 0))
+            .map(|(_, f)| f.path.trim_start_matches('/').to_string())
             .collect()
     }
 

@@ -181,11 +181,11 @@ fn version_at_least(a: &str, b: (u32, u32)) -> bool {
     (major, minor) >= b
 }
 
-/// Adds `Provides-Extra: device-<group>` and `Requires-Dist:
-/// <dist>-device-<group>==<version>; extra == "device-<group>"` for every
-/// group, plus a `device-all` extra requiring all of them. Existing
+/// For every (extra, device distribution) pair adds `Provides-Extra:
+/// <extra>` and `Requires-Dist: <device dist>==<version>; extra ==
+/// "<extra>"`, plus a `device-all` extra requiring all of them. Existing
 /// `device-*` extras are replaced; Metadata-Version is raised to 2.1.
-pub fn add_device_extras(meta: &mut CoreMetadata, dist: &str, version: &str, groups: &[String]) {
+pub fn add_device_extras(meta: &mut CoreMetadata, version: &str, devices: &[(String, String)]) {
     if !meta.get("Metadata-Version").is_some_and(|v| version_at_least(v, (2, 1))) {
         meta.set("Metadata-Version", "2.1");
     }
@@ -194,16 +194,13 @@ pub fn add_device_extras(meta: &mut CoreMetadata, dist: &str, version: &str, gro
         !((k.eq_ignore_ascii_case("Provides-Extra") || k.eq_ignore_ascii_case("Requires-Dist"))
             && is_device)
     });
-    for g in groups {
-        let extra = super::naming::wheel_extra(g);
-        let dev = super::naming::wheel_device_dist(dist, g);
-        meta.push("Provides-Extra", &extra);
+    for (extra, dev) in devices {
+        meta.push("Provides-Extra", extra);
         meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"{extra}\""));
     }
-    if !groups.is_empty() {
+    if !devices.is_empty() {
         meta.push("Provides-Extra", "device-all");
-        for g in groups {
-            let dev = super::naming::wheel_device_dist(dist, g);
+        for (_, dev) in devices {
             meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"device-all\""));
         }
     }
