@@ -250,18 +250,42 @@ pub struct Needs {
     pub uncovered: Vec<String>,
 }
 
+/// Whether `key` is code for `local`'s own processor (not a generic ISA).
+fn is_native(local: &TargetId, key: &str) -> bool {
+    let key = key.strip_prefix(rocm_kpack::target::AMDHSA_PREFIX).unwrap_or(key);
+    TargetId::parse(key).is_ok_and(|code| code.processor() == local.processor())
+}
+
 /// The archives of `manifest` the loader may open on a machine with
-/// `targets`, and the targets it has nothing for.
+/// `targets`, and the targets it has nothing for. The loader prefers native
+/// code and falls back to a generic ISA only when no archive has native
+/// code for the processor, and then opens the first archive (manifest
+/// order) that lists it: so a generic copy in a sibling family is needed
+/// only in that case, and only once.
 pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
     let mut out = Needs::default();
+    // Per target: whether some archive serves it natively.
+    let mut native = Vec::with_capacity(targets.len());
+    // Per target without native code: the first archive serving it.
+    let mut first_generic = Vec::with_capacity(targets.len());
     for target in targets {
-        if !manifest
-            .kpack_files
-            .iter()
-            .any(|f| f.architectures.iter().any(|a| arch_serves(target, a)))
-        {
+        let serving = |native_only: bool| {
+            manifest.kpack_files.iter().any(|f| {
+                f.architectures
+                    .iter()
+                    .any(|a| arch_serves(target, a) && (!native_only || is_native(target, a)))
+            })
+        };
+        if !serving(false) {
             out.uncovered.push(target.to_string());
         }
+        native.push(serving(true));
+        first_generic.push(
+            manifest
+                .kpack_files
+                .iter()
+                .position(|f| f.architectures.iter().any(|a| arch_serves(target, a))),
+        );
     }
     for (index, file) in manifest.kpack_files.iter().enumerate() {
         let mut need = Need {
@@ -269,11 +293,14 @@ pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
             targets: Vec::new(),
             arches: Vec::new(),
         };
-        for target in targets {
+        for ((target, has_native), first) in targets.iter().zip(&native).zip(&first_generic) {
+            if !has_native && *first != Some(index) {
+                continue;
+            }
             let arches: Vec<&String> = file
                 .architectures
                 .iter()
-                .filter(|a| arch_serves(target, a))
+                .filter(|a| arch_serves(target, a) && (!has_native || is_native(target, a)))
                 .collect();
             if arches.is_empty() {
                 continue;
@@ -359,6 +386,34 @@ mod tests {
             ]
         );
         assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
+    }
+
+    /// Regression: a generic ISA copied into every family it serves made a
+    /// gfx1100 machine fetch the gfx115X archive too, which the loader never
+    /// opens because gfx110X has native gfx1100 code.
+    #[test]
+    fn generic_copies_in_sibling_families_are_not_fetched_when_native_code_exists() {
+        let m = Manifest {
+            component: "demo".into(),
+            kpack_files: vec![
+                file("d_gfx110X.kpack", &["gfx11-generic", "gfx1100", "gfx1101"]),
+                file("d_gfx115X.kpack", &["gfx11-generic"]),
+            ],
+        };
+        let n = needs(&m, &[t("gfx1100")]);
+        assert_eq!(
+            n.archives,
+            vec![Need {
+                index: 0,
+                targets: vec!["gfx1100".into()],
+                arches: vec!["gfx1100".into()],
+            }]
+        );
+        // A gfx1151 has no native code: the loader opens the first archive
+        // listing the generic ISA, so only that one is needed.
+        let n = needs(&m, &[t("gfx1151")]);
+        assert_eq!(n.archives.iter().map(|a| a.index).collect::<Vec<_>>(), [0]);
+        assert!(n.uncovered.is_empty());
     }
 
     #[test]

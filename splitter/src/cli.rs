@@ -27,10 +27,20 @@ pub enum Command {
     Extract(cmd::extract::Args),
     /// Split one fat binary into a host-only binary, per-group .kpack archives and a .kpm manifest.
     SplitBinary(cmd::split_binary::Args),
+    /// Split an install tree or build artifact directory into generic + per-group trees.
+    Split(cmd::split::Args),
+    /// Reduce step: combine the split outputs of several build shards into one generic + per-group artifacts.
+    Recombine(cmd::recombine::Args),
+    /// Check that every marker in a tree resolves to device code for the given targets.
+    Verify(cmd::verify::Args),
+    /// Show the effective package spec, or check a spec file.
+    Spec(cmd::spec::Args),
     /// Build a generic package and one package per device group (deb, rpm, wheel) from a split tree.
     Package(cmd::package::Args),
     /// Turn a directory of packages into apt, yum/dnf and pip repositories and a kpack store.
     Publish(cmd::publish::Args),
+    /// Split a fat .deb, .rpm or .whl into a generic package plus one package per device group.
+    SplitPackage(cmd::split_package::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
     Demo(cmd::demo::Args),
 }

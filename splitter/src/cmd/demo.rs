@@ -1,41 +1,61 @@
 //! `rocm-kpack demo`: the whole product on built-in inputs, on a machine
 //! without a GPU, in a temporary directory that is reported and removed
-//! (`--keep` keeps it). Every step prints what it did and how long it took;
-//! a failing step stops the demo with the error and a command that
+//! (`--keep` keeps it).
+//!
+//! Each step is a real command (`rocm-kpack ...`, `rocm-kpack-fetch ...`,
+//! `dpkg ...`) run in-process or as a child, printed before it runs; a
+//! failing step stops the demo with the error and the command that
 //! reproduces it.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use anyhow::{bail, Context as _};
+use anyhow::{bail, ensure, Context as _};
+use clap::Parser as _;
 use include_dir::{include_dir, Dir};
 use rocm_kpack::detect::{self, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_splitter::split_binary::{split_binary, SplitBinaryOptions};
+use rocm_kpack_splitter::package::archive_io::Compression;
+use rocm_kpack_splitter::package::deb::{write_deb, DebSpec};
+use rocm_kpack_splitter::package::meta::ControlFields;
+use rocm_kpack_splitter::package::tree::Payload;
+use rocm_kpack_splitter::package::wheel::{write_wheel, WheelSpec};
+use rocm_kpack_splitter::publish::serve::Server;
 use sha2::{Digest, Sha256};
 
 /// Fat fixtures compiled from `tests/fixtures/src` by Debian's clang-19
-/// (seven targets, CCOB-compressed and plain), embedded so the demo needs
-/// nothing but this binary.
+/// (seven targets; CCOB-compressed and plain), embedded so the demo needs
+/// nothing but this binary: (installed name, bytes).
 const FAT_FIXTURES: &[(&str, &[u8])] = &[
     (
-        "app_pie",
+        "bin/kpack_demo_app",
         include_bytes!("../../../tests/fixtures/clang19/app_pie"),
     ),
     (
-        "libmulti.so",
+        "lib/libmulti.so",
         include_bytes!("../../../tests/fixtures/clang19/libmulti.so"),
     ),
     (
-        "libfixture.so",
+        "lib/libfixture.so",
         include_bytes!("../../../tests/fixtures/clang19-compressed/libfixture.so"),
     ),
 ];
+
+/// The stand-in HIP runtime the fixtures link against (records what it is
+/// handed; see tests/fixtures/stub-hip).
+const STUB_HIP: &[u8] = include_bytes!("../../../tests/fixtures/stub-hip/libamdhip64.so");
+
+/// Where the demo's deb installs: an /opt/rocm-style prefix.
+const PREFIX: &str = "opt/rocm-kpack-demo";
+const DEB_NAME: &str = "kpack-demo";
+const WHEEL_DIST: &str = "kpack_demo";
+const VERSION: &str = "1.0.0";
 
 /// GPUs `--gpu` can simulate: name, description, and the KFD sysfs tree of
 /// that real machine (golden fixtures of the detection tests).
@@ -51,21 +71,29 @@ const GPUS: &[(&str, &str, Dir<'static>)] = &[
     ("cpu-only", "a machine without an AMD GPU", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/cpu-only")),
 ];
 
-/// Run the whole pipeline on built-in fat binaries: split them into
-/// host-only binaries plus per-GPU-family archives, detect a simulated GPU
-/// from a KFD sysfs tree, load its code objects through the runtime loader,
-/// and check every byte against the original fat binary. Needs no GPU.
+/// Run the whole pipeline on built-in inputs, without a GPU: build a fat
+/// .deb and a fat wheel from embedded fat binaries, split each into a
+/// generic package plus per-GPU-family packages, publish apt/pip/kpack-store
+/// repositories and serve them on 127.0.0.1, install the generic package
+/// into a throwaway root, let rocm-kpack-fetch add the device code for a
+/// simulated GPU (a real machine's KFD sysfs tree), load every code object
+/// through the runtime, run a split executable through the preload shim on
+/// a stand-in HIP runtime, and report bytes saved and sha256 checks.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Which GPU to simulate (a KFD sysfs fixture of a real machine).
+    /// Which GPU to simulate (a KFD sysfs tree of a real machine).
     #[arg(long, default_value = "rx7900xtx", value_parser = gpu_names())]
     pub gpu: String,
     /// Keep the working directory instead of removing it.
     #[arg(long)]
     pub keep: bool,
-    /// Work in this directory (created; kept) instead of a temporary one.
+    /// Work in this directory (created, kept) instead of a temporary one.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Debian's librocrand1 .deb to split as well [default: the pinned
+    /// librocrand1_5.3.3-4 when cached by tests/scripts/fetch-debian-testdata.sh].
+    #[arg(long, value_name = "DEB")]
+    pub librocrand: Option<PathBuf>,
 }
 
 fn gpu_names() -> clap::builder::PossibleValuesParser {
@@ -75,7 +103,7 @@ fn gpu_names() -> clap::builder::PossibleValuesParser {
     )
 }
 
-/// Timings and facts gathered for the closing report.
+/// Step timings and report lines.
 #[derive(Default)]
 struct Report {
     steps: Vec<(String, f64)>,
@@ -83,55 +111,78 @@ struct Report {
 }
 
 impl Report {
-    /// Runs one step, timing it; on failure adds what to run to reproduce.
+    /// Runs one step, timing it; on failure the error names the command
+    /// that reproduces it.
     fn step<T>(
         &mut self,
         name: &str,
         reproduce: &str,
-        f: impl FnOnce(&mut Vec<String>) -> anyhow::Result<T>,
+        f: impl FnOnce() -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        println!("==> {name}");
+        println!("\n==> {name}");
         let start = Instant::now();
-        let mut lines = Vec::new();
-        let result = f(&mut lines);
-        for line in &lines {
-            println!("    {line}");
-        }
-        let secs = start.elapsed().as_secs_f64();
-        self.steps.push((name.to_owned(), secs));
+        let result = f();
+        self.steps.push((name.to_owned(), start.elapsed().as_secs_f64()));
         result.with_context(|| format!("step '{name}' failed; to reproduce: {reproduce}"))
     }
 }
 
+/// Paths of one demo run.
+struct Work {
+    root: PathBuf,
+    sysfs: PathBuf,
+    fat: PathBuf,
+    split: PathBuf,
+    repo: PathBuf,
+    install_root: PathBuf,
+    stub: PathBuf,
+}
+
+impl Work {
+    fn new(root: &Path, gpu: &str) -> Work {
+        Work {
+            root: root.to_owned(),
+            sysfs: root.join("sysfs").join(gpu),
+            fat: root.join("fat"),
+            split: root.join("packages"),
+            repo: root.join("repo"),
+            install_root: root.join("root"),
+            stub: root.join("stand-in-hip"),
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (work, _guard) = match &args.dir {
+    let mut tmp = None;
+    let root = match &args.dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
-            (dir.clone(), None)
+            fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.clone()
         }
         None => {
-            let tmp = tempfile::Builder::new().prefix("rocm-kpack-demo-").tempdir()?;
-            let path = tmp.path().to_owned();
-            (path, if args.keep { None } else { Some(tmp) })
+            let dir = tempfile::Builder::new().prefix("rocm-kpack-demo-").tempdir()?;
+            let path = dir.path().to_owned();
+            tmp = Some(dir);
+            path
         }
     };
-    if args.keep || args.dir.is_some() {
-        // Keep what the demo made: drop the guard without deleting.
-        println!("working directory: {} (kept)", work.display());
-    } else {
-        println!("working directory: {} (removed at the end; --keep keeps it)", work.display());
-    }
+    let kept = args.keep || args.dir.is_some();
+    println!(
+        "rocm-kpack demo: simulated GPU {}, working directory {}{}",
+        args.gpu,
+        root.display(),
+        if kept { " (kept)" } else { " (removed at the end; --keep keeps it)" }
+    );
+    let work = Work::new(&root, &args.gpu);
     let mut report = Report::default();
     let result = run_steps(&args, &work, &mut report);
-    if let Some(guard) = _guard {
+    if let Some(dir) = tmp {
         if args.keep {
-            let _ = guard.keep();
+            let _ = dir.keep();
         }
     }
     result?;
-    println!();
-    println!("rocm-kpack demo: report");
+    println!("\nrocm-kpack demo: report");
     for line in &report.lines {
         println!("  {line}");
     }
@@ -142,215 +193,520 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_steps(args: &Args, work: &Path, report: &mut Report) -> anyhow::Result<()> {
-    let fat_dir = work.join("fat");
-    let split_dir = work.join("split");
-    let sysfs_root = work.join("sysfs").join(&args.gpu);
+/// Runs `rocm-kpack ARGS...` in this process, as the user would on the
+/// command line.
+fn rocm_kpack(args: &[OsString]) -> anyhow::Result<()> {
+    let mut argv = vec![OsString::from("rocm-kpack")];
+    argv.extend(args.iter().cloned());
+    println!("$ {}", shell_line(&argv));
+    let cli = crate::cli::Cli::try_parse_from(&argv)?;
+    let code = crate::cmd::run(cli.command)?;
+    ensure!(code == ExitCode::SUCCESS, "exited with {code:?}");
+    Ok(())
+}
 
-    report.step(
-        "write the built-in fat binaries and the GPU's KFD sysfs tree",
-        "rocm-kpack demo --keep",
-        |out| {
-            std::fs::create_dir_all(&fat_dir)?;
-            for (name, bytes) in FAT_FIXTURES {
-                let path = fat_dir.join(name);
-                std::fs::write(&path, bytes)
-                    .with_context(|| format!("writing {}", path.display()))?;
-                out.push(format!("{} ({} bytes)", path.display(), bytes.len()));
+/// Runs `rocm-kpack-fetch ARGS...` in this process; returns its exit code.
+fn rocm_kpack_fetch(args: &[OsString]) -> anyhow::Result<u8> {
+    let mut argv = vec![OsString::from("rocm-kpack-fetch")];
+    argv.extend(args.iter().cloned());
+    println!("$ {}", shell_line(&argv));
+    let cli = rocm_kpack_fetch::cli::Cli::try_parse_from(&argv)?;
+    Ok(rocm_kpack_fetch::run(cli)?.code())
+}
+
+fn os(args: &[&dyn AsRefOs]) -> Vec<OsString> {
+    args.iter().map(|a| a.to_os()).collect()
+}
+
+/// Strings and paths alike, for building argument lists.
+trait AsRefOs {
+    fn to_os(&self) -> OsString;
+}
+impl AsRefOs for &str {
+    fn to_os(&self) -> OsString {
+        OsString::from(self)
+    }
+}
+impl AsRefOs for String {
+    fn to_os(&self) -> OsString {
+        OsString::from(self)
+    }
+}
+impl AsRefOs for PathBuf {
+    fn to_os(&self) -> OsString {
+        self.as_os_str().to_owned()
+    }
+}
+
+fn shell_line(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| {
+            let s = a.to_string_lossy();
+            if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+                s.into_owned()
+            } else {
+                format!("'{}'", s.replace('\'', "'\\''"))
             }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()> {
+    // 1. Inputs: a fat deb and a fat wheel carrying the fat fixtures.
+    let (fat_deb, fat_wheel) = report.step(
+        "build a fat .deb and a fat wheel from the built-in fat binaries",
+        "rocm-kpack demo --keep",
+        || {
             let (_, _, tree) = GPUS
                 .iter()
                 .find(|(name, _, _)| *name == args.gpu)
                 .with_context(|| format!("no built-in sysfs tree for {}", args.gpu))?;
-            extract_dir(tree, &sysfs_root)?;
-            out.push(format!("KFD sysfs of {}: {}", args.gpu, sysfs_root.display()));
+            extract_dir(tree, &work.sysfs)?;
+            fs::create_dir_all(&work.stub)?;
+            fs::write(work.stub.join("libamdhip64.so"), STUB_HIP)?;
+            let deb = build_fat_deb(work)?;
+            let wheel = build_fat_wheel(work)?;
+            for p in [&deb, &wheel] {
+                println!("    {} ({} bytes)", p.display(), fs::metadata(p)?.len());
+            }
+            Ok((deb, wheel))
+        },
+    )?;
+    rocm_kpack(&os(&[&"inspect", &work.fat.join("deb-root").join(PREFIX).join("lib/libmulti.so")]))?;
+
+    // 2. Split the packages.
+    let librocrand = match &args.librocrand {
+        Some(deb) => Some(deb.clone()),
+        None => cached_librocrand(),
+    };
+    let librocrand = librocrand.as_ref();
+    report.step(
+        "split each fat package into a generic package + one package per GPU family",
+        &format!("rocm-kpack split-package {} --out {}", fat_deb.display(), work.split.display()),
+        || {
+            rocm_kpack(&os(&[&"split-package", &fat_deb, &"--out", &work.split]))?;
+            rocm_kpack(&os(&[&"split-package", &fat_wheel, &"--out", &work.split]))?;
+            if let Some(deb) = librocrand {
+                rocm_kpack(&os(&[&"split-package", deb, &"--out", &work.split]))?;
+            } else {
+                println!("    (Debian's librocrand1 is not cached: run tests/scripts/fetch-debian-testdata.sh to include it)");
+            }
             Ok(())
         },
     )?;
 
+    // 3. Publish and serve.
+    let server = report.step(
+        "publish apt, pip and kpack-store repositories and serve them on 127.0.0.1",
+        &format!("rocm-kpack publish {} --out {}", work.split.display(), work.repo.display()),
+        || {
+            rocm_kpack(&os(&[&"publish", &work.split, &"--out", &work.repo, &"--apt", &"--pip", &"--kpack-store"]))?;
+            let server = Server::start(&work.repo)?;
+            println!("    serving {} at {}", work.repo.display(), server.url);
+            Ok(server)
+        },
+    )?;
+
+    // 4. The user installs the generic package only.
+    let generic_deb = find_package(&work.split, &format!("{DEB_NAME}_{VERSION}_"))?;
+    report.step(
+        "install the generic (host-only) package into a throwaway root",
+        &format!("dpkg --root={} --force-not-root -i {}", work.install_root.display(), generic_deb.display()),
+        || install_deb(&work.install_root, &generic_deb),
+    )?;
+
+    // 5. Detect the GPU.
     let targets = report.step(
-        "detect the GPU from KFD sysfs",
-        &format!(
-            "rocm-kpack-fetch detect --sysfs-root {}",
-            sysfs_root.display()
-        ),
-        |out| {
-            let detection = detect::detect(&sysfs_root, &DetectOptions::default())?;
-            for node in &detection.gpu_nodes {
-                out.push(format!("node {}: {}", node.node_id, node.target));
+        "detect the GPU from its KFD sysfs tree",
+        &format!("rocm-kpack-fetch detect --sysfs-root {}", work.sysfs.display()),
+        || {
+            let code = rocm_kpack_fetch(&os(&[&"detect", &"--sysfs-root", &work.sysfs]))?;
+            let detection = detect::detect(&work.sysfs, &DetectOptions::default())?;
+            ensure!(
+                (code == 0) == !detection.targets.is_empty(),
+                "detect exited {code} for targets {:?}",
+                detection.targets
+            );
+            Ok(detection.targets)
+        },
+    )?;
+
+    // 6. The fetcher adds the device code the GPU needs.
+    let fetch_args = os(&[
+        &"install", &"--auto", &"--root", &work.install_root, &"--no-default-prefixes",
+        &"--prefix", &work.install_root.join(PREFIX), &"--sysfs-root", &work.sysfs,
+        &"--source", &server.url, &"--allow-http",
+    ]);
+    let fetched = report.step(
+        "rocm-kpack-fetch install --auto: fetch, verify and install the archives this GPU needs",
+        &format!("rocm-kpack-fetch {}", shell_line(&fetch_args)),
+        || {
+            let code = rocm_kpack_fetch(&fetch_args)?;
+            if targets.is_empty() {
+                ensure!(code == 3, "expected exit 3 (no GPU), got {code}");
+                return Ok(Vec::new());
             }
-            Ok(detection.targets.clone())
+            ensure!(code == 0, "install exited {code}");
+            let kpack_dir = work.install_root.join(PREFIX).join(".kpack");
+            let mut fetched = Vec::new();
+            for e in fs::read_dir(&kpack_dir)? {
+                let p = e?.path();
+                if p.extension().is_some_and(|x| x == "kpack") && !p.is_symlink() {
+                    fetched.push(p);
+                }
+            }
+            fetched.sort();
+            let code = rocm_kpack_fetch(&os(&[&"verify", &"--root", &work.install_root, &"--no-default-prefixes", &"--prefix", &work.install_root.join(PREFIX)]))?;
+            ensure!(code == 0, "verify exited {code}");
+            Ok(fetched)
         },
     )?;
     if targets.is_empty() {
-        println!();
         println!(
-            "No AMD GPU in the simulated machine ({}): nothing needs device code.\n\
-             On such a machine the generic (host-only) packages install and run their\n\
-             CPU paths; rocm-kpack-fetch installs nothing and `detect` exits 3.\n\
-             Try `rocm-kpack demo --gpu rx7900xtx` to see device code being fetched and loaded.",
+            "\nThe simulated machine ({}) has no AMD GPU, so it needs no device code:\n\
+             the generic package is installed and its host code runs; rocm-kpack-fetch\n\
+             found nothing to fetch and exited 3 (\"no GPU\"). On a machine with a GPU it\n\
+             would fetch that GPU family's archives; try `rocm-kpack demo --gpu mi300x`.",
             args.gpu
         );
-        report.lines.push(format!("{}: no GPU, nothing to install", args.gpu));
+        report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.gpu));
         return Ok(());
     }
 
-    let splits = report.step(
-        "split each fat binary into a host-only binary + per-family .kpack archives",
-        &format!(
-            "rocm-kpack split-binary {}/app_pie --out {}",
-            fat_dir.display(),
-            split_dir.display()
-        ),
-        |out| {
-            std::fs::create_dir_all(&split_dir)?;
-            let mut reports = Vec::new();
-            for (name, _) in FAT_FIXTURES {
-                let r = split_binary(&fat_dir.join(name), &split_dir, &SplitBinaryOptions::default())?;
-                out.push(format!(
-                    "{name}: {} -> {} bytes host-only; {} bundles, {} code objects -> {} archives",
-                    r.input_size,
-                    r.output_size,
-                    r.bundles,
-                    r.code_objects,
-                    r.archives.len()
-                ));
-                reports.push(r);
-            }
-            Ok(reports)
-        },
-    )?;
-
-    report.step(
-        "load every code object for the GPU through the runtime loader and compare with the original",
+    // 7. Load every code object through the runtime, compare with originals.
+    let isas = detect::process_isas(&targets, None);
+    let loaded = report.step(
+        "load every code object for this GPU through the runtime loader; compare sha256 with the fat originals",
         &format!(
             "ROCM_KPACK_DEBUG=1 rocm-kpack verify {} --targets {}",
-            split_dir.display(),
-            targets.join(",")
+            work.install_root.join(PREFIX).display(),
+            isas.join(",")
         ),
-        |out| {
-            let cache = Cache::with_config(LoaderConfig::default());
-            let mut loaded = 0usize;
-            let mut families = BTreeMap::new();
-            for (name, _) in FAT_FIXTURES {
-                let original = std::fs::read(fat_dir.join(name))?;
-                let host_path = split_dir.join(name);
-                let host = std::fs::read(&host_path)?;
-                let elf = inspect_elf(&host)?;
-                let marker = elf
-                    .marker
-                    .as_ref()
-                    .with_context(|| format!("{name}: no marker after split"))?;
-                let marker = Marker {
-                    kpack_search_paths: marker.kpack_search_paths.clone(),
-                    kernel_name: marker.kernel_name.clone(),
-                };
-                let originals = original_code_objects(&original)?;
-                for wrapper in &elf.wrappers {
-                    let co_index = wrapper
-                        .co_index
-                        .with_context(|| format!("{name}: wrapper {} has no co_index", wrapper.index))?;
-                    for target in &targets {
-                        let co = cache
-                            .load_code_object(&marker, &host_path, co_index, &[target.as_str()])
-                            .with_context(|| format!("{name}#{co_index} for {target}"))?;
-                        let want = originals
-                            .get(&(co_index as usize, co.arch.clone()))
-                            .with_context(|| {
-                                format!("{name}#{co_index}: the fat binary has no {} code object", co.arch)
-                            })?;
-                        let (got, want) = (sha256_hex(&co.data), sha256_hex(want));
-                        if got != want {
-                            bail!("{name}#{co_index} {}: sha256 {got}, original {want}", co.arch);
-                        }
-                        let archive = co
-                            .archive_path
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_default();
-                        out.push(format!(
-                            "{name}#{co_index} for {target}: {} from {archive}, {} bytes, sha256 {}… = original",
-                            co.arch,
-                            co.data.len(),
-                            &got[..16]
-                        ));
-                        families.insert(co.archive_path.clone(), ());
-                        loaded += 1;
-                    }
-                }
-            }
-            report_sizes(&splits, &families.into_keys().collect::<Vec<_>>(), out, loaded)
-        },
-    )
-    .map(|lines| report.lines.extend(lines))?;
+        || load_and_compare(work, &isas),
+    )?;
+
+    // 8. Run the split executable through the preload shim.
+    let registered = report.step(
+        "run the split executable with the preload shim on a stand-in HIP runtime",
+        "LD_PRELOAD=librocm_kpack_preload.so ROCM_KPACK_DEBUG=1 <root>/opt/rocm-kpack-demo/bin/kpack_demo_app",
+        || run_with_preload(work, &isas),
+    )?;
+
+    // Report.
+    report.lines.push(format!("GPU: {} -> targets {}", args.gpu, targets.join(", ")));
+    let mut packages = vec![(DEB_NAME.to_owned(), VERSION.to_owned(), fat_deb.clone())];
+    if let Some(deb) = librocrand {
+        packages.push(("librocrand1".to_owned(), "5.3.3-4".to_owned(), deb.clone()));
+    }
+    for (name, version, fat) in &packages {
+        report.lines.push(user_bytes(&work.split, name, version, fat, &targets)?);
+    }
+    report.lines.push(format!(
+        "archives fetched and verified (size + sha256): {}",
+        fetched.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
+    ));
+    report.lines.push(format!("code objects loaded through the runtime, sha256 equal to the originals: {loaded}"));
+    report.lines.push(format!(
+        "preload shim: {registered} fat binary registration(s) handed to the HIP runtime as HIPF bundles, sha256 equal to the originals"
+    ));
+    drop(server);
     Ok(())
 }
 
-/// The code objects of a fat binary keyed by (bundle index, target id).
-fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(usize, String), Vec<u8>>> {
-    use object::{Object as _, ObjectSection as _};
-    let file = object::File::parse(data)?;
-    let section = file
-        .section_by_name(".hip_fatbin")
-        .context("no .hip_fatbin section")?;
-    let mut out = BTreeMap::new();
-    for (index, bundle) in rocm_kpack::bundle::parse_fatbin(section.data()?)?.iter().enumerate() {
-        for (target, code) in bundle.code_objects() {
-            out.insert((index, target.to_owned()), code.to_vec());
+/// The pinned Debian librocrand1 deb, if a cache holds it with the right sha256.
+fn cached_librocrand() -> Option<PathBuf> {
+    const FILE: &str = "librocrand1_5.3.3-4_amd64.deb";
+    const SHA256: &str = "b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81";
+    let mut dirs: Vec<PathBuf> = std::env::var_os("ROCM_KPACK_TESTDATA").map(PathBuf::from).into_iter().collect();
+    dirs.push(PathBuf::from("/var/cache/rocm-kpack-debs"));
+    dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debian-cache"));
+    dirs.into_iter().map(|d| d.join(FILE)).find(|p| {
+        fs::read(p).is_ok_and(|bytes| sha256_hex(&bytes) == SHA256)
+    })
+}
+
+/// Download and installed bytes: the fat package vs the generic package
+/// plus the device packages of this GPU's families.
+fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[String]) -> anyhow::Result<String> {
+    let spec = rocm_kpack_pkgspec::Spec::builtin();
+    let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
+    let (fat_dl, fat_inst) = sizes(fat)?;
+    let (gen_dl, gen_inst) = sizes(&find_package(split, &format!("{name}_{version}_"))?)?;
+    let mut groups = BTreeSet::new();
+    for t in targets {
+        for g in spec.group_for(t).unwrap_or_default() {
+            groups.insert(g.name.to_ascii_lowercase());
         }
     }
+    let (mut dl, mut inst, mut names) = (gen_dl, gen_inst, vec![name.to_owned()]);
+    for g in &groups {
+        if let Ok(p) = find_package(split, &format!("{name}-{g}_{version}_")) {
+            let (d, i) = sizes(&p)?;
+            dl += d;
+            inst += i;
+            names.push(format!("{name}-{g}"));
+        }
+    }
+    let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+    Ok(format!(
+        "{name}: download {fat_dl} -> {dl} bytes ({:.0}%), installed {fat_inst} -> {inst} KiB ({:.0}%) with {}{}",
+        pct(dl, fat_dl),
+        pct(inst, fat_inst),
+        names.join(" + "),
+        if names.len() == 1 { " (no device code for this GPU in this package)" } else { "" }
+    ))
+}
+
+/// `Installed-Size` (KiB) from a deb's control file, as dpkg reports it.
+fn installed_size(deb: &Path) -> anyhow::Result<u64> {
+    let out = Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Installed-Size").output()?;
+    ensure!(out.status.success(), "dpkg-deb -f {} failed", deb.display());
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+}
+
+fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
+    let root = work.fat.join("deb-root");
+    for (name, bytes) in FAT_FIXTURES {
+        let path = root.join(PREFIX).join(name);
+        fs::create_dir_all(path.parent().context("parent")?)?;
+        fs::write(&path, bytes)?;
+        let mode = if name.starts_with("bin/") { 0o755 } else { 0o644 };
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+    }
+    let control = ControlFields::parse(&format!(
+        "Package: {DEB_NAME}\nVersion: {VERSION}\nArchitecture: amd64\nMaintainer: rocm-kpack demo <demo@rocm-kpack.invalid>\n\
+         Section: libs\nPriority: optional\nDescription: rocm-kpack demo fat binaries\n \
+         Fat binaries compiled from rocm-kpack's test sources for seven GPU targets.\n"
+    ))
+    .map_err(anyhow::Error::msg)?;
+    let payload = Payload::scan(&root)?;
+    let out = work.fat.join(format!("{DEB_NAME}_{VERSION}_amd64.deb"));
+    write_deb(
+        fs::File::create(&out)?,
+        &DebSpec {
+            control,
+            control_files: &[],
+            payload: &payload,
+            compression: Compression::Xz,
+            level: None,
+            mtime: source_date_epoch()?,
+        },
+    )?;
     Ok(out)
 }
 
-fn report_sizes(
-    splits: &[rocm_kpack_splitter::split_binary::SplitBinaryReport],
-    used_archives: &[PathBuf],
-    out: &mut Vec<String>,
-    loaded: usize,
-) -> anyhow::Result<Vec<String>> {
-    let fat: u64 = splits.iter().map(|r| r.input_size).sum();
-    let host: u64 = splits.iter().map(|r| r.output_size).sum();
-    let all_archives: u64 = splits.iter().flat_map(|r| &r.archives).map(|a| a.size).sum();
-    let mut needed = 0u64;
-    for path in used_archives {
-        needed += std::fs::metadata(path)?.len();
+fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
+    let root = work.fat.join("wheel-root");
+    let pkg = root.join(WHEEL_DIST);
+    fs::create_dir_all(&pkg)?;
+    fs::write(pkg.join("__init__.py"), "\"\"\"rocm-kpack demo package with a fat HIP library.\"\"\"\n")?;
+    for (name, bytes) in FAT_FIXTURES.iter().filter(|(n, _)| n.starts_with("lib/")) {
+        fs::write(pkg.join(name.trim_start_matches("lib/")), bytes)?;
     }
-    let mut lines = Vec::new();
-    lines.push(format!(
-        "code objects loaded and equal (sha256) to the originals: {loaded}"
-    ));
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "bytes for this user: {fat} fat -> {} ({host} host-only + {needed} for the family they need) = {:.1}% of fat",
-        host + needed,
-        100.0 * (host + needed) as f64 / fat.max(1) as f64
+    let payload = Payload::scan(&root)?;
+    let mut files = BTreeMap::new();
+    files.insert(
+        "METADATA".to_owned(),
+        format!("Metadata-Version: 2.1\nName: kpack-demo\nVersion: {VERSION}\nSummary: rocm-kpack demo fat wheel\n").into_bytes(),
     );
-    lines.push(s);
-    lines.push(format!(
-        "all families' archives together: {all_archives} bytes (zstd), vs {} bytes of device code in the fat binaries",
-        splits.iter().map(|r| r.fatbin_size).sum::<u64>()
-    ));
-    out.extend(lines.iter().cloned());
-    Ok(lines)
+    files.insert(
+        "WHEEL".to_owned(),
+        b"Wheel-Version: 1.0\nGenerator: rocm-kpack-demo\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+    );
+    let out = work.fat.join(format!("{WHEEL_DIST}-{VERSION}-py3-none-linux_x86_64.whl"));
+    write_wheel(
+        fs::File::create(&out)?,
+        &WheelSpec {
+            dist_info: format!("{WHEEL_DIST}-{VERSION}.dist-info"),
+            dist_info_files: files,
+            payload: &payload,
+            mtime: source_date_epoch()?,
+        },
+    )?;
+    Ok(out)
+}
+
+fn source_date_epoch() -> anyhow::Result<u64> {
+    Ok(rocm_kpack_splitter::package::source_date_epoch()?)
+}
+
+/// The one package in `dir` whose file name starts with `prefix`.
+fn find_package(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
+    let mut found = Vec::new();
+    for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let p = e?.path();
+        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)) {
+            found.push(p);
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => bail!("expected one package {prefix}* in {}, found {found:?}", dir.display()),
+    }
+}
+
+/// Installs a deb into a throwaway root with dpkg (as the packaging tests do).
+fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
+    for d in ["var/lib/dpkg/updates", "var/lib/dpkg/info"] {
+        fs::create_dir_all(root.join(d))?;
+    }
+    let status = root.join("var/lib/dpkg/status");
+    if !status.exists() {
+        fs::write(&status, "")?;
+    }
+    println!("$ dpkg --root={} --force-not-root -i {}", root.display(), deb.display());
+    let out = Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-not-root", "-i"])
+        .arg(deb)
+        .output()
+        .context("running dpkg (Debian: apt-get install dpkg)")?;
+    ensure!(out.status.success(), "dpkg failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
+
+/// The code objects of a fat binary by (bundle index, target id).
+fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), Vec<u8>>> {
+    use object::{Object as _, ObjectSection as _};
+    let file = object::File::parse(data)?;
+    let section = file.section_by_name(".hip_fatbin").context("no .hip_fatbin section")?;
+    let mut out = BTreeMap::new();
+    for (index, bundle) in rocm_kpack::bundle::parse_fatbin(section.data()?)?.iter().enumerate() {
+        for (target, code) in bundle.code_objects() {
+            out.insert((u32::try_from(index)?, target.to_owned()), code.to_vec());
+        }
+    }
+    Ok(out)
 }
 
 fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
+fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
+    let cache = Cache::with_config(LoaderConfig::default());
+    let mut loaded = 0;
+    for (name, fat) in FAT_FIXTURES {
+        let originals = original_code_objects(fat)?;
+        let host_path = work.install_root.join(PREFIX).join(name);
+        let elf = inspect_elf(&fs::read(&host_path)?)?;
+        let m = elf.marker.as_ref().with_context(|| format!("{name}: not split (no marker)"))?;
+        let marker = Marker {
+            kpack_search_paths: m.kpack_search_paths.clone(),
+            kernel_name: m.kernel_name.clone(),
+        };
+        for w in &elf.wrappers {
+            let co_index = w.co_index.with_context(|| format!("{name}: wrapper {} lacks co_index", w.index))?;
+            for isa in isas {
+                let co = cache
+                    .load_code_object(&marker, &host_path, co_index, &[isa.as_str()])
+                    .with_context(|| format!("{name}#{co_index} for {isa}"))?;
+                let want = originals
+                    .get(&(co_index, co.arch.clone()))
+                    .with_context(|| format!("{name}#{co_index}: no {} code object in the fat binary", co.arch))?;
+                let (got, want) = (sha256_hex(&co.data), sha256_hex(want));
+                ensure!(got == want, "{name}#{co_index} {}: sha256 {got}, original {want}", co.arch);
+                println!(
+                    "    {name}#{co_index} for {isa}: {} code object from {}, {} bytes, sha256 {}.. = original",
+                    co.arch,
+                    co.archive_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    co.data.len(),
+                    &got[..16]
+                );
+                loaded += 1;
+            }
+        }
+    }
+    Ok(loaded)
+}
+
+/// Finds (or builds, from this source tree) `librocm_kpack_preload.so`.
+fn preload_shim() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("exe dir")?;
+    let shim = dir.join("librocm_kpack_preload.so");
+    if shim.exists() {
+        return Ok(shim);
+    }
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "rocm-kpack-preload"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if release {
+        cmd.arg("--release");
+    }
+    println!("$ cargo build -p rocm-kpack-preload{}", if release { " --release" } else { "" });
+    let status = cmd.status().context("building the preload shim (needs cargo)")?;
+    ensure!(status.success() && shim.exists(), "could not build {}", shim.display());
+    Ok(shim)
+}
+
+fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
+    let shim = preload_shim()?;
+    let record = work.root.join("hip-registrations");
+    fs::create_dir_all(&record)?;
+    let app = work.install_root.join(PREFIX).join(FAT_FIXTURES[0].0);
+    println!(
+        "$ LD_PRELOAD={} LD_LIBRARY_PATH={} ROCM_KPACK_ARCH_OVERRIDE={} {}",
+        shim.display(),
+        work.stub.display(),
+        isas.join(","),
+        app.display()
+    );
+    let out = Command::new(&app)
+        .env("LD_PRELOAD", &shim)
+        .env("LD_LIBRARY_PATH", &work.stub)
+        .env("ROCM_KPACK_ARCH_OVERRIDE", isas.join(","))
+        .env("HIPSTUB_RECORD", &record)
+        .env("HIPSTUB_STRICT", "1")
+        .output()
+        .with_context(|| format!("running {}", app.display()))?;
+    ensure!(
+        out.status.success(),
+        "{} exited {:?}: {}",
+        app.display(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let originals = original_code_objects(FAT_FIXTURES[0].1)?;
+    let mut names: Vec<PathBuf> = fs::read_dir(&record)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    names.sort();
+    let mut n = 0;
+    for path in names.iter().filter(|p| p.extension().is_some_and(|x| x == "bin")) {
+        let bytes = fs::read(path)?;
+        ensure!(bytes.get(..8) == Some(b"HIPSTUB1"), "{}: not a stand-in record", path.display());
+        let magic = u32::from_le_bytes(bytes.get(8..12).context("record")?.try_into()?);
+        ensure!(magic == rocm_kpack::wrapper::HIPF_MAGIC, "the HIP runtime received magic {magic:#x}, not HIPF");
+        for bundle in &rocm_kpack::bundle::parse_fatbin(bytes.get(40..).context("record payload")?)? {
+            for (target, code) in bundle.code_objects() {
+                let want = originals
+                    .iter()
+                    .find(|((_, t), _)| t == target)
+                    .map(|(_, c)| c)
+                    .with_context(|| format!("no original {target} code object"))?;
+                ensure!(sha256_hex(code) == sha256_hex(want), "{target}: registered bytes differ from the original");
+                println!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len());
+            }
+        }
+        n += 1;
+    }
+    ensure!(n > 0, "the stand-in HIP runtime recorded no registration");
+    Ok(n)
+}
+
 /// Writes an embedded directory tree to `dest`.
 fn extract_dir(dir: &Dir<'_>, dest: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dest)?;
+    fs::create_dir_all(dest)?;
     for entry in dir.entries() {
         let path = dest.join(entry.path());
         match entry {
             include_dir::DirEntry::Dir(d) => extract_dir(d, dest)?,
             include_dir::DirEntry::File(f) => {
                 if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)?;
+                    fs::create_dir_all(parent)?;
                 }
-                std::fs::write(&path, f.contents())?;
+                fs::write(&path, f.contents())?;
             }
         }
     }

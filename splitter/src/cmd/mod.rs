@@ -5,7 +5,12 @@ pub mod extract;
 pub mod inspect;
 pub mod package;
 pub mod publish;
+pub mod recombine;
+pub mod spec;
+pub mod split;
 pub mod split_binary;
+pub mod split_package;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -20,8 +25,13 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
         Command::SplitBinary(args) => split_binary::run(args),
+        Command::Split(args) => split::run(args),
+        Command::Recombine(args) => recombine::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Spec(args) => spec::run(args),
         Command::Package(args) => package::run(args),
         Command::Publish(args) => publish::run(args),
+        Command::SplitPackage(args) => split_package::run(args),
         Command::Demo(args) => demo::run(args),
     }
 }

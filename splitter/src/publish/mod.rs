@@ -20,6 +20,7 @@
 
 pub mod apt;
 pub mod pip;
+pub mod serve;
 pub mod store;
 pub mod yum;
 

@@ -1,0 +1,59 @@
+//! The README's copy-paste command blocks, executed: every fenced block
+//! whose info string is `sh` runs under `bash -euo pipefail` from the
+//! repository root, with the workspace's binaries first on PATH. Blocks
+//! marked `sh setup` (the two set-up commands, one of which is this test
+//! suite itself) are not run here; CI runs them.
+
+use std::path::Path;
+use std::process::Command;
+
+use rocm_kpack_tests::bins;
+
+/// (line number, info string, body) of each fenced code block.
+fn code_blocks(markdown: &str) -> Vec<(usize, String, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String, String)> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(info)) => current = Some((i + 1, info.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, _, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn readme_command_blocks_run() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root");
+    let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
+    let blocks = code_blocks(&readme);
+    let setup = blocks.iter().filter(|(_, info, _)| info == "sh setup").count();
+    assert_eq!(setup, 2, "the README has exactly two set-up commands");
+    let runnable: Vec<_> = blocks.iter().filter(|(_, info, _)| info == "sh").collect();
+    assert!(runnable.len() >= 4, "one block per kind of user at least");
+    let path = format!(
+        "{}:{}",
+        bins::built().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (line, _, body) in runnable {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", body])
+            .current_dir(repo)
+            .env("PATH", &path)
+            .output()
+            .expect("run bash");
+        assert!(
+            out.status.success(),
+            "README.md block at line {line} failed ({:?}):\n--- block ---\n{body}--- stdout ---\n{}--- stderr ---\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
