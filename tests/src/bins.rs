@@ -12,8 +12,9 @@ pub fn profile_dir() -> PathBuf {
     deps.parent().expect("deps has a parent").to_path_buf()
 }
 
-/// Builds every workspace binary and C library once for this test process,
-/// in the test's profile, and returns `target/<profile>/`.
+/// Builds every workspace binary and library (including the C libraries
+/// `librocm_kpack.so` and `librocm_kpack_preload.so`) once for this test
+/// process, in the test's profile, and returns `target/<profile>/`.
 pub fn built() -> &'static PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -25,7 +26,8 @@ pub fn built() -> &'static PathBuf {
             .to_owned();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--bins", "-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
+        cmd.args(["build", "--bins", "--lib"])
+            .args(["-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
             .args(["-p", "rocm-kpack", "-p", "rocm-kpack-preload"]);
         if profile == "release" {
             cmd.arg("--release");
@@ -43,6 +45,14 @@ pub fn built() -> &'static PathBuf {
 pub fn bin(name: &str) -> PathBuf {
     let path = built().join(name);
     assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Path of a workspace shared library by file name
+/// (`librocm_kpack_preload.so`, `librocm_kpack.so`), built if needed.
+pub fn lib(file_name: &str) -> PathBuf {
+    let path = built().join(file_name);
+    assert!(path.is_file(), "{} was not built", path.display());
     path
 }
 
