@@ -1,0 +1,378 @@
+//! `rocm-kpack split-package`: an existing fat `.deb`, `.rpm` or `.whl`
+//! becomes a generic package (same name, version and metadata, host-only
+//! binaries) plus one package per device group.
+//!
+//! Flow: detect the kind from the file's first bytes (never its name);
+//! open it with the package readers (control data / header digests /
+//! wheel RECORD checked); extract the payload into a work directory
+//! inside `--out` (the readers refuse `..`, absolute names and escaping
+//! symlinks, so nothing lands outside it); split the extracted tree with
+//! [`crate::tree::split_tree`]; hand the split directory and the original
+//! metadata to [`crate::package::package`], which writes into `--out`.
+//! A package with no device code is copied unchanged, with a note.
+//! The work directory is removed whatever happens.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_pkgspec::Spec;
+use serde::Serialize;
+
+use crate::package::archive_io::Compression;
+use crate::package::deb::DebReader;
+use crate::package::meta::PackageMeta;
+use crate::package::rpm::RpmReader;
+use crate::package::wheel::WheelReader;
+use crate::package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
+use crate::tree::{split_tree, SplitOptions, SplitReport, TreeError};
+
+/// Why a package could not be split.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitPackageError {
+    /// The input is not a .deb, .rpm or .whl.
+    #[error("{}: {why}", path.display())]
+    Input {
+        /// The input.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// Reading the input package or writing the output packages failed
+    /// (corrupt input, hostile member path, RECORD mismatch, I/O).
+    #[error(transparent)]
+    Package(#[from] PackageError),
+    /// Splitting the extracted payload failed.
+    #[error("splitting the payload failed")]
+    Tree(#[source] Box<TreeError>),
+    /// A file system operation failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl From<TreeError> for SplitPackageError {
+    fn from(e: TreeError) -> Self {
+        SplitPackageError::Tree(Box::new(e))
+    }
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SplitPackageError + 'a {
+    move |source| SplitPackageError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Kind of input package, judged by content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageKind {
+    /// Debian package (`ar` archive).
+    Deb,
+    /// RPM package (lead magic `ed ab ee db`).
+    Rpm,
+    /// Python wheel (zip).
+    Wheel,
+}
+
+impl PackageKind {
+    /// The packaging format written for this kind.
+    pub fn format(self) -> Format {
+        match self {
+            PackageKind::Deb => Format::Deb,
+            PackageKind::Rpm => Format::Rpm,
+            PackageKind::Wheel => Format::Wheel,
+        }
+    }
+}
+
+/// Detects the kind of `path` from its first bytes.
+pub fn detect_kind(path: &Path) -> Result<PackageKind, SplitPackageError> {
+    let mut f = File::open(path).map_err(|e| SplitPackageError::Input {
+        path: path.to_path_buf(),
+        why: format!("cannot be read: {e}"),
+    })?;
+    let mut head = [0u8; 8];
+    let mut n = 0;
+    // Short files are simply not recognized; read what is there.
+    while n < head.len() {
+        match f.read(head.get_mut(n..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err("cannot read", path)(e)),
+        }
+    }
+    let head = head.get(..n).unwrap_or_default();
+    if head.starts_with(b"!<arch>\n") {
+        Ok(PackageKind::Deb)
+    } else if head.starts_with(&[0xed, 0xab, 0xee, 0xdb]) {
+        Ok(PackageKind::Rpm)
+    } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        Ok(PackageKind::Wheel)
+    } else {
+        Err(SplitPackageError::Input {
+            path: path.to_path_buf(),
+            why: "not a .deb (ar), .rpm or .whl (zip) package".into(),
+        })
+    }
+}
+
+/// How [`split_package`] splits.
+#[derive(Debug, Clone)]
+pub struct SplitPackageOptions {
+    /// Device groups and database rules (also the package naming).
+    pub spec: Spec,
+    /// Archive compression.
+    pub compression: CompressionScheme,
+    /// zstd level of the archives.
+    pub zstd_level: i32,
+    /// Worker threads for the split (None: one per core).
+    pub jobs: Option<usize>,
+    /// Timestamp of every package entry.
+    pub source_date_epoch: u64,
+    /// Compression of the generic package (deb members, rpm payload).
+    pub package_compression: Compression,
+    /// Its level (None: the compressor's default).
+    pub package_level: Option<u32>,
+}
+
+impl Default for SplitPackageOptions {
+    fn default() -> Self {
+        SplitPackageOptions {
+            spec: Spec::builtin(),
+            compression: CompressionScheme::ZstdPerKernel,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+            jobs: None,
+            source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
+            package_compression: Compression::Xz,
+            package_level: None,
+        }
+    }
+}
+
+/// What [`split_package`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitPackageReport {
+    /// The input package.
+    pub input: PathBuf,
+    /// Its kind.
+    pub kind: PackageKind,
+    /// Its name and version.
+    pub name: String,
+    pub version: String,
+    /// True when the input had no device code and was copied unchanged.
+    pub passed_through: bool,
+    /// Packages written (the copy, when passed through).
+    pub packages: Vec<BuiltPackage>,
+    /// The payload split (binaries, archives, databases moved).
+    pub split: Option<SplitReport>,
+    /// Remarks for the user (e.g. why the package was passed through).
+    pub notes: Vec<String>,
+}
+
+/// An opened input package and the metadata it carries.
+enum Opened {
+    Deb(DebReader),
+    Rpm(Box<RpmReader>),
+    Wheel(Box<WheelReader>),
+}
+
+impl Opened {
+    fn open(path: &Path, kind: PackageKind) -> Result<Opened, PackageError> {
+        Ok(match kind {
+            PackageKind::Deb => Opened::Deb(DebReader::open(path)?),
+            PackageKind::Rpm => Opened::Rpm(Box::new(RpmReader::open(path)?)),
+            PackageKind::Wheel => {
+                let w = WheelReader::open(path)?;
+                w.verify_record()?;
+                Opened::Wheel(Box::new(w))
+            }
+        })
+    }
+
+    fn meta(&self) -> PackageMeta {
+        match self {
+            Opened::Deb(r) => PackageMeta::from_control(&r.control, r.control_files.clone()),
+            Opened::Rpm(r) => PackageMeta::from_rpm(r),
+            Opened::Wheel(w) => {
+                // Name, version, summary, METADATA and WHEEL come from the
+                // extracted .dist-info (package() reads it); the tags from
+                // the file name cover a WHEEL without Tag lines.
+                let mut m = PackageMeta {
+                    name: w.name().to_string(),
+                    version: w.version().to_string(),
+                    ..PackageMeta::default()
+                };
+                if w.wheel.get_all("Tag").next().is_none() {
+                    m.wheel.tags = w.tags.clone();
+                }
+                m
+            }
+        }
+    }
+
+    fn extract(&self, dest: &Path) -> Result<(), PackageError> {
+        match self {
+            Opened::Deb(r) => r.extract(dest),
+            Opened::Rpm(r) => r.extract(dest),
+            Opened::Wheel(w) => w.extract(dest),
+        }
+    }
+
+    /// Top-level package directories of a wheel: their `.kpack/` goes
+    /// inside them (`<pkg>/.kpack/`), whatever depth the library has.
+    fn prefix_dirs(&self, root: &Path) -> Result<Vec<String>, SplitPackageError> {
+        let Opened::Wheel(_) = self else {
+            return Ok(Vec::new());
+        };
+        let mut dirs = Vec::new();
+        for item in fs::read_dir(root).map_err(io_err("cannot list", root))? {
+            let item = item.map_err(io_err("cannot list", root))?;
+            let name = item.file_name().to_string_lossy().into_owned();
+            let is_dir = item.file_type().map_err(io_err("cannot stat", &item.path()))?.is_dir();
+            if is_dir && !name.ends_with(".dist-info") && !name.ends_with(".data") {
+                dirs.push(name);
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+}
+
+/// Splits the package `input` into `out` (created if missing; must not be
+/// the input's own path). See the module docs. On error no package file
+/// appears in `out` and nothing is written outside it.
+pub fn split_package(
+    input: &Path,
+    out: &Path,
+    opts: &SplitPackageOptions,
+) -> Result<SplitPackageReport, SplitPackageError> {
+    let kind = detect_kind(input)?;
+    let opened = Opened::open(input, kind)?;
+    let file_name = input
+        .file_name()
+        .ok_or_else(|| SplitPackageError::Input {
+            path: input.to_path_buf(),
+            why: "has no file name".into(),
+        })?
+        .to_os_string();
+    let created_out = fs::symlink_metadata(out).is_err();
+    fs::create_dir_all(out).map_err(io_err("cannot create directory", out))?;
+    let result = split_into(input, out, &file_name, kind, &opened, opts);
+    if result.is_err() && created_out {
+        // Only removes it if empty: a failed run leaves no trace.
+        let _ = fs::remove_dir(out);
+    }
+    result
+}
+
+fn split_into(
+    input: &Path,
+    out: &Path,
+    file_name: &std::ffi::OsStr,
+    kind: PackageKind,
+    opened: &Opened,
+    opts: &SplitPackageOptions,
+) -> Result<SplitPackageReport, SplitPackageError> {
+    let meta = opened.meta();
+    // Outputs keep the input's name (generic deb/rpm, pass-through), so
+    // writing next to the input would replace it.
+    let out_c = fs::canonicalize(out).map_err(io_err("cannot read", out))?;
+    let in_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if fs::canonicalize(in_dir).map_err(io_err("cannot read", in_dir))? == out_c {
+        return Err(SplitPackageError::Input {
+            path: input.to_path_buf(),
+            why: format!("is in the output directory {}; choose another --out", out.display()),
+        });
+    }
+    // Work directory inside --out: extraction and split trees never leave it.
+    let work = tempfile::Builder::new()
+        .prefix(".rocm-kpack-split-package-")
+        .tempdir_in(out)
+        .map_err(io_err("cannot create a directory in", out))?;
+    let root = work.path().join("root");
+    fs::create_dir(&root).map_err(io_err("cannot create directory", &root))?;
+    tracing::info!(input = %input.display(), ?kind, "extracting");
+    opened.extract(&root)?;
+
+    let split_dir = work.path().join("split");
+    let split_opts = SplitOptions {
+        spec: opts.spec.clone(),
+        component: None,
+        prefix_dirs: opened.prefix_dirs(&root)?,
+        compression: opts.compression,
+        zstd_level: opts.zstd_level,
+        jobs: opts.jobs,
+    };
+    tracing::info!("splitting the payload");
+    let mut split = split_tree(&root, &split_dir, &split_opts)?;
+    // The work directory is gone after the run; report the real paths.
+    split.input = input.to_path_buf();
+    split.output = out.to_path_buf();
+    // Free the extracted copy before packaging: large inputs would
+    // otherwise sit on disk three times.
+    fs::remove_dir_all(&root).map_err(io_err("cannot remove", &root))?;
+
+    let mut report = SplitPackageReport {
+        input: input.to_path_buf(),
+        kind,
+        name: meta.name.clone(),
+        version: meta.version.clone(),
+        passed_through: false,
+        packages: Vec::new(),
+        split: None,
+        notes: Vec::new(),
+    };
+    let has_device = split.binaries.iter().any(|b| b.code_objects > 0)
+        || !split.archives.is_empty()
+        || !split.databases.is_empty();
+    if !has_device {
+        let dest = out.join(file_name);
+        let tmp = work.path().join("copy");
+        fs::copy(input, &tmp).map_err(io_err("cannot copy", input))?;
+        fs::rename(&tmp, &dest).map_err(io_err("cannot rename into", &dest))?;
+        let size = fs::metadata(&dest).map_err(io_err("cannot stat", &dest))?.len();
+        report.passed_through = true;
+        report.notes.push(format!(
+            "{} has no device code (no fat binaries, no kernel databases): copied unchanged",
+            input.display()
+        ));
+        report.packages.push(BuiltPackage {
+            format: kind.format(),
+            name: meta.name.clone(),
+            version: meta.version.clone(),
+            group: None,
+            targets: Vec::new(),
+            path: dest,
+            size,
+            entries: split.files_in,
+        });
+        report.split = Some(split);
+        return Ok(report);
+    }
+
+    let mut popts = PackageOptions::new(meta);
+    popts.formats = vec![kind.format()];
+    popts.spec = opts.spec.clone();
+    popts.source_date_epoch = opts.source_date_epoch;
+    popts.compression = opts.package_compression;
+    popts.level = opts.package_level;
+    tracing::info!("packaging");
+    let built = package(&split_dir, out, &popts)?;
+    report.packages = built.packages;
+    report.notes.extend(split.warnings.iter().cloned());
+    report.split = Some(split);
+    work.close().map_err(io_err("cannot remove", out))?;
+    Ok(report)
+}

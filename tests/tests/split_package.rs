@@ -1,0 +1,644 @@
+//! `split-package` on real packages: Debian's fat librocrand1 .deb (and
+//! the same tree as an rpm), a fat wheel built from the fixtures, and the
+//! error cases (no device code, corrupt inputs, RECORD mismatch, hostile
+//! member paths).
+
+mod package_common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use object::{Object, ObjectSection};
+use package_common::*;
+use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack::marker::Marker;
+use rocm_kpack_splitter::elf::inspect::inspect_elf;
+use rocm_kpack_splitter::package::archive_io::Compression;
+use rocm_kpack_splitter::package::deb::DebReader;
+use rocm_kpack_splitter::package::rpm::RpmReader;
+use rocm_kpack_splitter::package::wheel::WheelReader;
+use rocm_kpack_splitter::package::{package, BuiltPackage, Format, PackageError};
+use rocm_kpack_splitter::publish::{publish, PublishOptions};
+use rocm_kpack_splitter::split_package::{
+    split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
+};
+use rocm_kpack_tests::{debian, fixtures, http};
+
+/// Fast options: xz level 0 for the generic packages.
+fn opts() -> SplitPackageOptions {
+    SplitPackageOptions {
+        package_compression: Compression::Xz,
+        package_level: Some(0),
+        ..SplitPackageOptions::default()
+    }
+}
+
+fn split_ok(input: &Path, out: &Path) -> SplitPackageReport {
+    split_package(input, out, &opts()).unwrap_or_else(|e| panic!("split-package {}: {}", input.display(), chain(&e)))
+}
+
+fn names(r: &SplitPackageReport) -> Vec<String> {
+    r.packages.iter().map(|p| p.name.clone()).collect()
+}
+
+fn by_name<'a>(r: &'a SplitPackageReport, name: &str) -> &'a BuiltPackage {
+    r.packages
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no package {name} in {:?}", names(r)))
+}
+
+/// Names of the entries of `dir` (sorted).
+fn ls(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| rd.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Code objects of a fat ELF: (bundle index, target id) -> bytes.
+fn code_objects(fat: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
+    let bytes = fs::read(fat).expect("read fat binary");
+    let elf = object::File::parse(&*bytes).expect("parse ELF");
+    let section = elf.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().expect("data");
+    let mut out = BTreeMap::new();
+    for (i, b) in rocm_kpack::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+        for (target, data) in b.code_objects() {
+            out.insert((i as u32, target.to_string()), data.to_vec());
+        }
+    }
+    out
+}
+
+/// The loader finds every code object of `targets` for the installed,
+/// host-only `lib`, byte-identical to the fat original's.
+fn assert_loader_finds(lib: &Path, fat: &Path, targets: &[&str]) {
+    let host = fs::read(lib).expect("installed library");
+    let report = inspect_elf(&host).expect("inspect");
+    assert!(report.hip_fatbin.is_none(), "{} still has device code: {}", lib.display(), report.state);
+    let m = report.marker.expect("kpack marker");
+    let marker = Marker {
+        kpack_search_paths: m.kpack_search_paths,
+        kernel_name: m.kernel_name,
+    };
+    let cache = Cache::with_config(LoaderConfig::default());
+    let originals = code_objects(fat);
+    let mut found = 0;
+    for target in targets {
+        for ((i, t), data) in &originals {
+            if !t.ends_with(&format!("--{target}")) && t != target {
+                continue;
+            }
+            let co = cache
+                .load_code_object(&marker, lib, *i, &[*target])
+                .unwrap_or_else(|e| panic!("loader: bundle {i} {target}: {e}"));
+            assert_eq!(co.arch, *target);
+            assert!(co.data == *data, "bundle {i} {target}: code object differs");
+            found += 1;
+        }
+    }
+    assert!(found >= targets.len(), "only {found} code objects checked");
+}
+
+#[test]
+fn librocrand_deb_splits_installs_and_loads() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let deb = debian::package("librocrand1").expect("librocrand1 deb");
+    let out = tmp.path().join("out");
+    let r = split_ok(&deb, &out);
+    assert_eq!(r.kind, PackageKind::Deb);
+    assert!(!r.passed_through);
+    assert_eq!(
+        names(&r),
+        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
+    );
+    // Nothing but the packages in --out (work directory gone).
+    let mut files: Vec<String> = r
+        .packages
+        .iter()
+        .map(|p| p.path.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(ls(&out), files);
+    assert!(files.contains(&"librocrand1_5.3.3-4_amd64.deb".to_string()));
+
+    // Generic: same version, same Depends, original description.
+    let orig = DebReader::open(&deb).expect("original");
+    let generic = DebReader::open(&by_name(&r, "librocrand1").path).expect("generic");
+    for f in ["Package", "Version", "Depends", "Description", "Maintainer", "Source", "Multi-Arch"] {
+        assert_eq!(generic.control.get(f), orig.control.get(f), "{f}");
+    }
+    for g in ["gfx80x", "gfx90x", "gfx103x"] {
+        let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
+        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
+        assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
+    }
+
+    // lintian: no errors beyond the input's.
+    let baseline = lintian_errors(&deb);
+    for p in &r.packages {
+        let extra: Vec<String> = lintian_errors(&p.path)
+            .into_iter()
+            .filter(|t| !baseline.contains(t))
+            .collect();
+        assert!(extra.is_empty(), "{}: lintian errors {extra:?} (input: {baseline:?})", p.name);
+    }
+
+    // dpkg installs generic + gfx90x; dpkg -S owns every file.
+    let root = tmp.path().join("root");
+    dpkg_root(&root);
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
+        .arg(&by_name(&r, "librocrand1").path)
+        .arg(&by_name(&r, "librocrand1-gfx90x").path));
+    let mut installed = Vec::new();
+    for e in walk(&root) {
+        let rel = e.strip_prefix(&root).expect("prefix");
+        if rel.starts_with("var/lib/dpkg") {
+            continue;
+        }
+        if !fs::symlink_metadata(&e).expect("stat").is_dir() {
+            installed.push(format!("/{}", rel.display()));
+        }
+    }
+    assert!(installed.len() > 3, "{installed:?}");
+    let owners = ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .arg("-S")
+        .args(&installed));
+    for f in &installed {
+        assert!(
+            owners.lines().any(|l| l.ends_with(&format!(": {f}"))),
+            "{f} not owned:\n{owners}"
+        );
+    }
+    let lib = root.join(LIBDIR).join("librocrand.so.1.1");
+    let kpack = root.join(LIBDIR).join(".kpack");
+    assert_eq!(ls(&kpack).iter().filter(|n| n.ends_with(".kpm")).count(), 1, "{:?}", ls(&kpack));
+    let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
+    assert_loader_finds(&lib, &fat, &["gfx90a:xnack-", "gfx906:xnack-"]);
+
+    // Rerun: byte-identical packages.
+    let out2 = tmp.path().join("out2");
+    let r2 = split_ok(&deb, &out2);
+    assert_eq!(names(&r2), names(&r));
+    for p in &r.packages {
+        let name = p.path.file_name().expect("name");
+        assert_eq!(sha256(&p.path), sha256(&out2.join(name)), "{} differs on rerun", name.to_string_lossy());
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let md = fs::symlink_metadata(&p).expect("stat");
+            if md.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn librocrand_rpm_round_trip() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // A fat rpm: the extracted Debian tree as the only (generic) tree.
+    let split = tmp.path().join("fat");
+    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
+    let fat_dir = tmp.path().join("fatpkg");
+    let made = package(&split, &fat_dir, &rocrand_options(&[Format::Rpm])).expect("fat rpm");
+    let fat_rpm = made.packages.first().expect("rpm").path.clone();
+    let out = tmp.path().join("out");
+    let r = split_ok(&fat_rpm, &out);
+    assert_eq!(r.kind, PackageKind::Rpm);
+    assert_eq!(
+        names(&r),
+        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
+    );
+    let orig = RpmReader::open(&fat_rpm).expect("fat");
+    let g = RpmReader::open(&by_name(&r, "librocrand1").path).expect("generic");
+    assert_eq!((g.version(), g.release()), (orig.version(), orig.release()));
+    let dep_names = |r: &RpmReader| {
+        let mut v: Vec<String> = r.requires().iter().map(|d| d.name.clone()).filter(|n| !n.starts_with("rpmlib(")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(dep_names(&g), dep_names(&orig));
+    for p in &r.packages {
+        ok(Command::new("rpm").arg("-K").arg("--nosignature").arg(&p.path));
+    }
+    let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("device");
+    let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
+    assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
+    // The generic rpm's library is host-only.
+    let x = tmp.path().join("x");
+    fs::create_dir(&x).expect("mkdir");
+    g.extract(&x).expect("extract");
+    let host = fs::read(x.join(LIBDIR).join("librocrand.so.1.1")).expect("lib");
+    let rep = inspect_elf(&host).expect("inspect");
+    assert!(rep.hip_fatbin.is_none() && rep.marker.is_some(), "{}", rep.state);
+}
+
+// ------------------------------------------------------------- wheels
+
+/// Writes a wheel with python's zipfile: `files` (name, bytes) plus a
+/// dist-info; `record_override` replaces the computed RECORD.
+fn write_wheel(path: &Path, files: &[(String, Vec<u8>)], dist_info: &str, record_override: Option<&str>) {
+    let stage = path.with_extension("stage");
+    fs::create_dir_all(&stage).expect("stage");
+    let mut list = String::new();
+    for (i, (name, data)) in files.iter().enumerate() {
+        let f = stage.join(format!("{i}"));
+        fs::write(&f, data).expect("write");
+        list.push_str(&format!("{}\t{}\n", name, f.display()));
+    }
+    fs::write(stage.join("list"), &list).expect("list");
+    if let Some(r) = record_override {
+        fs::write(stage.join("record"), r).expect("record");
+    }
+    let script = r#"
+import base64, hashlib, sys, zipfile, os
+out, stage, di = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = []
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for line in open(os.path.join(stage, "list")):
+        name, src = line.rstrip("\n").split("\t")
+        data = open(src, "rb").read()
+        info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
+        info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+        z.writestr(info, data, zipfile.ZIP_DEFLATED)
+        h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={h},{len(data)}")
+    rows.append(f"{di}/RECORD,,")
+    rec = os.path.join(stage, "record")
+    text = open(rec).read() if os.path.exists(rec) else "\n".join(rows) + "\n"
+    z.writestr(zipfile.ZipInfo(f"{di}/RECORD", (2024, 1, 1, 0, 0, 0)), text)
+"#;
+    ok(Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(path)
+        .arg(&stage)
+        .arg(dist_info));
+    fs::remove_dir_all(&stage).expect("cleanup");
+}
+
+fn gfx_code_object(target: &str) -> Vec<u8> {
+    code_objects(&fixtures::fixture("clang19/libfixture.so"))
+        .into_iter()
+        .find(|((_, t), _)| t.ends_with(target) || t.contains(&format!("{target}:")))
+        .map(|(_, d)| d)
+        .unwrap_or_else(|| panic!("no {target} code object in the fixture"))
+}
+
+/// The fat `kpkg` wheel: module, fat library, per-arch kernel files.
+fn kpkg_files() -> Vec<(String, Vec<u8>)> {
+    let di = "kpkg-1.0.dist-info";
+    vec![
+        (
+            "kpkg/__init__.py".into(),
+            b"from pathlib import Path\nKPACK_DIR = Path(__file__).parent / '.kpack'\n".to_vec(),
+        ),
+        (
+            "kpkg/libfixture.so".into(),
+            fs::read(fixtures::fixture("clang19/libfixture.so")).expect("fixture"),
+        ),
+        ("kpkg/hsa/gfx1100/k.co".into(), gfx_code_object("gfx1100")),
+        ("kpkg/hsa/gfx90a/k.co".into(), gfx_code_object("gfx90a")),
+        (
+            format!("{di}/METADATA"),
+            b"Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\nSummary: Fixture package with a HIP library\nRequires-Python: >=3.8\n\nLong description.\n".to_vec(),
+        ),
+        (
+            format!("{di}/WHEEL"),
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+        ),
+        (format!("{di}/top_level.txt"), b"kpkg\n".to_vec()),
+    ]
+}
+
+const KPKG_WHL: &str = "kpkg-1.0-py3-none-linux_x86_64.whl";
+
+fn site_packages(venv: &Path) -> PathBuf {
+    let lib = venv.join("lib");
+    let py = fs::read_dir(&lib)
+        .expect("venv lib")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
+        .expect("pythonX.Y");
+    py.join("site-packages")
+}
+
+#[test]
+fn fat_wheel_splits_and_pip_installs_the_extra() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let whl = src.join(KPKG_WHL);
+    write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
+    WheelReader::open(&whl).expect("input wheel").verify_record().expect("input RECORD");
+
+    let out = tmp.path().join("out");
+    let r = split_ok(&whl, &out);
+    assert_eq!(r.kind, PackageKind::Wheel);
+    let mut n = names(&r);
+    n.sort();
+    assert!(n.contains(&"kpkg".to_string()), "{n:?}");
+    assert!(n.contains(&"kpkg-device-gfx110x".to_string()), "{n:?}");
+    assert!(n.contains(&"kpkg-device-gfx90x".to_string()), "{n:?}");
+    for p in &r.packages {
+        WheelReader::open(&p.path).expect("wheel").verify_record().expect("RECORD");
+    }
+    let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
+    assert!(base.members.iter().any(|m| m == "kpkg/.kpack/libfixture.kpm"), "{:?}", base.members);
+    assert!(!base.members.iter().any(|m| m.starts_with("kpkg/hsa/")), "{:?}", base.members);
+    assert_eq!(base.metadata.get("Summary"), Some("Fixture package with a HIP library"));
+    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx110x"));
+    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x").path).expect("device");
+    assert!(dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"), "{:?}", dev.members);
+    assert!(dev.members.iter().any(|m| m == "kpkg/.kpack/libfixture_gfx110X.kpack"), "{:?}", dev.members);
+    let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90x").path).expect("device");
+    assert!(dev90.members.iter().any(|m| m == "kpkg/hsa/gfx90a/k.co"), "{:?}", dev90.members);
+
+    // Rerun: byte-identical.
+    let out2 = tmp.path().join("out2");
+    split_ok(&whl, &out2);
+    for p in &r.packages {
+        let name = p.path.file_name().expect("name");
+        assert_eq!(sha256(&p.path), sha256(&out2.join(name)), "{}", name.to_string_lossy());
+    }
+
+    // pip from a published index.
+    let repo = tmp.path().join("repo");
+    publish(
+        &out,
+        &repo,
+        &PublishOptions {
+            pip: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let server = http::serve_dir(&repo).expect("serve");
+    let venv = tmp.path().join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let pip = venv.join("bin/pip");
+    ok(Command::new(&pip)
+        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .arg(format!("{}simple/", server.url))
+        .arg("kpkg[device-gfx110x]")
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
+    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x==1.0"), "{listed}");
+    assert!(!listed.contains("gfx90x"), "{listed}");
+    let printed = ok(Command::new(venv.join("bin/python"))
+        .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
+    assert_eq!(printed.trim(), "['libfixture.kpm', 'libfixture_gfx110X.kpack']");
+    let sp = site_packages(&venv);
+    assert_eq!(
+        fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
+        gfx_code_object("gfx1100")
+    );
+    assert!(!sp.join("kpkg/hsa/gfx90a").exists());
+    // The installed host library resolves the gfx1100 code object.
+    assert_loader_finds(
+        &sp.join("kpkg/libfixture.so"),
+        &fixtures::fixture("clang19/libfixture.so"),
+        &["gfx1100"],
+    );
+    ok(Command::new(&pip).args(["uninstall", "-y", "--disable-pip-version-check", "kpkg-device-gfx110x", "kpkg"]));
+    let left: Vec<PathBuf> = walk(&sp)
+        .into_iter()
+        .filter(|p| p.strip_prefix(&sp).is_ok_and(|r| r.to_string_lossy().starts_with("kpkg")))
+        .filter(|p| !fs::symlink_metadata(p).expect("stat").is_dir())
+        .collect();
+    assert!(left.is_empty(), "left after uninstall: {left:?}");
+}
+
+// ------------------------------------------------------------- errors
+
+/// Runs split-package on `input`, expecting failure; checks nothing but
+/// no --out remains (it did not exist before) and `tmp` gained nothing.
+fn split_err(input: &Path, tmp: &Path) -> SplitPackageError {
+    let out = tmp.join("err-out");
+    let before = ls(tmp);
+    let e = split_package(input, &out, &opts()).expect_err("split-package should fail");
+    assert!(!out.exists(), "--out left behind: {:?}", ls(&out));
+    assert_eq!(ls(tmp), before, "files appeared next to --out");
+    e
+}
+
+#[test]
+fn package_without_device_code_passes_through() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tree = tmp.path().join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).expect("mkdir");
+    fs::create_dir_all(tree.join("usr/share/doc/hostonly")).expect("mkdir");
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: hostonly\nVersion: 1.0-1\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: host only\n nothing for GPUs\n",
+    )
+    .expect("control");
+    fs::write(tree.join("usr/share/doc/hostonly/README"), "hello\n").expect("readme");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let deb = src.join("hostonly_1.0-1_all.deb");
+    ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "--build"]).arg(&tree).arg(&deb));
+    let out = tmp.path().join("out");
+    let r = split_ok(&deb, &out);
+    assert!(r.passed_through);
+    assert!(r.notes.iter().any(|n| n.contains("no device code")), "{:?}", r.notes);
+    assert_eq!(ls(&out), ["hostonly_1.0-1_all.deb"]);
+    assert_eq!(fs::read(out.join("hostonly_1.0-1_all.deb")).expect("copy"), fs::read(&deb).expect("deb"));
+
+    // A wheel without device code too.
+    let whl = src.join("pure-1.0-py3-none-any.whl");
+    write_wheel(
+        &whl,
+        &[
+            ("pure/__init__.py".into(), b"x = 1\n".to_vec()),
+            ("pure-1.0.dist-info/METADATA".into(), b"Metadata-Version: 2.1\nName: pure\nVersion: 1.0\n".to_vec()),
+            ("pure-1.0.dist-info/WHEEL".into(), b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec()),
+        ],
+        "pure-1.0.dist-info",
+        None,
+    );
+    let r = split_ok(&whl, &out);
+    assert!(r.passed_through);
+    assert_eq!(fs::read(out.join("pure-1.0-py3-none-any.whl")).expect("copy"), fs::read(&whl).expect("whl"));
+}
+
+#[test]
+fn corrupt_and_hostile_packages_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let work = tmp.path().join("work");
+    fs::create_dir(&work).expect("mkdir");
+
+    // Truncated deb.
+    let deb = debian::package("librocrand1").expect("deb");
+    let bytes = fs::read(&deb).expect("read");
+    let cut = src.join("cut.deb");
+    fs::write(&cut, bytes.get(..bytes.len() / 2).expect("half")).expect("write");
+    let e = split_err(&cut, &work);
+    assert!(matches!(e, SplitPackageError::Package(_)), "{}", chain(&e));
+
+    // rpm lead followed by garbage.
+    let rpm = src.join("bad.rpm");
+    let mut junk = vec![0xed, 0xab, 0xee, 0xdb, 3, 0];
+    junk.extend(std::iter::repeat_n(0x41u8, 200));
+    fs::write(&rpm, junk).expect("write");
+    let e = split_err(&rpm, &work);
+    assert!(matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })), "{}", chain(&e));
+
+    // zip magic, then garbage.
+    let whl = src.join("bad-1.0-py3-none-any.whl");
+    fs::write(&whl, b"PK\x03\x04 this is not a zip archive").expect("write");
+    let e = split_err(&whl, &work);
+    assert!(matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })), "{}", chain(&e));
+
+    // Not a package at all.
+    let txt = src.join("readme.deb");
+    fs::write(&txt, "hello").expect("write");
+    let e = split_err(&txt, &work);
+    assert!(e.to_string().contains("not a .deb"), "{e}");
+
+    // RECORD that does not match the files.
+    let rec = src.join(KPKG_WHL);
+    let bad_record = "kpkg/__init__.py,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,10\n";
+    write_wheel(&rec, &kpkg_files(), "kpkg-1.0.dist-info", Some(bad_record));
+    let e = split_err(&rec, &work);
+    assert!(matches!(e, SplitPackageError::Package(PackageError::Record { .. })), "{}", chain(&e));
+
+    // Hostile wheel member.
+    let hw = src.join("evil-1.0-py3-none-any.whl");
+    write_wheel(
+        &hw,
+        &[
+            ("../../evil.py".into(), b"boom\n".to_vec()),
+            ("evil-1.0.dist-info/METADATA".into(), b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n".to_vec()),
+            ("evil-1.0.dist-info/WHEEL".into(), b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec()),
+        ],
+        "evil-1.0.dist-info",
+        None,
+    );
+    let e = split_err(&hw, &work);
+    assert!(matches!(e, SplitPackageError::Package(PackageError::UnsafePath { .. })), "{}", chain(&e));
+
+    // Hostile debs: `../` member, absolute member, symlink escape then a
+    // file through it.
+    let script = r#"
+import io, os, sys, tarfile, subprocess
+out, kind = sys.argv[1], sys.argv[2]
+d = out + ".d"
+os.makedirs(d, exist_ok=True)
+def tgz(path, members):
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as t:
+        for name, data, link in members:
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            if link is not None:
+                info.type = tarfile.SYMTYPE
+                info.linkname = link
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+tgz(os.path.join(d, "control.tar.gz"), [("./control", b"Package: evil\nVersion: 1\nArchitecture: all\nMaintainer: x <x@x>\nDescription: x\n x\n", None)])
+members = {
+    "dotdot": [("./../../evil", b"boom\n", None)],
+    "absolute": [("/tmp/evil-abs", b"boom\n", None)],
+    "symlink": [("./usr/", b"", "../../.."), ("./usr/evil", b"boom\n", None)],
+}[kind]
+tgz(os.path.join(d, "data.tar.gz"), members)
+open(os.path.join(d, "debian-binary"), "w").write("2.0\n")
+subprocess.check_call(["ar", "rc", out, "debian-binary", "control.tar.gz", "data.tar.gz"], cwd=d)
+"#;
+    // An absolute member name is read relative to the root, as dpkg
+    // does: it lands inside the work directory, never at `/tmp/...`.
+    let abs = src.join("evil-absolute.deb");
+    ok(Command::new("python3").arg("-c").arg(script).arg(&abs).arg("absolute"));
+    let abs_out = tmp.path().join("abs-out");
+    let r = split_ok(&abs, &abs_out);
+    assert!(r.passed_through);
+    assert!(!Path::new("/tmp/evil-abs").exists());
+    assert_eq!(ls(&abs_out), ["evil-absolute.deb"]);
+    for kind in ["dotdot", "symlink"] {
+        let path = src.join(format!("evil-{kind}.deb"));
+        ok(Command::new("python3").arg("-c").arg(script).arg(&path).arg(kind));
+        let e = split_err(&path, &work);
+        assert!(
+            matches!(e, SplitPackageError::Package(PackageError::UnsafePath { .. })),
+            "{kind}: {}",
+            chain(&e)
+        );
+    }
+    assert!(!tmp.path().join("evil").exists() && !Path::new("/tmp/evil-abs").exists());
+    assert!(!tmp.path().parent().expect("parent").join("evil").exists());
+
+    // --out equal to the input's directory is refused (outputs keep names).
+    let e = split_package(&deb_copy(&src), &src, &opts()).expect_err("same dir");
+    assert!(e.to_string().contains("choose another --out"), "{e}");
+}
+
+fn deb_copy(dir: &Path) -> PathBuf {
+    let p = dir.join("librocrand1_5.3.3-4_amd64.deb");
+    fs::copy(debian::package("librocrand1").expect("deb"), &p).expect("copy");
+    p
+}
+
+#[test]
+fn cli_splits_a_wheel_and_reports_errors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let whl = src.join(KPKG_WHL);
+    write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
+    let out = tmp.path().join("out");
+    let o = run(rocm_kpack_tests::bins::command("rocm-kpack")
+        .arg("split-package")
+        .arg(&whl)
+        .arg("--out")
+        .arg(&out)
+        .arg("--json"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(report["kind"], "wheel");
+    assert_eq!(report["passed_through"], false);
+    let mut written: Vec<String> = report["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name").to_string())
+        .collect();
+    written.sort();
+    assert_eq!(written.first().map(String::as_str), Some("kpkg"));
+    assert!(written.len() >= 3, "{written:?}");
+    assert_eq!(ls(&out).len(), written.len());
+
+    // A corrupt input: exit 1, a message naming it, nothing in --out.
+    let bad = src.join("bad-1.0-py3-none-any.whl");
+    fs::write(&bad, b"PK\x03\x04garbage").expect("write");
+    let out2 = tmp.path().join("out2");
+    let o = run(rocm_kpack_tests::bins::command("rocm-kpack")
+        .arg("split-package")
+        .arg(&bad)
+        .arg("--out")
+        .arg(&out2));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad-1.0-py3-none-any.whl") && err.contains("zip"), "{err}");
+    assert!(ls(&out2).is_empty());
+}
