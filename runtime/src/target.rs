@@ -68,11 +68,7 @@ impl TargetId {
             } else {
                 return Err(bad(format!("feature {part:?} does not end in + or -")));
             };
-            let name_ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-            if !name_ok {
+            if !valid_feature_name(name) {
                 return Err(bad(format!("bad feature name {name:?}")));
             }
             if features.iter().any(|f| f.name == name) {
@@ -111,6 +107,34 @@ impl TargetId {
             .map(|f| f.enabled)
     }
 
+    /// This target id with feature `name` set to `enabled` (added, or
+    /// replacing its current setting), in canonical order:
+    /// `gfx90a:sramecc+` with `xnack` off is `gfx90a:sramecc+:xnack-`.
+    pub fn with_feature(&self, name: &str, enabled: bool) -> Result<TargetId> {
+        if !valid_feature_name(name) {
+            return Err(Error::InvalidArgument(format!("bad feature name {name:?}")));
+        }
+        let mut features = self.features.clone();
+        let full = features.len() == MAX_FEATURES;
+        match features.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.enabled = enabled,
+            None if full => {
+                return Err(Error::InvalidArgument(format!(
+                    "target id {self}: more than {MAX_FEATURES} features"
+                )))
+            }
+            None => features.push(Feature {
+                name: name.to_owned(),
+                enabled,
+            }),
+        }
+        features.sort();
+        Ok(TargetId {
+            processor: self.processor.clone(),
+            features,
+        })
+    }
+
     /// True for generic ISAs such as `gfx11-generic` or `gfx9-4-generic`.
     pub fn is_generic(&self) -> bool {
         self.processor.ends_with("-generic")
@@ -125,6 +149,41 @@ impl TargetId {
                 .features
                 .iter()
                 .all(|f| self.feature(&f.name) == Some(f.enabled))
+    }
+
+    /// The generic target id this device can fall back to when no native
+    /// code object exists: its generic ISA, keeping the device's settings of
+    /// the features that ISA supports (`gfx942:sramecc+:xnack-` ->
+    /// `gfx9-4-generic:sramecc+:xnack-`, `gfx906:sramecc+:xnack-` ->
+    /// `gfx9-generic:xnack-`). `None` for generic ids and processors without
+    /// a generic ISA.
+    pub fn generic_fallback(&self) -> Option<TargetId> {
+        if self.is_generic() {
+            return None;
+        }
+        let generic = GENERIC_ISAS
+            .iter()
+            .find(|g| g.processors.contains(&self.processor.as_str()))?;
+        Some(TargetId {
+            processor: generic.name.to_owned(),
+            features: self
+                .features
+                .iter()
+                .filter(|f| generic.features.contains(&f.name.as_str()))
+                .cloned()
+                .collect(),
+        })
+    }
+
+    /// Whether a code object for `code_object` runs on this device, natively
+    /// ([`Self::supports`]) or through the device's generic ISA (a code
+    /// object for it may only specify features the ISA supports, each with
+    /// the device's setting).
+    pub fn accepts(&self, code_object: &TargetId) -> bool {
+        self.supports(code_object)
+            || self
+                .generic_fallback()
+                .is_some_and(|g| g.supports(code_object))
     }
 
     /// The target ids of code objects usable on this device, most specific
@@ -162,6 +221,83 @@ impl TargetId {
             })
             .collect()
     }
+}
+
+/// One of LLVM's generic ISAs (AMDGPUUsage, "Generic processors"): code
+/// built for it runs on every processor it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenericIsa {
+    /// The generic processor name, e.g. `gfx11-generic`.
+    pub name: &'static str,
+    /// Target features a code object for it may specify, in canonical order.
+    pub features: &'static [&'static str],
+    /// The processors it serves.
+    pub processors: &'static [&'static str],
+}
+
+/// LLVM's generic ISA table: the one copy in the workspace.
+pub const GENERIC_ISAS: &[GenericIsa] = &[
+    GenericIsa {
+        name: "gfx9-generic",
+        features: &["xnack"],
+        processors: &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
+    },
+    GenericIsa {
+        name: "gfx9-4-generic",
+        features: &["sramecc", "xnack"],
+        processors: &["gfx940", "gfx941", "gfx942", "gfx950"],
+    },
+    GenericIsa {
+        name: "gfx10-1-generic",
+        features: &["xnack"],
+        processors: &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    },
+    GenericIsa {
+        name: "gfx10-3-generic",
+        features: &[],
+        processors: &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    },
+    GenericIsa {
+        name: "gfx11-generic",
+        features: &[],
+        processors: &[
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ],
+    },
+    GenericIsa {
+        name: "gfx12-generic",
+        features: &[],
+        processors: &["gfx1200", "gfx1201"],
+    },
+];
+
+/// The [`GenericIsa`] named `generic` (`gfx11-generic`), if LLVM has it.
+pub fn generic_isa(generic: &str) -> Option<&'static GenericIsa> {
+    GENERIC_ISAS.iter().find(|g| g.name == generic)
+}
+
+/// The generic ISA serving `processor` (`gfx1101` -> `gfx11-generic`); a
+/// processor belongs to at most one. `None` for processors without one
+/// (`gfx90a`, `gfx908`, `gfx803`) and for generic names themselves.
+pub fn generic_isa_for(processor: &str) -> Option<&'static str> {
+    GENERIC_ISAS
+        .iter()
+        .find(|g| g.processors.contains(&processor))
+        .map(|g| g.name)
+}
+
+/// The processors a generic ISA serves; empty for unknown names.
+pub fn processors_served_by(generic: &str) -> &'static [&'static str] {
+    generic_isa(generic).map_or(&[], |g| g.processors)
+}
+
+fn valid_feature_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// `gfx` followed by hex digits (`gfx90a`, `gfx1100`), or a generic ISA
@@ -307,6 +443,109 @@ mod tests {
         assert!(!device.supports(&t("gfx942:sramecc-")));
         assert!(!device.supports(&t("gfx90a")));
         assert!(!t("gfx942").supports(&t("gfx942:xnack-")));
+    }
+
+    #[test]
+    fn with_feature_keeps_canonical_order() {
+        let id = t("gfx90a:sramecc+");
+        assert_eq!(
+            id.with_feature("xnack", false)
+                .map(|t| t.to_string())
+                .ok()
+                .as_deref(),
+            Some("gfx90a:sramecc+:xnack-")
+        );
+        let id = t("gfx942:xnack-");
+        assert_eq!(
+            id.with_feature("sramecc", true)
+                .map(|t| t.to_string())
+                .ok()
+                .as_deref(),
+            Some("gfx942:sramecc+:xnack-")
+        );
+        assert_eq!(
+            id.with_feature("xnack", true)
+                .map(|t| t.to_string())
+                .ok()
+                .as_deref(),
+            Some("gfx942:xnack+")
+        );
+        assert!(id.with_feature("XNACK", true).is_err());
+        assert!(id.with_feature("", true).is_err());
+    }
+
+    #[test]
+    fn generic_table_is_llvms() {
+        assert_eq!(generic_isa_for("gfx1101"), Some("gfx11-generic"));
+        assert_eq!(generic_isa_for("gfx1153"), Some("gfx11-generic"));
+        assert_eq!(generic_isa_for("gfx90c"), Some("gfx9-generic"));
+        assert_eq!(generic_isa_for("gfx950"), Some("gfx9-4-generic"));
+        assert_eq!(generic_isa_for("gfx1013"), Some("gfx10-1-generic"));
+        assert_eq!(generic_isa_for("gfx1036"), Some("gfx10-3-generic"));
+        assert_eq!(generic_isa_for("gfx1201"), Some("gfx12-generic"));
+        for none in ["gfx90a", "gfx908", "gfx803", "gfx1250", "gfx11-generic", ""] {
+            assert_eq!(generic_isa_for(none), None, "{none}");
+        }
+        assert_eq!(
+            processors_served_by("gfx9-4-generic"),
+            ["gfx940", "gfx941", "gfx942", "gfx950"]
+        );
+        assert_eq!(
+            processors_served_by("gfx12-generic"),
+            ["gfx1200", "gfx1201"]
+        );
+        assert!(processors_served_by("gfx13-generic").is_empty());
+        assert_eq!(
+            generic_isa("gfx10-1-generic").map(|g| g.features),
+            Some(&["xnack"][..])
+        );
+        // Each processor has at most one generic ISA, and every name parses
+        // as a generic target id.
+        let mut seen = std::collections::HashSet::new();
+        for g in GENERIC_ISAS {
+            assert!(t(g.name).is_generic(), "{}", g.name);
+            for p in g.processors {
+                assert!(seen.insert(*p), "{p} in two generic ISAs");
+                assert!(!t(p).is_generic());
+            }
+        }
+    }
+
+    #[test]
+    fn generic_fallback_keeps_supported_features() {
+        let fb = |s: &str| t(s).generic_fallback().map(|g| g.to_string());
+        assert_eq!(fb("gfx1100").as_deref(), Some("gfx11-generic"));
+        assert_eq!(
+            fb("gfx942:sramecc+:xnack-").as_deref(),
+            Some("gfx9-4-generic:sramecc+:xnack-")
+        );
+        // gfx9-generic has no sramecc: a gfx9-generic object runs either way.
+        assert_eq!(
+            fb("gfx906:sramecc+:xnack-").as_deref(),
+            Some("gfx9-generic:xnack-")
+        );
+        assert_eq!(
+            fb("gfx1010:xnack+").as_deref(),
+            Some("gfx10-1-generic:xnack+")
+        );
+        assert_eq!(fb("gfx90a:xnack+"), None);
+        assert_eq!(fb("gfx11-generic"), None);
+    }
+
+    #[test]
+    fn accepts_native_and_generic_code_objects() {
+        let mi300 = t("gfx942:sramecc+:xnack-");
+        assert!(mi300.accepts(&t("gfx942")));
+        assert!(mi300.accepts(&t("gfx9-4-generic")));
+        assert!(mi300.accepts(&t("gfx9-4-generic:xnack-")));
+        assert!(!mi300.accepts(&t("gfx9-4-generic:xnack+")));
+        assert!(!mi300.accepts(&t("gfx9-generic")));
+        assert!(!mi300.accepts(&t("gfx90a")));
+        let vega20 = t("gfx906:sramecc-:xnack-");
+        assert!(vega20.accepts(&t("gfx9-generic")));
+        // gfx9-generic cannot carry sramecc, so no such object serves gfx906.
+        assert!(!vega20.accepts(&t("gfx9-generic:sramecc-")));
+        assert!(!t("gfx90a").accepts(&t("gfx9-generic")));
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use rocm_kpack::detect::{
-    detect, ArchOverride, DetectOptions, Detection, HsaOverride, OverrideSource, ScanHook,
-    DEFAULT_MAX_SCANS,
+    detect, process_isas, ArchOverride, DetectOptions, Detection, HsaOverride, OverrideSource,
+    ScanHook, DEFAULT_MAX_SCANS, XNACK_PROCESSORS,
 };
 use rocm_kpack::Error;
 
@@ -554,5 +554,74 @@ fn broken_trees_warn_and_never_panic() {
         "node 5: 4 SIMDs but no gfx_target_version; not counted as a GPU",
     ] {
         assert!(w.contains(needle), "missing {needle:?} in\n{w}");
+    }
+}
+
+#[test]
+fn process_isas_add_the_xnack_mode_the_runtime_runs_with() {
+    // Fixture detections as the HIP runtime of a process names them.
+    for (name, off, on) in [
+        (
+            "mi210",
+            &["gfx90a:sramecc+:xnack-"][..],
+            &["gfx90a:sramecc+:xnack+"][..],
+        ),
+        (
+            "mi300x",
+            &["gfx942:sramecc+:xnack-"],
+            &["gfx942:sramecc+:xnack+"],
+        ),
+        (
+            "old-kernel",
+            &["gfx1030", "gfx908:sramecc+:xnack-"],
+            &["gfx1030", "gfx908:sramecc+:xnack+"],
+        ),
+        ("rx7900xtx", &["gfx1100"], &["gfx1100"]),
+        ("cpu-only", &[], &[]),
+    ] {
+        let targets = run(name).targets;
+        assert_eq!(process_isas(&targets, None), off, "{name}: HSA_XNACK unset");
+        assert_eq!(
+            process_isas(&targets, Some("0")),
+            off,
+            "{name}: HSA_XNACK=0"
+        );
+        assert_eq!(
+            process_isas(&targets, Some("")),
+            off,
+            "{name}: HSA_XNACK empty"
+        );
+        assert_eq!(process_isas(&targets, Some("1")), on, "{name}: HSA_XNACK=1");
+    }
+    assert_eq!(
+        process_isas(
+            &[
+                "gfx906:sramecc-",
+                "gfx900",
+                "gfx801",
+                "gfx90a:xnack+", // already says: kept
+                "gfx1010",       // GFX10+: never xnack
+                "gfx1201",
+                "gfx803",
+                "not a target", // kept as given
+                "gfx900",       // repeat dropped
+            ],
+            None
+        ),
+        [
+            "gfx906:sramecc-:xnack-",
+            "gfx900:xnack-",
+            "gfx801:xnack-",
+            "gfx90a:xnack+",
+            "gfx1010",
+            "gfx1201",
+            "gfx803",
+            "not a target",
+        ]
+    );
+    // Every listed processor gains the feature; the list is GFX8/GFX9 only.
+    for p in XNACK_PROCESSORS {
+        assert_eq!(process_isas(&[p], Some("1")), [format!("{p}:xnack+")]);
+        assert!(p.len() == 6, "{p}: GFX10+ never runs with xnack");
     }
 }

@@ -9,41 +9,29 @@ use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack::bundle::parse_bundle_at;
 use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
+use rocm_kpack_tests::bins;
 use rocm_kpack_tests::fixtures::{self, PayloadKind, Registration};
 
 /// `librocm_kpack_preload.so`, built with the profile of this test binary.
-fn preload() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let out_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
-        let name = out_dir.file_name().expect("profile").to_string_lossy().into_owned();
-        let profile = if name == "debug" { "dev".to_owned() } else { name };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", &profile, "-p", "rocm-kpack-preload", "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
-            .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
-            .status()
-            .expect("cargo build");
-        assert!(status.success(), "building the preload shim failed");
-        let lib = out_dir.join("librocm_kpack_preload.so");
-        assert!(lib.is_file(), "{} missing", lib.display());
-        lib
-    })
+fn preload() -> PathBuf {
+    bins::lib("librocm_kpack_preload.so")
 }
 
-const LOADER_ENV: [&str; 5] = [
+/// Everything that steers the loader or the shim's detection; cleared so
+/// the caller's environment (or GPU) cannot change a test's outcome.
+const LOADER_ENV: [&str; 8] = [
     "ROCM_KPACK_PATH",
     "ROCM_KPACK_PATH_PREFIX",
     "ROCM_KPACK_DISABLE",
     "ROCM_KPACK_DEBUG",
     "ROCM_KPACK_ARCH_OVERRIDE",
+    "ROCM_KPACK_SYSFS_ROOT",
+    "HSA_XNACK",
+    "HSA_OVERRIDE_GFX_VERSION",
 ];
 
 /// A command against the stand-in runtime, recording into `record`, with or
@@ -181,31 +169,10 @@ fn shim_passes_hipf_through_untouched() {
 // ---------------------------------------------------------------------------
 // Split fixtures: `rocm-kpack split-binary`, then run with the shim.
 
-/// `rocm-kpack`, the splitter CLI, built with this test binary's profile.
-fn splitter() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let out_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
-        let name = out_dir.file_name().expect("profile").to_string_lossy().into_owned();
-        let profile = if name == "debug" { "dev".to_owned() } else { name };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", &profile, "-p", "rocm-kpack-splitter", "--bin", "rocm-kpack"])
-            .arg("--manifest-path")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
-            .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
-            .status()
-            .expect("cargo build");
-        assert!(status.success(), "building rocm-kpack failed");
-        out_dir.join("rocm-kpack")
-    })
-}
-
 /// `rocm-kpack split-binary <fat> --out <out>`: host-only binary
 /// `out/<name>`, archives and manifest in `out/.kpack/`.
 fn split(fat: &Path, out: &Path) -> PathBuf {
-    let mut cmd = Command::new(splitter());
+    let mut cmd = bins::command("rocm-kpack");
     cmd.arg("split-binary").arg(fat).arg("--out").arg(out);
     let o = output(&mut cmd);
     assert!(o.status.success(), "{cmd:?}: {}{}", text(&o.stdout), text(&o.stderr));
@@ -308,4 +275,119 @@ fn split_library_with_three_translation_units_through_the_shim() {
         seen.sort_unstable();
         assert_eq!(seen, [0, 1, 2], "{}: each translation unit once", fat.set);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Detected GPUs are named the way the HIP runtime names them in the process:
+// KFD sysfs gives `gfx90a:sramecc+` (xnack is a per-process mode), the
+// runtime runs it as `gfx90a:sramecc+:xnack-` unless HSA_XNACK=1. Detection
+// reads the MI210 fixture tree through ROCM_KPACK_SYSFS_ROOT.
+
+fn mi210_sysfs() -> PathBuf {
+    fixtures::fixture("sysfs/mi210")
+}
+
+#[test]
+fn shim_adds_the_process_xnack_mode_to_detected_gpus() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let archive = tmp.path().join("x.kpack");
+    let minus = b"\x7fELF gfx90a:xnack- build".repeat(40);
+    let plus = b"\x7fELF gfx90a:xnack+ build".repeat(30);
+    write_archive(
+        &archive,
+        &[
+            ("lib/libx.so#5", "gfx90a:xnack-", &minus),
+            ("lib/libx.so#5", "gfx90a:xnack+", &plus),
+            ("lib/libx.so#5", "gfx1100", b"another GPU"),
+        ],
+    );
+    for (hsa_xnack, arch, want) in [
+        (None, "gfx90a:xnack-", &minus),
+        (Some("0"), "gfx90a:xnack-", &minus),
+        (Some("1"), "gfx90a:xnack+", &plus),
+    ] {
+        let record = tmp.path().join(format!("rec-{hsa_xnack:?}"));
+        fs::create_dir_all(&record).expect("mkdir");
+        let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
+        cmd.arg("hipk").env("ROCM_KPACK_PATH", &archive).env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
+        if let Some(v) = hsa_xnack {
+            cmd.env("HSA_XNACK", v);
+        }
+        let out = output(&mut cmd);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let regs = registrations(&record);
+        assert_eq!(regs.len(), 1);
+        assert_eq!(regs[0].magic, HIPF_MAGIC, "HSA_XNACK={hsa_xnack:?}: {}", text(&out.stderr));
+        let entries = bundle_entries(&regs[0]);
+        let triples: Vec<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            triples,
+            ["host-x86_64-unknown-linux--".to_owned(), format!("hipv4-amdgcn-amd-amdhsa--{arch}")],
+            "HSA_XNACK={hsa_xnack:?}"
+        );
+        assert!(entries[1].1 == *want, "HSA_XNACK={hsa_xnack:?}: wrong bytes");
+    }
+
+    // ROCM_KPACK_ARCH_OVERRIDE is used as given: `gfx90a:sramecc+` stays
+    // without xnack, and no build in the archive is usable with both modes.
+    let record = tmp.path().join("rec-override");
+    fs::create_dir_all(&record).expect("mkdir");
+    let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
+    cmd.arg("hipk")
+        .env("ROCM_KPACK_PATH", &archive)
+        .env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs())
+        .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a:sramecc+");
+    let out = output(&mut cmd);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("no device code for gfx90a:sramecc+ "), "{stderr}");
+    assert_eq!(registrations(&record).first().map(|r| r.magic), Some(HIPK_MAGIC));
+}
+
+/// Compiles a program that `dlopen`s its argument with lazy binding (a real
+/// ROCm library references HIP functions the stand-in lacks, and calls
+/// none of them while loading) and exits without unloading it.
+fn dlopen_lazy(dir: &Path) -> PathBuf {
+    let src = dir.join("dlopen_lazy.c");
+    fs::write(
+        &src,
+        "#include <dlfcn.h>\n#include <stdio.h>\n\
+         int main(int argc, char **argv) {\n\
+           if (argc != 2) return 1;\n\
+           if (!dlopen(argv[1], RTLD_LAZY | RTLD_LOCAL)) { fprintf(stderr, \"%s\\n\", dlerror()); return 2; }\n\
+           return 0;\n\
+         }\n",
+    )
+    .expect("write source");
+    let exe = dir.join("dlopen_lazy");
+    let o = output(Command::new("cc").arg("-o").arg(&exe).arg(&src).arg("-ldl"));
+    assert!(o.status.success(), "cc: {}", text(&o.stderr));
+    exe
+}
+
+#[test]
+fn mi210_gets_debian_rocrand_xnack_minus_code_object_through_the_shim() {
+    let root = rocm_kpack_tests::debian::extracted("librocrand1").expect("librocrand (scripts/test.sh fetches it)");
+    let fat = root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let host = split(&fat, &tmp.path().join("split"));
+    let original = original_code_objects(&fat, 0);
+    let (_, want) = original.iter().find(|(t, _)| t == "gfx90a:xnack-").expect("Debian ships gfx90a:xnack-");
+
+    // librocrand links libamdhip64.so.5: the stand-in under that name.
+    let hip = tmp.path().join("hip");
+    fs::create_dir_all(&hip).expect("mkdir");
+    std::os::unix::fs::symlink(fixtures::stub_lib(), hip.join("libamdhip64.so.5")).expect("symlink");
+    let record = tmp.path().join("rec");
+    fs::create_dir_all(&record).expect("mkdir");
+    let mut cmd = with_stub(Command::new(dlopen_lazy(tmp.path())), &record, true);
+    cmd.arg(&host).env("LD_LIBRARY_PATH", &hip).env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
+    let out = output(&mut cmd);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let regs = registrations(&record);
+    assert_eq!(regs.len(), 1, "{}", text(&out.stderr));
+    assert_eq!(regs[0].magic, HIPF_MAGIC, "{}", text(&out.stderr));
+    let entries = bundle_entries(&regs[0]);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[1].0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+    assert!(entries[1].1 == *want, "gfx90a:xnack- code object differs from Debian's");
 }

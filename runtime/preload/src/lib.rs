@@ -7,9 +7,12 @@
 //! - HIPF wrappers go to the real function untouched.
 //! - For a HIPK wrapper it finds the host binary from the address of the
 //!   marker the wrapper points at (`/proc/self/maps`), reads the marker, takes
-//!   `co_index` from `reserved1`, detects the local GPU targets (KFD sysfs,
-//!   or `ROCM_KPACK_ARCH_OVERRIDE`), loads one code object per target through
-//!   the loader (native target first, then its generic family), builds an
+//!   `co_index` from `reserved1`, finds the local GPU targets
+//!   (`ROCM_KPACK_ARCH_OVERRIDE` as given, else KFD sysfs detection with the
+//!   process's xnack mode added the way the HIP runtime names the device
+//!   ISA: `gfx90a:sramecc+` runs as `gfx90a:sramecc+:xnack-` unless
+//!   `HSA_XNACK=1`), loads one code object per target through the loader
+//!   (native target first, then its generic ISA), builds an
 //!   uncompressed offload bundle (host entry + one `hipv4-` entry per code
 //!   object) and registers a HIPF wrapper pointing at it with the real
 //!   `__hipRegisterFatBinary` (`dlsym(RTLD_NEXT)`). Bundle and wrapper live
@@ -21,8 +24,8 @@
 //!
 //! `ROCM_KPACK_DEBUG` (truthy) also prints what was registered. The loader
 //! environment (`ROCM_KPACK_PATH`, `..._PREFIX`, `..._DISABLE`) applies.
-
-mod generic;
+//! `ROCM_KPACK_SYSFS_ROOT` (for tests) makes detection read sysfs below that
+//! directory instead of `/`.
 
 use std::alloc::Layout;
 use std::collections::HashMap;
@@ -33,6 +36,7 @@ use std::sync::{Mutex, OnceLock};
 use rocm_kpack::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack::loader::{self, Cache, LoaderConfig};
 use rocm_kpack::marker::Marker;
+use rocm_kpack::target::TargetId;
 use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_VERSION};
 
 /// Host entry of the bundles we build (what clang 19 emits).
@@ -112,11 +116,13 @@ fn cache() -> &'static Cache {
     })
 }
 
-/// The machine's targets, detected once per process.
+/// The targets to load for, found once per process: the override's list as
+/// given, else the detected GPUs' ISAs as the HIP runtime names them in
+/// this process (with its xnack mode, from `HSA_XNACK`).
 fn local_targets() -> Result<&'static [String], String> {
     static TARGETS: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
     TARGETS
-        .get_or_init(|| rocm_kpack::detect::local_targets().map_err(|e| e.to_string()))
+        .get_or_init(|| rocm_kpack::detect::local_process_isas().map_err(|e| e.to_string()))
         .as_deref()
         .map_err(Clone::clone)
 }
@@ -341,7 +347,8 @@ fn load_for_targets(marker: &Marker, binary: &Path, co_index: u32, targets: &[St
     let mut failures: Vec<(String, rocm_kpack::Error)> = Vec::new();
     for target in targets {
         let mut arch_list = vec![target.clone()];
-        arch_list.extend(generic::generic_for(target));
+        let fallback = TargetId::parse(target).ok().and_then(|id| id.generic_fallback());
+        arch_list.extend(fallback.map(|g| g.to_string()));
         match cache().load_code_object(marker, binary, co_index, &arch_list) {
             Ok(co) => {
                 if !out.iter().any(|(a, _)| *a == co.arch) {

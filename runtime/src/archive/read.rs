@@ -11,8 +11,9 @@ use memmap2::Mmap;
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
+use std::mem::MaybeUninit;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// A byte range inside the archive file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,34 +23,186 @@ struct Span {
 }
 
 enum Backing {
-    Mapped(Mmap),
+    /// The file mapped, and kept open for small reads (see
+    /// [`Backing::read_u32_le`]).
+    Mapped(Mmap, File),
     Owned(Vec<u8>),
 }
 
 impl Backing {
     fn bytes(&self) -> &[u8] {
         match self {
-            Backing::Mapped(m) => m,
+            Backing::Mapped(m, _) => m,
             Backing::Owned(v) => v,
         }
     }
-}
 
-/// Frame-index failure, kept as plain data so the cached result can be
-/// turned into a fresh [`Error`] on every call.
-type FrameIndex = std::result::Result<Vec<Span>, (u64, String)>;
+    /// The little-endian `u32` at `at`, if in bounds. From a file, read with
+    /// `pread` rather than through the map: the zstd frame walk reads one
+    /// prefix per frame, each on its own page, and a 4-byte read costs
+    /// several times less than faulting a page in (and maps nothing).
+    fn read_u32_le(&self, at: u64) -> Option<u32> {
+        let bytes = self.bytes();
+        let end = at.checked_add(4)?;
+        if end > bytes.len() as u64 {
+            return None;
+        }
+        #[cfg(unix)]
+        if let Backing::Mapped(_, file) = self {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 4];
+            if file.read_exact_at(&mut buf, at).is_ok() {
+                return Some(u32::from_le_bytes(buf));
+            }
+            // A failed read falls back to the map, which sees the same file.
+        }
+        read_u32_le(bytes, at)
+    }
+}
 
 enum Blobs {
     /// `none`: blob spans from the TOC's `blobs` array, by ordinal.
     Plain(Vec<Span>),
-    /// `zstd-per-kernel`: the region, its frame count, and the frame spans,
-    /// found by walking the size prefixes on first use (so opening an
-    /// archive reads no blob pages).
-    Zstd {
-        region: Span,
-        num_frames: u32,
-        frames: OnceLock<FrameIndex>,
-    },
+    /// `zstd-per-kernel`: frames located on demand (so opening an archive
+    /// reads no blob pages).
+    Zstd(FrameIndex),
+}
+
+/// The frame spans of a zstd region, found by walking the `u32` size
+/// prefixes only as far as the highest ordinal asked for so far, reading
+/// each with `pread` ([`Backing::read_u32_le`]). Each prefix sits on its own
+/// page, so walking every frame through the map at first use faulted in one
+/// page per frame (hundreds for a family archive, about 1 ms) before the
+/// first kernel could load.
+///
+/// The span of frame `i` depends only on prefixes `0..=i` (and, for the
+/// last frame, on ending exactly at the region end), so what a request
+/// sees does not depend on which requests came before it: a broken prefix
+/// makes its own frame and every later one unreadable, never earlier ones.
+struct FrameIndex {
+    region: Span,
+    num_frames: u32,
+    /// Every span, once the walk has located them all: lookups then take
+    /// no lock.
+    complete: OnceLock<Box<[Span]>>,
+    /// The walk so far. Held only while extending the walk or copying a
+    /// span out, never while decompressing.
+    walk: Mutex<FrameWalk>,
+}
+
+struct FrameWalk {
+    /// Spans of frames `0..spans.len()`.
+    spans: Vec<Span>,
+    /// Offset of the next size prefix.
+    next: u64,
+    /// Why frame `spans.len()` cannot be located (offset, detail), kept
+    /// as plain data so each call gets a fresh [`Error`].
+    broken: Option<(u64, String)>,
+}
+
+impl FrameIndex {
+    fn new(region: Span, num_frames: u32) -> Self {
+        FrameIndex {
+            region,
+            num_frames,
+            complete: OnceLock::new(),
+            walk: Mutex::new(FrameWalk {
+                spans: Vec::new(),
+                next: region.offset.saturating_add(4),
+                broken: None,
+            }),
+        }
+    }
+
+    /// The span of frame `ordinal`, walking prefixes up to it if needed.
+    fn span(&self, data: &Backing, ordinal: u32) -> Result<Span> {
+        if ordinal >= self.num_frames {
+            return Err(Error::InvalidArgument(format!(
+                "ordinal {ordinal} out of range ({} blobs)",
+                self.num_frames
+            )));
+        }
+        let i = ordinal as usize;
+        if let Some(all) = self.complete.get() {
+            return all
+                .get(i)
+                .copied()
+                .ok_or_else(|| Error::InvalidArgument(format!("ordinal {ordinal} out of range")));
+        }
+        // Nothing under the lock can panic midway through an update, so a
+        // poisoned walk is still consistent.
+        let mut walk = self.walk.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(all) = self.complete.get() {
+            // Another thread finished the walk while we waited.
+            return all
+                .get(i)
+                .copied()
+                .ok_or_else(|| Error::InvalidArgument(format!("ordinal {ordinal} out of range")));
+        }
+        while walk.spans.len() <= i {
+            if let Some((at, detail)) = &walk.broken {
+                return Err(Error::format("kpack zstd region", *at, detail.clone()));
+            }
+            let index = walk.spans.len() as u32;
+            match self.locate(data, index, walk.next) {
+                Ok(span) => {
+                    walk.next = span.offset + span.len;
+                    walk.spans.push(span);
+                }
+                Err(broken) => walk.broken = Some(broken),
+            }
+        }
+        let span = walk.spans.get(i).copied();
+        if walk.spans.len() == self.num_frames as usize {
+            let _ = self
+                .complete
+                .set(std::mem::take(&mut walk.spans).into_boxed_slice());
+        }
+        span.ok_or_else(|| Error::InvalidArgument(format!("ordinal {ordinal} out of range")))
+    }
+
+    /// Frame `index`, whose size prefix is at `pos`.
+    fn locate(
+        &self,
+        data: &Backing,
+        index: u32,
+        pos: u64,
+    ) -> std::result::Result<Span, (u64, String)> {
+        let end = self.region.offset.saturating_add(self.region.len);
+        let size = match pos.checked_add(4) {
+            Some(p) if p <= end => data.read_u32_le(pos),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            (
+                pos,
+                format!("size prefix of frame {index} runs past the region"),
+            )
+        })?;
+        let offset = pos + 4;
+        let frame_end = match offset.checked_add(u64::from(size)) {
+            Some(e) if e <= end => e,
+            _ => {
+                return Err((
+                    offset,
+                    format!("frame {index} of {size} bytes runs past the region end {end}"),
+                ))
+            }
+        };
+        if index + 1 == self.num_frames && frame_end != end {
+            return Err((
+                frame_end,
+                format!(
+                    "{} unused bytes after the last frame ({index})",
+                    end - frame_end
+                ),
+            ));
+        }
+        Ok(Span {
+            offset,
+            len: u64::from(size),
+        })
+    }
 }
 
 struct BinaryToc {
@@ -60,8 +213,9 @@ struct BinaryToc {
 /// An open `.kpack` archive.
 ///
 /// `Send + Sync`: [`Archive::kernel`] takes `&self` and may run on many
-/// threads at once; each call decompresses with its own zstd context, and
-/// the only shared mutable state is a once-initialised frame index.
+/// threads at once; each thread decompresses with its own zstd context,
+/// and the only shared mutable state is the frame index, locked only while
+/// it grows (never during decompression).
 pub struct Archive {
     data: Backing,
     group_name: String,
@@ -91,8 +245,12 @@ fn toc_err(toc_offset: u64, detail: impl Into<String>) -> Error {
     Error::format("kpack TOC", toc_offset, detail)
 }
 
+// The helpers below take the name of what they check as `impl Display` and
+// format it only on the error path: a TOC has hundreds of entries, and
+// building their error context eagerly was most of the cost of opening.
+
 /// The pairs of a map with distinct str keys, or an error naming `what`.
-fn map_of<'v>(v: &'v Value, what: &str, at: u64) -> Result<Vec<(&'v str, &'v Value)>> {
+fn map_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<Vec<(&str, &Value)>> {
     v.map_entries().ok_or_else(|| {
         toc_err(
             at,
@@ -108,12 +266,12 @@ fn map_of<'v>(v: &'v Value, what: &str, at: u64) -> Result<Vec<(&'v str, &'v Val
     })
 }
 
-fn str_of<'v>(v: &'v Value, what: &str, at: u64) -> Result<&'v str> {
+fn str_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<&str> {
     v.as_str()
         .ok_or_else(|| toc_err(at, format!("{what} must be a str, found {}", v.type_name())))
 }
 
-fn uint_of(v: &Value, what: &str, at: u64) -> Result<u64> {
+fn uint_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<u64> {
     v.as_u64().ok_or_else(|| {
         toc_err(
             at,
@@ -122,8 +280,36 @@ fn uint_of(v: &Value, what: &str, at: u64) -> Result<u64> {
     })
 }
 
-fn required<'v>(v: Option<&'v Value>, what: &str, at: u64) -> Result<&'v Value> {
+fn required(v: Option<&Value>, what: impl fmt::Display, at: u64) -> Result<&Value> {
     v.ok_or_else(|| toc_err(at, format!("missing {what}")))
+}
+
+/// Names a field of a TOC entry (`toc["lib/x.so#0"]["gfx1100"].ordinal`)
+/// when displayed; costs nothing until then.
+#[derive(Clone, Copy)]
+struct EntryField<'a> {
+    binary: &'a str,
+    arch: &'a str,
+    field: &'static str,
+}
+
+impl fmt::Display for EntryField<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "toc[{:?}][{:?}].{}", self.binary, self.arch, self.field)
+    }
+}
+
+/// Names a field of a `blobs` element (`blobs[3].size`) when displayed.
+#[derive(Clone, Copy)]
+struct BlobField {
+    index: usize,
+    field: &'static str,
+}
+
+impl fmt::Display for BlobField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "blobs[{}].{}", self.index, self.field)
+    }
 }
 
 fn read_u32_le(data: &[u8], at: u64) -> Option<u32> {
@@ -305,10 +491,13 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
             let mut spans = Vec::with_capacity(list.len());
             for (i, b) in list.iter().enumerate() {
                 let m = map_of(b, "blobs element", at)?;
-                let field = |key: &str| {
+                let field = |key: &'static str| {
                     let v = m.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-                    let what = format!("blobs[{i}].{key}");
-                    uint_of(required(v, &what, at)?, &what, at)
+                    let what = BlobField {
+                        index: i,
+                        field: key,
+                    };
+                    uint_of(required(v, what, at)?, what, at)
                 };
                 let span = Span {
                     offset: field("offset")?,
@@ -383,7 +572,17 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
                     format!("num_frames {num_frames} cannot fit in {size} bytes"),
                 ));
             }
-            let mut sizes: HashMap<u32, u64> = HashMap::new();
+            // With no frames the region is just the count; checked here
+            // because no request will ever walk it.
+            if num_frames == 0 && size != 4 {
+                return Err(Error::format(
+                    "kpack zstd region",
+                    offset,
+                    format!("no frames, but the region is {size} bytes"),
+                ));
+            }
+            let entry_count: usize = toc.iter().map(|b| b.arches.len()).sum();
+            let mut sizes: HashMap<u32, u64> = HashMap::with_capacity(entry_count);
             for (binary, arch, e) in toc_entries(&toc) {
                 if e.ordinal >= num_frames {
                     return Err(toc_err(
@@ -406,11 +605,7 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
                     }
                 }
             }
-            Blobs::Zstd {
-                region: Span { offset, len: size },
-                num_frames,
-                frames: OnceLock::new(),
-            }
+            Blobs::Zstd(FrameIndex::new(Span { offset, len: size }, num_frames))
         }
     };
 
@@ -426,23 +621,27 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
 }
 
 fn parse_entry(v: &Value, binary: &str, arch: &str, at: u64) -> Result<TocEntry> {
-    let what = |field: &str| format!("toc[{binary:?}][{arch:?}].{field}");
-    let m = map_of(v, &what("entry"), at)?;
+    let what = |field: &'static str| EntryField {
+        binary,
+        arch,
+        field,
+    };
+    let m = map_of(v, what("entry"), at)?;
     let get = |key: &str| m.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-    let kind = str_of(required(get("type"), &what("type"), at)?, &what("type"), at)?;
+    let kind = str_of(required(get("type"), what("type"), at)?, what("type"), at)?;
     if kind != "hsaco" {
         tracing::debug!(binary, arch, kind, "kpack TOC: entry type is not \"hsaco\"");
     }
     let ordinal = uint_of(
-        required(get("ordinal"), &what("ordinal"), at)?,
-        &what("ordinal"),
+        required(get("ordinal"), what("ordinal"), at)?,
+        what("ordinal"),
         at,
     )?;
     let ordinal = u32::try_from(ordinal)
         .map_err(|_| toc_err(at, format!("{} {ordinal} exceeds u32", what("ordinal"))))?;
     let original_size = uint_of(
-        required(get("original_size"), &what("original_size"), at)?,
-        &what("original_size"),
+        required(get("original_size"), what("original_size"), at)?,
+        what("original_size"),
         at,
     )?;
     if original_size > MAX_KERNEL_SIZE {
@@ -483,55 +682,13 @@ fn toc_entries(toc: &[BinaryToc]) -> impl Iterator<Item = (&str, &str, &TocEntry
     })
 }
 
-/// Walks the `u32 size` prefixes of a zstd region.
-fn build_frame_index(data: &[u8], region: Span, num_frames: u32) -> FrameIndex {
-    let end = region
-        .offset
-        .checked_add(region.len)
-        .ok_or((region.offset, "region end overflows".to_owned()))?;
-    let mut pos = region.offset + 4;
-    let mut frames = Vec::with_capacity(num_frames as usize);
-    for i in 0..num_frames {
-        let size = match read_u32_le(data, pos) {
-            Some(s) if pos + 4 <= end => u64::from(s),
-            _ => {
-                return Err((
-                    pos,
-                    format!("size prefix of frame {i} runs past the region"),
-                ))
-            }
-        };
-        pos += 4;
-        match pos.checked_add(size) {
-            Some(frame_end) if frame_end <= end => {}
-            _ => {
-                return Err((
-                    pos,
-                    format!("frame {i} of {size} bytes runs past the region end {end}"),
-                ))
-            }
-        }
-        frames.push(Span {
-            offset: pos,
-            len: size,
-        });
-        pos += size;
-    }
-    if pos != end {
-        return Err((
-            pos,
-            format!("{} unused bytes after the last frame", end - pos),
-        ));
-    }
-    Ok(frames)
-}
-
-/// Decompresses one frame that must hold exactly `expected` bytes (when
-/// known). Checks the declared content size against the TOC and against
-/// [`MAX_ZSTD_RATIO`] before allocating anything.
-fn decompress_frame(frame: &[u8], at: u64, expected: Option<u64>) -> Result<Vec<u8>> {
-    let fail =
-        |detail: String| Error::Decompression(format!("zstd frame at offset {at}: {detail}"));
+/// Checks a zstd frame that must decode to exactly `expected` bytes (when
+/// known) without decompressing it: the declared content size against the
+/// TOC and [`MAX_ZSTD_RATIO`], and the frame's own length against its
+/// span. Returns the content size, so buffers are sized from input the
+/// frame justifies.
+fn check_frame(frame: &[u8], at: u64, expected: Option<u64>) -> Result<usize> {
+    let fail = |detail: String| frame_error(at, detail);
     let content_size = match zstd::zstd_safe::get_frame_content_size(frame) {
         Ok(Some(n)) => n,
         Ok(None) => return Err(fail("frame header lacks the content size".into())),
@@ -566,16 +723,101 @@ fn decompress_frame(frame: &[u8], at: u64, expected: Option<u64>) -> Result<Vec<
             )))
         }
     }
-    let capacity =
-        usize::try_from(content_size).map_err(|_| fail("size exceeds address space".into()))?;
-    let out = zstd::bulk::decompress(frame, capacity).map_err(|e| fail(e.to_string()))?;
-    if out.len() as u64 != content_size {
-        return Err(fail(format!(
-            "decompressed to {} bytes, frame declares {content_size}",
-            out.len()
-        )));
+    usize::try_from(content_size).map_err(|_| fail("size exceeds address space".into()))
+}
+
+fn frame_error(at: u64, detail: String) -> Error {
+    Error::Decompression(format!("zstd frame at offset {at}: {detail}"))
+}
+
+/// The part of a caller's buffer zstd may write to, as zstd's output
+/// buffer type. Only the first `filled` bytes are initialized.
+struct Uninit<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    filled: usize,
+}
+
+// SAFETY: `as_mut_ptr` is valid for writes of `capacity()` bytes (the whole
+// slice); `as_slice` covers only the `filled` bytes zstd reported writing;
+// `filled_until` is the only thing that grows `filled`.
+unsafe impl zstd::zstd_safe::WriteBuf for Uninit<'_> {
+    fn as_slice(&self) -> &[u8] {
+        let init = self.buf.get(..self.filled).unwrap_or_default();
+        // SAFETY: the first `filled` bytes were written by zstd.
+        unsafe { std::slice::from_raw_parts(init.as_ptr().cast::<u8>(), init.len()) }
     }
-    Ok(out)
+
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr().cast::<u8>()
+    }
+
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n.min(self.buf.len());
+    }
+}
+
+/// Decompresses a checked frame of `len` content bytes into the first
+/// `len` bytes of `out`, initializing exactly those.
+fn decompress_into(frame: &[u8], at: u64, len: usize, out: &mut [MaybeUninit<u8>]) -> Result<()> {
+    let have = out.len();
+    let out = out.get_mut(..len).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "output buffer of {have} bytes is too small for a {len}-byte kernel"
+        ))
+    })?;
+    let mut buf = Uninit {
+        buf: out,
+        filled: 0,
+    };
+    let written = with_dctx(|dctx| dctx.decompress(&mut buf, frame))?
+        .map_err(|code| frame_error(at, zstd::zstd_safe::get_error_name(code).to_owned()))?;
+    if written != len || buf.filled != len {
+        return Err(frame_error(
+            at,
+            format!("decompressed to {written} bytes, frame declares {len}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `f` with this thread's zstd decompression context, created on
+/// first use, so loading many kernels does not set one up per kernel. The
+/// context is taken out of its slot while in use: a nested call, or one
+/// during thread teardown, simply gets a fresh context.
+fn with_dctx<R>(f: impl FnOnce(&mut zstd::zstd_safe::DCtx<'static>) -> R) -> Result<R> {
+    use std::cell::Cell;
+    thread_local! {
+        static DCTX: Cell<Option<zstd::zstd_safe::DCtx<'static>>> = const { Cell::new(None) };
+    }
+    let cached = DCTX.try_with(Cell::take).ok().flatten();
+    let mut dctx = match cached {
+        Some(d) => d,
+        None => zstd::zstd_safe::DCtx::try_create()
+            .ok_or_else(|| Error::Decompression("cannot create a zstd context".into()))?,
+    };
+    let r = f(&mut dctx);
+    let _ = DCTX.try_with(|slot| slot.set(Some(dctx)));
+    Ok(r)
+}
+
+/// View of an initialized byte buffer as possibly-uninitialized bytes, for
+/// the one write path.
+fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and everything
+    // written through the view is an initialized byte, so `out` stays
+    // initialized.
+    unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<MaybeUninit<u8>>(), out.len()) }
+}
+
+/// A blob located and checked, ready to be decompressed or copied.
+struct Located<'a> {
+    bytes: &'a [u8],
+    at: u64,
+    len: usize,
 }
 
 impl Archive {
@@ -598,7 +840,7 @@ impl Archive {
         // not change while mapped; every read below is bounds-checked.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         // Name the file in structural errors: a loader tries several.
-        Self::from_backing(Backing::Mapped(map)).map_err(|e| match e {
+        Self::from_backing(Backing::Mapped(map, file)).map_err(|e| match e {
             Error::InvalidFormat {
                 what,
                 offset,
@@ -687,7 +929,7 @@ impl Archive {
     pub fn blob_count(&self) -> u32 {
         match &self.blobs {
             Blobs::Plain(spans) => u32::try_from(spans.len()).unwrap_or(u32::MAX),
-            Blobs::Zstd { num_frames, .. } => *num_frames,
+            Blobs::Zstd(index) => index.num_frames,
         }
     }
 
@@ -709,7 +951,7 @@ impl Archive {
     /// `(zstd_offset, zstd_size)` for zstd archives.
     pub fn zstd_region(&self) -> Option<(u64, u64)> {
         match &self.blobs {
-            Blobs::Zstd { region, .. } => Some((region.offset, region.len)),
+            Blobs::Zstd(index) => Some((index.region.offset, index.region.len)),
             Blobs::Plain(_) => None,
         }
     }
@@ -722,13 +964,46 @@ impl Archive {
 
     /// The code object for an exact (binary key, arch key) pair.
     pub fn kernel(&self, binary: &str, arch: &str) -> Result<Vec<u8>> {
-        let entry = self
-            .entry(binary, arch)
-            .ok_or_else(|| Error::KernelNotFound {
-                binary: binary.to_owned(),
-                arch: arch.to_owned(),
-            })?;
+        let entry = self.entry_or_err(binary, arch)?;
         self.read_blob(entry.ordinal, Some(entry.original_size))
+    }
+
+    /// Size of the code object for (binary, arch) once decompressed, after
+    /// checking its blob against the TOC (for zstd: the frame header and
+    /// length), without decompressing it.
+    pub fn kernel_len(&self, binary: &str, arch: &str) -> Result<usize> {
+        let entry = self.entry_or_err(binary, arch)?;
+        Ok(self.locate(entry.ordinal, Some(entry.original_size))?.len)
+    }
+
+    /// Decompresses the code object for (binary, arch) into the start of
+    /// `out`, which must hold at least [`Self::kernel_len`] bytes; returns
+    /// the number of bytes written. Nothing is allocated for the kernel.
+    pub fn kernel_into(&self, binary: &str, arch: &str, out: &mut [u8]) -> Result<usize> {
+        let entry = self.entry_or_err(binary, arch)?;
+        let blob = self.locate(entry.ordinal, Some(entry.original_size))?;
+        self.fill(&blob, as_uninit(out))?;
+        Ok(blob.len)
+    }
+
+    /// Decompresses the code object for (binary, arch) into a buffer the
+    /// caller provides once its size is known: `alloc(len)` is called
+    /// exactly once, after the blob was checked against the TOC (so `len`
+    /// is justified by the archive's bytes), and must return a buffer of at
+    /// least `len` bytes. On success its first `len` bytes are initialized
+    /// with the code object; on failure the buffer is dropped. Lets a caller
+    /// hand out memory it allocates itself (e.g. `malloc` for C) without a
+    /// copy.
+    pub fn kernel_with<B, F>(&self, binary: &str, arch: &str, alloc: F) -> Result<(B, usize)>
+    where
+        B: AsMut<[MaybeUninit<u8>]>,
+        F: FnOnce(usize) -> Result<B>,
+    {
+        let entry = self.entry_or_err(binary, arch)?;
+        let blob = self.locate(entry.ordinal, Some(entry.original_size))?;
+        let mut buf = alloc(blob.len)?;
+        self.fill(&blob, buf.as_mut())?;
+        Ok((buf, blob.len))
     }
 
     /// The blob with this ordinal, decompressed.
@@ -749,32 +1024,28 @@ impl Archive {
         Ok(())
     }
 
-    fn frames(&self) -> Result<&[Span]> {
-        match &self.blobs {
-            Blobs::Zstd {
-                region,
-                num_frames,
-                frames,
-            } => frames
-                .get_or_init(|| build_frame_index(self.data.bytes(), *region, *num_frames))
-                .as_deref()
-                .map_err(|(at, detail)| Error::format("kpack zstd region", *at, detail.clone())),
-            Blobs::Plain(spans) => Ok(spans),
-        }
+    fn entry_or_err(&self, binary: &str, arch: &str) -> Result<&TocEntry> {
+        self.entry(binary, arch)
+            .ok_or_else(|| Error::KernelNotFound {
+                binary: binary.to_owned(),
+                arch: arch.to_owned(),
+            })
     }
 
     fn blob_span(&self, ordinal: u32) -> Result<Span> {
-        let spans = self.frames()?;
-        usize::try_from(ordinal)
-            .ok()
-            .and_then(|i| spans.get(i))
-            .copied()
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "ordinal {ordinal} out of range ({} blobs)",
-                    spans.len()
-                ))
-            })
+        match &self.blobs {
+            Blobs::Zstd(index) => index.span(&self.data, ordinal),
+            Blobs::Plain(spans) => usize::try_from(ordinal)
+                .ok()
+                .and_then(|i| spans.get(i))
+                .copied()
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "ordinal {ordinal} out of range ({} blobs)",
+                        spans.len()
+                    ))
+                }),
+        }
     }
 
     fn slice(&self, span: Span) -> Result<&[u8]> {
@@ -789,10 +1060,12 @@ impl Archive {
             .ok_or_else(|| Error::format("kpack blob", span.offset, "blob runs past end of file"))
     }
 
-    fn read_blob(&self, ordinal: u32, expected: Option<u64>) -> Result<Vec<u8>> {
+    /// Finds blob `ordinal` and checks it holds `expected` bytes (when
+    /// known) before anything is allocated for it.
+    fn locate(&self, ordinal: u32, expected: Option<u64>) -> Result<Located<'_>> {
         let span = self.blob_span(ordinal)?;
         let bytes = self.slice(span)?;
-        match self.scheme {
+        let len = match self.scheme {
             CompressionScheme::None => {
                 if let Some(expected) = expected {
                     if expected != span.len {
@@ -806,9 +1079,45 @@ impl Archive {
                         ));
                     }
                 }
-                Ok(bytes.to_vec())
+                bytes.len()
             }
-            CompressionScheme::ZstdPerKernel => decompress_frame(bytes, span.offset, expected),
+            CompressionScheme::ZstdPerKernel => check_frame(bytes, span.offset, expected)?,
+        };
+        Ok(Located {
+            bytes,
+            at: span.offset,
+            len,
+        })
+    }
+
+    /// Writes a located blob's content into the first `blob.len` bytes of
+    /// `out`, initializing exactly those.
+    fn fill(&self, blob: &Located<'_>, out: &mut [MaybeUninit<u8>]) -> Result<()> {
+        match self.scheme {
+            CompressionScheme::ZstdPerKernel => decompress_into(blob.bytes, blob.at, blob.len, out),
+            CompressionScheme::None => {
+                let have = out.len();
+                let out = out.get_mut(..blob.bytes.len()).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "output buffer of {have} bytes is too small for a {}-byte kernel",
+                        blob.bytes.len()
+                    ))
+                })?;
+                for (o, b) in out.iter_mut().zip(blob.bytes) {
+                    o.write(*b);
+                }
+                Ok(())
+            }
         }
+    }
+
+    fn read_blob(&self, ordinal: u32, expected: Option<u64>) -> Result<Vec<u8>> {
+        let blob = self.locate(ordinal, expected)?;
+        let mut out: Vec<u8> = Vec::with_capacity(blob.len);
+        self.fill(&blob, out.spare_capacity_mut())?;
+        // SAFETY: `fill` succeeded, so it initialized the first `blob.len`
+        // bytes of the spare capacity, which holds at least that many.
+        unsafe { out.set_len(blob.len) };
+        Ok(out)
     }
 }

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::handles::{archive_ref, c_str, code, malloc_copy, out_slot, KpackArchive};
+use super::handles::{archive_ref, c_str, code, malloc_for, out_slot, KpackArchive};
 use super::panic::{boundary, boundary_void};
 use super::{kpack_archive_t, kpack_error_t};
 use crate::archive::Archive;
@@ -137,9 +137,14 @@ pub unsafe extern "C" fn kpack_get_kernel(
         let (Ok(binary), Ok(arch)) = (binary.to_str(), arch.to_str()) else {
             return Err(ErrorCode::KernelNotFound);
         };
-        let bytes = a.archive.kernel(binary, arch).map_err(code)?;
-        *data_out = malloc_copy(&bytes)?;
-        *size_out = bytes.len();
+        // Decompressed straight into the buffer the caller gets.
+        let mut oom = false;
+        let (buf, len) = a
+            .archive
+            .kernel_with(binary, arch, malloc_for(&mut oom))
+            .map_err(|e| if oom { ErrorCode::OutOfMemory } else { code(e) })?;
+        *data_out = buf.into_raw();
+        *size_out = len;
         Ok(())
     })
 }

@@ -2,6 +2,7 @@
 //! references. Every check failure is `KPACK_ERROR_INVALID_ARGUMENT`.
 
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::archive::Archive;
@@ -101,17 +102,59 @@ pub(crate) unsafe fn cache_ref<'a>(handle: kpack_cache_t) -> Result<&'a KpackCac
     unsafe { handle.cast_const().as_ref() }.ok_or(ErrorCode::InvalidArgument)
 }
 
-/// Copy `data` into a `malloc` buffer the C caller frees (never NULL on
-/// success, even for zero bytes).
-pub(crate) fn malloc_copy(data: &[u8]) -> Result<*mut c_void, ErrorCode> {
-    // SAFETY: plain allocation; checked for NULL below.
-    let buf = unsafe { libc::malloc(data.len().max(1)) };
-    if buf.is_null() {
-        return Err(ErrorCode::OutOfMemory);
+/// A `malloc` buffer on its way to a C caller: freed on drop unless handed
+/// out with [`MallocBuf::into_raw`]. Code objects are decompressed straight
+/// into it ([`crate::archive::Archive::kernel_with`]), so the caller's
+/// buffer costs no extra copy.
+pub(crate) struct MallocBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl MallocBuf {
+    /// `len` bytes (at least one, so success is never NULL), or `None` when
+    /// `malloc` fails.
+    pub(crate) fn new(len: usize) -> Option<MallocBuf> {
+        // SAFETY: plain allocation; checked for NULL below.
+        let ptr = unsafe { libc::malloc(len.max(1)) }.cast::<u8>();
+        (!ptr.is_null()).then_some(MallocBuf { ptr, len })
     }
-    // SAFETY: `buf` holds at least `data.len()` bytes and does not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), data.len()) };
-    Ok(buf)
+
+    /// Release ownership to the C caller, who frees it with `free`.
+    pub(crate) fn into_raw(self) -> *mut c_void {
+        let ptr = self.ptr.cast::<c_void>();
+        std::mem::forget(self);
+        ptr
+    }
+}
+
+impl AsMut<[MaybeUninit<u8>]> for MallocBuf {
+    fn as_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        // SAFETY: `ptr` is a live allocation of at least `len` bytes owned by
+        // `self`; viewing it as possibly-uninitialized bytes claims nothing
+        // about its contents.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<MaybeUninit<u8>>(), self.len) }
+    }
+}
+
+impl Drop for MallocBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by libc::malloc in `new`, not handed out.
+        unsafe { libc::free(self.ptr.cast::<c_void>()) }
+    }
+}
+
+/// Allocation for [`crate::archive::Archive::kernel_with`] and friends: a
+/// [`MallocBuf`], with a failed `malloc` noted in `oom` (the library's error
+/// type has no out-of-memory case; the C ABI reports
+/// `KPACK_ERROR_OUT_OF_MEMORY` from the flag).
+pub(crate) fn malloc_for(oom: &mut bool) -> impl FnOnce(usize) -> Result<MallocBuf, Error> + '_ {
+    move |len| {
+        MallocBuf::new(len).ok_or_else(|| {
+            *oom = true;
+            Error::InvalidArgument(format!("cannot allocate {len} bytes"))
+        })
+    }
 }
 
 /// Map a library error to its code.

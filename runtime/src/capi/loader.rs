@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::archive::os_str;
-use super::handles::{cache_ref, c_str, code, malloc_copy, non_null, out_slot, KpackArchive, KpackCache};
+use super::handles::{cache_ref, c_str, code, malloc_for, non_null, out_slot, KpackArchive, KpackCache};
 use super::panic::{boundary, boundary_void};
 use super::{kpack_cache_t, kpack_error_t};
 use crate::archive::Archive;
@@ -144,9 +144,13 @@ pub unsafe extern "C" fn kpack_load_code_object(
         // SAFETY: caller contract on hipk_metadata.
         let marker = unsafe { marker_from_ptr(hipk_metadata.cast::<u8>()) }.map_err(code)?;
         let path = Path::new(os_str(binary_path.to_bytes()));
-        let loaded = cache.load_code_object(&marker, path, co_index, &arches).map_err(code)?;
-        *data_out = malloc_copy(&loaded.data)?;
-        *size_out = loaded.data.len();
+        // Decompressed straight into the buffer the caller gets.
+        let mut oom = false;
+        let (buf, len, _) = cache
+            .load_code_object_with(&marker, path, co_index, &arches, malloc_for(&mut oom))
+            .map_err(|e| if oom { ErrorCode::OutOfMemory } else { code(e) })?;
+        *data_out = buf.into_raw();
+        *size_out = len;
         Ok(())
     })
 }

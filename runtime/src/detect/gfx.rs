@@ -10,6 +10,14 @@ pub const SRAMECC_PROCESSORS: [&str; 7] = [
     "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
 ];
 
+/// Processors whose ISA carries the xnack feature: a process runs them
+/// with xnack on or off, and the HIP runtime names the device's ISA with
+/// that setting (`gfx90a:sramecc+:xnack-`). GFX10 and later never do.
+pub const XNACK_PROCESSORS: [&str; 14] = [
+    "gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a",
+    "gfx90c", "gfx940", "gfx941", "gfx942", "gfx950",
+];
+
 /// Names a `gfx_target_version` (major*10000 + minor*100 + stepping): `gfx`,
 /// then major in decimal, then minor and stepping as one lowercase hex digit
 /// each, so 90010 -> `gfx90a` and 110501 -> `gfx1151`.

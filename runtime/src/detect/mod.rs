@@ -21,13 +21,24 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-pub use gfx::{processor_name, target_id, CAP_SRAM_EDC_SUPPORTED, SRAMECC_PROCESSORS};
+pub use gfx::{
+    processor_name, target_id, CAP_SRAM_EDC_SUPPORTED, SRAMECC_PROCESSORS, XNACK_PROCESSORS,
+};
 pub use overrides::{
     ArchOverride, HsaOverride, OverrideSource, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
 };
 pub use properties::Properties;
 
+use crate::target::TargetId;
 use crate::{Error, Result};
+
+/// ROCm's switch for running a process with xnack on (`1`); anything
+/// else, or unset, runs it with xnack off.
+pub const HSA_XNACK_ENV: &str = "HSA_XNACK";
+
+/// Test seam: the directory [`local_process_isas`] reads sysfs below
+/// instead of `/` (a fixture tree such as `tests/fixtures/sysfs/mi210`).
+pub const SYSFS_ROOT_ENV: &str = "ROCM_KPACK_SYSFS_ROOT";
 
 /// Where the topology lives, as seen from the root: the class path first,
 /// then the real path it links to.
@@ -298,6 +309,52 @@ pub fn detect(root: &Path, opts: &DetectOptions) -> Result<Detection> {
 /// at `/` with the overrides from the environment.
 pub fn local_targets() -> Result<Vec<String>> {
     Ok(detect(Path::new("/"), &DetectOptions::from_env()?)?.targets)
+}
+
+/// The ISAs the HIP runtime of a process reports for detected targets:
+/// sysfs cannot show xnack (a per-process mode), so processors that have it
+/// ([`XNACK_PROCESSORS`]) get `xnack+` when `hsa_xnack` (the value of
+/// [`HSA_XNACK_ENV`]) is `1` and `xnack-` otherwise, in canonical feature
+/// order: `gfx90a:sramecc+` -> `gfx90a:sramecc+:xnack-`. Targets that
+/// already say xnack, other processors and unparsable strings are kept as
+/// given; order is kept and repeats are dropped.
+pub fn process_isas<S: AsRef<str>>(targets: &[S], hsa_xnack: Option<&str>) -> Vec<String> {
+    let xnack_on = hsa_xnack.is_some_and(|v| v.trim() == "1");
+    let mut out: Vec<String> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let target = target.as_ref();
+        let isa = match TargetId::parse(target) {
+            Ok(id)
+                if XNACK_PROCESSORS.contains(&id.processor()) && id.feature("xnack").is_none() =>
+            {
+                id.with_feature("xnack", xnack_on)
+                    .map_or_else(|_| target.to_owned(), |t| t.to_string())
+            }
+            _ => target.to_owned(),
+        };
+        if !out.contains(&isa) {
+            out.push(isa);
+        }
+    }
+    out
+}
+
+/// The targets the preload shim loads code objects for:
+/// `ROCM_KPACK_ARCH_OVERRIDE`'s list exactly as given, else this machine's
+/// detected targets as process ISAs ([`process_isas`] with `HSA_XNACK`).
+/// sysfs is read below `/`, or below [`SYSFS_ROOT_ENV`] when that is set
+/// (for tests).
+pub fn local_process_isas() -> Result<Vec<String>> {
+    let opts = DetectOptions::from_env()?;
+    let root = std::env::var_os(SYSFS_ROOT_ENV)
+        .filter(|r| !r.is_empty())
+        .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    let detection = detect(&root, &opts)?;
+    if detection.arch_override.is_some() {
+        return Ok(detection.targets);
+    }
+    let xnack = std::env::var(HSA_XNACK_ENV).ok();
+    Ok(process_isas(&detection.targets, xnack.as_deref()))
 }
 
 #[derive(Default)]

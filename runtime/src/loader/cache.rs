@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -56,6 +57,16 @@ impl Resolved {
     /// Decompress the decided kernel.
     pub fn load(&self) -> Result<Vec<u8>> {
         self.archive.kernel(&self.binary_key, &self.arch)
+    }
+
+    /// Decompress the decided kernel into a buffer from `alloc(len)`; see
+    /// [`Archive::kernel_with`]. Returns the buffer and `len`.
+    pub fn load_with<B, F>(&self, alloc: F) -> Result<(B, usize)>
+    where
+        B: AsMut<[MaybeUninit<u8>]>,
+        F: FnOnce(usize) -> Result<B>,
+    {
+        self.archive.kernel_with(&self.binary_key, &self.arch, alloc)
     }
 }
 
@@ -165,6 +176,36 @@ impl Cache {
             archive_path: resolved.archive_path,
             arch: resolved.arch,
         })
+    }
+
+    /// [`Self::load_code_object`] decompressing into a buffer from
+    /// `alloc(len)` (see [`Archive::kernel_with`]) instead of a `Vec`, e.g.
+    /// memory handed to a C caller. Returns the buffer, the code object's
+    /// length, and where it came from.
+    pub fn load_code_object_with<S, B, F>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arch_list: &[S],
+        alloc: F,
+    ) -> Result<(B, usize, Resolved)>
+    where
+        S: AsRef<str>,
+        B: AsMut<[MaybeUninit<u8>]>,
+        F: FnOnce(usize) -> Result<B>,
+    {
+        let resolved = self.resolve(marker, binary_path, co_index, arch_list)?;
+        let (buf, len) = resolved.load_with(alloc).inspect_err(|e| {
+            self.debug(format_args!("loading {} failed: {e}", resolved.binary_key));
+        })?;
+        self.debug(format_args!(
+            "loaded {} for {} from {}: {len} bytes",
+            resolved.binary_key,
+            resolved.arch,
+            resolved.archive_path.display(),
+        ));
+        Ok((buf, len, resolved))
     }
 
     /// The search of RUNTIME.md without the decompression: which archive and
