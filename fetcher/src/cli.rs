@@ -185,6 +185,40 @@ pub struct InstallArgs {
     /// or a manifest is refused (else a warning).
     #[arg(long)]
     pub strict: bool,
+    /// Install the device PACKAGES of the installed generic packages with
+    /// this package manager instead of fetching archives (dpkg/rpm/pip then
+    /// own the files). With --root DIR other than /, apt/dpkg or dnf/rpm
+    /// are pointed at DIR (throwaway roots). Refused inside a dpkg/rpm
+    /// transaction: package hooks use file mode.
+    #[arg(long, value_enum, value_name = "PM")]
+    pub via: Option<Via>,
+    /// Install the `device-<group>` extras of the current interpreter's
+    /// installed distributions that declare them (same as --via pip).
+    #[arg(long, conflicts_with = "via")]
+    pub python: bool,
+    /// Interpreter for --python / --via pip [default: $ROCM_KPACK_PYTHON,
+    /// else python3].
+    #[arg(long, value_name = "PATH")]
+    pub python_exe: Option<String>,
+    /// Package index for --python / --via pip (pip's --index-url).
+    #[arg(long, value_name = "URL")]
+    pub index_url: Option<String>,
+    /// Extra argument for the package manager (repeatable), e.g.
+    /// --pm-opt=--repofrompath=local,http://mirror/ for dnf or
+    /// --pm-opt=-o=Acquire::Retries=3 for apt.
+    #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
+    pub pm_opts: Vec<String>,
+}
+
+/// Package managers for `install --via`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Via {
+    /// apt-get (Debian, Ubuntu).
+    Apt,
+    /// dnf (Fedora, RHEL).
+    Dnf,
+    /// pip of the interpreter (--python-exe).
+    Pip,
 }
 
 /// `status` options.

@@ -8,7 +8,8 @@
 //! [`plan::InstallPlan`], printable) -> [`download`] over [`client`] (stream,
 //! hash, resume, retry) -> [`install`] (lock, temp, fsync, rename) and
 //! [`state`] (what was installed and why). [`sources`] says where archives
-//! come from; [`progress`] reports transfers.
+//! come from; [`progress`] reports transfers. [`pm`] is the alternative to
+//! all that: install device packages with apt, dnf or pip.
 
 pub mod cli;
 pub mod client;
@@ -19,6 +20,7 @@ pub mod execute;
 mod exit;
 pub mod install;
 pub mod plan;
+pub mod pm;
 pub mod progress;
 pub mod resolve;
 pub mod sources;

@@ -57,6 +57,9 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::NoGpu);
     }
     let scan = scan_config(&args.scan).scan();
+    if args.via.is_some() || args.python {
+        return run_pm(args, &local, &scan, warnings);
+    }
     let sources = Sources::load(
         &args.net.sources,
         args.net.offline.as_deref(),
@@ -211,6 +214,116 @@ fn finish(
         anyhow::bail!(msg);
     }
     if args.strict && (summary.no_device_code > 0 || !plan.refused_manifests.is_empty()) {
+        eprintln!("rocm-kpack-fetch: --strict: device code is missing for a local target (see warnings)");
+        return Ok(ExitStatus::Problems);
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `--json` output of the package-manager modes.
+#[derive(Debug, Serialize)]
+struct PmOutput<'a> {
+    dry_run: bool,
+    targets: &'a [String],
+    plan: &'a crate::pm::PmPlan,
+    command: Option<String>,
+    warnings: &'a [String],
+}
+
+/// `install --via apt|dnf|pip` / `--python`: plan device packages and run
+/// the package manager (or print the plan).
+fn run_pm(
+    args: &InstallArgs,
+    local: &super::LocalTargets,
+    scan: &crate::resolve::Scan,
+    mut warnings: Vec<String>,
+) -> anyhow::Result<ExitStatus> {
+    use crate::cli::Via;
+    use crate::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
+    let naming = rocm_kpack_pkgspec::defaults::naming();
+    let via = if args.python { Via::Pip } else { args.via.unwrap_or(Via::Pip) };
+    if !args.json {
+        eprintln!(
+            "targets: {} ({})",
+            local.detection.targets.join(", "),
+            targets_origin(&local.detection)
+        );
+    }
+    for r in &scan.refused {
+        warnings.push(format!("refused manifest {}: {}", r.path.display(), r.error));
+    }
+    enum Pm {
+        Apt(Apt),
+        Dnf(Dnf),
+        Pip(Pip),
+    }
+    // Before anything else: apt/dnf from inside dpkg/rpm would deadlock on
+    // their lock (hooks must use file mode).
+    if !args.dry_run {
+        match via {
+            Via::Apt => crate::pm::check_not_in_transaction(
+                "apt-get",
+                &args.scan.root.join("var/lib/dpkg/lock"),
+            )?,
+            Via::Dnf => crate::pm::check_not_in_transaction(
+                "dnf",
+                &args.scan.root.join("var/lib/rpm/.rpm.lock"),
+            )?,
+            Via::Pip => {}
+        }
+    }
+    let pm = match via {
+        Via::Apt => Pm::Apt(Apt {
+            root: args.scan.root.clone(),
+            extra: args.pm_opts.clone(),
+        }),
+        Via::Dnf => Pm::Dnf(Dnf {
+            root: args.scan.root.clone(),
+            extra: args.pm_opts.clone(),
+        }),
+        Via::Pip => Pm::Pip(Pip {
+            python: args
+                .python_exe
+                .clone()
+                .or_else(|| std::env::var(super::PYTHON_ENV).ok().filter(|v| !v.trim().is_empty()))
+                .unwrap_or_else(|| "python3".into()),
+            index_url: args.index_url.clone(),
+            extra: args.pm_opts.clone(),
+        }),
+    };
+    let plan: PmPlan = match &pm {
+        Pm::Apt(a) => a.plan(scan, &local.ids, &naming)?,
+        Pm::Dnf(d) => d.plan(scan, &local.ids, &naming)?,
+        Pm::Pip(p) => p.plan(&local.ids, &naming)?,
+    };
+    warnings.extend(plan.warnings.iter().cloned());
+    let command = (!plan.packages.is_empty()).then(|| plan.command_line());
+    if args.json {
+        print_json(&PmOutput {
+            dry_run: args.dry_run,
+            targets: &local.detection.targets,
+            plan: &plan,
+            command: command.clone(),
+            warnings: &warnings,
+        })?;
+    } else {
+        print_warnings(&warnings);
+        match &command {
+            // The plan is the command line a user would type.
+            Some(line) if args.dry_run => print_text(&format!("{line}\n"))?,
+            Some(_) => {}
+            None => print_text("nothing to install: no installed package needs device packages for these targets\n")?,
+        }
+    }
+    if command.is_some() && !args.dry_run {
+        match &pm {
+            Pm::Apt(a) => a.install(&plan)?,
+            Pm::Dnf(d) => d.install(&plan)?,
+            Pm::Pip(p) => p.install(&plan)?,
+        }
+    }
+    let uncovered = plan.warnings.iter().any(|w| w.contains("publishes no device code"));
+    if args.strict && (uncovered || !scan.refused.is_empty()) {
         eprintln!("rocm-kpack-fetch: --strict: device code is missing for a local target (see warnings)");
         return Ok(ExitStatus::Problems);
     }

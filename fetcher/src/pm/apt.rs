@@ -1,0 +1,214 @@
+//! `--via apt`: the dpkg database says which package owns each installed
+//! manifest; its device packages are named by pkgspec's `deb_device`
+//! template and checked against apt's index (`X-Kpack-Gfx`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rocm_kpack::target::TargetId;
+use rocm_kpack_pkgspec::{NameKind, Naming};
+
+use super::{
+    check_not_in_transaction, checked, device_packages, needed_groups, output, passthrough,
+    path_in_root, PmError, PmPlan,
+};
+use crate::resolve::{arch_serves, Scan};
+
+/// How apt and dpkg are driven.
+#[derive(Debug, Clone)]
+pub struct Apt {
+    /// The system root (`/`, or a throwaway root driven with apt's
+    /// `Dir=` options and `dpkg --root`).
+    pub root: PathBuf,
+    /// Extra arguments put before the apt-get / apt-cache command.
+    pub extra: Vec<String>,
+}
+
+impl Apt {
+    /// The options that point apt and dpkg at the root (none for `/`).
+    pub fn root_options(&self) -> Vec<String> {
+        if self.root == Path::new("/") {
+            return Vec::new();
+        }
+        let r = self.root.display();
+        vec![
+            format!("-o=Dir={r}"),
+            format!("-o=Dir::State::status={r}/var/lib/dpkg/status"),
+            format!("-o=DPkg::Options::=--root={r}"),
+            "-o=DPkg::Options::=--force-not-root".into(),
+            "-o=Debug::NoLocking=1".into(),
+            "-o=APT::Sandbox::User=root".into(),
+        ]
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.args(self.root_options()).args(&self.extra);
+        c.env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    }
+
+    /// The installed package owning `path` (a path below the root), if any.
+    pub fn owner(&self, path: &Path) -> Result<Option<String>, PmError> {
+        let mut c = Command::new("dpkg-query");
+        c.arg(format!("--admindir={}", self.root.join("var/lib/dpkg").display()))
+            .arg("-S")
+            .arg(path_in_root(&self.root, path));
+        let o = output(&mut c)?;
+        if !o.status.success() {
+            return Ok(None);
+        }
+        Ok(parse_dpkg_s(&String::from_utf8_lossy(&o.stdout)))
+    }
+
+    /// The `X-Kpack-Gfx` targets apt's index lists for `package`:
+    /// `Ok(None)` when the index does not know the package, an empty
+    /// list when it has no such field.
+    pub fn index_gfx(&self, package: &str) -> Result<Option<Vec<String>>, PmError> {
+        let mut c = self.command("apt-cache");
+        c.args(["show", "--no-all-versions", package]);
+        let o = output(&mut c)?;
+        if !o.status.success() {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&o.stdout);
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(parse_kpack_gfx(&text)))
+    }
+
+    /// Builds the plan for the local targets.
+    pub fn plan(&self, scan: &Scan, targets: &[TargetId], naming: &Naming) -> Result<PmPlan, PmError> {
+        let mut plan = PmPlan {
+            tool: "apt-get".into(),
+            ..PmPlan::default()
+        };
+        for super::NeededGroups { kpm, component, groups } in needed_groups(scan, targets, &mut plan.warnings) {
+            let Some(generic) = self.owner(&kpm)? else {
+                plan.warnings.push(format!(
+                    "no installed package owns {} ({component}); use file mode for it",
+                    kpm.display()
+                ));
+                continue;
+            };
+            for dev in device_packages(naming, NameKind::DebDevice, &generic, &component, &groups) {
+                match self.index_gfx(&dev.name)? {
+                    None => plan.warnings.push(format!(
+                        "{} (device code of {generic} for {}) is not in apt's index; run apt-get update, or use file mode",
+                        dev.name,
+                        dev.targets.join(", ")
+                    )),
+                    Some(gfx) => {
+                        let serves = gfx.is_empty()
+                            || dev.targets.iter().all(|t| {
+                                TargetId::parse(t).is_ok_and(|id| gfx.iter().any(|g| arch_serves(&id, g)))
+                            });
+                        if !serves {
+                            plan.warnings.push(format!(
+                                "{} declares X-Kpack-Gfx: {} which does not list {}",
+                                dev.name,
+                                gfx.join(" "),
+                                dev.targets.join(", ")
+                            ));
+                        }
+                        plan.packages.push(dev);
+                    }
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Runs `apt-get install -y` for the plan's packages.
+    pub fn install(&self, plan: &PmPlan) -> Result<(), PmError> {
+        check_not_in_transaction("apt-get", &self.root.join("var/lib/dpkg/lock"))?;
+        let mut c = self.command("apt-get");
+        c.args(["install", "-y"]).args(plan.names());
+        passthrough(&mut c)
+    }
+
+    /// `dpkg-query -W` status of a package (for checks after installing).
+    pub fn installed_version(&self, package: &str) -> Result<Option<String>, PmError> {
+        let mut c = Command::new("dpkg-query");
+        c.arg(format!("--admindir={}", self.root.join("var/lib/dpkg").display()))
+            .args(["-W", "-f=${Status}\t${Version}", package]);
+        let o = output(&mut c)?;
+        if !o.status.success() {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&o.stdout);
+        Ok(text
+            .split_once('\t')
+            .filter(|(s, _)| s.ends_with(" installed"))
+            .map(|(_, v)| v.to_string()))
+    }
+}
+
+/// The package of `dpkg -S` output (`pkg[:arch][, pkg2]: /path`),
+/// skipping `diversion by` lines.
+pub fn parse_dpkg_s(text: &str) -> Option<String> {
+    text.lines()
+        .filter(|l| !l.starts_with("diversion by"))
+        .find_map(|l| {
+            let (pkgs, _) = l.split_once(": ")?;
+            let first = pkgs.split(',').next()?.trim();
+            let name = first.split(':').next()?.trim();
+            (!name.is_empty()).then(|| name.to_string())
+        })
+}
+
+/// The `X-Kpack-Gfx` field of the first stanza of `apt-cache show` output.
+pub fn parse_kpack_gfx(text: &str) -> Vec<String> {
+    let stanza = text.split("\n\n").next().unwrap_or("");
+    stanza
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("X-Kpack-Gfx").then(|| v.split_whitespace().map(str::to_string).collect())
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `apt-get update` against the root (tests and `--pm-update`).
+pub fn update(apt: &Apt) -> Result<(), PmError> {
+    check_not_in_transaction("apt-get", &apt.root.join("var/lib/dpkg/lock"))?;
+    let mut c = apt.command("apt-get");
+    c.arg("update");
+    checked(&mut c).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dpkg_s_output_names_the_owner() {
+        assert_eq!(
+            parse_dpkg_s("librocrand1:amd64: /usr/lib/x86_64-linux-gnu/.kpack/librocrand.kpm\n").as_deref(),
+            Some("librocrand1")
+        );
+        assert_eq!(
+            parse_dpkg_s("diversion by foo from: /x\nbar, baz: /x\n").as_deref(),
+            Some("bar")
+        );
+        assert_eq!(parse_dpkg_s(""), None);
+    }
+
+    #[test]
+    fn kpack_gfx_from_the_first_stanza() {
+        let text = "Package: librocrand1-gfx90x\nVersion: 1\nX-Kpack-Gfx: gfx900 gfx906 gfx908 gfx90a\n\nPackage: other\nX-Kpack-Gfx: gfx1100\n";
+        assert_eq!(parse_kpack_gfx(text), ["gfx900", "gfx906", "gfx908", "gfx90a"]);
+        assert!(parse_kpack_gfx("Package: x\n").is_empty());
+    }
+
+    #[test]
+    fn throwaway_root_options_only_for_other_roots() {
+        let sys = Apt { root: "/".into(), extra: Vec::new() };
+        assert!(sys.root_options().is_empty());
+        let r = Apt { root: "/tmp/r".into(), extra: Vec::new() };
+        let o = r.root_options();
+        assert!(o.contains(&"-o=Dir=/tmp/r".to_string()));
+        assert!(o.contains(&"-o=DPkg::Options::=--root=/tmp/r".to_string()));
+    }
+}

@@ -1,0 +1,289 @@
+//! Package-manager modes (`install --via apt|dnf|pip`, `--python`): instead
+//! of fetching archives, install the device PACKAGES of the installed
+//! generic packages for the local targets, so dpkg/rpm/pip own the files.
+//!
+//! The mapping: installed `.kpm` manifests -> the groups the local targets
+//! need ([`crate::resolve::needs`]) -> the package that owns the manifest
+//! (dpkg / rpm database, or the Python distribution whose RECORD lists it)
+//! -> device package names from pkgspec's naming templates.
+
+pub mod apt;
+pub mod dnf;
+pub mod pip;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rocm_kpack::target::TargetId;
+use rocm_kpack_pkgspec::{NameKind, Naming};
+use serde::Serialize;
+
+use crate::resolve::{needs, Scan};
+
+/// Errors of the package-manager modes.
+#[derive(Debug, thiserror::Error)]
+pub enum PmError {
+    /// Called from inside a dpkg/rpm transaction, which holds the lock.
+    #[error("refusing to run {tool} from inside a {inside} transaction (its lock is held); the package hook uses file mode (rocm-kpack-fetch install --auto without --via)")]
+    InsideTransaction {
+        /// The package manager that would be called.
+        tool: &'static str,
+        /// What is running.
+        inside: String,
+    },
+    /// A tool could not be started.
+    #[error("cannot run {tool}: {source}")]
+    Spawn {
+        /// The program.
+        tool: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A tool failed.
+    #[error("{command} failed ({status}): {stderr}")]
+    Failed {
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// The end of its stderr.
+        stderr: String,
+    },
+    /// Output of a tool could not be understood.
+    #[error("unexpected output from {tool}: {detail}")]
+    Output {
+        /// The program.
+        tool: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// One device package to install, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevicePackage {
+    /// Package (or `dist[extra]` requirement) name to install.
+    pub name: String,
+    /// The installed generic package it belongs to.
+    pub generic: String,
+    /// Manifest component.
+    pub component: String,
+    /// Device group.
+    pub group: String,
+    /// Local targets it serves.
+    pub targets: Vec<String>,
+}
+
+/// What a package-manager mode will do.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PmPlan {
+    /// The program (`apt-get`, `dnf`, `python3 -m pip`).
+    pub tool: String,
+    /// Packages to install, in order, without duplicates.
+    pub packages: Vec<DevicePackage>,
+    /// Things the user should know (unowned manifests, uncovered targets...).
+    pub warnings: Vec<String>,
+}
+
+impl PmPlan {
+    /// Unique package names in order.
+    pub fn names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in &self.packages {
+            if !out.contains(&p.name) {
+                out.push(p.name.clone());
+            }
+        }
+        out
+    }
+
+    /// The plan as the one command line a user would type, e.g.
+    /// `apt-get install librocrand1-gfx90x`.
+    pub fn command_line(&self) -> String {
+        format!("{} install {}", self.tool, self.names().join(" "))
+    }
+}
+
+/// The device groups one installed manifest needs here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeededGroups {
+    /// The `.kpm` path.
+    pub kpm: PathBuf,
+    /// Its component.
+    pub component: String,
+    /// (group, local targets it serves), in manifest order.
+    pub groups: Vec<(String, Vec<String>)>,
+}
+
+/// The groups of each installed manifest the local targets need.
+/// Uncovered targets become warnings.
+pub fn needed_groups(scan: &Scan, targets: &[TargetId], warnings: &mut Vec<String>) -> Vec<NeededGroups> {
+    let mut out = Vec::new();
+    for m in &scan.manifests {
+        let n = needs(&m.manifest, targets);
+        for t in &n.uncovered {
+            warnings.push(format!(
+                "{} publishes no device code for {t}",
+                m.manifest.component
+            ));
+        }
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for need in &n.archives {
+            let Some(file) = m.manifest.kpack_files.get(need.index) else {
+                continue;
+            };
+            match groups.iter_mut().find(|(g, _)| *g == file.family) {
+                Some((_, ts)) => {
+                    for t in &need.targets {
+                        if !ts.contains(t) {
+                            ts.push(t.clone());
+                        }
+                    }
+                }
+                None => groups.push((file.family.clone(), need.targets.clone())),
+            }
+        }
+        if !groups.is_empty() {
+            out.push(NeededGroups {
+                kpm: m.path.clone(),
+                component: m.manifest.component.clone(),
+                groups,
+            });
+        }
+    }
+    out
+}
+
+/// Device package names for one owner and its groups, from a template kind.
+pub fn device_packages(
+    naming: &Naming,
+    kind: NameKind,
+    generic: &str,
+    component: &str,
+    groups: &[(String, Vec<String>)],
+) -> Vec<DevicePackage> {
+    groups
+        .iter()
+        .map(|(group, targets)| DevicePackage {
+            name: naming.render(kind, generic, Some(group)),
+            generic: generic.to_string(),
+            component: component.to_string(),
+            group: group.clone(),
+            targets: targets.clone(),
+        })
+        .collect()
+}
+
+/// Whether this process runs inside a dpkg or rpm transaction (a
+/// maintainer script, a trigger, an apt `DPkg::Pre/Post-Invoke` hook sees
+/// `DPKG_RUNNING_VERSION` only from dpkg itself). Returns what is running.
+pub fn inside_transaction() -> Option<String> {
+    for var in ["DPKG_RUNNING_VERSION", "DPKG_MAINTSCRIPT_PACKAGE", "DPKG_HOOK_ACTION"] {
+        if std::env::var_os(var).is_some() {
+            return Some(format!("dpkg ({var} is set)"));
+        }
+    }
+    // rpm scriptlets and file triggers run with the database lock held.
+    if std::env::var_os("RPM_INSTALL_PREFIX").is_some() {
+        return Some("rpm (RPM_INSTALL_PREFIX is set)".into());
+    }
+    None
+}
+
+/// Whether the lock file at `path` is held by another process (an rpm
+/// or dpkg transaction). Unreadable or absent: not held.
+pub fn lock_held(path: &Path) -> bool {
+    use rustix::fs::{fcntl_lock, FlockOperation};
+    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(path) else {
+        return false;
+    };
+    match fcntl_lock(&f, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {
+            let _ = fcntl_lock(&f, FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::AGAIN,
+    }
+}
+
+/// Refuses when inside a transaction of `tool`'s package system.
+pub fn check_not_in_transaction(tool: &'static str, lock: &Path) -> Result<(), PmError> {
+    if let Some(inside) = inside_transaction() {
+        return Err(PmError::InsideTransaction { tool, inside });
+    }
+    if lock_held(lock) {
+        return Err(PmError::InsideTransaction {
+            tool,
+            inside: format!("package manager ({} is locked)", lock.display()),
+        });
+    }
+    Ok(())
+}
+
+/// Runs a command, capturing its output; a failure to start is an error,
+/// a non-zero exit is returned for the caller to judge.
+pub fn output(cmd: &mut Command) -> Result<Output, PmError> {
+    tracing::debug!(?cmd, "running");
+    cmd.output().map_err(|source| PmError::Spawn {
+        tool: cmd.get_program().to_string_lossy().into_owned(),
+        source,
+    })
+}
+
+/// Runs a command that must succeed; returns stdout.
+pub fn checked(cmd: &mut Command) -> Result<String, PmError> {
+    let o = output(cmd)?;
+    if !o.status.success() {
+        return Err(failed(cmd, &o));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// Runs a command with stdout/stderr passed through (the user watches the
+/// package manager); a non-zero exit is an error.
+pub fn passthrough(cmd: &mut Command) -> Result<(), PmError> {
+    tracing::debug!(?cmd, "running");
+    let status = cmd.status().map_err(|source| PmError::Spawn {
+        tool: cmd.get_program().to_string_lossy().into_owned(),
+        source,
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(PmError::Failed {
+            command: describe(cmd),
+            status: status.to_string(),
+            stderr: "(see above)".into(),
+        })
+    }
+}
+
+fn failed(cmd: &Command, o: &Output) -> PmError {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let tail: Vec<&str> = err.lines().rev().take(5).collect();
+    PmError::Failed {
+        command: describe(cmd),
+        status: o.status.to_string(),
+        stderr: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+    }
+}
+
+/// A command line for messages.
+pub fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// `path` (absolute, below `root`) as the package database knows it:
+/// absolute from the root's `/`.
+pub fn path_in_root(root: &Path, path: &Path) -> PathBuf {
+    match path.strip_prefix(root) {
+        Ok(rel) => Path::new("/").join(rel),
+        Err(_) => path.to_path_buf(),
+    }
+}
