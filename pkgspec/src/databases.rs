@@ -238,8 +238,7 @@ impl DatabaseClassifier {
 fn parse_features(s: &str) -> (Vec<String>, usize) {
     let mut out = Vec::new();
     let mut used = 0;
-    loop {
-        let Some(rest) = s.get(used..) else { break };
+    while let Some(rest) = s.get(used..) {
         let mut chars = rest.chars();
         if !matches!(chars.next(), Some('_' | ':' | '-')) {
             break;

@@ -174,6 +174,7 @@ pub fn check_template(template: &str, kind: NameKind) -> Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

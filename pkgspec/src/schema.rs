@@ -36,7 +36,7 @@
 //! [validation]
 //! duplicate_device_code = "error"     # or "warn"
 //! missing_device_code = "warn"        # or "error", "ignore"
-//! generic_must_match = true
+//! generic_must_match = false         # true: shards' generic outputs must be identical
 //! ```
 
 use std::ops::Range;
@@ -162,6 +162,9 @@ pub struct ValidationFile {
     pub generic_must_match: Option<bool>,
 }
 
+/// An error and the byte range it is about.
+type Located = (Option<Range<usize>>, String);
+
 /// Byte ranges of the values a [`Loc`] names.
 #[derive(Debug, Default)]
 struct Spans {
@@ -209,7 +212,7 @@ fn strings(v: &[Spanned<String>]) -> Vec<String> {
 impl SpecFile {
     /// Builds the spec and the spans validation reports against; the
     /// error of an inconsistent combination carries its span too.
-    fn build(self) -> Result<(Spec, Spans), (Option<Range<usize>>, String)> {
+    fn build(self) -> Result<(Spec, Spans), Located> {
         let mut spans = Spans::default();
         let granularity = self.granularity.as_ref().map(|g| (*g.get_ref(), g.span()));
         let groups = match (granularity, self.targets, self.groups) {
@@ -497,7 +500,7 @@ mod tests {
              [[kernel_databases]]\nname = \"mine\"\ninclude = [\"**/k/*.co\"]\narch = [\"file-name\"]\n\
              [package]\nmaintainer = \"A <a@example.org>\"\n\
              [fetch]\nsource_url = \"https://example.org/kpack\"\n\
-             [validation]\nduplicate_device_code = \"warn\"\nmissing_device_code = \"ignore\"\ngeneric_must_match = false\n",
+             [validation]\nduplicate_device_code = \"warn\"\nmissing_device_code = \"ignore\"\ngeneric_must_match = true\n",
         )
         .unwrap();
         assert_eq!(s.kernel_databases.len(), 1);
@@ -505,7 +508,8 @@ mod tests {
         assert_eq!(s.package.section.as_deref(), Some("libs"));
         assert_eq!(s.validation.duplicate_device_code, OnDuplicate::Warn);
         assert_eq!(s.validation.missing_device_code, OnMissing::Ignore);
-        assert!(!s.validation.generic_must_match);
+        assert!(s.validation.generic_must_match);
+        assert!(!Spec::builtin().validation.generic_must_match);
         for spec in [s, Spec::builtin(), Spec::per_target(&["gfx1100", "gfx90a"]).unwrap()] {
             let text = spec.to_toml().unwrap();
             assert_eq!(Spec::from_toml_str(&text).unwrap(), spec, "{text}");

@@ -638,7 +638,7 @@ impl Drop for PendingArchives {
 /// ignored) from this process's memory map once the code object has been
 /// copied out, so peak RSS stays at the archive writers' batches instead of
 /// growing with `.hip_fatbin`.
-fn release_pages(map: &memmap2::Mmap, bytes: &[u8]) {
+pub fn release_pages(map: &memmap2::Mmap, bytes: &[u8]) {
     const PAGE: usize = 4096;
     let base = map.as_ptr() as usize;
     let Some(start) = (bytes.as_ptr() as usize).checked_sub(base) else {

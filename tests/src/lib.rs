@@ -5,3 +5,5 @@ pub mod bins;
 pub mod clang;
 pub mod debian;
 pub mod fixtures;
+pub mod http;
+pub mod tree;

@@ -1,0 +1,56 @@
+//! `rocm-kpack verify TREE [--targets gfx1100,...] [--json]`.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rocm_kpack_splitter::verify_tree::{verify_tree, VerifyOptions};
+
+/// Check an installed (overlaid) tree the way the runtime will use it.
+///
+/// Every split binary's marker must resolve, through its .kpm manifest and
+/// @GFXARCH@ pattern, to an archive entry for every wrapper and every
+/// target; every archive entry must belong to a binary whose marker reaches
+/// it; every .kpm entry must match its archive's size and sha256. Without
+/// --targets, each binary is checked for every arch its reachable archives
+/// carry. Exit status 1 and a list of problems when anything is wrong.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The tree (e.g. generic/ and one group extracted over each other).
+    pub tree: PathBuf,
+    /// Targets every binary must have code for, comma-separated, as the GPU
+    /// reports them (gfx1100,gfx90a:sramecc+:xnack-); each is looked up
+    /// natively, then through its generic ISA, as a runtime does.
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Option<Vec<String>>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let targets = args.targets.map(|t| {
+        t.into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+    });
+    if targets.as_ref().is_some_and(Vec::is_empty) {
+        anyhow::bail!("--targets needs at least one target");
+    }
+    let report = verify_tree(&args.tree, &VerifyOptions { targets })?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        report.to_string()
+    };
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(super::EXIT_FAILURE)
+    })
+}

@@ -1,0 +1,960 @@
+//! `rocm-kpack recombine`: the reduce step. Several shards, each the split
+//! output of one build (tree splits: `generic/` + `<group>/`; artifact
+//! splits: `<name>_<component>_generic/` + `<name>_<component>_<group>/`),
+//! become one generic output plus one output per group of the spec.
+//!
+//! - Generic: taken from the first shard that has it; every other shard's
+//!   generic must equal it byte for byte (`.kpm` manifests and
+//!   `artifact_manifest.txt` aside, both regenerated) when the spec's
+//!   `generic_must_match` says so; otherwise differences are warnings.
+//! - Device code: every shard archive's entries are re-sorted into the
+//!   spec's groups (a generic ISA into every group carrying it). The same
+//!   (binary, target) from two shards is duplicate device code (identical
+//!   generic-ISA code objects are not: every family build carries them) and
+//!   fails or warns per `duplicate_device_code`. An archive that maps onto
+//!   exactly one output group unchanged is copied byte for byte; others are
+//!   rewritten (entries in kernel name, co_index, arch order).
+//! - Database files are re-read with the spec's rules and go to their
+//!   arch's group.
+//! - The `.kpm` of every component is regenerated, listing every archive
+//!   of every group (the reduce step owns the manifest, FORMATS.md 3).
+//! - A spec target some binary has no code object for is reported per
+//!   `missing_device_code`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Seek};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use filetime::FileTime;
+use rocm_kpack::archive::{Archive, ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_pkgspec::{
+    is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
+    Spec,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
+use crate::plan::{source_date_epoch, Dest, Layout};
+use crate::scan::is_kpack_path;
+use crate::tree::{
+    finish_dirs_with, with_jobs, write_manifest_txt, ArchiveReport, Result, Staging, TreeError,
+};
+
+/// How to recombine.
+#[derive(Debug, Clone)]
+pub struct RecombineOptions {
+    /// Output groups, database rules, validation switches.
+    pub spec: Spec,
+    /// Compression of rewritten archives (None: that of the inputs).
+    pub compression: Option<CompressionScheme>,
+    /// zstd level of rewritten archives.
+    pub zstd_level: i32,
+    /// Worker threads.
+    pub jobs: Option<usize>,
+}
+
+impl Default for RecombineOptions {
+    fn default() -> Self {
+        RecombineOptions {
+            spec: Spec::builtin(),
+            compression: None,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+            jobs: None,
+        }
+    }
+}
+
+/// What a recombine did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecombineReport {
+    pub shards: Vec<PathBuf>,
+    pub output: PathBuf,
+    /// Output directories (generic ones first per unit).
+    pub outputs: Vec<String>,
+    pub archives: Vec<RecombinedArchive>,
+    /// `.kpm` manifests written (relative to the output).
+    pub manifests: Vec<String>,
+    /// Database files placed: (output path, group, arch).
+    pub databases: Vec<(String, String, String)>,
+    pub warnings: Vec<String>,
+}
+
+/// One output archive.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecombinedArchive {
+    #[serde(flatten)]
+    pub archive: ArchiveReport,
+    /// Copied unchanged from this shard archive (else rewritten).
+    pub copied_from: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tree,
+    Artifacts,
+}
+
+/// One unit of a shard: a generic tree and device trees.
+#[derive(Debug, Default, Clone)]
+struct ShardUnit {
+    generic: Option<PathBuf>,
+    /// (group as named in the shard, directory).
+    devices: Vec<(String, PathBuf)>,
+}
+
+fn discover(shard: &Path) -> Result<(Kind, BTreeMap<String, ShardUnit>)> {
+    let bad = |why: String| TreeError::Input {
+        path: shard.to_path_buf(),
+        why,
+    };
+    if !shard.is_dir() {
+        return Err(bad("is not a directory".into()));
+    }
+    let mut names: Vec<String> = fs::read_dir(shard)
+        .map_err(|e| bad(format!("cannot be read: {e}")))?
+        .filter_map(|i| i.ok())
+        .filter(|i| i.path().is_dir())
+        .map(|i| i.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    let mut units: BTreeMap<String, ShardUnit> = BTreeMap::new();
+    if shard.join("generic").is_dir() {
+        let u = units.entry(String::new()).or_default();
+        for n in names {
+            let p = shard.join(&n);
+            if n == "generic" {
+                u.generic = Some(p);
+            } else {
+                u.devices.push((n, p));
+            }
+        }
+        return Ok((Kind::Tree, units));
+    }
+    for n in names {
+        let p = shard.join(&n);
+        if !is_artifact_dir(&p) {
+            continue;
+        }
+        let (prefix, suffix) = parse_artifact_name(&n)
+            .ok_or_else(|| bad(format!("{n}: artifact name is not <name>_<component>_<suffix>")))?;
+        let u = units.entry(prefix.to_string()).or_default();
+        if suffix == "generic" {
+            u.generic = Some(p);
+        } else {
+            u.devices.push((suffix.to_string(), p));
+        }
+    }
+    if units.is_empty() {
+        return Err(bad(
+            "is not a split output (no generic/ directory and no artifact directories)".into(),
+        ));
+    }
+    Ok((Kind::Artifacts, units))
+}
+
+/// Recombines `shards` into `out` (see the module docs).
+pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Result<RecombineReport> {
+    if shards.is_empty() {
+        return Err(TreeError::Invalid("no shard directories given".into()));
+    }
+    opts.spec.validate()?;
+    let mut kind = None;
+    let mut units: BTreeMap<String, Vec<(usize, ShardUnit)>> = BTreeMap::new();
+    for (i, s) in shards.iter().enumerate() {
+        let (k, us) = discover(s)?;
+        if kind.is_some_and(|prev| prev != k) {
+            return Err(TreeError::Input {
+                path: s.clone(),
+                why: "mixes tree splits (generic/) and artifact splits; recombine one kind at a time".into(),
+            });
+        }
+        kind = Some(k);
+        for (name, u) in us {
+            units.entry(name).or_default().push((i, u));
+        }
+    }
+    let kind = kind.unwrap_or(Kind::Tree);
+    let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+    let staging = Staging::new(&inputs, out)?;
+    let mut report = with_jobs(opts.jobs, || -> Result<RecombineReport> {
+        let classifier = DatabaseClassifier::new(&opts.spec)?;
+        let mut report = RecombineReport::default();
+        for (name, parts) in &units {
+            let layout = match kind {
+                Kind::Tree => Layout::Tree,
+                Kind::Artifacts => Layout::Artifact {
+                    prefix: name.clone(),
+                },
+            };
+            recombine_unit(shards, &layout, parts, staging.path(), opts, &classifier, &mut report)?;
+        }
+        Ok(report)
+    })??;
+    report.outputs = staging.publish()?;
+    report.shards = shards.to_vec();
+    report.output = out.to_path_buf();
+    Ok(report)
+}
+
+/// A tree's files: relative path -> (kind, mode, mtime, inode or link text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    Dir,
+    File { size: u64, inode: (u64, u64) },
+    Symlink(String),
+}
+
+struct Walked {
+    nodes: BTreeMap<String, (Node, u32, FileTime)>,
+}
+
+fn walk(root: &Path) -> Result<Walked> {
+    let mut nodes = BTreeMap::new();
+    for item in walkdir::WalkDir::new(root).min_depth(1).follow_links(false).sort_by_file_name() {
+        let item = item.map_err(|e| {
+            let p = e.path().unwrap_or(root).to_path_buf();
+            TreeError::io("cannot read", &p, e.into_io_error().unwrap_or_else(|| io::Error::other("walk")))
+        })?;
+        let rel = item
+            .path()
+            .strip_prefix(root)
+            .ok()
+            .and_then(|r| r.to_str())
+            .ok_or_else(|| TreeError::Input {
+                path: item.path().to_path_buf(),
+                why: "file name is not valid UTF-8".into(),
+            })?
+            .to_string();
+        let meta = fs::symlink_metadata(item.path()).map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+        let ft = meta.file_type();
+        let node = if ft.is_dir() {
+            Node::Dir
+        } else if ft.is_symlink() {
+            let t = fs::read_link(item.path()).map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+            Node::Symlink(t.to_string_lossy().into_owned())
+        } else if ft.is_file() {
+            Node::File {
+                size: meta.len(),
+                inode: (meta.dev(), meta.ino()),
+            }
+        } else {
+            return Err(TreeError::Input {
+                path: item.path().to_path_buf(),
+                why: "unsupported file type".into(),
+            });
+        };
+        nodes.insert(
+            rel,
+            (node, meta.permissions().mode() & 0o7777, FileTime::from_last_modification_time(&meta)),
+        );
+    }
+    Ok(Walked { nodes })
+}
+
+/// Generated files that recombine rewrites (not compared, not copied).
+fn regenerated(rel: &str, kind_artifact: bool) -> bool {
+    (is_kpack_path(rel) && rel.ends_with(".kpm")) || (kind_artifact && rel == MANIFEST_TXT)
+}
+
+fn same_contents(a: &Path, b: &Path) -> io::Result<bool> {
+    let mut fa = BufReader::new(File::open(a)?);
+    let mut fb = BufReader::new(File::open(b)?);
+    let mut ba = vec![0u8; 1 << 16];
+    let mut bb = vec![0u8; 1 << 16];
+    loop {
+        let na = read_full(&mut fa, &mut ba)?;
+        let nb = read_full(&mut fb, &mut bb)?;
+        if na != nb || ba.get(..na) != bb.get(..nb) {
+            return Ok(false);
+        }
+        if na == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        let Some(rest) = buf.get_mut(n..) else { break };
+        match r.read(rest)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Differences between two generic trees (sorted, one line each).
+fn compare_trees(a_root: &Path, a: &Walked, b_root: &Path, b: &Walked, artifact: bool) -> Result<Vec<String>> {
+    let mut diffs = Vec::new();
+    let keys: BTreeSet<&String> = a.nodes.keys().chain(b.nodes.keys()).collect();
+    for k in keys {
+        if regenerated(k, artifact) {
+            continue;
+        }
+        match (a.nodes.get(k), b.nodes.get(k)) {
+            (Some(_), None) => diffs.push(format!("{k}: only in {}", a_root.display())),
+            (None, Some(_)) => diffs.push(format!("{k}: only in {}", b_root.display())),
+            (Some((na, ma, _)), Some((nb, mb, _))) => match (na, nb) {
+                (Node::Dir, Node::Dir) => {}
+                (Node::Symlink(x), Node::Symlink(y)) if x != y => {
+                    diffs.push(format!("{k}: symlink to {x} vs {y}"))
+                }
+                (Node::Symlink(_), Node::Symlink(_)) => {}
+                (Node::File { size: sa, .. }, Node::File { size: sb, .. }) => {
+                    let pa = a_root.join(k);
+                    let pb = b_root.join(k);
+                    if sa != sb
+                        || !same_contents(&pa, &pb).map_err(|e| TreeError::io("cannot read", &pb, e))?
+                    {
+                        diffs.push(format!("{k}: contents differ"));
+                    } else if ma != mb {
+                        diffs.push(format!("{k}: mode {ma:o} vs {mb:o}"));
+                    }
+                }
+                _ => diffs.push(format!("{k}: different file types")),
+            },
+            (None, None) => {}
+        }
+    }
+    Ok(diffs)
+}
+
+fn set_mode(p: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| TreeError::io("cannot set permissions of", p, e))
+}
+
+fn set_mtime(p: &Path, t: FileTime) -> Result<()> {
+    filetime::set_file_mtime(p, t).map_err(|e| TreeError::io("cannot set the time of", p, e))
+}
+
+fn mkdirs(p: &Path) -> Result<()> {
+    fs::create_dir_all(p).map_err(|e| TreeError::io("cannot create directory", p, e))
+}
+
+/// Copies a walked tree (symlinks as symlinks, hard links as hard links,
+/// modes and mtimes), skipping `skip` paths. Directory attributes are set
+/// later by [`finish_dirs_with`].
+fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) -> Result<()> {
+    mkdirs(dst)?;
+    let mut first_name: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    for (rel, (node, mode, mtime)) in &w.nodes {
+        if skip(rel) {
+            continue;
+        }
+        let to = dst.join(rel);
+        match node {
+            Node::Dir => mkdirs(&to)?,
+            Node::Symlink(t) => {
+                if let Some(p) = to.parent() {
+                    mkdirs(p)?;
+                }
+                std::os::unix::fs::symlink(t, &to).map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
+                filetime::set_symlink_file_times(&to, *mtime, *mtime)
+                    .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
+            }
+            Node::File { inode, .. } => {
+                if let Some(p) = to.parent() {
+                    mkdirs(p)?;
+                }
+                if let Some(first) = first_name.get(inode) {
+                    fs::hard_link(dst.join(first), &to).map_err(|e| TreeError::io("cannot hard-link", &to, e))?;
+                    continue;
+                }
+                first_name.insert(*inode, rel.clone());
+                let from = src.join(rel);
+                fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
+                set_mode(&to, *mode)?;
+                set_mtime(&to, *mtime)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One database file (or symlink) of a shard's device output.
+struct DbSource {
+    group: String,
+    arch: String,
+    path: PathBuf,
+    shard: usize,
+    node: Node,
+    mode: u32,
+    mtime: FileTime,
+}
+
+/// One shard archive.
+struct Source {
+    shard: usize,
+    path: PathBuf,
+    archive: Archive,
+}
+
+/// (kernel name, co_index, arch): the order entries are written in.
+type EntryKey = (String, u64, String);
+
+fn entry_key(binary_key: &str, arch: &str) -> EntryKey {
+    match binary_key.rsplit_once('#') {
+        Some((name, co)) => match co.parse::<u64>() {
+            Ok(n) => (name.to_string(), n, arch.to_string()),
+            Err(_) => (binary_key.to_string(), u64::MAX, arch.to_string()),
+        },
+        None => (binary_key.to_string(), u64::MAX, arch.to_string()),
+    }
+}
+
+fn binary_key(k: &EntryKey) -> String {
+    if k.1 == u64::MAX {
+        k.0.clone()
+    } else {
+        format!("{}#{}", k.0, k.1)
+    }
+}
+
+fn hash_file(f: &mut File) -> io::Result<(u64, [u8; 32])> {
+    f.rewind()?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(buf.get(..k).unwrap_or_default());
+        n += k as u64;
+    }
+    Ok((n, h.finalize().into()))
+}
+
+/// Handles a problem the spec's switch decides about.
+fn duplicate(opts: &RecombineOptions, report: &mut RecombineReport, msg: String) -> Result<()> {
+    match opts.spec.validation.duplicate_device_code {
+        OnDuplicate::Error => Err(TreeError::Conflict(format!(
+            "{msg} (spec: duplicate_device_code = \"error\")"
+        ))),
+        OnDuplicate::Warn => {
+            tracing::debug!("{msg}; keeping the first");
+            report.warnings.push(format!("{msg}; kept the first"));
+            Ok(())
+        }
+    }
+}
+
+fn recombine_unit(
+    shards: &[PathBuf],
+    layout: &Layout,
+    parts: &[(usize, ShardUnit)],
+    root: &Path,
+    opts: &RecombineOptions,
+    classifier: &DatabaseClassifier,
+    report: &mut RecombineReport,
+) -> Result<()> {
+    let artifact = matches!(layout, Layout::Artifact { .. });
+    let spec = &opts.spec;
+    let shard_name = |i: usize| shards.get(i).map(|p| p.display().to_string()).unwrap_or_default();
+
+    // --- generic ---------------------------------------------------------
+    let generics: Vec<(usize, &PathBuf)> = parts
+        .iter()
+        .filter_map(|(i, u)| u.generic.as_ref().map(|g| (*i, g)))
+        .collect();
+    let Some(&(_, first_generic)) = generics.first() else {
+        return Err(TreeError::Input {
+            path: shards.first().cloned().unwrap_or_default(),
+            why: format!("no shard has the generic output {}", layout.dir_name(&Dest::Generic)),
+        });
+    };
+    let first_walk = walk(first_generic)?;
+    for &(_, other) in generics.iter().skip(1) {
+        let w = walk(other)?;
+        let diffs = compare_trees(first_generic, &first_walk, other, &w, artifact)?;
+        if diffs.is_empty() {
+            continue;
+        }
+        let shown: Vec<&str> = diffs.iter().take(5).map(String::as_str).collect();
+        let msg = format!(
+            "generic output {} differs from {}: {}{}",
+            other.display(),
+            first_generic.display(),
+            shown.join("; "),
+            if diffs.len() > 5 {
+                format!(" (and {} more)", diffs.len() - 5)
+            } else {
+                String::new()
+            }
+        );
+        if spec.validation.generic_must_match {
+            return Err(TreeError::Conflict(format!("{msg} (spec: generic_must_match = true)")));
+        }
+        tracing::debug!("{msg}; using the first");
+        report.warnings.push(format!("{msg}; used the first"));
+    }
+    let generic_name = layout.dir_name(&Dest::Generic);
+    let generic_out = root.join(&generic_name);
+    copy_tree(first_generic, &first_walk, &generic_out, |rel| regenerated(rel, artifact))?;
+    let mut dirs: BTreeMap<String, (u32, FileTime)> = BTreeMap::new();
+    let mut newest = FileTime::zero();
+    for (rel, (node, mode, mtime)) in &first_walk.nodes {
+        newest = newest.max(*mtime);
+        if *node == Node::Dir {
+            dirs.insert(rel.clone(), (*mode, *mtime));
+        }
+    }
+    // Where each component's manifest lives in the generic tree.
+    let mut kpm_dirs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rel in first_walk.nodes.keys() {
+        if is_kpack_path(rel) && rel.ends_with(".kpm") {
+            let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            if let Some(c) = name.strip_suffix(".kpm") {
+                kpm_dirs.entry(c.to_string()).or_default().push(dir.to_string());
+            }
+        }
+    }
+    let generic_prefixes = if artifact {
+        read_prefixes(first_generic)?
+    } else {
+        Vec::new()
+    };
+
+    // --- device trees ----------------------------------------------------
+    // (kpack dir, component) -> sources.
+    let mut sources: BTreeMap<(String, String), Vec<Source>> = BTreeMap::new();
+    // Output path -> candidate database files, in shard order.
+    let mut db: BTreeMap<String, Vec<DbSource>> = BTreeMap::new();
+    for (shard, unit) in parts {
+        for (_, dir) in &unit.devices {
+            let prefixes = if artifact { read_prefixes(dir)? } else { Vec::new() };
+            let w = walk(dir)?;
+            for (rel, (node, mode, mtime)) in &w.nodes {
+                newest = newest.max(*mtime);
+                if artifact && rel == MANIFEST_TXT {
+                    continue;
+                }
+                let path = dir.join(rel);
+                match node {
+                    Node::Dir => {
+                        dirs.entry(rel.clone()).or_insert((*mode, *mtime));
+                    }
+                    Node::File { .. } if is_kpack_path(rel) && rel.ends_with(".kpack") => {
+                        let archive = Archive::open(&path).map_err(|source| TreeError::Format {
+                            path: path.clone(),
+                            source,
+                        })?;
+                        let kdir = rel.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+                        sources
+                            .entry((kdir, archive.group_name().to_string()))
+                            .or_default()
+                            .push(Source {
+                                shard: *shard,
+                                path,
+                                archive,
+                            });
+                    }
+                    Node::Symlink(_) if is_kpack_path(rel) => {
+                        // Per-target archive symlinks are added by packaging.
+                    }
+                    _ => {
+                        let in_root = if artifact {
+                            prefixes
+                                .iter()
+                                .find_map(|p| rel.strip_prefix(&format!("{p}/")))
+                                .unwrap_or(rel)
+                        } else {
+                            rel.as_str()
+                        };
+                        let m = classifier.classify(in_root).ok_or_else(|| TreeError::Input {
+                            path: path.clone(),
+                            why: "device output file matches no kernel-database rule of the spec, so its group is unknown"
+                                .into(),
+                        })?;
+                        let groups = spec.group_for(&m.arch).map_err(|_| TreeError::Input {
+                            path: path.clone(),
+                            why: format!("kernel database for {}, which no device group covers", m.arch),
+                        })?;
+                        let [group] = groups.as_slice() else {
+                            return Err(TreeError::Input {
+                                path: path.clone(),
+                                why: format!(
+                                    "kernel database for {}, which several groups carry; a file can belong to one package only",
+                                    m.arch
+                                ),
+                            });
+                        };
+                        db.entry(rel.clone()).or_default().push(DbSource {
+                            group: group.name.clone(),
+                            arch: m.arch,
+                            path,
+                            shard: *shard,
+                            node: node.clone(),
+                            mode: *mode,
+                            mtime: *mtime,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    let generated = source_date_epoch().unwrap_or(newest);
+    for (rel, candidates) in &db {
+        let Some(first) = candidates.first() else { continue };
+        for other in candidates.iter().skip(1) {
+            let identical = match (&first.node, &other.node) {
+                (Node::Symlink(a), Node::Symlink(b)) => a == b,
+                (Node::File { .. }, Node::File { .. }) => same_contents(&first.path, &other.path)
+                    .map_err(|e| TreeError::io("cannot read", &other.path, e))?,
+                _ => false,
+            };
+            if !(identical && is_generic_isa(processor_of(&first.arch))) {
+                duplicate(
+                    opts,
+                    report,
+                    format!(
+                        "duplicate device code: database file {rel} ({}) in {} and {}",
+                        first.arch,
+                        shard_name(first.shard),
+                        shard_name(other.shard)
+                    ),
+                )?;
+            }
+        }
+        let to = root.join(layout.dir_name(&Dest::Group(first.group.clone()))).join(rel);
+        if let Some(p) = to.parent() {
+            mkdirs(p)?;
+        }
+        match &first.node {
+            Node::Symlink(target) => {
+                std::os::unix::fs::symlink(target, &to)
+                    .map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
+                filetime::set_symlink_file_times(&to, first.mtime, first.mtime)
+                    .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
+            }
+            _ => {
+                fs::copy(&first.path, &to).map_err(|e| TreeError::io("cannot copy", &first.path, e))?;
+                set_mode(&to, first.mode)?;
+                set_mtime(&to, first.mtime)?;
+            }
+        }
+        report.databases.push((rel.clone(), first.group.clone(), first.arch.clone()));
+    }
+
+    // --- archives ----------------------------------------------------------
+    for ((kdir, component), srcs) in &sources {
+        let files = regroup(shards, layout, root, kdir, component, srcs, opts, report, generated)?;
+        // Regenerated manifest, wherever the generic tree had it.
+        let mut manifest_files: Vec<ManifestFile> = files;
+        manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
+        let bytes = Manifest {
+            component: component.clone(),
+            kpack_files: manifest_files,
+        }
+        .to_msgpack()
+        .map_err(|source| TreeError::Format {
+            path: PathBuf::from(format!("{component}.kpm")),
+            source,
+        })?;
+        let dirs_for = kpm_dirs.remove(component).unwrap_or_else(|| vec![kdir.clone()]);
+        for d in dirs_for {
+            let rel = if d.is_empty() {
+                format!("{component}.kpm")
+            } else {
+                format!("{d}/{component}.kpm")
+            };
+            let to = generic_out.join(&rel);
+            if let Some(p) = to.parent() {
+                mkdirs(p)?;
+            }
+            fs::write(&to, &bytes).map_err(|e| TreeError::io("cannot write", &to, e))?;
+            set_mode(&to, 0o644)?;
+            set_mtime(&to, generated)?;
+            report.manifests.push(format!("{generic_name}/{rel}"));
+        }
+    }
+    // Manifests of components no shard has archives for: keep them.
+    for (component, ds) in kpm_dirs {
+        for d in ds {
+            let rel = if d.is_empty() {
+                format!("{component}.kpm")
+            } else {
+                format!("{d}/{component}.kpm")
+            };
+            let from = first_generic.join(&rel);
+            let to = generic_out.join(&rel);
+            fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
+            report
+                .warnings
+                .push(format!("{rel}: no shard has archives of {component}; manifest kept as is"));
+        }
+    }
+
+    // --- missing device code ---------------------------------------------
+    if spec.validation.missing_device_code != OnMissing::Ignore {
+        check_missing(&sources, spec, report)?;
+    }
+
+    // --- manifests, directories ---------------------------------------------
+    let mut trees: Vec<PathBuf> = vec![generic_out.clone()];
+    for g in &spec.groups {
+        let d = root.join(layout.dir_name(&Dest::Group(g.name.clone())));
+        if d.is_dir() {
+            trees.push(d);
+        }
+    }
+    if artifact {
+        for t in &trees {
+            let is_generic = *t == generic_out;
+            let prefixes: Vec<&str> = generic_prefixes
+                .iter()
+                .map(String::as_str)
+                .filter(|p| is_generic || t.join(p).exists())
+                .collect();
+            write_manifest_txt(t, &prefixes, generated)?;
+        }
+    }
+    finish_dirs_with(&trees, &dirs, generated)
+}
+
+/// Sorts the entries of one component's shard archives into the spec's
+/// groups and writes one archive per group; returns their manifest entries.
+#[allow(clippy::too_many_arguments)]
+fn regroup(
+    shards: &[PathBuf],
+    layout: &Layout,
+    root: &Path,
+    kdir: &str,
+    component: &str,
+    srcs: &[Source],
+    opts: &RecombineOptions,
+    report: &mut RecombineReport,
+    generated: FileTime,
+) -> Result<Vec<ManifestFile>> {
+    let spec = &opts.spec;
+    let shard_name = |i: usize| shards.get(i).map(|p| p.display().to_string()).unwrap_or_default();
+    // Entry -> the sources providing it, in shard order.
+    let mut providers: BTreeMap<EntryKey, Vec<usize>> = BTreeMap::new();
+    for (si, s) in srcs.iter().enumerate() {
+        for (key, arch, _) in s.archive.entries() {
+            providers.entry(entry_key(key, arch)).or_default().push(si);
+        }
+    }
+    for (k, ps) in &providers {
+        let Some((&first, rest)) = ps.split_first() else { continue };
+        let key = binary_key(k);
+        for &other in rest {
+            let (Some(a), Some(b)) = (srcs.get(first), srcs.get(other)) else { continue };
+            let identical_generic = is_generic_isa(processor_of(&k.2))
+                && match (a.archive.kernel(&key, &k.2), b.archive.kernel(&key, &k.2)) {
+                    (Ok(x), Ok(y)) => x == y,
+                    _ => false,
+                };
+            if !identical_generic {
+                duplicate(
+                    opts,
+                    report,
+                    format!(
+                        "duplicate device code: {key} for {} in {} ({}) and {} ({})",
+                        k.2,
+                        shard_name(a.shard),
+                        a.path.display(),
+                        shard_name(b.shard),
+                        b.path.display()
+                    ),
+                )?;
+            }
+        }
+    }
+    // Group -> entries and the source each is taken from: concrete targets
+    // from their first provider; a generic ISA preferably from a source the
+    // group already takes entries from, else from an archive of that
+    // family, else the first (so family archives stay whole and can be
+    // copied unchanged).
+    let mut by_group: BTreeMap<String, Vec<(&EntryKey, usize)>> = BTreeMap::new();
+    let mut generic_entries = Vec::new();
+    for (k, ps) in &providers {
+        let Some(&first) = ps.first() else { continue };
+        let groups = spec.group_for(&k.2).map_err(|e| TreeError::Input {
+            path: srcs.get(first).map(|s| s.path.clone()).unwrap_or_default(),
+            why: e.to_string(),
+        })?;
+        if is_generic_isa(processor_of(&k.2)) {
+            generic_entries.push((k, ps, groups));
+            continue;
+        }
+        for g in groups {
+            by_group.entry(g.name.clone()).or_default().push((k, first));
+        }
+    }
+    for (k, ps, groups) in generic_entries {
+        for g in groups {
+            let used: BTreeSet<usize> = by_group
+                .get(&g.name)
+                .map(|v| v.iter().map(|(_, si)| *si).collect())
+                .unwrap_or_default();
+            let family = |si: &usize| srcs.get(*si).is_some_and(|s| s.archive.gfx_arch_family() == g.name);
+            let pick = ps
+                .iter()
+                .find(|si| used.contains(si) && family(si))
+                .or_else(|| ps.iter().find(|si| used.contains(si)))
+                .or_else(|| ps.iter().find(|si| family(si)))
+                .or_else(|| ps.first())
+                .copied()
+                .unwrap_or_default();
+            by_group.entry(g.name.clone()).or_default().push((k, pick));
+        }
+    }
+    for entries in by_group.values_mut() {
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+    }
+    let mut files = Vec::new();
+    for (group, entries) in by_group {
+        let file_name = format!("{component}_{group}.kpack");
+        let tree = layout.dir_name(&Dest::Group(group.clone()));
+        let rel = if kdir.is_empty() {
+            format!("{tree}/{file_name}")
+        } else {
+            format!("{tree}/{kdir}/{file_name}")
+        };
+        let to = root.join(&rel);
+        if let Some(p) = to.parent() {
+            mkdirs(p)?;
+        }
+        let arches: BTreeSet<String> = entries.iter().map(|(k, _)| k.2.clone()).collect();
+        // Copy unchanged when one untouched source archive is exactly this group.
+        let single: BTreeSet<usize> = entries.iter().map(|(_, si)| *si).collect();
+        let copy_from = match single.iter().next() {
+            Some(&si) if single.len() == 1 => srcs.get(si).filter(|s| {
+                s.archive.gfx_arch_family() == group
+                    && s.archive.entries().count() == entries.len()
+                    && opts.compression.is_none_or(|c| c == s.archive.scheme())
+            }),
+            _ => None,
+        };
+        let copied_from = match copy_from {
+            Some(s) => {
+                fs::copy(&s.path, &to).map_err(|e| TreeError::io("cannot copy", &s.path, e))?;
+                Some(s.path.clone())
+            }
+            None => {
+                let scheme = opts
+                    .compression
+                    .or_else(|| srcs.first().map(|s| s.archive.scheme()))
+                    .unwrap_or(CompressionScheme::ZstdPerKernel);
+                let file = File::create(&to).map_err(|e| TreeError::io("cannot create", &to, e))?;
+                let fmt_err = |source| TreeError::Format {
+                    path: to.clone(),
+                    source,
+                };
+                let mut w = ArchiveWriter::new(BufWriter::with_capacity(1 << 20, file), component, &group, scheme, opts.zstd_level)
+                    .map_err(fmt_err)?;
+                for (k, si) in &entries {
+                    let s = srcs.get(*si).ok_or_else(|| TreeError::Invalid("source index".into()))?;
+                    let key = binary_key(k);
+                    let data = s.archive.kernel(&key, &k.2).map_err(|source| TreeError::Format {
+                        path: s.path.clone(),
+                        source,
+                    })?;
+                    w.add_kernel(&key, &k.2, data).map_err(fmt_err)?;
+                }
+                w.set_gfx_arches(arches.iter().cloned().collect());
+                let buf = w.finish().map_err(fmt_err)?;
+                buf.into_inner()
+                    .map_err(|e| TreeError::io("cannot write", &to, e.into_error()))?;
+                None
+            }
+        };
+        set_mode(&to, 0o644)?;
+        set_mtime(&to, generated)?;
+        let mut f = File::open(&to).map_err(|e| TreeError::io("cannot read", &to, e))?;
+        let (size, sha) = hash_file(&mut f).map_err(|e| TreeError::io("cannot read", &to, e))?;
+        let architectures: Vec<String> = arches.into_iter().collect();
+        report.archives.push(RecombinedArchive {
+            archive: ArchiveReport {
+                path: rel,
+                component: component.to_string(),
+                group: group.clone(),
+                architectures: architectures.clone(),
+                entries: entries.len(),
+                size,
+                sha256: hex::encode(sha),
+            },
+            copied_from,
+        });
+        files.push(ManifestFile {
+            filename: file_name,
+            family: group,
+            architectures,
+            size,
+            sha256: Some(sha),
+        });
+    }
+    Ok(files)
+}
+
+/// Reports spec targets that binaries have no code object for.
+fn check_missing(
+    sources: &BTreeMap<(String, String), Vec<Source>>,
+    spec: &Spec,
+    report: &mut RecombineReport,
+) -> Result<()> {
+    let mut messages = Vec::new();
+    for ((_, component), srcs) in sources {
+        // Binary key -> processors it has code for (generic ISAs expanded).
+        let mut served: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for s in srcs {
+            for (key, arch, _) in s.archive.entries() {
+                let p = processor_of(arch);
+                let set = served.entry(key.to_string()).or_default();
+                if is_generic_isa(p) {
+                    set.extend(processors_served_by(p).iter().map(|x| x.to_string()));
+                } else {
+                    set.insert(p.to_string());
+                }
+            }
+        }
+        let total = served.len();
+        let mut none = Vec::new();
+        let mut partial = Vec::new();
+        for t in spec.targets() {
+            let lacking: Vec<&String> = served.iter().filter(|(_, s)| !s.contains(t)).map(|(k, _)| k).collect();
+            if lacking.len() == total {
+                none.push(t.to_string());
+            } else if let Some(first) = lacking.first() {
+                partial.push(format!("{t} (missing for {} of {total} binaries, e.g. {first})", lacking.len()));
+            }
+        }
+        if !none.is_empty() {
+            messages.push(format!(
+                "component {component}: no device code for {} of {} spec targets: {}",
+                none.len(),
+                spec.targets().len(),
+                none.join(", ")
+            ));
+        }
+        if !partial.is_empty() {
+            messages.push(format!("component {component}: incomplete device code for {}", partial.join(", ")));
+        }
+    }
+    if messages.is_empty() {
+        return Ok(());
+    }
+    match spec.validation.missing_device_code {
+        OnMissing::Error => Err(TreeError::Conflict(format!(
+            "{} (spec: missing_device_code = \"error\")",
+            messages.join("; ")
+        ))),
+        _ => {
+            for m in messages {
+                tracing::debug!("{m}");
+                report.warnings.push(m);
+            }
+            Ok(())
+        }
+    }
+}

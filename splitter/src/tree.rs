@@ -1,0 +1,747 @@
+//! Split an install tree: every fat binary into a host-only binary plus
+//! per-group archives, kernel databases to their group's tree, everything
+//! else copied as is (symlinks as symlinks, hard links as hard links, modes
+//! and mtimes kept). The output `OUT/generic/` and `OUT/<group>/` trees
+//! occupy disjoint paths and overlay into a working install.
+//!
+//! Flow: [`crate::scan`] -> [`crate::plan`] -> [`execute`] into a staging
+//! directory inside `OUT` -> [`Staging::publish`] renames the finished trees
+//! into place, so a failed run leaves nothing behind. Files are processed in
+//! parallel (rayon; `jobs` bounds the threads); output is deterministic.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use filetime::FileTime;
+use rayon::prelude::*;
+use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
+use serde::Serialize;
+
+use crate::plan::{self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan};
+use crate::scan::{self, ScanError};
+use crate::split_binary::{
+    release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf, SplitError,
+};
+
+/// Everything that can stop a tree, artifact or recombine run.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// The input does not exist or is not what was expected.
+    #[error("{}: {why}", path.display())]
+    Input { path: PathBuf, why: String },
+    /// The output location is unusable (inside the input, already there).
+    #[error("{}: {why}", path.display())]
+    Output { path: PathBuf, why: String },
+    /// Scanning the input failed.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// The plan cannot be made (database arch, kpack files in the input).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The spec is invalid or does not cover a target.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Splitting one binary failed.
+    #[error("{}", path.display())]
+    Binary {
+        path: PathBuf,
+        #[source]
+        source: Box<SplitError>,
+    },
+    /// A kpack archive or manifest could not be read or written.
+    #[error("{}", path.display())]
+    Format {
+        path: PathBuf,
+        #[source]
+        source: rocm_kpack::Error,
+    },
+    /// A file system operation failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Recombine: shards disagree (generic files, duplicate device code,
+    /// missing device code) as the spec's validation switches say to fail.
+    #[error("{0}")]
+    Conflict(String),
+    /// Bad arguments.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl TreeError {
+    /// An I/O error with what was being done and the path.
+    pub fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
+        TreeError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Result type of tree operations.
+pub type Result<T, E = TreeError> = std::result::Result<T, E>;
+
+/// How to split.
+#[derive(Debug, Clone)]
+pub struct SplitOptions {
+    /// Device groups, database rules.
+    pub spec: Spec,
+    /// Tree: one component for every binary (default: per file name).
+    /// Artifact: overrides `<name>_<component>` from the directory name.
+    pub component: Option<String>,
+    /// Tree: explicit kpack roots (tree-relative); see [`crate::plan`].
+    pub prefix_dirs: Vec<String>,
+    /// Archive compression.
+    pub compression: CompressionScheme,
+    /// zstd level.
+    pub zstd_level: i32,
+    /// Worker threads (None: one per core).
+    pub jobs: Option<usize>,
+}
+
+impl Default for SplitOptions {
+    fn default() -> Self {
+        SplitOptions {
+            spec: Spec::builtin(),
+            component: None,
+            prefix_dirs: Vec::new(),
+            compression: CompressionScheme::ZstdPerKernel,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+            jobs: None,
+        }
+    }
+}
+
+/// One split binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryReport {
+    /// Path in the generic tree.
+    pub path: String,
+    pub component: String,
+    pub kernel_name: String,
+    /// Bundles (= co_index values).
+    pub bundles: usize,
+    pub code_objects: usize,
+    pub input_size: u64,
+    pub output_size: u64,
+}
+
+/// One archive written.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveReport {
+    /// Path relative to the output directory.
+    pub path: String,
+    pub component: String,
+    pub group: String,
+    pub architectures: Vec<String>,
+    pub entries: usize,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// One output tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputTree {
+    /// Directory name under the output directory.
+    pub name: String,
+    /// `generic` or the group.
+    pub dest: Dest,
+    /// Regular files in it.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// What a split did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SplitReport {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    /// Output trees, generic first.
+    pub outputs: Vec<OutputTree>,
+    pub binaries: Vec<BinaryReport>,
+    pub archives: Vec<ArchiveReport>,
+    /// `.kpm` manifests written (relative to the output directory).
+    pub manifests: Vec<String>,
+    /// Database files moved to a group: (output path, group, arch).
+    pub databases: Vec<(String, String, String)>,
+    /// Files copied unchanged (databases included).
+    pub copied: usize,
+    pub symlinks: usize,
+    pub hard_links: usize,
+    /// Regular files read.
+    pub files_in: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub warnings: Vec<String>,
+}
+
+impl SplitReport {
+    /// Adds another report's figures (batch mode).
+    pub fn absorb(&mut self, other: SplitReport) {
+        self.outputs.extend(other.outputs);
+        self.binaries.extend(other.binaries);
+        self.archives.extend(other.archives);
+        self.manifests.extend(other.manifests);
+        self.databases.extend(other.databases);
+        self.copied += other.copied;
+        self.symlinks += other.symlinks;
+        self.hard_links += other.hard_links;
+        self.files_in += other.files_in;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.warnings.extend(other.warnings);
+    }
+}
+
+/// A staging directory inside the output directory; finished trees are
+/// renamed into the output directory by [`Staging::publish`]. Dropping it
+/// unpublished removes everything, including an output directory it created.
+#[derive(Debug)]
+pub struct Staging {
+    dir: Option<tempfile::TempDir>,
+    out: PathBuf,
+    created_out: bool,
+}
+
+impl Staging {
+    /// Checks `out` is usable for input `input` (not inside it), creates it
+    /// if missing, and a staging directory in it.
+    pub fn new(input_paths: &[&Path], out: &Path) -> Result<Staging> {
+        for input in input_paths {
+            check_not_inside(input, out)?;
+        }
+        let created_out = !out.exists();
+        fs::create_dir_all(out).map_err(|e| TreeError::io("cannot create directory", out, e))?;
+        if !out.is_dir() {
+            return Err(TreeError::Output {
+                path: out.to_path_buf(),
+                why: "exists and is not a directory".into(),
+            });
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(".rocm-kpack-staging-")
+            .tempdir_in(out)
+            .map_err(|e| TreeError::io("cannot create a directory in", out, e))?;
+        Ok(Staging {
+            dir: Some(dir),
+            out: out.to_path_buf(),
+            created_out,
+        })
+    }
+
+    /// The staging directory.
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().map_or(self.out.as_path(), |d| d.path())
+    }
+
+    /// Fails if `out/name` already exists.
+    pub fn check_free(&self, name: &str) -> Result<()> {
+        let p = self.out.join(name);
+        if fs::symlink_metadata(&p).is_ok() {
+            return Err(TreeError::Output {
+                path: p,
+                why: "already exists; choose an empty output directory".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Renames every child of the staging directory into the output
+    /// directory (all names are checked first).
+    pub fn publish(mut self) -> Result<Vec<String>> {
+        let staging = self.path().to_path_buf();
+        let mut names = Vec::new();
+        for item in fs::read_dir(&staging).map_err(|e| TreeError::io("cannot list", &staging, e))? {
+            let item = item.map_err(|e| TreeError::io("cannot list", &staging, e))?;
+            let name = item.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') {
+                names.push(name);
+            }
+        }
+        names.sort();
+        for n in &names {
+            self.check_free(n)?;
+        }
+        for n in &names {
+            let to = self.out.join(n);
+            fs::rename(staging.join(n), &to).map_err(|e| TreeError::io("cannot rename into", &to, e))?;
+        }
+        self.created_out = false;
+        Ok(names)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(d) = self.dir.take() {
+            let _ = d.close();
+        }
+        if self.created_out {
+            let _ = fs::remove_dir(&self.out);
+        }
+    }
+}
+
+/// `out` must not be `input` or inside it (judged on canonical paths; `out`
+/// may not exist yet).
+pub fn check_not_inside(input: &Path, out: &Path) -> Result<()> {
+    let input_c = fs::canonicalize(input).map_err(|e| TreeError::Input {
+        path: input.to_path_buf(),
+        why: format!("cannot be read: {e}"),
+    })?;
+    // Canonicalize the longest existing ancestor of `out`.
+    let abs = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| TreeError::io("cannot determine", Path::new("current directory"), e))?
+            .join(out)
+    };
+    let mut existing = abs.as_path();
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let canon = loop {
+        match fs::canonicalize(existing) {
+            Ok(c) => break c,
+            Err(_) => {
+                if let Some(name) = existing.file_name() {
+                    rest.push(name);
+                }
+                match existing.parent() {
+                    Some(p) => existing = p,
+                    None => break PathBuf::from("/"),
+                }
+            }
+        }
+    };
+    let mut full = canon;
+    for r in rest.iter().rev() {
+        full.push(r);
+    }
+    if full.starts_with(&input_c) {
+        return Err(TreeError::Output {
+            path: out.to_path_buf(),
+            why: format!("is inside the input {}; choose an output outside it", input.display()),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `f` on a pool of `jobs` threads (or the global pool).
+pub fn with_jobs<T: Send>(jobs: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T> {
+    match jobs {
+        Some(n) => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| TreeError::Invalid(format!("cannot start {n} worker threads: {e}")))?;
+            Ok(pool.install(f))
+        }
+        None => Ok(f()),
+    }
+}
+
+/// Splits the install tree `input` into `out/generic/` and `out/<group>/`
+/// (see the module docs). `out` is created if missing and must not hold
+/// those names yet.
+pub fn split_tree(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
+    let meta = fs::metadata(input).map_err(|e| TreeError::Input {
+        path: input.to_path_buf(),
+        why: format!("cannot be read: {e}"),
+    })?;
+    if !meta.is_dir() {
+        return Err(TreeError::Input {
+            path: input.to_path_buf(),
+            why: "is not a directory (use `rocm-kpack split-binary` for one file)".into(),
+        });
+    }
+    opts.spec.validate()?;
+    let staging = Staging::new(&[input], out)?;
+    staging.check_free("generic")?;
+    let mut report = with_jobs(opts.jobs, || -> Result<SplitReport> {
+        let plan = plan_tree(input, opts)?;
+        execute(&plan, staging.path(), opts)
+    })??;
+    staging.publish()?;
+    report.input = input.to_path_buf();
+    report.output = out.to_path_buf();
+    Ok(report)
+}
+
+/// The plan for splitting the install tree `input` (nothing is written).
+pub fn plan_tree(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
+    let classifier = DatabaseClassifier::new(&opts.spec)?;
+    let scan = scan::scan(input, &classifier)?;
+    Ok(plan::plan(
+        &[Root {
+            prefix: String::new(),
+            scan: &scan,
+        }],
+        Layout::Tree,
+        &KpackMode::Tree {
+            component: opts.component.clone(),
+            prefix_dirs: opts
+                .prefix_dirs
+                .iter()
+                .map(|p| p.trim_matches('/').to_string())
+                .collect(),
+        },
+        &opts.spec,
+    )?)
+}
+
+fn set_mtime(path: &Path, t: FileTime) -> Result<()> {
+    filetime::set_file_mtime(path, t).map_err(|e| TreeError::io("cannot set the time of", path, e))
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| TreeError::io("cannot set permissions of", path, e))
+}
+
+fn mkdirs(path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| TreeError::io("cannot create directory", path, e))
+}
+
+fn parent_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// Executes `plan` into `root` (a staging directory): one directory per
+/// output tree, named by the plan's layout. Returns what was written
+/// (paths relative to `root`).
+pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<SplitReport> {
+    let tree_dir = |dest: &Dest| root.join(plan.layout.dir_name(dest));
+    let generic = tree_dir(&Dest::Generic);
+    mkdirs(&generic)?;
+    for e in &plan.entries {
+        if e.action == Action::Mkdir {
+            mkdirs(&tree_dir(&e.dest).join(&e.out))?;
+        }
+    }
+
+    // Archive sets: in parallel with each other (each set's binaries in
+    // order, its compression itself parallel).
+    let set_results: Vec<Result<SetOutput>> = plan
+        .archive_sets
+        .par_iter()
+        .enumerate()
+        .map(|(i, set)| run_set(plan, set, i, root, opts))
+        .collect();
+    let mut report = SplitReport::default();
+    for r in set_results {
+        let r = r?;
+        report.binaries.extend(r.binaries);
+        report.archives.extend(r.archives);
+        report.manifests.extend(r.manifests);
+    }
+
+    // Copies and symlinks in parallel; hard links after their targets.
+    let copies: Vec<Result<()>> = plan
+        .entries
+        .par_iter()
+        .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
+        .map(|e| {
+            let dst = tree_dir(&e.dest).join(&e.out);
+            mkdirs(parent_of(&dst))?;
+            match &e.action {
+                Action::Copy => {
+                    fs::copy(&e.src, &dst).map_err(|err| TreeError::io("cannot copy", &e.src, err))?;
+                    set_mode(&dst, e.mode)?;
+                    set_mtime(&dst, e.mtime)
+                }
+                Action::Symlink { target } => {
+                    std::os::unix::fs::symlink(target, &dst)
+                        .map_err(|err| TreeError::io("cannot create symlink", &dst, err))?;
+                    filetime::set_symlink_file_times(&dst, e.mtime, e.mtime)
+                        .map_err(|err| TreeError::io("cannot set the time of", &dst, err))
+                }
+                _ => Ok(()),
+            }
+        })
+        .collect();
+    copies.into_iter().collect::<Result<Vec<()>>>()?;
+    for e in &plan.entries {
+        if let Action::HardLink { to } = &e.action {
+            let base = tree_dir(&e.dest);
+            let dst = base.join(&e.out);
+            mkdirs(parent_of(&dst))?;
+            fs::hard_link(base.join(to), &dst).map_err(|err| TreeError::io("cannot hard-link", &dst, err))?;
+        }
+    }
+
+    let trees = plan_trees(plan, root, &opts.spec);
+    if let Layout::Artifact { .. } = plan.layout {
+        write_artifact_manifests(plan, root, &trees)?;
+    }
+    let tree_paths: Vec<PathBuf> = trees.iter().map(|(n, _)| root.join(n)).collect();
+    finish_dirs_with(&tree_paths, &plan.dirs, plan.generated_mtime)?;
+
+    // Figures.
+    for e in &plan.entries {
+        match &e.action {
+            Action::Copy => {
+                report.copied += 1;
+                report.files_in += 1;
+                report.bytes_in += e.size;
+                if let (Dest::Group(g), Some(note)) = (&e.dest, &e.note) {
+                    let arch = note.rsplit(", ").next().unwrap_or_default().to_string();
+                    report.databases.push((e.out.clone(), g.clone(), arch));
+                }
+            }
+            Action::Symlink { .. } => report.symlinks += 1,
+            Action::HardLink { .. } => report.hard_links += 1,
+            Action::Mkdir => {}
+        }
+    }
+    for set in &plan.archive_sets {
+        report.files_in += set.binaries.len();
+        report.bytes_in += set.binaries.iter().map(|b| b.size).sum::<u64>();
+    }
+    report.warnings.extend(plan.warnings.iter().cloned());
+    report.outputs = trees
+        .into_iter()
+        .map(|(name, dest)| {
+            let (files, bytes) = tree_size(&root.join(&name));
+            OutputTree { name, dest, files, bytes }
+        })
+        .collect();
+    report.bytes_out = report.outputs.iter().map(|o| o.bytes).sum();
+    Ok(report)
+}
+
+struct SetOutput {
+    binaries: Vec<BinaryReport>,
+    archives: Vec<ArchiveReport>,
+    manifests: Vec<String>,
+}
+
+/// Splits one archive set's binaries and places its archives and manifest.
+fn run_set(
+    plan: &SplitPlan,
+    set: &ArchiveSetPlan,
+    index: usize,
+    root: &Path,
+    opts: &SplitOptions,
+) -> Result<SetOutput> {
+    let scratch = root.join(format!(".set-{index}"));
+    mkdirs(&scratch)?;
+    let generic = root.join(plan.layout.dir_name(&Dest::Generic));
+    let mut archive_set = ArchiveSet::new(
+        &scratch,
+        &set.component,
+        &opts.spec,
+        opts.compression,
+        opts.zstd_level,
+    )
+    .map_err(|e| TreeError::Invalid(e.to_string()))?;
+    let mut binaries = Vec::with_capacity(set.binaries.len());
+    for b in &set.binaries {
+        let in_file = |e: SplitError| TreeError::Binary {
+            path: b.src.clone(),
+            source: Box::new(e),
+        };
+        let file = File::open(&b.src).map_err(|e| TreeError::io("cannot open", &b.src, e))?;
+        // SAFETY: read-only private mapping of an input we never write.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| TreeError::io("cannot map", &b.src, e))?;
+        let dst = generic.join(&b.out);
+        mkdirs(parent_of(&dst))?;
+        let mut rep = BinaryReport {
+            path: b.out.clone(),
+            component: set.component.clone(),
+            kernel_name: b.kernel_name.clone(),
+            bundles: 0,
+            code_objects: 0,
+            input_size: b.size,
+            output_size: b.size,
+        };
+        match split_fat_elf(&map, &b.kernel_name, b.search_paths.clone()).map_err(in_file)? {
+            ElfSplit::Split(split) => {
+                let SplitElf { host, bundles, .. } = split;
+                archive_set
+                    .check_targets(bundles.iter().flat_map(|bu| bu.code_objects().map(|(t, _)| t)))
+                    .map_err(in_file)?;
+                rep.bundles = bundles.len();
+                for (i, bundle) in bundles.into_iter().enumerate() {
+                    let key = format!("{}#{i}", b.kernel_name);
+                    let mut cos: Vec<(&str, &[u8])> = bundle.code_objects().collect();
+                    cos.sort_by(|x, y| x.0.cmp(y.0));
+                    for (target, bytes) in cos {
+                        archive_set.add(&key, target, bytes).map_err(in_file)?;
+                        rep.code_objects += 1;
+                        release_pages(&map, bytes);
+                    }
+                }
+                fs::write(&dst, &host).map_err(|e| TreeError::io("cannot write", &dst, e))?;
+                rep.output_size = host.len() as u64;
+            }
+            ElfSplit::AlreadySplit(_) | ElfSplit::HostOnly => {
+                fs::write(&dst, &map[..]).map_err(|e| TreeError::io("cannot write", &dst, e))?;
+            }
+        }
+        set_mode(&dst, b.mode)?;
+        set_mtime(&dst, b.mtime)?;
+        binaries.push(rep);
+    }
+    let committed = archive_set
+        .finish()
+        .and_then(|p| p.commit())
+        .map_err(|e| TreeError::Binary {
+            path: scratch.clone(),
+            source: Box::new(e),
+        })?;
+    let mut archives = Vec::new();
+    for a in &committed.archives {
+        let file_name = a
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tree = plan.layout.dir_name(&Dest::Group(a.group.clone()));
+        let rel = format!("{tree}/{}/{file_name}", set.archive_dir);
+        let to = root.join(&rel);
+        place(&a.path, &to, plan.generated_mtime)?;
+        archives.push(archive_report(a, &set.component, rel));
+    }
+    let mut manifests = Vec::new();
+    if let Some(kpm) = &committed.manifest {
+        let name = format!("{}.kpm", set.component);
+        let generic_name = plan.layout.dir_name(&Dest::Generic);
+        for dir in &set.manifest_dirs {
+            let rel = format!("{generic_name}/{dir}/{name}");
+            let to = root.join(&rel);
+            mkdirs(parent_of(&to))?;
+            fs::copy(kpm, &to).map_err(|e| TreeError::io("cannot write", &to, e))?;
+            set_mode(&to, 0o644)?;
+            set_mtime(&to, plan.generated_mtime)?;
+            manifests.push(rel);
+        }
+    }
+    fs::remove_dir_all(&scratch).map_err(|e| TreeError::io("cannot remove", &scratch, e))?;
+    Ok(SetOutput {
+        binaries,
+        archives,
+        manifests,
+    })
+}
+
+/// Moves a finished archive into its tree (mode 0644, generated mtime).
+pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
+    mkdirs(parent_of(to))?;
+    fs::rename(from, to).map_err(|e| TreeError::io("cannot rename into", to, e))?;
+    set_mode(to, 0o644)?;
+    set_mtime(to, mtime)
+}
+
+/// Report entry for one committed archive.
+pub fn archive_report(a: &ArchiveFileReport, component: &str, rel: String) -> ArchiveReport {
+    ArchiveReport {
+        path: rel,
+        component: component.to_string(),
+        group: a.group.clone(),
+        architectures: a.architectures.clone(),
+        entries: a.entries,
+        size: a.size,
+        sha256: a.sha256.clone(),
+    }
+}
+
+/// The output trees of `plan` that exist under `root`: generic first, then
+/// the spec's groups in declaration order.
+pub fn plan_trees(plan: &SplitPlan, root: &Path, spec: &Spec) -> Vec<(String, Dest)> {
+    std::iter::once(Dest::Generic)
+        .chain(spec.groups.iter().map(|g| Dest::Group(g.name.clone())))
+        .map(|d| (plan.layout.dir_name(&d), d))
+        .filter(|(n, _)| root.join(n).is_dir())
+        .collect()
+}
+
+/// `artifact_manifest.txt` of every artifact output: the generic one lists
+/// every stage prefix, a device one the prefixes it holds content under.
+fn write_artifact_manifests(plan: &SplitPlan, root: &Path, trees: &[(String, Dest)]) -> Result<()> {
+    for (name, dest) in trees {
+        let dir = root.join(name);
+        let prefixes: Vec<&str> = plan
+            .prefixes
+            .iter()
+            .map(String::as_str)
+            .filter(|p| *dest == Dest::Generic || dir.join(p).exists())
+            .collect();
+        write_manifest_txt(&dir, &prefixes, plan.generated_mtime)?;
+    }
+    Ok(())
+}
+
+/// Writes `dir/artifact_manifest.txt` (one prefix per line).
+pub fn write_manifest_txt(dir: &Path, prefixes: &[&str], mtime: FileTime) -> Result<()> {
+    let path = dir.join(crate::artifact::MANIFEST_TXT);
+    let mut text = String::new();
+    for p in prefixes {
+        text.push_str(p);
+        text.push('\n');
+    }
+    fs::write(&path, text).map_err(|e| TreeError::io("cannot write", &path, e))?;
+    set_mode(&path, 0o644)?;
+    set_mtime(&path, mtime)
+}
+
+/// Gives every directory of the trees `trees` the input directory's mode
+/// and mtime from `dirs` (tree-relative paths; others, generated ones: 0755
+/// and `generated`), deepest first so that read-only modes do not get in
+/// the way.
+pub fn finish_dirs_with(
+    trees: &[PathBuf],
+    dirs: &BTreeMap<String, (u32, FileTime)>,
+    generated: FileTime,
+) -> Result<()> {
+    for tree in trees {
+        for d in walkdir::WalkDir::new(tree).contents_first(true).follow_links(false) {
+            let d = d.map_err(|e| {
+                let p = e.path().unwrap_or(tree).to_path_buf();
+                TreeError::io("cannot list", &p, e.into_io_error().unwrap_or_else(|| io::Error::other("walk")))
+            })?;
+            if !d.file_type().is_dir() {
+                continue;
+            }
+            let rel = d
+                .path()
+                .strip_prefix(tree)
+                .ok()
+                .and_then(|r| r.to_str())
+                .unwrap_or_default();
+            let (mode, mtime) = if rel.is_empty() {
+                (0o755, generated)
+            } else {
+                dirs.get(rel).copied().unwrap_or((0o755, generated))
+            };
+            set_mode(d.path(), mode | 0o700)?;
+            set_mtime(d.path(), mtime)?;
+            if mode & 0o700 != 0o700 {
+                set_mode(d.path(), mode)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Regular files and their bytes under `dir` (symlinks not followed).
+pub fn tree_size(dir: &Path) -> (usize, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    for e in walkdir::WalkDir::new(dir).follow_links(false).into_iter().flatten() {
+        if e.file_type().is_file() {
+            files += 1;
+            bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    (files, bytes)
+}

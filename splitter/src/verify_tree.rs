@@ -1,0 +1,537 @@
+//! `rocm-kpack verify`: check an installed (overlaid) tree the way the
+//! runtime will use it.
+//!
+//! - every split binary's marker resolves, through its `.kpm` and
+//!   `@GFXARCH@` pattern (the runtime loader's own search), to an archive
+//!   entry `<kernel_name>#<co_index>` for every HIPK wrapper and every
+//!   requested target (default: every arch the archives its marker reaches
+//!   carry), asked for as a runtime does: the target id as the GPU reports
+//!   it (`gfx90a:sramecc+:xnack-`), then its generic ISA;
+//! - every archive entry belongs to some binary whose marker reaches that
+//!   archive;
+//! - every `.kpm` entry whose archive is present matches it (size, sha256,
+//!   component, family, architectures), and every archive is listed in its
+//!   component's `.kpm`.
+//!
+//! Archives a manifest lists but that are not installed are fine as long as
+//! no requested target needs them (a tree holds only some groups).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+
+use rayon::prelude::*;
+use rocm_kpack::archive::Archive;
+use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack::manifest::Manifest;
+use rocm_kpack::marker::Marker;
+use rocm_kpack::target::TargetId;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::elf::inspect::inspect_elf;
+use crate::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
+use crate::tree::{Result, TreeError};
+
+/// What to check.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Targets every binary must have code for (`gfx1100`,
+    /// `gfx90a:xnack+`); None: the arches its reachable archives carry.
+    pub targets: Option<Vec<String>>,
+}
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Tree-relative path of the file it is about.
+    pub path: String,
+    pub message: String,
+}
+
+/// One split binary checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryCheck {
+    pub path: String,
+    pub kernel_name: String,
+    /// co_index of each HIPK wrapper.
+    pub co_indices: Vec<u32>,
+    /// Targets checked for it.
+    pub targets: Vec<String>,
+    /// (co_index, target) pairs that resolved.
+    pub resolved: usize,
+}
+
+/// The result of [`verify_tree`].
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub root: PathBuf,
+    pub binaries: Vec<BinaryCheck>,
+    /// Fat binaries still carrying device code (not an error).
+    pub fat_binaries: Vec<String>,
+    pub archives: Vec<String>,
+    pub manifests: Vec<String>,
+    /// Manifest entries whose archive is not installed.
+    pub not_installed: Vec<String>,
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// No problems.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl std::fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let resolved: usize = self.binaries.iter().map(|b| b.resolved).sum();
+        writeln!(
+            f,
+            "{}: {} split binaries ({resolved} code objects resolved), {} archives, {} manifests",
+            self.root.display(),
+            self.binaries.len(),
+            self.archives.len(),
+            self.manifests.len()
+        )?;
+        for p in &self.fat_binaries {
+            writeln!(f, "note: {p} is still a fat binary")?;
+        }
+        for p in &self.not_installed {
+            writeln!(f, "note: {p} is listed but not installed")?;
+        }
+        if self.problems.is_empty() {
+            writeln!(f, "OK")
+        } else {
+            writeln!(f, "{} problem(s):", self.problems.len())?;
+            for p in &self.problems {
+                writeln!(f, "  {}: {}", p.path, p.message)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The arch list a runtime passes for a device: its target id, then the
+/// generic ISA it falls back to (RUNTIME.md: generic ISAs are separate
+/// entries listed after the native one).
+pub fn arch_list(target: &str) -> Vec<String> {
+    let mut list = vec![target.to_string()];
+    if let Some(g) = TargetId::parse(target).ok().and_then(|id| id.generic_fallback()) {
+        list.push(g.to_string());
+    }
+    list
+}
+
+/// Lexically normalized path (`a/b/../c` -> `a/c`), never touching the
+/// file system, so paths built from markers compare with walked paths.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// One binary's check, its problems, and the (archive, key) pairs it owns.
+type BinaryOutcome = (BinaryCheck, Vec<Problem>, BTreeSet<(String, String)>);
+
+struct SplitBinary {
+    rel: String,
+    path: PathBuf,
+    marker: Marker,
+    co_indices: Vec<u32>,
+}
+
+enum Found {
+    Binary(SplitBinary),
+    Fat(String),
+    Manifest(String),
+    Archive(String),
+    Nothing,
+}
+
+fn sha256_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(buf.get(..k).unwrap_or_default());
+        n += k as u64;
+    }
+    Ok((n, h.finalize().into()))
+}
+
+fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
+    let path = root.join(&rel);
+    let problem = |message: String| Problem {
+        path: rel.clone(),
+        message,
+    };
+    if is_kpack_path(&rel) {
+        return Ok(if rel.ends_with(".kpm") {
+            Found::Manifest(rel)
+        } else {
+            Found::Archive(rel)
+        });
+    }
+    let mut f = File::open(&path).map_err(|e| problem(format!("cannot read: {e}")))?;
+    let mut head = [0u8; 64];
+    let n = read_up_to(&mut f, &mut head).map_err(|e| problem(format!("cannot read: {e}")))?;
+    if !is_x86_64_elf(head.get(..n).unwrap_or_default()) {
+        return Ok(Found::Nothing);
+    }
+    // SAFETY: read-only private mapping of a file we only read.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| problem(format!("cannot map: {e}")))?;
+    let Ok(elf) = crate::elf::Elf::parse(&map) else {
+        return Ok(Found::Nothing);
+    };
+    let has = |s: &str| matches!(elf.find_section(s), Ok(Some(_)));
+    if has(crate::elf::rewrite::MARKER_SECTION) {
+        let report = inspect_elf(&map).map_err(|e| problem(format!("unreadable split binary: {e}")))?;
+        let Some(m) = report.marker else {
+            return Ok(Found::Nothing);
+        };
+        let mut co_indices: Vec<u32> = report
+            .wrappers
+            .iter()
+            .filter(|w| w.magic == "HIPK")
+            .filter_map(|w| w.co_index)
+            .collect();
+        co_indices.sort_unstable();
+        co_indices.dedup();
+        return Ok(Found::Binary(SplitBinary {
+            rel: rel.clone(),
+            path,
+            marker: Marker {
+                kpack_search_paths: m.kpack_search_paths,
+                kernel_name: m.kernel_name,
+            },
+            co_indices,
+        }));
+    }
+    if has(crate::elf::rewrite::FATBIN_SECTION) {
+        return Ok(Found::Fat(rel));
+    }
+    Ok(Found::Nothing)
+}
+
+/// Checks the tree at `root` (see the module docs). An unusable root is an
+/// error; everything found wrong inside is a [`Problem`] in the report.
+pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
+    if !root.is_dir() {
+        return Err(TreeError::Input {
+            path: root.to_path_buf(),
+            why: "is not a directory".into(),
+        });
+    }
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+        let item = match item {
+            Ok(i) => i,
+            Err(e) => {
+                problems.push(Problem {
+                    path: e.path().map(|p| p.display().to_string()).unwrap_or_default(),
+                    message: format!("cannot read: {e}"),
+                });
+                continue;
+            }
+        };
+        if !item.file_type().is_file() {
+            continue;
+        }
+        if let Some(rel) = item.path().strip_prefix(root).ok().and_then(|r| r.to_str()) {
+            files.push(rel.to_string());
+        }
+    }
+    let found: Vec<std::result::Result<Found, Problem>> =
+        files.into_par_iter().map(|rel| look_at(root, rel)).collect();
+    let mut binaries = Vec::new();
+    let mut fat_binaries = Vec::new();
+    let mut manifests = Vec::new();
+    let mut archives = Vec::new();
+    for f in found {
+        match f {
+            Ok(Found::Binary(b)) => binaries.push(b),
+            Ok(Found::Fat(p)) => fat_binaries.push(p),
+            Ok(Found::Manifest(p)) => manifests.push(p),
+            Ok(Found::Archive(p)) => archives.push(p),
+            Ok(Found::Nothing) => {}
+            Err(p) => problems.push(p),
+        }
+    }
+
+    // Archives: open each once.
+    let mut opened: BTreeMap<String, Archive> = BTreeMap::new();
+    for a in &archives {
+        match Archive::open(&root.join(a)) {
+            Ok(ar) => {
+                opened.insert(a.clone(), ar);
+            }
+            Err(e) => problems.push(Problem {
+                path: a.clone(),
+                message: format!("unreadable archive: {e}"),
+            }),
+        }
+    }
+
+    // Manifests against the archives present.
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    let mut not_installed = Vec::new();
+    let mut parsed_manifests: BTreeMap<String, Manifest> = BTreeMap::new();
+    for m in &manifests {
+        let dir = m.rsplit_once('/').map_or("", |(d, _)| d);
+        let man = match Manifest::read(&root.join(m)) {
+            Ok(man) => man,
+            Err(e) => {
+                problems.push(Problem {
+                    path: m.clone(),
+                    message: format!("unreadable manifest: {e}"),
+                });
+                continue;
+            }
+        };
+        for f in &man.kpack_files {
+            let arel = if dir.is_empty() {
+                f.filename.clone()
+            } else {
+                format!("{dir}/{}", f.filename)
+            };
+            listed.insert(arel.clone());
+            let apath = root.join(&arel);
+            if !apath.exists() {
+                not_installed.push(arel);
+                continue;
+            }
+            let mut bad = |message: String| {
+                problems.push(Problem {
+                    path: m.clone(),
+                    message,
+                })
+            };
+            match sha256_file(&apath) {
+                Ok((size, sha)) => {
+                    if size != f.size {
+                        bad(format!("{}: size {size}, manifest says {}", f.filename, f.size));
+                    }
+                    match f.sha256 {
+                        Some(h) if h != sha => bad(format!(
+                            "{}: sha256 {}, manifest says {}",
+                            f.filename,
+                            hex::encode(sha),
+                            hex::encode(h)
+                        )),
+                        None => bad(format!("{}: legacy manifest entry without sha256", f.filename)),
+                        _ => {}
+                    }
+                }
+                Err(e) => bad(format!("{}: cannot read: {e}", f.filename)),
+            }
+            if let Some(a) = opened.get(&arel) {
+                if a.group_name() != man.component {
+                    bad(format!(
+                        "{}: archive component {:?}, manifest component {:?}",
+                        f.filename,
+                        a.group_name(),
+                        man.component
+                    ));
+                }
+                if a.gfx_arch_family() != f.family {
+                    bad(format!(
+                        "{}: archive family {:?}, manifest says {:?}",
+                        f.filename,
+                        a.gfx_arch_family(),
+                        f.family
+                    ));
+                }
+                let mut have: Vec<&str> = a.gfx_arches().iter().map(String::as_str).collect();
+                let mut want: Vec<&str> = f.architectures.iter().map(String::as_str).collect();
+                have.sort_unstable();
+                want.sort_unstable();
+                if have != want {
+                    bad(format!(
+                        "{}: archive arches [{}], manifest says [{}]",
+                        f.filename,
+                        have.join(", "),
+                        want.join(", ")
+                    ));
+                }
+            }
+        }
+        parsed_manifests.insert(m.clone(), man);
+    }
+    for a in &archives {
+        if !listed.contains(a) {
+            problems.push(Problem {
+                path: a.clone(),
+                message: "archive is listed in no .kpm manifest of its directory".into(),
+            });
+        }
+    }
+
+    // Which archives each binary's marker reaches.
+    let reach = |b: &SplitBinary| -> BTreeSet<String> {
+        let dir = Path::new(&b.rel).parent().unwrap_or(Path::new("")).to_path_buf();
+        let mut out = BTreeSet::new();
+        for s in &b.marker.kpack_search_paths {
+            let target = normalize(&dir.join(s));
+            let Some(t) = target.to_str() else { continue };
+            if let Some(man) = parsed_manifests.get(t) {
+                let mdir = t.rsplit_once('/').map_or("", |(d, _)| d);
+                for f in &man.kpack_files {
+                    let p = if mdir.is_empty() {
+                        f.filename.clone()
+                    } else {
+                        format!("{mdir}/{}", f.filename)
+                    };
+                    if opened.contains_key(&p) {
+                        out.insert(p);
+                    }
+                }
+            } else if let Some((pre, post)) = t.split_once("@GFXARCH@") {
+                for a in opened.keys() {
+                    let middle = a
+                        .strip_prefix(pre)
+                        .and_then(|rest| rest.strip_suffix(post))
+                        .filter(|m| !m.is_empty() && !m.contains('/'));
+                    if middle.is_some() {
+                        out.insert(a.clone());
+                    }
+                }
+            } else if opened.contains_key(t) {
+                out.insert(t.to_string());
+            }
+        }
+        out
+    };
+
+    // Resolve every (wrapper, target) with the runtime loader.
+    let cache = Cache::with_config(LoaderConfig::default());
+    let checks: Vec<BinaryOutcome> = binaries
+        .par_iter()
+        .map(|b| {
+            let reached = reach(b);
+            let targets: Vec<String> = match &opts.targets {
+                Some(t) => t.clone(),
+                None => {
+                    let mut s: BTreeSet<String> = BTreeSet::new();
+                    for a in &reached {
+                        if let Some(ar) = opened.get(a) {
+                            s.extend(ar.gfx_arches().iter().cloned());
+                        }
+                    }
+                    s.into_iter().collect()
+                }
+            };
+            let mut problems = Vec::new();
+            let mut owned = BTreeSet::new();
+            for a in &reached {
+                for co in &b.co_indices {
+                    owned.insert((a.clone(), format!("{}#{co}", b.marker.kernel_name)));
+                }
+            }
+            let mut resolved = 0;
+            if b.co_indices.is_empty() {
+                problems.push(Problem {
+                    path: b.rel.clone(),
+                    message: "split binary without HIPK wrappers".into(),
+                });
+            }
+            for t in &targets {
+                for co in &b.co_indices {
+                    let key = format!("{}#{co}", b.marker.kernel_name);
+                    match cache.resolve(&b.marker, &b.path, *co, &arch_list(t)) {
+                        Ok(r) if r.archive.entry(&r.binary_key, &r.arch).is_some() => resolved += 1,
+                        Ok(r) => problems.push(Problem {
+                            path: b.rel.clone(),
+                            message: format!(
+                                "no code object for {t}: {} (arch {}) has no entry {key}",
+                                r.archive_path
+                                    .strip_prefix(root)
+                                    .unwrap_or(&r.archive_path)
+                                    .display(),
+                                r.arch
+                            ),
+                        }),
+                        Err(e) => problems.push(Problem {
+                            path: b.rel.clone(),
+                            message: format!("no code object for {t} ({key}): {e}"),
+                        }),
+                    }
+                }
+            }
+            (
+                BinaryCheck {
+                    path: b.rel.clone(),
+                    kernel_name: b.marker.kernel_name.clone(),
+                    co_indices: b.co_indices.clone(),
+                    targets,
+                    resolved,
+                },
+                problems,
+                owned,
+            )
+        })
+        .collect();
+    let mut owned: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut binary_checks = Vec::new();
+    for (c, p, o) in checks {
+        binary_checks.push(c);
+        problems.extend(p);
+        owned.extend(o);
+    }
+    for (path, a) in &opened {
+        let mut orphans: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (key, arch, _) in a.entries() {
+            if !owned.contains(&(path.clone(), key.to_string())) {
+                orphans.entry(key).or_default().push(arch);
+            }
+        }
+        for (key, arches) in orphans {
+            problems.push(Problem {
+                path: path.clone(),
+                message: format!(
+                    "entry {key} ({}) belongs to no split binary whose marker reaches this archive",
+                    arches.join(", ")
+                ),
+            });
+        }
+    }
+
+    Ok(VerifyReport {
+        root: root.to_path_buf(),
+        binaries: binary_checks,
+        fat_binaries,
+        archives,
+        manifests,
+        not_installed,
+        problems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_normalization() {
+        assert_eq!(normalize(Path::new("lib/../.kpack/x.kpm")), Path::new(".kpack/x.kpm"));
+        assert_eq!(normalize(Path::new("a/./b/../../c")), Path::new("c"));
+        assert_eq!(normalize(Path::new("../x")), Path::new("../x"));
+    }
+}
