@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::defaults::{GENERIC_ISAS, KNOWN_PROCESSORS};
+use crate::defaults::KNOWN_PROCESSORS;
+use crate::GENERIC_ISAS;
 use crate::{Spec, SpecError};
 
 /// Where a rule reads the arch from.
@@ -131,7 +132,7 @@ impl DatabaseClassifier {
             });
         }
         let mut tokens: BTreeSet<String> = KNOWN_PROCESSORS.iter().map(|s| s.to_string()).collect();
-        tokens.extend(GENERIC_ISAS.iter().map(|(g, _)| g.to_string()));
+        tokens.extend(GENERIC_ISAS.iter().map(|g| g.name.to_string()));
         for g in &spec.groups {
             tokens.extend(g.targets.iter().cloned());
             tokens.extend(g.generic_isas.iter().cloned());

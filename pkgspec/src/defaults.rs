@@ -5,33 +5,6 @@
 use crate::databases::{ArchSource, DatabaseRule};
 use crate::{Fetch, Group, Naming, PackageDefaults, Spec, Validation};
 
-/// LLVM's generic processor table: each generic ISA and the processors it
-/// serves (PACKAGING.md).
-pub const GENERIC_ISAS: &[(&str, &[&str])] = &[
-    (
-        "gfx9-generic",
-        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
-    ),
-    ("gfx9-4-generic", &["gfx940", "gfx941", "gfx942", "gfx950"]),
-    (
-        "gfx10-1-generic",
-        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
-    ),
-    (
-        "gfx10-3-generic",
-        &[
-            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
-        ],
-    ),
-    (
-        "gfx11-generic",
-        &[
-            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
-        ],
-    ),
-    ("gfx12-generic", &["gfx1200", "gfx1201"]),
-];
-
 /// Every AMDGPU processor LLVM knows (AMDGPUUsage "Processors" table), the
 /// names a spec may list and database file names are searched for.
 pub const KNOWN_PROCESSORS: &[&str] = &[

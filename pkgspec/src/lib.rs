@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use databases::{ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule};
-pub use defaults::{GENERIC_ISAS, KNOWN_PROCESSORS};
+pub use defaults::KNOWN_PROCESSORS;
+/// LLVM's generic ISA table, owned by the runtime crate (target ids).
+pub use rocm_kpack::target::{GenericIsa, GENERIC_ISAS};
 pub use naming::{NameKind, Naming};
 pub use schema::{Granularity, SpecFile};
 
@@ -192,19 +194,12 @@ pub fn is_generic_isa(processor: &str) -> bool {
 
 /// The generic ISAs that serve `processor` (LLVM's table).
 pub fn generic_isas_serving(processor: &str) -> Vec<&'static str> {
-    GENERIC_ISAS
-        .iter()
-        .filter(|(_, served)| served.contains(&processor))
-        .map(|(g, _)| *g)
-        .collect()
+    rocm_kpack::target::generic_isa_for(processor).into_iter().collect()
 }
 
 /// The processors a generic ISA serves (empty for unknown names).
 pub fn processors_served_by(generic_isa: &str) -> &'static [&'static str] {
-    GENERIC_ISAS
-        .iter()
-        .find(|(g, _)| *g == generic_isa)
-        .map_or(&[], |(_, served)| served)
+    rocm_kpack::target::processors_served_by(generic_isa)
 }
 
 impl Default for Spec {

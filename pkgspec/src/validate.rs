@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::defaults::{GENERIC_ISAS, KNOWN_PROCESSORS};
+use crate::defaults::KNOWN_PROCESSORS;
+use crate::GENERIC_ISAS;
 use crate::naming::NameKind;
 use crate::{is_generic_isa, Spec};
 
@@ -117,8 +118,8 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
             }
         }
         for (j, gi) in g.generic_isas.iter().enumerate() {
-            if !GENERIC_ISAS.iter().any(|(known, _)| known == gi) {
-                let known: Vec<&str> = GENERIC_ISAS.iter().map(|(g, _)| *g).collect();
+            if !GENERIC_ISAS.iter().any(|g| g.name == gi) {
+                let known: Vec<&str> = GENERIC_ISAS.iter().map(|g| g.name).collect();
                 return Err(fail(
                     Loc::GroupGeneric(i, j),
                     format!(

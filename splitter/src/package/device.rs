@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rocm_kpack::archive::Archive;
 use rocm_kpack::manifest::Manifest;
-use rocm_kpack_pkgspec::{is_generic_isa, processor_of, Group, Spec, GENERIC_ISAS};
+use rocm_kpack_pkgspec::{is_generic_isa, processor_of, processors_served_by, Group, Spec};
 use sha2::{Digest, Sha256};
 
 use super::tree::{parent_of, Content, Entry, EntryKind, Payload};
@@ -98,11 +98,7 @@ pub fn targets_of(arches: &[String], group: Option<&Group>) -> Vec<String> {
     for a in arches {
         let p = processor_of(a);
         if is_generic_isa(p) {
-            let served = GENERIC_ISAS
-                .iter()
-                .find(|(g, _)| *g == p)
-                .map(|(_, s)| *s)
-                .unwrap_or(&[]);
+            let served = processors_served_by(p);
             for s in served {
                 if group.is_none_or(|g| g.targets.iter().any(|t| t == s)) {
                     out.insert((*s).to_string());
