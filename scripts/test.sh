@@ -7,10 +7,12 @@ cd "$(dirname "$0")/.."
 # Tools the tests drive: the ecosystem's own checkers and clients, compilers
 # for regenerating fixtures, valgrind for the C ABI tests.
 packages=(
-  clang-15 clang-tools-15 lld-15 clang-19 lld-19  # fixture regeneration; clang-offload-bundler
+  clang-15 clang-tools-15 lld-15           # fixture regeneration (clang-15 bundles)
+  clang-19 clang-tools-19 lld-19           # shards compiled by the recombine tests; clang-offload-bundler
   binutils elfutils file                   # readelf, strip, objcopy, eu-elflint
   dpkg-dev lintian                         # deb checks
   rpm rpmlint dnf createrepo-c             # rpm checks and a real dnf client
+  gpg systemd curl                         # repository signing, unit checks, bench baseline
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs
   libhsa-runtime64-1                       # dependency of Debian's libamdhip64.so.5 (dlopen tests)
