@@ -479,3 +479,54 @@ fn corrupt_packages_stop_publishing_without_touching_the_repository() {
     let err = publish(&inside, &repo, &PublishOptions::default()).expect_err("nested");
     assert!(chain(&err).contains("inside the output"), "{}", chain(&err));
 }
+
+/// `rocm-kpack-fetch install --via dnf` against a real dnf: the generic rpm
+/// installed from a `publish --yum` repository served on 127.0.0.1, then the
+/// fetcher maps the local target to the device rpm, prints the plan and
+/// installs it with dnf into the same throwaway root.
+#[test]
+fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    build(&split, &pkgs, &self_contained(&[Format::Rpm]));
+    let repo = tmp.path().join("repo");
+    publish_ok(&pkgs, &repo, &PublishOptions { yum: true, ..PublishOptions::default() });
+    let server = http::serve_dir(&repo).expect("serve");
+    let root = tmp.path().join("root");
+    fs::create_dir_all(&root).expect("mkdir");
+    let dnf_opts = [
+        "--setopt=reposdir=/dev/null".to_owned(),
+        "--setopt=local.gpgcheck=0".to_owned(),
+        format!("--repofrompath=local,{}", server.url),
+    ];
+    ok(Command::new("dnf")
+        .arg("-y")
+        .arg(format!("--installroot={}", root.display()))
+        .arg("--releasever=1")
+        .args(&dnf_opts)
+        .args(["install", "libfixture1"]));
+    let fetch = || {
+        let mut c = rocm_kpack_tests::bins::command("rocm-kpack-fetch");
+        c.env("ROCM_KPACK_PYTHON", "")
+            .args(["install", "--via", "dnf", "--arch", "gfx1100", "--root"])
+            .arg(&root);
+        for o in &dnf_opts {
+            c.arg(format!("--pm-opt={o}"));
+        }
+        c
+    };
+    assert_eq!(ok(fetch().arg("--dry-run")), "dnf install libfixture1-gfx110x\n");
+    ok(&mut fetch());
+    let q = ok(Command::new("rpm").arg("--root").arg(&root).args(["-qa", "--qf", "%{NAME}\n"]));
+    let installed: BTreeSet<&str> = q.lines().collect();
+    assert!(installed.contains("libfixture1-gfx110x"), "{q}");
+    assert!(!installed.contains("libfixture1-gfx90x"), "{q}");
+    let owner = ok(Command::new("rpm")
+        .arg("--root")
+        .arg(&root)
+        .arg("-qf")
+        .arg(format!("/{LIBDIR}/.kpack/libfixture_gfx110X.kpack"))
+        .args(["--qf", "%{NAME}\n"]));
+    assert_eq!(owner.trim(), "libfixture1-gfx110x");
+}
