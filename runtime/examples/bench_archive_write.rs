@@ -113,10 +113,26 @@ fn usage(who: libc::c_int) -> Usage {
         Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
             + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
     };
+    let mut peak_rss = u64::try_from(u.ru_maxrss).unwrap_or(0) * 1024; // KiB on Linux
+    if who == libc::RUSAGE_SELF {
+        // ru_maxrss survives exec (Linux folds the spawning address space's
+        // high-water mark into it); VmHWM belongs to this address space only.
+        if let Some(hwm) = vm_hwm() {
+            peak_rss = hwm;
+        }
+    }
     Usage {
-        peak_rss: u64::try_from(u.ru_maxrss).unwrap_or(0) * 1024, // KiB on Linux
+        peak_rss,
         cpu: tv(u.ru_utime) + tv(u.ru_stime),
     }
+}
+
+/// Peak resident set of this process's address space (`VmHWM`), in bytes.
+fn vm_hwm() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn write_archive(inputs: &[Input], out: &Path) -> BoxResult<(Duration, u64)> {
@@ -182,19 +198,29 @@ fn run() -> BoxResult<()> {
             .ok_or("usage: bench_archive_write DIR [OUT.kpack]")?,
     );
     let tmp = tempfile::tempdir()?;
+    if dir.is_file() {
+        // Cut, then measure in a fresh process: this one has held the
+        // whole fat binary, which would dominate its peak RSS.
+        let cut = tmp.path().join("code-objects");
+        let n = cut_fat_binary(&dir, &cut)?;
+        println!("cut {n} code objects out of {}", dir.display());
+        let mut child = Command::new(std::env::current_exe()?);
+        child.arg(&cut);
+        if let Some(o) = args.next() {
+            child.arg(o);
+        }
+        let status = child.status()?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(format!("benchmark child failed: {status}").into())
+        };
+    }
     let out = args
         .next()
         .map(PathBuf::from)
         .unwrap_or_else(|| tmp.path().join("bench.kpack"));
 
-    let cut = tmp.path().join("code-objects");
-    let dir = if dir.is_file() {
-        let n = cut_fat_binary(&dir, &cut)?;
-        println!("cut {n} code objects out of {}", dir.display());
-        cut
-    } else {
-        dir
-    };
     let inputs = collect(&dir)?;
     // Untimed warm-up: both contenders then read the inputs from the page
     // cache, and the time of reading alone is known.

@@ -167,15 +167,6 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
     assert_eq!(who.trim(), "libfixture1-gfx110x");
 }
 
-fn site_packages(venv: &Path) -> PathBuf {
-    let lib = venv.join("lib");
-    let py = fs::read_dir(&lib)
-        .expect("venv lib")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
-        .expect("pythonX.Y");
-    py.join("site-packages")
-}
 
 #[test]
 fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
@@ -223,7 +214,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     let out = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(out.trim(), "['kpkg.kpm', 'kpkg_gfx110X.kpack']");
-    let sp = site_packages(&venv);
+    let sp = rocm_kpack_tests::site_packages(&venv);
     assert_eq!(
         fs::read(sp.join("kpkg/.kpack/kpkg_gfx110X.kpack")).expect("installed archive"),
         fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx110X.kpack")).expect("archive")

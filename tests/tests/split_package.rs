@@ -329,15 +329,6 @@ fn kpkg_files() -> Vec<(String, Vec<u8>)> {
 
 const KPKG_WHL: &str = "kpkg-1.0-py3-none-linux_x86_64.whl";
 
-fn site_packages(venv: &Path) -> PathBuf {
-    let lib = venv.join("lib");
-    let py = fs::read_dir(&lib)
-        .expect("venv lib")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
-        .expect("pythonX.Y");
-    py.join("site-packages")
-}
 
 #[test]
 fn fat_wheel_splits_and_pip_installs_the_extra() {
@@ -405,7 +396,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     let printed = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(printed.trim(), "['libfixture.kpm', 'libfixture_gfx110X.kpack']");
-    let sp = site_packages(&venv);
+    let sp = rocm_kpack_tests::site_packages(&venv);
     assert_eq!(
         fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
         gfx_code_object("gfx1100")

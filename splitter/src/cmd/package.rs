@@ -124,21 +124,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for p in &report.packages {
-            let group = p.group.as_deref().unwrap_or("generic");
-            let targets = if p.targets.is_empty() {
-                String::new()
-            } else {
-                format!(" [{}]", p.targets.join(" "))
-            };
-            println!(
-                "{:<5} {:<9} {:>12} {}{targets}",
-                format!("{:?}", p.format).to_lowercase(),
-                group,
-                p.size,
-                p.path.display()
-            );
-        }
+        print_packages(&report.packages);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line per built package: format, group, size, path, targets.
+pub fn print_packages(packages: &[rocm_kpack_splitter::package::BuiltPackage]) {
+    for p in packages {
+        let group = p.group.as_deref().unwrap_or("generic");
+        let targets = if p.targets.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", p.targets.join(" "))
+        };
+        println!(
+            "{:<5} {:<9} {:>12} {}{targets}",
+            format!("{:?}", p.format).to_lowercase(),
+            group,
+            p.size,
+            p.path.display()
+        );
+    }
 }

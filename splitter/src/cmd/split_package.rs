@@ -57,20 +57,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for n in &report.notes {
         eprintln!("note: {n}");
     }
-    for p in &report.packages {
-        let group = p.group.as_deref().unwrap_or("generic");
-        let targets = if p.targets.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", p.targets.join(" "))
-        };
-        println!(
-            "{:<5} {:<9} {:>12} {}{targets}",
-            format!("{:?}", p.format).to_lowercase(),
-            group,
-            p.size,
-            p.path.display()
-        );
-    }
+    super::package::print_packages(&report.packages);
     Ok(ExitCode::SUCCESS)
 }
