@@ -7,39 +7,16 @@
 #![allow(clippy::unwrap_used)]
 
 mod archive_common;
+mod peak_alloc;
 
 use archive_common::*;
 use rocm_kpack::archive::{Archive, MAX_ZSTD_RATIO};
 use rocm_kpack::manifest::Manifest;
 use rocm_kpack::marker::Marker;
 use rocm_kpack::msgpack;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use peak_alloc::{PeakAlloc, PEAK};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
-
-struct PeakAlloc;
-
-thread_local! {
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for PeakAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = PEAK.try_with(|p| p.set(p.get().max(layout.size())));
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = PEAK.try_with(|p| p.set(p.get().max(new_size)));
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static ALLOC: PeakAlloc = PeakAlloc;

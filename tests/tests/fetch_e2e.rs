@@ -199,34 +199,13 @@ fn s(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn apt_opts(root: &Path) -> Vec<String> {
-    let r = root.display();
-    vec![
-        format!("-o=Dir={r}"),
-        format!("-o=Dir::State::status={r}/var/lib/dpkg/status"),
-        format!("-o=DPkg::Options::=--root={r}"),
-        "-o=DPkg::Options::=--force-not-root".into(),
-        "-o=Debug::NoLocking=1".into(),
-        "-o=APT::Sandbox::User=root".into(),
-    ]
-}
-
 #[test]
 fn via_apt_plans_and_installs_the_device_package() {
     let p = published();
     let server = http::serve_dir(&p.repo).expect("serve");
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("root");
-    for d in [
-        "etc/apt/sources.list.d",
-        "etc/apt/apt.conf.d",
-        "etc/apt/preferences.d",
-        "var/lib/apt/lists/partial",
-        "var/cache/apt/archives/partial",
-        "var/log/apt",
-    ] {
-        fs::create_dir_all(root.join(d)).expect("mkdir");
-    }
+    apt_dirs(&root);
     root_with_generic(&root);
     fs::write(
         root.join("etc/apt/sources.list"),

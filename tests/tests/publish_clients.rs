@@ -33,27 +33,10 @@ fn publish_ok(pkgs: &Path, out: &Path, opts: &PublishOptions) -> PublishReport {
 }
 
 fn apt_root(root: &Path, source: &str) -> Vec<String> {
-    for d in [
-        "etc/apt/sources.list.d",
-        "etc/apt/apt.conf.d",
-        "etc/apt/preferences.d",
-        "var/lib/apt/lists/partial",
-        "var/cache/apt/archives/partial",
-        "var/log/apt",
-    ] {
-        fs::create_dir_all(root.join(d)).expect("mkdir");
-    }
+    apt_dirs(root);
     dpkg_root(root);
     fs::write(root.join("etc/apt/sources.list"), format!("{source}\n")).expect("sources");
-    let r = root.display();
-    vec![
-        format!("-o=Dir={r}"),
-        format!("-o=Dir::State::status={r}/var/lib/dpkg/status"),
-        format!("-o=DPkg::Options::=--root={r}"),
-        "-o=DPkg::Options::=--force-not-root".into(),
-        "-o=Debug::NoLocking=1".into(),
-        "-o=APT::Sandbox::User=root".into(),
-    ]
+    apt_opts(root)
 }
 
 #[test]

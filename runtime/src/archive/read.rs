@@ -393,6 +393,9 @@ fn parse(data: &[u8]) -> Result<Parsed> {
 fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
     let top = map_of(toc_value, "TOC", at)?;
     let get = |key: &str| top.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let req = |key: &'static str| required(get(key), key, at);
+    let req_str = |key: &'static str| str_of(req(key)?, key, at);
+    let req_uint = |key: &'static str| uint_of(req(key)?, key, at);
     for (k, _) in &top {
         if !matches!(
             *k,
@@ -410,11 +413,7 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
         }
     }
 
-    let version = uint_of(
-        required(get("format_version"), "format_version", at)?,
-        "format_version",
-        at,
-    )?;
+    let version = req_uint("format_version")?;
     if version != u64::from(FORMAT_VERSION) {
         return Err(Error::UnsupportedVersion {
             what: "kpack TOC",
@@ -422,18 +421,10 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
             supported: "1",
         });
     }
-    let group_name = str_of(
-        required(get("group_name"), "group_name", at)?,
-        "group_name",
-        at,
-    )?;
-    let gfx_arch_family = str_of(
-        required(get("gfx_arch_family"), "gfx_arch_family", at)?,
-        "gfx_arch_family",
-        at,
-    )?;
+    let group_name = req_str("group_name")?;
+    let gfx_arch_family = req_str("gfx_arch_family")?;
 
-    let arches_v = required(get("gfx_arches"), "gfx_arches", at)?;
+    let arches_v = req("gfx_arches")?;
     let arches_list = arches_v.as_array().ok_or_else(|| {
         toc_err(
             at,
@@ -452,15 +443,11 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
         gfx_arches.push(a.to_owned());
     }
 
-    let scheme_name = str_of(
-        required(get("compression_scheme"), "compression_scheme", at)?,
-        "compression_scheme",
-        at,
-    )?;
+    let scheme_name = req_str("compression_scheme")?;
     let scheme = CompressionScheme::from_name(scheme_name)
         .ok_or_else(|| toc_err(at, format!("unknown compression_scheme {scheme_name:?}")))?;
 
-    let toc_v = required(get("toc"), "toc", at)?;
+    let toc_v = req("toc")?;
     let mut toc: Vec<BinaryToc> = Vec::new();
     for (binary, arches_v) in map_of(toc_v, "toc", at)? {
         let mut arches = Vec::new();
@@ -481,7 +468,7 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
 
     let blobs = match scheme {
         CompressionScheme::None => {
-            let blobs_v = required(get("blobs"), "blobs", at)?;
+            let blobs_v = req("blobs")?;
             let list = blobs_v.as_array().ok_or_else(|| {
                 toc_err(
                     at,
@@ -543,16 +530,8 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
             Blobs::Plain(spans)
         }
         CompressionScheme::ZstdPerKernel => {
-            let offset = uint_of(
-                required(get("zstd_offset"), "zstd_offset", at)?,
-                "zstd_offset",
-                at,
-            )?;
-            let size = uint_of(
-                required(get("zstd_size"), "zstd_size", at)?,
-                "zstd_size",
-                at,
-            )?;
+            let offset = req_uint("zstd_offset")?;
+            let size = req_uint("zstd_size")?;
             let end = offset.checked_add(size);
             if offset < HEADER_SIZE || size < 4 || !matches!(end, Some(end) if end <= at) {
                 return Err(toc_err(

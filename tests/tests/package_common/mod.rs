@@ -261,6 +261,34 @@ pub fn dpkg_root(root: &Path) {
     fs::write(root.join("var/lib/dpkg/available"), "").expect("available");
 }
 
+/// apt's own directories in a throwaway root (PACKAGING.md, "Testing with
+/// the real clients").
+pub fn apt_dirs(root: &Path) {
+    for d in [
+        "etc/apt/sources.list.d",
+        "etc/apt/apt.conf.d",
+        "etc/apt/preferences.d",
+        "var/lib/apt/lists/partial",
+        "var/cache/apt/archives/partial",
+        "var/log/apt",
+    ] {
+        fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+}
+
+/// Options that point apt-get (and the dpkg it runs) at a throwaway root.
+pub fn apt_opts(root: &Path) -> Vec<String> {
+    let r = root.display();
+    vec![
+        format!("-o=Dir={r}"),
+        format!("-o=Dir::State::status={r}/var/lib/dpkg/status"),
+        format!("-o=DPkg::Options::=--root={r}"),
+        "-o=DPkg::Options::=--force-not-root".into(),
+        "-o=Debug::NoLocking=1".into(),
+        "-o=APT::Sandbox::User=root".into(),
+    ]
+}
+
 /// `E:` tags lintian reports for a package (tag names, sorted, unique).
 pub fn lintian_errors(deb: &Path) -> Vec<String> {
     let o = run(Command::new("lintian")
