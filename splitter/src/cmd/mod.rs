@@ -42,3 +42,13 @@ pub fn write_atomically(dest: &std::path::Path, bytes: &[u8]) -> anyhow::Result<
     rocm_kpack_splitter::split_binary::PendingFile::write(dest, bytes, None)?.commit()?;
     Ok(())
 }
+
+/// Writes a command's output to stdout. A closed pipe (`| head`) is not a
+/// failure of the command, so it is not reported.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}

@@ -1,7 +1,6 @@
 //! `rocm-kpack recombine SHARD_DIR... --out DIR [--spec SPEC] [--jobs N]
 //! [--compression zstd|none] [--level N] [--json]`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -75,10 +74,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         render(&report)
     };
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::print_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn render(r: &RecombineReport) -> String {

@@ -1,6 +1,5 @@
 //! `rocm-kpack spec show [--spec FILE] [--json]`, `rocm-kpack spec check FILE`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,8 +56,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )
         }
     };
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::print_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
 }

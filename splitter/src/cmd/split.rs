@@ -2,7 +2,6 @@
 //! [--jobs N] [--batch] [--prefix-dir DIR]... [--compression zstd|none]
 //! [--level N] [--dry-run] [--json]`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -128,7 +127,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             plans.iter().map(ToString::to_string).collect::<String>()
         };
-        return print(&text);
+        super::print_stdout(&text)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let report = if args.batch {
         split_batch(&args.input, &args.out, &opts)?
@@ -146,15 +146,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         render(&report)
     };
-    print(&text)
-}
-
-fn print(text: &str) -> anyhow::Result<ExitCode> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        // A closed pipe (`| head`) is not a failure of the command.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::print_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn render(r: &SplitReport) -> String {

@@ -81,12 +81,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         render(&report)
     };
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        // The split itself succeeded; a closed pipe (`| head`) is not a failure.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::print_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn render(r: &SplitBinaryReport) -> String {

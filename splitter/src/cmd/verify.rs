@@ -1,6 +1,5 @@
 //! `rocm-kpack verify TREE [--targets gfx1100,...] [--json]`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,10 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         report.to_string()
     };
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
-        _ => {}
-    }
+    super::print_stdout(&text)?;
     Ok(if report.ok() {
         ExitCode::SUCCESS
     } else {
