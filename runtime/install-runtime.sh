@@ -50,10 +50,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
 if [ "$build" = 1 ]; then
-    cargo build --profile "$profile" -p rocm-kpack -p rocm-kpack-preload
+    cargo build --profile "$profile" -p rocm-kpack-capi -p rocm-kpack-preload
 fi
 
-version="$(cargo pkgid -p rocm-kpack)"
+version="$(cargo pkgid -p rocm-kpack-capi)"
 version="${version##*@}"
 version="${version##*#}"
 target_dir="$(cargo metadata --format-version 1 --no-deps |
@@ -75,7 +75,7 @@ ln -sfn "librocm_kpack.so.$version" "$lib/librocm_kpack.so.0"
 ln -sfn "librocm_kpack.so.0" "$lib/librocm_kpack.so"
 install -m 0644 "$out/librocm_kpack.a" "$lib/librocm_kpack.a"
 install -m 0755 "$out/librocm_kpack_preload.so" "$lib/librocm_kpack_preload.so"
-for h in include/rocm_kpack/*.h; do
+for h in capi/include/rocm_kpack/*.h; do
     install -m 0644 "$h" "$root/include/rocm_kpack/"
 done
 
@@ -86,8 +86,8 @@ subst() {
     mv "$2.tmp" "$2"
     chmod 0644 "$2"
 }
-subst cmake/rocm-kpack-config.cmake.in "$lib/cmake/rocm-kpack/rocm-kpack-config.cmake"
-subst cmake/rocm-kpack-config-version.cmake.in "$lib/cmake/rocm-kpack/rocm-kpack-config-version.cmake"
-subst pkgconfig/rocm-kpack.pc.in "$lib/pkgconfig/rocm-kpack.pc"
+subst capi/cmake/rocm-kpack-config.cmake.in "$lib/cmake/rocm-kpack/rocm-kpack-config.cmake"
+subst capi/cmake/rocm-kpack-config-version.cmake.in "$lib/cmake/rocm-kpack/rocm-kpack-config-version.cmake"
+subst capi/pkgconfig/rocm-kpack.pc.in "$lib/pkgconfig/rocm-kpack.pc"
 
 echo "installed rocm-kpack $version runtime into $root"

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use rocm_kpack::archive::{Archive, ArchiveWriter, CompressionScheme};
-use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use sha2::{Digest, Sha256};
 
 struct Item {
@@ -129,7 +129,7 @@ fn librocsparse(deb: &Path, scratch: &Path, per_family: bool) -> anyhow::Result<
     let elf = object::File::parse(&*data)?;
     let section = elf.section_by_name(".hip_fatbin").context("no .hip_fatbin")?;
     let bytes = section.data()?;
-    let bundles = rocm_kpack::bundle::parse_fatbin(bytes)?;
+    let bundles = rocm_kpack_format::bundle::parse_fatbin(bytes)?;
     let spec = if per_family {
         rocm_kpack_pkgspec::Spec::default_families()
     } else {
@@ -152,7 +152,7 @@ fn librocsparse(deb: &Path, scratch: &Path, per_family: bool) -> anyhow::Result<
                         "librocsparse",
                         &group.name,
                         CompressionScheme::ZstdPerKernel,
-                        rocm_kpack::archive::DEFAULT_ZSTD_LEVEL,
+                        rocm_kpack_format::archive::DEFAULT_ZSTD_LEVEL,
                     )?),
                 };
                 w.add_kernel(&format!("librocsparse.so.0.1#{i}"), target, code.to_vec())?;

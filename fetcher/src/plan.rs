@@ -9,7 +9,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 use crate::install::hash_file;
@@ -323,7 +323,7 @@ impl fmt::Display for InstallPlan {
 mod tests {
     use super::*;
     use crate::resolve::InstalledManifest;
-    use rocm_kpack::manifest::{Manifest, ManifestFile};
+    use rocm_kpack_format::manifest::{Manifest, ManifestFile};
     use sha2::{Digest, Sha256};
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Manifests are trusted only because a package manager installed them; this
 //! module never fetches one. Filenames in them were checked by
-//! [`rocm_kpack::manifest::Manifest::parse`] (no `/`, `..`, ...), and a
+//! [`rocm_kpack_format::manifest::Manifest::parse`] (no `/`, `..`, ...), and a
 //! manifest that fails that check is refused whole.
 //!
 //! Where manifests are looked for, each path below `--root`:
@@ -23,8 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack::manifest::{Manifest, ManifestFile};
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 /// Name of the directory holding archives and manifests.
@@ -218,7 +218,7 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
 /// except `xnack` (a per-process mode, so both settings may be probed) and
 /// features the device's target does not pin (e.g. `--arch gfx90a`).
 pub fn arch_serves(local: &TargetId, key: &str) -> bool {
-    let key = key.strip_prefix(rocm_kpack::target::AMDHSA_PREFIX).unwrap_or(key);
+    let key = key.strip_prefix(rocm_kpack_format::target::AMDHSA_PREFIX).unwrap_or(key);
     let Ok(code) = TargetId::parse(key) else {
         return false;
     };
@@ -252,7 +252,7 @@ pub struct Needs {
 
 /// Whether `key` is code for `local`'s own processor (not a generic ISA).
 fn is_native(local: &TargetId, key: &str) -> bool {
-    let key = key.strip_prefix(rocm_kpack::target::AMDHSA_PREFIX).unwrap_or(key);
+    let key = key.strip_prefix(rocm_kpack_format::target::AMDHSA_PREFIX).unwrap_or(key);
     TargetId::parse(key).is_ok_and(|code| code.processor() == local.processor())
 }
 

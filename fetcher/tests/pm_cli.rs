@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 
 fn fetch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rocm-kpack-fetch"));

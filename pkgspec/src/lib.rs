@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use databases::{ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule};
 pub use defaults::KNOWN_PROCESSORS;
 /// LLVM's generic ISA table, owned by the runtime crate (target ids).
-pub use rocm_kpack::target::{GenericIsa, GENERIC_ISAS};
+pub use rocm_kpack_format::target::{GenericIsa, GENERIC_ISAS};
 pub use naming::{NameKind, Naming};
 pub use schema::{Granularity, SpecFile};
 
@@ -194,12 +194,12 @@ pub fn is_generic_isa(processor: &str) -> bool {
 
 /// The generic ISAs that serve `processor` (LLVM's table).
 pub fn generic_isas_serving(processor: &str) -> Vec<&'static str> {
-    rocm_kpack::target::generic_isa_for(processor).into_iter().collect()
+    rocm_kpack_format::target::generic_isa_for(processor).into_iter().collect()
 }
 
 /// The processors a generic ISA serves (empty for unknown names).
 pub fn processors_served_by(generic_isa: &str) -> &'static [&'static str] {
-    rocm_kpack::target::processors_served_by(generic_isa)
+    rocm_kpack_format::target::processors_served_by(generic_isa)
 }
 
 impl Default for Spec {

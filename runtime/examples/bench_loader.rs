@@ -1,5 +1,6 @@
 //! Loader benchmark: prints figures, asserts nothing.
 //!
+//!   cargo build --release -p rocm-kpack-capi      # the C library it also measures
 //!   cargo run --release -p rocm-kpack --example bench_loader -- <archive.kpack | dir> [--target T]
 //!   cargo run --release -p rocm-kpack --example bench_loader -- --from-fat <elf> [--out DIR] [--target T]
 //!
@@ -17,6 +18,8 @@
 //! - RSS after opening (VmRSS delta) vs the archive size: open must not read
 //!   the blob region;
 //! - cache creation + first code object (Rust API and C ABI), page cache warm;
+//!   the C ABI is the built `librocm_kpack.so` of the same profile, opened
+//!   with dlopen as a HIP runtime would link it;
 //! - all code objects for the target: loader (Rust API, C ABI) vs plain zstd
 //!   decompression of the same frames with one reused context (baseline);
 //! - decompression throughput over every kernel of the archive, 1 and 2 threads.
@@ -26,9 +29,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rocm_kpack::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::marker::Marker;
+use rocm_kpack_format::marker::Marker;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -269,8 +272,71 @@ fn main() -> AnyResult<()> {
     Ok(())
 }
 
+/// The C ABI entry points the benchmark calls, from the built library.
+#[allow(non_camel_case_types)]
+type kpack_cache_t = *mut c_void;
+
+struct CApi {
+    cache_create: unsafe extern "C" fn(*mut kpack_cache_t) -> u32,
+    cache_destroy: unsafe extern "C" fn(kpack_cache_t),
+    load: unsafe extern "C" fn(
+        kpack_cache_t,
+        *const c_void,
+        *const c_char,
+        u32,
+        *const *const c_char,
+        usize,
+        *mut *mut c_void,
+        *mut usize,
+    ) -> u32,
+    free: unsafe extern "C" fn(*mut c_void),
+}
+
+/// `librocm_kpack.so` beside the example's profile directory
+/// (`target/<profile>/examples/bench_loader` -> `target/<profile>/`).
+fn capi() -> &'static CApi {
+    static API: std::sync::OnceLock<CApi> = std::sync::OnceLock::new();
+    API.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let lib = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/examples")
+            .join("librocm_kpack.so");
+        let path = CString::new(lib.display().to_string()).expect("path");
+        // SAFETY: dlopen/dlsym with NUL-terminated names; the symbols have
+        // the signatures of kpack.h, and the library stays loaded.
+        unsafe {
+            let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+            assert!(
+                !handle.is_null(),
+                "cannot open {} (build it first: cargo build --release -p rocm-kpack-capi)",
+                lib.display()
+            );
+            let sym = |name: &str| {
+                let c = CString::new(name).expect("name");
+                let p = libc::dlsym(handle, c.as_ptr());
+                assert!(!p.is_null(), "{name} missing from {}", lib.display());
+                p
+            };
+            CApi {
+                cache_create: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut kpack_cache_t) -> u32>(sym(
+                    "kpack_cache_create",
+                )),
+                cache_destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(kpack_cache_t)>(sym(
+                    "kpack_cache_destroy",
+                )),
+                load: std::mem::transmute::<*mut c_void, _>(sym("kpack_load_code_object")),
+                free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(sym(
+                    "kpack_free_code_object",
+                )),
+            }
+        }
+    })
+}
+
 fn c_first_load(m: &Marker, binary: &Path, co: u32, target: &str) -> Duration {
-    use rocm_kpack::capi::*;
+    let api = capi();
     let marker = m.to_msgpack().expect("marker");
     let bin = CString::new(binary.display().to_string()).expect("path");
     let arch = CString::new(target).expect("arch");
@@ -281,18 +347,18 @@ fn c_first_load(m: &Marker, binary: &Path, co: u32, target: &str) -> Duration {
     let mut n = 0usize;
     // SAFETY: valid pointers; buffers released once.
     unsafe {
-        kpack_cache_create(&mut cache);
-        let rc = kpack_load_code_object(cache, marker.as_ptr().cast(), bin.as_ptr(), co, list.as_ptr(), 1, &mut out, &mut n);
+        (api.cache_create)(&mut cache);
+        let rc = (api.load)(cache, marker.as_ptr().cast(), bin.as_ptr(), co, list.as_ptr(), 1, &mut out, &mut n);
         let d = t.elapsed();
-        assert_eq!(rc, rocm_kpack::ErrorCode::Success);
-        kpack_free_code_object(out);
-        kpack_cache_destroy(cache);
+        assert_eq!(rc, rocm_kpack_format::ErrorCode::Success as u32);
+        (api.free)(out);
+        (api.cache_destroy)(cache);
         d
     }
 }
 
 fn c_load_all(requests: &[(Marker, u32)], binary: &Path, target: &str) -> Duration {
-    use rocm_kpack::capi::*;
+    let api = capi();
     let markers: Vec<Vec<u8>> = requests.iter().map(|(m, _)| m.to_msgpack().expect("marker")).collect();
     let bin = CString::new(binary.display().to_string()).expect("path");
     let arch = CString::new(target).expect("arch");
@@ -300,20 +366,20 @@ fn c_load_all(requests: &[(Marker, u32)], binary: &Path, target: &str) -> Durati
     let mut cache: kpack_cache_t = std::ptr::null_mut();
     // SAFETY: valid pointers; buffers released once.
     unsafe {
-        kpack_cache_create(&mut cache);
+        (api.cache_create)(&mut cache);
         // Open the archive outside the timed loop, like the Rust run.
         let mut out: *mut c_void = std::ptr::null_mut();
         let mut n = 0usize;
-        kpack_load_code_object(cache, markers[0].as_ptr().cast(), bin.as_ptr(), requests[0].1, list.as_ptr(), 1, &mut out, &mut n);
-        kpack_free_code_object(out);
+        (api.load)(cache, markers[0].as_ptr().cast(), bin.as_ptr(), requests[0].1, list.as_ptr(), 1, &mut out, &mut n);
+        (api.free)(out);
         let t = Instant::now();
         for (m, (_, co)) in markers.iter().zip(requests) {
-            let rc = kpack_load_code_object(cache, m.as_ptr().cast(), bin.as_ptr(), *co, list.as_ptr(), 1, &mut out, &mut n);
-            assert_eq!(rc, rocm_kpack::ErrorCode::Success);
-            kpack_free_code_object(out);
+            let rc = (api.load)(cache, m.as_ptr().cast(), bin.as_ptr(), *co, list.as_ptr(), 1, &mut out, &mut n);
+            assert_eq!(rc, rocm_kpack_format::ErrorCode::Success as u32);
+            (api.free)(out);
         }
         let d = t.elapsed();
-        kpack_cache_destroy(cache);
+        (api.cache_destroy)(cache);
         d
     }
 }
@@ -353,7 +419,7 @@ fn archives_from_fat(elf: &Path, out: &Path) -> AnyResult<Vec<PathBuf>> {
     // SAFETY: read-only map of an input file not modified meanwhile.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let section = elf_section(&map, ".hip_fatbin").ok_or("no .hip_fatbin section")?;
-    let bundles = rocm_kpack::bundle::parse_fatbin(section)?;
+    let bundles = rocm_kpack_format::bundle::parse_fatbin(section)?;
     let name = elf.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
     let mut by_target: std::collections::BTreeMap<String, Vec<(usize, &[u8])>> = Default::default();
     for (i, b) in bundles.iter().enumerate() {

@@ -1,21 +1,12 @@
-//! rocm-kpack runtime: every on-disk format (reader and writer), the
-//! code-object loader, GPU detection, and the `librocm_kpack` C ABI.
+//! The rocm-kpack loader: finds and loads the code objects of split (HIPK)
+//! binaries at launch, holds the code-object selection rule that the fetcher
+//! shares, and detects the local GPUs from KFD sysfs.
 //!
-//! Data flow: [`bundle`] (offload bundles / CCOB inside `.hip_fatbin`) and
-//! [`wrapper`] describe what a fat binary carries; [`archive`] stores code
-//! objects in `.kpack` files; [`marker`] and [`manifest`] tell a host binary
-//! where its archives are; `loader` finds and loads code objects at launch.
+//! Every byte format it reads comes from [`rocm_kpack_format`]; the C ABI
+//! over this crate is `rocm-kpack-capi` (`runtime/capi`), the preload shim
+//! `rocm-kpack-preload` (`runtime/preload`).
 
-pub mod archive;
-pub mod bundle;
-pub mod capi;
 pub mod detect;
-pub mod error;
 pub mod loader;
-pub mod manifest;
-pub mod marker;
-pub mod msgpack;
-pub mod target;
-pub mod wrapper;
 
-pub use error::{Error, ErrorCode, Result};
+pub use rocm_kpack_format::{Error, ErrorCode, Result};

@@ -15,7 +15,7 @@ use rocm_kpack::detect::{
     detect, process_isas, ArchOverride, DetectOptions, Detection, HsaOverride, OverrideSource,
     ScanHook, DEFAULT_MAX_SCANS, XNACK_PROCESSORS,
 };
-use rocm_kpack::Error;
+use rocm_kpack_format::Error;
 
 /// Every fixture and the targets it must produce. The golden test also fails
 /// when a directory exists that is not listed here, or the reverse.

@@ -2,6 +2,7 @@
 //! with explicit configurations so nothing depends on the process
 //! environment. The same table runs through the C ABI in `capi.rs`.
 
+#[path = "../capi/tests/capi_support/mod.rs"]
 mod capi_support;
 
 use std::fs;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capi_support::*;
-use rocm_kpack::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
+use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack::{Error, ErrorCode};
 
@@ -219,7 +220,7 @@ fn corrupt_payload_of_the_deciding_archive_is_reported() {
     let l = Layout::new();
     let a = l.archive("gfx1100", Zstd, &[kernel(&key(0), "gfx1100", vec![7u8; 4096])]);
     let mut bytes = fs::read(&a).expect("read");
-    let archive = rocm_kpack::archive::Archive::open(&a).expect("open");
+    let archive = rocm_kpack_format::archive::Archive::open(&a).expect("open");
     let (zoff, _) = archive.zstd_region().expect("zstd");
     drop(archive);
     // Damage the frame's payload (after num_frames, size prefix, frame header).

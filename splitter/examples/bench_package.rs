@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use rocm_kpack::archive::CompressionScheme;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::DebReader;
-use rocm_kpack_splitter::package::meta::PackageMeta;
-use rocm_kpack_splitter::package::{package, Format, PackageOptions};
+use rocm_kpack_format::archive::CompressionScheme;
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::meta::PackageMeta;
+use rocm_kpack_package::{package, Format, PackageOptions};
 use rocm_kpack_splitter::split_binary::{split_binary, SplitBinaryOptions, SplitOutcome};
 
 fn max_rss_kib() -> i64 {

@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use flate2::write::GzEncoder;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::{write_deb, DebSpec};
-use rocm_kpack_splitter::package::meta::{render_description, wrap, ControlFields, ControlFile};
-use rocm_kpack_splitter::package::rpm::{write_rpm, Dep, RpmSpec};
-use rocm_kpack_splitter::package::tree::{Entry, Payload};
-use rocm_kpack_splitter::package::wheel::{write_wheel, WheelSpec};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::{write_deb, DebSpec};
+use rocm_kpack_package::meta::{render_description, wrap, ControlFields, ControlFile};
+use rocm_kpack_package::rpm::{write_rpm, Dep, RpmSpec};
+use rocm_kpack_package::tree::{Entry, Payload};
+use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
 
 const NAME: &str = "rocm-kpack-fetch";
 const SUMMARY: &str = "fetch AMD GPU device code for installed ROCm packages";

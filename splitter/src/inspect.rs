@@ -5,9 +5,9 @@
 use std::fs;
 use std::path::Path;
 
-use rocm_kpack::archive::Archive;
-use rocm_kpack::bundle::{self, Bundle, Compression};
-use rocm_kpack::manifest::Manifest;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::bundle::{self, Bundle, Compression};
+use rocm_kpack_format::manifest::Manifest;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -120,7 +120,7 @@ pub enum InspectError {
     Format {
         path: String,
         #[source]
-        source: rocm_kpack::Error,
+        source: rocm_kpack_format::Error,
     },
     #[error("{path}: {source}")]
     Elf {
@@ -145,7 +145,7 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
         source,
     })?;
     let head = &head[..n];
-    if head.starts_with(&rocm_kpack::archive::MAGIC) {
+    if head.starts_with(&rocm_kpack_format::archive::MAGIC) {
         let archive = Archive::open(path).map_err(format)?;
         return archive_report(&archive).map(Report::Archive).map_err(format);
     }
@@ -189,7 +189,7 @@ fn read_head(path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Reports an opened archive; every blob's stored size is checked against
 /// the file, so a damaged archive is an error rather than a wrong report.
-pub fn archive_report(archive: &Archive) -> rocm_kpack::Result<ArchiveReport> {
+pub fn archive_report(archive: &Archive) -> rocm_kpack_format::Result<ArchiveReport> {
     let mut entries = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     let (mut original_bytes, mut stored_bytes) = (0u64, 0u64);
@@ -220,7 +220,7 @@ pub fn archive_report(archive: &Archive) -> rocm_kpack::Result<ArchiveReport> {
     }
     Ok(ArchiveReport {
         file_size: archive.file_len(),
-        format_version: rocm_kpack::archive::FORMAT_VERSION,
+        format_version: rocm_kpack_format::archive::FORMAT_VERSION,
         group_name: archive.group_name().to_owned(),
         gfx_arch_family: archive.gfx_arch_family().to_owned(),
         gfx_arches: archive.gfx_arches().to_vec(),
@@ -261,7 +261,7 @@ pub fn manifest_report(manifest: &Manifest) -> ManifestReport {
 }
 
 /// Reports every bundle of a `.hip_fatbin` section.
-pub fn bundle_section_report(section: &[u8]) -> rocm_kpack::Result<BundleSectionReport> {
+pub fn bundle_section_report(section: &[u8]) -> rocm_kpack_format::Result<BundleSectionReport> {
     let bundles = bundle::parse_fatbin(section)?;
     Ok(BundleSectionReport {
         section_size: section.len() as u64,

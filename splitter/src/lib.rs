@@ -4,8 +4,6 @@
 
 pub mod elf;
 pub mod inspect;
-pub mod package;
-pub mod publish;
 pub mod split_binary;
 pub mod artifact;
 pub mod plan;

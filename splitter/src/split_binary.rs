@@ -14,10 +14,10 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
-use rocm_kpack::bundle::{self, Bundle};
-use rocm_kpack::manifest::{Manifest, ManifestFile};
-use rocm_kpack::marker::Marker;
+use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::bundle::{self, Bundle};
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::marker::Marker;
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -35,13 +35,13 @@ pub enum SplitError {
     Elf(#[from] ElfError),
     /// `.hip_fatbin` does not hold valid offload bundles.
     #[error("corrupted offload bundle in .hip_fatbin")]
-    Bundle(#[source] rocm_kpack::Error),
+    Bundle(#[source] rocm_kpack_format::Error),
     /// Writing an archive, marker or manifest failed.
     #[error("writing {what}")]
     Format {
         what: String,
         #[source]
-        source: rocm_kpack::Error,
+        source: rocm_kpack_format::Error,
     },
     /// A code object's target has no device group, or the spec is invalid.
     #[error(transparent)]

@@ -8,7 +8,7 @@
 //! inside `--out` (the readers refuse `..`, absolute names and escaping
 //! symlinks, so nothing lands outside it); split the extracted tree with
 //! [`crate::tree::split_tree`]; hand the split directory and the original
-//! metadata to [`crate::package::package`], which writes into `--out`.
+//! metadata to [`rocm_kpack_package::package`], which writes into `--out`.
 //! A package with no device code is copied unchanged, with a note.
 //! The work directory is removed whatever happens.
 
@@ -16,16 +16,16 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
-use crate::package::archive_io::Compression;
-use crate::package::deb::DebReader;
-use crate::package::meta::PackageMeta;
-use crate::package::rpm::RpmReader;
-use crate::package::wheel::WheelReader;
-use crate::package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::meta::PackageMeta;
+use rocm_kpack_package::rpm::RpmReader;
+use rocm_kpack_package::wheel::WheelReader;
+use rocm_kpack_package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
 use crate::tree::{split_tree, SplitOptions, SplitReport, TreeError};
 
 /// Why a package could not be split.

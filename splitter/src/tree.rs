@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use rayon::prelude::*;
-use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
 
@@ -57,7 +57,7 @@ pub enum TreeError {
     Format {
         path: PathBuf,
         #[source]
-        source: rocm_kpack::Error,
+        source: rocm_kpack_format::Error,
     },
     /// A file system operation failed.
     #[error("{what} {}", path.display())]

@@ -22,11 +22,11 @@ use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
 use rayon::prelude::*;
-use rocm_kpack::archive::Archive;
+use rocm_kpack_format::archive::Archive;
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::manifest::Manifest;
-use rocm_kpack::marker::Marker;
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 

@@ -13,7 +13,7 @@ use std::io;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::bundle;
+use rocm_kpack_format::bundle;
 use rocm_kpack_splitter::elf::{self, Classification};
 
 use crate::fixtures;

@@ -17,10 +17,10 @@ use std::sync::OnceLock;
 
 use package_common::*;
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::marker::Marker;
+use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::publish::{publish, PublishOptions};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_tests::{bins, debian, fixtures, http};
 use serde_json::Value;
@@ -97,7 +97,7 @@ fn original(target: &str) -> (u32, Vec<u8>) {
     let data = fs::read(fat).expect("read");
     let elf = object::File::parse(&*data).expect("ELF");
     let section = elf.section_by_name(".hip_fatbin").expect("fatbin").data().expect("data");
-    for (i, b) in rocm_kpack::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
         for (t, d) in b.code_objects() {
             if t == target || t.ends_with(&format!("--{target}")) {
                 return (i as u32, d.to_vec());

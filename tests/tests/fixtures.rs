@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
-use rocm_kpack::bundle::{compress_ccob, parse_fatbin, Bundle, CcobMethod};
-use rocm_kpack::wrapper::{FatbinWrapper, WRAPPER_SIZE};
+use rocm_kpack_format::bundle::{compress_ccob, parse_fatbin, Bundle, CcobMethod};
+use rocm_kpack_format::wrapper::{FatbinWrapper, WRAPPER_SIZE};
 use rocm_kpack_tests::clang::{bundler_list, bundler_unbundle};
 use rocm_kpack_tests::debian;
 use rocm_kpack_tests::fixtures::{self, Fixture, PayloadKind};
@@ -239,7 +239,7 @@ fn check_registrations(fx: &Fixture, record: &Path, label: &str) {
     for r in &regs {
         assert_eq!(
             (r.magic, r.version),
-            (rocm_kpack::wrapper::HIPF_MAGIC, 1),
+            (rocm_kpack_format::wrapper::HIPF_MAGIC, 1),
             "{label}"
         );
         let kind = if fx.compressed {
@@ -288,7 +288,7 @@ fn stand_in_records_markers_and_exact_bundle_extents() {
     let r = &regs[0];
     assert_eq!(
         (r.magic, r.version, r.reserved1),
-        (rocm_kpack::wrapper::HIPK_MAGIC, 1, 5)
+        (rocm_kpack_format::wrapper::HIPK_MAGIC, 1, 5)
     );
     assert_eq!(r.kind, PayloadKind::Marker);
     let mut marker = vec![0x82, 0xb2];

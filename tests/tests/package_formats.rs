@@ -14,13 +14,13 @@ use std::path::Path;
 use std::process::Command;
 
 use package_common::*;
-use rocm_kpack::archive::Archive;
-use rocm_kpack::manifest::Manifest;
-use rocm_kpack_splitter::package::archive_io::{ArWriter, Compression, EntryType, TarWriter, ZipWriter};
-use rocm_kpack_splitter::package::deb::DebReader;
-use rocm_kpack_splitter::package::rpm::RpmReader;
-use rocm_kpack_splitter::package::wheel::{CoreMetadata, WheelReader};
-use rocm_kpack_splitter::package::{package, Format, PackageError, PackageReport};
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_package::archive_io::{ArWriter, Compression, EntryType, TarWriter, ZipWriter};
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::rpm::RpmReader;
+use rocm_kpack_package::wheel::{CoreMetadata, WheelReader};
+use rocm_kpack_package::{package, Format, PackageError, PackageReport};
 
 fn by_name(report: &PackageReport, format: Format) -> BTreeMap<String, std::path::PathBuf> {
     report

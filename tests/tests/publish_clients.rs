@@ -12,12 +12,12 @@ use std::process::Command;
 
 use package_common::*;
 use rocm_kpack_tests::http;
-use rocm_kpack::archive::Archive;
-use rocm_kpack_splitter::package::archive_io::ZipWriter;
-use rocm_kpack_splitter::package::meta::ControlFields;
-use rocm_kpack_splitter::package::wheel::WheelReader;
-use rocm_kpack_splitter::package::{Format, PackageOptions};
-use rocm_kpack_splitter::publish::{publish, PublishError, PublishOptions, PublishReport};
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_package::archive_io::ZipWriter;
+use rocm_kpack_package::meta::ControlFields;
+use rocm_kpack_package::wheel::WheelReader;
+use rocm_kpack_package::{Format, PackageOptions};
+use rocm_kpack_package::publish::{publish, PublishError, PublishOptions, PublishReport};
 use serde_json::Value;
 
 /// Fixture packages whose only dependencies are on each other, so a

@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack::archive::Archive;
-use rocm_kpack::manifest::Manifest;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::artifact::{split_artifact, MANIFEST_TXT};
 use rocm_kpack_splitter::recombine::{recombine, RecombineOptions, RecombineReport};

@@ -10,9 +10,9 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
-use rocm_kpack::bundle::parse_bundle_at;
-use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
+use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::bundle::parse_bundle_at;
+use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 use rocm_kpack_tests::bins;
 use rocm_kpack_tests::fixtures::{self, PayloadKind, Registration};
 
@@ -188,7 +188,7 @@ fn original_code_objects(fat: &Path, index: usize) -> Vec<(String, Vec<u8>)> {
     let file = object::File::parse(&*data).expect("ELF");
     let section = file.section_by_name(".hip_fatbin").expect(".hip_fatbin");
     let bytes = section.data().expect("section data");
-    let bundles = rocm_kpack::bundle::parse_fatbin(bytes).expect("bundles");
+    let bundles = rocm_kpack_format::bundle::parse_fatbin(bytes).expect("bundles");
     bundles[index].code_objects().map(|(t, d)| (t.to_owned(), d.to_vec())).collect()
 }
 

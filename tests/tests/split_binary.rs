@@ -12,11 +12,11 @@ use std::process::Command;
 
 use object::read::elf::ElfFile64;
 use object::{LittleEndian, Object, ObjectSection, ObjectSymbol, RelocationTarget};
-use rocm_kpack::archive::{Archive, CompressionScheme};
-use rocm_kpack::bundle;
-use rocm_kpack::manifest::Manifest;
-use rocm_kpack::marker::Marker;
-use rocm_kpack::wrapper::{FatbinWrapper, HIPK_MAGIC, WRAPPER_SIZE};
+use rocm_kpack_format::archive::{Archive, CompressionScheme};
+use rocm_kpack_format::bundle;
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::wrapper::{FatbinWrapper, HIPK_MAGIC, WRAPPER_SIZE};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split_binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitError, SplitOutcome,

@@ -13,14 +13,14 @@ use std::process::Command;
 use object::{Object, ObjectSection};
 use package_common::*;
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::marker::Marker;
+use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::DebReader;
-use rocm_kpack_splitter::package::rpm::RpmReader;
-use rocm_kpack_splitter::package::wheel::WheelReader;
-use rocm_kpack_splitter::package::{package, BuiltPackage, Format, PackageError};
-use rocm_kpack_splitter::publish::{publish, PublishOptions};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::rpm::RpmReader;
+use rocm_kpack_package::wheel::WheelReader;
+use rocm_kpack_package::{package, BuiltPackage, Format, PackageError};
+use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
 };
@@ -65,7 +65,7 @@ fn code_objects(fat: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
     let elf = object::File::parse(&*bytes).expect("parse ELF");
     let section = elf.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().expect("data");
     let mut out = BTreeMap::new();
-    for (i, b) in rocm_kpack::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
         for (target, data) in b.code_objects() {
             out.insert((i as u32, target.to_string()), data.to_vec());
         }

@@ -12,8 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack::archive::Archive;
-use rocm_kpack::manifest::Manifest;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::artifact::{split_artifact, split_batch, MANIFEST_TXT};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;

@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::manifest::Manifest;
+use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_splitter::tree::{split_tree, SplitOptions};
 use rocm_kpack_splitter::verify_tree::{arch_list, verify_tree, VerifyOptions, VerifyReport};
 use rocm_kpack_tests::tree::{self, overlay};

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use rocm_kpack::detect::Detection;
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 use crate::cli::{ScanArgs, TargetArgs};

@@ -14,7 +14,7 @@ pub mod pip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::Serialize;
 

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rocm_kpack::manifest::Manifest;
-use rocm_kpack::target::TargetId;
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::Deserialize;
 

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use rocm_kpack::archive::Archive as KpackArchive;
+use rocm_kpack_format::archive::Archive as KpackArchive;
 
 use crate::{assert_installed, list_dir, make_archive, ok, run, Env, Server};
 

@@ -17,8 +17,8 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
-use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use sha2::{Digest, Sha256};
 
 pub use server::{Fault, Gate, Server};

@@ -33,11 +33,11 @@ use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use rocm_kpack::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
+use rocm_kpack_format::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack::loader::{self, Cache, LoaderConfig};
-use rocm_kpack::marker::Marker;
-use rocm_kpack::target::TargetId;
-use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_VERSION};
+use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::target::TargetId;
+use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_VERSION};
 
 /// Host entry of the bundles we build (what clang 19 emits).
 pub const HOST_TRIPLE: &str = "host-x86_64-unknown-linux--";
@@ -344,7 +344,7 @@ unsafe fn replacement_for(data: *const c_void) -> Option<Registration> {
 /// targets were tried, if nothing at all could be loaded.
 fn load_for_targets(marker: &Marker, binary: &Path, co_index: u32, targets: &[String]) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut failures: Vec<(String, rocm_kpack::Error)> = Vec::new();
+    let mut failures: Vec<(String, rocm_kpack_format::Error)> = Vec::new();
     for target in targets {
         let mut arch_list = vec![target.clone()];
         let fallback = TargetId::parse(target).ok().and_then(|id| id.generic_fallback());
@@ -368,12 +368,12 @@ fn load_for_targets(marker: &Marker, binary: &Path, co_index: u32, targets: &[St
     out
 }
 
-fn report_failure(binary: &Path, co_index: u32, failures: &[(String, rocm_kpack::Error)]) {
+fn report_failure(binary: &Path, co_index: u32, failures: &[(String, rocm_kpack_format::Error)]) {
     let targets: Vec<&str> = failures.iter().map(|(t, _)| t.as_str()).collect();
     let mut reasons: Vec<String> = Vec::new();
     for (_, e) in failures {
         let text = match e {
-            rocm_kpack::Error::ArchiveNotFound { searched } => {
+            rocm_kpack_format::Error::ArchiveNotFound { searched } => {
                 format!("no archive found: searched {}", searched.join(", "))
             }
             other => other.to_string(),

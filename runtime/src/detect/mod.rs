@@ -29,7 +29,7 @@ pub use overrides::{
 };
 pub use properties::Properties;
 
-use crate::target::TargetId;
+use rocm_kpack_format::target::TargetId;
 use crate::{Error, Result};
 
 /// ROCm's switch for running a process with xnack on (`1`); anything

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::gfx::processor_name;
-use crate::target::TargetId;
+use rocm_kpack_format::target::TargetId;
 use crate::{Error, Result};
 
 /// Environment variable holding a comma-separated target list that replaces

@@ -10,10 +10,10 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use crate::archive::Archive;
-use crate::manifest::Manifest;
-use crate::marker::Marker;
-use crate::target::TargetId;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::target::TargetId;
 use crate::{Error, Result};
 
 use super::config::LoaderConfig;

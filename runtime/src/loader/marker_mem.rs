@@ -11,7 +11,7 @@
 //! Where that syscall is unavailable (seccomp, non-Linux) the walk reads the
 //! memory directly, touching only bytes the structure covers.
 
-use crate::marker::Marker;
+use rocm_kpack_format::marker::Marker;
 use crate::{Error, Result};
 
 /// Largest marker accepted (the reference library uses the same bound).

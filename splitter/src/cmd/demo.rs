@@ -2,8 +2,8 @@
 //! without a GPU, in a temporary directory that is reported and removed
 //! (`--keep` keeps it).
 //!
-//! Each step is a real command (`rocm-kpack ...`, `rocm-kpack-fetch ...`,
-//! `dpkg ...`) run in-process or as a child, printed before it runs; a
+//! Each step is a real command (`rocm-kpack ...` in-process,
+//! `rocm-kpack-fetch ...` and `dpkg ...` as children), printed before it runs; a
 //! failing step stops the demo with the error and the command that
 //! reproduces it.
 
@@ -19,14 +19,14 @@ use clap::Parser as _;
 use include_dir::{include_dir, Dir};
 use rocm_kpack::detect::{self, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::marker::Marker;
+use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::{write_deb, DebSpec};
-use rocm_kpack_splitter::package::meta::ControlFields;
-use rocm_kpack_splitter::package::tree::Payload;
-use rocm_kpack_splitter::package::wheel::{write_wheel, WheelSpec};
-use rocm_kpack_splitter::publish::serve::Server;
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::{write_deb, DebSpec};
+use rocm_kpack_package::meta::ControlFields;
+use rocm_kpack_package::tree::Payload;
+use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
+use rocm_kpack_package::publish::serve::Server;
 use sha2::{Digest, Sha256};
 
 /// Fat fixtures compiled from `tests/fixtures/src` by Debian's clang-19
@@ -205,13 +205,21 @@ fn rocm_kpack(args: &[OsString]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `rocm-kpack-fetch ARGS...` in this process; returns its exit code.
+/// Runs `rocm-kpack-fetch ARGS...` as a child process (the fetcher is its
+/// own program; the splitter does not link it); returns its exit code.
 fn rocm_kpack_fetch(args: &[OsString]) -> anyhow::Result<u8> {
+    let fetch = workspace_artifact("rocm-kpack-fetch", "rocm-kpack-fetch")?;
     let mut argv = vec![OsString::from("rocm-kpack-fetch")];
     argv.extend(args.iter().cloned());
     println!("$ {}", shell_line(&argv));
-    let cli = rocm_kpack_fetch::cli::Cli::try_parse_from(&argv)?;
-    Ok(rocm_kpack_fetch::run(cli)?.code())
+    let status = Command::new(&fetch)
+        .args(args)
+        .status()
+        .with_context(|| format!("running {}", fetch.display()))?;
+    status
+        .code()
+        .and_then(|c| u8::try_from(c).ok())
+        .with_context(|| format!("{} was killed ({status})", fetch.display()))
 }
 
 fn os(args: &[&dyn AsRefOs]) -> Vec<OsString> {
@@ -528,7 +536,7 @@ fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
 }
 
 fn source_date_epoch() -> anyhow::Result<u64> {
-    Ok(rocm_kpack_splitter::package::source_date_epoch()?)
+    Ok(rocm_kpack_package::source_date_epoch()?)
 }
 
 /// The one package in `dir` whose file name starts with `prefix`.
@@ -572,7 +580,7 @@ fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), 
     let file = object::File::parse(data)?;
     let section = file.section_by_name(".hip_fatbin").context("no .hip_fatbin section")?;
     let mut out = BTreeMap::new();
-    for (index, bundle) in rocm_kpack::bundle::parse_fatbin(section.data()?)?.iter().enumerate() {
+    for (index, bundle) in rocm_kpack_format::bundle::parse_fatbin(section.data()?)?.iter().enumerate() {
         for (target, code) in bundle.code_objects() {
             out.insert((u32::try_from(index)?, target.to_owned()), code.to_vec());
         }
@@ -623,23 +631,44 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
 
 /// Finds (or builds, from this source tree) `librocm_kpack_preload.so`.
 fn preload_shim() -> anyhow::Result<PathBuf> {
+    workspace_artifact("librocm_kpack_preload.so", "rocm-kpack-preload")
+}
+
+/// Finds `file` (a program or library of this workspace): beside this
+/// executable (the same build, or `cargo install` of both commands), then
+/// for programs on PATH, else builds `package` from the source tree this
+/// binary was built from with the same profile.
+fn workspace_artifact(file: &str, package: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().context("exe dir")?;
-    let shim = dir.join("librocm_kpack_preload.so");
-    if shim.exists() {
-        return Ok(shim);
+    let beside = dir.join(file);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !file.ends_with(".so") && !source_tree.join("Cargo.toml").is_file() {
+        if let Some(found) = std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|d| d.join(file))
+            .find(|p| p.is_file())
+        {
+            return Ok(found);
+        }
     }
     let release = dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "rocm-kpack-preload"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(["build", "-q", "-p", package]).current_dir(source_tree);
     if release {
         cmd.arg("--release");
     }
-    println!("$ cargo build -p rocm-kpack-preload{}", if release { " --release" } else { "" });
-    let status = cmd.status().context("building the preload shim (needs cargo)")?;
-    ensure!(status.success() && shim.exists(), "could not build {}", shim.display());
-    Ok(shim)
+    println!("$ cargo build -p {package}{}", if release { " --release" } else { "" });
+    let status = cmd
+        .status()
+        .with_context(|| format!("building {file} (needs cargo and this source tree; or install {package})"))?;
+    ensure!(status.success() && beside.is_file(), "could not build {}", beside.display());
+    Ok(beside)
 }
 
 fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
@@ -677,8 +706,8 @@ fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
         let bytes = fs::read(path)?;
         ensure!(bytes.get(..8) == Some(b"HIPSTUB1"), "{}: not a stand-in record", path.display());
         let magic = u32::from_le_bytes(bytes.get(8..12).context("record")?.try_into()?);
-        ensure!(magic == rocm_kpack::wrapper::HIPF_MAGIC, "the HIP runtime received magic {magic:#x}, not HIPF");
-        for bundle in &rocm_kpack::bundle::parse_fatbin(bytes.get(40..).context("record payload")?)? {
+        ensure!(magic == rocm_kpack_format::wrapper::HIPF_MAGIC, "the HIP runtime received magic {magic:#x}, not HIPF");
+        for bundle in &rocm_kpack_format::bundle::parse_fatbin(bytes.get(40..).context("record payload")?)? {
             for (target, code) in bundle.code_objects() {
                 let want = originals
                     .iter()

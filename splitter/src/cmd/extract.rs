@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use rocm_kpack::archive::Archive;
+use rocm_kpack_format::archive::Archive;
 
 /// Write one code object out of a `.kpack` archive. KEY is a TOC binary key
 /// such as `lib/librocrand.so.1.1#0` (see `rocm-kpack inspect ARCHIVE`), ARCH a

@@ -8,10 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::DebReader;
-use rocm_kpack_splitter::package::meta::PackageMeta;
-use rocm_kpack_splitter::package::{package, source_date_epoch, Format, PackageOptions};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::meta::PackageMeta;
+use rocm_kpack_package::{package, source_date_epoch, Format, PackageOptions};
 
 /// Build packages from a split directory: one generic package (host code,
 /// the `.kpm` manifest, everything else) plus one package per device group
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// One line per built package: format, group, size, path, targets.
-pub fn print_packages(packages: &[rocm_kpack_splitter::package::BuiltPackage]) {
+pub fn print_packages(packages: &[rocm_kpack_package::BuiltPackage]) {
     for p in packages {
         let group = p.group.as_deref().unwrap_or("generic");
         let targets = if p.targets.is_empty() {

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rocm_kpack_splitter::package::source_date_epoch;
-use rocm_kpack_splitter::publish::{publish, PublishOptions};
+use rocm_kpack_package::source_date_epoch;
+use rocm_kpack_package::publish::{publish, PublishOptions};
 
 /// Publish a directory of packages (.deb, .rpm, .whl, loose .kpack) as
 /// repositories: apt (pool/ + dists/), yum/dnf (<arch>/ + repodata/), pip

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::artifact::{batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch};
 use rocm_kpack_splitter::plan::SplitPlan;

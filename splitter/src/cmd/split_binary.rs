@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rocm_kpack::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split_binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,

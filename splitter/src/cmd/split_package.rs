@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::package::source_date_epoch;
+use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 
 /// Split a fat .deb, .rpm or .whl into a generic package plus one package

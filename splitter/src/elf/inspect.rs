@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use rocm_kpack::marker::Marker;
-use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SIZE};
+use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SIZE};
 use serde::Serialize;
 
 use super::read::{u32_at, u64_at, Elf, ET_DYN, ET_EXEC, PT_INTERP};
@@ -68,7 +68,7 @@ pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
             let sh = elf.shdrs[i];
             let section = elf.section_data(i)?;
             let report = bundle_section_report(section)?;
-            bundle_offsets = rocm_kpack::bundle::parse_fatbin(section)?
+            bundle_offsets = rocm_kpack_format::bundle::parse_fatbin(section)?
                 .iter()
                 .map(|b| b.offset)
                 .collect();

@@ -39,7 +39,7 @@ pub enum ElfError {
     Verify(String),
     /// A format inside the ELF file (bundles, marker) is invalid.
     #[error(transparent)]
-    Format(#[from] rocm_kpack::Error),
+    Format(#[from] rocm_kpack_format::Error),
 }
 
 /// Shorthand result type of this module.

@@ -24,9 +24,9 @@ use super::{ElfError, Result};
 
 /// x86-64 page size: the granularity at which ld.so maps file pages.
 const PAGE: u64 = 4096;
-pub use rocm_kpack::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
+pub use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 /// Size of one `__CudaFatBinaryWrapper`.
-pub const WRAPPER_SIZE: u64 = rocm_kpack::wrapper::WRAPPER_SIZE as u64;
+pub const WRAPPER_SIZE: u64 = rocm_kpack_format::wrapper::WRAPPER_SIZE as u64;
 /// The name of the marker section.
 pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 pub const FATBIN_SECTION: &str = ".hip_fatbin";

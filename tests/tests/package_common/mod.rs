@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use object::{Object, ObjectSection};
-use rocm_kpack::archive::{ArchiveWriter, CompressionScheme};
-use rocm_kpack::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::package::archive_io::Compression;
-use rocm_kpack_splitter::package::deb::DebReader;
-use rocm_kpack_splitter::package::meta::PackageMeta;
-use rocm_kpack_splitter::package::{package, Format, PackageOptions, PackageReport};
+use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::meta::PackageMeta;
+use rocm_kpack_package::{package, Format, PackageOptions, PackageReport};
 use rocm_kpack_tests::{debian, fixtures};
 use sha2::{Digest, Sha256};
 
@@ -94,7 +94,7 @@ pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) 
         .expect(".hip_fatbin")
         .data()
         .expect("section data");
-    let bundles = rocm_kpack::bundle::parse_fatbin(section).expect("parse bundles");
+    let bundles = rocm_kpack_format::bundle::parse_fatbin(section).expect("parse bundles");
     let key_base = fat.file_name().expect("name").to_string_lossy().into_owned();
     let mut per_group: BTreeMap<String, Vec<(String, String, Vec<u8>)>> = BTreeMap::new();
     for (i, b) in bundles.iter().enumerate() {
@@ -343,7 +343,7 @@ pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
         .expect("fatbin")
         .data()
         .expect("data");
-    let bundles = rocm_kpack::bundle::parse_fatbin(section).expect("bundles");
+    let bundles = rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles");
     let co = bundles
         .first()
         .and_then(|b| b.code_object("gfx1100"))

@@ -1,0 +1,21 @@
+//! Every on-disk format of rocm-kpack, reader and writer, and the one
+//! [`layout`] module that names their files and directories.
+//!
+//! Data flow: [`bundle`] (offload bundles / CCOB inside `.hip_fatbin`) and
+//! [`wrapper`] describe what a fat binary carries; [`archive`] stores code
+//! objects in `.kpack` files; [`marker`] and [`manifest`] tell a host binary
+//! where its archives are; [`target`] parses and orders target ids;
+//! [`msgpack`] is the one MessagePack reader and writer they all use. The
+//! byte layouts are described in `docs/formats.md`.
+
+pub mod archive;
+pub mod bundle;
+pub mod error;
+pub mod layout;
+pub mod manifest;
+pub mod marker;
+pub mod msgpack;
+pub mod target;
+pub mod wrapper;
+
+pub use error::{Error, ErrorCode, Result};

@@ -1,0 +1,255 @@
+//! `.kpm` manifests: v1 round trip, legacy reading, hostile input.
+#![allow(clippy::unwrap_used)]
+
+mod archive_common;
+
+use archive_common::{legacy_manifest_bytes, sample_manifest};
+use proptest::prelude::*;
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::msgpack::{self, Value};
+use rocm_kpack_format::Error;
+
+fn s(x: &str) -> Value {
+    Value::Str(x.into())
+}
+
+/// The sample manifest as a Value, for mutation.
+fn sample_value() -> Value {
+    msgpack::decode(&sample_manifest().to_msgpack().unwrap()).unwrap()
+}
+
+fn file0(v: &mut Value) -> &mut Vec<(Value, Value)> {
+    let Value::Map(top) = v else { panic!() };
+    let Value::Array(files) = &mut top[2].1 else {
+        panic!()
+    };
+    let Value::Map(f) = &mut files[0] else {
+        panic!()
+    };
+    f
+}
+
+fn set(map: &mut [(Value, Value)], key: &str, v: Value) {
+    map.iter_mut()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .unwrap()
+        .1 = v;
+}
+
+#[test]
+fn v1_round_trip_and_layout() {
+    let m = sample_manifest();
+    let bytes = m.to_msgpack().unwrap();
+    assert_eq!(m.to_msgpack().unwrap(), bytes, "deterministic");
+    assert_eq!(Manifest::parse(&bytes).unwrap(), m);
+
+    let v = msgpack::decode(&bytes).unwrap();
+    let keys: Vec<&str> = v
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["format_version", "component", "kpack_files"]);
+    let f = &v.get("kpack_files").unwrap().as_array().unwrap()[0];
+    let fkeys: Vec<&str> = f
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fkeys,
+        ["filename", "family", "architectures", "size", "sha256"]
+    );
+    assert_eq!(f.get("sha256"), Some(&Value::Bin(vec![0xab; 32])));
+
+    assert_eq!(
+        m.file_for_arch("gfx90a:xnack-").unwrap().filename,
+        "rand_lib_gfx90a.kpack"
+    );
+    assert!(m.file_for_arch("gfx90a").is_none());
+}
+
+#[test]
+fn read_from_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rand_lib.kpm");
+    std::fs::write(&path, sample_manifest().to_msgpack().unwrap()).unwrap();
+    assert_eq!(Manifest::read(&path).unwrap(), sample_manifest());
+    assert!(matches!(
+        Manifest::read(&dir.path().join("nope.kpm")),
+        Err(Error::FileNotFound { .. })
+    ));
+    std::fs::write(&path, [0x80]).unwrap();
+    let e = Manifest::read(&path).unwrap_err();
+    assert!(e.to_string().contains("rand_lib.kpm"), "{e}");
+}
+
+#[test]
+fn legacy_schema_is_read() {
+    let m = Manifest::parse(&legacy_manifest_bytes()).unwrap();
+    assert_eq!(
+        m,
+        Manifest {
+            component: "rand_lib".into(),
+            kpack_files: vec![
+                ManifestFile {
+                    filename: "rand_lib_gfx110X.kpack".into(),
+                    family: "gfx110X".into(),
+                    architectures: vec!["gfx1100".into(), "gfx1101".into()],
+                    size: 518,
+                    sha256: None,
+                },
+                ManifestFile {
+                    filename: "rand_lib_gfx942.kpack".into(),
+                    family: "gfx942".into(),
+                    architectures: vec!["gfx942".into()],
+                    size: 4096,
+                    sha256: None,
+                },
+            ],
+        }
+    );
+    // v1 output needs hashes the legacy schema never had.
+    assert!(m.to_msgpack().is_err());
+}
+
+#[test]
+fn hostile_filenames_are_rejected() {
+    for name in [
+        "",
+        ".",
+        "..",
+        "../x.kpack",
+        "a/b.kpack",
+        "/etc/passwd",
+        "a\\b.kpack",
+        "x..kpack",
+        "a\0b",
+    ] {
+        let mut v = sample_value();
+        set(file0(&mut v), "filename", s(name));
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
+        assert!(matches!(e, Error::InvalidMetadata(_)), "{name:?}: {e}");
+
+        // The legacy manifest with the hostile name in its last entry.
+        let mut v = msgpack::decode(&legacy_manifest_bytes()).unwrap();
+        let Value::Map(top) = &mut v else { panic!() };
+        let Value::Map(files) = &mut top[3].1 else {
+            panic!()
+        };
+        let Value::Map(f) = &mut files[2].1 else {
+            panic!()
+        };
+        set(f, "file", s(name));
+        assert!(
+            Manifest::parse(&msgpack::encode(&v).unwrap()).is_err(),
+            "legacy {name:?}"
+        );
+
+        let mut m = sample_manifest();
+        m.kpack_files[1].filename = name.into();
+        assert!(m.to_msgpack().is_err(), "writer accepts {name:?}");
+    }
+}
+
+#[test]
+fn wrong_types_and_versions() {
+    type Mutation = (&'static str, fn(&mut Value));
+    let cases: &[Mutation] = &[
+        ("version 2", |v| {
+            let Value::Map(top) = v else { panic!() };
+            top[0].1 = Value::UInt(2);
+        }),
+        ("component bin", |v| {
+            let Value::Map(top) = v else { panic!() };
+            top[1].1 = Value::Bin(b"rand_lib".to_vec());
+        }),
+        ("kpack_files map", |v| {
+            let Value::Map(top) = v else { panic!() };
+            top[2].1 = Value::Map(vec![]);
+        }),
+        ("sha256 31 bytes", |v| {
+            set(file0(v), "sha256", Value::Bin(vec![0; 31]))
+        }),
+        ("sha256 33 bytes", |v| {
+            set(file0(v), "sha256", Value::Bin(vec![0; 33]))
+        }),
+        ("sha256 hex str", |v| {
+            set(file0(v), "sha256", s(&"ab".repeat(32)))
+        }),
+        ("size negative", |v| set(file0(v), "size", Value::Int(-1))),
+        ("size str", |v| set(file0(v), "size", s("518"))),
+        ("family bin", |v| {
+            set(file0(v), "family", Value::Bin(b"gfx110X".to_vec()))
+        }),
+        ("architectures str", |v| {
+            set(file0(v), "architectures", s("gfx1100"))
+        }),
+        ("architecture nil", |v| {
+            set(file0(v), "architectures", Value::Array(vec![Value::Nil]))
+        }),
+        ("filename missing", |v| {
+            file0(v).retain(|(k, _)| k.as_str() != Some("filename"))
+        }),
+        ("sha256 missing", |v| {
+            file0(v).retain(|(k, _)| k.as_str() != Some("sha256"))
+        }),
+        ("duplicate filename", |v| {
+            let Value::Map(top) = v else { panic!() };
+            let Value::Array(files) = &mut top[2].1 else {
+                panic!()
+            };
+            let first = files[0].clone();
+            files.push(first);
+        }),
+        ("not a map", |v| *v = Value::Array(vec![])),
+    ];
+    for (why, mutate) in cases {
+        let mut v = sample_value();
+        mutate(&mut v);
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap());
+        assert!(e.is_err(), "{why}");
+        if *why == "version 2" {
+            assert!(matches!(e, Err(Error::UnsupportedVersion { found: 2, .. })));
+        }
+    }
+}
+
+#[test]
+fn truncation_at_every_offset() {
+    for bytes in [
+        sample_manifest().to_msgpack().unwrap(),
+        legacy_manifest_bytes(),
+    ] {
+        for cut in 0..bytes.len() {
+            assert!(Manifest::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = bytes.clone();
+        extra.push(0xc0);
+        assert!(Manifest::parse(&extra).is_err(), "trailing byte");
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_manifest_round_trips(
+        component in "[a-z_]{1,12}",
+        files in prop::collection::vec(
+            ("[a-zA-Z0-9_.-]{1,20}", "gfx[0-9a-zX]{2,6}", prop::collection::vec("gfx[0-9a-z:+-]{2,12}", 0..5), any::<u64>(), any::<[u8; 32]>()),
+            0..5,
+        ),
+    ) {
+        let mut seen = std::collections::BTreeSet::new();
+        let kpack_files: Vec<ManifestFile> = files
+            .into_iter()
+            .filter(|(name, ..)| !name.contains("..") && name != "." && seen.insert(name.clone()))
+            .map(|(filename, family, architectures, size, sha)| ManifestFile {
+                filename, family, architectures, size, sha256: Some(sha),
+            })
+            .collect();
+        let m = Manifest { component, kpack_files };
+        prop_assert_eq!(Manifest::parse(&m.to_msgpack().unwrap()).unwrap(), m);
+    }
+}

@@ -1,0 +1,90 @@
+//! The packaging error type.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Everything that can stop building or reading a package.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    /// A file system operation failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// An input package (or split tree file) is malformed.
+    #[error("{}: {detail}", path.display())]
+    Corrupt {
+        /// The input.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A member path or symlink that would leave the install root, or a
+    /// name that cannot be packaged.
+    #[error("{}: unsafe entry {member:?}: {why}", path.display())]
+    UnsafePath {
+        /// The tree or package holding it.
+        path: PathBuf,
+        /// The entry.
+        member: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// A wheel whose RECORD does not match its files.
+    #[error("{}: RECORD mismatch: {detail}", path.display())]
+    Record {
+        /// The wheel.
+        path: PathBuf,
+        /// Which entry and how.
+        detail: String,
+    },
+    /// A `.kpack` archive or `.kpm` manifest that does not parse.
+    #[error("{}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The format error.
+        #[source]
+        source: rocm_kpack_format::Error,
+    },
+    /// The spec is invalid.
+    #[error(transparent)]
+    Spec(#[from] rocm_kpack_pkgspec::SpecError),
+    /// Bad options or metadata.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl PackageError {
+    /// An I/O error on `path`.
+    pub fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
+        PackageError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// A malformed input.
+    pub fn corrupt(path: &Path, detail: impl Into<String>) -> Self {
+        PackageError::Corrupt {
+            path: path.to_path_buf(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A refused entry.
+    pub fn unsafe_path(path: &Path, member: &str, why: impl Into<String>) -> Self {
+        PackageError::UnsafePath {
+            path: path.to_path_buf(),
+            member: member.to_string(),
+            why: why.into(),
+        }
+    }
+}

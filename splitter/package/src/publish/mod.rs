@@ -1,0 +1,385 @@
+//! `rocm-kpack publish`: turn a directory of packages into repositories
+//! that stock clients use (PACKAGING.md "Publishing"):
+//!
+//! - apt ([`apt`]): `pool/main/<prefix>/<source>/*.deb`,
+//!   `dists/<suite>/main/binary-<arch>/Packages{,.gz}`, `dists/<suite>/Release`
+//!   (MD5Sum + SHA256; signed: `InRelease`, `Release.gpg`);
+//! - yum/dnf ([`yum`]): `<arch>/*.rpm` + `repodata/` (repomd.xml, primary,
+//!   filelists, other; signed: `repomd.xml.asc`), written natively;
+//! - pip ([`pip`]): `files/*.whl` (+ `.metadata`, PEP 658), PEP 503
+//!   `simple/index.html` and `simple/<project>/index.html`, and PEP 691
+//!   JSON as `index.json` beside each `index.html`;
+//! - kpack store ([`store`]): `by-hash/sha256/<hex>` + `index.json`, from
+//!   the `.kpack` archives found loose in PKG_DIR or inside its packages.
+//!
+//! Each repository kind is built in a staging directory inside `--out`
+//! and its top-level directories replace the previous ones only when
+//! everything succeeded. Output is deterministic (dates from
+//! SOURCE_DATE_EPOCH, sorted entries, gzip without timestamps); only GPG
+//! signatures differ between runs.
+
+pub mod apt;
+pub mod pip;
+pub mod serve;
+pub mod store;
+pub mod yum;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::PackageError;
+
+/// Everything that can stop a publish.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// Reading an input package failed or it is malformed.
+    #[error(transparent)]
+    Package(#[from] PackageError),
+    /// A file system operation failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A signing key was given but gpg cannot be run.
+    #[error("signing with key {key:?} requested but {program:?} was not found; install gnupg or drop --sign-key")]
+    GpgMissing {
+        /// The gpg program tried.
+        program: PathBuf,
+        /// The key.
+        key: String,
+    },
+    /// gpg failed.
+    #[error("gpg failed to sign {}: {detail}", path.display())]
+    Sign {
+        /// The file being signed.
+        path: PathBuf,
+        /// gpg's stderr.
+        detail: String,
+    },
+    /// Bad arguments or conflicting inputs.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl PublishError {
+    pub(crate) fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
+        PublishError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// How [`publish`] publishes.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// Write an apt repository.
+    pub apt: bool,
+    /// Write a yum/dnf repository.
+    pub yum: bool,
+    /// Write a pip simple index.
+    pub pip: bool,
+    /// Write the kpack store.
+    pub kpack_store: bool,
+    /// apt suite (and codename).
+    pub suite: String,
+    /// apt component.
+    pub component: String,
+    /// apt Origin and Label.
+    pub origin: String,
+    /// GPG key id to sign with.
+    pub sign_key: Option<String>,
+    /// The gpg program.
+    pub gpg: PathBuf,
+    /// Dates in Release, repomd.xml and index.json.
+    pub source_date_epoch: u64,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        PublishOptions {
+            apt: false,
+            yum: false,
+            pip: false,
+            kpack_store: false,
+            suite: "stable".into(),
+            component: "main".into(),
+            origin: "rocm-kpack".into(),
+            sign_key: None,
+            gpg: PathBuf::from("gpg"),
+            source_date_epoch: crate::DEFAULT_SOURCE_DATE_EPOCH,
+        }
+    }
+}
+
+/// Packages found in PKG_DIR, each list sorted.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// `.deb` files.
+    pub debs: Vec<PathBuf>,
+    /// `.rpm` files.
+    pub rpms: Vec<PathBuf>,
+    /// `.whl` files.
+    pub wheels: Vec<PathBuf>,
+    /// Loose `.kpack` archives.
+    pub kpacks: Vec<PathBuf>,
+}
+
+/// Finds packages under `dir` (recursively; symlinks and hidden entries
+/// skipped; `exclude` and everything below it skipped).
+pub fn scan_inputs(dir: &Path, exclude: Option<&Path>) -> Result<Inputs, PublishError> {
+    let mut inputs = Inputs::default();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Some(ex) = exclude {
+            if fs::canonicalize(&d).is_ok_and(|c| c.starts_with(ex)) {
+                continue;
+            }
+        }
+        let rd = fs::read_dir(&d).map_err(|e| PublishError::io("cannot list", &d, e))?;
+        for item in rd {
+            let item = item.map_err(|e| PublishError::io("cannot list", &d, e))?;
+            let name = item.file_name();
+            let name = name.to_string_lossy();
+            let ft = item
+                .file_type()
+                .map_err(|e| PublishError::io("cannot stat", &item.path(), e))?;
+            let p = item.path();
+            // Hidden entries are skipped (temporary files, staging
+            // directories), except `.kpack/` directories of split trees.
+            if name.starts_with('.') && !(ft.is_dir() && name == ".kpack") {
+                continue;
+            }
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() {
+                if name.ends_with(".deb") {
+                    inputs.debs.push(p);
+                } else if name.ends_with(".rpm") && !name.ends_with(".src.rpm") {
+                    inputs.rpms.push(p);
+                } else if name.ends_with(".whl") {
+                    inputs.wheels.push(p);
+                } else if name.ends_with(".kpack") {
+                    inputs.kpacks.push(p);
+                }
+            }
+        }
+    }
+    inputs.debs.sort();
+    inputs.rpms.sort();
+    inputs.wheels.sort();
+    inputs.kpacks.sort();
+    Ok(inputs)
+}
+
+/// What [`publish`] wrote.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PublishReport {
+    /// debs in the apt repository.
+    pub debs: usize,
+    /// rpms in the yum repository.
+    pub rpms: usize,
+    /// wheels in the pip index.
+    pub wheels: usize,
+    /// Archives in the kpack store.
+    pub archives: usize,
+    /// Repository kinds written.
+    pub kinds: Vec<String>,
+    /// Top-level entries of the output replaced.
+    pub replaced: Vec<String>,
+}
+
+/// Publishes the packages of `pkg_dir` into `out`. With no kind selected,
+/// every kind that has inputs is written, plus the kpack store.
+pub fn publish(
+    pkg_dir: &Path,
+    out: &Path,
+    opts: &PublishOptions,
+) -> Result<PublishReport, PublishError> {
+    let pkg_canon =
+        fs::canonicalize(pkg_dir).map_err(|e| PublishError::io("cannot read", pkg_dir, e))?;
+    fs::create_dir_all(out).map_err(|e| PublishError::io("cannot create", out, e))?;
+    let out_canon = fs::canonicalize(out).map_err(|e| PublishError::io("cannot read", out, e))?;
+    if pkg_canon.starts_with(&out_canon) {
+        return Err(PublishError::Invalid(format!(
+            "the package directory {} is inside the output {}; choose another --out",
+            pkg_dir.display(),
+            out.display()
+        )));
+    }
+    if opts.suite.is_empty()
+        || !opts
+            .suite
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(PublishError::Invalid(format!("suite {:?}: letters, digits, `-_.` only", opts.suite)));
+    }
+    if let Some(key) = &opts.sign_key {
+        check_gpg(&opts.gpg, key)?;
+    }
+    let inputs = scan_inputs(pkg_dir, Some(&out_canon))?;
+    let any = opts.apt || opts.yum || opts.pip || opts.kpack_store;
+    let (apt_on, yum_on, pip_on, store_on) = if any {
+        (opts.apt, opts.yum, opts.pip, opts.kpack_store)
+    } else {
+        (
+            !inputs.debs.is_empty(),
+            !inputs.rpms.is_empty(),
+            !inputs.wheels.is_empty(),
+            true,
+        )
+    };
+    let staging = tempfile::Builder::new()
+        .prefix(".publish-staging-")
+        .tempdir_in(out)
+        .map_err(|e| PublishError::io("cannot create a staging directory in", out, e))?;
+    let stage = staging.path();
+    let mut report = PublishReport::default();
+    if apt_on {
+        report.debs = apt::write_apt(&inputs.debs, stage, opts)?;
+        report.kinds.push("apt".into());
+    }
+    if yum_on {
+        report.rpms = yum::write_yum(&inputs.rpms, stage, opts)?;
+        report.kinds.push("yum".into());
+    }
+    if pip_on {
+        report.wheels = pip::write_pip(&inputs.wheels, stage)?;
+        report.kinds.push("pip".into());
+    }
+    if store_on {
+        report.archives = store::write_store(&inputs, stage, opts)?;
+        report.kinds.push("kpack-store".into());
+    }
+    // Swap staged top-level entries into place.
+    let mut names: Vec<_> = fs::read_dir(stage)
+        .map_err(|e| PublishError::io("cannot list", stage, e))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| PublishError::io("cannot list", stage, e))?;
+    names.sort();
+    for name in names {
+        let dest = out.join(&name);
+        match fs::symlink_metadata(&dest) {
+            Ok(m) if m.is_dir() => {
+                fs::remove_dir_all(&dest).map_err(|e| PublishError::io("cannot replace", &dest, e))?
+            }
+            Ok(_) => fs::remove_file(&dest).map_err(|e| PublishError::io("cannot replace", &dest, e))?,
+            Err(_) => {}
+        }
+        fs::rename(stage.join(&name), &dest)
+            .map_err(|e| PublishError::io("cannot move into place", &dest, e))?;
+        report.replaced.push(name.to_string_lossy().into_owned());
+    }
+    Ok(report)
+}
+
+/// Writes `data` to `path`, creating parent directories.
+pub(crate) fn write_file(path: &Path, data: &[u8]) -> Result<(), PublishError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| PublishError::io("cannot create", parent, e))?;
+    }
+    fs::write(path, data).map_err(|e| PublishError::io("cannot write", path, e))
+}
+
+/// Copies a package into the repository (creating parents).
+pub(crate) fn copy_file(src: &Path, dest: &Path) -> Result<(), PublishError> {
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).map_err(|e| PublishError::io("cannot create", parent, e))?;
+    }
+    fs::copy(src, dest).map_err(|e| PublishError::io("cannot copy into the repository:", dest, e))?;
+    Ok(())
+}
+
+/// gzip with no name and mtime 0 (deterministic).
+pub(crate) fn gzip(data: &[u8]) -> Result<Vec<u8>, PublishError> {
+    use std::io::Write;
+    let mut enc = flate2::GzBuilder::new()
+        .mtime(0)
+        .write(Vec::new(), flate2::Compression::new(9));
+    enc.write_all(data)
+        .and_then(|_| enc.finish())
+        .map_err(|e| PublishError::io("cannot compress", Path::new("<memory>"), e))
+}
+
+/// XML text escaping.
+pub(crate) fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 forbids most control characters.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn check_gpg(gpg: &Path, key: &str) -> Result<(), PublishError> {
+    match Command::new(gpg).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err(PublishError::GpgMissing {
+            program: gpg.to_path_buf(),
+            key: key.to_string(),
+        }),
+    }
+}
+
+/// How [`sign`] signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignMode {
+    /// `--clearsign` (apt InRelease).
+    Clear,
+    /// `--armor --detach-sign` (Release.gpg, repomd.xml.asc).
+    Detached,
+}
+
+/// Signs `input` into `output` with gpg.
+pub fn sign(opts: &PublishOptions, input: &Path, output: &Path, mode: SignMode) -> Result<(), PublishError> {
+    let Some(key) = &opts.sign_key else {
+        return Ok(());
+    };
+    let mut cmd = Command::new(&opts.gpg);
+    cmd.args(["--batch", "--yes", "--no-tty", "--digest-algo", "SHA256", "--local-user"])
+        .arg(key)
+        .arg("--armor");
+    match mode {
+        SignMode::Clear => cmd.arg("--clearsign"),
+        SignMode::Detached => cmd.arg("--detach-sign"),
+    };
+    cmd.arg("--output").arg(output).arg(input);
+    let o = cmd.output().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            PublishError::GpgMissing {
+                program: opts.gpg.clone(),
+                key: key.clone(),
+            }
+        } else {
+            PublishError::io("cannot run gpg for", input, e)
+        }
+    })?;
+    if !o.status.success() {
+        return Err(PublishError::Sign {
+            path: input.to_path_buf(),
+            detail: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
