@@ -14,9 +14,6 @@
 //! random kernels, about 180 MB in total.
 //! Each figure is the best of `--rounds` (default 3).
 
-#[path = "../tests/support/server.rs"]
-mod server;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Cursor;
@@ -26,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use sha2::{Digest, Sha256};
@@ -77,7 +75,7 @@ fn item(component: &str, family: &str, architectures: Vec<String>, bytes: Vec<u8
     Item {
         component: component.to_string(),
         file: ManifestFile {
-            filename: format!("{component}_{family}.kpack"),
+            filename: layout::archive_file_name(component, family),
             family: family.to_string(),
             architectures,
             size: bytes.len() as u64,
@@ -113,7 +111,7 @@ fn from_dir(dir: &Path) -> anyhow::Result<Vec<Item>> {
     Ok(items)
 }
 
-/// Where Debian's librocsparse0 is cached (see tests/src/debian.rs).
+/// Where Debian's librocsparse0 is cached (see tests/support/src/debian.rs).
 const ROCSPARSE_DEB: &str = "/var/cache/rocm-kpack-debs/librocsparse0_5.3.0+dfsg-2_amd64.deb";
 
 /// Splits librocsparse from `deb` into one archive per default family.
@@ -212,7 +210,7 @@ fn main() -> anyhow::Result<()> {
     fs::create_dir_all(&kpack)?;
     let mut by_component: BTreeMap<&str, Vec<ManifestFile>> = BTreeMap::new();
     let mut arches: Vec<String> = Vec::new();
-    let server = server::Server::start();
+    let server = rocm_kpack_test_support::http::Server::start();
     for it in &items {
         by_component.entry(&it.component).or_default().push(it.file.clone());
         for a in &it.file.architectures {
@@ -222,12 +220,12 @@ fn main() -> anyhow::Result<()> {
                 arches.push(processor);
             }
         }
-        let hex = hex::encode(Sha256::digest(&it.bytes));
-        server.add(&format!("/by-hash/sha256/{hex}"), it.bytes.clone());
+        let by_hash = layout::store::by_hash_path(&Sha256::digest(&it.bytes).into());
+        server.add(&format!("/{by_hash}"), it.bytes.clone());
     }
     for (component, files) in &by_component {
         let m = Manifest { component: component.to_string(), kpack_files: files.clone() };
-        fs::write(kpack.join(format!("{component}.kpm")), m.to_msgpack()?)?;
+        fs::write(kpack.join(layout::manifest_file_name(component)), m.to_msgpack()?)?;
     }
     let url = server.url();
     // The binary next to this example's directory (cargo build --release
@@ -289,8 +287,8 @@ fn main() -> anyhow::Result<()> {
     let curl_files: Vec<(String, PathBuf)> = items
         .iter()
         .map(|it| {
-            let hex = hex::encode(Sha256::digest(&it.bytes));
-            (format!("{url}/by-hash/sha256/{hex}"), out.join(&it.file.filename))
+            let by_hash = layout::store::by_hash_path(&Sha256::digest(&it.bytes).into());
+            (format!("{url}/{by_hash}"), out.join(&it.file.filename))
         })
         .collect();
     let mut curl_only = Duration::MAX;

@@ -1,28 +1,17 @@
-//! The command line (clap derive). Argument groups that several commands
-//! need, such as [`TargetArgs`], are separate structs to flatten in.
+//! The command line (clap derive), private to the binary. Argument groups
+//! that several commands need, such as [`TargetArgs`], are separate structs
+//! to flatten in; `--json` ([`JsonArg`]) and the exit-code table come from
+//! `rocm_kpack_cli`, shared with `rocm-kpack`.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use rocm_kpack::detect::{ArchOverride, OverrideSource};
+use rocm_kpack_cli::ExitStatus::{self, Failure, NoGpu, Problems, Success, Usage};
+use rocm_kpack_cli::JsonArg;
 
-/// The exit-status text as a literal, so help epilogues can `concat!` it.
-macro_rules! exit_status_help {
-    () => {
-        "\
-Exit status:
-  0  success; for detect: at least one GPU target (or targets given by --arch
-     or ROCM_KPACK_ARCH_OVERRIDE)
-  1  error (unreadable --sysfs-root, I/O failure, an archive that could not be
-     fetched, verified or installed, ...)
-  2  usage error (bad option; bad --arch, ROCM_KPACK_ARCH_OVERRIDE or
-     HSA_OVERRIDE_GFX_VERSION value; http:// source without --allow-http)
-  3  no AMD GPU found (amdgpu not loaded, no KFD topology, or no GPU node) and
-     no --arch given: nothing to install for (detect, install, gc, doctor)
-  4  problems found: verify (damaged or missing archives), doctor (a failed
-     check), install --strict (a component publishes no device code for a
-     local target, or a manifest was refused)
-
+/// Environment variables, shown by `--help` after the exit-code table.
+const ENVIRONMENT_HELP: &str = "\
 Environment:
   ROCM_KPACK_ARCH_OVERRIDE  comma-separated targets that replace detection
                             (--arch takes precedence)
@@ -30,17 +19,24 @@ Environment:
                             as the ROCm runtime does (e.g. 11.0.0 = gfx1100)
   ROCM_KPACK_PYTHON         interpreter whose site-packages are searched for
                             manifests (default python3; empty: none)
-  RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)"
-    };
+  RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
+
+/// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), then
+/// the environment.
+fn after_help() -> String {
+    format!("{}\n\n{ENVIRONMENT_HELP}", ExitStatus::table())
 }
 
-/// Exit codes and environment, shown by `--help`.
-pub const EXIT_STATUS_HELP: &str = exit_status_help!();
+/// A subcommand's help epilogue: the exit codes it can end with (the table
+/// itself is in `rocm-kpack-fetch --help`).
+fn exit_codes(statuses: &[ExitStatus]) -> String {
+    ExitStatus::summary("rocm-kpack-fetch", statuses)
+}
 
 /// Detect local AMD GPUs and fetch, verify and install the device code
 /// (.kpack archives) they need.
 #[derive(Debug, Parser)]
-#[command(name = "rocm-kpack-fetch", version, after_help = EXIT_STATUS_HELP)]
+#[command(name = "rocm-kpack-fetch", version, after_help = after_help())]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -52,37 +48,35 @@ pub struct Cli {
 pub enum Command {
     /// List the local AMD GPUs (from the kernel's KFD topology in sysfs) and
     /// the union of their targets, which is what gets installed.
-    #[command(after_help = EXIT_STATUS_HELP)]
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
     Detect(DetectArgs),
     /// Fetch, verify and install the device-code archives that installed
     /// packages' manifests (.kpm) list for the local GPU targets.
-    #[command(after_help = INSTALL_HELP)]
+    #[command(after_help = install_help())]
     Install(InstallArgs),
     /// Show, per installed manifest, whether the local targets are covered.
-    #[command(after_help = EXIT_STATUS_HELP)]
     Status(StatusArgs),
     /// List the archives of every installed manifest and who installed them.
-    #[command(after_help = EXIT_STATUS_HELP)]
     List(ListArgs),
     /// Re-hash installed archives against their manifests (exit 4 on problems).
-    #[command(after_help = EXIT_STATUS_HELP)]
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, Problems]))]
     Verify(VerifyArgs),
     /// Remove archives rocm-kpack-fetch installed, by component or file name.
-    #[command(after_help = EXIT_STATUS_HELP)]
     Remove(RemoveArgs),
     /// Remove archives rocm-kpack-fetch installed that no local target needs
     /// any more (or whose manifest is gone). Lists them unless --yes.
-    #[command(after_help = EXIT_STATUS_HELP)]
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
     Gc(GcArgs),
     /// Check that device code can be used here: driver, /dev/kfd, container,
     /// and every local target covered for every installed manifest.
-    #[command(after_help = EXIT_STATUS_HELP)]
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Doctor(DoctorArgs),
 }
 
-/// `install` help epilogue: sources, files, then exit codes.
-pub const INSTALL_HELP: &str = concat!(
-    "\
+/// `install` help epilogue: sources, files, then its exit codes.
+fn install_help() -> String {
+    format!(
+        "\
 Sources, tried in order (a 404 moves to the next):
   --source URL (repeatable), or only --offline DIR; then
   /etc/rocm-kpack/sources.d/*.toml; then <prefix>/.kpack/<component>.sources.toml
@@ -94,9 +88,10 @@ Files:
   <prefix>/.kpack/.rocm-kpack-fetch-state.json  what was installed, from where, why
   <cache>/partial/<sha256>.part                 resumable partial downloads
 
-",
-    exit_status_help!()
-);
+{}",
+        exit_codes(&ExitStatus::ALL)
+    )
+}
 
 /// Where to look for installed manifests; shared by every command that
 /// reads them.
@@ -178,9 +173,9 @@ pub struct InstallArgs {
     /// Print the plan and stop.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print one JSON object instead of text (progress stays on stderr).
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
     /// Exit 4 when a component publishes no device code for a local target
     /// or a manifest is refused (else a warning).
     #[arg(long)]
@@ -233,9 +228,9 @@ pub struct StatusArgs {
     /// Partial downloads kept here [default as for install].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `list` options.
@@ -244,9 +239,9 @@ pub struct ListArgs {
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `verify` options.
@@ -255,9 +250,9 @@ pub struct VerifyArgs {
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `remove` options.
@@ -269,9 +264,9 @@ pub struct RemoveArgs {
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `gc` options.
@@ -286,9 +281,9 @@ pub struct GcArgs {
     /// Really remove (otherwise only list what would go).
     #[arg(long)]
     pub yes: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `doctor` options.
@@ -300,9 +295,9 @@ pub struct DoctorArgs {
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `detect` options.
@@ -311,9 +306,9 @@ pub struct DetectArgs {
     /// How to find the local targets.
     #[command(flatten)]
     pub targets: TargetArgs,
-    /// Print one JSON object (stable field names) instead of text.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// Choosing the local targets; shared by every command that installs.
@@ -323,11 +318,28 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub sysfs_root: PathBuf,
     /// Use these targets instead of detecting them: a comma-separated list
-    /// such as gfx1100,gfx90a:xnack- (for machines without a GPU).
+    /// such as gfx1100,gfx90a:xnack- (for machines without a GPU). Takes
+    /// precedence over ROCM_KPACK_ARCH_OVERRIDE; HSA_OVERRIDE_GFX_VERSION
+    /// changes what detection reports (see `rocm-kpack-fetch --help`).
     #[arg(long, value_name = "LIST", value_parser = parse_arch)]
     pub arch: Option<ArchOverride>,
 }
 
 fn parse_arch(list: &str) -> Result<ArchOverride, String> {
     ArchOverride::parse(OverrideSource::CommandLine, list).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn arguments_are_consistent_and_help_has_the_exit_table_once() {
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert_eq!(help.matches("Exit status:").count(), 1, "{help}");
+        assert!(help.contains(&ExitStatus::table()), "{help}");
+    }
 }

@@ -1,70 +1,68 @@
-//! `rocm-kpack-fetch detect`: print what `rocm_kpack::detect` finds, as text
-//! for people or as JSON (the serialization of [`Detection`]).
+//! Local GPU targets for the commands that install: detection (or the
+//! override) with [`local_detection`], the targets parsed as target ids
+//! ([`local_targets`]), and the human-readable report of a [`Detection`]
+//! ([`write_text`]; its JSON is the serialization of [`Detection`]).
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use anyhow::Context;
 use rocm_kpack::detect::{
     detect, processor_name, DetectOptions, Detection, GpuNode, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
     TOPOLOGY_PATHS,
 };
+use rocm_kpack_format::target::TargetId;
 
-use crate::cli::{DetectArgs, TargetArgs};
-use crate::{ExitStatus, UsageError};
+/// Detection below `sysfs_root` (`/` for this machine) with `opts` (the
+/// overrides; the command line builds them from `--arch` and the
+/// environment).
+pub fn local_detection(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Result<Detection> {
+    detect(sysfs_root, opts)
+        .with_context(|| format!("cannot detect GPUs below {}", sysfs_root.display()))
+}
 
-/// Runs `detect`: exit 0 with targets, 3 without.
-pub fn run(args: &DetectArgs) -> anyhow::Result<ExitStatus> {
-    let detection = local_detection(&args.targets)?;
-    let mut out = io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &detection).context("writing JSON")?;
-        writeln!(out).context("writing JSON")?;
-    } else {
-        write_text(&mut out, &detection).context("writing output")?;
-        for warning in &detection.warnings {
-            eprintln!("warning: {warning}");
+/// Detection plus its targets parsed as target ids.
+#[derive(Debug)]
+pub struct LocalTargets {
+    /// What detection found (or the override).
+    pub detection: Detection,
+    /// The targets to install for.
+    pub ids: Vec<TargetId>,
+}
+
+/// Detects (or takes the override) and parses the targets. Unparsable
+/// names from sysfs are dropped with a warning in the detection.
+pub fn local_targets(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Result<LocalTargets> {
+    let mut detection = local_detection(sysfs_root, opts)?;
+    let mut ids = Vec::new();
+    for t in &detection.targets {
+        match TargetId::parse(t) {
+            Ok(id) => ids.push(id),
+            Err(e) => detection
+                .warnings
+                .push(format!("ignoring target {t:?}: {e}")),
         }
     }
-    out.flush().context("writing output")?;
-    Ok(if detection.has_targets() {
-        ExitStatus::Success
-    } else {
-        ExitStatus::NoGpu
-    })
+    Ok(LocalTargets { detection, ids })
 }
 
-/// Detection with the command line's `--sysfs-root` / `--arch` and the
-/// override variables of this process's environment (`--arch` wins over
-/// `ROCM_KPACK_ARCH_OVERRIDE`). For every command that needs local targets.
-pub fn local_detection(args: &TargetArgs) -> anyhow::Result<Detection> {
-    let opts = options(args)?;
-    detect(&args.sysfs_root, &opts)
-        .with_context(|| format!("cannot detect GPUs below {}", args.sysfs_root.display()))
-}
-
-fn options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
-    // An env override that --arch replaces is not even parsed.
-    let arch_env = match args.arch {
-        Some(_) => None,
-        None => env_var(ARCH_OVERRIDE_ENV)?,
-    };
-    let hsa_env = env_var(HSA_OVERRIDE_ENV)?;
-    let mut opts = DetectOptions::from_env_values(arch_env.as_deref(), hsa_env.as_deref())
-        .map_err(|e| UsageError(e.to_string()))?;
-    if let Some(arch) = &args.arch {
-        opts.arch_override = Some(arch.clone());
+/// Where the targets came from, for messages: `detected`, or `from` the
+/// override's source.
+pub fn targets_origin(d: &Detection) -> String {
+    match &d.arch_override {
+        Some(o) => format!("from {}", o.source),
+        None => "detected".to_string(),
     }
-    Ok(opts)
 }
 
-fn env_var(name: &str) -> anyhow::Result<Option<String>> {
-    match std::env::var_os(name) {
-        None => Ok(None),
-        Some(value) => match value.into_string() {
-            Ok(v) => Ok(Some(v)),
-            Err(_) => Err(UsageError(format!("{name} is not valid UTF-8")).into()),
-        },
+/// The message for "no targets": what detection saw and how to override.
+pub fn no_targets_message(d: &Detection) -> String {
+    let mut text = Vec::new();
+    // The detection report's own wording says why there is no GPU.
+    if write_text(&mut text, d).is_err() {
+        return "no AMD GPU found; pass --arch LIST".into();
     }
+    String::from_utf8_lossy(&text).trim_end().to_string()
 }
 
 /// The human-readable report: one line per GPU node, then the targets, or a

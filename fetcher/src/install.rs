@@ -16,26 +16,20 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
 
 use sha2::{Digest, Sha256};
 
 use crate::download::Partial;
 
-/// Lock file name inside a `.kpack` directory.
-pub const LOCK_FILE: &str = ".rocm-kpack-fetch.lock";
-
-/// Prefix of temporary files inside a `.kpack` directory.
-const TEMP_PREFIX: &str = ".rocm-kpack-fetch.";
-const TEMP_SUFFIX: &str = ".tmp";
+use rocm_kpack_format::fsutil::PendingFile;
+use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
 const ARCHIVE_MODE: u32 = 0o644;
 
 /// Block size for hashing and copying.
 const BLOCK: usize = 1 << 20;
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// An exclusive lock on one `.kpack` directory, released on drop.
 #[derive(Debug)]
@@ -98,54 +92,22 @@ fn remove_stale_temps(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// A new temp file path in `dir`.
-fn temp_path(dir: &Path) -> PathBuf {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!("{TEMP_PREFIX}{}.{n}{TEMP_SUFFIX}", std::process::id()))
-}
 
-/// fsync a directory, making a rename in it durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+pub use rocm_kpack_format::fsutil::sync_dir;
 
-/// Writes `bytes` to `path` atomically: temp file in the same directory,
-/// fsync, rename, fsync the directory.
+/// Writes `bytes` to `path` atomically (mode 0644), under a temporary name
+/// that [`DirLock::acquire`] recognises as a leftover if the run is killed.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = temp_path(dir);
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let mut f = PendingFile::create_named(path, TEMP_PREFIX, TEMP_SUFFIX)?;
+    f.write_all(bytes)?;
+    f.set_permissions(fs::Permissions::from_mode(0o644))?;
+    f.commit()?;
+    Ok(())
 }
 
 /// Size and SHA-256 of a file.
 pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    let mut f = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut block = vec![0u8; BLOCK];
-    let mut len = 0u64;
-    loop {
-        let n = f.read(&mut block)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(block.get(..n).unwrap_or_default());
-        len += n as u64;
-    }
-    Ok((len, hasher.finalize().into()))
+    rocm_kpack_format::fsutil::sha256_reader(File::open(path)?)
 }
 
 /// Why an archive could not be put in place.
@@ -208,16 +170,12 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
         dest: dest.to_path_buf(),
         source,
     };
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    let tmp = temp_path(dir);
-    let result = (|| {
-        let mut input = File::open(src).map_err(io_err)?;
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(ARCHIVE_MODE)
-            .open(&tmp)
-            .map_err(io_err)?;
+    let mut input = File::open(src).map_err(io_err)?;
+    let mut out =
+        PendingFile::create_named(dest, TEMP_PREFIX, TEMP_SUFFIX).map_err(|e| io_err(e.source))?;
+    out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
+        .map_err(|e| io_err(e.source))?;
+    {
         let mut hasher = Sha256::new();
         let mut block = vec![0u8; BLOCK];
         loop {
@@ -237,16 +195,9 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
                 actual: hex::encode(actual),
             });
         }
-        out.sync_all().map_err(io_err)?;
-        drop(out);
-        fs::rename(&tmp, dest).map_err(io_err)?;
-        sync_dir(dir).map_err(io_err)?;
-        fs::metadata(dest).map_err(io_err)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
     }
-    result
+    out.commit().map_err(|e| io_err(e.source))?;
+    fs::metadata(dest).map_err(io_err)
 }
 
 /// Removes an installed archive and syncs its directory.

@@ -24,13 +24,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack::select;
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
-/// Name of the directory holding archives and manifests.
-pub const KPACK_DIR: &str = ".kpack";
-/// Extension of manifests.
-pub const MANIFEST_EXT: &str = "kpm";
+use rocm_kpack_format::layout::{KPACK_DIR, MANIFEST_EXT};
 
 /// Where to look.
 #[derive(Debug, Clone)]
@@ -213,22 +211,8 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
 }
 
 /// Whether a code object with arch key `key` may be loaded on a device whose
-/// target is `local`: same processor or a generic ISA serving it
-/// (pkgspec's table); every feature the key sets agrees with the device,
-/// except `xnack` (a per-process mode, so both settings may be probed) and
-/// features the device's target does not pin (e.g. `--arch gfx90a`).
-pub fn arch_serves(local: &TargetId, key: &str) -> bool {
-    let key = key.strip_prefix(rocm_kpack_format::target::AMDHSA_PREFIX).unwrap_or(key);
-    let Ok(code) = TargetId::parse(key) else {
-        return false;
-    };
-    let processor_ok = code.processor() == local.processor()
-        || rocm_kpack_pkgspec::generic_isas_serving(local.processor()).contains(&code.processor());
-    processor_ok
-        && code.features().iter().all(|f| {
-            f.name == "xnack" || local.feature(&f.name).is_none_or(|on| on == f.enabled)
-        })
-}
+/// target is `local`: the loader's own rule ([`select::may_load`]).
+pub use rocm_kpack::select::may_load as arch_serves;
 
 /// One archive a component needs here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -250,42 +234,24 @@ pub struct Needs {
     pub uncovered: Vec<String>,
 }
 
-/// Whether `key` is code for `local`'s own processor (not a generic ISA).
-fn is_native(local: &TargetId, key: &str) -> bool {
-    let key = key.strip_prefix(rocm_kpack_format::target::AMDHSA_PREFIX).unwrap_or(key);
-    TargetId::parse(key).is_ok_and(|code| code.processor() == local.processor())
-}
-
 /// The archives of `manifest` the loader may open on a machine with
-/// `targets`, and the targets it has nothing for. The loader prefers native
-/// code and falls back to a generic ISA only when no archive has native
-/// code for the processor, and then opens the first archive (manifest
-/// order) that lists it: so a generic copy in a sibling family is needed
-/// only in that case, and only once.
+/// `targets`, and the targets it has nothing for: for each target, the
+/// archive the loader's selection rule decides on for each setting the
+/// process may run the GPU with ([`select::loadable`] over the manifest's
+/// archives in manifest order, as the loader searches a manifest). So an
+/// archive whose code the loader never picks (a generic copy in a sibling
+/// family when native code exists, a second copy of a key) is not needed.
 pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
+    let lists: Vec<&[String]> = manifest.kpack_files.iter().map(|f| f.architectures.as_slice()).collect();
     let mut out = Needs::default();
-    // Per target: whether some archive serves it natively.
-    let mut native = Vec::with_capacity(targets.len());
-    // Per target without native code: the first archive serving it.
-    let mut first_generic = Vec::with_capacity(targets.len());
+    // Per target: (archive index, arch key) the loader may load.
+    let mut loads = Vec::with_capacity(targets.len());
     for target in targets {
-        let serving = |native_only: bool| {
-            manifest.kpack_files.iter().any(|f| {
-                f.architectures
-                    .iter()
-                    .any(|a| arch_serves(target, a) && (!native_only || is_native(target, a)))
-            })
-        };
-        if !serving(false) {
+        let l = select::loadable(target, &lists);
+        if l.is_empty() {
             out.uncovered.push(target.to_string());
         }
-        native.push(serving(true));
-        first_generic.push(
-            manifest
-                .kpack_files
-                .iter()
-                .position(|f| f.architectures.iter().any(|a| arch_serves(target, a))),
-        );
+        loads.push(l);
     }
     for (index, file) in manifest.kpack_files.iter().enumerate() {
         let mut need = Need {
@@ -293,23 +259,18 @@ pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
             targets: Vec::new(),
             arches: Vec::new(),
         };
-        for ((target, has_native), first) in targets.iter().zip(&native).zip(&first_generic) {
-            if !has_native && *first != Some(index) {
-                continue;
+        let mut keys: Vec<&String> = Vec::new();
+        for (target, l) in targets.iter().zip(&loads) {
+            let before = keys.len();
+            keys.extend(l.iter().filter(|(i, _)| *i == index).map(|(_, k)| k));
+            if keys.len() > before {
+                need.targets.push(target.to_string());
             }
-            let arches: Vec<&String> = file
-                .architectures
-                .iter()
-                .filter(|a| arch_serves(target, a) && (!has_native || is_native(target, a)))
-                .collect();
-            if arches.is_empty() {
-                continue;
-            }
-            need.targets.push(target.to_string());
-            for a in arches {
-                if !need.arches.contains(a) {
-                    need.arches.push(a.clone());
-                }
+        }
+        // In the manifest's order.
+        for a in &file.architectures {
+            if keys.contains(&a) && !need.arches.contains(a) {
+                need.arches.push(a.clone());
             }
         }
         if !need.targets.is_empty() {

@@ -28,14 +28,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use reqwest::Url;
-use serde::Deserialize;
 
 use crate::client::{masked, scheme_allowed};
 
-/// Directory of source files, below the root.
-pub const SOURCES_D: &str = "etc/rocm-kpack/sources.d";
-/// Suffix of a package-shipped sources file next to `<component>.kpm`.
-pub const COMPONENT_SOURCES_SUFFIX: &str = ".sources.toml";
+use rocm_kpack_format::layout::fetch::{component_sources_file_name, SourcesFile, SOURCES_D, SOURCES_EXT};
+use rocm_kpack_format::layout::store;
 
 /// One configured source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +55,7 @@ impl Source {
 
     /// Candidate URLs for an archive: by hash, then by name.
     pub fn urls_for(&self, filename: &str, sha256: &[u8; 32]) -> Vec<Url> {
-        let by_hash = format!("by-hash/sha256/{}", hex::encode(sha256));
+        let by_hash = store::by_hash_path(sha256);
         [by_hash.as_str(), filename]
             .iter()
             .filter_map(|rel| self.url.join(rel).ok())
@@ -95,20 +92,6 @@ pub enum SourceError {
         /// What is wrong.
         detail: String,
     },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SourcesFile {
-    #[serde(default)]
-    source: Vec<SourceEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SourceEntry {
-    url: String,
-    components: Option<Vec<String>>,
 }
 
 /// Parses a source URL; a directory path or `file:` URL becomes a `file://`
@@ -187,7 +170,7 @@ impl Sources {
                 entries
                     .filter_map(Result::ok)
                     .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .filter(|p| p.extension().is_some_and(|x| x == SOURCES_EXT))
                     .collect()
             })
             .unwrap_or_default();
@@ -232,7 +215,7 @@ pub fn package_files(manifests: &[crate::resolve::InstalledManifest]) -> Vec<(Pa
         .iter()
         .filter_map(|m| {
             let component = &m.manifest.component;
-            let path = m.kpack_dir.join(format!("{component}{COMPONENT_SOURCES_SUFFIX}"));
+            let path = m.kpack_dir.join(component_sources_file_name(component));
             path.is_file().then(|| (path, component.clone()))
         })
         .collect()

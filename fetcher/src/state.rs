@@ -35,8 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::install::write_atomically;
 
-/// File name of the state file inside a `.kpack` directory.
-pub const STATE_FILE: &str = ".rocm-kpack-fetch-state.json";
+use rocm_kpack_format::layout::fetch::STATE_FILE;
 
 /// The state file's format version.
 pub const STATE_VERSION: u32 = 1;

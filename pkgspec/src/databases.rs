@@ -4,7 +4,7 @@
 //! A rule selects paths with globs (`include`, minus `exclude`; `**`
 //! crosses directories, `{a,b}` alternates) and then tries its arch sources
 //! in order. The first rule that both matches and finds an arch decides; a
-//! path no rule decides stays generic (PACKAGING.md).
+//! path no rule decides stays generic (docs/packaging.md).
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,4 @@
-//! The built-in spec: PACKAGING.md's family table, LLVM's processor and
+//! The built-in spec: docs/packaging.md's family table, LLVM's processor and
 //! generic-ISA tables, the kernel-database rules, naming templates and
 //! validation switches used when a spec file does not say otherwise.
 
@@ -16,7 +16,7 @@ pub const KNOWN_PROCESSORS: &[&str] = &[
     "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250", "gfx1251",
 ];
 
-/// The default family table (PACKAGING.md "Device groups: families"):
+/// The default family table (docs/packaging.md "Device groups: families"):
 /// (family, processors, generic ISAs carried).
 pub const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     (
@@ -79,7 +79,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_string()).collect()
 }
 
-/// The built-in kernel-database rules (PACKAGING.md), tried in order; the
+/// The built-in kernel-database rules (docs/packaging.md), tried in order; the
 /// last one is the catch-all "known target token in the path" rule.
 pub fn database_rules() -> Vec<DatabaseRule> {
     vec![
@@ -116,7 +116,7 @@ pub fn database_rules() -> Vec<DatabaseRule> {
     ]
 }
 
-/// Package names (PACKAGING.md "Package naming").
+/// Package names (docs/packaging.md "Package naming").
 pub fn naming() -> Naming {
     Naming {
         deb_generic: "{name}".into(),

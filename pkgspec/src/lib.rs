@@ -8,7 +8,7 @@
 //! naming templates ([`naming`]), package metadata defaults, the kpack
 //! source generic packages advertise, and validation switches.
 //!
-//! [`Spec::builtin`] is PACKAGING.md's family table with the built-in rules
+//! [`Spec::builtin`] is docs/packaging.md's family table with the built-in rules
 //! ([`defaults`]); [`Spec::per_target`] builds one group per target; a TOML
 //! file ([`schema`]) can declare anything else, and errors in it point at
 //! the line.
@@ -209,7 +209,7 @@ impl Default for Spec {
 }
 
 impl Spec {
-    /// The built-in spec: one group per GPU family (PACKAGING.md table),
+    /// The built-in spec: one group per GPU family (docs/packaging.md table),
     /// the built-in database rules, naming and switches.
     pub fn builtin() -> Spec {
         defaults::builtin()

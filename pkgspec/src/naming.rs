@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Templates for generated package names (PACKAGING.md "Package naming").
+/// Templates for generated package names (docs/packaging.md "Package naming").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Naming {

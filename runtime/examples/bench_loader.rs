@@ -29,6 +29,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::marker::Marker;
@@ -431,7 +432,7 @@ fn archives_from_fat(elf: &Path, out: &Path) -> AnyResult<Vec<PathBuf>> {
     let t = Instant::now();
     let mut paths = Vec::new();
     for (target, objects) in by_target {
-        let p = out.join(format!("bench_{}.kpack", target.replace(':', "_")));
+        let p = out.join(layout::archive_file_name("bench", &target.replace(':', "_")));
         let f = std::io::BufWriter::new(std::fs::File::create(&p)?);
         let mut w = ArchiveWriter::new(f, "bench", &target, CompressionScheme::ZstdPerKernel, 3)?;
         for (i, data) in objects {

@@ -9,4 +9,7 @@
 pub mod detect;
 pub mod loader;
 
+/// The code-object selection rule, shared by the loader and the fetcher.
+pub use loader::select;
+
 pub use rocm_kpack_format::{Error, ErrorCode, Result};

@@ -27,7 +27,7 @@ use rocm_kpack_package::archive_io::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, Format, PackageOptions};
-use rocm_kpack_splitter::split_binary::{split_binary, SplitBinaryOptions, SplitOutcome};
+use rocm_kpack_splitter::split::binary::{split_binary, SplitBinaryOptions, SplitOutcome};
 
 fn max_rss_kib() -> i64 {
     // SAFETY: getrusage writes one plain struct we own.

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use rocm_kpack_splitter::elf::{classify, Classification};
-use rocm_kpack_splitter::split_binary::{split_binary, SplitBinaryOptions};
+use rocm_kpack_splitter::split::binary::{split_binary, SplitBinaryOptions};
 
 struct Usage {
     cpu_s: f64,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use rocm_kpack_splitter::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
 
 struct Usage {
     cpu_s: f64,

@@ -1,7 +1,15 @@
 //! Argument definitions. Each subcommand's arguments live with the command
-//! in `cmd/`; this file only lists them.
+//! in `cmd/`; this file lists the commands and declares, once, the argument
+//! groups several of them flatten in (`--spec`, `--out`, `--jobs`, archive
+//! compression). `--json` and the exit codes are shared with
+//! `rocm-kpack-fetch` through `rocm_kpack_cli`.
+
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use rocm_kpack_cli::ExitStatus;
+use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_pkgspec::Spec;
 
 use crate::cmd;
 
@@ -9,14 +17,21 @@ use crate::cmd;
 /// `.kpack` archives, and inspect what fat binaries and archives contain.
 #[derive(Debug, Parser)]
 #[command(name = "rocm-kpack", version, propagate_version = true)]
-#[command(after_help = "Exit codes: 0 success, 1 error, 2 usage error.\n\
-Run `rocm-kpack demo` to see the whole pipeline on built-in inputs.")]
+#[command(after_help = after_help())]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug; RUST_LOG overrides).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--help` epilogue: the exit-code table, then where to start.
+fn after_help() -> String {
+    format!(
+        "{}\n\nRun `rocm-kpack demo` to see the whole pipeline on built-in inputs.",
+        ExitStatus::table()
+    )
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,6 +51,8 @@ pub enum Command {
     /// Show the effective package spec, or check a spec file.
     Spec(cmd::spec::Args),
     /// Build a generic package and one package per device group (deb, rpm, wheel) from a split tree.
+    // Its own --version is the packages' version, not the program's.
+    #[command(disable_version_flag = true)]
     Package(cmd::package::Args),
     /// Turn a directory of packages into apt, yum/dnf and pip repositories and a kpack store.
     Publish(cmd::publish::Args),
@@ -43,4 +60,94 @@ pub enum Command {
     SplitPackage(cmd::split_package::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
     Demo(cmd::demo::Args),
+}
+
+/// `--spec`: the package spec choosing device groups.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SpecArg {
+    /// Package spec (TOML): device groups, kernel-database rules, naming,
+    /// validation switches [default: the built-in GPU family table].
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
+}
+
+impl SpecArg {
+    /// The spec file, or the built-in spec.
+    pub fn load(&self) -> anyhow::Result<Spec> {
+        Ok(match &self.spec {
+            Some(p) => Spec::from_file(p)?,
+            None => Spec::builtin(),
+        })
+    }
+}
+
+/// `--out`: where a command writes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutArg {
+    /// Output directory (created if missing); it must not overlap the
+    /// input.
+    #[arg(long = "out", short = 'o', value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// `--jobs`: parallelism.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobsArg {
+    /// Worker threads [default: one per core].
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+}
+
+impl JobsArg {
+    /// The thread count asked for (`None`: one per core); 0 is refused.
+    pub fn get(&self) -> anyhow::Result<Option<usize>> {
+        if self.jobs == Some(0) {
+            anyhow::bail!("--jobs must be at least 1");
+        }
+        Ok(self.jobs)
+    }
+}
+
+/// Archive compression on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    /// zstd, one frame per code object (`zstd-per-kernel`).
+    Zstd,
+    /// Stored as is (`none`).
+    None,
+}
+
+/// `--compression`, `--level`: how `.kpack` archives are written.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ArchiveCompressionArgs {
+    /// Archive compression [default: zstd; recombine: as in the shards].
+    #[arg(long, value_enum)]
+    pub compression: Option<Compression>,
+    /// zstd level.
+    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL)]
+    pub level: i32,
+}
+
+impl ArchiveCompressionArgs {
+    /// The scheme asked for, if any.
+    pub fn scheme(&self) -> Option<CompressionScheme> {
+        self.compression.map(|c| match c {
+            Compression::Zstd => CompressionScheme::ZstdPerKernel,
+            Compression::None => CompressionScheme::None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn arguments_are_consistent_and_help_has_the_exit_table() {
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains(&ExitStatus::table()), "{help}");
+    }
 }

@@ -1,14 +1,10 @@
-//! The splitter library: inspect fat binaries and archives, split binaries
-//! (ELF surgery), trees and artifact directories, build packages and publish
-//! repositories. The `rocm-kpack` command line is a thin layer over it.
+//! The splitter library: inspect fat binaries and archives ([`inspect`]),
+//! split binaries, trees and artifact directories ([`split`]), and split
+//! fat packages into generic + device packages ([`split_package`], over
+//! `rocm-kpack-package`). The `rocm-kpack` command line is a thin layer
+//! over it.
 
 pub mod elf;
 pub mod inspect;
-pub mod split_binary;
-pub mod artifact;
-pub mod plan;
-pub mod scan;
-pub mod tree;
-pub mod verify_tree;
-pub mod recombine;
+pub mod split;
 pub mod split_package;

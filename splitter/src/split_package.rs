@@ -7,7 +7,7 @@
 //! wheel RECORD checked); extract the payload into a work directory
 //! inside `--out` (the readers refuse `..`, absolute names and escaping
 //! symlinks, so nothing lands outside it); split the extracted tree with
-//! [`crate::tree::split_tree`]; hand the split directory and the original
+//! [`crate::split::tree::split_tree`]; hand the split directory and the original
 //! metadata to [`rocm_kpack_package::package`], which writes into `--out`.
 //! A package with no device code is copied unchanged, with a note.
 //! The work directory is removed whatever happens.
@@ -26,7 +26,7 @@ use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
-use crate::tree::{split_tree, SplitOptions, SplitReport, TreeError};
+use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
 
 /// Why a package could not be split.
 #[derive(Debug, thiserror::Error)]

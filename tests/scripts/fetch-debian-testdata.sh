@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fetches, verifies and extracts the Debian ROCm packages used as real-world
-# test data (same pins and layout as tests/src/debian.rs):
+# test data (same pins and layout as tests/support/src/debian.rs):
 #
 #   tests/scripts/fetch-debian-testdata.sh [PACKAGE...]
 #

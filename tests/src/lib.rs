@@ -1,20 +1,2 @@
-//! Helpers shared by the end-to-end tests: fixture paths, Debian test data,
-//! temp dirs and commands.
-
-pub mod bins;
-pub mod clang;
-pub mod debian;
-pub mod fixtures;
-pub mod http;
-pub mod tree;
-
-/// `<venv>/lib/pythonX.Y/site-packages` of a virtual environment.
-pub fn site_packages(venv: &std::path::Path) -> std::path::PathBuf {
-    let lib = venv.join("lib");
-    let py = std::fs::read_dir(&lib)
-        .expect("venv lib")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
-        .expect("pythonX.Y");
-    py.join("site-packages")
-}
+//! The end-to-end tests live in `tests/`; their helpers are in
+//! `rocm-kpack-test-support` (`tests/support/`).

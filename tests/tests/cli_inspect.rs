@@ -1,11 +1,11 @@
 //! `rocm-kpack inspect` and `extract` on the reference vectors, the fixtures
-//! and Debian's librocrand, checked against FORMATS.md section 6 and
+//! and Debian's librocrand, checked against docs/formats.md section 6 and
 //! against clang's own `clang-offload-bundler`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_tests::{bins, clang, debian, fixtures};
+use rocm_kpack_test_support::{bins, clang, debian, fixtures};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -38,7 +38,7 @@ fn sha(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-/// (binary, arch, ordinal, content) as FORMATS.md section 6 lists them.
+/// (binary, arch, ordinal, content) as docs/formats.md section 6 lists them.
 fn check_entries(report: &Value, expected: &[(&str, &str, u64, Vec<u8>)]) {
     let entries = report["entries"].as_array().expect("entries");
     assert_eq!(entries.len(), expected.len(), "{report:#}");

@@ -22,7 +22,7 @@ use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::archive_io::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
-use rocm_kpack_tests::{bins, debian, fixtures, http};
+use rocm_kpack_test_support::{bins, debian, fixtures, http};
 use serde_json::Value;
 
 /// Split librocrand1 packages and their published repository (apt + kpack
@@ -142,7 +142,7 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
             .arg("--sysfs-root")
             .arg(mi210())
             .arg("--source")
-            .arg(&server.url)
+            .arg(server.root_url())
             .arg("--allow-http"))
     };
     let out = run();
@@ -209,7 +209,7 @@ fn via_apt_plans_and_installs_the_device_package() {
     root_with_generic(&root);
     fs::write(
         root.join("etc/apt/sources.list"),
-        format!("deb [trusted=yes] {} stable main\n", server.url),
+        format!("deb [trusted=yes] {} stable main\n", server.root_url()),
     )
     .expect("sources");
     ok(Command::new("apt-get").args(apt_opts(&root)).arg("update"));
@@ -261,7 +261,7 @@ fn python_installs_the_device_extra_into_a_venv() {
     )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let server = http::serve_dir(&repo).expect("serve");
-    let index = format!("{}simple/", server.url);
+    let index = format!("{}simple/", server.root_url());
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let python = venv.join("bin/python");

@@ -13,9 +13,9 @@ use std::process::Command;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
 use rocm_kpack_format::bundle::{compress_ccob, parse_fatbin, Bundle, CcobMethod};
 use rocm_kpack_format::wrapper::{FatbinWrapper, WRAPPER_SIZE};
-use rocm_kpack_tests::clang::{bundler_list, bundler_unbundle};
-use rocm_kpack_tests::debian;
-use rocm_kpack_tests::fixtures::{self, Fixture, PayloadKind};
+use rocm_kpack_test_support::clang::{bundler_list, bundler_unbundle};
+use rocm_kpack_test_support::debian;
+use rocm_kpack_test_support::fixtures::{self, Fixture, PayloadKind};
 
 /// A fat binary's sections of interest.
 struct FatElf {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use package_common::*;
-use rocm_kpack_tests::http;
+use rocm_kpack_test_support::http;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_package::archive_io::ZipWriter;
 use rocm_kpack_package::meta::ControlFields;
@@ -81,7 +81,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
 
     let server = http::serve_dir(&repo).expect("serve");
     let root = tmp.path().join("root");
-    let opts = apt_root(&root, &format!("deb [trusted=yes] {} stable main", server.url));
+    let opts = apt_root(&root, &format!("deb [trusted=yes] {} stable main", server.root_url()));
     ok(Command::new("apt-get").args(&opts).arg("update"));
     ok(Command::new("apt-get")
         .args(&opts)
@@ -130,7 +130,7 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
         .arg("-y")
         .arg(format!("--installroot={}", root.display()))
         .args(["--releasever=1", "--setopt=reposdir=/dev/null", "--setopt=local.gpgcheck=0"])
-        .arg(format!("--repofrompath=local,{}", server.url))
+        .arg(format!("--repofrompath=local,{}", server.root_url()))
         .args(["install", "libfixture1-gfx110x"]));
     let q = ok(Command::new("rpm")
         .arg("--root")
@@ -184,7 +184,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let pip = venv.join("bin/pip");
-    let index = format!("{}simple/", server.url);
+    let index = format!("{}simple/", server.root_url());
     ok(Command::new(&pip)
         .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
         .arg(&index)
@@ -197,7 +197,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     let out = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(out.trim(), "['kpkg.kpm', 'kpkg_gfx110X.kpack']");
-    let sp = rocm_kpack_tests::site_packages(&venv);
+    let sp = rocm_kpack_test_support::site_packages(&venv);
     assert_eq!(
         fs::read(sp.join("kpkg/.kpack/kpkg_gfx110X.kpack")).expect("installed archive"),
         fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx110X.kpack")).expect("archive")
@@ -379,7 +379,7 @@ fn signed_repositories_verify_and_missing_gpg_is_a_clear_error() {
     let root = tmp.path().join("root");
     let aopts = apt_root(
         &root,
-        &format!("deb [signed-by={}] {} stable main", keyring.display(), server.url),
+        &format!("deb [signed-by={}] {} stable main", keyring.display(), server.root_url()),
     );
     let o = ok(Command::new("apt-get").args(&aopts).arg("update"));
     assert!(!o.contains("NO_PUBKEY"), "{o}");
@@ -472,7 +472,7 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
     let dnf_opts = [
         "--setopt=reposdir=/dev/null".to_owned(),
         "--setopt=local.gpgcheck=0".to_owned(),
-        format!("--repofrompath=local,{}", server.url),
+        format!("--repofrompath=local,{}", server.root_url()),
     ];
     ok(Command::new("dnf")
         .arg("-y")
@@ -481,7 +481,7 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
         .args(&dnf_opts)
         .args(["install", "libfixture1"]));
     let fetch = || {
-        let mut c = rocm_kpack_tests::bins::command("rocm-kpack-fetch");
+        let mut c = rocm_kpack_test_support::bins::command("rocm-kpack-fetch");
         c.env("ROCM_KPACK_PYTHON", "")
             .args(["install", "--via", "dnf", "--arch", "gfx1100", "--root"])
             .arg(&root);

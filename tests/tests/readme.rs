@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use rocm_kpack_tests::bins;
+use rocm_kpack_test_support::bins;
 
 /// (line number, info string, body) of each fenced code block.
 fn code_blocks(markdown: &str) -> Vec<(usize, String, String)> {

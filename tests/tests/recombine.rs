@@ -11,12 +11,12 @@ use std::process::Command;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::artifact::{split_artifact, MANIFEST_TXT};
-use rocm_kpack_splitter::recombine::{recombine, RecombineOptions, RecombineReport};
-use rocm_kpack_splitter::tree::{split_tree, SplitOptions};
-use rocm_kpack_splitter::verify_tree::{verify_tree, VerifyOptions};
-use rocm_kpack_tests::fixtures;
-use rocm_kpack_tests::tree::{chain, listing, overlay, Node};
+use rocm_kpack_splitter::split::artifact::{split_artifact, MANIFEST_TXT};
+use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, RecombineReport};
+use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
+use rocm_kpack_test_support::fixtures;
+use rocm_kpack_test_support::tree::{chain, listing, overlay, Node};
 
 /// Compiles the fixture library and app for `arches` (build.sh's flags)
 /// into `dir/lib/libfixture.so` and `dir/bin/app_pie`, plus one Tensile-style
@@ -96,7 +96,7 @@ fn run(shards: &[&Path], out: &Path, spec: Spec) -> Result<RecombineReport, Stri
 /// The built-in default, spelled out.
 const LENIENT: &str = "[validation]\ngeneric_must_match = false\n";
 
-fn verify(root: &Path, targets: &[&str]) -> rocm_kpack_splitter::verify_tree::VerifyReport {
+fn verify(root: &Path, targets: &[&str]) -> rocm_kpack_splitter::split::verify::VerifyReport {
     verify_tree(
         root,
         &VerifyOptions {

@@ -13,8 +13,8 @@ use std::process::{Command, Output};
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::bundle::parse_bundle_at;
 use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
-use rocm_kpack_tests::bins;
-use rocm_kpack_tests::fixtures::{self, PayloadKind, Registration};
+use rocm_kpack_test_support::bins;
+use rocm_kpack_test_support::fixtures::{self, PayloadKind, Registration};
 
 /// `librocm_kpack_preload.so`, built with the profile of this test binary.
 fn preload() -> PathBuf {
@@ -366,7 +366,7 @@ fn dlopen_lazy(dir: &Path) -> PathBuf {
 
 #[test]
 fn mi210_gets_debian_rocrand_xnack_minus_code_object_through_the_shim() {
-    let root = rocm_kpack_tests::debian::extracted("librocrand1").expect("librocrand (scripts/test.sh fetches it)");
+    let root = rocm_kpack_test_support::debian::extracted("librocrand1").expect("librocrand (scripts/test.sh fetches it)");
     let fat = root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
     let tmp = tempfile::tempdir().expect("tmp");
     let host = split(&fat, &tmp.path().join("split"));

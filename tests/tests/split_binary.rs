@@ -18,10 +18,10 @@ use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::wrapper::{FatbinWrapper, HIPK_MAGIC, WRAPPER_SIZE};
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::split_binary::{
+use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitError, SplitOutcome,
 };
-use rocm_kpack_tests::{debian, fixtures};
+use rocm_kpack_test_support::{debian, fixtures};
 
 /// The full error chain, as the CLI prints it.
 fn chain(e: &SplitError) -> String {
@@ -894,7 +894,7 @@ fn errors_leave_input_untouched_and_no_output() {
 /// split, never a panic.
 #[test]
 fn corrupted_inputs_never_panic() {
-    use rocm_kpack_splitter::split_binary::{split_fat_elf, ElfSplit};
+    use rocm_kpack_splitter::split::binary::{split_fat_elf, ElfSplit};
     let orig = fs::read(fixtures::fixture("clang19-compressed/libfixture.so")).unwrap();
     let paths = || vec![".kpack/x.kpm".to_string()];
     let file = ElfFile64::<LittleEndian>::parse(&*orig).unwrap();

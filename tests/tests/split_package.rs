@@ -24,7 +24,7 @@ use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
 };
-use rocm_kpack_tests::{debian, fixtures, http};
+use rocm_kpack_test_support::{debian, fixtures, http};
 
 /// Fast options: xz level 0 for the generic packages.
 fn opts() -> SplitPackageOptions {
@@ -386,7 +386,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     let pip = venv.join("bin/pip");
     ok(Command::new(&pip)
         .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
-        .arg(format!("{}simple/", server.url))
+        .arg(format!("{}simple/", server.root_url()))
         .arg("kpkg[device-gfx110x]")
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
@@ -396,7 +396,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     let printed = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(printed.trim(), "['libfixture.kpm', 'libfixture_gfx110X.kpack']");
-    let sp = rocm_kpack_tests::site_packages(&venv);
+    let sp = rocm_kpack_test_support::site_packages(&venv);
     assert_eq!(
         fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
         gfx_code_object("gfx1100")
@@ -598,7 +598,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     let whl = src.join(KPKG_WHL);
     write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
     let out = tmp.path().join("out");
-    let o = run(rocm_kpack_tests::bins::command("rocm-kpack")
+    let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
         .arg("split-package")
         .arg(&whl)
         .arg("--out")
@@ -623,7 +623,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     let bad = src.join("bad-1.0-py3-none-any.whl");
     fs::write(&bad, b"PK\x03\x04garbage").expect("write");
     let out2 = tmp.path().join("out2");
-    let o = run(rocm_kpack_tests::bins::command("rocm-kpack")
+    let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
         .arg("split-package")
         .arg(&bad)
         .arg("--out")

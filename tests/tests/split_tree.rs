@@ -15,13 +15,13 @@ use std::process::Command;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::artifact::{split_artifact, split_batch, MANIFEST_TXT};
+use rocm_kpack_splitter::split::artifact::{split_artifact, split_batch, MANIFEST_TXT};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::elf::{classify, Classification};
-use rocm_kpack_splitter::tree::{split_tree, SplitOptions, SplitReport};
-use rocm_kpack_splitter::verify_tree::{verify_tree, VerifyOptions};
-use rocm_kpack_tests::tree::{self, chain, listing, overlay, Node};
-use rocm_kpack_tests::{debian, fixtures};
+use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions, SplitReport};
+use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
+use rocm_kpack_test_support::tree::{self, chain, listing, overlay, Node};
+use rocm_kpack_test_support::{debian, fixtures};
 
 fn split(input: &Path, out: &Path, opts: &SplitOptions) -> SplitReport {
     match split_tree(input, out, opts) {
@@ -30,7 +30,7 @@ fn split(input: &Path, out: &Path, opts: &SplitOptions) -> SplitReport {
     }
 }
 
-fn verify(root: &Path, targets: &[&str]) -> rocm_kpack_splitter::verify_tree::VerifyReport {
+fn verify(root: &Path, targets: &[&str]) -> rocm_kpack_splitter::split::verify::VerifyReport {
     let opts = VerifyOptions {
         targets: Some(targets.iter().map(|t| t.to_string()).collect()),
     };

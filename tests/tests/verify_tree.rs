@@ -6,10 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_splitter::tree::{split_tree, SplitOptions};
-use rocm_kpack_splitter::verify_tree::{arch_list, verify_tree, VerifyOptions, VerifyReport};
-use rocm_kpack_tests::tree::{self, overlay};
-use rocm_kpack_tests::fixtures;
+use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::verify::{arch_list, verify_tree, VerifyOptions, VerifyReport};
+use rocm_kpack_test_support::tree::{self, overlay};
+use rocm_kpack_test_support::fixtures;
 
 /// The fixture tree split and every output overlaid: (tempdir, overlay).
 fn installed() -> (tempfile::TempDir, PathBuf) {
@@ -117,7 +117,7 @@ fn fat_binaries_are_noted_not_faulted_and_bad_roots_are_errors() {
 /// numbers), `spec show` round trip, `split --dry-run` writes nothing.
 #[test]
 fn command_line() {
-    use rocm_kpack_tests::bins;
+    use rocm_kpack_test_support::bins;
     let d = tempfile::tempdir().unwrap();
     let input = d.path().join("in");
     tree::build(&input).unwrap();

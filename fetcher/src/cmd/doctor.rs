@@ -1,216 +1,22 @@
-//! `rocm-kpack-fetch doctor`: can programs here use device code? Checks the
-//! driver, KFD, /dev/kfd and render nodes, container signs, variables that
-//! restrict GPUs, and that every local target is covered by an installed
-//! archive for every installed manifest. Exit 4 when a check fails.
+//! `rocm-kpack-fetch doctor`: [`ops::doctor`] as text or JSON; exit 4 when
+//! a check fails, 3 without targets.
 
-use std::fs;
+use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
 
-use serde::Serialize;
-
-use super::{local_targets, print_json, print_text, scan_config};
+use super::{local_targets, scan_config};
 use crate::cli::DoctorArgs;
-use crate::resolve::{arch_serves, needs};
-use crate::ExitStatus;
-
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Fine.
-    Ok,
-    /// For information.
-    Info,
-    /// Probably fine, but worth knowing.
-    Warning,
-    /// Device code will not work as installed.
-    Problem,
-}
-
-#[derive(Debug, Serialize)]
-struct Check {
-    check: String,
-    outcome: Outcome,
-    detail: String,
-}
-
-#[derive(Debug, Serialize)]
-struct Output {
-    targets: Vec<String>,
-    checks: Vec<Check>,
-    problems: usize,
-    warnings: usize,
-}
-
-/// Variables that restrict which GPUs a process uses (not what to install).
-const VISIBLE_DEVICE_VARS: [&str; 3] = ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"];
 
 /// Runs `doctor`.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let d = &local.detection;
-    let overridden = d.arch_override.is_some();
-    let mut checks = Vec::new();
-    let mut add = |check: &str, outcome, detail: String| {
-        checks.push(Check {
-            check: check.to_string(),
-            outcome,
-            detail,
-        })
-    };
-    // Without a GPU, the hardware checks are problems unless the user chose
-    // targets explicitly (then they are only notes).
-    let hw_fail = if overridden { Outcome::Warning } else { Outcome::Problem };
-
-    match (d.driver_loaded, &d.driver_initstate) {
-        (true, Some(s)) => add("driver", Outcome::Ok, format!("amdgpu loaded (initstate {s})")),
-        (true, None) => add("driver", Outcome::Ok, "amdgpu built into the kernel".into()),
-        (false, _) => add("driver", hw_fail, "amdgpu is not loaded".into()),
-    }
-    match &d.topology {
-        Some(t) => add(
-            "kfd-topology",
-            Outcome::Ok,
-            format!("{t}: {} GPU node(s), {} CPU node(s)", d.gpu_nodes.len(), d.cpu_nodes.len()),
-        ),
-        None => add("kfd-topology", hw_fail, "no KFD topology in sysfs".into()),
-    }
-    if d.gpu_nodes.is_empty() {
-        add("gpus", hw_fail, "no GPU node".into());
-    } else {
-        add("gpus", Outcome::Ok, format!("detected {}", d.detected_targets.join(", ")));
-    }
-    if let Some(o) = &d.arch_override {
-        add("targets", Outcome::Info, format!("{} from {}", o.targets.join(", "), o.source));
-    }
-    if let Some(h) = &d.hsa_override {
-        add(
-            "hsa-override",
-            Outcome::Info,
-            format!("HSA_OVERRIDE_GFX_VERSION={}: GPUs are treated as {}", h.value, h.processor),
-        );
-    }
-    let kfd = &d.kfd_device;
-    match (kfd.usable, d.gpu_nodes.is_empty()) {
-        (true, _) => add("kfd-device", Outcome::Ok, format!("{} can be opened", kfd.path)),
-        (false, false) => add(
-            "kfd-device",
-            Outcome::Problem,
-            format!(
-                "{} cannot be opened ({}): programs run by this user cannot use the GPUs (group render/video? device passed to the container?)",
-                kfd.path,
-                kfd.error.as_deref().unwrap_or("unknown error")
-            ),
-        ),
-        (false, true) => add(
-            "kfd-device",
-            hw_fail,
-            format!("{} cannot be opened ({})", kfd.path, kfd.error.as_deref().unwrap_or("unknown error")),
-        ),
-    }
-    for node in &d.gpu_nodes {
-        if let Some(r) = node.render_node.as_ref().filter(|r| !r.usable) {
-            add(
-                "render-node",
-                Outcome::Warning,
-                format!(
-                    "node {} ({}): {} cannot be opened ({}); this process cannot use that GPU",
-                    node.node_id,
-                    node.target,
-                    r.path,
-                    r.error.as_deref().unwrap_or("unknown error")
-                ),
-            );
-        }
-    }
-    if !d.container_hints.is_empty() {
-        add(
-            "container",
-            Outcome::Info,
-            format!(
-                "running in a container ({}): sysfs shows every GPU of the host",
-                d.container_hints.join(", ")
-            ),
-        );
-    }
-    for var in VISIBLE_DEVICE_VARS {
-        if let Ok(v) = std::env::var(var) {
-            add(
-                "visible-devices",
-                Outcome::Info,
-                format!("{var}={v} restricts which GPUs processes use, not what is installed"),
-            );
-        }
-    }
-    for w in &d.warnings {
-        add("detection", Outcome::Warning, w.clone());
-    }
-
     let scan = scan_config(&args.scan).scan();
-    add(
-        "manifests",
-        Outcome::Info,
-        format!(
-            "{} installed manifest(s) in {} .kpack director(ies)",
-            scan.manifests.len(),
-            scan.kpack_dirs.len()
-        ),
-    );
-    for r in &scan.refused {
-        add("manifest", Outcome::Problem, format!("{} refused: {}", r.path.display(), r.error));
-    }
-    for m in &scan.manifests {
-        let n = needs(&m.manifest, &local.ids);
-        for target in &local.ids {
-            let name = format!("coverage {} {}", m.manifest.component, target);
-            if n.uncovered.contains(&target.to_string()) {
-                add(
-                    &name,
-                    Outcome::Warning,
-                    format!(
-                        "{} publishes no device code for {target}: its GPU code will not run here",
-                        m.manifest.component
-                    ),
-                );
-                continue;
-            }
-            // Usable: some archive serving the target is present with the
-            // manifest's size (verify re-hashes).
-            let serving: Vec<_> = m
-                .manifest
-                .kpack_files
-                .iter()
-                .filter(|f| f.architectures.iter().any(|a| arch_serves(target, a)))
-                .collect();
-            let present = serving.iter().find(|f| {
-                fs::metadata(m.archive_path(f)).is_ok_and(|meta| meta.len() == f.size)
-            });
-            match present {
-                Some(f) => add(&name, Outcome::Ok, format!("{}", m.archive_path(f).display())),
-                None => add(
-                    &name,
-                    Outcome::Problem,
-                    format!(
-                        "not installed ({}): run `rocm-kpack-fetch install --auto`",
-                        serving
-                            .iter()
-                            .map(|f| f.filename.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ),
-            }
-        }
-    }
-
-    let problems = checks.iter().filter(|c| c.outcome == Outcome::Problem).count();
-    let warnings = checks.iter().filter(|c| c.outcome == Outcome::Warning).count();
-    let out = Output {
-        targets: d.targets.clone(),
-        checks,
-        problems,
-        warnings,
-    };
-    if args.json {
+    let visible: Vec<(String, String)> = VISIBLE_DEVICE_VARS
+        .iter()
+        .filter_map(|var| std::env::var(var).ok().map(|v| (var.to_string(), v)))
+        .collect();
+    let out = ops::doctor::doctor(&local, &scan, &visible);
+    if args.json.enabled {
         print_json(&out)?;
     } else {
         let mut text = String::new();
@@ -223,12 +29,15 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
             };
             text.push_str(&format!("{word:<8} {}: {}\n", c.check, c.detail));
         }
-        text.push_str(&format!("doctor: {problems} problem(s), {warnings} warning(s)\n"));
-        print_text(&text)?;
+        text.push_str(&format!(
+            "doctor: {} problem(s), {} warning(s)\n",
+            out.problems, out.warnings
+        ));
+        print_stdout(&text)?;
     }
     Ok(if local.ids.is_empty() {
         ExitStatus::NoGpu
-    } else if problems > 0 {
+    } else if out.problems > 0 {
         ExitStatus::Problems
     } else {
         ExitStatus::Success

@@ -1,30 +1,27 @@
-//! `rocm-kpack-fetch install`: targets -> installed manifests -> plan ->
-//! (dry run: print) -> lock the `.kpack` directories -> re-plan under the
-//! locks -> download, verify, install -> report.
+//! `rocm-kpack-fetch install`: checks the arguments, finds the targets and
+//! the sources, runs [`ops::install`] (or a package manager) and prints the
+//! outcome; exit 3 without targets, 4 for `--strict` problems.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
+use rocm_kpack_fetch::client::{Backoff, ClientOptions};
+use rocm_kpack_fetch::detect::{no_targets_message, targets_origin, LocalTargets};
+use rocm_kpack_fetch::download::Cache;
+use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Report};
+use rocm_kpack_fetch::ops::install::PackageManager;
+use rocm_kpack_fetch::ops::{self, default_cache_dir};
+use rocm_kpack_fetch::plan::{InstallPlan, Summary};
+use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
+use rocm_kpack_fetch::progress::{human_bytes, Bars, Lines, Reporter};
+use rocm_kpack_fetch::resolve::Scan;
+use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
 use serde::Serialize;
 
-use super::{
-    default_cache_dir, load_states, local_targets, no_targets_message, print_json, print_text,
-    print_warnings, scan_config, targets_origin,
-};
-use crate::cli::{InstallArgs, NetArgs};
-use crate::client::{Backoff, ClientOptions};
-use crate::download::Cache;
-use crate::execute::{execute, ExecOptions, Report};
-use crate::install::DirLock;
-use crate::plan::{InstallPlan, Summary};
-use crate::progress::{human_bytes, Bars, Lines, Reporter};
-use crate::resolve::needs;
-use crate::sources::{package_files, SourceError, Sources};
-use crate::state::State;
-use crate::{ExitStatus, UsageError};
+use super::{local_targets, print_warnings, scan_config, PYTHON_ENV};
+use crate::cli::{InstallArgs, NetArgs, Via};
 
 /// `--json` output of `install`.
 #[derive(Debug, Serialize)]
@@ -32,8 +29,8 @@ struct Output<'a> {
     dry_run: bool,
     plan: &'a InstallPlan,
     summary: Summary,
-    installed: &'a [crate::execute::Installed],
-    failed: &'a [crate::execute::Failed],
+    installed: &'a [Installed],
+    failed: &'a [Failed],
     warnings: &'a [String],
 }
 
@@ -41,7 +38,8 @@ struct Output<'a> {
 pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     if !args.auto && args.targets.arch.is_none() {
         return Err(UsageError(
-            "say which targets to install for: --auto (the GPUs detected here) or --arch LIST".into(),
+            "say which targets to install for: --auto (the GPUs detected here) or --arch LIST"
+                .into(),
         )
         .into());
     }
@@ -49,7 +47,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     let mut warnings = local.detection.warnings.clone();
     if local.ids.is_empty() {
-        if args.json {
+        if args.json.enabled {
             print_json(&serde_json::json!({ "targets": [], "detection": local.detection }))?;
         } else {
             eprintln!("{}", no_targets_message(&local.detection));
@@ -69,82 +67,51 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     )
     .map_err(|e| match e {
         // The user typed these: a usage error.
-        SourceError::BadUrl { .. } | SourceError::Scheme { .. } => anyhow::Error::new(UsageError(e.to_string())),
+        SourceError::BadUrl { .. } | SourceError::Scheme { .. } => {
+            anyhow::Error::new(UsageError(e.to_string()))
+        }
         other => anyhow::Error::new(other),
     })?;
     warnings.extend(sources.warnings.iter().cloned());
-    if !args.json {
-        eprintln!(
-            "targets: {} ({})",
-            local.detection.targets.join(", "),
-            targets_origin(&local.detection)
-        );
+    if !args.json.enabled {
+        print_targets(&local);
     }
 
     if args.dry_run {
-        let states = load_states(&scan.kpack_dirs, &mut warnings);
-        let plan = InstallPlan::build(&scan, &local.ids, &states);
-        warnings.extend(plan.warnings());
+        let plan = ops::install::dry_run(&scan, &local.ids, &mut warnings);
         return finish(args, &plan, &Report::default(), &warnings, true, started);
     }
 
-    // Lock every directory that will be written, in path order (no
-    // deadlock between two runs), before judging what is present.
-    let to_lock: BTreeSet<PathBuf> = scan
-        .manifests
-        .iter()
-        .filter(|m| !needs(&m.manifest, &local.ids).archives.is_empty())
-        .map(|m| m.kpack_dir.clone())
-        .collect();
-    let mut locks = Vec::new();
-    let mut locked: BTreeMap<PathBuf, Result<(), String>> = BTreeMap::new();
-    for dir in &to_lock {
-        let lock = DirLock::acquire(dir, |path| {
-            eprintln!(
-                "waiting for another rocm-kpack-fetch to finish ({} is locked)",
-                path.display()
-            );
-        });
-        match lock {
-            Ok(l) => {
-                locks.push(l);
-                locked.insert(dir.clone(), Ok(()));
-            }
-            Err(e) => {
-                locked.insert(
-                    dir.clone(),
-                    Err(format!("cannot lock {}: {e} (run as root?)", dir.display())),
-                );
-            }
-        }
-    }
-    let mut states = BTreeMap::new();
-    for dir in &scan.kpack_dirs {
-        let state = if locked.get(dir).is_some_and(Result::is_ok) {
-            State::load_or_reset(dir, &mut warnings)?
-        } else {
-            State::load(dir).unwrap_or_default()
-        };
-        states.insert(dir.clone(), state);
-    }
-    let plan = InstallPlan::build(&scan, &local.ids, &states);
-    warnings.extend(plan.warnings());
-
-    let options = exec_options(&args.net, &args.scan.root);
-    let reporter: Arc<dyn Reporter> = if !args.json && std::io::stderr().is_terminal() {
+    let reporter: Arc<dyn Reporter> = if !args.json.enabled && std::io::stderr().is_terminal() {
         Arc::new(Bars::new())
     } else {
         Arc::new(Lines)
     };
-    let report = execute(&plan, &sources, &options, &locked, states, reporter.clone());
-    reporter.close();
-    let report = report?;
-    drop(locks);
+    let (plan, report) = ops::install::install(
+        &scan,
+        &local.ids,
+        &sources,
+        &exec_options(&args.net, &args.scan.root),
+        reporter,
+        &mut warnings,
+    )?;
     finish(args, &plan, &report, &warnings, false, started)
 }
 
+/// `targets: LIST (origin)` on stderr.
+fn print_targets(local: &LocalTargets) {
+    eprintln!(
+        "targets: {} ({})",
+        local.detection.targets.join(", "),
+        targets_origin(&local.detection)
+    );
+}
+
 fn exec_options(net: &NetArgs, root: &std::path::Path) -> ExecOptions {
-    let cache = net.cache_dir.clone().unwrap_or_else(|| default_cache_dir(root));
+    let cache = net
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| default_cache_dir(root));
     ExecOptions {
         client: ClientOptions {
             connect_timeout: Duration::from_secs_f64(net.connect_timeout),
@@ -171,7 +138,7 @@ fn finish(
     started: Instant,
 ) -> anyhow::Result<ExitStatus> {
     let summary = plan.summary();
-    if args.json {
+    if args.json.enabled {
         print_json(&Output {
             dry_run,
             plan,
@@ -204,7 +171,7 @@ fn finish(
                 started.elapsed().as_secs_f64(),
             ));
         }
-        print_text(&text)?;
+        print_stdout(&text)?;
     }
     if !report.failed.is_empty() {
         let mut msg = format!("{} archive(s) could not be installed:", report.failed.len());
@@ -214,10 +181,17 @@ fn finish(
         anyhow::bail!(msg);
     }
     if args.strict && (summary.no_device_code > 0 || !plan.refused_manifests.is_empty()) {
-        eprintln!("rocm-kpack-fetch: --strict: device code is missing for a local target (see warnings)");
-        return Ok(ExitStatus::Problems);
+        return Ok(strict_failure());
     }
     Ok(ExitStatus::Success)
+}
+
+/// `--strict` and device code is missing: exit 4.
+fn strict_failure() -> ExitStatus {
+    eprintln!(
+        "rocm-kpack-fetch: --strict: device code is missing for a local target (see warnings)"
+    );
+    ExitStatus::Problems
 }
 
 /// `--json` output of the package-manager modes.
@@ -225,7 +199,7 @@ fn finish(
 struct PmOutput<'a> {
     dry_run: bool,
     targets: &'a [String],
-    plan: &'a crate::pm::PmPlan,
+    plan: &'a PmPlan,
     command: Option<String>,
     warnings: &'a [String],
 }
@@ -234,71 +208,58 @@ struct PmOutput<'a> {
 /// the package manager (or print the plan).
 fn run_pm(
     args: &InstallArgs,
-    local: &super::LocalTargets,
-    scan: &crate::resolve::Scan,
+    local: &LocalTargets,
+    scan: &Scan,
     mut warnings: Vec<String>,
 ) -> anyhow::Result<ExitStatus> {
-    use crate::cli::Via;
-    use crate::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
     let naming = rocm_kpack_pkgspec::defaults::naming();
-    let via = if args.python { Via::Pip } else { args.via.unwrap_or(Via::Pip) };
-    if !args.json {
-        eprintln!(
-            "targets: {} ({})",
-            local.detection.targets.join(", "),
-            targets_origin(&local.detection)
-        );
+    let via = if args.python {
+        Via::Pip
+    } else {
+        args.via.unwrap_or(Via::Pip)
+    };
+    if !args.json.enabled {
+        print_targets(local);
     }
     for r in &scan.refused {
-        warnings.push(format!("refused manifest {}: {}", r.path.display(), r.error));
-    }
-    enum Pm {
-        Apt(Apt),
-        Dnf(Dnf),
-        Pip(Pip),
-    }
-    // Before anything else: apt/dnf from inside dpkg/rpm would deadlock on
-    // their lock (hooks must use file mode).
-    if !args.dry_run {
-        match via {
-            Via::Apt => crate::pm::check_not_in_transaction(
-                "apt-get",
-                &args.scan.root.join("var/lib/dpkg/lock"),
-            )?,
-            Via::Dnf => crate::pm::check_not_in_transaction(
-                "dnf",
-                &args.scan.root.join("var/lib/rpm/.rpm.lock"),
-            )?,
-            Via::Pip => {}
-        }
+        warnings.push(format!(
+            "refused manifest {}: {}",
+            r.path.display(),
+            r.error
+        ));
     }
     let pm = match via {
-        Via::Apt => Pm::Apt(Apt {
+        Via::Apt => PackageManager::Apt(Apt {
             root: args.scan.root.clone(),
             extra: args.pm_opts.clone(),
         }),
-        Via::Dnf => Pm::Dnf(Dnf {
+        Via::Dnf => PackageManager::Dnf(Dnf {
             root: args.scan.root.clone(),
             extra: args.pm_opts.clone(),
         }),
-        Via::Pip => Pm::Pip(Pip {
+        Via::Pip => PackageManager::Pip(Pip {
             python: args
                 .python_exe
                 .clone()
-                .or_else(|| std::env::var(super::PYTHON_ENV).ok().filter(|v| !v.trim().is_empty()))
+                .or_else(|| {
+                    std::env::var(PYTHON_ENV)
+                        .ok()
+                        .filter(|v| !v.trim().is_empty())
+                })
                 .unwrap_or_else(|| "python3".into()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
         }),
     };
-    let plan: PmPlan = match &pm {
-        Pm::Apt(a) => a.plan(scan, &local.ids, &naming)?,
-        Pm::Dnf(d) => d.plan(scan, &local.ids, &naming)?,
-        Pm::Pip(p) => p.plan(&local.ids, &naming)?,
-    };
+    // Before anything else: apt/dnf from inside dpkg/rpm would deadlock on
+    // their lock (hooks must use file mode).
+    if !args.dry_run {
+        pm.check_not_in_transaction()?;
+    }
+    let plan = pm.plan(scan, &local.ids, &naming)?;
     warnings.extend(plan.warnings.iter().cloned());
     let command = (!plan.packages.is_empty()).then(|| plan.command_line());
-    if args.json {
+    if args.json.enabled {
         print_json(&PmOutput {
             dry_run: args.dry_run,
             targets: &local.detection.targets,
@@ -310,22 +271,20 @@ fn run_pm(
         print_warnings(&warnings);
         match &command {
             // The plan is the command line a user would type.
-            Some(line) if args.dry_run => print_text(&format!("{line}\n"))?,
+            Some(line) if args.dry_run => print_stdout(&format!("{line}\n"))?,
             Some(_) => {}
-            None => print_text("nothing to install: no installed package needs device packages for these targets\n")?,
+            None => print_stdout("nothing to install: no installed package needs device packages for these targets\n")?,
         }
     }
     if command.is_some() && !args.dry_run {
-        match &pm {
-            Pm::Apt(a) => a.install(&plan)?,
-            Pm::Dnf(d) => d.install(&plan)?,
-            Pm::Pip(p) => p.install(&plan)?,
-        }
+        pm.install(&plan)?;
     }
-    let uncovered = plan.warnings.iter().any(|w| w.contains("publishes no device code"));
+    let uncovered = plan
+        .warnings
+        .iter()
+        .any(|w| w.contains("publishes no device code"));
     if args.strict && (uncovered || !scan.refused.is_empty()) {
-        eprintln!("rocm-kpack-fetch: --strict: device code is missing for a local target (see warnings)");
-        return Ok(ExitStatus::Problems);
+        return Ok(strict_failure());
     }
     Ok(ExitStatus::Success)
 }

@@ -1,10 +1,7 @@
 //! `rocm-kpack-fetch install` and friends run as processes against a real
-//! HTTP server on 127.0.0.1 (`../support/server.rs`) that misbehaves on
-//! cue, with real `.kpack` archives (ArchiveWriter) and `.kpm` manifests in
-//! temporary roots. One test binary; helpers here, tests in modules.
-
-#[path = "../support/server.rs"]
-mod server;
+//! HTTP server on 127.0.0.1 (`rocm_kpack_test_support::http`) that
+//! misbehaves on cue, with real `.kpack` archives (ArchiveWriter) and
+//! `.kpm` manifests in temporary roots. One test binary; helpers here, tests in modules.
 
 mod commands;
 mod faults;
@@ -21,7 +18,7 @@ use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use sha2::{Digest, Sha256};
 
-pub use server::{Fault, Gate, Server};
+pub use rocm_kpack_test_support::http::{Fault, Gate, Server};
 
 /// A test archive: its manifest entry and bytes.
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! Offload bundles inside `.hip_fatbin` (FORMATS.md section 5).
+//! Offload bundles inside `.hip_fatbin` (docs/formats.md section 5).
 //!
 //! A `.hip_fatbin` section is a sequence of bundles, one per translation unit
 //! (or one per device link with `-fgpu-rdc`), with zero padding between them

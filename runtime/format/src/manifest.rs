@@ -1,5 +1,5 @@
 //! `.kpm` manifests: which archives a component has, for which
-//! architectures, with their sizes and hashes (FORMATS.md section 3).
+//! architectures, with their sizes and hashes (docs/formats.md section 3).
 //!
 //! Version 1 is written; the legacy schema of some reference-tool versions
 //! (`component_name`, `prefix`, `kpack_files` keyed by arch) is read too.
@@ -213,11 +213,7 @@ impl Manifest {
                     existing.architectures.push(arch.to_owned());
                 }
                 None => {
-                    let family = file
-                        .strip_prefix(component.as_str())
-                        .and_then(|r| r.strip_prefix('_'))
-                        .and_then(|r| r.strip_suffix(".kpack"))
-                        .filter(|f| !f.is_empty())
+                    let family = crate::layout::archive_unit(&component, &file)
                         .unwrap_or(arch)
                         .to_owned();
                     kpack_files.push(ManifestFile {

@@ -1,6 +1,6 @@
 //! The marker a split host binary carries in `.rocm_kpack_ref` (ELF) or
 //! `.kpackrf` (PE/COFF): where its archives are and under which name its
-//! code objects are filed (FORMATS.md section 2).
+//! code objects are filed (docs/formats.md section 2).
 
 use crate::error::{Error, Result};
 use crate::msgpack;

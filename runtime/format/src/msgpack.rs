@@ -5,6 +5,8 @@
 //! recurses deeper than [`MAX_DEPTH`] and checks every declared length
 //! against the bytes that remain before allocating, so a hostile length
 //! prefix cannot make it reserve more memory than the input justifies.
+//! [`value_len`] measures one value without decoding it, for bytes behind a
+//! raw pointer; both take type bytes apart through the same `Head`.
 //!
 //! The writer helpers wrap `rmp::encode`: strings are always `str` (never
 //! `bin`), integers always take their smallest encoding, and lengths that do
@@ -289,89 +291,187 @@ impl<'a> Reader<'a> {
         Ok(Value::Map(pairs))
     }
 
+    /// `n` big-endian bytes as an integer (a length field).
+    fn be(&mut self, n: usize) -> Result<u64> {
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |v, &b| (v << 8) | u64::from(b)))
+    }
+
     fn value(&mut self, depth: usize) -> Result<Value> {
         if depth >= MAX_DEPTH {
             return Err(self.error(format!("nesting deeper than {MAX_DEPTH}")));
         }
-        let marker = self.u8()?;
-        Ok(match marker {
-            0x00..=0x7f => Value::UInt(u64::from(marker)),
-            0x80..=0x8f => return self.map_body(u64::from(marker & 0x0f), depth),
-            0x90..=0x9f => return self.array_body(u64::from(marker & 0x0f), depth),
-            0xa0..=0xbf => return self.str_body(u64::from(marker & 0x1f)),
-            0xc0 => Value::Nil,
-            0xc1 => return Err(self.error("reserved marker 0xc1")),
-            0xc2 => Value::Bool(false),
-            0xc3 => Value::Bool(true),
-            0xc4 => {
-                let n = self.u8()?;
-                return self.bin_body(u64::from(n));
-            }
-            0xc5 => {
-                let n = self.u16()?;
-                return self.bin_body(u64::from(n));
-            }
-            0xc6 => {
-                let n = self.u32()?;
-                return self.bin_body(u64::from(n));
-            }
-            0xc7 => {
-                let n = self.u8()?;
-                return self.ext_body(u64::from(n));
-            }
-            0xc8 => {
-                let n = self.u16()?;
-                return self.ext_body(u64::from(n));
-            }
-            0xc9 => {
-                let n = self.u32()?;
-                return self.ext_body(u64::from(n));
-            }
-            0xca => Value::F32(f32::from_be_bytes(self.take_array()?)),
-            0xcb => Value::F64(f64::from_be_bytes(self.take_array()?)),
-            0xcc => Value::UInt(u64::from(self.u8()?)),
-            0xcd => Value::UInt(u64::from(self.u16()?)),
-            0xce => Value::UInt(u64::from(self.u32()?)),
-            0xcf => Value::UInt(self.u64()?),
-            0xd0 => int(i64::from(i8::from_be_bytes(self.take_array()?))),
-            0xd1 => int(i64::from(i16::from_be_bytes(self.take_array()?))),
-            0xd2 => int(i64::from(i32::from_be_bytes(self.take_array()?))),
-            0xd3 => int(i64::from_be_bytes(self.take_array()?)),
-            0xd4 => return self.ext_body(1),
-            0xd5 => return self.ext_body(2),
-            0xd6 => return self.ext_body(4),
-            0xd7 => return self.ext_body(8),
-            0xd8 => return self.ext_body(16),
-            0xd9 => {
-                let n = self.u8()?;
-                return self.str_body(u64::from(n));
-            }
-            0xda => {
-                let n = self.u16()?;
-                return self.str_body(u64::from(n));
-            }
-            0xdb => {
-                let n = self.u32()?;
-                return self.str_body(u64::from(n));
-            }
-            0xdc => {
-                let n = self.u16()?;
-                return self.array_body(u64::from(n), depth);
-            }
-            0xdd => {
-                let n = self.u32()?;
-                return self.array_body(u64::from(n), depth);
-            }
-            0xde => {
-                let n = self.u16()?;
-                return self.map_body(u64::from(n), depth);
-            }
-            0xdf => {
-                let n = self.u32()?;
-                return self.map_body(u64::from(n), depth);
-            }
-            0xe0..=0xff => Value::Int(i64::from(marker as i8)),
+        let tag = self.u8()?;
+        let head =
+            Head::read(tag, |n| self.be(n))?.ok_or_else(|| self.error("reserved marker 0xc1"))?;
+        Ok(match head {
+            Head::Nil => Value::Nil,
+            Head::Bool(b) => Value::Bool(b),
+            Head::FixInt(v) => int(v),
+            Head::UInt(1) => Value::UInt(u64::from(self.u8()?)),
+            Head::UInt(2) => Value::UInt(u64::from(self.u16()?)),
+            Head::UInt(4) => Value::UInt(u64::from(self.u32()?)),
+            Head::UInt(_) => Value::UInt(self.u64()?),
+            Head::Int(1) => int(i64::from(i8::from_be_bytes(self.take_array()?))),
+            Head::Int(2) => int(i64::from(i16::from_be_bytes(self.take_array()?))),
+            Head::Int(4) => int(i64::from(i32::from_be_bytes(self.take_array()?))),
+            Head::Int(_) => int(i64::from_be_bytes(self.take_array()?)),
+            Head::Float(4) => Value::F32(f32::from_be_bytes(self.take_array()?)),
+            Head::Float(_) => Value::F64(f64::from_be_bytes(self.take_array()?)),
+            Head::Str(n) => return self.str_body(n),
+            Head::Bin(n) => return self.bin_body(n),
+            Head::Ext(n) => return self.ext_body(n),
+            Head::Array(n) => return self.array_body(n, depth),
+            Head::Map(n) => return self.map_body(n, depth),
         })
+    }
+}
+
+/// What a type byte announces: the one place that knows MessagePack's type
+/// bytes, shared by [`Reader`] and [`value_len`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Head {
+    Nil,
+    Bool(bool),
+    /// A fixint: the value is the type byte itself.
+    FixInt(i64),
+    /// Unsigned, signed or float number of this many payload bytes.
+    UInt(u8),
+    Int(u8),
+    Float(u8),
+    /// Payload byte counts.
+    Str(u64),
+    Bin(u64),
+    /// Payload byte count after the one-byte extension type.
+    Ext(u64),
+    /// Element and pair counts.
+    Array(u64),
+    Map(u64),
+}
+
+impl Head {
+    /// Decodes type byte `tag`, reading its length field (1, 2 or 4
+    /// big-endian bytes) through `length` where it has one. `None` for the
+    /// reserved byte 0xc1.
+    fn read(tag: u8, mut length: impl FnMut(usize) -> Result<u64>) -> Result<Option<Head>> {
+        Ok(Some(match tag {
+            0x00..=0x7f => Head::FixInt(i64::from(tag)),
+            0x80..=0x8f => Head::Map(u64::from(tag & 0x0f)),
+            0x90..=0x9f => Head::Array(u64::from(tag & 0x0f)),
+            0xa0..=0xbf => Head::Str(u64::from(tag & 0x1f)),
+            0xc0 => Head::Nil,
+            0xc1 => return Ok(None),
+            0xc2 => Head::Bool(false),
+            0xc3 => Head::Bool(true),
+            0xc4 => Head::Bin(length(1)?),
+            0xc5 => Head::Bin(length(2)?),
+            0xc6 => Head::Bin(length(4)?),
+            0xc7 => Head::Ext(length(1)?),
+            0xc8 => Head::Ext(length(2)?),
+            0xc9 => Head::Ext(length(4)?),
+            0xca => Head::Float(4),
+            0xcb => Head::Float(8),
+            0xcc => Head::UInt(1),
+            0xcd => Head::UInt(2),
+            0xce => Head::UInt(4),
+            0xcf => Head::UInt(8),
+            0xd0 => Head::Int(1),
+            0xd1 => Head::Int(2),
+            0xd2 => Head::Int(4),
+            0xd3 => Head::Int(8),
+            0xd4 => Head::Ext(1),
+            0xd5 => Head::Ext(2),
+            0xd6 => Head::Ext(4),
+            0xd7 => Head::Ext(8),
+            0xd8 => Head::Ext(16),
+            0xd9 => Head::Str(length(1)?),
+            0xda => Head::Str(length(2)?),
+            0xdb => Head::Str(length(4)?),
+            0xdc => Head::Array(length(2)?),
+            0xdd => Head::Array(length(4)?),
+            0xde => Head::Map(length(2)?),
+            0xdf => Head::Map(length(4)?),
+            0xe0..=0xff => Head::FixInt(i64::from(tag as i8)),
+        }))
+    }
+
+    /// Bytes after the header (and length field) that belong to this value
+    /// itself, and how many nested values follow them.
+    fn extent(self) -> (u64, u64) {
+        match self {
+            Head::Nil | Head::Bool(_) | Head::FixInt(_) => (0, 0),
+            Head::UInt(n) | Head::Int(n) | Head::Float(n) => (u64::from(n), 0),
+            Head::Str(n) | Head::Bin(n) => (n, 0),
+            Head::Ext(n) => (n.saturating_add(1), 0),
+            Head::Array(n) => (0, n),
+            Head::Map(n) => (0, n.saturating_mul(2)),
+        }
+    }
+}
+
+/// Length in bytes of the one MessagePack value at offset 0, without
+/// decoding it: for bytes behind a raw pointer whose extent is unknown (a
+/// marker, `runtime/src/loader/marker_mem.rs`). Bytes are read only through
+/// `read_byte`, only at offsets below `max`, and only those holding type
+/// bytes and length fields: payloads are skipped, not read. Nesting is
+/// bounded by [`MAX_DEPTH`], as in [`Reader`]; a value that would need bytes
+/// at or past `max` is an error.
+pub fn value_len(mut read_byte: impl FnMut(usize) -> u8, max: usize) -> Result<usize> {
+    let error = |pos: usize, detail: String| Error::Msgpack {
+        offset: pos as u64,
+        detail,
+    };
+    let truncated = |pos: usize| error(pos, format!("value longer than {max} bytes or truncated"));
+    let mut pos = 0usize;
+    let mut byte = |pos: &mut usize| -> Result<u8> {
+        if *pos >= max {
+            return Err(truncated(*pos));
+        }
+        let b = read_byte(*pos);
+        *pos += 1;
+        Ok(b)
+    };
+    // Values still to walk at the current level, and those of the enclosing
+    // levels: containers are walked depth-first, without recursion.
+    let mut pending: u64 = 1;
+    let mut outer: Vec<u64> = Vec::new();
+    loop {
+        if pending == 0 {
+            match outer.pop() {
+                Some(p) => {
+                    pending = p;
+                    continue;
+                }
+                None => return Ok(pos),
+            }
+        }
+        pending -= 1;
+        let tag = byte(&mut pos)?;
+        let head = Head::read(tag, |n| {
+            (0..n).try_fold(0u64, |v, _| Ok((v << 8) | u64::from(byte(&mut pos)?)))
+        })?
+        .ok_or_else(|| error(pos - 1, "reserved marker 0xc1".into()))?;
+        let (skip, children) = head.extent();
+        // Skipped payload must still lie below the cap: checked, not read.
+        pos = usize::try_from(skip)
+            .ok()
+            .and_then(|skip| pos.checked_add(skip))
+            .filter(|&p| p <= max)
+            .ok_or_else(|| truncated(pos))?;
+        if children > 0 {
+            // Every child needs at least one byte: impossible counts fail
+            // before they are walked.
+            if children > (max - pos) as u64 {
+                return Err(truncated(pos));
+            }
+            if outer.len() + 1 >= MAX_DEPTH {
+                return Err(error(pos, format!("nesting deeper than {MAX_DEPTH}")));
+            }
+            outer.push(pending);
+            pending = children;
+        }
     }
 }
 
@@ -570,5 +670,72 @@ mod tests {
         assert!(dup.map_entries().is_none());
         let binkey = Value::Map(vec![(Value::Bin(b"a".to_vec()), Value::Nil)]);
         assert!(binkey.map_entries().is_none());
+    }
+
+    fn len_of(bytes: &[u8]) -> Result<usize> {
+        value_len(|i| bytes.get(i).copied().unwrap_or(0), bytes.len())
+    }
+
+    #[test]
+    fn value_len_measures_nested_values_exactly() -> Result<()> {
+        // {"a": [1, "xy", {"k": nil}], "b": 0xcd 0x0102}
+        let v = [
+            0x82, 0xa1, b'a', 0x93, 0x01, 0xa2, b'x', b'y', 0x81, 0xa1, b'k', 0xc0, 0xa1, b'b',
+            0xcd, 0x01, 0x02,
+        ];
+        let mut padded = v.to_vec();
+        padded.extend_from_slice(&[0xff; 8]);
+        assert_eq!(len_of(&padded)?, v.len());
+        // The reader consumes exactly as much of every value.
+        let mut reader = Reader::new(&padded);
+        reader.read_value()?;
+        assert_eq!(reader.position(), v.len());
+        Ok(())
+    }
+
+    #[test]
+    fn value_len_never_reads_payloads_or_past_the_value() -> Result<()> {
+        let v = [0x92, 0xd9, 0x03, b'a', b'b', b'c', 0xc3];
+        let mut read = Vec::new();
+        let n = value_len(
+            |i| {
+                read.push(i);
+                v.get(i).copied().unwrap_or(0)
+            },
+            1 << 16,
+        )?;
+        assert_eq!(n, v.len());
+        // Type bytes and the str's length field; its payload is skipped.
+        assert_eq!(read, [0, 1, 2, 6]);
+        Ok(())
+    }
+
+    #[test]
+    fn value_len_rejects_truncation_huge_counts_reserved_and_depth() {
+        assert!(len_of(&[0xa5, b'a']).is_err());
+        assert!(len_of(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x00]).is_err());
+        assert!(len_of(&[0xc1]).is_err());
+        assert!(len_of(&[]).is_err());
+        // The reader's depth limit, exactly.
+        let mut deep = vec![0x91u8; MAX_DEPTH - 1];
+        deep.push(0x00);
+        assert_eq!(len_of(&deep).ok(), Some(deep.len()));
+        assert!(decode(&deep).is_ok());
+        let mut deeper = vec![0x91u8; MAX_DEPTH];
+        deeper.push(0x00);
+        assert!(len_of(&deeper).is_err());
+        assert!(decode(&deeper).is_err());
+    }
+
+    #[test]
+    fn value_len_agrees_with_the_reader_on_every_type_byte() {
+        // Each type byte followed by enough 0x01 bytes for any header.
+        for tag in 0..=255u8 {
+            let mut bytes = vec![tag];
+            bytes.extend_from_slice(&[0x01; 40]);
+            let mut reader = Reader::new(&bytes);
+            let read = reader.read_value().map(|_| reader.position());
+            assert_eq!(len_of(&bytes).ok(), read.ok(), "type byte {tag:#04x}");
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! AMD GPU target ids (`gfx942:sramecc+:xnack-`) and the order in which the
-//! loader tries code objects for a device (RUNTIME.md).
+//! loader tries code objects for a device (docs/runtime.md).
 //!
 //! A target id is a processor followed by feature settings. A code object
 //! built without a feature runs with either setting of it; one built with a

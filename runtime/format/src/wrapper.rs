@@ -1,4 +1,4 @@
-//! The 24-byte `__CudaFatBinaryWrapper` in `.hipFatBinSegment` (FORMATS.md
+//! The 24-byte `__CudaFatBinaryWrapper` in `.hipFatBinSegment` (docs/formats.md
 //! section 4): one per translation unit, handed to `__hipRegisterFatBinary`.
 
 use crate::{Error, Result};

@@ -1,4 +1,4 @@
-//! Conformance with the reference writer's test vectors (FORMATS.md
+//! Conformance with the reference writer's test vectors (docs/formats.md
 //! section 6) and the format rules our writer must follow.
 #![allow(clippy::unwrap_used)]
 

@@ -13,7 +13,7 @@ use rocm_kpack_format::bundle::{
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
+        .join("../../tests/fixtures")
         .join(rel)
 }
 

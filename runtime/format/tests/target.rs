@@ -1,6 +1,6 @@
 //! Target ids as clang writes them in the committed fixtures' bundles: every
 //! one parses, prints back unchanged (clang writes the canonical form), and
-//! its compatible variants follow RUNTIME.md.
+//! its compatible variants follow docs/runtime.md.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use rocm_kpack_format::target::{TargetId, AMDHSA_PREFIX};
 
 fn fixture_targets(rel: &str) -> Vec<String> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
+        .join("../../tests/fixtures")
         .join(rel);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file = object::File::parse(&*bytes).expect("ELF");

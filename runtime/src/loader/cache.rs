@@ -1,5 +1,5 @@
 //! The loader cache: archives stay open (memory-mapped, TOC parsed) keyed by
-//! canonical path, and the search of RUNTIME.md picks which archive decides
+//! canonical path, and the search of docs/runtime.md picks which archive decides
 //! a request. The map lock is held only to look up or insert an `Arc`, never
 //! while opening a file or decompressing, so loads on many threads proceed in
 //! parallel.
@@ -13,16 +13,11 @@ use std::sync::{Arc, RwLock};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::target::TargetId;
+use rocm_kpack_format::layout;
 use crate::{Error, Result};
 
 use super::config::LoaderConfig;
-
-/// Prefix of full target triples that callers may put in front of an arch.
-pub const TRIPLE_PREFIX: &str = "amdgcn-amd-amdhsa--";
-
-/// Placeholder in marker search paths, replaced by each candidate target id.
-pub const GFXARCH_PLACEHOLDER: &str = "@GFXARCH@";
+use super::select::{lists_any, select, Archives};
 
 /// Thread-safe loader state: configuration plus the archives opened so far.
 pub struct Cache {
@@ -208,7 +203,7 @@ impl Cache {
         Ok((buf, len, resolved))
     }
 
-    /// The search of RUNTIME.md without the decompression: which archive and
+    /// The search of docs/runtime.md without the decompression: which archive and
     /// arch key decide the request.
     pub fn resolve<S: AsRef<str>>(
         &self,
@@ -238,6 +233,7 @@ impl Cache {
 
         let mut search = Search {
             cache: self,
+            sources,
             searched: Vec::new(),
             available: Vec::new(),
             opened_any: false,
@@ -247,40 +243,13 @@ impl Cache {
             manifests: HashMap::new(),
             failed: HashSet::new(),
         };
-        for arch in &wanted {
-            let variants = compatible_variants(arch);
-            // Candidates for this arch: every source expanded for every
-            // variant, in source order, without repeats.
-            let mut candidates: Vec<PathBuf> = Vec::new();
-            for source in &sources {
-                for path in search.expand(source, &variants) {
-                    if !candidates.contains(&path) {
-                        candidates.push(path);
-                    }
-                }
-            }
-            for variant in &variants {
-                self.debug(format_args!("trying {variant} (for {arch})"));
-                for path in &candidates {
-                    let Some(archive) = search.open(path) else {
-                        continue;
-                    };
-                    if archive.has_arch(variant) {
-                        self.debug(format_args!("{} holds {variant}: decides", path.display()));
-                        return Ok(Resolved {
-                            archive,
-                            archive_path: path.clone(),
-                            binary_key,
-                            arch: variant.clone(),
-                        });
-                    }
-                    self.debug(format_args!(
-                        "{} has no {variant} (has {})",
-                        path.display(),
-                        archive.gfx_arches().join(", ")
-                    ));
-                }
-            }
+        if let Some(found) = select(&mut search, &wanted) {
+            return Ok(Resolved {
+                archive: found.hit,
+                archive_path: found.candidate,
+                binary_key,
+                arch: found.key,
+            });
         }
         // An opened archive, or a readable manifest that lists no archive
         // for these arches, shows the arch is absent (not the archive).
@@ -312,9 +281,9 @@ impl Cache {
         for entry in &marker.kpack_search_paths {
             let resolved = base.join(entry);
             self.debug(format_args!("search path {entry} -> {}", resolved.display()));
-            out.push(if entry.contains(GFXARCH_PLACEHOLDER) {
+            out.push(if layout::is_archive_pattern(entry) {
                 Source::Pattern(resolved)
-            } else if entry.ends_with(".kpm") {
+            } else if layout::is_manifest_path(entry) {
                 Source::Manifest(resolved)
             } else {
                 Source::Plain(resolved)
@@ -343,6 +312,8 @@ impl fmt::Debug for Cache {
 /// State of one request's search: what was tried, what was seen.
 struct Search<'c> {
     cache: &'c Cache,
+    /// Where to look, from [`Cache::sources`].
+    sources: Vec<Source>,
     /// Every path tried, in order, without repeats, with the reason it was
     /// skipped unless it was simply missing (for ARCHIVE_NOT_FOUND).
     searched: Vec<(String, Option<String>)>,
@@ -361,6 +332,47 @@ struct Search<'c> {
     failed: HashSet<PathBuf>,
 }
 
+/// The loader's side of the selection rule: candidates are the archives the
+/// search paths offer, opened (through the cache) when first probed.
+impl Archives for Search<'_> {
+    type Candidate = PathBuf;
+    type Hit = Arc<Archive>;
+
+    /// Every source expanded for the variants, in source order, without
+    /// repeats.
+    fn candidates(&mut self, _arch: &str, variants: &[String]) -> Vec<PathBuf> {
+        let sources = std::mem::take(&mut self.sources);
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for source in &sources {
+            for path in self.expand(source, variants) {
+                if !candidates.contains(&path) {
+                    candidates.push(path);
+                }
+            }
+        }
+        self.sources = sources;
+        candidates
+    }
+
+    fn trying(&mut self, arch: &str, variant: &str) {
+        self.cache.debug(format_args!("trying {variant} (for {arch})"));
+    }
+
+    fn holds(&mut self, path: &PathBuf, variant: &str) -> Option<Arc<Archive>> {
+        let archive = self.open(path)?;
+        if archive.has_arch(variant) {
+            self.cache.debug(format_args!("{} holds {variant}: decides", path.display()));
+            return Some(archive);
+        }
+        self.cache.debug(format_args!(
+            "{} has no {variant} (has {})",
+            path.display(),
+            archive.gfx_arches().join(", ")
+        ));
+        None
+    }
+}
+
 impl Search<'_> {
     /// Archive paths a source offers for any of `variants` (in variant
     /// order for patterns, in manifest order for manifests).
@@ -371,7 +383,7 @@ impl Search<'_> {
                 let text = p.to_string_lossy();
                 variants
                     .iter()
-                    .map(|v| PathBuf::from(text.replacen(GFXARCH_PLACEHOLDER, v, 1)))
+                    .map(|v| PathBuf::from(layout::expand_pattern(&text, v)))
                     .collect()
             }
             Source::Manifest(m) => {
@@ -381,7 +393,7 @@ impl Search<'_> {
                     .map(|man| {
                         man.kpack_files
                             .iter()
-                            .filter(|f| f.architectures.iter().any(|a| variants.contains(a)))
+                            .filter(|f| lists_any(&f.architectures, variants))
                             .map(|f| dir.join(&f.filename))
                             .collect()
                     })
@@ -481,20 +493,5 @@ impl Search<'_> {
                 None => p.clone(),
             })
             .collect()
-    }
-}
-
-/// Strip an optional `amdgcn-amd-amdhsa--` prefix.
-pub fn strip_triple_prefix(arch: &str) -> &str {
-    arch.strip_prefix(TRIPLE_PREFIX).unwrap_or(arch)
-}
-
-/// Arch keys that can serve `arch`, most specific first. Unparsable ids are
-/// matched literally.
-pub fn compatible_variants(arch: &str) -> Vec<String> {
-    let arch = strip_triple_prefix(arch.trim());
-    match TargetId::parse(arch) {
-        Ok(id) => id.compatible_variants(),
-        Err(_) => vec![arch.to_owned()],
     }
 }

@@ -1,7 +1,7 @@
 //! Reading a marker through the raw pointer a HIPK wrapper carries. The
 //! marker's length is not stored anywhere: it is the length of one MessagePack
-//! value, found by walking the value's structure one header at a time, never
-//! past [`MAX_MARKER_LEN`] bytes.
+//! value, found by [`msgpack::value_len`] (which walks the value's structure
+//! one header at a time), never past [`MAX_MARKER_LEN`] bytes.
 //!
 //! A corrupt marker can claim more bytes than the mapping holds (a string
 //! running off the end of the last page). On Linux the bytes are therefore
@@ -12,13 +12,11 @@
 //! memory directly, touching only bytes the structure covers.
 
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::msgpack;
 use crate::{Error, Result};
 
 /// Largest marker accepted (the reference library uses the same bound).
 pub const MAX_MARKER_LEN: usize = 64 * 1024;
-
-/// Nesting deeper than this is not a marker.
-const MAX_DEPTH: u32 = 32;
 
 /// Parse the marker at `ptr`.
 ///
@@ -34,12 +32,12 @@ pub unsafe fn marker_from_ptr(ptr: *const u8) -> Result<Marker> {
     }
     if let Some(copy) = copy_readable(ptr, MAX_MARKER_LEN) {
         let copy = copy?;
-        let len = msgpack_value_len(|i| copy.get(i).copied().unwrap_or(0), copy.len())?;
+        let len = marker_len(|i| copy.get(i).copied().unwrap_or(0), copy.len())?;
         return parse_marker(copy.get(..len).unwrap_or_default());
     }
     // SAFETY: forwarded caller contract; `read` is only called below the cap
     // and only at offsets the value's structure covers.
-    let len = msgpack_value_len(|i| unsafe { ptr.add(i).read() }, MAX_MARKER_LEN)?;
+    let len = marker_len(|i| unsafe { ptr.add(i).read() }, MAX_MARKER_LEN)?;
     // SAFETY: the walk above established that `len` bytes form one value
     // starting at `ptr`, all of which the caller vouches for.
     let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
@@ -94,132 +92,8 @@ pub fn parse_marker(bytes: &[u8]) -> Result<Marker> {
     Ok(marker)
 }
 
-/// Length in bytes of the single MessagePack value starting at offset 0,
-/// reading bytes only through `read` at offsets below `cap`.
-pub fn msgpack_value_len(mut read: impl FnMut(usize) -> u8, cap: usize) -> Result<usize> {
-    let too_long = || Error::InvalidMetadata(format!("marker longer than {cap} bytes or truncated"));
-    let mut pos = 0usize;
-    // Values still to walk at each open level; a flat counter suffices
-    // because containers are walked depth-first.
-    let mut pending: u64 = 1;
-    let mut depth_stack: Vec<u64> = Vec::new();
-    let mut byte = |pos: &mut usize| -> Result<u8> {
-        if *pos >= cap {
-            return Err(too_long());
-        }
-        let b = read(*pos);
-        *pos += 1;
-        Ok(b)
-    };
-    while pending > 0 || !depth_stack.is_empty() {
-        if pending == 0 {
-            pending = depth_stack.pop().unwrap_or(0);
-            continue;
-        }
-        pending -= 1;
-        let tag = byte(&mut pos)?;
-        let mut be = |pos: &mut usize, n: usize| -> Result<u64> {
-            let mut v = 0u64;
-            for _ in 0..n {
-                v = (v << 8) | u64::from(byte(pos)?);
-            }
-            Ok(v)
-        };
-        // (payload bytes to skip, child values to walk)
-        let (skip, children): (u64, u64) = match tag {
-            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
-            0x80..=0x8f => (0, u64::from(tag & 0x0f) * 2),
-            0x90..=0x9f => (0, u64::from(tag & 0x0f)),
-            0xa0..=0xbf => (u64::from(tag & 0x1f), 0),
-            0xc4 | 0xd9 => (be(&mut pos, 1)?, 0),
-            0xc5 | 0xda => (be(&mut pos, 2)?, 0),
-            0xc6 | 0xdb => (be(&mut pos, 4)?, 0),
-            0xc7 => (be(&mut pos, 1)? + 1, 0),
-            0xc8 => (be(&mut pos, 2)? + 1, 0),
-            0xc9 => (be(&mut pos, 4)? + 1, 0),
-            0xca | 0xce | 0xd2 => (4, 0),
-            0xcb | 0xcf | 0xd3 => (8, 0),
-            0xcc | 0xd0 => (1, 0),
-            0xcd | 0xd1 => (2, 0),
-            0xd4 => (2, 0),
-            0xd5 => (3, 0),
-            0xd6 => (5, 0),
-            0xd7 => (9, 0),
-            0xd8 => (17, 0),
-            0xdc => (0, be(&mut pos, 2)?),
-            0xdd => (0, be(&mut pos, 4)?),
-            0xde => (0, be(&mut pos, 2)? * 2),
-            0xdf => (0, be(&mut pos, 4)? * 2),
-            0xc1 => {
-                return Err(Error::InvalidMetadata(format!(
-                    "marker: reserved MessagePack byte 0xc1 at offset {}",
-                    pos - 1
-                )))
-            }
-        };
-        // Skipped payload must still lie below the cap: checked without
-        // reading it.
-        let skip = usize::try_from(skip).map_err(|_| too_long())?;
-        pos = pos.checked_add(skip).filter(|&p| p <= cap).ok_or_else(too_long)?;
-        if children > 0 {
-            // Every child needs at least one byte: reject impossible counts
-            // before walking them.
-            if children > (cap - pos) as u64 {
-                return Err(too_long());
-            }
-            if depth_stack.len() as u32 >= MAX_DEPTH {
-                return Err(Error::InvalidMetadata("marker nested too deeply".into()));
-            }
-            depth_stack.push(pending);
-            pending = children;
-        }
-    }
-    Ok(pos)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn len_of(bytes: &[u8]) -> Result<usize> {
-        msgpack_value_len(|i| bytes[i], bytes.len())
-    }
-
-    #[test]
-    fn measures_nested_values_exactly() {
-        // {"a": [1, "xy", {"k": nil}], "b": 0xcd 0x0102}
-        let v = [
-            0x82, 0xa1, b'a', 0x93, 0x01, 0xa2, b'x', b'y', 0x81, 0xa1, b'k', 0xc0, 0xa1, b'b',
-            0xcd, 0x01, 0x02,
-        ];
-        let mut padded = v.to_vec();
-        padded.extend_from_slice(&[0xff; 8]);
-        assert_eq!(len_of(&padded).expect("valid"), v.len());
-    }
-
-    #[test]
-    fn never_reads_past_the_value() {
-        let v = [0x92, 0xd9, 0x03, b'a', b'b', b'c', 0xc3];
-        let mut highest = 0usize;
-        let n = msgpack_value_len(
-            |i| {
-                highest = highest.max(i);
-                v[i]
-            },
-            1 << 16,
-        )
-        .expect("valid");
-        assert_eq!(n, v.len());
-        // The str payload is skipped, not read; the last byte read is the bool.
-        assert_eq!(highest, v.len() - 1);
-    }
-
-    #[test]
-    fn rejects_truncation_huge_counts_and_depth() {
-        assert!(len_of(&[0xa5, b'a']).is_err());
-        assert!(len_of(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x00]).is_err());
-        assert!(len_of(&[0xc1]).is_err());
-        let deep = vec![0x91u8; 100];
-        assert!(len_of(&deep).is_err());
-    }
+/// Length of the marker value at offset 0 ([`msgpack::value_len`]), at
+/// most [`MAX_MARKER_LEN`] bytes, any failure being `INVALID_METADATA`.
+fn marker_len(read_byte: impl FnMut(usize) -> u8, max: usize) -> Result<usize> {
+    msgpack::value_len(read_byte, max).map_err(|e| Error::InvalidMetadata(format!("marker: {e}")))
 }

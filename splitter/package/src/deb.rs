@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use md5::Md5;
 use sha2::Digest;
 
-use crate::archive_io::{
-    decoder, DigestWriter, read_ar_members, ArMember, ArWriter, Compression, Encoder, EntryType,
-    HashingReader, TarWriter,
-};
+use crate::compress::{decoder, Compression, Encoder};
+use crate::container::{read_ar_members, ArMember, ArWriter, EntryType, TarWriter};
+use crate::digest::{DigestWriter, HashingReader};
 use crate::meta::{ControlFields, ControlFile};
 use crate::extract::Extractor;
 use crate::tree::{check_relative_path, EntryKind, Payload};

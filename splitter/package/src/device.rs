@@ -1,15 +1,15 @@
 //! A split directory (`generic/` + one tree per device group) and what the
 //! device trees hold: `.kpack` archives, their targets, and the
-//! per-target symlinks device debs and rpms add (FORMATS.md section 2).
+//! per-target symlinks device debs and rpms add (docs/formats.md section 2).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::{is_generic_isa, processor_of, processors_served_by, Group, Spec};
-use sha2::{Digest, Sha256};
 
 use crate::tree::{parent_of, Content, Entry, EntryKind, Payload};
 use crate::PackageError;
@@ -60,12 +60,12 @@ pub struct SplitDir {
 /// Whether an install path names a `.kpack` archive (a `*.kpack` file in
 /// a `.kpack/` directory).
 pub fn is_kpack_archive_path(path: &str) -> bool {
-    path.ends_with(".kpack") && parent_of(path).rsplit('/').next() == Some(".kpack")
+    layout::is_archive_path(path) && layout::is_in_kpack_dir(path)
 }
 
 /// Whether an install path names a `.kpm` manifest.
 pub fn is_kpm_path(path: &str) -> bool {
-    path.ends_with(".kpm") && parent_of(path).rsplit('/').next() == Some(".kpack")
+    layout::is_manifest_path(path) && layout::is_in_kpack_dir(path)
 }
 
 /// Checks a device-group directory name: it becomes part of package
@@ -112,10 +112,9 @@ pub fn targets_of(arches: &[String], group: Option<&Group>) -> Vec<String> {
 }
 
 fn sha256_file(path: &Path) -> Result<[u8; 32], PackageError> {
-    let mut f = fs::File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
-    let mut h = crate::archive_io::DigestWriter(Sha256::new());
-    std::io::copy(&mut f, &mut h).map_err(|e| PackageError::io("cannot read", path, e))?;
-    Ok(h.0.finalize().into())
+    let (_, sha) = rocm_kpack_format::fsutil::sha256_file(path)
+        .map_err(|e| PackageError::io(e.action, path, e.source))?;
+    Ok(sha)
 }
 
 /// Reads a `.kpack` payload entry's header and hash.
@@ -268,7 +267,7 @@ pub fn per_target_symlinks(group: &DeviceGroup) -> Vec<Entry> {
     let mut out = Vec::new();
     for a in &group.archives {
         let base = a.path.rsplit('/').next().unwrap_or(&a.path);
-        let expected = format!("{}_{}.kpack", a.component, a.family);
+        let expected = layout::archive_file_name(&a.component, &a.family);
         if base != expected {
             continue;
         }
@@ -277,7 +276,7 @@ pub fn per_target_symlinks(group: &DeviceGroup) -> Vec<Entry> {
             .into_iter()
             .filter(|t| group.targets.contains(t));
         for t in served {
-            let name = format!("{}_{t}.kpack", a.component);
+            let name = layout::archive_file_name(&a.component, &t);
             if name == base {
                 continue;
             }

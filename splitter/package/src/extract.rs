@@ -14,7 +14,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::archive_io::copy_exact;
+use crate::digest::copy_exact;
 use crate::tree::{check_relative_path, check_symlink_target, parent_of};
 use crate::PackageError;
 

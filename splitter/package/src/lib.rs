@@ -1,7 +1,7 @@
 //! Packages and repositories: turn a split directory (`generic/` + one
 //! tree per device group) into one generic package plus one package per
 //! device group, as debs, rpms and/or wheels, named and related as
-//! PACKAGING.md says; read such packages back; and [`publish`] them as
+//! docs/packaging.md says; read such packages back; and [`publish`] them as
 //! apt, yum and pip repositories and a kpack store.
 //!
 //! Flow: [`device::SplitDir::open`] reads the trees (never following a
@@ -9,7 +9,8 @@
 //! payload (per-target symlinks for deb/rpm device packages), renders
 //! metadata per format from one [`meta::PackageMeta`], and hands both to
 //! the writers ([`deb`], [`rpm`], [`wheel`]), which stream files through
-//! the deterministic container writers in [`archive_io`]. Outputs are
+//! the deterministic container writers in [`container`] (one module per
+//! format) and the compressors in [`compress`]. Outputs are
 //! written to temporary files in the output directory and renamed into
 //! place only when every package succeeded.
 //!
@@ -28,8 +29,12 @@
 //!   the other dist-info files from it and regenerates RECORD.
 
 pub mod archive_io;
+pub mod compress;
+pub mod container;
+pub mod dates;
 pub mod deb;
 pub mod device;
+pub mod digest;
 mod error;
 pub mod extract;
 pub mod meta;
@@ -38,6 +43,7 @@ pub mod rpm;
 pub mod tree;
 pub mod wheel;
 
+use rocm_kpack_format::layout;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::BufWriter;
@@ -48,12 +54,12 @@ use serde::Serialize;
 
 pub use error::PackageError;
 
-use archive_io::Compression;
+use compress::Compression;
 use device::{per_target_symlinks, DeviceGroup, SplitDir};
 use meta::{add_relation, render_description, wrap, ControlFields, PackageMeta};
 use tree::{Entry, EntryKind, Payload};
 
-/// Package naming and relations (PACKAGING.md "Package naming"): names
+/// Package naming and relations (docs/packaging.md "Package naming"): names
 /// come from the spec's naming templates (`{name}`, `{group}`,
 /// `{group_lower}`); the relations' fixed parts live here.
 pub mod naming {
@@ -342,10 +348,10 @@ fn add_fetch_sources(payload: &mut Payload, spec: &Spec) -> Result<(), PackageEr
         .collect();
     for kpm in kpms {
         let dir = tree::parent_of(&kpm);
-        let Some(component) = kpm.rsplit('/').next().and_then(|n| n.strip_suffix(".kpm")) else {
+        let Some(component) = kpm.rsplit('/').next().and_then(layout::manifest_component) else {
             continue;
         };
-        let path = format!("{dir}/{component}.sources.toml");
+        let path = format!("{dir}/{}", layout::fetch::component_sources_file_name(component));
         if payload.contains(&path) {
             continue;
         }

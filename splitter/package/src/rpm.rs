@@ -18,6 +18,7 @@
 //! system directories such as `/usr/lib` are left unowned so the packages
 //! never conflict with a distribution's `filesystem` package.
 
+use rocm_kpack_format::layout;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -27,7 +28,9 @@ use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-use crate::archive_io::{decoder, DigestWriter, Compression, CpioReader, CpioWriter, Encoder, HashingWriter};
+use crate::compress::{decoder, Compression, Encoder};
+use crate::container::{CpioReader, CpioWriter};
+use crate::digest::{DigestWriter, HashingReader, HashingWriter};
 use crate::tree::{EntryKind, Payload};
 use crate::PackageError;
 
@@ -427,7 +430,7 @@ fn rpmlib(name: &str, version: &str) -> Dep {
 
 /// Whether an rpm owns this directory (see the module docs).
 fn owns_dir(path: &str) -> bool {
-    path.rsplit('/').next() == Some(".kpack")
+    path.rsplit('/').next() == Some(layout::KPACK_DIR)
 }
 
 struct FileRow {
@@ -1155,7 +1158,7 @@ impl RpmReader {
         let mut file = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
         file.seek(SeekFrom::Start(self.header.end))
             .map_err(|e| PackageError::io("cannot read", path, e))?;
-        let mut hashing = crate::archive_io::HashingReader::new(
+        let mut hashing = HashingReader::new(
             BufReader::with_capacity(1 << 20, file),
             false,
         );

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::archive_io::ZipWriter;
+use crate::container::ZipWriter;
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
 
@@ -578,7 +578,7 @@ impl WheelReader {
                 path: path.clone(),
                 detail: format!("{name} is not listed"),
             })?;
-            let mut h = crate::archive_io::DigestWriter(Sha256::new());
+            let mut h = crate::digest::DigestWriter(Sha256::new());
             let n = io::copy(data, &mut h)
                 .map_err(|e| PackageError::corrupt(path, format!("{name}: {e}")))?;
             let sha: [u8; 32] = h.0.finalize().into();

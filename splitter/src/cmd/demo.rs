@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _};
@@ -19,6 +19,7 @@ use clap::Parser as _;
 use include_dir::{include_dir, Dir};
 use rocm_kpack::detect::{self, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::archive_io::Compression;
@@ -152,7 +153,7 @@ impl Work {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let mut tmp = None;
     let root = match &args.dir {
         Some(dir) => {
@@ -190,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (name, secs) in &report.steps {
         println!("    {secs:>7.3} s  {name}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitStatus::Success)
 }
 
 /// Runs `rocm-kpack ARGS...` in this process, as the user would on the
@@ -200,8 +201,8 @@ fn rocm_kpack(args: &[OsString]) -> anyhow::Result<()> {
     argv.extend(args.iter().cloned());
     println!("$ {}", shell_line(&argv));
     let cli = crate::cli::Cli::try_parse_from(&argv)?;
-    let code = crate::cmd::run(cli.command)?;
-    ensure!(code == ExitCode::SUCCESS, "exited with {code:?}");
+    let status = crate::cmd::run(cli.command)?;
+    ensure!(status == ExitStatus::Success, "exited {}", status.code());
     Ok(())
 }
 
@@ -331,8 +332,9 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         || {
             let code = rocm_kpack_fetch(&os(&[&"detect", &"--sysfs-root", &work.sysfs]))?;
             let detection = detect::detect(&work.sysfs, &DetectOptions::default())?;
+            let has_targets = !detection.targets.is_empty();
             ensure!(
-                (code == 0) == !detection.targets.is_empty(),
+                (code == ExitStatus::Success.code()) == has_targets,
                 "detect exited {code} for targets {:?}",
                 detection.targets
             );
@@ -351,11 +353,12 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         &format!("rocm-kpack-fetch {}", shell_line(&fetch_args)),
         || {
             let code = rocm_kpack_fetch(&fetch_args)?;
+            let no_gpu = ExitStatus::NoGpu.code();
             if targets.is_empty() {
-                ensure!(code == 3, "expected exit 3 (no GPU), got {code}");
+                ensure!(code == no_gpu, "expected exit {no_gpu} (no GPU), got {code}");
                 return Ok(Vec::new());
             }
-            ensure!(code == 0, "install exited {code}");
+            ensure!(code == ExitStatus::Success.code(), "install exited {code}");
             let kpack_dir = work.install_root.join(PREFIX).join(".kpack");
             let mut fetched = Vec::new();
             for e in fs::read_dir(&kpack_dir)? {
@@ -366,7 +369,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             }
             fetched.sort();
             let code = rocm_kpack_fetch(&os(&[&"verify", &"--root", &work.install_root, &"--no-default-prefixes", &"--prefix", &work.install_root.join(PREFIX)]))?;
-            ensure!(code == 0, "verify exited {code}");
+            ensure!(code == ExitStatus::Success.code(), "verify exited {code}");
             Ok(fetched)
         },
     )?;
@@ -374,9 +377,10 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         println!(
             "\nThe simulated machine ({}) has no AMD GPU, so it needs no device code:\n\
              the generic package is installed and its host code runs; rocm-kpack-fetch\n\
-             found nothing to fetch and exited 3 (\"no GPU\"). On a machine with a GPU it\n\
+             found nothing to fetch and exited {} (\"no GPU\"). On a machine with a GPU it\n\
              would fetch that GPU family's archives; try `rocm-kpack demo --gpu mi300x`.",
-            args.gpu
+            args.gpu,
+            ExitStatus::NoGpu.code()
         );
         report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.gpu));
         return Ok(());

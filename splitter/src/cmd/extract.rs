@@ -1,9 +1,8 @@
 //! `rocm-kpack extract ARCHIVE --binary KEY --arch ARCH -o FILE`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
-
 use anyhow::Context as _;
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::archive::Archive;
 
 /// Write one code object out of a `.kpack` archive. KEY is a TOC binary key
@@ -24,7 +23,7 @@ pub struct Args {
     pub output: PathBuf,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let archive = Archive::open(&args.archive)?;
     let data = archive.kernel(&args.binary, &args.arch).with_context(|| {
         format!(
@@ -47,5 +46,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.output.display()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitStatus::Success)
 }

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
+use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_splitter::elf::inspect::{ElfReport, WrapperReport};
 use rocm_kpack_splitter::inspect::{self, ArchiveReport, BundleSectionReport, Report};
 
@@ -16,19 +16,14 @@ use rocm_kpack_splitter::inspect::{self, ArchiveReport, BundleSectionReport, Rep
 pub struct Args {
     /// The file to inspect.
     pub file: PathBuf,
-    /// Print one JSON object instead of text (stable field names).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let report = inspect::inspect(&args.file)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(ExitCode::SUCCESS)
+    args.json.print(&report, || render(&report))?;
+    Ok(ExitStatus::Success)
 }
 
 fn render(report: &Report) -> String {

@@ -12,15 +12,14 @@ pub mod split_binary;
 pub mod split_package;
 pub mod verify;
 
-use std::process::ExitCode;
+use rocm_kpack_cli::ExitStatus;
 
 use crate::cli::Command;
 
-/// Exit code for a failed command (clap uses 2 for usage errors).
-pub const EXIT_FAILURE: u8 = 1;
-
-/// Runs one subcommand.
-pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+/// Runs one subcommand. `Ok` carries the status of a command that
+/// completed (`verify` may still have found problems); an `Err` is printed
+/// once by `main`.
+pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
     match command {
         Command::Inspect(args) => inspect::run(args),
         Command::Extract(args) => extract::run(args),
@@ -39,16 +38,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
 /// Writes `bytes` to `dest` atomically (temp file in the same directory,
 /// then rename), so no partial file is ever visible.
 pub fn write_atomically(dest: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    rocm_kpack_splitter::split_binary::PendingFile::write(dest, bytes, None)?.commit()?;
+    rocm_kpack_format::fsutil::write_atomically(dest, bytes, None)?;
     Ok(())
-}
-
-/// Writes a command's output to stdout. A closed pipe (`| head`) is not a
-/// failure of the command, so it is not reported.
-pub fn print_stdout(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }

@@ -3,15 +3,17 @@
 //! [--metadata TOML] [--compression xz|gzip|zstd|none] [--level N]
 //! [--device-compression KIND] [--device-level N] [--json]`.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
-use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_package::archive_io::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, source_date_epoch, Format, PackageOptions};
+
+use crate::cli::{OutArg, SpecArg};
 
 /// Build packages from a split directory: one generic package (host code,
 /// the `.kpm` manifest, everything else) plus one package per device group
@@ -24,9 +26,8 @@ pub struct Args {
     /// The split directory: generic/ plus one directory per device group,
     /// each a tree rooted at the install root.
     pub split_dir: PathBuf,
-    /// Output directory (created if missing; must not be inside SPLIT_DIR).
-    #[arg(long, short)]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: OutArg,
     /// Package name of the generic package.
     #[arg(long)]
     pub name: Option<String>,
@@ -36,9 +37,8 @@ pub struct Args {
     /// Formats to build (comma-separated: deb, rpm, wheel).
     #[arg(long, value_delimiter = ',', default_value = "deb")]
     pub format: Vec<String>,
-    /// Package spec (TOML) naming the device groups [default: GPU families].
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub spec: SpecArg,
     /// The original .deb: its control fields (Depends, Description, ...) and
     /// control files (shlibs, symbols, triggers, scripts) are carried over.
     #[arg(long, value_name = "DEB")]
@@ -64,16 +64,12 @@ pub struct Args {
     /// Device package compression level [default: the compressor's].
     #[arg(long)]
     pub device_level: Option<u32>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = match &args.spec {
-        Some(p) => Spec::from_file(p)?,
-        None => Spec::default_families(),
-    };
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let spec = args.spec.load()?;
     let mut formats = Vec::new();
     for f in &args.format {
         formats.push(
@@ -120,17 +116,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         device_compression,
         device_level,
     };
-    let report = package(&args.split_dir, &args.out, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_packages(&report.packages);
-    }
-    Ok(ExitCode::SUCCESS)
+    let report = package(&args.split_dir, &args.out.dir, &opts)?;
+    args.json.print(&report, || render_packages(&report.packages))?;
+    Ok(ExitStatus::Success)
 }
 
 /// One line per built package: format, group, size, path, targets.
-pub fn print_packages(packages: &[rocm_kpack_package::BuiltPackage]) {
+pub fn render_packages(packages: &[rocm_kpack_package::BuiltPackage]) -> String {
+    let mut out = String::new();
     for p in packages {
         let group = p.group.as_deref().unwrap_or("generic");
         let targets = if p.targets.is_empty() {
@@ -138,7 +131,8 @@ pub fn print_packages(packages: &[rocm_kpack_package::BuiltPackage]) {
         } else {
             format!(" [{}]", p.targets.join(" "))
         };
-        println!(
+        let _ = writeln!(
+            out,
             "{:<5} {:<9} {:>12} {}{targets}",
             format!("{:?}", p.format).to_lowercase(),
             group,
@@ -146,4 +140,5 @@ pub fn print_packages(packages: &[rocm_kpack_package::BuiltPackage]) {
             p.path.display()
         );
     }
+    out
 }

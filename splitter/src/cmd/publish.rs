@@ -2,10 +2,12 @@
 //! [--kpack-store] [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
+use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_package::publish::{publish, PublishOptions};
+
+use crate::cli::OutArg;
 
 /// Publish a directory of packages (.deb, .rpm, .whl, loose .kpack) as
 /// repositories: apt (pool/ + dists/), yum/dnf (<arch>/ + repodata/), pip
@@ -13,14 +15,15 @@ use rocm_kpack_package::publish::{publish, PublishOptions};
 /// (by-hash/sha256/ + index.json). Without a kind flag, every kind that has
 /// packages is written, plus the kpack store. Dates come from
 /// SOURCE_DATE_EPOCH; output is byte-identical on rerun (signatures aside).
+///
+/// --out is the repository root; the kinds written replace their previous
+/// directories there.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory searched (recursively) for packages.
     pub pkg_dir: PathBuf,
-    /// Repository root (created if missing); the kinds written replace their
-    /// previous directories.
-    #[arg(long, short)]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: OutArg,
     /// Write the apt repository.
     #[arg(long)]
     pub apt: bool,
@@ -43,12 +46,11 @@ pub struct Args {
     /// The gpg program used for signing.
     #[arg(long, default_value = "gpg")]
     pub gpg: PathBuf,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = PublishOptions {
         apt: args.apt,
         yum: args.yum,
@@ -60,19 +62,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         source_date_epoch: source_date_epoch()?,
         ..PublishOptions::default()
     };
-    let report = publish(&args.pkg_dir, &args.out, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "published {} into {}: {} debs, {} rpms, {} wheels, {} archives",
+    let report = publish(&args.pkg_dir, &args.out.dir, &opts)?;
+    args.json.print(&report, || {
+        format!(
+            "published {} into {}: {} debs, {} rpms, {} wheels, {} archives\n",
             report.kinds.join(", "),
-            args.out.display(),
+            args.out.dir.display(),
             report.debs,
             report.rpms,
             report.wheels,
             report.archives
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+        )
+    })?;
+    Ok(ExitStatus::Success)
 }

@@ -2,13 +2,11 @@
 //! [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
-use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::recombine::{recombine, RecombineOptions, RecombineReport};
+use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, RecombineReport};
 
-use super::split_binary::Compression;
+use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Merge the split outputs of several builds (shards) into one generic
 /// output plus one output per device group of the spec.
@@ -26,56 +24,34 @@ pub struct Args {
     /// Split outputs of separate builds, in priority order. Never modified.
     #[arg(required = true)]
     pub shards: Vec<PathBuf>,
-    /// Output directory (created if missing; must not be inside a shard).
-    #[arg(long, short)]
-    pub out: PathBuf,
-    /// Package spec (TOML): output groups and validation switches
-    /// [default: the built-in GPU family table].
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
-    /// Worker threads [default: one per core].
-    #[arg(long, short)]
-    pub jobs: Option<usize>,
-    /// Compression of archives that must be rewritten [default: as the shards].
-    #[arg(long, value_enum)]
-    pub compression: Option<Compression>,
-    /// zstd level of rewritten archives.
-    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL)]
-    pub level: i32,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: OutArg,
+    #[command(flatten)]
+    pub spec: SpecArg,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+    /// Compression of the archives that must be rewritten.
+    #[command(flatten)]
+    pub compression: ArchiveCompressionArgs,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = match &args.spec {
-        Some(p) => Spec::from_file(p)?,
-        None => Spec::builtin(),
-    };
-    if args.jobs == Some(0) {
-        anyhow::bail!("--jobs must be at least 1");
-    }
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let spec = args.spec.load()?;
     let opts = RecombineOptions {
         spec,
-        compression: args.compression.map(|c| match c {
-            Compression::Zstd => CompressionScheme::ZstdPerKernel,
-            Compression::None => CompressionScheme::None,
-        }),
-        zstd_level: args.level,
-        jobs: args.jobs,
+        compression: args.compression.scheme(),
+        zstd_level: args.compression.level,
+        jobs: args.jobs.get()?,
     };
-    let report = recombine(&args.shards, &args.out, &opts)?;
+    let report = recombine(&args.shards, &args.out.dir, &opts)?;
     // Warnings go to stderr once (also in the JSON report).
     for w in &report.warnings {
         eprintln!("rocm-kpack: warning: {w}");
     }
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        render(&report)
-    };
-    super::print_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
+    args.json.print(&report, || render(&report))?;
+    Ok(ExitStatus::Success)
 }
 
 fn render(r: &RecombineReport) -> String {

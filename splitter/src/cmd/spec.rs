@@ -1,9 +1,11 @@
 //! `rocm-kpack spec show [--spec FILE] [--json]`, `rocm-kpack spec check FILE`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
+use rocm_kpack_cli::{print_stdout, ExitStatus, JsonArg};
 use rocm_kpack_pkgspec::Spec;
+
+use crate::cli::SpecArg;
 
 /// Show the effective package spec, or check a spec file.
 #[derive(Debug, clap::Args)]
@@ -18,12 +20,10 @@ pub enum SpecCommand {
     /// Print the effective spec (the built-in one, or FILE with every
     /// default filled in) as TOML that `spec check` accepts.
     Show {
-        /// Spec file to load [default: the built-in spec].
-        #[arg(long)]
-        spec: Option<PathBuf>,
-        /// Print JSON instead of TOML.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        spec: SpecArg,
+        #[command(flatten)]
+        json: JsonArg,
     },
     /// Validate a spec file; errors name the line and column.
     Check {
@@ -32,14 +32,11 @@ pub enum SpecCommand {
     },
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let text = match args.command {
         SpecCommand::Show { spec, json } => {
-            let spec = match spec {
-                Some(p) => Spec::from_file(&p)?,
-                None => Spec::builtin(),
-            };
-            if json {
+            let spec = spec.load()?;
+            if json.enabled {
                 spec.to_json()? + "\n"
             } else {
                 spec.to_toml()?
@@ -56,6 +53,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )
         }
     };
-    super::print_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
+    print_stdout(&text)?;
+    Ok(ExitStatus::Success)
 }

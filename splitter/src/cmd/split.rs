@@ -3,15 +3,14 @@
 //! [--level N] [--dry-run] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
-use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::artifact::{batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch};
-use rocm_kpack_splitter::plan::SplitPlan;
-use rocm_kpack_splitter::tree::{plan_tree, split_tree, SplitOptions, SplitReport};
+use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_format::archive::CompressionScheme;
+use rocm_kpack_splitter::split::artifact::{batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch};
+use rocm_kpack_splitter::split::plan::SplitPlan;
+use rocm_kpack_splitter::split::tree::{plan_tree, split_tree, SplitOptions, SplitReport};
 
-use super::split_binary::Compression;
+use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Split an install tree or build artifact directories.
 ///
@@ -33,19 +32,17 @@ use super::split_binary::Compression;
 /// (usr/lib/x86_64-linux-gnu); else the parent of its deepest lib/, lib64/,
 /// bin/, sbin/ or libexec/ directory; else its own directory. For artifacts
 /// it is the stage prefix.
+///
+/// The names written below --out must not exist yet.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Install tree, artifact directory, or (with --batch) a directory of
     /// artifact directories. Never modified.
     pub input: PathBuf,
-    /// Output directory (created if missing; must not be inside INPUT; the
-    /// names written must not exist yet).
-    #[arg(long, short)]
-    pub out: PathBuf,
-    /// Package spec (TOML): device groups, kernel-database rules
-    /// [default: the built-in GPU family table].
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutArg,
+    #[command(flatten)]
+    pub spec: SpecArg,
     /// Tree: one component name for every binary [default: each file's name
     /// up to its first '.']. Artifact: <name>_<component> [default: from
     /// the directory name].
@@ -58,31 +55,20 @@ pub struct Args {
     /// repeated.
     #[arg(long = "prefix-dir", value_name = "DIR")]
     pub prefix_dirs: Vec<PathBuf>,
-    /// Worker threads [default: one per core].
-    #[arg(long, short)]
-    pub jobs: Option<usize>,
-    /// Archive compression.
-    #[arg(long, value_enum, default_value_t = Compression::Zstd)]
-    pub compression: Compression,
-    /// zstd level.
-    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL)]
-    pub level: i32,
-    /// Print what would be done, write nothing.
+    #[command(flatten)]
+    pub jobs: JobsArg,
+    #[command(flatten)]
+    pub compression: ArchiveCompressionArgs,
+    /// Print what would be done (the plan), write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Print the report (or plan) as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = match &args.spec {
-        Some(p) => Spec::from_file(p)?,
-        None => Spec::builtin(),
-    };
-    if args.jobs == Some(0) {
-        anyhow::bail!("--jobs must be at least 1");
-    }
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let spec = args.spec.load()?;
+    let jobs = args.jobs.get()?;
     let prefix_dirs = args
         .prefix_dirs
         .iter()
@@ -96,12 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         spec,
         component: args.component.clone(),
         prefix_dirs,
-        compression: match args.compression {
-            Compression::Zstd => CompressionScheme::ZstdPerKernel,
-            Compression::None => CompressionScheme::None,
-        },
-        zstd_level: args.level,
-        jobs: args.jobs,
+        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        zstd_level: args.compression.level,
+        jobs,
     };
     if !args.input.exists() {
         anyhow::bail!("{}: no such file or directory", args.input.display());
@@ -122,32 +105,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             vec![plan_tree(&args.input, &opts)?]
         };
-        let text = if args.json {
-            serde_json::to_string_pretty(&plans)? + "\n"
-        } else {
-            plans.iter().map(ToString::to_string).collect::<String>()
-        };
-        super::print_stdout(&text)?;
-        return Ok(ExitCode::SUCCESS);
+        args.json.print(&plans, || plans.iter().map(ToString::to_string).collect())?;
+        return Ok(ExitStatus::Success);
     }
+    let out = &args.out.dir;
     let report = if args.batch {
-        split_batch(&args.input, &args.out, &opts)?
+        split_batch(&args.input, out, &opts)?
     } else if artifact {
-        split_artifact(&args.input, &args.out, &opts)?
+        split_artifact(&args.input, out, &opts)?
     } else {
-        split_tree(&args.input, &args.out, &opts)?
+        split_tree(&args.input, out, &opts)?
     };
     // Warnings go to stderr once (also in the JSON report).
     for w in &report.warnings {
         eprintln!("rocm-kpack: warning: {w}");
     }
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        render(&report)
-    };
-    super::print_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
+    args.json.print(&report, || render(&report))?;
+    Ok(ExitStatus::Success)
 }
 
 fn render(r: &SplitReport) -> String {

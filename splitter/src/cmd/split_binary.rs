@@ -2,22 +2,14 @@
 //! [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
-use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::split_binary::{
+use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_format::archive::CompressionScheme;
+use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,
 };
 
-/// Archive compression on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Compression {
-    /// zstd, one frame per code object (`zstd-per-kernel`).
-    Zstd,
-    /// Stored as is (`none`).
-    None,
-}
+use crate::cli::{ArchiveCompressionArgs, OutArg, SpecArg};
 
 /// Split one fat binary: write the host-only binary to DIR/<file name>,
 /// its device code to DIR/.kpack/<component>_<group>.kpack (one archive per
@@ -27,62 +19,45 @@ pub enum Compression {
 pub struct Args {
     /// The fat binary (executable or shared library). Never modified.
     pub file: PathBuf,
-    /// Output directory (created if missing; must not hold the input itself).
-    #[arg(long, short)]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: OutArg,
     /// Component name: archive prefix and group name [default: the file
     /// name up to its first '.'].
     #[arg(long)]
     pub component: Option<String>,
-    /// Package spec (TOML) choosing the device groups [default: GPU families].
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
-    /// Archive compression.
-    #[arg(long, value_enum, default_value_t = Compression::Zstd)]
-    pub compression: Compression,
-    /// zstd level.
-    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL)]
-    pub level: i32,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub spec: SpecArg,
+    #[command(flatten)]
+    pub compression: ArchiveCompressionArgs,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = match &args.spec {
-        Some(p) => Spec::from_file(p)?,
-        None => Spec::default_families(),
-    };
-    let created = !args.out.exists();
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let spec = args.spec.load()?;
+    let out = &args.out.dir;
+    let created = !out.exists();
     if created {
-        std::fs::create_dir_all(&args.out)?;
+        std::fs::create_dir_all(out)?;
     }
     let opts = SplitBinaryOptions {
         component: args.component.clone(),
         spec,
-        compression: match args.compression {
-            Compression::Zstd => CompressionScheme::ZstdPerKernel,
-            Compression::None => CompressionScheme::None,
-        },
-        zstd_level: args.level,
+        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        zstd_level: args.compression.level,
     };
-    let report = match split_binary(&args.file, &args.out, &opts) {
+    let report = match split_binary(&args.file, out, &opts) {
         Ok(r) => r,
         Err(e) => {
             if created {
                 // Leave nothing behind: the directory is empty on failure.
-                let _ = std::fs::remove_dir(&args.out);
+                let _ = std::fs::remove_dir(out);
             }
             return Err(e.into());
         }
     };
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        render(&report)
-    };
-    super::print_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
+    args.json.print(&report, || render(&report))?;
+    Ok(ExitStatus::Success)
 }
 
 fn render(r: &SplitBinaryReport) -> String {

@@ -1,11 +1,12 @@
 //! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+
+use crate::cli::{JobsArg, OutArg, SpecArg};
 
 /// Split a fat .deb, .rpm or .whl into a generic package plus one package
 /// per device group.
@@ -23,40 +24,29 @@ use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 pub struct Args {
     /// The fat package (.deb, .rpm or .whl). Never modified.
     pub file: PathBuf,
-    /// Output directory (created if missing; not the input's directory).
-    #[arg(long, short)]
-    pub out: PathBuf,
-    /// Package spec (TOML): device groups, kernel-database rules, naming
-    /// [default: the built-in GPU family table].
-    #[arg(long)]
-    pub spec: Option<PathBuf>,
-    /// Worker threads [default: one per core].
-    #[arg(long, short)]
-    pub jobs: Option<usize>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: OutArg,
+    #[command(flatten)]
+    pub spec: SpecArg,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = match &args.spec {
-        Some(p) => Spec::from_file(p)?,
-        None => Spec::builtin(),
-    };
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitPackageOptions {
-        spec,
-        jobs: args.jobs,
+        spec: args.spec.load()?,
+        jobs: args.jobs.get()?,
         source_date_epoch: source_date_epoch()?,
         ..SplitPackageOptions::default()
     };
-    let report = split_package(&args.file, &args.out, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
+    let report = split_package(&args.file, &args.out.dir, &opts)?;
+    if !args.json.enabled {
+        for n in &report.notes {
+            eprintln!("note: {n}");
+        }
     }
-    for n in &report.notes {
-        eprintln!("note: {n}");
-    }
-    super::package::print_packages(&report.packages);
-    Ok(ExitCode::SUCCESS)
+    args.json.print(&report, || super::package::render_packages(&report.packages))?;
+    Ok(ExitStatus::Success)
 }

@@ -1,9 +1,9 @@
 //! `rocm-kpack verify TREE [--targets gfx1100,...] [--json]`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use rocm_kpack_splitter::verify_tree::{verify_tree, VerifyOptions};
+use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
 
 /// Check an installed (overlaid) tree the way the runtime will use it.
 ///
@@ -22,12 +22,11 @@ pub struct Args {
     /// natively, then through its generic ISA, as a runtime does.
     #[arg(long, value_delimiter = ',')]
     pub targets: Option<Vec<String>>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let targets = args.targets.map(|t| {
         t.into_iter()
             .map(|s| s.trim().to_string())
@@ -38,15 +37,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--targets needs at least one target");
     }
     let report = verify_tree(&args.tree, &VerifyOptions { targets })?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        report.to_string()
-    };
-    super::print_stdout(&text)?;
+    args.json.print(&report, || report.to_string())?;
+    // Problems in the tree are exit 1, as for any failure (see the table).
     Ok(if report.ok() {
-        ExitCode::SUCCESS
+        ExitStatus::Success
     } else {
-        ExitCode::from(super::EXIT_FAILURE)
+        ExitStatus::Failure
     })
 }

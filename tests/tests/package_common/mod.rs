@@ -20,7 +20,7 @@ use rocm_kpack_package::archive_io::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, Format, PackageOptions, PackageReport};
-use rocm_kpack_tests::{debian, fixtures};
+use rocm_kpack_test_support::{debian, fixtures};
 use sha2::{Digest, Sha256};
 
 /// Debian's multiarch library directory.
@@ -261,7 +261,7 @@ pub fn dpkg_root(root: &Path) {
     fs::write(root.join("var/lib/dpkg/available"), "").expect("available");
 }
 
-/// apt's own directories in a throwaway root (PACKAGING.md, "Testing with
+/// apt's own directories in a throwaway root (docs/packaging.md, "Testing with
 /// the real clients").
 pub fn apt_dirs(root: &Path) {
     for d in [

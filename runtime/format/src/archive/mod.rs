@@ -1,4 +1,4 @@
-//! `.kpack` archives, version 1 (FORMATS.md section 1).
+//! `.kpack` archives, version 1 (docs/formats.md section 1).
 //!
 //! ```text
 //! 0   "KPAK"  u32 version=1  u64 toc_offset  48 zero bytes

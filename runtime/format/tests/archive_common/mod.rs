@@ -69,7 +69,7 @@ fn cat(prefix: &[u8], parts: &[(u8, usize)]) -> Vec<u8> {
     v
 }
 
-/// (binary key, arch, bytes) of `test_noop.kpack`, in FORMATS.md order.
+/// (binary key, arch, bytes) of `test_noop.kpack`, in docs/formats.md order.
 pub fn noop_kernels() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     vec![
         (
@@ -90,7 +90,7 @@ pub fn noop_kernels() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     ]
 }
 
-/// (binary key, arch, bytes) of `test_zstd.kpack`, in FORMATS.md order.
+/// (binary key, arch, bytes) of `test_zstd.kpack`, in docs/formats.md order.
 pub fn zstd_kernels() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     vec![
         (

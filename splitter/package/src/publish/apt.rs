@@ -7,7 +7,7 @@ use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::{copy_file, gzip, sign, write_file, PublishError, PublishOptions, SignMode};
-use crate::archive_io::rfc2822;
+use crate::dates::rfc2822;
 use crate::deb::{hash_file, DebReader};
 use crate::meta::ControlFields;
 

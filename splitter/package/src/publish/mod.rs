@@ -1,5 +1,5 @@
 //! `rocm-kpack publish`: turn a directory of packages into repositories
-//! that stock clients use (PACKAGING.md "Publishing"):
+//! that stock clients use (docs/packaging.md "Publishing"):
 //!
 //! - apt ([`apt`]): `pool/main/<prefix>/<source>/*.deb`,
 //!   `dists/<suite>/main/binary-<arch>/Packages{,.gz}`, `dists/<suite>/Release`
@@ -24,6 +24,7 @@ pub mod serve;
 pub mod store;
 pub mod yum;
 
+use rocm_kpack_format::layout;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -158,7 +159,7 @@ pub fn scan_inputs(dir: &Path, exclude: Option<&Path>) -> Result<Inputs, Publish
             let p = item.path();
             // Hidden entries are skipped (temporary files, staging
             // directories), except `.kpack/` directories of split trees.
-            if name.starts_with('.') && !(ft.is_dir() && name == ".kpack") {
+            if name.starts_with('.') && !(ft.is_dir() && name == layout::KPACK_DIR) {
                 continue;
             }
             if ft.is_dir() {
@@ -170,7 +171,7 @@ pub fn scan_inputs(dir: &Path, exclude: Option<&Path>) -> Result<Inputs, Publish
                     inputs.rpms.push(p);
                 } else if name.ends_with(".whl") {
                     inputs.wheels.push(p);
-                } else if name.ends_with(".kpack") {
+                } else if layout::is_archive_path(&name) {
                     inputs.kpacks.push(p);
                 }
             }

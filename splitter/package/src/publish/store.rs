@@ -24,14 +24,15 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read};
 use std::path::Path;
 
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
 use super::{Inputs, PublishError, PublishOptions};
-use crate::archive_io::HashingWriter;
+use crate::digest::HashingWriter;
 use crate::deb::{DebReader, MemberInfo};
-use crate::archive_io::EntryType;
+use crate::container::EntryType;
 use crate::device::{is_kpack_archive_path, targets_of};
 use crate::rpm::RpmReader;
 use crate::wheel::WheelReader;
@@ -84,7 +85,7 @@ impl Store<'_> {
         origin: &Path,
         data: &mut dyn Read,
     ) -> Result<(), PublishError> {
-        let dir = self.root.join("by-hash").join("sha256");
+        let dir = self.root.join(layout::store::BY_HASH_DIR);
         fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
         let tmp = tempfile::Builder::new()
             .prefix(".incoming-")
@@ -117,7 +118,7 @@ impl Store<'_> {
             version: version.map(str::to_string),
             size,
             sha256: hex.clone(),
-            path: format!("by-hash/sha256/{hex}"),
+            path: layout::store::by_hash_path(&sha),
             packages: Vec::new(),
         };
         drop(archive);

@@ -1,4 +1,4 @@
-//! Split build artifact directories (PACKAGING.md input 3): a directory
+//! Split build artifact directories (docs/packaging.md input 3): a directory
 //! `<name>_<component>_<suffix>/` whose `artifact_manifest.txt` lists stage
 //! prefixes (`math-libs/rocRAND/stage`), content living under them.
 //!
@@ -19,9 +19,9 @@ use std::path::Path;
 
 use rocm_kpack_pkgspec::DatabaseClassifier;
 
-use crate::plan::{self, KpackMode, Layout, Root, SplitPlan};
-use crate::scan::{self, Scan};
-use crate::tree::{execute, with_jobs, Result, SplitOptions, SplitReport, Staging, TreeError};
+use crate::split::plan::{self, KpackMode, Layout, Root, SplitPlan};
+use crate::split::scan::{self, Scan};
+use crate::split::tree::{execute, with_jobs, Result, SplitOptions, SplitReport, Staging, TreeError};
 
 /// The file listing an artifact's stage prefixes.
 pub const MANIFEST_TXT: &str = "artifact_manifest.txt";

@@ -125,7 +125,11 @@ impl Fixture {
 
 /// `tests/fixtures/`.
 pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    // This crate lives in `tests/support/`.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ above tests/support/")
+        .join("fixtures")
 }
 
 /// A path under `tests/fixtures/`, e.g. `fixture("clang15/app_pie")`.

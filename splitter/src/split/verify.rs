@@ -18,21 +18,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
 use rayon::prelude::*;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::elf::inspect::inspect_elf;
-use crate::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
-use crate::tree::{Result, TreeError};
+use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
+use crate::split::tree::{Result, TreeError};
 
 /// What to check.
 #[derive(Debug, Clone, Default)]
@@ -114,7 +113,7 @@ impl std::fmt::Display for VerifyReport {
 }
 
 /// The arch list a runtime passes for a device: its target id, then the
-/// generic ISA it falls back to (RUNTIME.md: generic ISAs are separate
+/// generic ISA it falls back to (docs/runtime.md: generic ISAs are separate
 /// entries listed after the native one).
 pub fn arch_list(target: &str) -> Vec<String> {
     let mut list = vec![target.to_string()];
@@ -160,22 +159,6 @@ enum Found {
     Nothing,
 }
 
-fn sha256_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    let mut f = File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        h.update(buf.get(..k).unwrap_or_default());
-        n += k as u64;
-    }
-    Ok((n, h.finalize().into()))
-}
-
 fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
     let path = root.join(&rel);
     let problem = |message: String| Problem {
@@ -183,7 +166,7 @@ fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
         message,
     };
     if is_kpack_path(&rel) {
-        return Ok(if rel.ends_with(".kpm") {
+        return Ok(if layout::is_manifest_path(&rel) {
             Found::Manifest(rel)
         } else {
             Found::Archive(rel)
@@ -324,7 +307,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     message,
                 })
             };
-            match sha256_file(&apath) {
+            match rocm_kpack_format::fsutil::sha256_file(&apath) {
                 Ok((size, sha)) => {
                     if size != f.size {
                         bad(format!("{}: size {size}, manifest says {}", f.filename, f.size));
@@ -340,7 +323,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                         _ => {}
                     }
                 }
-                Err(e) => bad(format!("{}: cannot read: {e}", f.filename)),
+                Err(e) => bad(format!("{}: cannot read: {}", f.filename, e.source)),
             }
             if let Some(a) = opened.get(&arel) {
                 if a.group_name() != man.component {
@@ -403,7 +386,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                         out.insert(p);
                     }
                 }
-            } else if let Some((pre, post)) = t.split_once("@GFXARCH@") {
+            } else if let Some((pre, post)) = layout::split_pattern(t) {
                 for a in opened.keys() {
                     let middle = a
                         .strip_prefix(pre)

@@ -24,8 +24,8 @@ use filetime::FileTime;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
-use crate::scan::{hard_link_groups, EntryKind, FileClass, Scan};
-use crate::split_binary::{default_component, marker_search_paths, validate_component};
+use crate::split::scan::{hard_link_groups, EntryKind, FileClass, Scan};
+use crate::split::binary::{default_component, marker_search_paths, validate_component};
 
 /// Why a plan cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +71,7 @@ impl fmt::Display for Dest {
 pub enum Layout {
     /// `generic/`, `<group>/`.
     Tree,
-    /// `<prefix>_generic/`, `<prefix>_<group>/` (PACKAGING.md input 3),
+    /// `<prefix>_generic/`, `<prefix>_<group>/` (docs/packaging.md input 3),
     /// each with an `artifact_manifest.txt`.
     Artifact {
         /// `<name>_<component>`.
@@ -570,13 +570,13 @@ pub fn plan(
             binaries.sort_by(|a, b| a.kernel_name.cmp(&b.kernel_name));
             let (archive_dir, manifest_dirs) = match mode {
                 KpackMode::Tree { .. } => {
-                    let d = join(&kroot, ".kpack");
+                    let d = join(&kroot, rocm_kpack_format::layout::KPACK_DIR);
                     (d.clone(), vec![d])
                 }
                 KpackMode::Artifact { .. } => {
                     let dirs: Vec<String> =
-                        binary_prefixes.iter().map(|p| join(p, ".kpack")).collect();
-                    (dirs.first().cloned().unwrap_or_else(|| ".kpack".into()), dirs)
+                        binary_prefixes.iter().map(|p| join(p, rocm_kpack_format::layout::KPACK_DIR)).collect();
+                    (dirs.first().cloned().unwrap_or_else(|| rocm_kpack_format::layout::KPACK_DIR.into()), dirs)
                 }
             };
             ArchiveSetPlan {

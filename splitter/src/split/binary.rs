@@ -11,17 +11,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_format::bundle::{self, Bundle};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use tempfile::NamedTempFile;
+use rocm_kpack_format::fsutil::{self, PendingFile};
 
 use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
 
@@ -64,6 +64,16 @@ pub enum SplitError {
     /// Bad arguments (component name, output location).
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<fsutil::PathError> for SplitError {
+    fn from(e: fsutil::PathError) -> Self {
+        SplitError::Io {
+            what: e.action,
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 impl SplitError {
@@ -168,11 +178,7 @@ pub struct SplitBinaryReport {
 /// directory holding `.kpack/`: `[<up>.kpack/<component>.kpm,
 /// <up>.kpack/<component>_@GFXARCH@.kpack]`, `<up>` = `../` x depth.
 pub fn marker_search_paths(component: &str, depth: usize) -> Vec<String> {
-    let up = "../".repeat(depth);
-    vec![
-        format!("{up}.kpack/{component}.kpm"),
-        format!("{up}.kpack/{component}_@GFXARCH@.kpack"),
-    ]
+    layout::marker_search_paths(&"../".repeat(depth), component).to_vec()
 }
 
 /// The default component of a file: its name up to the first `.`.
@@ -284,62 +290,13 @@ pub fn split_fat_elf<'a>(
     }))
 }
 
-/// A file written to a temp name beside its destination, made visible by
-/// [`PendingFile::commit`] (rename). Dropping it removes the temp file.
-#[derive(Debug)]
-pub struct PendingFile {
-    temp: NamedTempFile,
-    dest: PathBuf,
-}
-
-impl PendingFile {
-    /// Writes `bytes` to a temp file in `dest`'s directory, with `mode`
-    /// (permission bits) if given.
-    pub fn write(
-        dest: &Path,
-        bytes: &[u8],
-        permissions: Option<fs::Permissions>,
-    ) -> Result<Self, SplitError> {
-        let dir = parent_dir(dest);
-        let mut temp = NamedTempFile::new_in(dir)
-            .map_err(|e| SplitError::io("cannot create a file in", dir, e))?;
-        temp.write_all(bytes)
-            .and_then(|()| temp.flush())
-            .map_err(|e| SplitError::io("cannot write", temp.path(), e))?;
-        if let Some(p) = permissions {
-            fs::set_permissions(temp.path(), p)
-                .map_err(|e| SplitError::io("cannot set permissions of", dest, e))?;
-        }
-        Ok(PendingFile {
-            temp,
-            dest: dest.to_path_buf(),
-        })
-    }
-
-    /// Renames the temp file to its destination (atomic on one file system).
-    pub fn commit(self) -> Result<PathBuf, SplitError> {
-        let dest = self.dest;
-        self.temp
-            .persist(&dest)
-            .map_err(|e| SplitError::io("cannot rename into", &dest, e.error))?;
-        Ok(dest)
-    }
-}
-
-fn parent_dir(p: &Path) -> &Path {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
-
 /// Bytes added but not yet written, per group archive: large
 /// enough to keep every core busy compressing, small enough that several
 /// groups stay well under the 512 MiB memory budget.
 const GROUP_IN_FLIGHT_BYTES: usize = 32 << 20;
 
 struct GroupArchive {
-    writer: ArchiveWriter<BufWriter<NamedTempFile>>,
+    writer: ArchiveWriter<BufWriter<PendingFile>>,
     arches: BTreeSet<String>,
     entries: usize,
 }
@@ -415,7 +372,7 @@ impl<'s> ArchiveSet<'s> {
             ga.writer
                 .add_kernel(binary_key, target_id, data.to_vec())
                 .map_err(|source| SplitError::Format {
-                    what: format!("archive {}_{g}.kpack", self.component),
+                    what: format!("archive {}", layout::archive_file_name(&self.component, &g)),
                     source,
                 })?;
             ga.arches.insert(target_id.to_string());
@@ -430,8 +387,7 @@ impl<'s> ArchiveSet<'s> {
                 .map_err(|e| SplitError::io("cannot create directory", &self.kpack_dir, e))?;
             self.created_dir = true;
         }
-        let temp = NamedTempFile::new_in(&self.kpack_dir)
-            .map_err(|e| SplitError::io("cannot create a file in", &self.kpack_dir, e))?;
+        let temp = PendingFile::create(&self.kpack_dir.join(layout::archive_file_name(&self.component, group)))?;
         let mut writer = ArchiveWriter::new(
             BufWriter::with_capacity(1 << 20, temp),
             &self.component,
@@ -440,7 +396,7 @@ impl<'s> ArchiveSet<'s> {
             self.level,
         )
         .map_err(|source| SplitError::Format {
-            what: format!("archive {}_{group}.kpack", self.component),
+            what: format!("archive {}", layout::archive_file_name(&self.component, group)),
             source,
         })?;
         writer.set_in_flight_bytes(GROUP_IN_FLIGHT_BYTES);
@@ -457,7 +413,7 @@ impl<'s> ArchiveSet<'s> {
         let groups = std::mem::take(&mut self.groups);
         let mut archives = Vec::with_capacity(groups.len());
         for (group, mut ga) in groups {
-            let file_name = format!("{}_{group}.kpack", self.component);
+            let file_name = layout::archive_file_name(&self.component, &group);
             let what = || format!("archive {file_name}");
             ga.writer
                 .set_gfx_arches(ga.arches.iter().cloned().collect());
@@ -479,9 +435,9 @@ impl<'s> ArchiveSet<'s> {
         let hashed: Vec<Result<(u64, [u8; 32]), SplitError>> = archives
             .par_iter_mut()
             .map(|(_, name, temp, _, _)| {
-                hash_file(temp.as_file_mut()).map_err(|e| {
-                    SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e)
-                })
+                temp.seek(SeekFrom::Start(0))
+                    .and_then(|_| fsutil::sha256_reader(temp.file_mut()))
+                    .map_err(|e| SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e))
             })
             .collect();
         let mut files = Vec::with_capacity(archives.len());
@@ -518,10 +474,10 @@ impl<'s> ArchiveSet<'s> {
             }
             .to_msgpack()
             .map_err(|source| SplitError::Format {
-                what: format!("manifest {}.kpm", self.component),
+                what: format!("manifest {}", layout::manifest_file_name(&self.component)),
                 source,
             })?;
-            let dest = self.kpack_dir.join(format!("{}.kpm", self.component));
+            let dest = self.kpack_dir.join(layout::manifest_file_name(&self.component));
             Some(PendingFile::write(&dest, &bytes, None)?)
         };
         Ok(PendingArchives {
@@ -544,27 +500,11 @@ impl Drop for ArchiveSet<'_> {
     }
 }
 
-fn hash_file(f: &mut File) -> io::Result<(u64, [u8; 32])> {
-    f.seek(SeekFrom::Start(0))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(buf.get(..n).unwrap_or_default());
-        size += n as u64;
-    }
-    Ok((size, h.finalize().into()))
-}
-
 /// Finished archives and manifest in temp files.
 pub struct PendingArchives {
     kpack_dir: PathBuf,
     created_dir: bool,
-    files: Vec<(NamedTempFile, ArchiveFileReport)>,
+    files: Vec<(PendingFile, ArchiveFileReport)>,
     manifest: Option<PendingFile>,
 }
 
@@ -584,9 +524,9 @@ impl PendingArchives {
             manifest: None,
         };
         for (temp, report) in files {
-            if let Err(e) = temp.persist(&report.path) {
+            if let Err(e) = temp.commit() {
                 done.rollback();
-                return Err(SplitError::io("cannot rename into", &report.path, e.error));
+                return Err(e.into());
             }
             done.archives.push(report);
         }
@@ -595,7 +535,7 @@ impl PendingArchives {
                 Ok(p) => done.manifest = Some(p),
                 Err(e) => {
                     done.rollback();
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         }
@@ -759,7 +699,7 @@ fn split_binary_inner(
     // Device code into archives, bundle by bundle in co_index order, each
     // bundle's code objects by target id.
     let mut set = ArchiveSet::new(
-        &out_dir.join(".kpack"),
+        &out_dir.join(layout::KPACK_DIR),
         &component,
         &opts.spec,
         opts.compression,
@@ -797,7 +737,7 @@ fn split_binary_inner(
     let mut committed = pending.commit()?;
     if let Err(e) = host_file.commit() {
         committed.rollback();
-        return Err(e);
+        return Err(e.into());
     }
     let CommittedArchives { archives, manifest } = committed;
 

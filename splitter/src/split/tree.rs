@@ -4,7 +4,7 @@
 //! and mtimes kept). The output `OUT/generic/` and `OUT/<group>/` trees
 //! occupy disjoint paths and overlay into a working install.
 //!
-//! Flow: [`crate::scan`] -> [`crate::plan`] -> [`execute`] into a staging
+//! Flow: [`crate::split::scan`] -> [`crate::split::plan`] -> [`execute`] into a staging
 //! directory inside `OUT` -> [`Staging::publish`] renames the finished trees
 //! into place, so a failed run leaves nothing behind. Files are processed in
 //! parallel (rayon; `jobs` bounds the threads); output is deterministic.
@@ -17,13 +17,14 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use rayon::prelude::*;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
 
-use crate::plan::{self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan};
-use crate::scan::{self, ScanError};
-use crate::split_binary::{
+use crate::split::plan::{self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan};
+use crate::split::scan::{self, ScanError};
+use crate::split::binary::{
     release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf, SplitError,
 };
 
@@ -98,7 +99,7 @@ pub struct SplitOptions {
     /// Tree: one component for every binary (default: per file name).
     /// Artifact: overrides `<name>_<component>` from the directory name.
     pub component: Option<String>,
-    /// Tree: explicit kpack roots (tree-relative); see [`crate::plan`].
+    /// Tree: explicit kpack roots (tree-relative); see [`crate::split::plan`].
     pub prefix_dirs: Vec<String>,
     /// Archive compression.
     pub compression: CompressionScheme,
@@ -614,7 +615,7 @@ fn run_set(
     }
     let mut manifests = Vec::new();
     if let Some(kpm) = &committed.manifest {
-        let name = format!("{}.kpm", set.component);
+        let name = layout::manifest_file_name(&set.component);
         let generic_name = plan.layout.dir_name(&Dest::Generic);
         for dir in &set.manifest_dirs {
             let rel = format!("{generic_name}/{dir}/{name}");
@@ -683,7 +684,7 @@ fn write_artifact_manifests(plan: &SplitPlan, root: &Path, trees: &[(String, Des
 
 /// Writes `dir/artifact_manifest.txt` (one prefix per line).
 pub fn write_manifest_txt(dir: &Path, prefixes: &[&str], mtime: FileTime) -> Result<()> {
-    let path = dir.join(crate::artifact::MANIFEST_TXT);
+    let path = dir.join(crate::split::artifact::MANIFEST_TXT);
     let mut text = String::new();
     for p in prefixes {
         text.push_str(p);

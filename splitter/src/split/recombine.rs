@@ -17,17 +17,18 @@
 //! - Database files are re-read with the spec's rules and go to their
 //!   arch's group.
 //! - The `.kpm` of every component is regenerated, listing every archive
-//!   of every group (the reduce step owns the manifest, FORMATS.md 3).
+//!   of every group (the reduce step owns the manifest, docs/formats.md 3).
 //! - A spec target some binary has no code object for is reported per
 //!   `missing_device_code`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read, Seek};
+use std::io::{self, BufReader, BufWriter, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
+use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
@@ -35,12 +36,11 @@ use rocm_kpack_pkgspec::{
     Spec,
 };
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use crate::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
-use crate::plan::{source_date_epoch, Dest, Layout};
-use crate::scan::is_kpack_path;
-use crate::tree::{
+use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
+use crate::split::plan::{source_date_epoch, Dest, Layout};
+use crate::split::scan::is_kpack_path;
+use crate::split::tree::{
     finish_dirs_with, with_jobs, write_manifest_txt, ArchiveReport, Result, Staging, TreeError,
 };
 
@@ -256,9 +256,19 @@ fn walk(root: &Path) -> Result<Walked> {
     Ok(Walked { nodes })
 }
 
+/// `<dir>/<component>.kpm` (just the name in the top directory).
+fn manifest_rel(dir: &str, component: &str) -> String {
+    let name = kpack_layout::manifest_file_name(component);
+    if dir.is_empty() {
+        name
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 /// Generated files that recombine rewrites (not compared, not copied).
 fn regenerated(rel: &str, kind_artifact: bool) -> bool {
-    (is_kpack_path(rel) && rel.ends_with(".kpm")) || (kind_artifact && rel == MANIFEST_TXT)
+    (is_kpack_path(rel) && kpack_layout::is_manifest_path(rel)) || (kind_artifact && rel == MANIFEST_TXT)
 }
 
 fn same_contents(a: &Path, b: &Path) -> io::Result<bool> {
@@ -417,22 +427,6 @@ fn binary_key(k: &EntryKey) -> String {
     }
 }
 
-fn hash_file(f: &mut File) -> io::Result<(u64, [u8; 32])> {
-    f.rewind()?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        h.update(buf.get(..k).unwrap_or_default());
-        n += k as u64;
-    }
-    Ok((n, h.finalize().into()))
-}
-
 /// Handles a problem the spec's switch decides about.
 fn duplicate(opts: &RecombineOptions, report: &mut RecombineReport, msg: String) -> Result<()> {
     match opts.spec.validation.duplicate_device_code {
@@ -510,9 +504,9 @@ fn recombine_unit(
     // Where each component's manifest lives in the generic tree.
     let mut kpm_dirs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for rel in first_walk.nodes.keys() {
-        if is_kpack_path(rel) && rel.ends_with(".kpm") {
+        if is_kpack_path(rel) && kpack_layout::is_manifest_path(rel) {
             let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-            if let Some(c) = name.strip_suffix(".kpm") {
+            if let Some(c) = kpack_layout::manifest_component(name) {
                 kpm_dirs.entry(c.to_string()).or_default().push(dir.to_string());
             }
         }
@@ -542,7 +536,7 @@ fn recombine_unit(
                     Node::Dir => {
                         dirs.entry(rel.clone()).or_insert((*mode, *mtime));
                     }
-                    Node::File { .. } if is_kpack_path(rel) && rel.ends_with(".kpack") => {
+                    Node::File { .. } if is_kpack_path(rel) && kpack_layout::is_archive_path(rel) => {
                         let archive = Archive::open(&path).map_err(|source| TreeError::Format {
                             path: path.clone(),
                             source,
@@ -657,16 +651,12 @@ fn recombine_unit(
         }
         .to_msgpack()
         .map_err(|source| TreeError::Format {
-            path: PathBuf::from(format!("{component}.kpm")),
+            path: PathBuf::from(kpack_layout::manifest_file_name(component)),
             source,
         })?;
         let dirs_for = kpm_dirs.remove(component).unwrap_or_else(|| vec![kdir.clone()]);
         for d in dirs_for {
-            let rel = if d.is_empty() {
-                format!("{component}.kpm")
-            } else {
-                format!("{d}/{component}.kpm")
-            };
+            let rel = manifest_rel(&d, component);
             let to = generic_out.join(&rel);
             if let Some(p) = to.parent() {
                 mkdirs(p)?;
@@ -680,11 +670,7 @@ fn recombine_unit(
     // Manifests of components no shard has archives for: keep them.
     for (component, ds) in kpm_dirs {
         for d in ds {
-            let rel = if d.is_empty() {
-                format!("{component}.kpm")
-            } else {
-                format!("{d}/{component}.kpm")
-            };
+            let rel = manifest_rel(&d, &component);
             let from = first_generic.join(&rel);
             let to = generic_out.join(&rel);
             fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
@@ -814,7 +800,7 @@ fn regroup(
     }
     let mut files = Vec::new();
     for (group, entries) in by_group {
-        let file_name = format!("{component}_{group}.kpack");
+        let file_name = kpack_layout::archive_file_name(component, &group);
         let tree = layout.dir_name(&Dest::Group(group.clone()));
         let rel = if kdir.is_empty() {
             format!("{tree}/{file_name}")
@@ -871,8 +857,8 @@ fn regroup(
         };
         set_mode(&to, 0o644)?;
         set_mtime(&to, generated)?;
-        let mut f = File::open(&to).map_err(|e| TreeError::io("cannot read", &to, e))?;
-        let (size, sha) = hash_file(&mut f).map_err(|e| TreeError::io("cannot read", &to, e))?;
+        let (size, sha) = rocm_kpack_format::fsutil::sha256_file(&to)
+            .map_err(|e| TreeError::io(e.action, &to, e.source))?;
         let architectures: Vec<String> = arches.into_iter().collect();
         report.archives.push(RecombinedArchive {
             archive: ArchiveReport {

@@ -19,7 +19,7 @@ use rocm_kpack_pkgspec::DatabaseClassifier;
 use serde::Serialize;
 
 use crate::elf::{self, Classification, Elf};
-use crate::split_binary::SplitError;
+use crate::split::binary::SplitError;
 
 /// Why a tree cannot be scanned.
 #[derive(Debug, thiserror::Error)]
@@ -276,9 +276,7 @@ pub fn link_leaves_root(rel: &str, target: &str) -> bool {
 /// Whether `rel` is a `.kpack` archive or `.kpm` manifest in a `.kpack/`
 /// directory.
 pub fn is_kpack_path(rel: &str) -> bool {
-    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-    let in_kpack_dir = dir == ".kpack" || dir.ends_with("/.kpack");
-    in_kpack_dir && (name.ends_with(".kpack") || name.ends_with(".kpm"))
+    rocm_kpack_format::layout::is_in_kpack_dir(rel)
 }
 
 const ELFCLASS64: u8 = 2;

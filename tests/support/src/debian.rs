@@ -68,7 +68,9 @@ pub fn cache_dir() -> PathBuf {
     match std::env::var_os("ROCM_KPACK_TESTDATA") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
         _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
+            .ancestors()
+            .nth(2)
+            .expect("workspace root above tests/support/")
             .join("target")
             .join("debian-cache"),
     }

@@ -1,0 +1,158 @@
+//! `list`: every installed manifest's archives, whether each is present,
+//! and whether rocm-kpack-fetch installed it (else a package did, or it is
+//! absent). No hashing: that is [`super::verify`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::load_states;
+use crate::resolve::{RefusedManifest, Scan};
+
+/// Who put an archive there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Presence {
+    /// Installed by rocm-kpack-fetch (in its state file).
+    Fetched,
+    /// Present, not installed by rocm-kpack-fetch (a package owns it).
+    Present,
+    /// Not there.
+    Absent,
+}
+
+/// One archive of a manifest.
+#[derive(Debug, Serialize)]
+pub struct Archive {
+    /// Archive file name.
+    pub filename: String,
+    /// GPU family.
+    pub family: String,
+    /// Architectures it carries.
+    pub architectures: Vec<String>,
+    /// Size the manifest gives.
+    pub size: u64,
+    /// Who put it there.
+    pub status: Presence,
+    /// When rocm-kpack-fetch installed it (Unix seconds).
+    pub installed_at: Option<u64>,
+    /// Where rocm-kpack-fetch got it.
+    pub source: Option<String>,
+}
+
+/// One installed manifest.
+#[derive(Debug, Serialize)]
+pub struct Component {
+    /// Manifest component.
+    pub component: String,
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// Its archives.
+    pub archives: Vec<Archive>,
+}
+
+/// A recorded archive no manifest in its directory lists.
+#[derive(Debug, Serialize)]
+pub struct Orphan {
+    /// Archive file name.
+    pub filename: String,
+    /// Component recorded for it.
+    pub component: String,
+    /// The file is still there.
+    pub present: bool,
+}
+
+/// One `.kpack` directory.
+#[derive(Debug, Serialize)]
+pub struct Dir {
+    /// The directory.
+    pub kpack_dir: PathBuf,
+    /// Its manifests.
+    pub components: Vec<Component>,
+    /// Recorded archives no manifest lists.
+    pub orphans: Vec<Orphan>,
+}
+
+/// What `list` found (its `--json` output).
+#[derive(Debug, Serialize)]
+pub struct ListReport {
+    /// Every `.kpack` directory found, in path order.
+    pub kpack_dirs: Vec<Dir>,
+    /// Manifests that could not be read.
+    pub refused_manifests: Vec<RefusedManifest>,
+    /// Unreadable state files.
+    pub warnings: Vec<String>,
+}
+
+/// Lists the archives of every manifest of `scan`.
+pub fn list(scan: &Scan) -> ListReport {
+    let mut warnings = Vec::new();
+    let states = load_states(&scan.kpack_dirs, &mut warnings);
+    let mut dirs: BTreeMap<PathBuf, Dir> = BTreeMap::new();
+    for dir in &scan.kpack_dirs {
+        dirs.insert(
+            dir.clone(),
+            Dir {
+                kpack_dir: dir.clone(),
+                components: Vec::new(),
+                orphans: Vec::new(),
+            },
+        );
+    }
+    for m in &scan.manifests {
+        let state = states.get(&m.kpack_dir);
+        let archives = m
+            .manifest
+            .kpack_files
+            .iter()
+            .map(|f| {
+                let recorded = state.and_then(|s| s.archives.get(&f.filename));
+                let exists = m.archive_path(f).is_file();
+                Archive {
+                    filename: f.filename.clone(),
+                    family: f.family.clone(),
+                    architectures: f.architectures.clone(),
+                    size: f.size,
+                    status: match (exists, recorded.is_some()) {
+                        (true, true) => Presence::Fetched,
+                        (true, false) => Presence::Present,
+                        (false, _) => Presence::Absent,
+                    },
+                    installed_at: recorded.filter(|_| exists).map(|e| e.installed_at),
+                    source: recorded.filter(|_| exists).and_then(|e| e.source.clone()),
+                }
+            })
+            .collect();
+        if let Some(d) = dirs.get_mut(&m.kpack_dir) {
+            d.components.push(Component {
+                component: m.manifest.component.clone(),
+                manifest: m.path.clone(),
+                archives,
+            });
+        }
+    }
+    for (dir, state) in &states {
+        for (name, entry) in &state.archives {
+            let listed = scan
+                .manifests
+                .iter()
+                .filter(|m| &m.kpack_dir == dir)
+                .any(|m| m.manifest.kpack_files.iter().any(|f| &f.filename == name));
+            if !listed {
+                if let Some(d) = dirs.get_mut(dir) {
+                    d.orphans.push(Orphan {
+                        filename: name.clone(),
+                        component: entry.component.clone(),
+                        present: dir.join(name).is_file(),
+                    });
+                }
+            }
+        }
+    }
+    ListReport {
+        kpack_dirs: dirs.into_values().collect(),
+        refused_manifests: scan.refused.clone(),
+        warnings,
+    }
+}

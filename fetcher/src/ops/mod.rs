@@ -1,0 +1,117 @@
+//! The work behind each `rocm-kpack-fetch` command, as plain data in and
+//! serializable reports out. The command line (the binary's `cmd` modules)
+//! only turns arguments into these calls, prints the reports as text or
+//! JSON and picks the exit code.
+//!
+//! [`status`], [`list`] and [`verify`] read; [`remove`] and [`gc`] delete
+//! archives this tool installed ([`apply_removals`]); [`doctor`] checks
+//! whether device code can be used here; [`install`] locks, plans and
+//! executes, or drives a package manager.
+
+pub mod doctor;
+pub mod gc;
+pub mod install;
+pub mod list;
+pub mod remove;
+pub mod status;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::state::State;
+
+/// The default cache directory: below `root` when it is not `/`, else
+/// `/var/cache/rocm-kpack-fetch` for root and the XDG cache for others.
+pub fn default_cache_dir(root: &Path) -> PathBuf {
+    const NAME: &str = "rocm-kpack-fetch";
+    if root != Path::new("/") {
+        return root.join("var/cache").join(NAME);
+    }
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/var/cache").join(NAME);
+    }
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join(NAME);
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".cache").join(NAME),
+        None => std::env::temp_dir().join(NAME),
+    }
+}
+
+/// Loads the state of each directory read-only; problems become warnings
+/// and an empty state.
+pub fn load_states(dirs: &[PathBuf], warnings: &mut Vec<String>) -> BTreeMap<PathBuf, State> {
+    dirs.iter()
+        .map(|d| {
+            let state = State::load(d).unwrap_or_else(|e| {
+                warnings.push(e.to_string());
+                State::default()
+            });
+            (d.clone(), state)
+        })
+        .collect()
+}
+
+/// An archive rocm-kpack-fetch installed, chosen for removal.
+#[derive(Debug, Clone, Serialize)]
+pub struct Removal {
+    /// Its `.kpack` directory.
+    pub kpack_dir: PathBuf,
+    /// Archive file name.
+    pub filename: String,
+    /// Component recorded for it.
+    pub component: String,
+    /// Why it goes.
+    pub reason: String,
+}
+
+impl Removal {
+    /// Full path of the archive.
+    pub fn path(&self) -> PathBuf {
+        self.kpack_dir.join(&self.filename)
+    }
+}
+
+/// Removes the archives under each directory's lock, dropping their state
+/// records. Only archives still recorded when the lock is held are touched.
+/// Returns the paths removed.
+pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut by_dir: BTreeMap<&Path, Vec<&Removal>> = BTreeMap::new();
+    for r in removals {
+        by_dir.entry(r.kpack_dir.as_path()).or_default().push(r);
+    }
+    let mut removed = Vec::new();
+    for (dir, list) in by_dir {
+        let _lock = crate::install::DirLock::acquire(dir, |p| {
+            eprintln!(
+                "waiting for another rocm-kpack-fetch to finish ({} is locked)",
+                p.display()
+            );
+        })
+        .with_context(|| format!("cannot lock {}", dir.display()))?;
+        let mut state = State::load(dir)?;
+        for r in list {
+            if state.archives.remove(&r.filename).is_none() {
+                continue;
+            }
+            let path = r.path();
+            match crate::install::remove_archive(&path) {
+                Ok(()) => removed.push(path),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => removed.push(path),
+                Err(e) => {
+                    // Keep the record of a file that is still there.
+                    state.save(dir)?;
+                    return Err(e).with_context(|| format!("removing {}", path.display()));
+                }
+            }
+        }
+        state.save(dir)?;
+    }
+    Ok(removed)
+}

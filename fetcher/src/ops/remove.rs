@@ -1,0 +1,73 @@
+//! `remove NAME...`: remove archives this tool installed, chosen by
+//! component or by archive file name. Files a package installed are never
+//! removed (the package manager owns them).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::{apply_removals, load_states, Removal};
+use crate::resolve::Scan;
+
+/// What `remove` did (its `--json` output).
+#[derive(Debug, Serialize)]
+pub struct RemoveReport {
+    /// The archives removed.
+    pub removed: Vec<PathBuf>,
+    /// Unreadable state files.
+    pub warnings: Vec<String>,
+    /// Names that matched nothing this tool installed, with why (an error
+    /// for the caller to report after the output).
+    #[serde(skip)]
+    pub problems: Vec<String>,
+}
+
+/// Removes the archives rocm-kpack-fetch installed whose file name or
+/// component is one of `names`.
+pub fn remove(scan: &Scan, names: &[String]) -> anyhow::Result<RemoveReport> {
+    let mut warnings = Vec::new();
+    let states = load_states(&scan.kpack_dirs, &mut warnings);
+    let mut chosen = Vec::new();
+    let mut problems = Vec::new();
+    for name in names {
+        let mut matched = false;
+        for (dir, state) in &states {
+            for (filename, entry) in &state.archives {
+                if filename == name || &entry.component == name {
+                    matched = true;
+                    chosen.push(Removal {
+                        kpack_dir: dir.clone(),
+                        filename: filename.clone(),
+                        component: entry.component.clone(),
+                        reason: format!("asked to remove {name}"),
+                    });
+                }
+            }
+        }
+        if matched {
+            continue;
+        }
+        let is_component = scan.manifests.iter().any(|m| m.manifest.component == *name);
+        let present_archive = scan.manifests.iter().any(|m| {
+            m.manifest
+                .kpack_files
+                .iter()
+                .any(|f| f.filename == *name && m.archive_path(f).exists())
+        });
+        problems.push(if present_archive {
+            format!("{name}: not installed by rocm-kpack-fetch (a package owns it?); not removing")
+        } else if is_component {
+            format!("{name}: no archive of this component was installed by rocm-kpack-fetch")
+        } else {
+            format!(
+                "{name}: no archive or component of that name was installed by rocm-kpack-fetch"
+            )
+        });
+    }
+    let removed = apply_removals(&chosen)?;
+    Ok(RemoveReport {
+        removed,
+        warnings,
+        problems,
+    })
+}

@@ -1,0 +1,99 @@
+//! `status`: for the local targets, is every installed manifest covered?
+//! Plus partial downloads waiting in the cache.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::load_states;
+use crate::detect::LocalTargets;
+use crate::download::Cache;
+use crate::plan::{Action, InstallPlan};
+use crate::resolve::{RefusedManifest, Scan};
+
+/// Coverage of one installed manifest.
+#[derive(Debug, Serialize)]
+pub struct Component {
+    /// Manifest component.
+    pub component: String,
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// Every needed archive is present.
+    pub complete: bool,
+    /// Archives the local targets need.
+    pub needed: usize,
+    /// Of those, present.
+    pub present: usize,
+    /// File names of the needed archives not present.
+    pub missing: Vec<String>,
+    /// Their total size.
+    pub bytes_missing: u64,
+    /// Local targets the component publishes no device code for.
+    pub no_device_code: Vec<String>,
+}
+
+/// A partial download kept for resuming.
+#[derive(Debug, Serialize)]
+pub struct Partial {
+    /// The `.part` file.
+    pub path: PathBuf,
+    /// Bytes so far.
+    pub bytes: u64,
+}
+
+/// What `status` found (its `--json` output).
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    /// The local targets.
+    pub targets: Vec<String>,
+    /// Coverage per installed manifest.
+    pub components: Vec<Component>,
+    /// Manifests that could not be read.
+    pub refused_manifests: Vec<RefusedManifest>,
+    /// Partial downloads in the cache.
+    pub partial_downloads: Vec<Partial>,
+    /// Detection warnings and unreadable state files.
+    pub warnings: Vec<String>,
+}
+
+/// Coverage of the manifests of `scan` for `local`'s targets, and the
+/// partial downloads in `cache`.
+pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache) -> StatusReport {
+    let mut warnings = local.detection.warnings.clone();
+    let states = load_states(&scan.kpack_dirs, &mut warnings);
+    let plan = InstallPlan::build(scan, &local.ids, &states);
+    let components = plan
+        .components
+        .iter()
+        .map(|c| {
+            let missing: Vec<_> = c
+                .archives
+                .iter()
+                .filter(|a| a.action != Action::Present)
+                .collect();
+            Component {
+                component: c.component.clone(),
+                manifest: c.manifest.clone(),
+                complete: missing.is_empty(),
+                needed: c.archives.len(),
+                present: c.archives.len() - missing.len(),
+                missing: missing.iter().map(|a| a.filename.clone()).collect(),
+                bytes_missing: missing.iter().map(|a| a.size).sum(),
+                no_device_code: c.no_device_code.clone(),
+            }
+        })
+        .collect();
+    let partial_downloads = cache
+        .partials()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(path, bytes)| Partial { path, bytes })
+        .collect();
+    StatusReport {
+        targets: local.detection.targets.clone(),
+        components,
+        refused_manifests: scan.refused.clone(),
+        partial_downloads,
+        warnings,
+    }
+}

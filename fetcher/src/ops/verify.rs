@@ -1,0 +1,124 @@
+//! `verify`: re-hash every present archive of every installed manifest and
+//! compare size and sha256; an archive this tool installed that has
+//! disappeared is a problem too.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::load_states;
+use crate::install::hash_file;
+use crate::resolve::{RefusedManifest, Scan};
+
+/// Result for one archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Size and sha256 match the manifest.
+    Ok,
+    /// Size matches; the (legacy) manifest has no sha256 to check.
+    SizeOnly,
+    /// Present but different from the manifest.
+    Damaged,
+    /// Installed by rocm-kpack-fetch, now gone.
+    Missing,
+    /// Could not be read.
+    Unreadable,
+}
+
+impl Verdict {
+    /// Damaged, missing or unreadable.
+    pub fn is_problem(self) -> bool {
+        matches!(
+            self,
+            Verdict::Damaged | Verdict::Missing | Verdict::Unreadable
+        )
+    }
+}
+
+/// One archive checked.
+#[derive(Debug, Serialize)]
+pub struct Checked {
+    /// Manifest component.
+    pub component: String,
+    /// The archive.
+    pub path: PathBuf,
+    /// How it came out.
+    pub verdict: Verdict,
+    /// Why, when not plainly ok.
+    pub detail: Option<String>,
+}
+
+/// What `verify` found (its `--json` output).
+#[derive(Debug, Serialize)]
+pub struct VerifyReport {
+    /// Every present (or missing) archive.
+    pub archives: Vec<Checked>,
+    /// Listed archives that are not installed (and were not by this tool).
+    pub not_installed: usize,
+    /// Problem archives plus refused manifests.
+    pub problems: usize,
+    /// Manifests that could not be read.
+    pub refused_manifests: Vec<RefusedManifest>,
+    /// Unreadable state files.
+    pub warnings: Vec<String>,
+}
+
+/// Checks every archive the manifests of `scan` list.
+pub fn verify(scan: &Scan) -> VerifyReport {
+    let mut warnings = Vec::new();
+    let states = load_states(&scan.kpack_dirs, &mut warnings);
+    let mut archives = Vec::new();
+    let mut not_installed = 0;
+    for m in &scan.manifests {
+        let state = states.get(&m.kpack_dir);
+        for f in &m.manifest.kpack_files {
+            let path = m.archive_path(f);
+            let (verdict, detail) = if !path.exists() {
+                if state.is_some_and(|s| s.archives.contains_key(&f.filename)) {
+                    (
+                        Verdict::Missing,
+                        Some("installed by rocm-kpack-fetch, now gone".to_string()),
+                    )
+                } else {
+                    not_installed += 1;
+                    continue;
+                }
+            } else {
+                match hash_file(&path) {
+                    Err(e) => (Verdict::Unreadable, Some(e.to_string())),
+                    Ok((len, _)) if len != f.size => (
+                        Verdict::Damaged,
+                        Some(format!("{len} bytes, manifest says {}", f.size)),
+                    ),
+                    Ok((_, actual)) => match f.sha256 {
+                        None => (Verdict::SizeOnly, Some("legacy manifest: no sha256".into())),
+                        Some(want) if want == actual => (Verdict::Ok, None),
+                        Some(want) => (
+                            Verdict::Damaged,
+                            Some(format!(
+                                "sha256 {}, manifest says {}",
+                                hex::encode(actual),
+                                hex::encode(want)
+                            )),
+                        ),
+                    },
+                }
+            };
+            archives.push(Checked {
+                component: m.manifest.component.clone(),
+                path,
+                verdict,
+                detail,
+            });
+        }
+    }
+    let problems = archives.iter().filter(|c| c.verdict.is_problem()).count() + scan.refused.len();
+    VerifyReport {
+        archives,
+        not_installed,
+        problems,
+        refused_manifests: scan.refused.clone(),
+        warnings,
+    }
+}

@@ -1,0 +1,229 @@
+//! File plumbing every crate shares: I/O errors that name their file,
+//! hashing a file in blocks, and atomic writes (temp file beside the
+//! destination, fsync, rename, fsync of the directory), so that no reader
+//! ever sees a partial archive, manifest, package or state file, and a
+//! crash leaves either the old file or the new one.
+
+use std::fs::{self, File, Permissions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use tempfile::NamedTempFile;
+
+/// Block size for hashing.
+const BLOCK: usize = 1 << 20;
+
+/// An I/O error with what was being done and to which file.
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {}: {source}", path.display())]
+pub struct PathError {
+    /// What was being done ("cannot write", "cannot rename into", ...).
+    pub action: &'static str,
+    /// The file or directory.
+    pub path: PathBuf,
+    /// The cause.
+    #[source]
+    pub source: io::Error,
+}
+
+impl PathError {
+    /// Wraps `source` with its action and path.
+    pub fn new(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        PathError {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl From<PathError> for io::Error {
+    fn from(e: PathError) -> io::Error {
+        io::Error::new(e.source.kind(), e)
+    }
+}
+
+/// Feeds `reader` to `consume` block by block; returns the byte count.
+pub fn for_each_block(mut reader: impl Read, mut consume: impl FnMut(&[u8])) -> io::Result<u64> {
+    let mut block = vec![0u8; BLOCK];
+    let mut len = 0u64;
+    loop {
+        let n = match reader.read(&mut block) {
+            Ok(0) => return Ok(len),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        consume(block.get(..n).unwrap_or_default());
+        len += n as u64;
+    }
+}
+
+/// Size and SHA-256 of everything `reader` yields.
+pub fn sha256_reader(reader: impl Read) -> io::Result<(u64, [u8; 32])> {
+    let mut hasher = Sha256::new();
+    let len = for_each_block(reader, |b| hasher.update(b))?;
+    Ok((len, hasher.finalize().into()))
+}
+
+/// Size and SHA-256 of a file.
+pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
+    let file = File::open(path).map_err(|e| PathError::new("cannot open", path, e))?;
+    sha256_reader(file).map_err(|e| PathError::new("cannot read", path, e))
+}
+
+/// fsync a directory, making a rename in it durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The directory a file is in (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A file written under a temporary name beside its destination and made
+/// visible by [`PendingFile::commit`]. Dropping it uncommitted removes the
+/// temporary file.
+#[derive(Debug)]
+pub struct PendingFile {
+    temp: NamedTempFile,
+    dest: PathBuf,
+}
+
+impl PendingFile {
+    /// An empty temporary file in `dest`'s directory, named `.<random>.tmp`.
+    pub fn create(dest: &Path) -> Result<Self, PathError> {
+        Self::create_named(dest, ".", ".tmp")
+    }
+
+    /// Like [`PendingFile::create`] with the temporary name
+    /// `<prefix><random><suffix>`, so that a tool can recognise (and clean
+    /// up) what a killed run of it left behind.
+    pub fn create_named(dest: &Path, prefix: &str, suffix: &str) -> Result<Self, PathError> {
+        let dir = parent_dir(dest);
+        let temp = tempfile::Builder::new()
+            .prefix(prefix)
+            .suffix(suffix)
+            .tempfile_in(dir)
+            .map_err(|e| PathError::new("cannot create a file in", dir, e))?;
+        Ok(PendingFile {
+            temp,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// A temporary file holding `bytes`, with `permissions` if given.
+    pub fn write(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -> Result<Self, PathError> {
+        let mut pending = Self::create(dest)?;
+        pending
+            .temp
+            .write_all(bytes)
+            .and_then(|()| pending.temp.flush())
+            .map_err(|e| PathError::new("cannot write", pending.temp.path(), e))?;
+        if let Some(p) = permissions {
+            pending.set_permissions(p)?;
+        }
+        Ok(pending)
+    }
+
+    /// The open temporary file.
+    pub fn file_mut(&mut self) -> &mut File {
+        self.temp.as_file_mut()
+    }
+
+    /// The temporary file's path.
+    pub fn temp_path(&self) -> &Path {
+        self.temp.path()
+    }
+
+    /// The destination.
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// Sets the permissions the file will have at its destination.
+    pub fn set_permissions(&self, permissions: Permissions) -> Result<(), PathError> {
+        fs::set_permissions(self.temp.path(), permissions)
+            .map_err(|e| PathError::new("cannot set permissions of", &self.dest, e))
+    }
+
+    /// Flushes the file to disk, renames it to its destination (atomic on
+    /// one file system) and makes the rename durable.
+    pub fn commit(self) -> Result<PathBuf, PathError> {
+        let dest = self.dest;
+        self.temp
+            .as_file()
+            .sync_all()
+            .map_err(|e| PathError::new("cannot write", self.temp.path(), e))?;
+        self.temp
+            .persist(&dest)
+            .map_err(|e| PathError::new("cannot rename into", &dest, e.error))?;
+        let dir = parent_dir(&dest);
+        sync_dir(dir).map_err(|e| PathError::new("cannot sync directory", dir, e))?;
+        Ok(dest)
+    }
+}
+
+impl Write for PendingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.temp.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.temp.flush()
+    }
+}
+
+impl io::Seek for PendingFile {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        self.temp.seek(pos)
+    }
+}
+
+/// Writes `bytes` to `dest` atomically, with `permissions` if given.
+pub fn write_atomically(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -> Result<(), PathError> {
+    PendingFile::write(dest, bytes, permissions)?.commit().map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        write_atomically(&path, b"one", None).expect("write");
+        write_atomically(&path, b"two", None).expect("write");
+        assert_eq!(fs::read(&path).expect("read"), b"two");
+        assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 1);
+    }
+
+    #[test]
+    fn uncommitted_file_disappears() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pending = PendingFile::create_named(&dir.path().join("f"), ".x.", ".tmp").expect("create");
+        let name = pending.temp_path().file_name().expect("name").to_string_lossy().into_owned();
+        assert!(name.starts_with(".x.") && name.ends_with(".tmp"), "{name}");
+        drop(pending);
+        assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 0);
+    }
+
+    #[test]
+    fn hashes_match_one_shot() {
+        let data = vec![7u8; BLOCK * 2 + 5];
+        let (len, sha) = sha256_reader(&data[..]).expect("hash");
+        assert_eq!(len, data.len() as u64);
+        assert_eq!(sha, <[u8; 32]>::from(Sha256::digest(&data)));
+    }
+
+    #[test]
+    fn errors_name_the_file() {
+        let err = sha256_file(Path::new("/nonexistent/x")).expect_err("missing");
+        assert!(err.to_string().contains("/nonexistent/x"), "{err}");
+    }
+}

@@ -1,0 +1,15 @@
+//! Splitting, in data-flow order: [`scan`] walks an input tree and
+//! classifies what it holds, [`plan`] decides (as plain data) where every
+//! entry goes, [`binary`] splits one fat ELF (the ELF surgery lives in
+//! [`crate::elf`]) and streams its device code into per-group archives,
+//! [`tree`] and [`artifact`] execute a plan for install trees and build
+//! artifact directories, [`recombine`] merges the outputs of build shards,
+//! and [`verify`] checks that every marker of a split tree resolves.
+
+pub mod artifact;
+pub mod binary;
+pub mod plan;
+pub mod recombine;
+pub mod scan;
+pub mod tree;
+pub mod verify;

@@ -1,0 +1,152 @@
+//! Rules about the source tree itself: every document a source comment
+//! cites is in the repository, nothing reads outside the repository, file
+//! names are built only by the format crate's `layout` module, the C
+//! library is built by one crate, and the splitter does not link the
+//! fetcher.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf()
+}
+
+/// Tracked and untracked-but-not-ignored files of the repository.
+fn files() -> Vec<PathBuf> {
+    let out = Command::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard", "-z"])
+        .current_dir(repo())
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    out.stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .filter(|p| repo().join(p).is_file())
+        .collect()
+}
+
+fn rust_sources() -> Vec<(PathBuf, String)> {
+    files()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let text = fs::read_to_string(repo().join(&p)).expect("read source");
+            (p, text)
+        })
+        .collect()
+}
+
+/// Markdown file names cited in the comments of a file.
+fn cited_docs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(at) = line.find("//") else { continue };
+        let comment = line.get(at..).unwrap_or_default();
+        for word in comment.split(|c: char| c.is_whitespace() || "()[]`'\",;:".contains(c)) {
+            let word = word.trim_end_matches('.');
+            let name_ok = word.chars().all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c));
+            if word.ends_with(".md") && word.len() > 3 && name_ok {
+                out.push(word.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_cited_document_exists() {
+    let mut missing = Vec::new();
+    for (path, text) in rust_sources() {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for doc in cited_docs(&text) {
+            let found = repo().join(&doc).is_file()
+                || repo().join(dir).join(&doc).is_file()
+                // "its README.md" of a directory the comment names
+                || (doc == "README.md" && text.contains("tests/fixtures/"));
+            if !found {
+                missing.push(format!("{}: {doc}", path.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "documents cited but not in the repository:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn nothing_reads_outside_the_repository() {
+    let shared = ["..", "shared"].join("/");
+    let offenders: Vec<String> = files()
+        .into_iter()
+        .filter(|p| p != Path::new(file!()) && !p.starts_with("tests/tests/repo_layout.rs"))
+        .filter_map(|p| {
+            let text = fs::read_to_string(repo().join(&p)).ok()?;
+            text.contains(&shared).then(|| p.display().to_string())
+        })
+        .collect();
+    assert!(offenders.is_empty(), "files referring to {shared}: {offenders:?}");
+}
+
+#[test]
+fn file_names_are_built_only_by_the_layout_module() {
+    // A `format!` whose template spells an archive, manifest, pattern or
+    // store path outside `layout.rs`, in library, binary or example code
+    // (tests may spell literal names: they check what the library builds).
+    let needles = [".kpack\"", ".kpm\"", "@GFXARCH@", "by-hash/sha256", ".sources.toml"];
+    let mut offenders = Vec::new();
+    for (path, text) in rust_sources() {
+        let p = path.to_string_lossy();
+        let product = p.contains("/src/") || p.contains("/examples/");
+        if p.ends_with("format/src/layout.rs") || !product {
+            continue;
+        }
+        // Unit-test modules sit at the end of a file.
+        let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in body.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("format!(") && needles.iter().any(|x| code.contains(x)) {
+                offenders.push(format!("{p}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "names built outside layout.rs:\n{}", offenders.join("\n"));
+}
+
+#[test]
+fn one_crate_builds_the_c_library() {
+    let mut cdylibs = Vec::new();
+    for path in files().into_iter().filter(|p| p.file_name().is_some_and(|n| n == "Cargo.toml")) {
+        let text = fs::read_to_string(repo().join(&path)).expect("read Cargo.toml");
+        let crate_type = text.lines().find(|l| l.trim_start().starts_with("crate-type"));
+        if let Some(line) = crate_type.filter(|l| l.contains("cdylib")) {
+            cdylibs.push((path.display().to_string(), line.trim().to_string()));
+        }
+    }
+    // The C library, and the LD_PRELOAD shim that is a shared object by
+    // nature; neither is also an rlib others link.
+    let names: Vec<&str> = cdylibs.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(names, ["runtime/capi/Cargo.toml", "runtime/preload/Cargo.toml"], "{cdylibs:?}");
+    assert!(cdylibs.iter().all(|(_, l)| !l.contains("rlib")), "{cdylibs:?}");
+    let capi = fs::read_to_string(repo().join("runtime/capi/Cargo.toml")).expect("capi manifest");
+    assert!(capi.contains("staticlib"), "the C ABI crate builds librocm_kpack.a too");
+}
+
+#[test]
+fn the_splitter_does_not_link_the_fetcher() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "-p", "rocm-kpack-splitter", "-e", "normal", "--prefix", "none"])
+        .current_dir(repo())
+        .output()
+        .expect("cargo tree");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    for banned in ["rocm-kpack-fetch ", "tokio ", "reqwest ", "rustls "] {
+        assert!(!tree.lines().any(|l| l.starts_with(banned)), "splitter depends on {banned}:\n{tree}");
+    }
+    assert!(tree.lines().any(|l| l.starts_with("rocm-kpack-format ")), "{tree}");
+}
