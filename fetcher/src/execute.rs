@@ -75,6 +75,8 @@ pub struct Report {
     pub installed: Vec<Installed>,
     /// Archives that failed.
     pub failed: Vec<Failed>,
+    /// Superseded archives removed (filled in by `ops::install`).
+    pub removed: Vec<PathBuf>,
 }
 
 /// One destination of a download.

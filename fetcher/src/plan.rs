@@ -1,8 +1,9 @@
 //! The install plan: plain data saying, for every installed manifest, which
 //! archives the local targets need and whether each is already present and
-//! valid, must be fetched, or cannot be fetched, plus the targets a component
-//! publishes no device code for. Built before any network I/O; `--dry-run`
-//! prints it and stops, `--json` serializes it.
+//! valid, must be fetched, or cannot be fetched, the archives this tool
+//! installed that the manifest no longer lists (superseded, to remove), plus
+//! the targets a component publishes no device code for. Built before any
+//! network I/O; `--dry-run` prints it and stops, `--json` serializes it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,7 +15,7 @@ use serde::Serialize;
 
 use crate::install::hash_file;
 use crate::progress::human_bytes;
-use crate::resolve::{needs, RefusedManifest, Scan};
+use crate::resolve::{needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
 
 /// What to do with one needed archive.
@@ -84,6 +85,21 @@ impl PlannedArchive {
     }
 }
 
+/// An archive this tool installed for a manifest that no longer lists it:
+/// the package was upgraded (from family-named archives to per-processor
+/// ones, or to a release without that processor). `install` removes it,
+/// because a loader that expands the marker's `@GFXARCH@` pattern (AMD's
+/// `librocm_kpack` never reads the `.kpm`; ours falls back to the pattern
+/// when the manifest has nothing for the arch) would still open a
+/// per-processor name and load code built for the old host binary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Superseded {
+    /// File name (in the component's `.kpack` directory).
+    pub filename: String,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
 /// The plan for one installed manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ComponentPlan {
@@ -95,6 +111,9 @@ pub struct ComponentPlan {
     pub kpack_dir: PathBuf,
     /// Needed archives, in manifest order.
     pub archives: Vec<PlannedArchive>,
+    /// Archives installed for an earlier version of this manifest that it
+    /// no longer lists, in name order: removed by `install`.
+    pub superseded: Vec<Superseded>,
     /// Local targets this component publishes no device code for.
     pub no_device_code: Vec<String>,
 }
@@ -121,6 +140,8 @@ pub struct Summary {
     pub present: usize,
     /// Archives that cannot be verified, so are not fetched.
     pub unverifiable: usize,
+    /// Superseded archives to remove.
+    pub superseded: usize,
     /// (component, target) pairs without device code.
     pub no_device_code: usize,
 }
@@ -153,6 +174,32 @@ fn check_present(path: &Path, size: u64, sha256: Option<&[u8; 32]>, stamp: Optio
         ),
         Err(e) => (false, Some(format!("cannot read present file: {e}"))),
     }
+}
+
+/// The archives `state` records as installed for manifest `m` (by its file
+/// name) that no manifest in `m`'s directory lists any more. Archives of a
+/// component whose manifest is gone (the package was removed) are left to
+/// `gc`: no host binary of it remains to load them.
+pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> Vec<Superseded> {
+    let Some(state) = state else {
+        return Vec::new();
+    };
+    let manifest = m.file_name();
+    let listed = |name: &str| {
+        scan.manifests
+            .iter()
+            .filter(|o| o.kpack_dir == m.kpack_dir)
+            .any(|o| o.manifest.kpack_files.iter().any(|f| f.filename == name))
+    };
+    state
+        .archives
+        .iter()
+        .filter(|(name, e)| e.manifest == manifest && !listed(name))
+        .map(|(name, _)| Superseded {
+            filename: name.clone(),
+            path: m.kpack_dir.join(name),
+        })
+        .collect()
 }
 
 impl InstallPlan {
@@ -205,6 +252,7 @@ impl InstallPlan {
                 manifest: m.path.clone(),
                 kpack_dir: m.kpack_dir.clone(),
                 archives,
+                superseded: superseded(scan, m, state),
                 no_device_code: n.uncovered,
             });
         }
@@ -220,6 +268,7 @@ impl InstallPlan {
         let mut s = Summary::default();
         for c in &self.components {
             s.no_device_code += c.no_device_code.len();
+            s.superseded += c.superseded.len();
             for a in &c.archives {
                 match a.action {
                     Action::Fetch | Action::Replace => {
@@ -294,6 +343,14 @@ impl fmt::Display for InstallPlan {
                     writeln!(f, "           ({d})")?;
                 }
             }
+            for a in &c.superseded {
+                writeln!(
+                    f,
+                    "  remove   {}  (installed for an earlier {}, which no longer lists it)",
+                    a.filename,
+                    c.manifest.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                )?;
+            }
             for t in &c.no_device_code {
                 writeln!(f, "  warning: {} publishes no device code for {t}", c.component)?;
             }
@@ -311,6 +368,9 @@ impl fmt::Display for InstallPlan {
         )?;
         if s.unverifiable > 0 {
             write!(f, ", {} unverifiable", s.unverifiable)?;
+        }
+        if s.superseded > 0 {
+            write!(f, ", {} superseded to remove", s.superseded)?;
         }
         if s.no_device_code > 0 {
             write!(f, ", {} target(s) without device code", s.no_device_code)?;
@@ -378,6 +438,72 @@ mod tests {
         let text = plan.to_string();
         assert!(text.contains("fetch    c.kpack"), "{text}");
         assert!(text.contains("warning: c publishes no device code for gfx803"), "{text}");
+    }
+
+    /// A package upgraded from family-named archives to per-processor ones:
+    /// the family archive this tool installed for the old manifest is to
+    /// be removed; one recorded for another manifest, or still listed, is
+    /// not.
+    #[test]
+    fn archives_an_upgraded_manifest_no_longer_lists_are_superseded() {
+        use crate::state::StateEntry;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kpack = dir.path().join(".kpack");
+        fs::create_dir_all(&kpack).expect("mkdir");
+        let bytes = b"per-processor".to_vec();
+        let manifest = Manifest {
+            component: "r".into(),
+            kpack_files: vec![ManifestFile {
+                filename: "r_gfx90a.kpack".into(),
+                family: "gfx90X".into(),
+                architectures: vec!["gfx90a:xnack-".into()],
+                size: bytes.len() as u64,
+                sha256: Some(Sha256::digest(&bytes).into()),
+            }],
+        };
+        let entry = |manifest: &str| StateEntry {
+            component: "r".into(),
+            manifest: manifest.into(),
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a:xnack-".into()],
+            size: 1,
+            sha256: "00".repeat(32),
+            source: None,
+            installed_at: 0,
+            targets: vec![],
+            reason: String::new(),
+            file: None,
+        };
+        let mut state = State::default();
+        state.archives.insert("r_gfx90X.kpack".into(), entry("r.kpm"));
+        state.archives.insert("r_gfx90a.kpack".into(), entry("r.kpm"));
+        state.archives.insert("o_gfx90X.kpack".into(), entry("o.kpm"));
+        let scan = Scan {
+            kpack_dirs: vec![kpack.clone()],
+            manifests: vec![InstalledManifest {
+                path: kpack.join("r.kpm"),
+                kpack_dir: kpack.clone(),
+                manifest,
+            }],
+            refused: vec![],
+        };
+        let states = BTreeMap::from([(kpack.clone(), state)]);
+        let plan = InstallPlan::build(&scan, &[TargetId::parse("gfx90a").expect("t")], &states);
+        let c = plan.components.first().expect("component");
+        assert_eq!(
+            c.superseded,
+            [Superseded {
+                filename: "r_gfx90X.kpack".into(),
+                path: kpack.join("r_gfx90X.kpack"),
+            }]
+        );
+        assert_eq!(plan.summary().superseded, 1);
+        let text = plan.to_string();
+        assert!(
+            text.contains("remove   r_gfx90X.kpack  (installed for an earlier r.kpm, which no longer lists it)"),
+            "{text}"
+        );
+        assert!(text.contains("1 superseded to remove"), "{text}");
     }
 
     #[test]

@@ -180,6 +180,20 @@ pub struct Spec {
     pub validation: Validation,
 }
 
+/// Where the code objects of one target id go (see [`Spec::placement`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Placement {
+    /// The archive unit, `<component>_<unit>.kpack`: the processor with its
+    /// features stripped (`gfx90a`), or the generic ISA (`gfx11-generic`).
+    /// These are the names a loader expanding `@GFXARCH@` tries, so no alias
+    /// is ever needed (docs/formats.md 2.4).
+    pub unit: String,
+    /// The device tree (and device package) that ships the unit's archive:
+    /// the group carrying the processor, or, for a generic ISA, a tree of
+    /// its own named after it, so no two groups ever ship the same file.
+    pub tree: String,
+}
+
 /// The processor part of a target id: `amdgcn-amd-amdhsa--gfx90a:xnack+`
 /// and `gfx90a:xnack+` both give `gfx90a`.
 pub fn processor_of(target_id: &str) -> &str {
@@ -277,6 +291,38 @@ impl Spec {
             });
         }
         Ok(found)
+    }
+
+    /// Where code for `target_id` goes: its archive unit and the device
+    /// tree that ships it (see [`Placement`]). A target no group carries is
+    /// an error naming it, as for [`Spec::group_for`].
+    pub fn placement(&self, target_id: &str) -> Result<Placement, SpecError> {
+        let unit = processor_of(target_id);
+        let groups = self.group_for(target_id)?;
+        let tree = if is_generic_isa(unit) {
+            unit
+        } else {
+            groups.first().map_or(unit, |g| g.name.as_str())
+        };
+        Ok(Placement {
+            unit: unit.to_string(),
+            tree: tree.to_string(),
+        })
+    }
+
+    /// Every device tree a split can write, in order: the groups in
+    /// declaration order, then each generic ISA some group carries (first
+    /// appearance), each name once.
+    pub fn trees(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.group_names();
+        for g in &self.groups {
+            for isa in &g.generic_isas {
+                if !out.contains(isa) {
+                    out.push(isa.clone());
+                }
+            }
+        }
+        out
     }
 
     /// Checks that every target id has a group; the error lists every
@@ -435,5 +481,42 @@ mod tests {
         assert!(e.contains("\"gfx700\" is not covered"), "{e}");
         let g = Spec::per_target(&["gfx11-generic"]).unwrap();
         assert_eq!(g.served_by(&g.groups[0]).len(), 8);
+    }
+
+    fn placed(s: &Spec, target: &str) -> (String, String) {
+        let p = s.placement(target).unwrap();
+        (p.unit, p.tree)
+    }
+
+    #[test]
+    fn placement_is_one_processor_in_its_groups_tree() {
+        let pair = |u: &str, t: &str| (u.to_string(), t.to_string());
+        let s = Spec::builtin();
+        assert_eq!(placed(&s, "gfx90a:xnack+"), pair("gfx90a", "gfx90X"));
+        assert_eq!(placed(&s, "gfx90a:xnack-"), pair("gfx90a", "gfx90X"));
+        assert_eq!(placed(&s, "amdgcn-amd-amdhsa--gfx1030"), pair("gfx1030", "gfx103X"));
+        assert_eq!(placed(&s, "gfx942:sramecc+:xnack-"), pair("gfx942", "gfx94X"));
+        // A generic ISA two families carry gets one tree of its own.
+        assert_eq!(placed(&s, "gfx11-generic"), pair("gfx11-generic", "gfx11-generic"));
+        assert_eq!(placed(&s, "gfx9-4-generic:xnack-"), pair("gfx9-4-generic", "gfx9-4-generic"));
+        let e = s.placement("gfx700").unwrap_err().to_string();
+        assert!(e.contains("gfx700") && e.contains("not covered"), "{e}");
+        let trees = s.trees();
+        assert_eq!(trees.first().map(String::as_str), Some("gfx80X"));
+        assert!(trees.ends_with(&["gfx9-generic", "gfx9-4-generic", "gfx10-1-generic", "gfx10-3-generic", "gfx11-generic", "gfx12-generic"].map(String::from)), "{trees:?}");
+
+        // per-target: the processor's own tree; a generic ISA listed as a
+        // target is its group and its tree, named once.
+        let p = Spec::from_toml_str("granularity = \"per-target\"\ntargets = [\"gfx90a\", \"gfx1100\", \"gfx11-generic\"]\n").unwrap();
+        assert_eq!(placed(&p, "gfx90a:xnack-"), pair("gfx90a", "gfx90a"));
+        assert_eq!(placed(&p, "gfx11-generic"), pair("gfx11-generic", "gfx11-generic"));
+        assert_eq!(p.trees(), ["gfx90a", "gfx1100", "gfx11-generic"]);
+        // A generic ISA no group carries is not covered.
+        assert!(p.placement("gfx9-generic").is_err());
+        // A group may not take a generic ISA's tree name for other code.
+        let e = Spec::from_toml_str("[[groups]]\nname = \"gfx11-generic\"\ntargets = [\"gfx1100\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("named after a generic ISA"), "{e}");
     }
 }

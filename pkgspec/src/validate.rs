@@ -46,7 +46,8 @@ pub struct Problem {
 /// None). Returns the first problem found:
 /// - at least one group; names non-empty, unique, safe in file, artifact
 ///   and package names (letters, digits, `-`, `.`);
-/// - every group carries a target or a generic ISA;
+/// - every group carries a target or a generic ISA; a group named after a
+///   generic ISA carries only that ISA (it shares the ISA's tree);
 /// - targets are known processors without feature flags, each in exactly
 ///   one group; generic ISAs are LLVM's;
 /// - naming templates are well formed ([`crate::naming::check_template`]);
@@ -116,6 +117,21 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
                     ),
                 ));
             }
+        }
+        // A generic ISA's archives go to a tree named after it
+        // (`Spec::placement`): a group of that name may carry only it.
+        let own_tree = std::slice::from_ref(&g.name);
+        if GENERIC_ISAS.iter().any(|x| x.name == g.name)
+            && (!g.targets.is_empty() || g.generic_isas != own_tree)
+        {
+            return Err(fail(
+                Loc::GroupName(i),
+                format!(
+                    "group {:?} is named after a generic ISA, whose code has a tree of that name; \
+                     it may carry only generic_isas = [{:?}]",
+                    g.name, g.name
+                ),
+            ));
         }
         for (j, gi) in g.generic_isas.iter().enumerate() {
             if !GENERIC_ISAS.iter().any(|g| g.name == gi) {

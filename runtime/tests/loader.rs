@@ -71,6 +71,46 @@ fn missing_manifest_falls_through_to_the_pattern() {
 }
 
 #[test]
+fn per_processor_archives_are_found_through_the_pattern_alone() {
+    // The splitter's layout (docs/formats.md 2.4): one archive per processor
+    // holding every feature variant, in its family's tree, and one per
+    // generic ISA. AMD's loader never reads the manifest, so the pattern
+    // alone must find them: `gfx90a:xnack-` expands to
+    // `foo_gfx90a:xnack-.kpack` (absent), then `foo_gfx90a.kpack`.
+    let l = Layout::new();
+    write_archive(
+        &l.kpack("foo_gfx90a.kpack"),
+        COMPONENT,
+        "gfx90X",
+        Zstd,
+        &[kernel(&key(0), "gfx90a:xnack+", b"xnack on".to_vec()), kernel(&key(0), "gfx90a:xnack-", b"xnack off".to_vec())],
+    );
+    write_archive(
+        &l.kpack("foo_gfx11-generic.kpack"),
+        COMPONENT,
+        "gfx11-generic",
+        Zstd,
+        &[kernel(&key(0), "gfx11-generic", b"generic".to_vec())],
+    );
+    let c = cache();
+    assert_eq!(load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack-"), b"xnack off");
+    assert_eq!(load(&c, &l, 0, &["gfx90a:sramecc+:xnack+"]).expect("xnack+"), b"xnack on");
+    // No feature-free build: a device that has not settled xnack finds none.
+    assert_eq!(code(load(&c, &l, 0, &["gfx90a"])), ErrorCode::ArchNotFound);
+    // A processor without native code falls back to its generic ISA's archive.
+    assert_eq!(load(&c, &l, 0, &["gfx1151", "gfx11-generic"]).expect("generic"), b"generic");
+    // A manifest that lists only other archives (the last of several shards
+    // overlaid) does not hide them.
+    let other = l.kpack("foo_gfx1030.kpack");
+    write_archive(&other, COMPONENT, "gfx103X", Zstd, &[kernel(&key(0), "gfx1030", b"rdna2".to_vec())]);
+    l.manifest(&[(&other, "gfx103X", &["gfx1030"])]);
+    let c = cache();
+    assert_eq!(load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack- with manifest"), b"xnack off");
+    assert_eq!(load(&c, &l, 0, &["gfx1100", "gfx11-generic"]).expect("generic with manifest"), b"generic");
+    assert_eq!(load(&c, &l, 0, &["gfx1030"]).expect("listed"), b"rdna2");
+}
+
+#[test]
 fn stale_manifest_falls_through_to_the_pattern() {
     // The manifest names an archive that is gone, and claims gfx1100 for an
     // archive that does not hold it: both fall through to foo_gfx1100.kpack.

@@ -23,7 +23,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use rocm_kpack_format::archive::CompressionScheme;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, Format, PackageOptions};

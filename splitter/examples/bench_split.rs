@@ -135,7 +135,8 @@ fn run(input: &Path, level: i32) -> anyhow::Result<()> {
     );
     for a in &report.archives {
         println!(
-            "  {}: {:.1} MiB, {} entries, arches {}",
+            "  {} ({}): {:.1} MiB, {} entries, arches {}",
+            a.unit,
             a.group,
             mib(a.size),
             a.entries,

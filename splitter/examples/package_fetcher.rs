@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use flate2::write::GzEncoder;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::{write_deb, DebSpec};
 use rocm_kpack_package::meta::{render_description, wrap, ControlFields, ControlFile};
 use rocm_kpack_package::rpm::{write_rpm, Dep, RpmSpec};

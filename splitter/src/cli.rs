@@ -8,13 +8,14 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
 
 use crate::cmd;
 
-/// Split AMD GPU fat binaries into host-only binaries plus per-GPU-family
-/// `.kpack` archives, and inspect what fat binaries and archives contain.
+/// Split AMD GPU fat binaries into host-only binaries plus per-GPU
+/// `.kpack` archives (one per processor, packaged per family), and inspect
+/// what fat binaries and archives contain.
 #[derive(Debug, Parser)]
 #[command(name = "rocm-kpack", version, propagate_version = true)]
 #[command(after_help = after_help())]
@@ -40,9 +41,9 @@ pub enum Command {
     Inspect(cmd::inspect::Args),
     /// Write one code object out of a .kpack archive.
     Extract(cmd::extract::Args),
-    /// Split one fat binary into a host-only binary, per-group .kpack archives and a .kpm manifest.
+    /// Split one fat binary into a host-only binary, per-processor .kpack archives and a .kpm manifest.
     SplitBinary(cmd::split_binary::Args),
-    /// Split an install tree or build artifact directory into generic + per-group trees.
+    /// Split an install tree or build artifact directory into generic + per-family device trees.
     Split(cmd::split::Args),
     /// Reduce step: combine the split outputs of several build shards into one generic + per-group artifacts.
     Recombine(cmd::recombine::Args),
@@ -117,18 +118,40 @@ pub enum Compression {
     None,
 }
 
-/// `--compression`, `--level`: how `.kpack` archives are written.
+/// `--compression`, `--level`: how `.kpack` archives are written. The
+/// level defaults to the release level: the commands that flatten this in
+/// write what users download, and the level never changes the bytes a
+/// loader gets back. `split-binary` lowers it with
+/// [`ArchiveCompressionArgs::fast_level`].
 #[derive(Debug, Clone, clap::Args)]
 pub struct ArchiveCompressionArgs {
     /// Archive compression [default: zstd; recombine: as in the shards].
     #[arg(long, value_enum)]
     pub compression: Option<Compression>,
-    /// zstd level.
-    #[arg(long, default_value_t = DEFAULT_ZSTD_LEVEL)]
+    /// zstd level: 19, the release level, writes slower and downloads
+    /// smaller; reading is as fast at any level.
+    #[arg(long, default_value_t = RELEASE_ZSTD_LEVEL)]
     pub level: i32,
 }
 
 impl ArchiveCompressionArgs {
+    /// Help of `--level` where it defaults to the fast level.
+    const FAST_LEVEL_HELP: &str = "zstd level: split-binary defaults to 3, fast, for trying things out; \
+        the release outputs of `split` and `recombine` default to 19, which writes slower and downloads smaller";
+
+    /// `rocm_kpack_format::archive::DEFAULT_ZSTD_LEVEL` as clap wants a
+    /// default (a `&'static str`; the tests check the two agree).
+    const FAST_LEVEL: &str = "3";
+
+    /// `--level` defaulting to the fast level, for `split-binary`:
+    /// a flattened argument takes its default from the field, so that
+    /// command replaces it with `#[command(mut_arg("level", ...))]`.
+    pub fn fast_level(arg: clap::Arg) -> clap::Arg {
+        arg.default_value(Self::FAST_LEVEL)
+            .help(Self::FAST_LEVEL_HELP)
+            .long_help(Self::FAST_LEVEL_HELP)
+    }
+
     /// The scheme asked for, if any.
     pub fn scheme(&self) -> Option<CompressionScheme> {
         self.compression.map(|c| match c {
@@ -141,6 +164,7 @@ impl ArchiveCompressionArgs {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
+    use rocm_kpack_format::archive::DEFAULT_ZSTD_LEVEL;
 
     use super::*;
 
@@ -149,5 +173,30 @@ mod tests {
         Cli::command().debug_assert();
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains(&ExitStatus::table()), "{help}");
+    }
+
+    #[test]
+    fn release_commands_default_to_the_release_level_and_split_binary_to_the_fast_one() {
+        let level = |args: &[&str]| -> i32 {
+            let cli = Cli::try_parse_from(args).expect("parse");
+            match cli.command {
+                Command::Split(a) => a.compression.level,
+                Command::Recombine(a) => a.compression.level,
+                Command::SplitBinary(a) => a.compression.level,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(level(&["rocm-kpack", "split", "in", "--out", "o"]), RELEASE_ZSTD_LEVEL);
+        assert_eq!(level(&["rocm-kpack", "recombine", "a", "--out", "o"]), RELEASE_ZSTD_LEVEL);
+        assert_eq!(level(&["rocm-kpack", "split", "in", "--out", "o", "--level", "3"]), 3);
+        assert_eq!(level(&["rocm-kpack", "split-binary", "f", "--out", "o"]), DEFAULT_ZSTD_LEVEL);
+        assert_eq!(level(&["rocm-kpack", "split-binary", "f", "--out", "o", "--level", "19"]), 19);
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("split-binary")
+            .expect("split-binary")
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("split-binary defaults to 3") && help.contains("[default: 3]"), "{help}");
     }
 }

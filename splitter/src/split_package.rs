@@ -1,6 +1,8 @@
 //! `rocm-kpack split-package`: an existing fat `.deb`, `.rpm` or `.whl`
 //! becomes a generic package (same name, version and metadata, host-only
-//! binaries) plus one package per device group.
+//! binaries) plus one package per device group: one per family, holding
+//! that family's per-processor archives, and one per generic ISA the code
+//! was built for (docs/packaging.md, input 4 and "Package naming").
 //!
 //! Flow: detect the kind from the file's first bytes (never its name);
 //! open it with the package readers (control data / header digests /
@@ -9,6 +11,8 @@
 //! symlinks, so nothing lands outside it); split the extracted tree with
 //! [`crate::split::tree::split_tree`]; hand the split directory and the original
 //! metadata to [`rocm_kpack_package::package`], which writes into `--out`.
+//! The archives are release outputs, what users download: they default to
+//! [`RELEASE_ZSTD_LEVEL`], and the split runs on every core.
 //! A package with no device code is copied unchanged, with a note.
 //! The work directory is removed whatever happens.
 
@@ -16,11 +20,11 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::rpm::RpmReader;
@@ -135,7 +139,7 @@ pub struct SplitPackageOptions {
     pub spec: Spec,
     /// Archive compression.
     pub compression: CompressionScheme,
-    /// zstd level of the archives.
+    /// zstd level of the archives (default [`RELEASE_ZSTD_LEVEL`]).
     pub zstd_level: i32,
     /// Worker threads for the split (None: one per core).
     pub jobs: Option<usize>,
@@ -152,7 +156,7 @@ impl Default for SplitPackageOptions {
         SplitPackageOptions {
             spec: Spec::builtin(),
             compression: CompressionScheme::ZstdPerKernel,
-            zstd_level: DEFAULT_ZSTD_LEVEL,
+            zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             package_compression: Compression::Xz,

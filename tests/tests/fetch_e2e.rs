@@ -2,27 +2,38 @@
 //! librocrand1 split into generic + device debs, published as an apt
 //! repository and a kpack store, served over loopback HTTP.
 //! - file mode: the generic deb in a throwaway root, `install --auto` for an
-//!   MI210 fetches exactly the gfx90X archive, `verify` passes, the loader
+//!   MI210 fetches exactly the gfx90a archive (not the rest of the gfx90X
+//!   family), for a gfx1030 + gfx908 machine exactly those two; after each,
+//!   AMD's `@GFXARCH@` lookup finds every device's code object in what was
+//!   installed and nothing else was installed; `verify` passes, the loader
 //!   finds the gfx90a:xnack- code object, a rerun downloads nothing;
-//! - `--via apt` plans and installs `librocrand1-gfx90x` with apt-get;
+//! - `--via apt` plans and installs the family deb `librocrand1-gfx90x`
+//!   with apt-get;
 //! - `--python` installs the device extra of a wheel into a venv;
 //! - the fetcher's own deb, rpm and wheel.
 
 mod package_common;
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use package_common::*;
+use rocm_kpack::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack::select::device_arch_list;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::layout::{self, KPACK_DIR};
+use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::target::TargetId;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
-use rocm_kpack_test_support::{bins, debian, fixtures, http};
+use rocm_kpack_test_support::{bins, debian, fixtures, gfxarch, http};
 use serde_json::Value;
 
 /// Split librocrand1 packages and their published repository (apt + kpack
@@ -32,6 +43,8 @@ struct Published {
     pkgs: PathBuf,
     /// The published repository.
     repo: PathBuf,
+    /// Every package extracted into one tree (every archive installed).
+    full: PathBuf,
 }
 
 fn published() -> &'static Published {
@@ -58,7 +71,14 @@ fn published() -> &'static Published {
             },
         )
         .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-        Published { pkgs, repo }
+        let full = base.join("full");
+        for e in fs::read_dir(&pkgs).expect("pkgs") {
+            let deb = e.expect("entry").path();
+            if deb.extension().is_some_and(|x| x == "deb") {
+                ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&full));
+            }
+        }
+        Published { pkgs, repo, full }
     })
 }
 
@@ -84,10 +104,6 @@ fn root_with_generic(root: &Path) {
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "--force-script-chrootless", "-i"])
         .arg(published().pkgs.join("librocrand1_5.3.3-4_amd64.deb")));
-}
-
-fn mi210() -> PathBuf {
-    fixtures::fixture("sysfs/mi210")
 }
 
 /// (bundle index, bytes) of target `target` in the fat Debian library.
@@ -116,54 +132,135 @@ fn by_hash_requests(server: &http::Server) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_object() {
-    let p = published();
-    let index: Value = serde_json::from_str(&fs::read_to_string(p.repo.join("index.json")).expect("index")).expect("json");
-    let gfx90x = index["archives"]
-        .as_array()
-        .expect("archives")
-        .iter()
-        .find(|a| a["component"] == "librocrand" && a["group"] == "gfx90X")
-        .expect("gfx90X in the store")
-        .clone();
-    let server = http::serve_dir(&p.repo).expect("serve");
-    let tmp = tempfile::tempdir().expect("tmp");
-    let root = tmp.path().join("root");
+/// The generic librocrand1 installed in a fresh dpkg root, `install --auto`
+/// run for the sysfs fixture `machine` from the kpack store on 127.0.0.1.
+/// Returns the root, stdout and the by-hash paths downloaded.
+fn install_auto(tmp: &Path, machine: &str) -> (PathBuf, String, Vec<String>) {
+    let server = http::serve_dir(&published().repo).expect("serve");
+    let root = tmp.join(machine);
     root_with_generic(&root);
-    let kdir = root.join(LIBDIR).join(".kpack");
-    assert!(!kdir.join("librocrand_gfx90X.kpack").exists());
+    let out = ok(fetch()
+        .args(["install", "--auto", "--jobs", "2"])
+        .arg("--root")
+        .arg(&root)
+        .arg("--sysfs-root")
+        .arg(fixtures::fixture(&format!("sysfs/{machine}")))
+        .arg("--source")
+        .arg(server.root_url())
+        .arg("--allow-http"));
+    (root, out, by_hash_requests(&server))
+}
 
-    let run = || {
-        ok(fetch()
-            .args(["install", "--auto", "--jobs", "2"])
-            .arg("--root")
-            .arg(&root)
-            .arg("--sysfs-root")
-            .arg(mi210())
-            .arg("--source")
-            .arg(server.root_url())
-            .arg("--allow-http"))
-    };
-    let out = run();
-    assert!(out.contains("1 installed"), "{out}");
-    let fetched = by_hash_requests(&server);
-    assert_eq!(
-        fetched,
-        [format!("/{}", gfx90x["path"].as_str().expect("path"))],
-        "exactly the gfx90X archive"
-    );
-    let archive = kdir.join("librocrand_gfx90X.kpack");
-    assert_eq!(sha256(&archive), gfx90x["sha256"].as_str().expect("sha"));
-    let kpacks: Vec<String> = fs::read_dir(&kdir)
+/// The archives in a `.kpack` directory.
+fn kpack_names(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir)
         .expect("kpack dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".kpack"))
-        .collect();
-    assert_eq!(kpacks, ["librocrand_gfx90X.kpack"]);
+        .filter(|n| layout::is_archive_path(n))
+        .collect()
+}
 
-    let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
-    assert!(v.status.success(), "verify: {}{}", s(&v.stdout), s(&v.stderr));
+/// Every ISA a process may present for the GPUs of sysfs fixture
+/// `machine`: each detected target as the HIP runtime names it under
+/// `HSA_XNACK=0` and `=1`.
+fn devices(machine: &str) -> Vec<TargetId> {
+    let d = detect(&fixtures::fixture(&format!("sysfs/{machine}")), &DetectOptions::default()).expect("detect");
+    let mut out: Vec<TargetId> = Vec::new();
+    for xnack in ["0", "1"] {
+        for isa in process_isas(&d.targets, Some(xnack)) {
+            let id = TargetId::parse(&isa).expect("isa");
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name().expect("file name").to_string_lossy().into_owned()
+}
+
+/// After `install --auto` for `machine` in `root`: for each device, AMD's
+/// `@GFXARCH@` lookup (which never reads the `.kpm`) finds in the installed
+/// tree what it finds with every device package extracted, and that
+/// archive holds Debian's code object; our loader decides the same; the
+/// archives installed are exactly those found. Returns their names.
+fn check_gfxarch(root: &Path, machine: &str) -> BTreeSet<String> {
+    let lib = root.join(LIBDIR).join("librocrand.so.1.1");
+    let p = gfxarch::pattern_of(&lib).expect("marker");
+    let everything = gfxarch::pattern_of(&published().full.join(LIBDIR).join("librocrand.so.1.1"))
+        .expect("marker")
+        .pattern;
+    let cache = Cache::with_config(LoaderConfig::default());
+    let mut found = BTreeSet::new();
+    for device in devices(machine) {
+        let what = format!("{machine}: {device}");
+        let want = gfxarch::lookup(&everything, &device);
+        let got = gfxarch::lookup(&p.pattern, &device);
+        assert_eq!(
+            got.as_ref().map(|f| (name_of(&f.archive), &f.key)),
+            want.as_ref().map(|f| (name_of(&f.archive), &f.key)),
+            "{what}: @GFXARCH@ lookup in the install vs with every device package"
+        );
+        let Some(got) = got else {
+            continue;
+        };
+        let (index, original) = original(&got.key);
+        let archive = Archive::open(&got.archive).expect("open");
+        let data = archive
+            .kernel(&format!("{}#{index}", p.marker.kernel_name), &got.key)
+            .expect("kernel");
+        assert!(data == original, "{what}: {} differs from Debian's", got.key);
+        let co = cache
+            .load_code_object(&p.marker, &lib, index, &device_arch_list(&device))
+            .unwrap_or_else(|e| panic!("{what}: loader: {e}"));
+        assert_eq!((name_of(&co.archive_path), &co.arch), (name_of(&got.archive), &got.key), "{what}");
+        found.insert(name_of(&got.archive));
+    }
+    assert_eq!(kpack_names(&root.join(LIBDIR).join(KPACK_DIR)), found, "{machine}: installed vs found");
+    found
+}
+
+/// The by-hash paths of the archives `names` of the installed manifest.
+fn store_paths(root: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
+    let kpm = root.join(LIBDIR).join(KPACK_DIR).join(layout::manifest_file_name("librocrand"));
+    let m = Manifest::read(&kpm).expect("manifest");
+    m.kpack_files
+        .iter()
+        .filter(|f| names.contains(&f.filename))
+        .map(|f| format!("/{}", layout::store::by_hash_path(&f.sha256.expect("sha256"))))
+        .collect()
+}
+
+fn units(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|u| layout::archive_file_name("librocrand", u)).collect()
+}
+
+#[test]
+fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // MI210: gfx90a only, not the rest of its family (gfx900, gfx906,
+    // gfx908); old-kernel: a gfx1030 and a gfx908 in two families.
+    for (machine, want) in [("mi210", units(&["gfx90a"])), ("old-kernel", units(&["gfx1030", "gfx908"]))] {
+        let (root, out, fetched) = install_auto(tmp.path(), machine);
+        assert!(out.contains(&format!("{} installed", want.len())), "{machine}: {out}");
+        assert_eq!(check_gfxarch(&root, machine), want, "{machine}");
+        let fetched: BTreeSet<String> = fetched.into_iter().collect();
+        assert_eq!(fetched, store_paths(&root, &want), "{machine}: downloaded");
+        let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
+        assert!(v.status.success(), "{machine}: verify: {}{}", s(&v.stdout), s(&v.stderr));
+    }
+}
+
+#[test]
+fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_object() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, out, _) = install_auto(tmp.path(), "mi210");
+    assert!(out.contains("1 installed"), "{out}");
+    let kdir = root.join(LIBDIR).join(KPACK_DIR);
+    let archive = kdir.join(layout::archive_file_name("librocrand", "gfx90a"));
+    assert_eq!(kpack_names(&kdir), units(&["gfx90a"]));
 
     // The runtime, from the installed host-only library's marker.
     let lib = root.join(LIBDIR).join("librocrand.so.1.1");
@@ -181,14 +278,20 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
         .expect("loader finds gfx90a:xnack-");
     assert_eq!(co.arch, "gfx90a:xnack-");
     assert!(co.data == want, "code object differs from Debian's");
-    assert_eq!(co.archive_path.file_name().expect("name"), "librocrand_gfx90X.kpack");
+    assert_eq!(co.archive_path, archive);
 
     // A second run: nothing to download.
-    let before = server.requests().len();
-    let out2 = run();
+    let server = http::serve_dir(&published().repo).expect("serve");
+    let out2 = ok(fetch()
+        .args(["install", "--auto", "--root"])
+        .arg(&root)
+        .arg("--sysfs-root")
+        .arg(fixtures::fixture("sysfs/mi210"))
+        .arg("--source")
+        .arg(server.root_url())
+        .arg("--allow-http"));
     assert!(out2.contains("0 installed") && out2.contains("1 already present"), "{out2}");
-    let again: Vec<_> = server.requests().into_iter().skip(before).collect();
-    assert!(again.is_empty(), "second run made requests: {again:?}");
+    assert!(server.requests().is_empty(), "second run made requests: {:?}", server.requests());
 }
 
 fn run_cmd(c: &mut Command) -> std::process::Output {
@@ -232,12 +335,15 @@ fn via_apt_plans_and_installs_the_device_package() {
     assert!(s(&inside.stderr).contains("file mode"), "{}", s(&inside.stderr));
 
     ok(&mut base());
-    let archive = format!("/{LIBDIR}/.kpack/librocrand_gfx90X.kpack");
-    let owner = ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .arg("-S")
-        .arg(&archive));
-    assert_eq!(owner.trim(), format!("librocrand1-gfx90x: {archive}"));
+    // The family deb carries its processors' archives; dpkg owns them.
+    for unit in ["gfx900", "gfx906", "gfx908", "gfx90a"] {
+        let archive = format!("/{LIBDIR}/{KPACK_DIR}/{}", layout::archive_file_name("librocrand", unit));
+        let owner = ok(Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .arg("-S")
+            .arg(&archive));
+        assert_eq!(owner.trim(), format!("librocrand1-gfx90x: {archive}"));
+    }
     assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90x_5.3.3-4_amd64.deb") && r.status == 200));
     // Installed: the plan is now empty of new work for apt (it is a no-op).
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
@@ -304,10 +410,20 @@ fn python_installs_the_device_extra_into_a_venv() {
         assert!(listed.contains(&format!("kpkg-{e}==1.0")), "{e} not installed:\n{listed}");
     }
     assert!(!listed.contains("gfx90x") && !listed.contains("gfx103x"), "{listed}");
-    let out = ok(Command::new(&python)
-        .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
-    assert!(out.contains("'kpkg_gfx110X.kpack'"), "{out}");
-    assert_eq!(out.matches(".kpack'").count(), extras.len(), "{out}");
+    // Installed: exactly the archives the manifest files under the device
+    // distributions pip installed (the extras and what they depend on, such
+    // as the generic-ISA package of the family).
+    let out = ok(Command::new(&python).args(["-c", "import kpkg; print(kpkg.KPACK_DIR)"]));
+    let kdir = PathBuf::from(out.trim());
+    let manifest = Manifest::read(&kdir.join(layout::manifest_file_name("kpkg"))).expect("kpm");
+    let want: BTreeSet<String> = manifest
+        .kpack_files
+        .iter()
+        .filter(|f| listed.lines().any(|l| l == format!("kpkg-device-{}==1.0", f.family.to_lowercase())))
+        .map(|f| f.filename.clone())
+        .collect();
+    assert!(want.contains(&layout::archive_file_name("kpkg", "gfx1101")), "{listed}");
+    assert_eq!(kpack_names(&kdir), want, "{listed}");
     ok(Command::new(&python).args(["-m", "pip", "check", "--disable-pip-version-check"]));
     // A rerun is harmless (pip finds the requirement satisfied).
     ok(&mut base());

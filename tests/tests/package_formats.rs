@@ -16,7 +16,8 @@ use std::process::Command;
 use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_package::archive_io::{ArWriter, Compression, EntryType, TarWriter, ZipWriter};
+use rocm_kpack_package::compress::Compression;
+use rocm_kpack_package::container::{ArWriter, EntryType, TarWriter, ZipWriter};
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::{CoreMetadata, WheelReader};
@@ -77,7 +78,8 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         assert_eq!(a.data, b.data, "{name}");
     }
 
-    // Device packages: relations, targets, per-target symlinks.
+    // Device packages: relations, targets, one archive per processor
+    // under the name `@GFXARCH@` expands to, no alias symlinks.
     let expected_targets = [
         ("librocrand1-gfx80x", "gfx803"),
         ("librocrand1-gfx90x", "gfx900 gfx906 gfx908 gfx90a"),
@@ -89,19 +91,12 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         assert_eq!(d.control.get("Provides"), Some("librocrand1-device-code"));
         assert_eq!(d.control.get("X-Kpack-Gfx"), Some(targets));
         assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
-        let listing = ok(Command::new("dpkg-deb").arg("-c").arg(&debs[name]));
-        let group = name.rsplit('-').next().expect("group");
-        let family = groups
-            .iter()
-            .find(|g| g.to_lowercase() == group)
-            .expect("family");
-        for t in targets.split(' ') {
-            let line = format!(
-                "./{LIBDIR}/.kpack/librocrand_{t}.kpack -> librocrand_{family}.kpack"
-            );
-            assert!(listing.contains(&line), "{name} lacks {line}:\n{listing}");
-        }
+        let expected: Vec<String> = targets.split(' ').map(|t| format!("librocrand_{t}.kpack")).collect();
+        assert_eq!(payload_archives(&debs[name]), expected, "{name}");
         ok(Command::new("dpkg-deb").arg("-I").arg(&debs[name]));
+    }
+    for p in &report.packages {
+        assert_no_alias_symlinks(p);
     }
 
     // Installed-Size as dpkg computes it, for every package.
@@ -180,18 +175,24 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         assert!(o.starts_with("librocrand1"), "{f}: {o}");
     }
 
-    // The installed tree resolves like a runtime would: manifest ->
-    // archive, and the per-target symlink a pattern-only runtime uses.
+    // The installed tree resolves like a runtime would: the manifest
+    // names the very file a pattern-only runtime opens for gfx90a:xnack-
+    // (`@GFXARCH@` = `gfx90a:xnack-`, then `gfx90a`), a regular file.
     let kdir = root.join(LIBDIR).join(".kpack");
     let m = Manifest::read(&kdir.join("librocrand.kpm")).expect("manifest");
     let entry = m.file_for_arch("gfx90a:xnack-").expect("gfx90a:xnack- in manifest");
-    let via_manifest = Archive::open(&kdir.join(&entry.filename)).expect("archive");
-    let via_pattern = Archive::open(&kdir.join("librocrand_gfx90a.kpack")).expect("symlinked archive");
+    assert_eq!(entry.filename, "librocrand_gfx90a.kpack");
+    assert_eq!(entry.family, "gfx90X");
+    assert!(!kdir.join("librocrand_gfx90a:xnack-.kpack").exists());
+    let path = kdir.join("librocrand_gfx90a.kpack");
+    assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file());
+    let archive = Archive::open(&path).expect("archive");
+    assert_eq!(archive.gfx_arch_family(), "gfx90X");
     let key = "librocrand.so.1.1#0";
-    assert!(via_pattern.has_arch("gfx90a:xnack-"));
+    let fat = split.join("generic").join(LIBDIR).join("librocrand.so.1.1");
     assert_eq!(
-        via_manifest.kernel(key, "gfx90a:xnack-").expect("kernel"),
-        via_pattern.kernel(key, "gfx90a:xnack-").expect("kernel")
+        archive.kernel(key, "gfx90a:xnack-").expect("kernel"),
+        code_objects(&fat)[&(0, "gfx90a:xnack-".to_string())]
     );
     assert!(!kdir.join("librocrand_gfx1030.kpack").exists());
 
@@ -281,11 +282,13 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
     ] {
         assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
     }
-    let list = ok(Command::new("rpm").arg("-qlvp").arg(dev));
-    assert!(list.contains(&format!(
-        "/{LIBDIR}/.kpack/librocrand_gfx90a.kpack -> librocrand_gfx90X.kpack"
-    )));
-    assert!(list.lines().any(|l| l.starts_with("-rw-r--r--") && l.ends_with("librocrand_gfx90X.kpack")));
+    assert_eq!(
+        payload_archives(dev),
+        ["librocrand_gfx900.kpack", "librocrand_gfx906.kpack", "librocrand_gfx908.kpack", "librocrand_gfx90a.kpack"]
+    );
+    for p in &report.packages {
+        assert_no_alias_symlinks(p);
+    }
 
     // Read back: the generic payload is the generic tree, byte for byte.
     let generic = RpmReader::open(&rpms["librocrand1"]).expect("open");
@@ -314,8 +317,8 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
 fn wheels_carry_extras_device_files_and_exact_records() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, groups) = wheel_split(tmp.path());
-    // gfx11-generic code goes to both families it serves.
-    assert_eq!(groups, ["gfx103X", "gfx110X", "gfx115X", "gfx90X", "gfx94X"]);
+    // gfx11-generic code has a tree (and a package) of its own.
+    assert_eq!(groups, ["gfx103X", "gfx11-generic", "gfx110X", "gfx90X", "gfx94X"]);
     let out = tmp.path().join("out");
     let report = build(&split, &out, &wheel_options());
     let mut files: Vec<String> = report
@@ -330,11 +333,14 @@ fn wheels_carry_extras_device_files_and_exact_records() {
             "kpkg-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx103x-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx115x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx90x-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl",
         ]
     );
+    for p in &report.packages {
+        assert_no_alias_symlinks(p);
+    }
     for f in &files {
         let w = WheelReader::open(&out.join(f)).expect("open wheel");
         w.verify_record().expect("RECORD matches");
@@ -350,7 +356,7 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     let extras: Vec<&str> = md.get_all("Provides-Extra").collect();
     assert_eq!(
         extras,
-        ["device-gfx103x", "device-gfx110x", "device-gfx115x", "device-gfx90x", "device-gfx94x", "device-all"]
+        ["device-gfx103x", "device-gfx11-generic", "device-gfx110x", "device-gfx90x", "device-gfx94x", "device-all"]
     );
     let reqs: Vec<&str> = md.get_all("Requires-Dist").collect();
     assert!(reqs.contains(&"kpkg-device-gfx110x==1.0; extra == \"device-gfx110x\""), "{reqs:?}");
@@ -362,17 +368,22 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     let dev = WheelReader::open(&out.join("kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl"))
         .expect("device");
     assert_eq!(dev.name(), "kpkg-device-gfx110x");
-    assert_eq!(dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
-    let payload: Vec<&str> = dev
-        .members
-        .iter()
-        .map(String::as_str)
-        .filter(|m| !m.contains(".dist-info/"))
-        .collect();
-    assert_eq!(payload, ["kpkg/.kpack/kpkg_gfx110X.kpack", "kpkg/hsa/gfx1100/fixture.co"]);
+    // The family carries gfx11-generic, whose code is in its own wheel.
+    assert_eq!(
+        dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
+        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+    );
+    // Members outside the dist-info directory.
+    let payload = |w: &WheelReader| -> Vec<String> {
+        w.members.iter().filter(|m| !m.contains(".dist-info/")).cloned().collect()
+    };
+    assert_eq!(
+        payload(&dev),
+        ["kpkg/.kpack/kpkg_gfx1100.kpack", "kpkg/.kpack/kpkg_gfx1101.kpack", "kpkg/hsa/gfx1100/fixture.co"]
+    );
     let mut archive_bytes = Vec::new();
     dev.for_each_file(|name, _, _, data| {
-        if name.ends_with(".kpack") {
+        if name.ends_with("kpkg_gfx1101.kpack") {
             data.read_to_end(&mut archive_bytes).expect("read");
         }
         Ok(())
@@ -380,13 +391,19 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     .expect("files");
     assert_eq!(
         archive_bytes,
-        fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx110X.kpack")).expect("read")
+        fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx1101.kpack")).expect("read")
     );
+    let isa = WheelReader::open(&out.join("kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl"))
+        .expect("generic-ISA wheel");
+    assert_eq!(isa.name(), "kpkg-device-gfx11-generic");
+    assert_eq!(isa.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
+    assert_eq!(payload(&isa), ["kpkg/.kpack/kpkg_gfx11-generic.kpack"]);
+    // Families without a generic-ISA tree depend on the base wheel only.
+    let dev94 = WheelReader::open(&out.join("kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl")).expect("gfx94x");
+    assert_eq!(dev94.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
     // Python's zipfile agrees on every entry and its date.
-    let py = format!(
-        "import zipfile,sys\nz=zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\nprint(sorted(set(i.date_time for i in z.infolist())))"
-    );
-    let dates = ok(Command::new("python3").arg("-c").arg(&py).arg(out.join(&files[0])));
+    let py = "import zipfile,sys\nz=zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\nprint(sorted(set(i.date_time for i in z.infolist())))";
+    let dates = ok(Command::new("python3").arg("-c").arg(py).arg(out.join(&files[0])));
     assert_eq!(dates.trim(), "[(2024, 1, 1, 0, 0, 0)]");
 }
 
@@ -471,20 +488,20 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
 
     // A corrupt archive in a device tree.
     let (split, _) = fixture_split(&tmp.path().join("s3"));
-    let bad = split.join("gfx110X").join(LIBDIR).join(".kpack/libfixture_gfx110X.kpack");
+    let bad = split.join("gfx110X").join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack");
     let mut bytes = fs::read(&bad).expect("read");
     bytes.truncate(40);
     fs::write(&bad, bytes).expect("write");
     let out = tmp.path().join("out3");
     let e = expect_err(package(&split, &out, &opts));
-    assert!(e.contains("libfixture_gfx110X.kpack"), "{e}");
+    assert!(e.contains("libfixture_gfx1100.kpack"), "{e}");
     no_packages(&out);
 
     // A manifest that does not match the device tree's archive.
     let (split, _) = fixture_split(&tmp.path().join("s4"));
-    let arch = split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90X.kpack");
+    let arch = split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack");
     // Replace the archive with another valid one: not what the .kpm lists.
-    let other = fs::read(split.join("gfx103X").join(LIBDIR).join(".kpack/libfixture_gfx103X.kpack"))
+    let other = fs::read(split.join("gfx103X").join(LIBDIR).join(".kpack/libfixture_gfx1030.kpack"))
         .expect("read");
     fs::write(&arch, other).expect("write");
     let out = tmp.path().join("out4");
@@ -705,7 +722,12 @@ source_url = "https://example.org/kpack/"
     let debs = by_name(&report, Format::Deb);
     assert!(debs.contains_key("libfixture1-kpack-gfx110x"), "{:?}", debs.keys());
     let dev = DebReader::open(&debs["libfixture1-kpack-gfx110x"]).expect("deb");
-    assert_eq!(dev.control.get("Depends"), Some("libfixture1 (= 1.0-1)"));
+    // The generic-ISA package the family depends on follows the template too.
+    assert_eq!(
+        dev.control.get("Depends"),
+        Some("libfixture1 (= 1.0-1), libfixture1-kpack-gfx11-generic (= 1.0-1)")
+    );
+    assert!(debs.contains_key("libfixture1-kpack-gfx11-generic"), "{:?}", debs.keys());
     assert_eq!(dev.control.get("Maintainer"), Some("Spec Maintainer <spec@example.org>"));
     let rpms = by_name(&report, Format::Rpm);
     assert!(rpms.contains_key("libfixture1-kpack-gfx90x"), "{:?}", rpms.keys());

@@ -13,7 +13,7 @@ use std::process::Command;
 use package_common::*;
 use rocm_kpack_test_support::http;
 use rocm_kpack_format::archive::Archive;
-use rocm_kpack_package::archive_io::ZipWriter;
+use rocm_kpack_package::container::ZipWriter;
 use rocm_kpack_package::meta::ControlFields;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{Format, PackageOptions};
@@ -65,7 +65,16 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
         .iter()
         .find(|s| s.get("Package") == Some("libfixture1-gfx110x"))
         .expect("device stanza");
-    assert_eq!(dev.get("X-Kpack-Gfx"), Some("gfx1100 gfx1101 gfx1102 gfx1103"));
+    assert_eq!(dev.get("X-Kpack-Gfx"), Some("gfx1100 gfx1101"));
+    assert_eq!(dev.get("Depends"), Some("libfixture1 (= 1.0-1), libfixture1-gfx11-generic (= 1.0-1)"));
+    let isa = stanzas
+        .iter()
+        .find(|s| s.get("Package") == Some("libfixture1-gfx11-generic"))
+        .expect("generic-ISA stanza");
+    assert_eq!(
+        isa.get("X-Kpack-Gfx"),
+        Some("gfx1100 gfx1101 gfx1102 gfx1103 gfx1150 gfx1151 gfx1152 gfx1153")
+    );
     assert_eq!(
         dev.get("Filename"),
         Some("pool/main/libf/libfixture1/libfixture1-gfx110x_1.0-1_amd64.deb")
@@ -87,17 +96,21 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
         .args(&opts)
         .args(["-y", "--no-install-recommends", "install", "libfixture1-gfx110x"]));
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
-    for pkg in ["libfixture1", "libfixture1-gfx110x"] {
+    for pkg in ["libfixture1", "libfixture1-gfx110x", "libfixture1-gfx11-generic"] {
         assert!(
             status.contains(&format!("Package: {pkg}\nStatus: install ok installed")),
             "{pkg} missing:\n{status}"
         );
     }
     assert!(!status.contains("libfixture1-gfx90x"));
+    // Installed under the names `@GFXARCH@` expands to, as regular files.
     let kdir = root.join(LIBDIR).join(".kpack");
     assert!(kdir.join("libfixture.kpm").is_file());
-    let a = Archive::open(&kdir.join("libfixture_gfx1101.kpack")).expect("per-target symlink");
-    assert!(a.has_arch("gfx1101"));
+    for (unit, arch) in [("gfx1100", "gfx1100"), ("gfx1101", "gfx1101"), ("gfx11-generic", "gfx11-generic")] {
+        let path = kdir.join(format!("libfixture_{unit}.kpack"));
+        assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file(), "{}", path.display());
+        assert!(Archive::open(&path).expect("archive").has_arch(arch));
+    }
     assert!(server.requests().iter().any(|r| r.path.ends_with("libfixture1-gfx110x_1.0-1_amd64.deb") && r.status == 200));
 }
 
@@ -139,15 +152,25 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
     let installed: BTreeSet<&str> = q.lines().collect();
     assert!(installed.contains("libfixture1") && installed.contains("libfixture1-gfx110x"), "{q}");
     assert!(!installed.contains("libfixture1-gfx90x"));
-    ok(Command::new("rpm").arg("--root").arg(&root).args(["-V", "libfixture1", "libfixture1-gfx110x"]));
-    let a = Archive::open(&root.join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack")).expect("archive");
-    assert!(a.has_arch("gfx1100"));
-    // The provides the fetcher's native mode looks for.
-    let who = ok(Command::new("rpm")
+    // The family rpm requires the generic-ISA rpm of the ISA it carries.
+    assert!(installed.contains("libfixture1-gfx11-generic"), "{q}");
+    ok(Command::new("rpm")
         .arg("--root")
         .arg(&root)
-        .args(["-q", "--whatprovides", "rocm-kpack(gfx1102)", "--qf", "%{NAME}\n"]));
-    assert_eq!(who.trim(), "libfixture1-gfx110x");
+        .args(["-V", "libfixture1", "libfixture1-gfx110x", "libfixture1-gfx11-generic"]));
+    let a = Archive::open(&root.join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack")).expect("archive");
+    assert!(a.has_arch("gfx1100"));
+    // The provides a user asks dnf for: a processor with code of its own
+    // is served by its family's rpm, one without only by the generic ISA's.
+    let who = |target: &str| {
+        let o = ok(Command::new("rpm")
+            .arg("--root")
+            .arg(&root)
+            .args(["-q", "--whatprovides", &format!("rocm-kpack({target})"), "--qf", "%{NAME}\n"]));
+        o.lines().map(str::to_string).collect::<BTreeSet<String>>()
+    };
+    assert!(who("gfx1101").contains("libfixture1-gfx110x"), "{:?}", who("gfx1101"));
+    assert_eq!(who("gfx1102"), BTreeSet::from(["libfixture1-gfx11-generic".to_string()]));
 }
 
 
@@ -193,15 +216,22 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
     assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x==1.0"), "{listed}");
+    assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
     assert!(!listed.contains("gfx90x"), "{listed}");
     let out = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
-    assert_eq!(out.trim(), "['kpkg.kpm', 'kpkg_gfx110X.kpack']");
-    let sp = rocm_kpack_test_support::site_packages(&venv);
     assert_eq!(
-        fs::read(sp.join("kpkg/.kpack/kpkg_gfx110X.kpack")).expect("installed archive"),
-        fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx110X.kpack")).expect("archive")
+        out.trim(),
+        "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
     );
+    let sp = rocm_kpack_test_support::site_packages(&venv);
+    for (tree, unit) in [("gfx110X", "gfx1101"), ("gfx11-generic", "gfx11-generic")] {
+        let name = format!("kpkg_{unit}.kpack");
+        assert_eq!(
+            fs::read(sp.join("kpkg/.kpack").join(&name)).expect("installed archive"),
+            fs::read(split.join(tree).join("kpkg/.kpack").join(&name)).expect("archive")
+        );
+    }
     assert!(sp.join("kpkg/hsa/gfx1100/fixture.co").is_file());
     // The JSON form was negotiated (pip asks for it first).
     assert!(
@@ -216,7 +246,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     // (pip removes only directories that directly hold a listed file, so
     // removing the base first would leave the device wheel's empty
     // `kpkg/hsa/` parent behind; no file either way.)
-    ok(Command::new(&pip).args(["uninstall", "-y", "--disable-pip-version-check", "kpkg-device-gfx110x", "kpkg"]));
+    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
     let left: Vec<String> = fs::read_dir(&sp)
         .expect("site-packages")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -236,8 +266,8 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     let loose = pkgs.join("loose");
     fs::create_dir_all(&loose).expect("mkdir");
     fs::copy(
-        split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90X.kpack"),
-        loose.join("libfixture_gfx90X.kpack"),
+        split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack"),
+        loose.join("libfixture_gfx90a.kpack"),
     )
     .expect("copy");
     let repo = tmp.path().join("repo");
@@ -254,45 +284,62 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     assert_eq!(index["format_version"], 1);
     let archives = index["archives"].as_array().expect("archives");
     assert_eq!(archives.len(), report.archives);
-    // libfixture: 5 groups from debs+rpms (same bytes: one entry each,
-    // both packages listed) + 1 loose; kpkg: 5 groups from wheels.
-    assert_eq!(archives.len(), 11);
+    // One entry per processor or generic ISA. libfixture: gfx90a,
+    // gfx1030, gfx1100, gfx1101, gfx942 and gfx11-generic from debs+rpms
+    // (same bytes: one entry each, both packages listed) + 1 loose; kpkg:
+    // the same 6 from wheels.
+    assert_eq!(archives.len(), 13);
     for a in archives {
         let p = repo.join(a["path"].as_str().expect("path"));
         assert_eq!(sha256(&p), a["sha256"].as_str().expect("sha"));
         assert_eq!(fs::metadata(&p).expect("stat").len(), a["size"].as_u64().expect("size"));
         assert_eq!(a["path"].as_str().expect("path"), format!("by-hash/sha256/{}", a["sha256"].as_str().expect("sha")));
     }
-    let gfx110 = archives
+    // A processor's archive: its family is the group (the archive
+    // header's `gfx_arch_family`), it serves that processor alone.
+    let gfx1101 = archives
         .iter()
-        .find(|a| a["component"] == "libfixture" && a["group"] == "gfx110X")
-        .expect("libfixture gfx110X");
-    assert_eq!(gfx110["filename"], "libfixture_gfx110X.kpack");
-    assert_eq!(gfx110["version"], "1.0-1");
+        .find(|a| a["component"] == "libfixture" && a["filename"] == "libfixture_gfx1101.kpack")
+        .expect("libfixture gfx1101");
+    assert_eq!(gfx1101["group"], "gfx110X");
+    assert_eq!(gfx1101["arches"], serde_json::json!(["gfx1101"]));
+    assert_eq!(gfx1101["version"], "1.0-1");
+    assert_eq!(gfx1101["targets"], serde_json::json!(["gfx1101"]));
     assert_eq!(
-        gfx110["targets"],
-        serde_json::json!(["gfx1100", "gfx1101", "gfx1102", "gfx1103"])
-    );
-    assert_eq!(
-        gfx110["packages"],
+        gfx1101["packages"],
         serde_json::json!(["libfixture1-gfx110x-1.0-1.noarch.rpm", "libfixture1-gfx110x_1.0-1_amd64.deb"])
     );
+    let gfx90a = archives
+        .iter()
+        .find(|a| a["filename"] == "libfixture_gfx90a.kpack" && !a["version"].is_null())
+        .expect("libfixture gfx90a");
+    assert_eq!(gfx90a["group"], "gfx90X");
+    assert_eq!(gfx90a["arches"], serde_json::json!(["gfx90a:xnack+", "gfx90a:xnack-"]));
+    assert_eq!(gfx90a["targets"], serde_json::json!(["gfx90a"]));
     let loose_entry = archives
         .iter()
         .find(|a| a["group"] == "gfx90X" && a["version"].is_null())
         .expect("loose archive");
+    assert_eq!(loose_entry["filename"], "libfixture_gfx90a.kpack");
     assert_eq!(loose_entry["packages"], serde_json::json!([]));
+    // A generic ISA's archive is its own group and serves every processor
+    // of the ISA.
     let wheel_entry = archives
         .iter()
-        .find(|a| a["component"] == "kpkg" && a["group"] == "gfx115X")
-        .expect("kpkg gfx115X");
+        .find(|a| a["component"] == "kpkg" && a["group"] == "gfx11-generic")
+        .expect("kpkg gfx11-generic");
+    assert_eq!(wheel_entry["filename"], "kpkg_gfx11-generic.kpack");
     assert_eq!(wheel_entry["version"], "1.0");
     assert_eq!(
         wheel_entry["targets"],
-        serde_json::json!(["gfx1150", "gfx1151", "gfx1152", "gfx1153"])
+        serde_json::json!(["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"])
+    );
+    assert_eq!(
+        wheel_entry["packages"],
+        serde_json::json!(["kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl"])
     );
     let by_hash: Vec<_> = fs::read_dir(repo.join("by-hash/sha256")).expect("by-hash").collect();
-    assert_eq!(by_hash.len(), 10, "one file per distinct archive");
+    assert_eq!(by_hash.len(), 12, "one file per distinct archive");
 }
 
 #[test]
@@ -500,7 +547,7 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
         .arg("--root")
         .arg(&root)
         .arg("-qf")
-        .arg(format!("/{LIBDIR}/.kpack/libfixture_gfx110X.kpack"))
+        .arg(format!("/{LIBDIR}/.kpack/libfixture_gfx1100.kpack"))
         .args(["--qf", "%{NAME}\n"]));
     assert_eq!(owner.trim(), "libfixture1-gfx110x");
 }

@@ -15,8 +15,10 @@ use rocm_kpack_splitter::split::artifact::{split_artifact, MANIFEST_TXT};
 use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, RecombineReport};
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
-use rocm_kpack_test_support::fixtures;
+use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_test_support::layouts::{check_pattern_finds, fat_code_objects};
 use rocm_kpack_test_support::tree::{chain, listing, overlay, Node};
+use rocm_kpack_test_support::{fixtures, gfxarch};
 
 /// Compiles the fixture library and app for `arches` (build.sh's flags)
 /// into `dir/lib/libfixture.so` and `dir/bin/app_pie`, plus one Tensile-style
@@ -113,12 +115,12 @@ fn two_family_builds_become_one_generic_and_every_group() {
     let b = shard(d.path(), "b", &SHARD_B);
     let out = d.path().join("out");
     let r = run(&[&a, &b], &out, spec(LENIENT)).unwrap();
-    assert_eq!(r.outputs, ["generic", "gfx103X", "gfx110X", "gfx115X", "gfx90X"]);
+    assert_eq!(r.outputs, ["generic", "gfx103X", "gfx11-generic", "gfx110X", "gfx90X"]);
     // The two builds' host-only binaries differ (layout follows the device
     // code size): reported, first shard's generic used.
     assert!(r.warnings.iter().any(|w| w.contains("contents differ")), "{:?}", r.warnings);
-    // Every archive maps 1:1 onto an output group: copied unchanged.
-    assert_eq!(r.archives.len(), 8);
+    // Every archive maps 1:1 onto an output archive: copied unchanged.
+    assert_eq!(r.archives.len(), 10);
     assert!(r.archives.iter().all(|x| x.copied_from.is_some()));
     for component in ["libfixture", "app_pie"] {
         let m = Manifest::read(&out.join(format!("generic/.kpack/{component}.kpm"))).unwrap();
@@ -126,10 +128,11 @@ fn two_family_builds_become_one_generic_and_every_group() {
         assert_eq!(
             files,
             [
-                (format!("{component}_gfx103X.kpack").as_str(), "gfx103X"),
-                (format!("{component}_gfx110X.kpack").as_str(), "gfx110X"),
-                (format!("{component}_gfx115X.kpack").as_str(), "gfx115X"),
-                (format!("{component}_gfx90X.kpack").as_str(), "gfx90X"),
+                (format!("{component}_gfx1030.kpack").as_str(), "gfx103X"),
+                (format!("{component}_gfx11-generic.kpack").as_str(), "gfx11-generic"),
+                (format!("{component}_gfx1100.kpack").as_str(), "gfx110X"),
+                (format!("{component}_gfx1101.kpack").as_str(), "gfx110X"),
+                (format!("{component}_gfx90a.kpack").as_str(), "gfx90X"),
             ]
         );
     }
@@ -145,8 +148,8 @@ fn two_family_builds_become_one_generic_and_every_group() {
     for (group, targets) in [
         ("gfx90X", &["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+"][..]),
         ("gfx103X", &["gfx1030"][..]),
-        ("gfx110X", &["gfx1100", "gfx1101", "gfx1103"][..]),
-        ("gfx115X", &["gfx1151", "gfx1150"][..]),
+        ("gfx110X", &["gfx1100", "gfx1101"][..]),
+        ("gfx11-generic", &["gfx1151", "gfx1150", "gfx1103"][..]),
     ] {
         let o = d.path().join(format!("o-{group}"));
         overlay(&[&out.join("generic"), &out.join(group)], &o).unwrap();
@@ -163,6 +166,54 @@ fn two_family_builds_become_one_generic_and_every_group() {
     overlay(&trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &all).unwrap();
     let v = verify_tree(&all, &VerifyOptions::default()).unwrap();
     assert!(v.ok(), "{v}");
+}
+
+/// Shard outputs overlaid without `recombine`, in either order: the last
+/// shard's `.kpm` lists only its own archives, yet every target of both
+/// builds loads (the marker's `@GFXARCH@` pattern reaches per-processor
+/// archives) and `verify` passes.
+#[test]
+fn overlaid_shards_load_and_verify_in_either_order() {
+    let d = tempfile::tempdir().unwrap();
+    let a = shard(d.path(), "a", &SHARD_A);
+    let b = shard(d.path(), "b", &SHARD_B);
+    let trees = |s: &Path| -> Vec<PathBuf> {
+        let mut t: Vec<PathBuf> = fs::read_dir(s).unwrap().map(|e| e.unwrap().path()).collect();
+        t.sort();
+        t
+    };
+    let targets: Vec<&str> = SHARD_A.iter().chain(&SHARD_B).copied().collect();
+    for (name, first, second) in [("ab", &a, &b), ("ba", &b, &a)] {
+        let o = d.path().join(format!("overlay-{name}"));
+        let all: Vec<PathBuf> = trees(first).into_iter().chain(trees(second)).collect();
+        overlay(&all.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &o).unwrap();
+        // The manifest is the second shard's alone.
+        let kpm = ".kpack/libfixture.kpm";
+        assert_eq!(fs::read(o.join(kpm)).unwrap(), fs::read(second.join("generic").join(kpm)).unwrap(), "{name}");
+        for t in [None, Some(&targets[..])] {
+            let v = verify_tree(&o, &VerifyOptions { targets: t.map(|t| t.iter().map(|s| s.to_string()).collect()) }).unwrap();
+            assert!(v.ok(), "{name}: {v}");
+            assert_eq!(v.binaries.iter().map(|b| b.resolved).sum::<usize>(), 2 * targets.len(), "{name}");
+        }
+        // Devices as a runtime reports them.
+        assert!(verify(&o, &["gfx90a:sramecc+:xnack-", "gfx1103", "gfx1151"]).ok(), "{name}");
+        // Every code object, through our loader and through AMD's lookup,
+        // is the one its own build compiled.
+        let cache = Cache::with_config(LoaderConfig::default());
+        for bin in ["lib/libfixture.so", "bin/app_pie"] {
+            let host = o.join(bin);
+            let marker = gfxarch::pattern_of(&host).unwrap().marker;
+            for (shard_tree, arches) in [("a-tree", &SHARD_A[..]), ("b-tree", &SHARD_B[..])] {
+                let fat = d.path().join(shard_tree).join(bin);
+                let want = fat_code_objects(&fat).unwrap();
+                for t in arches {
+                    let got = cache.load_code_object(&marker, &host, 0, &[*t]).unwrap();
+                    assert_eq!(Some(&got.data), want.get(&(0, t.to_string())), "{name}: {bin} {t}");
+                }
+                assert_eq!(check_pattern_finds(&host, &fat, arches), Ok(arches.len()), "{name}: {bin}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -198,25 +249,21 @@ fn duplicate_device_code_fails_or_warns() {
     assert!(e.warnings.iter().any(|w| w.contains("app_pie#0 for gfx1100")));
     // Kept the first: the output is shard a again.
     let same = |x: &Path, y: &Path| assert_eq!(fs::read(x).unwrap(), fs::read(y).unwrap(), "{}", x.display());
-    same(&out.join("gfx110X/.kpack/libfixture_gfx110X.kpack"), &a.join("gfx110X/.kpack/libfixture_gfx110X.kpack"));
+    same(&out.join("gfx110X/.kpack/libfixture_gfx1100.kpack"), &a.join("gfx110X/.kpack/libfixture_gfx1100.kpack"));
 
     // Identical generic-ISA code from two family builds is not a duplicate.
     let c = shard(d.path(), "c", &SHARD_C);
     let out2 = d.path().join("out2");
     let r = run(&[&a, &c], &out2, spec(LENIENT)).unwrap();
     assert!(!r.warnings.iter().any(|w| w.contains("duplicate")), "{:?}", r.warnings);
-    let g = Archive::open(&out2.join("gfx115X/.kpack/libfixture_gfx115X.kpack")).unwrap();
-    assert_eq!(g.gfx_arches(), ["gfx11-generic", "gfx1151"]);
-    // ... and the generic entries come from the family's own archive, so
-    // every archive is still a whole shard archive, copied unchanged.
+    let g = Archive::open(&out2.join("gfx115X/.kpack/libfixture_gfx1151.kpack")).unwrap();
+    assert_eq!(g.gfx_arches(), ["gfx1151"]);
+    // ... the generic ISA's archive is the first shard's, and every archive
+    // is still a whole shard archive, copied unchanged.
     assert!(r.archives.iter().all(|x| x.copied_from.is_some()), "{:?}", r.archives);
-    let from_c = r
-        .archives
-        .iter()
-        .find(|x| x.archive.path == "gfx115X/.kpack/libfixture_gfx115X.kpack")
-        .and_then(|x| x.copied_from.clone())
-        .unwrap();
-    assert!(from_c.starts_with(&c), "{}", from_c.display());
+    let from = |path: &str| r.archives.iter().find(|x| x.archive.path == path).and_then(|x| x.copied_from.clone()).unwrap();
+    assert!(from("gfx115X/.kpack/libfixture_gfx1151.kpack").starts_with(&c));
+    assert!(from("gfx11-generic/.kpack/libfixture_gfx11-generic.kpack").starts_with(&a));
 }
 
 #[test]
@@ -229,15 +276,19 @@ fn shards_are_regrouped_into_the_specs_groups() {
         [[groups]]\nname = \"gfx110X-dgpu\"\ntargets = [\"gfx1100\", \"gfx1101\"]\ngeneric_isas = [\"gfx11-generic\"]\n\
         [[groups]]\nname = \"dc\"\ntargets = [\"gfx90a\", \"gfx1030\"]\n";
     let r = run(&[&a, &b], &out, spec(custom)).unwrap();
-    assert_eq!(r.outputs, ["dc", "generic", "gfx110X-dgpu"]);
-    // dc combines two shards' archives: rewritten; gfx110X-dgpu is shard
-    // a's gfx110X archive re-labelled: rewritten too (family differs).
-    assert!(r.archives.iter().all(|x| x.copied_from.is_none()));
-    let dc = Archive::open(&out.join("dc/.kpack/libfixture_dc.kpack")).unwrap();
+    assert_eq!(r.outputs, ["dc", "generic", "gfx11-generic", "gfx110X-dgpu"]);
+    // Processor archives move to other trees (dc, gfx110X-dgpu): rewritten,
+    // their family relabelled; the generic ISA keeps its own tree: copied.
+    for x in &r.archives {
+        let generic_isa = x.archive.unit == "gfx11-generic";
+        assert_eq!(x.copied_from.is_some(), generic_isa, "{x:?}");
+    }
+    let dc = Archive::open(&out.join("dc/.kpack/libfixture_gfx90a.kpack")).unwrap();
     assert_eq!(dc.gfx_arch_family(), "dc");
-    assert_eq!(dc.gfx_arches(), ["gfx1030", "gfx90a:xnack+", "gfx90a:xnack-"]);
+    assert_eq!(dc.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
+    assert_eq!(Archive::open(&out.join("dc/.kpack/libfixture_gfx1030.kpack")).unwrap().gfx_arch_family(), "dc");
     // Code objects are the shards' own bytes.
-    let src = Archive::open(&b.join("gfx90X/.kpack/libfixture_gfx90X.kpack")).unwrap();
+    let src = Archive::open(&b.join("gfx90X/.kpack/libfixture_gfx90a.kpack")).unwrap();
     assert_eq!(
         dc.kernel("lib/libfixture.so#0", "gfx90a:xnack-").unwrap(),
         src.kernel("lib/libfixture.so#0", "gfx90a:xnack-").unwrap()
@@ -295,13 +346,13 @@ fn artifact_shards() {
     let r = run(&refs, &out, spec(LENIENT)).unwrap();
     assert_eq!(
         r.outputs,
-        ["fix_lib_generic", "fix_lib_gfx103X", "fix_lib_gfx110X", "fix_lib_gfx115X", "fix_lib_gfx90X"]
+        ["fix_lib_generic", "fix_lib_gfx103X", "fix_lib_gfx11-generic", "fix_lib_gfx110X", "fix_lib_gfx90X"]
     );
     for n in &r.outputs {
         assert_eq!(fs::read_to_string(out.join(n).join(MANIFEST_TXT)).unwrap(), "core/fix/stage\n", "{n}");
     }
     let m = Manifest::read(&out.join("fix_lib_generic/core/fix/stage/.kpack/fix_lib.kpm")).unwrap();
-    assert_eq!(m.kpack_files.len(), 4);
+    assert_eq!(m.kpack_files.len(), 5);
     let o = d.path().join("o");
     overlay(&[&out.join("fix_lib_generic"), &out.join("fix_lib_gfx90X")], &o).unwrap();
     let v = verify(&o, &["gfx90a:sramecc+:xnack-"]);

@@ -21,6 +21,7 @@ use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitError, SplitOutcome,
 };
+use rocm_kpack_test_support::layouts::check_pattern_finds;
 use rocm_kpack_test_support::{debian, fixtures};
 
 /// The full error chain, as the CLI prints it.
@@ -426,24 +427,40 @@ fn fixtures_split_round_trip_run_and_pass_binutils() {
             ]
         );
 
-        // Groups: families; a generic ISA lands in every family it serves.
-        let groups: Vec<&str> = report.archives.iter().map(|a| a.group.as_str()).collect();
-        if fx.set == "clang15" {
-            assert_eq!(groups, ["gfx103X", "gfx110X", "gfx90X"], "{what}");
-        } else {
+        // One archive per processor, named after it, in its family's tree;
+        // a generic ISA has one archive of its own.
+        let units: Vec<(&str, &str)> = report
+            .archives
+            .iter()
+            .map(|a| (a.unit.as_str(), a.group.as_str()))
+            .collect();
+        let mut want = vec![
+            ("gfx1030", "gfx103X"),
+            ("gfx1100", "gfx110X"),
+            ("gfx1101", "gfx110X"),
+            ("gfx90a", "gfx90X"),
+        ];
+        if fx.set != "clang15" {
+            want.insert(1, ("gfx11-generic", "gfx11-generic"));
+            want.push(("gfx942", "gfx94X"));
+        }
+        assert_eq!(units, want, "{what}");
+        for a in &report.archives {
             assert_eq!(
-                groups,
-                ["gfx103X", "gfx110X", "gfx115X", "gfx90X", "gfx94X"],
+                a.path.file_name().unwrap().to_string_lossy(),
+                format!("{component}_{}.kpack", a.unit),
                 "{what}"
             );
-            for g in ["gfx110X", "gfx115X"] {
-                let a = report.archives.iter().find(|a| a.group == g).unwrap();
-                assert!(
-                    a.architectures.contains(&"gfx11-generic".to_string()),
-                    "{what} {g}"
-                );
-            }
+            let processors: BTreeSet<&str> =
+                a.architectures.iter().map(|t| t.split(':').next().unwrap()).collect();
+            assert_eq!(processors, BTreeSet::from([a.unit.as_str()]), "{what}");
         }
+        let a90 = report.archives.iter().find(|a| a.unit == "gfx90a").unwrap();
+        assert_eq!(a90.architectures, ["gfx90a:xnack+", "gfx90a:xnack-"], "{what}");
+        // AMD's loader, expanding @GFXARCH@ with the target id and then its
+        // processor, finds every code object without the .kpm.
+        let found = check_pattern_finds(&report.output, &fx.path, fx.arches()).unwrap();
+        assert_eq!(found, co_total, "{what}");
 
         // The device code left the file.
         assert!(
@@ -507,7 +524,7 @@ fn deterministic_idempotent_and_unchanged_copies() {
     assert_eq!(fa.keys().collect::<Vec<_>>(), fb.keys().collect::<Vec<_>>());
     assert_eq!(fa, fb, "same input, byte-identical outputs");
     assert!(fa.contains_key(".kpack/libmulti.kpm"));
-    assert!(fa.contains_key(".kpack/libmulti_gfx90X.kpack"));
+    assert!(fa.contains_key(".kpack/libmulti_gfx90a.kpack"));
     assert_eq!(
         b.wrappers.iter().map(|w| w.co_index).collect::<Vec<_>>(),
         [0, 1, 2]
@@ -554,7 +571,8 @@ fn per_target_spec_component_and_uncompressed_archives() {
         .map(|a| a.path.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     // Feature variants share their processor's archive; no ':' in names;
-    // gfx11-generic has its own group and is also copied into gfx1100/gfx1101.
+    // gfx11-generic has its own group and archive, and is not copied into
+    // gfx1100/gfx1101 (a runtime falls back to it by name).
     assert_eq!(
         names,
         [
@@ -577,7 +595,7 @@ fn per_target_spec_component_and_uncompressed_archives() {
     )
     .unwrap();
     assert_eq!(a1100.scheme(), CompressionScheme::None);
-    assert!(a1100.has_arch("gfx11-generic") && a1100.has_arch("gfx1100"));
+    assert!(!a1100.has_arch("gfx11-generic") && a1100.has_arch("gfx1100"));
     assert_eq!(
         r.manifest.as_deref(),
         Some(tmp.path().join("o/.kpack/fixture_lib.kpm").as_path())
@@ -610,9 +628,21 @@ fn librocrand_round_trip_dlopen_and_binutils() {
     let r = split(&input, &out);
     assert_eq!(r.outcome, SplitOutcome::Split);
     assert_eq!((r.bundles, r.code_objects, r.wrappers.len()), (1, 7, 1));
-    let groups: Vec<&str> = r.archives.iter().map(|a| a.group.as_str()).collect();
-    assert_eq!(groups, ["gfx103X", "gfx80X", "gfx90X"]);
+    let units: Vec<(&str, &str)> = r.archives.iter().map(|a| (a.unit.as_str(), a.group.as_str())).collect();
+    assert_eq!(
+        units,
+        [
+            ("gfx1030", "gfx103X"),
+            ("gfx803", "gfx80X"),
+            ("gfx900", "gfx90X"),
+            ("gfx906", "gfx90X"),
+            ("gfx908", "gfx90X"),
+            ("gfx90a", "gfx90X")
+        ]
+    );
     let back = check_round_trip(&input, &r);
+    let arches: Vec<&str> = r.archives.iter().flat_map(|a| a.architectures.iter().map(String::as_str)).collect();
+    assert_eq!(check_pattern_finds(&r.output, &input, &arches), Ok(7));
     assert_eq!(back.marker.kernel_name, "librocrand.so.1.1");
     assert_eq!(back.marker.kpack_search_paths[0], ".kpack/librocrand.kpm");
     assert!(r.input_size - r.output_size >= r.fatbin_size - 8192);
@@ -709,16 +739,20 @@ fn librocsparse_counts_size_and_compression() {
     assert_readelf_clean(&r.output);
     assert_elflint_nothing_new(&input, &r.output);
 
-    // gfx90X archive (zstd 3) <= per-kernel `zstd -3` of the same code objects.
-    let g = r.archives.iter().find(|a| a.group == "gfx90X").unwrap();
-    let archive = Archive::open(&g.path).unwrap();
+    // The gfx90X family's archives (zstd 3) <= per-kernel `zstd -3` of the
+    // same code objects.
+    let family: Vec<_> = r.archives.iter().filter(|a| a.group == "gfx90X").collect();
+    assert_eq!(family.len(), 4, "gfx900 gfx906 gfx908 gfx90a");
     let kdir = tmp.path().join("kernels");
     fs::create_dir(&kdir).unwrap();
     let mut files = Vec::new();
-    for (i, (binary, arch, _)) in archive.entries().enumerate() {
-        let p = kdir.join(format!("{i}.co"));
-        fs::write(&p, archive.kernel(binary, arch).unwrap()).unwrap();
-        files.push(p);
+    for g in &family {
+        let archive = Archive::open(&g.path).unwrap();
+        for (binary, arch, _) in archive.entries() {
+            let p = kdir.join(format!("{}.co", files.len()));
+            fs::write(&p, archive.kernel(binary, arch).unwrap()).unwrap();
+            files.push(p);
+        }
     }
     assert_eq!(files.len(), 555);
     let st = Command::new("zstd")
@@ -731,10 +765,10 @@ fn librocsparse_counts_size_and_compression() {
         .iter()
         .map(|p| fs::metadata(p.with_extension("co.zst")).unwrap().len())
         .sum();
+    let size: u64 = family.iter().map(|a| a.size).sum();
     assert!(
-        g.size <= per_kernel,
-        "gfx90X archive {} bytes > per-kernel zstd -3 {per_kernel}",
-        g.size
+        size <= per_kernel,
+        "gfx90X archives {size} bytes > per-kernel zstd -3 {per_kernel}"
     );
 }
 

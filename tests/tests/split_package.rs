@@ -1,21 +1,20 @@
 //! `split-package` on real packages: Debian's fat librocrand1 .deb (and
 //! the same tree as an rpm), a fat wheel built from the fixtures, and the
 //! error cases (no device code, corrupt inputs, RECORD mismatch, hostile
-//! member paths).
+//! member paths). Installed results are looked up both through the loader
+//! and the way AMD's loader does, by `@GFXARCH@` expansion alone.
 
 mod package_common;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::{Object, ObjectSection};
 use package_common::*;
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::archive::{Archive, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
@@ -24,7 +23,7 @@ use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
 };
-use rocm_kpack_test_support::{debian, fixtures, http};
+use rocm_kpack_test_support::{debian, fixtures, gfxarch, http};
 
 /// Fast options: xz level 0 for the generic packages.
 fn opts() -> SplitPackageOptions {
@@ -59,31 +58,10 @@ fn ls(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Code objects of a fat ELF: (bundle index, target id) -> bytes.
-fn code_objects(fat: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
-    let bytes = fs::read(fat).expect("read fat binary");
-    let elf = object::File::parse(&*bytes).expect("parse ELF");
-    let section = elf.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().expect("data");
-    let mut out = BTreeMap::new();
-    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
-        for (target, data) in b.code_objects() {
-            out.insert((i as u32, target.to_string()), data.to_vec());
-        }
-    }
-    out
-}
-
 /// The loader finds every code object of `targets` for the installed,
 /// host-only `lib`, byte-identical to the fat original's.
 fn assert_loader_finds(lib: &Path, fat: &Path, targets: &[&str]) {
-    let host = fs::read(lib).expect("installed library");
-    let report = inspect_elf(&host).expect("inspect");
-    assert!(report.hip_fatbin.is_none(), "{} still has device code: {}", lib.display(), report.state);
-    let m = report.marker.expect("kpack marker");
-    let marker = Marker {
-        kpack_search_paths: m.kpack_search_paths,
-        kernel_name: m.kernel_name,
-    };
+    let marker = gfxarch::pattern_of(lib).expect("marker").marker;
     let cache = Cache::with_config(LoaderConfig::default());
     let originals = code_objects(fat);
     let mut found = 0;
@@ -133,9 +111,34 @@ fn librocrand_deb_splits_installs_and_loads() {
     }
     for g in ["gfx80x", "gfx90x", "gfx103x"] {
         let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
+        // Debian's build has no generic-ISA code: nothing else to depend on.
         assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
         assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
     }
+    // Each family deb ships one archive per processor, no alias symlinks.
+    for p in &r.packages {
+        assert_no_alias_symlinks(p);
+    }
+    assert_eq!(
+        payload_archives(&by_name(&r, "librocrand1-gfx90x").path),
+        ["librocrand_gfx900.kpack", "librocrand_gfx906.kpack", "librocrand_gfx908.kpack", "librocrand_gfx90a.kpack"]
+    );
+
+    // `dpkg -x` of the generic and the gfx90x deb: AMD's loader, expanding
+    // `@GFXARCH@` only, finds each processor's archive.
+    let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
+    let x = tmp.path().join("x");
+    for name in ["librocrand1", "librocrand1-gfx90x"] {
+        ok(Command::new("dpkg-deb").arg("-x").arg(&by_name(&r, name).path).arg(&x));
+    }
+    let xlib = x.join(LIBDIR).join("librocrand.so.1.1");
+    assert_gfxarch_finds(&xlib, &fat, "gfx90a:xnack-", "librocrand_gfx90a.kpack");
+    assert_gfxarch_finds(&xlib, &fat, "gfx90a:xnack+", "librocrand_gfx90a.kpack");
+    assert_gfxarch_finds(&xlib, &fat, "gfx906:xnack-", "librocrand_gfx906.kpack");
+    assert!(!gfxarch_finds_any(&xlib, "gfx1030"), "gfx103x was not extracted");
+    let a = Archive::open(&x.join(LIBDIR).join(".kpack/librocrand_gfx90a.kpack")).expect("archive");
+    assert_eq!(a.gfx_arch_family(), "gfx90X");
+    assert_eq!(a.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
 
     // lintian: no errors beyond the input's.
     let baseline = lintian_errors(&deb);
@@ -179,7 +182,6 @@ fn librocrand_deb_splits_installs_and_loads() {
     let lib = root.join(LIBDIR).join("librocrand.so.1.1");
     let kpack = root.join(LIBDIR).join(".kpack");
     assert_eq!(ls(&kpack).iter().filter(|n| n.ends_with(".kpm")).count(), 1, "{:?}", ls(&kpack));
-    let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
     assert_loader_finds(&lib, &fat, &["gfx90a:xnack-", "gfx906:xnack-"]);
 
     // Rerun: byte-identical packages.
@@ -236,10 +238,15 @@ fn librocrand_rpm_round_trip() {
     assert_eq!(dep_names(&g), dep_names(&orig));
     for p in &r.packages {
         ok(Command::new("rpm").arg("-K").arg("--nosignature").arg(&p.path));
+        assert_no_alias_symlinks(p);
     }
     let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("device");
     let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
     assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
+    let archive = format!("/{LIBDIR}/.kpack/librocrand_gfx90a.kpack");
+    let files = d.files();
+    let f = files.iter().find(|f| f.path == archive).expect("per-processor archive");
+    assert_eq!(f.mode & 0o170000, 0o100000, "{archive} is not a regular file");
     // The generic rpm's library is host-only.
     let x = tmp.path().join("x");
     fs::create_dir(&x).expect("mkdir");
@@ -344,20 +351,46 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert_eq!(r.kind, PackageKind::Wheel);
     let mut n = names(&r);
     n.sort();
-    assert!(n.contains(&"kpkg".to_string()), "{n:?}");
-    assert!(n.contains(&"kpkg-device-gfx110x".to_string()), "{n:?}");
-    assert!(n.contains(&"kpkg-device-gfx90x".to_string()), "{n:?}");
+    // One wheel per family, and one for the generic ISA the fixture's
+    // code was also built for.
+    assert_eq!(
+        n,
+        [
+            "kpkg",
+            "kpkg-device-gfx103x",
+            "kpkg-device-gfx11-generic",
+            "kpkg-device-gfx110x",
+            "kpkg-device-gfx90x",
+            "kpkg-device-gfx94x"
+        ]
+    );
     for p in &r.packages {
         WheelReader::open(&p.path).expect("wheel").verify_record().expect("RECORD");
+        assert_no_alias_symlinks(p);
     }
     let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
     assert!(base.members.iter().any(|m| m == "kpkg/.kpack/libfixture.kpm"), "{:?}", base.members);
     assert!(!base.members.iter().any(|m| m.starts_with("kpkg/hsa/")), "{:?}", base.members);
     assert_eq!(base.metadata.get("Summary"), Some("Fixture package with a HIP library"));
     assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx110x"));
+    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx11-generic"));
     let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x").path).expect("device");
     assert!(dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"), "{:?}", dev.members);
-    assert!(dev.members.iter().any(|m| m == "kpkg/.kpack/libfixture_gfx110X.kpack"), "{:?}", dev.members);
+    for unit in ["gfx1100", "gfx1101"] {
+        let m = format!("kpkg/.kpack/libfixture_{unit}.kpack");
+        assert!(dev.members.contains(&m), "{m} not in {:?}", dev.members);
+    }
+    // The family's wheel pulls in the generic-ISA wheel it carries.
+    assert_eq!(
+        dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
+        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+    );
+    let generic_isa = WheelReader::open(&by_name(&r, "kpkg-device-gfx11-generic").path).expect("device");
+    assert!(
+        generic_isa.members.iter().any(|m| m == "kpkg/.kpack/libfixture_gfx11-generic.kpack"),
+        "{:?}",
+        generic_isa.members
+    );
     let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90x").path).expect("device");
     assert!(dev90.members.iter().any(|m| m == "kpkg/hsa/gfx90a/k.co"), "{:?}", dev90.members);
 
@@ -392,23 +425,31 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
     assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x==1.0"), "{listed}");
+    assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
     assert!(!listed.contains("gfx90x"), "{listed}");
     let printed = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
-    assert_eq!(printed.trim(), "['libfixture.kpm', 'libfixture_gfx110X.kpack']");
+    assert_eq!(
+        printed.trim(),
+        "['libfixture.kpm', 'libfixture_gfx11-generic.kpack', 'libfixture_gfx1100.kpack', 'libfixture_gfx1101.kpack']"
+    );
     let sp = rocm_kpack_test_support::site_packages(&venv);
     assert_eq!(
         fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
         gfx_code_object("gfx1100")
     );
     assert!(!sp.join("kpkg/hsa/gfx90a").exists());
-    // The installed host library resolves the gfx1100 code object.
-    assert_loader_finds(
-        &sp.join("kpkg/libfixture.so"),
-        &fixtures::fixture("clang19/libfixture.so"),
-        &["gfx1100"],
-    );
-    ok(Command::new(&pip).args(["uninstall", "-y", "--disable-pip-version-check", "kpkg-device-gfx110x", "kpkg"]));
+    // The installed host library resolves the gfx1100 code object, and
+    // `@GFXARCH@` expansion alone finds each installed archive: a
+    // processor's own, or, for one without code of its own, the generic
+    // ISA's (a runtime asks for the target, then its generic ISA).
+    let lib = sp.join("kpkg/libfixture.so");
+    let fat = fixtures::fixture("clang19/libfixture.so");
+    assert_loader_finds(&lib, &fat, &["gfx1100"]);
+    assert_gfxarch_finds(&lib, &fat, "gfx1101", "libfixture_gfx1101.kpack");
+    assert_gfxarch_finds(&lib, &fat, "gfx1102", "libfixture_gfx11-generic.kpack");
+    assert!(!gfxarch_finds_any(&lib, "gfx90a:xnack-"), "device-gfx90x was not installed");
+    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
     let left: Vec<PathBuf> = walk(&sp)
         .into_iter()
         .filter(|p| p.strip_prefix(&sp).is_ok_and(|r| r.to_string_lossy().starts_with("kpkg")))
@@ -599,6 +640,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
     let out = tmp.path().join("out");
     let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
+        .env_remove("SOURCE_DATE_EPOCH")
         .arg("split-package")
         .arg(&whl)
         .arg("--out")
@@ -618,6 +660,24 @@ fn cli_splits_a_wheel_and_reports_errors() {
     assert_eq!(written.first().map(String::as_str), Some("kpkg"));
     assert!(written.len() >= 3, "{written:?}");
     assert_eq!(ls(&out).len(), written.len());
+
+    // Archives are release outputs: the default level is the release
+    // level (the CLI's output equals the library's at its default), and
+    // --level overrides it.
+    assert_eq!(SplitPackageOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
+    let lib_out = tmp.path().join("lib-out");
+    split_package(&whl, &lib_out, &SplitPackageOptions::default()).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let dev = "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl";
+    assert_eq!(sha256(&out.join(dev)), sha256(&lib_out.join(dev)));
+    let fast = tmp.path().join("fast");
+    let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
+        .env_remove("SOURCE_DATE_EPOCH")
+        .arg("split-package")
+        .arg(&whl)
+        .args(["--level", "1", "--out"])
+        .arg(&fast));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ne!(sha256(&fast.join(dev)), sha256(&out.join(dev)), "--level 1 wrote the same archives");
 
     // A corrupt input: exit 1, a message naming it, nothing in --out.
     let bad = src.join("bad-1.0-py3-none-any.whl");

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::archive::{Archive, DEFAULT_ZSTD_LEVEL, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::artifact::{split_artifact, split_batch, MANIFEST_TXT};
@@ -20,6 +20,7 @@ use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::elf::{classify, Classification};
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions, SplitReport};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
+use rocm_kpack_test_support::layouts::check_pattern_finds;
 use rocm_kpack_test_support::tree::{self, chain, listing, overlay, Node};
 use rocm_kpack_test_support::{debian, fixtures};
 
@@ -42,14 +43,16 @@ fn is_split_binary(path: &Path) -> bool {
     matches!(classify(&data).unwrap(), Classification::AlreadySplit(_))
 }
 
-/// Device targets (as a GPU reports them) each group of the fixture tree
-/// must serve, and one it must not.
-const GROUP_TARGETS: [(&str, &[&str], &str); 5] = [
-    ("gfx103X", &["gfx1030"], "gfx1100"),
-    ("gfx110X", &["gfx1100", "gfx1101", "gfx1102"], "gfx1030"),
-    ("gfx115X", &["gfx1151", "gfx1100"], "gfx1030"), // gfx11-generic serves gfx1100 too
-    ("gfx90X", &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"], "gfx942:sramecc+:xnack-"),
-    ("gfx94X", &["gfx942:sramecc+:xnack-"], "gfx90a:sramecc+:xnack-"),
+/// Device trees of the fixture tree overlaid together, the targets (as a
+/// GPU reports them) they must serve, and one they must not.
+const GROUP_TARGETS: [(&[&str], &[&str], &str); 6] = [
+    (&["gfx103X"], &["gfx1030"], "gfx1100"),
+    (&["gfx110X"], &["gfx1100", "gfx1101"], "gfx1030"),
+    // gfx1102 has no native code: the generic ISA's tree serves it.
+    (&["gfx110X", "gfx11-generic"], &["gfx1100", "gfx1101", "gfx1102"], "gfx1030"),
+    (&["gfx11-generic"], &["gfx1151", "gfx1100"], "gfx1030"),
+    (&["gfx90X"], &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"], "gfx942:sramecc+:xnack-"),
+    (&["gfx94X"], &["gfx942:sramecc+:xnack-"], "gfx90a:sramecc+:xnack-"),
 ];
 
 #[test]
@@ -61,13 +64,14 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     let out = d.path().join("out");
     let report = split(&input, &out, &SplitOptions::default());
 
-    // Output trees: generic + the five groups the fixtures' targets fall in.
+    // Output trees: generic + the four groups the fixtures' processors fall
+    // in + the generic ISA's own tree.
     let mut names: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["generic", "gfx103X", "gfx110X", "gfx115X", "gfx90X", "gfx94X"]);
+    assert_eq!(names, ["generic", "gfx103X", "gfx11-generic", "gfx110X", "gfx90X", "gfx94X"]);
     assert_eq!(listing(&input).unwrap(), before, "the input was modified");
     assert_eq!(report.binaries.len(), tree::BINARIES.len());
     assert_eq!(report.databases.len(), tree::DATABASES.len());
@@ -126,9 +130,12 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     }
 
     // Every group: generic + group reconstitutes the input for its targets.
-    for (group, targets, lacking) in GROUP_TARGETS {
+    for (trees, targets, lacking) in GROUP_TARGETS {
+        let group = trees.join("+");
         let o = d.path().join(format!("overlay-{group}"));
-        overlay(&[&out.join("generic"), &out.join(group)], &o).unwrap();
+        let mut dirs = vec![out.join("generic")];
+        dirs.extend(trees.iter().map(|t| out.join(t)));
+        overlay(&dirs.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &o).unwrap();
         let after = listing(&o).unwrap();
         for (rel, node) in &before {
             let db_group = tree::DATABASES
@@ -138,7 +145,7 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
                 .or((rel == tree::DATABASE_SYMLINK.0).then_some(tree::DATABASE_SYMLINK.2));
             let is_binary = tree::BINARIES.iter().any(|(p, _)| p == rel) || rel == tree::FAT_HARD_LINK.0;
             match (db_group, is_binary) {
-                (Some(g), _) if g != group => {
+                (Some(g), _) if !trees.contains(&g) => {
                     assert!(!after.contains_key(rel), "{group}: {rel} of {g} present")
                 }
                 (_, true) => {
@@ -169,6 +176,18 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
 
         let ok = verify(&o, targets);
         assert!(ok.ok(), "{group} for {targets:?}:\n{ok}");
+        // AMD's loader reads no `.kpm`: expanding each binary's `@GFXARCH@`
+        // pattern with a target id, then its processor, finds every code
+        // object these trees carry.
+        let carried: Vec<&str> = fixtures::ARCHES_CLANG19
+            .into_iter()
+            .filter(|t| trees.contains(&Spec::builtin().placement(t).unwrap().tree.as_str()))
+            .collect();
+        for (rel, fixture) in tree::BINARIES {
+            let bundles = fixtures::BINARIES.iter().find(|b| fixture.rsplit('/').next() == Some(b.name)).unwrap().bundles;
+            let found = check_pattern_finds(&o.join(rel), &fixtures::fixture(fixture), &carried);
+            assert_eq!(found, Ok(bundles * carried.len()), "{group}: {rel}");
+        }
         let resolved: usize = ok.binaries.iter().map(|b| b.resolved).sum();
         // 6 names (app_pie twice); libmulti has 3 code objects, app_rdc 2 wrappers of one.
         assert_eq!(resolved, targets.len() * 8, "{group}");
@@ -197,14 +216,44 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     let full = verify_tree(&all, &VerifyOptions::default()).unwrap();
     assert!(full.ok(), "{full}");
     assert!(full.not_installed.is_empty());
-    assert_eq!(full.archives.len(), 25);
+    // 5 components x (gfx1030, gfx11-generic, gfx1100, gfx1101, gfx90a, gfx942).
+    assert_eq!(full.archives.len(), 30);
     // Tampering is noticed: a manifest entry no longer matches its archive.
-    let victim = all.join(".kpack/libmulti_gfx110X.kpack");
+    let victim = all.join(".kpack/libmulti_gfx1100.kpack");
     let mut bytes = fs::read(&victim).unwrap();
     bytes.push(0);
     fs::write(&victim, bytes).unwrap();
     let bad = verify_tree(&all, &VerifyOptions::default()).unwrap();
     assert!(bad.problems.iter().any(|p| p.path == ".kpack/libmulti.kpm" && p.message.contains("size")), "{bad}");
+}
+
+/// The release level (the default of tree splits) only makes archives
+/// smaller: the same input split at the fast and at the release level
+/// loads byte-identical code objects, the fat binary's.
+#[test]
+fn compression_level_changes_sizes_never_code_objects() {
+    assert_eq!(SplitOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
+    let root = debian::extracted("librocrand1").unwrap();
+    let lib = "usr/lib/x86_64-linux-gnu/librocrand.so.1.1";
+    let d = tempfile::tempdir().unwrap();
+    let mut sizes = Vec::new();
+    for level in [DEFAULT_ZSTD_LEVEL, RELEASE_ZSTD_LEVEL] {
+        let out = d.path().join(format!("split-{level}"));
+        let r = split(&root, &out, &SplitOptions { zstd_level: level, ..SplitOptions::default() });
+        let mut names: Vec<&str> = r.archives.iter().map(|a| a.path.as_str()).collect();
+        names.sort_unstable();
+        sizes.push((names.join(" "), r.archives.iter().map(|a| a.size).sum::<u64>()));
+        let all = d.path().join(format!("all-{level}"));
+        let trees: Vec<PathBuf> = r.outputs.iter().map(|o| out.join(&o.name)).collect();
+        overlay(&trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &all).unwrap();
+        let arches: Vec<&str> = r.archives.iter().flat_map(|a| a.architectures.iter().map(String::as_str)).collect();
+        assert_eq!(check_pattern_finds(&all.join(lib), &root.join(lib), &arches), Ok(7), "level {level}");
+        let v = verify(&all, &arches);
+        assert!(v.ok(), "level {level}: {v}");
+    }
+    let ((fast_names, fast), (release_names, release)) = (&sizes[0], &sizes[1]);
+    assert_eq!(fast_names, release_names);
+    assert!(release < fast, "level {RELEASE_ZSTD_LEVEL}: {release} bytes, level {DEFAULT_ZSTD_LEVEL}: {fast}");
 }
 
 #[test]
@@ -247,10 +296,10 @@ fn one_component_for_the_whole_tree() {
         ..SplitOptions::default()
     };
     let r = split(&input, &out, &opts);
-    assert_eq!(r.archives.len(), 5);
+    assert_eq!(r.archives.len(), 6);
     let kpm = Manifest::read(&out.join("generic/.kpack/fixture_lib.kpm")).unwrap();
-    assert_eq!(kpm.kpack_files.len(), 5);
-    let a = Archive::open(&out.join("gfx110X/.kpack/fixture_lib_gfx110X.kpack")).unwrap();
+    assert_eq!(kpm.kpack_files.len(), 6);
+    let a = Archive::open(&out.join("gfx110X/.kpack/fixture_lib_gfx1100.kpack")).unwrap();
     assert_eq!(
         a.binaries(),
         [
@@ -264,7 +313,7 @@ fn one_component_for_the_whole_tree() {
         ]
     );
     let o = d.path().join("o");
-    overlay(&[&out.join("generic"), &out.join("gfx110X")], &o).unwrap();
+    overlay(&[&out.join("generic"), &out.join("gfx110X"), &out.join("gfx11-generic")], &o).unwrap();
     let v = verify(&o, &["gfx1100", "gfx1103"]);
     assert!(v.ok(), "{v}");
 }
@@ -281,7 +330,8 @@ fn debian_multiarch_tree() {
     assert_eq!(groups, ["generic", "gfx80X", "gfx90X", "gfx103X"]);
     let lib = "usr/lib/x86_64-linux-gnu";
     let kpm = Manifest::read(&out.join(format!("generic/{lib}/.kpack/librocrand.kpm"))).unwrap();
-    assert_eq!(kpm.kpack_files.len(), 3);
+    // gfx803 gfx900 gfx906 gfx908 gfx90a gfx1030.
+    assert_eq!(kpm.kpack_files.len(), 6);
     let host = fs::read(out.join(format!("generic/{lib}/librocrand.so.1.1"))).unwrap();
     let m = inspect_elf(&host).unwrap().marker.unwrap();
     assert_eq!(m.kernel_name, "librocrand.so.1.1");
@@ -329,10 +379,20 @@ fn debian_rocrand_as_a_build_artifact() {
     }
     let kpm = Manifest::read(&out.join(format!("rand_lib_generic/{stage}/.kpack/rand_lib.kpm"))).unwrap();
     assert_eq!(kpm.component, "rand_lib");
-    let files: Vec<&str> = kpm.kpack_files.iter().map(|f| f.filename.as_str()).collect();
-    assert_eq!(files, ["rand_lib_gfx103X.kpack", "rand_lib_gfx80X.kpack", "rand_lib_gfx90X.kpack"]);
-    let a = Archive::open(&out.join(format!("rand_lib_gfx90X/{stage}/.kpack/rand_lib_gfx90X.kpack"))).unwrap();
-    assert_eq!(a.group_name(), "rand_lib");
+    let files: Vec<(&str, &str)> = kpm.kpack_files.iter().map(|f| (f.filename.as_str(), f.family.as_str())).collect();
+    assert_eq!(
+        files,
+        [
+            ("rand_lib_gfx1030.kpack", "gfx103X"),
+            ("rand_lib_gfx803.kpack", "gfx80X"),
+            ("rand_lib_gfx900.kpack", "gfx90X"),
+            ("rand_lib_gfx906.kpack", "gfx90X"),
+            ("rand_lib_gfx908.kpack", "gfx90X"),
+            ("rand_lib_gfx90a.kpack", "gfx90X")
+        ]
+    );
+    let a = Archive::open(&out.join(format!("rand_lib_gfx90X/{stage}/.kpack/rand_lib_gfx90a.kpack"))).unwrap();
+    assert_eq!((a.group_name(), a.gfx_arch_family()), ("rand_lib", "gfx90X"));
     assert_eq!(a.binaries(), [format!("{stage}/lib/librocrand.so.1.1#0")]);
     let host = fs::read(out.join(format!("rand_lib_generic/{stage}/lib/librocrand.so.1.1"))).unwrap();
     let m = inspect_elf(&host).unwrap().marker.unwrap();
@@ -401,8 +461,8 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         [
             "fixture_lib_generic",
             "fixture_lib_gfx103X",
+            "fixture_lib_gfx11-generic",
             "fixture_lib_gfx110X",
-            "fixture_lib_gfx115X",
             "fixture_lib_gfx90X",
             "fixture_lib_gfx94X",
             "rand_lib_generic",
@@ -421,7 +481,11 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
     );
     assert!(out.join("fixture_lib_generic/core/extra/stage/share/notes.txt").is_file());
     let o = d.path().join("o");
-    overlay(&[&out.join("fixture_lib_generic"), &out.join("fixture_lib_gfx110X")], &o).unwrap();
+    overlay(
+        &[&out.join("fixture_lib_generic"), &out.join("fixture_lib_gfx110X"), &out.join("fixture_lib_gfx11-generic")],
+        &o,
+    )
+    .unwrap();
     assert!(verify(&o, &["gfx1100", "gfx1102"]).ok());
 }
 

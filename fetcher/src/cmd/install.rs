@@ -31,6 +31,7 @@ struct Output<'a> {
     summary: Summary,
     installed: &'a [Installed],
     failed: &'a [Failed],
+    removed: &'a [std::path::PathBuf],
     warnings: &'a [String],
 }
 
@@ -145,6 +146,7 @@ fn finish(
             summary,
             installed: &report.installed,
             failed: &report.failed,
+            removed: &report.removed,
             warnings,
         })?;
     } else {
@@ -161,9 +163,19 @@ fn finish(
                     human_bytes(i.size)
                 ));
             }
+            for p in &report.removed {
+                text.push_str(&format!(
+                    "removed {} (its manifest no longer lists it)\n",
+                    p.display()
+                ));
+            }
             let fetched: u64 = report.installed.iter().map(|i| i.transferred).sum();
+            let removed = match report.removed.len() {
+                0 => String::new(),
+                n => format!(", {n} superseded removed"),
+            };
             text.push_str(&format!(
-                "{} installed ({} transferred), {} already present, {} failed in {:.1}s\n",
+                "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
                 report.installed.len(),
                 human_bytes(fetched),
                 summary.present,

@@ -1,5 +1,6 @@
 //! `install`: targets -> installed manifests -> plan -> lock the `.kpack`
-//! directories -> re-plan under the locks -> download, verify, install
+//! directories -> re-plan under the locks -> download, verify, install,
+//! then remove the archives an upgraded manifest no longer lists
 //! ([`install`]); or the plan alone ([`dry_run`]); or the device packages
 //! through a package manager ([`PackageManager`]).
 
@@ -10,10 +11,10 @@ use std::sync::Arc;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::Naming;
 
-use super::load_states;
+use super::{load_states, remove_recorded};
 use crate::execute::{execute, ExecOptions, Report};
 use crate::install::DirLock;
-use crate::plan::InstallPlan;
+use crate::plan::{superseded, InstallPlan};
 use crate::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmError, PmPlan};
 use crate::progress::Reporter;
 use crate::resolve::{needs, Scan};
@@ -32,10 +33,11 @@ pub fn dry_run(scan: &Scan, targets: &[TargetId], warnings: &mut Vec<String>) ->
 /// Installs the archives `targets` need: locks every directory that will
 /// be written, in path order (no deadlock between two runs), before judging
 /// what is present; plans under the locks; fetches, verifies and installs
-/// from `sources`, reporting to `reporter` (closed at the end). A directory
-/// that cannot be locked fails its archives, not the run. Returns the plan
-/// and what happened; warnings (state resets, the plan's) are added to
-/// `warnings`.
+/// from `sources`, reporting to `reporter` (closed at the end); then
+/// removes the superseded archives of the locked directories (see
+/// [`crate::plan::Superseded`]). A directory that cannot be locked fails
+/// its archives, not the run. Returns the plan and what happened; warnings
+/// (state resets, the plan's) are added to `warnings`.
 pub fn install(
     scan: &Scan,
     targets: &[TargetId],
@@ -44,10 +46,15 @@ pub fn install(
     reporter: Arc<dyn Reporter>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(InstallPlan, Report)> {
+    // Read without the locks only to choose what to lock; judged again below.
+    let unlocked = load_states(&scan.kpack_dirs, &mut Vec::new());
     let to_lock: BTreeSet<PathBuf> = scan
         .manifests
         .iter()
-        .filter(|m| !needs(&m.manifest, targets).archives.is_empty())
+        .filter(|m| {
+            !needs(&m.manifest, targets).archives.is_empty()
+                || !superseded(scan, m, unlocked.get(&m.kpack_dir)).is_empty()
+        })
         .map(|m| m.kpack_dir.clone())
         .collect();
     let mut locks = Vec::new();
@@ -85,7 +92,14 @@ pub fn install(
     warnings.extend(plan.warnings());
     let report = execute(&plan, sources, options, &locked, states, reporter.clone());
     reporter.close();
-    let report = report?;
+    let mut report = report?;
+    for c in &plan.components {
+        if c.superseded.is_empty() || !locked.get(&c.kpack_dir).is_some_and(Result::is_ok) {
+            continue;
+        }
+        let names: Vec<&str> = c.superseded.iter().map(|s| s.filename.as_str()).collect();
+        report.removed.extend(remove_recorded(&c.kpack_dir, &names)?);
+    }
     drop(locks);
     Ok((plan, report))
 }

@@ -82,12 +82,12 @@ impl Removal {
 /// records. Only archives still recorded when the lock is held are touched.
 /// Returns the paths removed.
 pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut by_dir: BTreeMap<&Path, Vec<&Removal>> = BTreeMap::new();
+    let mut by_dir: BTreeMap<&Path, Vec<&str>> = BTreeMap::new();
     for r in removals {
-        by_dir.entry(r.kpack_dir.as_path()).or_default().push(r);
+        by_dir.entry(r.kpack_dir.as_path()).or_default().push(&r.filename);
     }
     let mut removed = Vec::new();
-    for (dir, list) in by_dir {
+    for (dir, names) in by_dir {
         let _lock = crate::install::DirLock::acquire(dir, |p| {
             eprintln!(
                 "waiting for another rocm-kpack-fetch to finish ({} is locked)",
@@ -95,23 +95,33 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
             );
         })
         .with_context(|| format!("cannot lock {}", dir.display()))?;
-        let mut state = State::load(dir)?;
-        for r in list {
-            if state.archives.remove(&r.filename).is_none() {
-                continue;
-            }
-            let path = r.path();
-            match crate::install::remove_archive(&path) {
-                Ok(()) => removed.push(path),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => removed.push(path),
-                Err(e) => {
-                    // Keep the record of a file that is still there.
-                    state.save(dir)?;
-                    return Err(e).with_context(|| format!("removing {}", path.display()));
-                }
+        removed.extend(remove_recorded(dir, &names)?);
+    }
+    Ok(removed)
+}
+
+/// Removes the archives `names` of `dir` that its state records, with
+/// their records; the caller holds the directory's lock. The state is read
+/// from the file, so changes made under the same lock count. Returns the
+/// paths removed (also those already gone).
+pub(crate) fn remove_recorded(dir: &Path, names: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut state = State::load(dir)?;
+    let mut removed = Vec::new();
+    for name in names {
+        if state.archives.remove(*name).is_none() {
+            continue;
+        }
+        let path = dir.join(name);
+        match crate::install::remove_archive(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => removed.push(path),
+            Err(e) => {
+                // Keep the record of a file that is still there.
+                state.save(dir)?;
+                return Err(e).with_context(|| format!("removing {}", path.display()));
             }
         }
-        state.save(dir)?;
     }
+    state.save(dir)?;
     Ok(removed)
 }

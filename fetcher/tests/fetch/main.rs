@@ -1,11 +1,13 @@
 //! `rocm-kpack-fetch install` and friends run as processes against a real
 //! HTTP server on 127.0.0.1 (`rocm_kpack_test_support::http`) that
 //! misbehaves on cue, with real `.kpack` archives (ArchiveWriter) and
-//! `.kpm` manifests in temporary roots. One test binary; helpers here, tests in modules.
+//! `.kpm` manifests in temporary roots, and with split fixture libraries
+//! (`layouts`). One test binary; helpers here, tests in modules.
 
 mod commands;
 mod faults;
 mod install;
+mod layouts;
 mod process;
 
 use std::borrow::BorrowMut;

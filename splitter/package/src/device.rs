@@ -1,6 +1,13 @@
 //! A split directory (`generic/` + one tree per device group) and what the
-//! device trees hold: `.kpack` archives, their targets, and the
-//! per-target symlinks device debs and rpms add (docs/formats.md section 2).
+//! device trees hold: `.kpack` archives, the targets they serve, and which
+//! generic-ISA trees a family's package depends on (docs/packaging.md,
+//! "Package naming").
+//!
+//! A device tree is either a family (or any spec group) holding one archive
+//! per processor, `<component>_<processor>.kpack`, or a generic ISA
+//! (`gfx11-generic/`) holding `<component>_<generic-isa>.kpack`. These are
+//! the names a marker's `@GFXARCH@` pattern expands to, so packages ship
+//! the archives as they are, without alias symlinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -9,7 +16,9 @@ use std::path::{Path, PathBuf};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_pkgspec::{is_generic_isa, processor_of, processors_served_by, Group, Spec};
+use rocm_kpack_pkgspec::{
+    generic_isas_serving, is_generic_isa, processor_of, processors_served_by, Group, Spec,
+};
 
 use crate::tree::{parent_of, Content, Entry, EntryKind, Payload};
 use crate::PackageError;
@@ -44,6 +53,12 @@ pub struct DeviceGroup {
     pub archives: Vec<KpackArchive>,
     /// Processors this group's package serves (see [`targets_of`]).
     pub targets: Vec<String>,
+    /// Whether the tree is a generic ISA's (`gfx11-generic`), not a family's.
+    pub generic_isa: bool,
+    /// Generic-ISA trees of the same split directory whose package this
+    /// group's package depends on: the generic ISAs the group carries
+    /// (its spec group's `generic_isas`), sorted.
+    pub requires: Vec<String>,
 }
 
 /// A split directory as [`SplitDir::open`] reads it.
@@ -92,8 +107,10 @@ pub fn check_group_name(name: &str) -> Result<(), PackageError> {
 /// (feature flags dropped); a generic ISA (`gfx11-generic`) stands for the
 /// processors it serves that belong to the group (by the spec group of that
 /// name or, failing that, of the archive's family), or all of them when
-/// the spec has no such group. Sorted, unique.
+/// the spec has no such group or the group lists no processors (a generic
+/// ISA's own group). Sorted, unique.
 pub fn targets_of(arches: &[String], group: Option<&Group>) -> Vec<String> {
+    let group = group.filter(|g| !g.targets.is_empty());
     let mut out = BTreeSet::new();
     for a in arches {
         let p = processor_of(a);
@@ -186,21 +203,52 @@ impl SplitDir {
                     .first()
                     .and_then(|a| spec.group(&a.family))
             });
+            let generic_isa = is_generic_isa(&name);
             let all_arches: Vec<String> = archives.iter().flat_map(|a| a.arches.clone()).collect();
             let mut targets = targets_of(&all_arches, spec_group);
-            // A group holding only database files: the spec says what it serves.
+            // A group holding only database files: the spec (or, for a
+            // generic ISA, LLVM's table) says what it serves.
             if targets.is_empty() {
-                if let Some(g) = spec_group {
+                if generic_isa {
+                    targets = targets_of(std::slice::from_ref(&name), None);
+                } else if let Some(g) = spec_group {
                     targets = g.targets.clone();
                     targets.sort();
                 }
             }
+            // The generic ISAs a family carries: its spec group's, or, when
+            // the spec does not know the group, those serving its processors.
+            let requires = if generic_isa {
+                Vec::new()
+            } else {
+                let carried: BTreeSet<String> = match spec_group {
+                    Some(g) => g.generic_isas.iter().cloned().collect(),
+                    None => targets
+                        .iter()
+                        .flat_map(|t| generic_isas_serving(t))
+                        .map(str::to_string)
+                        .collect(),
+                };
+                carried.into_iter().collect()
+            };
             groups.push(DeviceGroup {
                 name,
                 payload,
                 archives,
                 targets,
+                generic_isa,
+                requires,
             });
+        }
+        // A family depends on a carried generic ISA only when that ISA's
+        // tree (and so its package) exists.
+        let present: BTreeSet<String> = groups
+            .iter()
+            .filter(|g| g.generic_isa)
+            .map(|g| g.name.clone())
+            .collect();
+        for g in &mut groups {
+            g.requires.retain(|r| present.contains(r));
         }
         let split = SplitDir {
             root: root.to_path_buf(),
@@ -258,38 +306,6 @@ impl SplitDir {
     }
 }
 
-/// The per-target symlinks of a device group: for every archive named
-/// `<component>_<family>.kpack` and every processor the group serves,
-/// `<component>_<processor>.kpack -> <component>_<family>.kpack` in the
-/// same directory, unless the tree already has that name (a per-target
-/// archive) or it would point at itself.
-pub fn per_target_symlinks(group: &DeviceGroup) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for a in &group.archives {
-        let base = a.path.rsplit('/').next().unwrap_or(&a.path);
-        let expected = layout::archive_file_name(&a.component, &a.family);
-        if base != expected {
-            continue;
-        }
-        let dir = parent_of(&a.path);
-        let served = targets_of(&a.arches, None)
-            .into_iter()
-            .filter(|t| group.targets.contains(t));
-        for t in served {
-            let name = layout::archive_file_name(&a.component, &t);
-            if name == base {
-                continue;
-            }
-            let path = format!("{dir}/{name}");
-            if group.payload.contains(&path) || out.iter().any(|e: &Entry| e.path == path) {
-                continue;
-            }
-            out.push(Entry::symlink(&path, base));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +320,15 @@ mod tests {
         );
         let arches = vec!["gfx90a:xnack+".to_string(), "gfx90a:xnack-".to_string()];
         assert_eq!(targets_of(&arches, spec.group("gfx90X")), ["gfx90a"]);
+        // A generic ISA's own tree serves every processor of the ISA, also
+        // under a per-target spec whose group of that name lists none.
+        let arches = vec!["gfx11-generic".to_string()];
+        let all = [
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ];
+        assert_eq!(targets_of(&arches, None), all);
+        let per_target = Spec::per_target(&["gfx1100", "gfx11-generic"]).expect("spec");
+        assert_eq!(targets_of(&arches, per_target.group("gfx11-generic")), all);
     }
 
     #[test]

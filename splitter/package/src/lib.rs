@@ -6,7 +6,8 @@
 //!
 //! Flow: [`device::SplitDir::open`] reads the trees (never following a
 //! symlink) and the device archives' headers; [`package`] builds each
-//! payload (per-target symlinks for deb/rpm device packages), renders
+//! payload (the trees as they are: archive names are already what a
+//! marker's `@GFXARCH@` pattern expands to, so no alias symlinks), renders
 //! metadata per format from one [`meta::PackageMeta`], and hands both to
 //! the writers ([`deb`], [`rpm`], [`wheel`]), which stream files through
 //! the deterministic container writers in [`container`] (one module per
@@ -28,7 +29,6 @@
 //!   [`package`] takes METADATA (adding the device extras), WHEEL's tags and
 //!   the other dist-info files from it and regenerates RECORD.
 
-pub mod archive_io;
 pub mod compress;
 pub mod container;
 pub mod dates;
@@ -55,7 +55,7 @@ use serde::Serialize;
 pub use error::PackageError;
 
 use compress::Compression;
-use device::{per_target_symlinks, DeviceGroup, SplitDir};
+use device::{DeviceGroup, SplitDir};
 use meta::{add_relation, render_description, wrap, ControlFields, PackageMeta};
 use tree::{Entry, EntryKind, Payload};
 
@@ -519,18 +519,42 @@ fn device_long_description(meta: &PackageMeta, g: &DeviceGroup) -> String {
     } else {
         g.targets.join(" ")
     };
+    let what = if g.generic_isa {
+        format!(
+            "built for the AMD generic ISA {}, which serves the targets {targets} \
+             that have no code object of their own",
+            g.name
+        )
+    } else {
+        format!("for the AMD {} device group, serving the targets {targets}", g.name)
+    };
     wrap(
         &format!(
-            "GPU device code (kernel archives) of {} for the AMD {} device group, \
-             serving the targets {targets}. The host code is in {}; the rocm-kpack \
-             runtime loads these archives on demand.",
-            meta.name, g.name, meta.name
+            "GPU device code (kernel archives) of {} {what}. The host code is in {}; \
+             the rocm-kpack runtime loads these archives on demand.",
+            meta.name, meta.name
         ),
         72,
     )
 }
 
-fn device_deb_control(meta: &PackageMeta, g: &DeviceGroup, name: &str, generic: &str) -> ControlFields {
+/// The device packages a group's package depends on besides the generic
+/// one: the generic-ISA packages of the ISAs it carries (see
+/// [`DeviceGroup::requires`]), named with `kind`'s template.
+fn generic_isa_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &DeviceGroup) -> Vec<String> {
+    g.requires
+        .iter()
+        .map(|isa| naming::device(&opts.spec.naming, kind, name, isa))
+        .collect()
+}
+
+fn device_deb_control(
+    meta: &PackageMeta,
+    g: &DeviceGroup,
+    name: &str,
+    generic: &str,
+    generic_isas: &[String],
+) -> ControlFields {
     let mut c = ControlFields::default();
     c.set("Package", name.to_string());
     c.set(
@@ -540,7 +564,11 @@ fn device_deb_control(meta: &PackageMeta, g: &DeviceGroup, name: &str, generic: 
     c.set("Version", meta.version.clone());
     c.set("Architecture", meta.architecture.clone());
     c.set("Maintainer", meta.maintainer.clone());
-    c.set("Depends", format!("{generic} (= {})", meta.version));
+    let depends: Vec<String> = std::iter::once(generic)
+        .chain(generic_isas.iter().map(String::as_str))
+        .map(|p| format!("{p} (= {})", meta.version))
+        .collect();
+    c.set("Depends", depends.join(", "));
     c.set("Provides", naming::device_code_provide(generic));
     c.set("Section", meta.section.clone().unwrap_or_else(|| "libs".into()));
     c.set("Priority", meta.priority.clone().unwrap_or_else(|| "optional".into()));
@@ -618,9 +646,6 @@ fn build_debs(
     for g in &split.groups {
         let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name);
         let mut payload = g.payload.clone();
-        for l in per_target_symlinks(g) {
-            payload.insert(l)?;
-        }
         // The device package's doc directory points at the generic one
         // (same source, and it depends on it): copyright and changelog
         // are shipped once.
@@ -629,7 +654,8 @@ fn build_debs(
             payload.insert(Entry::symlink(&doc, &gname))?;
         }
         payload.add_parent_dirs();
-        let control = device_deb_control(meta, g, &name, &gname);
+        let isa_pkgs = generic_isa_packages(opts, NameKind::DebDevice, &meta.name, g);
+        let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs);
         let tmp = new_tmp(out_dir)?;
         let spec = deb::DebSpec {
             control,
@@ -743,11 +769,14 @@ fn build_rpms(
     for g in &split.groups {
         let mut spec = base_rpm_spec(meta, opts)?;
         spec.name = naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name);
-        // The payload holds no CPU code (GPU archives and symlinks only).
+        // The payload holds no CPU code (GPU archives and database files).
         spec.arch = "noarch".into();
         spec.summary = device_summary(meta, &g.name);
         spec.description = device_long_description(meta, g);
-        spec.requires = vec![rpm::Dep::eq(&generic.name, &generic.evr())];
+        spec.requires = std::iter::once(generic.name.clone())
+            .chain(generic_isa_packages(opts, NameKind::RpmDevice, &meta.name, g))
+            .map(|p| rpm::Dep::eq(&p, &generic.evr()))
+            .collect();
         spec.conflicts.clear();
         spec.obsoletes.clear();
         spec.scripts.clear();
@@ -757,9 +786,6 @@ fn build_rpms(
             .chain(g.targets.iter().map(|t| rpm::Dep::any(&naming::rpm_target_provide(t))))
             .collect();
         let mut payload = g.payload.clone();
-        for l in per_target_symlinks(g) {
-            payload.insert(l)?;
-        }
         payload.add_parent_dirs();
         write_rpm_pending(&spec, &payload, Some(g), out_dir, pending)?;
     }
@@ -971,6 +997,9 @@ fn build_wheels(
             m.push("Requires-Python", rp);
         }
         m.push("Requires-Dist", &format!("{dist}=={version}"));
+        for isa in generic_isa_packages(opts, NameKind::WheelDevice, &base, g) {
+            m.push("Requires-Dist", &format!("{isa}=={version}"));
+        }
         m.body = format!("{}\n", device_long_description(meta, g));
         let mut files = BTreeMap::new();
         files.insert("METADATA".to_string(), m.render().into_bytes());

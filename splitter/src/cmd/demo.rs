@@ -22,7 +22,7 @@ use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::{write_deb, DebSpec};
 use rocm_kpack_package::meta::ControlFields;
 use rocm_kpack_package::tree::Payload;
@@ -439,7 +439,9 @@ fn cached_librocrand() -> Option<PathBuf> {
 }
 
 /// Download and installed bytes: the fat package vs the generic package
-/// plus the device packages of this GPU's families.
+/// plus the device packages of this GPU's families and of the generic ISAs
+/// they carry (a family package depends on those, docs/packaging.md
+/// "Package naming", so apt downloads them too).
 fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[String]) -> anyhow::Result<String> {
     let spec = rocm_kpack_pkgspec::Spec::builtin();
     let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
@@ -449,6 +451,7 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
     for t in targets {
         for g in spec.group_for(t).unwrap_or_default() {
             groups.insert(g.name.to_ascii_lowercase());
+            groups.extend(g.generic_isas.iter().map(|i| i.to_ascii_lowercase()));
         }
     }
     let (mut dl, mut inst, mut names) = (gen_dl, gen_inst, vec![name.to_owned()]);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rocm_kpack_cli::{ExitStatus, JsonArg};
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, source_date_epoch, Format, PackageOptions};

@@ -9,14 +9,18 @@ use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, Recombi
 use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Merge the split outputs of several builds (shards) into one generic
-/// output plus one output per device group of the spec.
+/// output plus one output per device tree of the spec.
 ///
 /// Each SHARD_DIR is what `rocm-kpack split` wrote for one build (generic/ +
-/// <group>/, or <name>_<component>_generic/ + <name>_<component>_<group>/
+/// <tree>/, or <name>_<component>_generic/ + <name>_<component>_<tree>/
 /// artifact directories). The generic output is taken from the first shard;
 /// the others must match it byte for byte when the spec's
-/// `generic_must_match` is true. Device code is regrouped into the spec's
-/// groups and every .kpm manifest is regenerated to list all archives.
+/// `generic_must_match` is true. Device code is regrouped into one archive
+/// per processor or generic ISA, in its device tree, and every .kpm manifest
+/// is regenerated to list all archives: the complete index the fetcher
+/// reads. One shard in the old family layout (<component>_<family>.kpack)
+/// recombined on its own comes out in the per-processor layout. Rewritten
+/// archives are compressed at zstd level 19 unless --level says otherwise.
 /// Duplicate device code and spec targets without device code fail or warn
 /// as the spec's `duplicate_device_code` / `missing_device_code` say.
 #[derive(Debug, clap::Args)]

@@ -16,9 +16,11 @@ use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 ///
 /// An install tree (e.g. an /opt/rocm layout) becomes DIR/generic/ (host-only
 /// binaries, their .kpack/<component>.kpm manifests, every other file) and
-/// DIR/<group>/ per device group (.kpack/<component>_<group>.kpack archives
-/// and the group's kernel database files); extracting generic/ and any
-/// groups over each other gives a working install for those groups' GPUs.
+/// DIR/<group>/ per device group (.kpack/<component>_<processor>.kpack, one
+/// archive per processor of the group, and the group's kernel database
+/// files), plus DIR/<generic-isa>/ for code built for a generic ISA
+/// (.kpack/<component>_gfx11-generic.kpack); extracting generic/ and any
+/// device trees over each other gives a working install for their GPUs.
 /// Symlinks stay symlinks (never followed), hard links stay hard links,
 /// modes and mtimes are kept.
 ///
@@ -32,6 +34,9 @@ use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 /// (usr/lib/x86_64-linux-gnu); else the parent of its deepest lib/, lib64/,
 /// bin/, sbin/ or libexec/ directory; else its own directory. For artifacts
 /// it is the stage prefix.
+///
+/// Archives are compressed at zstd level 19 (the release level) unless
+/// --level says otherwise.
 ///
 /// The names written below --out must not exist yet.
 #[derive(Debug, clap::Args)]

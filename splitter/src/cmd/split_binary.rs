@@ -12,10 +12,16 @@ use rocm_kpack_splitter::split::binary::{
 use crate::cli::{ArchiveCompressionArgs, OutArg, SpecArg};
 
 /// Split one fat binary: write the host-only binary to DIR/<file name>,
-/// its device code to DIR/.kpack/<component>_<group>.kpack (one archive per
-/// device group: GPU families by default) and DIR/.kpack/<component>.kpm.
-/// A binary without device code, or one already split, is copied unchanged.
+/// its device code to DIR/.kpack/<component>_<processor>.kpack (one archive
+/// per processor, e.g. _gfx90a.kpack for gfx90a:xnack+ and gfx90a:xnack-,
+/// and one per generic ISA, e.g. _gfx11-generic.kpack) and
+/// DIR/.kpack/<component>.kpm. A binary without device code, or one already
+/// split, is copied unchanged.
+///
+/// Archives are compressed at zstd level 3 unless --level says otherwise:
+/// fast, for trying things out. `split` writes release outputs at 19.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("level", ArchiveCompressionArgs::fast_level))]
 pub struct Args {
     /// The fat binary (executable or shared library). Never modified.
     pub file: PathBuf,

@@ -1,12 +1,14 @@
-//! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--json]`.
+//! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--jobs N]
+//! [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 
-use crate::cli::{JobsArg, OutArg, SpecArg};
+use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Split a fat .deb, .rpm or .whl into a generic package plus one package
 /// per device group.
@@ -14,11 +16,15 @@ use crate::cli::{JobsArg, OutArg, SpecArg};
 /// The kind is detected from the file's content. The generic package keeps
 /// the original name, version and metadata (description, dependencies,
 /// maintainer scripts, conffiles; wheel tags and METADATA) and ships
-/// host-only binaries with their .kpack/*.kpm manifests; each device
-/// package holds one group's .kpack archives and kernel database files.
-/// Wheels keep everything inside the package directory (<pkg>/.kpack/),
-/// and the generic wheel gains `device-<group>` extras. A package without
-/// device code is copied unchanged (with a note). Outputs are
+/// host-only binaries with their .kpack/*.kpm manifests. Each family's
+/// package holds one .kpack archive per processor of the family (named as
+/// the loader's @GFXARCH@ pattern expands, no symlinks) and the family's
+/// kernel database files; code built for a generic ISA (gfx11-generic) gets
+/// a package of its own, which the packages of the families carrying that
+/// ISA depend on. Wheels keep everything inside the package directory
+/// (<pkg>/.kpack/), and the generic wheel gains `device-<group>` extras. A
+/// package without device code is copied unchanged (with a note). Archives
+/// are written at the release level on every core; outputs are
 /// deterministic (SOURCE_DATE_EPOCH).
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -31,6 +37,8 @@ pub struct Args {
     #[command(flatten)]
     pub jobs: JobsArg,
     #[command(flatten)]
+    pub compression: ArchiveCompressionArgs,
+    #[command(flatten)]
     pub json: JsonArg,
 }
 
@@ -38,6 +46,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitPackageOptions {
         spec: args.spec.load()?,
         jobs: args.jobs.get()?,
+        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        zstd_level: args.compression.level,
         source_date_epoch: source_date_epoch()?,
         ..SplitPackageOptions::default()
     };

@@ -10,7 +10,10 @@ use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
 /// Every split binary's marker must resolve, through its .kpm manifest and
 /// @GFXARCH@ pattern, to an archive entry for every wrapper and every
 /// target; every archive entry must belong to a binary whose marker reaches
-/// it; every .kpm entry must match its archive's size and sha256. Without
+/// it; every .kpm entry must match its archive's size and sha256; an
+/// archive no .kpm lists must be one a marker's @GFXARCH@ pattern reaches
+/// (as in overlaid shard outputs, or trees without a .kpm) and hold only
+/// code its name stands for. Without
 /// --targets, each binary is checked for every arch its reachable archives
 /// carry. Exit status 1 and a list of problems when anything is wrong.
 #[derive(Debug, clap::Args)]

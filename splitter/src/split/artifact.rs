@@ -4,9 +4,10 @@
 //!
 //! Output: `<name>_<component>_generic/` (host-only files under the same
 //! prefixes, `.kpack/<name>_<component>.kpm` in every prefix holding split
-//! binaries) and one `<name>_<component>_<group>/` per device group (the
-//! group's archive `.kpack/<name>_<component>_<group>.kpack` in the first
-//! such prefix, plus the group's database files), each with its own
+//! binaries) and one `<name>_<component>_<tree>/` per device tree (a
+//! group, or a generic ISA: [`rocm_kpack_pkgspec::Spec::placement`]) holding
+//! its archives `.kpack/<name>_<component>_<processor>.kpack` in the first
+//! such prefix, plus its database files, each with its own
 //! `artifact_manifest.txt`. All binaries of an artifact share one archive
 //! set; archive keys are artifact-relative paths
 //! (`math-libs/rocRAND/stage/lib/librocrand.so.1.1#0`), markers point at

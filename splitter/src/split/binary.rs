@@ -1,10 +1,11 @@
-//! Split one fat binary into a host-only binary, per-device-group `.kpack`
+//! Split one fat binary into a host-only binary, per-processor `.kpack`
 //! archives and a `.kpm` manifest.
 //!
 //! Data flow: [`split_fat_elf`] turns a fat binary's bytes into host-only
 //! bytes plus its bundles (with each wrapper's `co_index`); an
-//! [`ArchiveSet`] sorts code objects into device groups and streams them
-//! into `<component>_<group>.kpack` temp files; [`PendingArchives::commit`]
+//! [`ArchiveSet`] sorts code objects into archive units (one processor, or
+//! one generic ISA: [`rocm_kpack_pkgspec::Placement`]) and streams them
+//! into `<component>_<unit>.kpack` temp files; [`PendingArchives::commit`]
 //! and [`PendingFile::commit`] make everything visible by renaming temp
 //! files only after all of it succeeded. [`split_binary`] wires these for a
 //! single file; tree splits reuse the same pieces.
@@ -106,7 +107,9 @@ pub struct SplitBinaryOptions {
     pub spec: Spec,
     /// Archive compression.
     pub compression: CompressionScheme,
-    /// zstd level for [`CompressionScheme::ZstdPerKernel`].
+    /// zstd level for [`CompressionScheme::ZstdPerKernel`]. Default:
+    /// [`DEFAULT_ZSTD_LEVEL`], fast, since one binary is split to try
+    /// things out; release outputs use the tree split's level.
     pub zstd_level: i32,
 }
 
@@ -137,8 +140,12 @@ pub enum SplitOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArchiveFileReport {
     pub path: PathBuf,
-    /// Device group (= the archive's `gfx_arch_family`).
+    /// The device tree that ships it (= the archive's `gfx_arch_family`):
+    /// the group carrying its processor, or its generic ISA.
     pub group: String,
+    /// The processor or generic ISA it holds code for (its file name is
+    /// `<component>_<unit>.kpack`).
+    pub unit: String,
     /// Arch keys in the archive (sorted).
     pub architectures: Vec<String>,
     /// TOC entries.
@@ -290,19 +297,23 @@ pub fn split_fat_elf<'a>(
     }))
 }
 
-/// Bytes added but not yet written, per group archive: large
-/// enough to keep every core busy compressing, small enough that several
-/// groups stay well under the 512 MiB memory budget.
-const GROUP_IN_FLIGHT_BYTES: usize = 32 << 20;
+/// Bytes added but not yet written, per unit archive: large enough to
+/// keep every core busy compressing, small enough that the units of a
+/// binary (one per processor it carries) stay well under the 512 MiB
+/// memory budget.
+const UNIT_IN_FLIGHT_BYTES: usize = 16 << 20;
 
-struct GroupArchive {
+struct UnitArchive {
+    /// Its device tree (`gfx_arch_family`).
+    tree: String,
     writer: ArchiveWriter<BufWriter<PendingFile>>,
     arches: BTreeSet<String>,
     entries: usize,
 }
 
-/// Sorts code objects into device groups and streams each group into
-/// `<kpack_dir>/<component>_<group>.kpack` (temp files until committed).
+/// Sorts code objects into archive units (one per processor or generic
+/// ISA, [`Spec::placement`]) and streams each into
+/// `<kpack_dir>/<component>_<unit>.kpack` (temp files until committed).
 ///
 /// Callers add entries in a sorted, deterministic order (this crate uses
 /// kernel name, then co_index, then target id); archives then come out
@@ -314,7 +325,7 @@ pub struct ArchiveSet<'s> {
     spec: &'s Spec,
     scheme: CompressionScheme,
     level: i32,
-    groups: BTreeMap<String, GroupArchive>,
+    units: BTreeMap<String, UnitArchive>,
 }
 
 impl<'s> ArchiveSet<'s> {
@@ -334,7 +345,7 @@ impl<'s> ArchiveSet<'s> {
             spec,
             scheme,
             level: zstd_level,
-            groups: BTreeMap::new(),
+            units: BTreeMap::new(),
         })
     }
 
@@ -347,60 +358,57 @@ impl<'s> ArchiveSet<'s> {
     }
 
     /// Adds one code object under TOC key `binary_key` and arch key
-    /// `target_id`, to every group that carries the target (a generic ISA
-    /// goes to each family it serves).
+    /// `target_id` to its unit's archive (once: a generic ISA has one
+    /// archive of its own, not a copy per family).
     pub fn add(
         &mut self,
         binary_key: &str,
         target_id: &str,
         data: &[u8],
     ) -> Result<(), SplitError> {
-        let groups: Vec<String> = self
-            .spec
-            .group_for(target_id)?
-            .into_iter()
-            .map(|g| g.name.clone())
-            .collect();
-        for g in groups {
-            let ga = match self.groups.get_mut(&g) {
-                Some(ga) => ga,
-                None => {
-                    let ga = self.open_group(&g)?;
-                    self.groups.entry(g.clone()).or_insert(ga)
-                }
-            };
-            ga.writer
-                .add_kernel(binary_key, target_id, data.to_vec())
-                .map_err(|source| SplitError::Format {
-                    what: format!("archive {}", layout::archive_file_name(&self.component, &g)),
-                    source,
-                })?;
-            ga.arches.insert(target_id.to_string());
-            ga.entries += 1;
-        }
+        let place = self.spec.placement(target_id)?;
+        let ua = match self.units.get_mut(&place.unit) {
+            Some(ua) => ua,
+            None => {
+                let ua = self.open_unit(&place.unit, &place.tree)?;
+                self.units.entry(place.unit.clone()).or_insert(ua)
+            }
+        };
+        ua.writer
+            .add_kernel(binary_key, target_id, data.to_vec())
+            .map_err(|source| SplitError::Format {
+                what: format!("archive {}", layout::archive_file_name(&self.component, &place.unit)),
+                source,
+            })?;
+        ua.arches.insert(target_id.to_string());
+        ua.entries += 1;
         Ok(())
     }
 
-    fn open_group(&mut self, group: &str) -> Result<GroupArchive, SplitError> {
+    /// Starts `<component>_<unit>.kpack`; its `gfx_arch_family` is the
+    /// tree that ships it.
+    fn open_unit(&mut self, unit: &str, tree: &str) -> Result<UnitArchive, SplitError> {
         if !self.kpack_dir.is_dir() {
             fs::create_dir_all(&self.kpack_dir)
                 .map_err(|e| SplitError::io("cannot create directory", &self.kpack_dir, e))?;
             self.created_dir = true;
         }
-        let temp = PendingFile::create(&self.kpack_dir.join(layout::archive_file_name(&self.component, group)))?;
+        let file_name = layout::archive_file_name(&self.component, unit);
+        let temp = PendingFile::create(&self.kpack_dir.join(&file_name))?;
         let mut writer = ArchiveWriter::new(
             BufWriter::with_capacity(1 << 20, temp),
             &self.component,
-            group,
+            tree,
             self.scheme,
             self.level,
         )
         .map_err(|source| SplitError::Format {
-            what: format!("archive {}", layout::archive_file_name(&self.component, group)),
+            what: format!("archive {file_name}"),
             source,
         })?;
-        writer.set_in_flight_bytes(GROUP_IN_FLIGHT_BYTES);
-        Ok(GroupArchive {
+        writer.set_in_flight_bytes(UNIT_IN_FLIGHT_BYTES);
+        Ok(UnitArchive {
+            tree: tree.to_string(),
             writer,
             arches: BTreeSet::new(),
             entries: 0,
@@ -410,14 +418,14 @@ impl<'s> ArchiveSet<'s> {
     /// Finishes every archive (TOC, header), hashes them and prepares the
     /// `.kpm` manifest. Nothing is visible until [`PendingArchives::commit`].
     pub fn finish(mut self) -> Result<PendingArchives, SplitError> {
-        let groups = std::mem::take(&mut self.groups);
-        let mut archives = Vec::with_capacity(groups.len());
-        for (group, mut ga) in groups {
-            let file_name = layout::archive_file_name(&self.component, &group);
+        let units = std::mem::take(&mut self.units);
+        let mut archives = Vec::with_capacity(units.len());
+        for (unit, mut ua) in units {
+            let file_name = layout::archive_file_name(&self.component, &unit);
             let what = || format!("archive {file_name}");
-            ga.writer
-                .set_gfx_arches(ga.arches.iter().cloned().collect());
-            let buf = ga.writer.finish().map_err(|source| SplitError::Format {
+            ua.writer
+                .set_gfx_arches(ua.arches.iter().cloned().collect());
+            let buf = ua.writer.finish().map_err(|source| SplitError::Format {
                 what: what(),
                 source,
             })?;
@@ -428,7 +436,7 @@ impl<'s> ArchiveSet<'s> {
                     e.into_error(),
                 )
             })?;
-            archives.push((group, file_name, temp, ga.arches, ga.entries));
+            archives.push(((ua.tree, unit), file_name, temp, ua.arches, ua.entries));
         }
         // Hash the finished archives (in parallel: they are independent).
         use rayon::prelude::*;
@@ -442,7 +450,7 @@ impl<'s> ArchiveSet<'s> {
             .collect();
         let mut files = Vec::with_capacity(archives.len());
         let mut manifest_files = Vec::with_capacity(archives.len());
-        for ((group, file_name, temp, arches, entries), h) in archives.into_iter().zip(hashed) {
+        for (((group, unit), file_name, temp, arches, entries), h) in archives.into_iter().zip(hashed) {
             let (size, sha) = h?;
             let architectures: Vec<String> = arches.into_iter().collect();
             manifest_files.push(ManifestFile {
@@ -457,6 +465,7 @@ impl<'s> ArchiveSet<'s> {
                 ArchiveFileReport {
                     path: self.kpack_dir.join(&file_name),
                     group,
+                    unit,
                     architectures,
                     entries,
                     size,
@@ -493,7 +502,7 @@ impl Drop for ArchiveSet<'_> {
     fn drop(&mut self) {
         // On error paths: remove temp files first, then the directory we
         // created (only if it is empty).
-        self.groups.clear();
+        self.units.clear();
         if self.created_dir {
             let _ = fs::remove_dir(&self.kpack_dir);
         }
@@ -598,8 +607,8 @@ pub fn release_pages(map: &memmap2::Mmap, bytes: &[u8]) {
 }
 
 /// Splits the fat binary `input` into `out_dir`: `out_dir/<file name>`
-/// (host-only, same permissions), `out_dir/.kpack/<component>_<group>.kpack`
-/// per device group and `out_dir/.kpack/<component>.kpm`. A host-only or
+/// (host-only, same permissions), `out_dir/.kpack/<component>_<unit>.kpack`
+/// per processor or generic ISA and `out_dir/.kpack/<component>.kpm`. A host-only or
 /// already split input is copied unchanged. Outputs appear atomically and
 /// only when everything succeeded; the input is never modified.
 pub fn split_binary(

@@ -1,8 +1,10 @@
 //! The split plan: plain data saying, before anything is written, where
-//! every input entry goes (generic tree or a device group's tree) and how
-//! (copy, hard link, symlink, split), and which fat binaries feed which
-//! archive set (`<component>_<group>.kpack` + `<component>.kpm` in one
-//! `.kpack/` directory). `split --dry-run` prints it.
+//! every input entry goes (generic tree or a device tree) and how (copy,
+//! hard link, symlink, split), and which fat binaries feed which archive set
+//! (`<component>_<unit>.kpack` per processor or generic ISA +
+//! `<component>.kpm` in one `.kpack/` directory). `split --dry-run` prints
+//! it. Device trees are named by [`Spec::placement`]: a group's, or a
+//! generic ISA's own.
 //!
 //! Where `.kpack/` lives (the "kpack root" of a binary, which its marker
 //! paths climb to and its `kernel_name` is relative to):
@@ -30,7 +32,7 @@ use crate::split::binary::{default_component, marker_search_paths, validate_comp
 /// Why a plan cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// A kernel database whose arch no group (or several groups) carries.
+    /// A kernel database whose arch no group carries.
     #[error("{path}: kernel database for {arch} ({rule} rule), {why}")]
     Database {
         path: String,
@@ -52,7 +54,8 @@ pub enum PlanError {
 pub enum Dest {
     /// Host code and everything that is not device code.
     Generic,
-    /// One device group's tree.
+    /// One device tree: a group's, or a generic ISA's own
+    /// ([`Spec::placement`]).
     Group(String),
 }
 
@@ -193,7 +196,7 @@ impl fmt::Display for SplitPlan {
         for set in &self.archive_sets {
             writeln!(
                 f,
-                "archive set {}: archives {}/{}_<group>.kpack, manifest in {}",
+                "archive set {}: archives {}/{}_<processor>.kpack, manifest in {}",
                 set.component,
                 set.archive_dir,
                 set.component,
@@ -325,27 +328,14 @@ fn strip_root<'a>(root: &str, rel: &'a str) -> &'a str {
     }
 }
 
-/// The group of a database file: exactly one group must carry its arch.
-fn database_group(spec: &Spec, path: &str, arch: &str, rule: &str) -> Result<String, PlanError> {
-    let err = |why: String| PlanError::Database {
+/// The device tree of a database file: where code for its arch goes.
+fn database_tree(spec: &Spec, path: &str, arch: &str, rule: &str) -> Result<String, PlanError> {
+    spec.placement(arch).map(|p| p.tree).map_err(|_| PlanError::Database {
         path: path.to_string(),
         arch: arch.to_string(),
         rule: rule.to_string(),
-        why,
-    };
-    let groups = spec.group_for(arch).map_err(|_| {
-        err(format!(
-            "which no device group covers (groups: {})",
-            spec.group_names().join(", ")
-        ))
-    })?;
-    match groups.as_slice() {
-        [one] => Ok(one.name.clone()),
-        many => Err(err(format!(
-            "which several groups carry ({}); a file can belong to one package only",
-            many.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ")
-        ))),
-    }
+        why: format!("which no device group covers (groups: {})", spec.group_names().join(", ")),
+    })
 }
 
 /// Keeps a directory in the generic tree only when something generic lies
@@ -462,7 +452,7 @@ pub fn plan(
                     }
                     let (dest, note) = match database {
                         Some(arch) => {
-                            let g = database_group(spec, &out, arch, "symlink")?;
+                            let g = database_tree(spec, &out, arch, "symlink")?;
                             (Dest::Group(g), Some(format!("database symlink, {arch}")))
                         }
                         None => (Dest::Generic, None),
@@ -486,7 +476,7 @@ pub fn plan(
                             return Err(PlanError::AlreadyKpacked { path: out });
                         }
                         FileClass::Database { arch, rule } => {
-                            let g = database_group(spec, &out, arch, rule)?;
+                            let g = database_tree(spec, &out, arch, rule)?;
                             (Dest::Group(g), Some(format!("{rule} database, {arch}")))
                         }
                         FileClass::FatBinary | FileClass::SplitBinary | FileClass::Other => {

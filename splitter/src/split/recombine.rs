@@ -1,23 +1,30 @@
 //! `rocm-kpack recombine`: the reduce step. Several shards, each the split
-//! output of one build (tree splits: `generic/` + `<group>/`; artifact
-//! splits: `<name>_<component>_generic/` + `<name>_<component>_<group>/`),
-//! become one generic output plus one output per group of the spec.
+//! output of one build (tree splits: `generic/` + `<tree>/`; artifact
+//! splits: `<name>_<component>_generic/` + `<name>_<component>_<tree>/`),
+//! become one generic output plus one output per device tree of the spec.
+//! Shards in the old family layout (`<component>_<family>.kpack`) are
+//! inputs like any other, so recombining one such shard moves it to the
+//! per-processor layout.
 //!
 //! - Generic: taken from the first shard that has it; every other shard's
 //!   generic must equal it byte for byte (`.kpm` manifests and
 //!   `artifact_manifest.txt` aside, both regenerated) when the spec's
 //!   `generic_must_match` says so; otherwise differences are warnings.
-//! - Device code: every shard archive's entries are re-sorted into the
-//!   spec's groups (a generic ISA into every group carrying it). The same
-//!   (binary, target) from two shards is duplicate device code (identical
-//!   generic-ISA code objects are not: every family build carries them) and
-//!   fails or warns per `duplicate_device_code`. An archive that maps onto
-//!   exactly one output group unchanged is copied byte for byte; others are
-//!   rewritten (entries in kernel name, co_index, arch order).
+//! - Device code: every shard archive's entries are re-sorted into archive
+//!   units, one per processor or generic ISA, each in the tree
+//!   [`Spec::placement`] names. The same (binary, target) from two shards is
+//!   duplicate device code (identical generic-ISA code objects are not:
+//!   every family build carries them) and fails or warns per
+//!   `duplicate_device_code`. A shard archive that is exactly one output
+//!   archive (same unit, tree, entries and scheme) is copied byte for byte;
+//!   others are rewritten (entries in kernel name, co_index, arch order) at
+//!   the options' level.
 //! - Database files are re-read with the spec's rules and go to their
-//!   arch's group.
+//!   arch's tree.
 //! - The `.kpm` of every component is regenerated, listing every archive
-//!   of every group (the reduce step owns the manifest, docs/formats.md 3).
+//!   of every tree (the reduce step owns the complete manifest,
+//!   docs/formats.md 3; overlays without it still load and verify through
+//!   the `@GFXARCH@` pattern).
 //! - A spec target some binary has no code object for is reported per
 //!   `missing_device_code`.
 
@@ -29,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use rocm_kpack_format::layout as kpack_layout;
-use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
     is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
@@ -62,7 +69,7 @@ impl Default for RecombineOptions {
         RecombineOptions {
             spec: Spec::builtin(),
             compression: None,
-            zstd_level: DEFAULT_ZSTD_LEVEL,
+            zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
         }
     }
@@ -78,7 +85,7 @@ pub struct RecombineReport {
     pub archives: Vec<RecombinedArchive>,
     /// `.kpm` manifests written (relative to the output).
     pub manifests: Vec<String>,
-    /// Database files placed: (output path, group, arch).
+    /// Database files placed: (output path, tree, arch).
     pub databases: Vec<(String, String, String)>,
     pub warnings: Vec<String>,
 }
@@ -403,11 +410,18 @@ struct DbSource {
 struct Source {
     shard: usize,
     path: PathBuf,
+    /// The unit its file name gives (`x_gfx90a.kpack` -> `gfx90a`; a
+    /// family-layout `x_gfx90X.kpack` gives `gfx90X`, which is no unit).
+    unit: Option<String>,
     archive: Archive,
 }
 
 /// (kernel name, co_index, arch): the order entries are written in.
 type EntryKey = (String, u64, String);
+
+/// One output archive being assembled: its tree, and each entry with the
+/// source (index) it is taken from.
+type UnitEntries<'k> = (String, Vec<(&'k EntryKey, usize)>);
 
 fn entry_key(binary_key: &str, arch: &str) -> EntryKey {
     match binary_key.rsplit_once('#') {
@@ -541,13 +555,15 @@ fn recombine_unit(
                             path: path.clone(),
                             source,
                         })?;
-                        let kdir = rel.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+                        let (kdir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+                        let unit = kpack_layout::archive_unit(archive.group_name(), name).map(str::to_string);
                         sources
-                            .entry((kdir, archive.group_name().to_string()))
+                            .entry((kdir.to_string(), archive.group_name().to_string()))
                             .or_default()
                             .push(Source {
                                 shard: *shard,
                                 path,
+                                unit,
                                 archive,
                             });
                     }
@@ -568,21 +584,12 @@ fn recombine_unit(
                             why: "device output file matches no kernel-database rule of the spec, so its group is unknown"
                                 .into(),
                         })?;
-                        let groups = spec.group_for(&m.arch).map_err(|_| TreeError::Input {
+                        let place = spec.placement(&m.arch).map_err(|_| TreeError::Input {
                             path: path.clone(),
                             why: format!("kernel database for {}, which no device group covers", m.arch),
                         })?;
-                        let [group] = groups.as_slice() else {
-                            return Err(TreeError::Input {
-                                path: path.clone(),
-                                why: format!(
-                                    "kernel database for {}, which several groups carry; a file can belong to one package only",
-                                    m.arch
-                                ),
-                            });
-                        };
                         db.entry(rel.clone()).or_default().push(DbSource {
-                            group: group.name.clone(),
+                            group: place.tree,
                             arch: m.arch,
                             path,
                             shard: *shard,
@@ -687,8 +694,8 @@ fn recombine_unit(
 
     // --- manifests, directories ---------------------------------------------
     let mut trees: Vec<PathBuf> = vec![generic_out.clone()];
-    for g in &spec.groups {
-        let d = root.join(layout.dir_name(&Dest::Group(g.name.clone())));
+    for t in spec.trees() {
+        let d = root.join(layout.dir_name(&Dest::Group(t)));
         if d.is_dir() {
             trees.push(d);
         }
@@ -707,8 +714,9 @@ fn recombine_unit(
     finish_dirs_with(&trees, &dirs, generated)
 }
 
-/// Sorts the entries of one component's shard archives into the spec's
-/// groups and writes one archive per group; returns their manifest entries.
+/// Sorts the entries of one component's shard archives into archive units
+/// and writes one archive per unit into its tree; returns their manifest
+/// entries.
 #[allow(clippy::too_many_arguments)]
 fn regroup(
     shards: &[PathBuf],
@@ -756,52 +764,32 @@ fn regroup(
             }
         }
     }
-    // Group -> entries and the source each is taken from: concrete targets
-    // from their first provider; a generic ISA preferably from a source the
-    // group already takes entries from, else from an archive of that
-    // family, else the first (so family archives stay whole and can be
-    // copied unchanged).
-    let mut by_group: BTreeMap<String, Vec<(&EntryKey, usize)>> = BTreeMap::new();
-    let mut generic_entries = Vec::new();
+    // Unit -> its tree, and the entries with the source each is taken from:
+    // preferably a source that is already this unit's archive (so a shard's
+    // per-processor archive stays whole and can be copied unchanged), else
+    // the first provider.
+    let mut by_unit: BTreeMap<String, UnitEntries<'_>> = BTreeMap::new();
     for (k, ps) in &providers {
         let Some(&first) = ps.first() else { continue };
-        let groups = spec.group_for(&k.2).map_err(|e| TreeError::Input {
+        let place = spec.placement(&k.2).map_err(|e| TreeError::Input {
             path: srcs.get(first).map(|s| s.path.clone()).unwrap_or_default(),
             why: e.to_string(),
         })?;
-        if is_generic_isa(processor_of(&k.2)) {
-            generic_entries.push((k, ps, groups));
-            continue;
-        }
-        for g in groups {
-            by_group.entry(g.name.clone()).or_default().push((k, first));
-        }
-    }
-    for (k, ps, groups) in generic_entries {
-        for g in groups {
-            let used: BTreeSet<usize> = by_group
-                .get(&g.name)
-                .map(|v| v.iter().map(|(_, si)| *si).collect())
-                .unwrap_or_default();
-            let family = |si: &usize| srcs.get(*si).is_some_and(|s| s.archive.gfx_arch_family() == g.name);
-            let pick = ps
-                .iter()
-                .find(|si| used.contains(si) && family(si))
-                .or_else(|| ps.iter().find(|si| used.contains(si)))
-                .or_else(|| ps.iter().find(|si| family(si)))
-                .or_else(|| ps.first())
-                .copied()
-                .unwrap_or_default();
-            by_group.entry(g.name.clone()).or_default().push((k, pick));
-        }
-    }
-    for entries in by_group.values_mut() {
-        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let pick = ps
+            .iter()
+            .find(|si| srcs.get(**si).is_some_and(|s| s.unit.as_deref() == Some(place.unit.as_str())))
+            .copied()
+            .unwrap_or(first);
+        by_unit
+            .entry(place.unit)
+            .or_insert_with(|| (place.tree, Vec::new()))
+            .1
+            .push((k, pick));
     }
     let mut files = Vec::new();
-    for (group, entries) in by_group {
-        let file_name = kpack_layout::archive_file_name(component, &group);
-        let tree = layout.dir_name(&Dest::Group(group.clone()));
+    for (unit, (tree_name, entries)) in by_unit {
+        let file_name = kpack_layout::archive_file_name(component, &unit);
+        let tree = layout.dir_name(&Dest::Group(tree_name.clone()));
         let rel = if kdir.is_empty() {
             format!("{tree}/{file_name}")
         } else {
@@ -812,11 +800,13 @@ fn regroup(
             mkdirs(p)?;
         }
         let arches: BTreeSet<String> = entries.iter().map(|(k, _)| k.2.clone()).collect();
-        // Copy unchanged when one untouched source archive is exactly this group.
+        // Copy unchanged when one untouched source archive is exactly this
+        // unit, in this tree.
         let single: BTreeSet<usize> = entries.iter().map(|(_, si)| *si).collect();
         let copy_from = match single.iter().next() {
             Some(&si) if single.len() == 1 => srcs.get(si).filter(|s| {
-                s.archive.gfx_arch_family() == group
+                s.unit.as_deref() == Some(unit.as_str())
+                    && s.archive.gfx_arch_family() == tree_name
                     && s.archive.entries().count() == entries.len()
                     && opts.compression.is_none_or(|c| c == s.archive.scheme())
             }),
@@ -837,7 +827,7 @@ fn regroup(
                     path: to.clone(),
                     source,
                 };
-                let mut w = ArchiveWriter::new(BufWriter::with_capacity(1 << 20, file), component, &group, scheme, opts.zstd_level)
+                let mut w = ArchiveWriter::new(BufWriter::with_capacity(1 << 20, file), component, &tree_name, scheme, opts.zstd_level)
                     .map_err(fmt_err)?;
                 for (k, si) in &entries {
                     let s = srcs.get(*si).ok_or_else(|| TreeError::Invalid("source index".into()))?;
@@ -864,7 +854,8 @@ fn regroup(
             archive: ArchiveReport {
                 path: rel,
                 component: component.to_string(),
-                group: group.clone(),
+                group: tree_name.clone(),
+                unit,
                 architectures: architectures.clone(),
                 entries: entries.len(),
                 size,
@@ -874,7 +865,7 @@ fn regroup(
         });
         files.push(ManifestFile {
             filename: file_name,
-            family: group,
+            family: tree_name,
             architectures,
             size,
             sha256: Some(sha),

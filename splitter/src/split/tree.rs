@@ -1,7 +1,9 @@
 //! Split an install tree: every fat binary into a host-only binary plus
-//! per-group archives, kernel databases to their group's tree, everything
+//! per-processor archives, kernel databases to their device tree, everything
 //! else copied as is (symlinks as symlinks, hard links as hard links, modes
-//! and mtimes kept). The output `OUT/generic/` and `OUT/<group>/` trees
+//! and mtimes kept). The output `OUT/generic/` and `OUT/<tree>/` trees
+//! (a group's, holding `<component>_<processor>.kpack` for each of its
+//! processors, or a generic ISA's, holding `<component>_<generic-isa>.kpack`)
 //! occupy disjoint paths and overlay into a working install.
 //!
 //! Flow: [`crate::split::scan`] -> [`crate::split::plan`] -> [`execute`] into a staging
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 use filetime::FileTime;
 use rayon::prelude::*;
 use rocm_kpack_format::layout;
-use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
 
@@ -94,7 +96,7 @@ pub type Result<T, E = TreeError> = std::result::Result<T, E>;
 /// How to split.
 #[derive(Debug, Clone)]
 pub struct SplitOptions {
-    /// Device groups, database rules.
+    /// Device groups (archives go to [`Spec::placement`]), database rules.
     pub spec: Spec,
     /// Tree: one component for every binary (default: per file name).
     /// Artifact: overrides `<name>_<component>` from the directory name.
@@ -103,7 +105,9 @@ pub struct SplitOptions {
     pub prefix_dirs: Vec<String>,
     /// Archive compression.
     pub compression: CompressionScheme,
-    /// zstd level.
+    /// zstd level. Default: [`RELEASE_ZSTD_LEVEL`], since trees and
+    /// artifacts are what users download; the level never changes the bytes
+    /// a loader gets back.
     pub zstd_level: i32,
     /// Worker threads (None: one per core).
     pub jobs: Option<usize>,
@@ -116,7 +120,7 @@ impl Default for SplitOptions {
             component: None,
             prefix_dirs: Vec::new(),
             compression: CompressionScheme::ZstdPerKernel,
-            zstd_level: DEFAULT_ZSTD_LEVEL,
+            zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
         }
     }
@@ -142,7 +146,10 @@ pub struct ArchiveReport {
     /// Path relative to the output directory.
     pub path: String,
     pub component: String,
+    /// The device tree it is in (= its `gfx_arch_family`).
     pub group: String,
+    /// The processor or generic ISA it holds code for.
+    pub unit: String,
     pub architectures: Vec<String>,
     pub entries: usize,
     pub size: u64,
@@ -154,7 +161,7 @@ pub struct ArchiveReport {
 pub struct OutputTree {
     /// Directory name under the output directory.
     pub name: String,
-    /// `generic` or the group.
+    /// `generic` or the device tree.
     pub dest: Dest,
     /// Regular files in it.
     pub files: usize,
@@ -173,7 +180,7 @@ pub struct SplitReport {
     pub archives: Vec<ArchiveReport>,
     /// `.kpm` manifests written (relative to the output directory).
     pub manifests: Vec<String>,
-    /// Database files moved to a group: (output path, group, arch).
+    /// Database files moved to a device tree: (output path, tree, arch).
     pub databases: Vec<(String, String, String)>,
     /// Files copied unchanged (databases included).
     pub copied: usize,
@@ -351,7 +358,7 @@ pub fn with_jobs<T: Send>(jobs: Option<usize>, f: impl FnOnce() -> T + Send) -> 
     }
 }
 
-/// Splits the install tree `input` into `out/generic/` and `out/<group>/`
+/// Splits the install tree `input` into `out/generic/` and `out/<tree>/`
 /// (see the module docs). `out` is created if missing and must not hold
 /// those names yet.
 pub fn split_tree(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
@@ -649,6 +656,7 @@ pub fn archive_report(a: &ArchiveFileReport, component: &str, rel: String) -> Ar
         path: rel,
         component: component.to_string(),
         group: a.group.clone(),
+        unit: a.unit.clone(),
         architectures: a.architectures.clone(),
         entries: a.entries,
         size: a.size,
@@ -657,10 +665,10 @@ pub fn archive_report(a: &ArchiveFileReport, component: &str, rel: String) -> Ar
 }
 
 /// The output trees of `plan` that exist under `root`: generic first, then
-/// the spec's groups in declaration order.
+/// the spec's device trees in order ([`Spec::trees`]).
 pub fn plan_trees(plan: &SplitPlan, root: &Path, spec: &Spec) -> Vec<(String, Dest)> {
     std::iter::once(Dest::Generic)
-        .chain(spec.groups.iter().map(|g| Dest::Group(g.name.clone())))
+        .chain(spec.trees().into_iter().map(Dest::Group))
         .map(|d| (plan.layout.dir_name(&d), d))
         .filter(|(n, _)| root.join(n).is_dir())
         .collect()

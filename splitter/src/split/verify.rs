@@ -10,8 +10,15 @@
 //! - every archive entry belongs to some binary whose marker reaches that
 //!   archive;
 //! - every `.kpm` entry whose archive is present matches it (size, sha256,
-//!   component, family, architectures), and every archive is listed in its
-//!   component's `.kpm`.
+//!   component, family, architectures);
+//! - every archive is listed in its component's `.kpm`, or a marker's
+//!   `@GFXARCH@` pattern reaches it under a name the loader expands the
+//!   pattern to (a target id, processor or generic ISA, canonically
+//!   spelled). Such an archive must then be what its name says: its
+//!   component is the name's, and every arch it holds is one a loader
+//!   looking for that name can use. Trees written by the public rocm-kpack
+//!   tool have no `.kpm`, and overlaid shard outputs keep only the last
+//!   shard's (docs/formats.md 3), so the pattern alone must do.
 //!
 //! Archives a manifest lists but that are not installed are fine as long as
 //! no requested target needs them (a tree holds only some groups).
@@ -213,6 +220,44 @@ fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
     Ok(Found::Nothing)
 }
 
+/// A marker search path of `b` as a tree-relative path (lexically
+/// normalized), as the loader resolves it against the binary's directory.
+fn marker_path(b: &SplitBinary, search_path: &str) -> Option<String> {
+    let dir = Path::new(&b.rel).parent().unwrap_or(Path::new(""));
+    normalize(&dir.join(search_path)).to_str().map(str::to_string)
+}
+
+/// The archives among `archives` that the tree-relative `pattern` names
+/// when the loader replaces `@GFXARCH@` with an arch it looks for: a
+/// canonically spelled target id, processor or generic ISA (never a family
+/// name such as `gfx90X`, which only a `.kpm` can point at). Each with the
+/// unit its name gives.
+fn pattern_hits<'a>(pattern: &str, archives: impl Iterator<Item = &'a String>) -> Vec<(&'a String, TargetId)> {
+    let Some((pre, post)) = layout::split_pattern(pattern) else {
+        return Vec::new();
+    };
+    archives
+        .filter_map(|a| {
+            let middle = a.strip_prefix(pre)?.strip_suffix(post)?;
+            let unit = TargetId::parse(middle).ok()?;
+            (unit.to_string() == middle).then_some((a, unit))
+        })
+        .collect()
+}
+
+/// Whether a loader that expanded `@GFXARCH@` to `unit` can take the code
+/// object filed under `arch` from that file: some device has both among its
+/// compatible variants (same processor, no feature set both ways).
+fn name_serves(unit: &TargetId, arch: &str) -> bool {
+    TargetId::parse(arch).is_ok_and(|a| {
+        a.processor() == unit.processor()
+            && unit
+                .features()
+                .iter()
+                .all(|f| a.feature(&f.name).is_none_or(|on| on == f.enabled))
+    })
+}
+
 /// Checks the tree at `root` (see the module docs). An unusable root is an
 /// error; everything found wrong inside is a [`Problem`] in the report.
 pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
@@ -358,23 +403,61 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
         }
         parsed_manifests.insert(m.clone(), man);
     }
+    // Archives a marker's pattern reaches: archive -> the unit its name
+    // gives.
+    let mut by_pattern: BTreeMap<&String, TargetId> = BTreeMap::new();
+    for b in &binaries {
+        for s in &b.marker.kpack_search_paths {
+            if let Some(pattern) = marker_path(b, s).filter(|t| layout::is_archive_pattern(t)) {
+                by_pattern.extend(pattern_hits(&pattern, opened.keys()));
+            }
+        }
+    }
     for a in &archives {
-        if !listed.contains(a) {
+        if listed.contains(a) {
+            continue;
+        }
+        let (Some(unit), Some(ar)) = (by_pattern.get(a), opened.get(a)) else {
+            if opened.contains_key(a) {
+                problems.push(Problem {
+                    path: a.clone(),
+                    message: "archive is listed in no .kpm manifest of its directory, and no marker's \
+                              @GFXARCH@ pattern reaches it"
+                        .into(),
+                });
+            }
+            continue;
+        };
+        let file_name = a.rsplit('/').next().unwrap_or(a);
+        if layout::archive_unit(ar.group_name(), file_name) != Some(unit.to_string().as_str()) {
             problems.push(Problem {
                 path: a.clone(),
-                message: "archive is listed in no .kpm manifest of its directory".into(),
+                message: format!("archive component {:?} does not match its file name", ar.group_name()),
+            });
+        }
+        let foreign: Vec<&str> = ar
+            .gfx_arches()
+            .iter()
+            .map(String::as_str)
+            .filter(|arch| !name_serves(unit, arch))
+            .collect();
+        if !foreign.is_empty() {
+            problems.push(Problem {
+                path: a.clone(),
+                message: format!(
+                    "archive named for {unit} holds [{}], which a loader looking for {unit} never takes from it",
+                    foreign.join(", ")
+                ),
             });
         }
     }
 
     // Which archives each binary's marker reaches.
     let reach = |b: &SplitBinary| -> BTreeSet<String> {
-        let dir = Path::new(&b.rel).parent().unwrap_or(Path::new("")).to_path_buf();
         let mut out = BTreeSet::new();
         for s in &b.marker.kpack_search_paths {
-            let target = normalize(&dir.join(s));
-            let Some(t) = target.to_str() else { continue };
-            if let Some(man) = parsed_manifests.get(t) {
+            let Some(t) = marker_path(b, s) else { continue };
+            if let Some(man) = parsed_manifests.get(&t) {
                 let mdir = t.rsplit_once('/').map_or("", |(d, _)| d);
                 for f in &man.kpack_files {
                     let p = if mdir.is_empty() {
@@ -386,18 +469,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                         out.insert(p);
                     }
                 }
-            } else if let Some((pre, post)) = layout::split_pattern(t) {
-                for a in opened.keys() {
-                    let middle = a
-                        .strip_prefix(pre)
-                        .and_then(|rest| rest.strip_suffix(post))
-                        .filter(|m| !m.is_empty() && !m.contains('/'));
-                    if middle.is_some() {
-                        out.insert(a.clone());
-                    }
-                }
-            } else if opened.contains_key(t) {
-                out.insert(t.to_string());
+            } else if layout::is_archive_pattern(&t) {
+                out.extend(pattern_hits(&t, opened.keys()).into_iter().map(|(a, _)| a.clone()));
+            } else if opened.contains_key(&t) {
+                out.insert(t);
             }
         }
         out

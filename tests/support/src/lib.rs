@@ -1,12 +1,15 @@
 //! Helpers shared by the workspace's tests and benchmarks: fixture paths,
-//! Debian test data, fixture trees, the workspace's binaries, clang tools
-//! and an HTTP server that misbehaves on cue.
+//! Debian test data, fixture trees, the workspace's binaries, clang tools,
+//! AMD's `@GFXARCH@` archive lookup, the public tool's archive layout and an
+//! HTTP server that misbehaves on cue.
 
 pub mod bins;
 pub mod clang;
 pub mod debian;
 pub mod fixtures;
+pub mod gfxarch;
 pub mod http;
+pub mod layouts;
 pub mod tree;
 
 /// `<venv>/lib/pythonX.Y/site-packages` of a virtual environment.

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::BufWriter;
 use std::os::unix::fs::symlink;
@@ -13,14 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use object::{Object, ObjectSection};
-use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::target::TargetId;
+use rocm_kpack_format::layout;
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_package::archive_io::Compression;
+use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
-use rocm_kpack_package::{package, Format, PackageOptions, PackageReport};
-use rocm_kpack_test_support::{debian, fixtures};
+use rocm_kpack_package::{package, BuiltPackage, Format, PackageOptions, PackageReport};
+use rocm_kpack_test_support::{debian, fixtures, gfxarch};
 use sha2::{Digest, Sha256};
 
 /// Debian's multiarch library directory.
@@ -82,40 +84,34 @@ pub fn copy_tree(src: &Path, dst: &Path, skip: &[&str]) {
 }
 
 /// Writes the device code of the fat ELF `fat` as archives into a split
-/// directory: `split/<group>/<rel_dir>/.kpack/<component>_<group>.kpack`
-/// for each group of the default spec, and the manifest
-/// `split/generic/<rel_dir>/.kpack/<component>.kpm`. Returns the groups.
+/// directory laid out as `split` writes it (docs/packaging.md, input 2):
+/// `split/<tree>/<rel_dir>/.kpack/<component>_<unit>.kpack`, placed by the
+/// default spec ([`Spec::placement`]): one archive per processor (all its
+/// feature variants) in its family's tree, one per generic ISA in a tree
+/// of that name, and the manifest
+/// `split/generic/<rel_dir>/.kpack/<component>.kpm` listing them with
+/// their tree as family. Returns the device trees, sorted.
 pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) -> Vec<String> {
     let spec = Spec::default_families();
-    let bytes = fs::read(fat).expect("read fat binary");
-    let elf = object::File::parse(&*bytes).expect("parse ELF");
-    let section = elf
-        .section_by_name(".hip_fatbin")
-        .expect(".hip_fatbin")
-        .data()
-        .expect("section data");
-    let bundles = rocm_kpack_format::bundle::parse_fatbin(section).expect("parse bundles");
     let key_base = fat.file_name().expect("name").to_string_lossy().into_owned();
-    let mut per_group: BTreeMap<String, Vec<(String, String, Vec<u8>)>> = BTreeMap::new();
-    for (i, b) in bundles.iter().enumerate() {
-        for (target, data) in b.code_objects() {
-            for g in spec.group_for(target).expect("group") {
-                per_group.entry(g.name.clone()).or_default().push((
-                    format!("{key_base}#{i}"),
-                    target.to_string(),
-                    data.to_vec(),
-                ));
-            }
-        }
+    // (tree, unit) -> (binary key, arch, code object)
+    type Kernels = Vec<(String, String, Vec<u8>)>;
+    let mut per_unit: BTreeMap<(String, String), Kernels> = BTreeMap::new();
+    for ((i, target), data) in code_objects(fat) {
+        let placement = spec.placement(&target).expect("placement");
+        per_unit
+            .entry((placement.tree, placement.unit))
+            .or_default()
+            .push((format!("{key_base}#{i}"), target, data));
     }
     let mut files = Vec::new();
-    for (group, kernels) in &per_group {
-        let dir = split.join(group).join(rel_dir).join(".kpack");
+    for ((tree, unit), kernels) in &per_unit {
+        let dir = split.join(tree).join(rel_dir).join(layout::KPACK_DIR);
         fs::create_dir_all(&dir).expect("mkdir");
-        let name = format!("{component}_{group}.kpack");
+        let name = layout::archive_file_name(component, unit);
         let path = dir.join(&name);
         let out = BufWriter::new(File::create(&path).expect("create"));
-        let mut w = ArchiveWriter::new(out, component, group, CompressionScheme::ZstdPerKernel, 3)
+        let mut w = ArchiveWriter::new(out, component, tree, CompressionScheme::ZstdPerKernel, 3)
             .expect("writer");
         let mut arches: Vec<String> = kernels.iter().map(|k| k.1.clone()).collect();
         arches.sort();
@@ -128,20 +124,22 @@ pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) 
         let content = fs::read(&path).expect("read archive");
         files.push(ManifestFile {
             filename: name,
-            family: group.clone(),
+            family: tree.clone(),
             architectures: arches,
             size: content.len() as u64,
             sha256: Some(Sha256::digest(&content).into()),
         });
     }
-    let kpm_dir = split.join("generic").join(rel_dir).join(".kpack");
+    let kpm_dir = split.join("generic").join(rel_dir).join(layout::KPACK_DIR);
     fs::create_dir_all(&kpm_dir).expect("mkdir");
     let m = Manifest {
         component: component.to_string(),
         kpack_files: files,
     };
-    fs::write(kpm_dir.join(format!("{component}.kpm")), m.to_msgpack().expect("kpm")).expect("write kpm");
-    per_group.keys().cloned().collect()
+    fs::write(kpm_dir.join(layout::manifest_file_name(component)), m.to_msgpack().expect("kpm"))
+        .expect("write kpm");
+    let trees: BTreeSet<String> = per_unit.keys().map(|(tree, _)| tree.clone()).collect();
+    trees.into_iter().collect()
 }
 
 /// A split directory of Debian's librocrand1: the extracted package as
@@ -307,9 +305,9 @@ pub fn lintian_errors(deb: &Path) -> Vec<String> {
 
 /// A wheel-shaped split directory built by hand from the clang19
 /// `libfixture.so`: generic `kpkg/` (module, fat library, `.kpack/kpkg.kpm`)
-/// + `kpkg-1.0.dist-info/`; one tree per family with
-/// `kpkg/.kpack/kpkg_<group>.kpack`, and for gfx110X a kernel-database
-/// style `kpkg/hsa/gfx1100/fixture.co`.
+/// and `kpkg-1.0.dist-info/`; device trees as [`write_archives`] lays them
+/// out under `kpkg/`, and for gfx110X a kernel-database style
+/// `kpkg/hsa/gfx1100/fixture.co`.
 pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
     let split = dir.join("wsplit");
     let pkg = split.join("generic/kpkg");
@@ -336,19 +334,9 @@ pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
     fs::write(di.join("top_level.txt"), "kpkg\n").expect("write");
     let groups = write_archives(&fat, "kpkg", "kpkg", &split);
     // A per-arch database file, as `pkg/hsa/<gfx>/*.co` trees carry.
-    let bytes = fs::read(&fat).expect("read");
-    let elf = object::File::parse(&*bytes).expect("ELF");
-    let section = elf
-        .section_by_name(".hip_fatbin")
-        .expect("fatbin")
-        .data()
-        .expect("data");
-    let bundles = rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles");
-    let co = bundles
-        .first()
-        .and_then(|b| b.code_object("gfx1100"))
-        .expect("gfx1100 code object")
-        .to_vec();
+    let co = code_objects(&fat)
+        .remove(&(0, "gfx1100".to_string()))
+        .expect("gfx1100 code object");
     let db = split.join("gfx110X/kpkg/hsa/gfx1100");
     fs::create_dir_all(&db).expect("mkdir");
     fs::write(db.join("fixture.co"), co).expect("write");
@@ -360,4 +348,119 @@ pub fn wheel_options() -> PackageOptions {
     let mut o = PackageOptions::new(PackageMeta::default());
     o.formats = vec![Format::Wheel];
     o
+}
+
+/// Code objects of a fat ELF: (bundle index, target id) -> bytes.
+pub fn code_objects(fat: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
+    let bytes = fs::read(fat).expect("read fat binary");
+    let elf = object::File::parse(&*bytes).expect("parse ELF");
+    let section = elf.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().expect("data");
+    let mut out = BTreeMap::new();
+    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+        for (target, data) in b.code_objects() {
+            out.insert((i as u32, target.to_string()), data.to_vec());
+        }
+    }
+    out
+}
+
+/// AMD's lookup (`rocm_kpack_test_support::gfxarch`: `@GFXARCH@` expanded
+/// with the target id, then the processor; then the same for its generic
+/// ISA) finds, beside the split binary `lib`, the regular file `expected`
+/// (no alias symlink) for a `device`, and the code objects it returns are
+/// the fat original `fat`'s, byte for byte.
+pub fn assert_gfxarch_finds(lib: &Path, fat: &Path, device: &str, expected: &str) {
+    let pattern = gfxarch::pattern_of(lib).expect("marker");
+    let device_id = TargetId::parse(device).expect("target id");
+    let found = gfxarch::lookup(&pattern.pattern, &device_id)
+        .unwrap_or_else(|| panic!("no archive for {device} beside {}", lib.display()));
+    let path = &found.archive;
+    assert_eq!(path.file_name().and_then(|n| n.to_str()), Some(expected), "{device}");
+    let md = fs::symlink_metadata(path).expect("lstat");
+    assert!(md.file_type().is_file(), "{} is not a regular file", path.display());
+    let archive = Archive::open(path).expect("archive");
+    let mut checked = 0;
+    for ((i, t), data) in code_objects(fat) {
+        if t != found.key {
+            continue;
+        }
+        let key = format!("{}#{i}", pattern.marker.kernel_name);
+        let got = archive
+            .kernel(&key, &t)
+            .unwrap_or_else(|e| panic!("{}: {key} {t}: {e}", path.display()));
+        assert!(got == data, "{}: {key} {t} differs from the fat original", path.display());
+        checked += 1;
+    }
+    assert!(checked > 0, "{} holds no {} code object of {}", path.display(), found.key, fat.display());
+}
+
+/// Whether AMD's lookup finds any archive for `device` beside `lib`.
+pub fn gfxarch_finds_any(lib: &Path, device: &str) -> bool {
+    let pattern = gfxarch::pattern_of(lib).expect("marker");
+    gfxarch::lookup(&pattern.pattern, &TargetId::parse(device).expect("target id")).is_some()
+}
+
+/// A package's payload as the format's own tool lists it (`dpkg-deb -c`,
+/// `rpm -qlvp`; for a wheel, its zip entries): one line per entry, starting
+/// with the `ls -l` type letter and ending with the path (`-> target` for
+/// symlinks).
+fn tool_listing(pkg: &Path) -> String {
+    let name = pkg.to_string_lossy();
+    if name.ends_with(".deb") {
+        ok(Command::new("dpkg-deb").arg("-c").arg(pkg))
+    } else if name.ends_with(".rpm") {
+        ok(Command::new("rpm").arg("-qlvp").arg(pkg))
+    } else {
+        let py = "import sys, zipfile\nfor i in zipfile.ZipFile(sys.argv[1]).infolist():\n    link = (i.external_attr >> 16) & 0o170000 == 0o120000\n    print('l' if link else '-', i.filename)\n";
+        ok(Command::new("python3").arg("-c").arg(py).arg(pkg))
+    }
+}
+
+/// Install paths (no leading `./` or `/`) of the entries of one type
+/// (`l`, `-`) in [`tool_listing`].
+fn listed(pkg: &Path, kind: char) -> Vec<String> {
+    tool_listing(pkg)
+        .lines()
+        .filter(|l| l.starts_with(kind))
+        .filter_map(|l| l.split(" -> ").next()?.split_whitespace().last())
+        .map(|p| p.trim_start_matches("./").trim_start_matches('/').to_string())
+        .collect()
+}
+
+/// Symlinks in a package's payload, as the format's tool lists them.
+pub fn payload_symlinks(pkg: &Path) -> Vec<String> {
+    listed(pkg, 'l')
+}
+
+/// File names of the `.kpack` archives a package ships as regular files,
+/// as the format's tool lists them, in path order.
+pub fn payload_archives(pkg: &Path) -> Vec<String> {
+    listed(pkg, '-')
+        .into_iter()
+        .filter(|p| layout::is_archive_path(p))
+        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+        .collect()
+}
+
+/// `pip uninstall -y` of `dists`.
+pub fn pip_uninstall(pip: &Path, dists: &[&str]) {
+    ok(Command::new(pip).args(["uninstall", "-y", "--disable-pip-version-check"]).args(dists));
+}
+
+/// No alias symlinks (docs/packaging.md, "Package naming"): no symlink in a
+/// `.kpack/` directory of any package, and none at all in a device package
+/// but a deb's `usr/share/doc/<name>` link to the generic package's doc
+/// directory (Debian policy 12.5).
+pub fn assert_no_alias_symlinks(p: &BuiltPackage) {
+    let links = payload_symlinks(&p.path);
+    let in_kpack: Vec<&String> = links
+        .iter()
+        .filter(|l| l.split('/').any(|c| c == layout::KPACK_DIR))
+        .collect();
+    assert!(in_kpack.is_empty(), "{}: symlinks in .kpack/: {in_kpack:?}", p.name);
+    if p.group.is_some() {
+        let doc = format!("usr/share/doc/{}", p.name);
+        let other: Vec<&String> = links.iter().filter(|l| **l != doc).collect();
+        assert!(other.is_empty(), "{}: device package carries symlinks {other:?}", p.name);
+    }
 }

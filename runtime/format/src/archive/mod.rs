@@ -24,8 +24,14 @@ pub const MAGIC: [u8; 4] = *b"KPAK";
 pub const FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header; the blob region starts here.
 pub const HEADER_SIZE: u64 = 64;
-/// zstd level used when the caller has no preference.
+/// zstd level used when the caller has no preference and speed matters
+/// more than size (one binary at a time, tests, development builds).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// zstd level of release outputs (trees, artifacts, packages, recombined
+/// shards): what users download. Chosen by measurement on Debian's
+/// librocsparse (see `docs/formats.md`); decoding speed does not depend on
+/// the level, so only the one-time split pays for it.
+pub const RELEASE_ZSTD_LEVEL: i32 = 19;
 
 /// Largest kernel the reader will decompress (4 GiB). Code objects are far
 /// smaller; anything bigger in a TOC is corruption or an attack.

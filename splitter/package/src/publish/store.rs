@@ -5,19 +5,24 @@
 //! ```json
 //! { "format_version": 1,
 //!   "archives": [ { "component": "librocrand", "group": "gfx90X",
-//!                   "targets": ["gfx900", "gfx906", "gfx908", "gfx90a"],
-//!                   "arches": ["gfx900", "gfx906", "gfx908", "gfx90a:xnack+", ...],
-//!                   "filename": "librocrand_gfx90X.kpack",
+//!                   "targets": ["gfx90a"],
+//!                   "arches": ["gfx90a:xnack+", "gfx90a:xnack-"],
+//!                   "filename": "librocrand_gfx90a.kpack",
 //!                   "version": "5.3.3-4",          // null for loose archives
 //!                   "size": 123, "sha256": "<hex>",
 //!                   "path": "by-hash/sha256/<hex>",
 //!                   "packages": ["librocrand1-gfx90x_5.3.3-4_amd64.deb"] } ] }
 //! ```
 //!
-//! `group` is the archive's `gfx_arch_family`, `arches` its `gfx_arches`,
-//! `targets` the processors it serves (generic ISAs expanded within the
-//! default family of that name). Entries are sorted by component, group,
-//! filename, version, sha256.
+//! One entry per archive: per processor (`<component>_<processor>.kpack`)
+//! or per generic ISA (`<component>_gfx11-generic.kpack`), and trees in the
+//! older per-family layout index the same way. `group` is the archive's
+//! `gfx_arch_family`: the tree, and so the device package, it ships in (a
+//! family, or the generic ISA itself). `arches` are its `gfx_arches`,
+//! `targets` the processors it serves: a generic ISA's archive serves every
+//! processor of the ISA; one inside a family archive of the older layout
+//! only the family's (see [`targets_of`]). Entries are sorted by
+//! component, group, filename, version, sha256.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

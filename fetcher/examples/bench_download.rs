@@ -1,0 +1,483 @@
+//! Benchmark `bench-download`: what a user of each processor downloads and
+//! installs once a fat Debian package is split at the release level and
+//! published, next to the fat package; and what the split costs against
+//! plain `zstd` on the same device code. Prints Markdown tables.
+//!
+//! ```text
+//! bash tests/scripts/fetch-debian-testdata.sh librocrand1 librocsparse0
+//! cargo build --release --workspace --all-targets
+//! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR]
+//! ```
+//!
+//! For each package (default: Debian's `librocsparse0` and `librocrand1`,
+//! pinned in `tests/support/src/debian.rs`):
+//! 1. `zstd -<level> -T0` on the `.hip_fatbin` bytes of its fat libraries,
+//!    `rocm-kpack split-binary --level <level>` of those libraries, and
+//!    `rocm-kpack split-package --level <level>` of the fat deb, one after
+//!    the other: wall time and peak RSS (GNU `time`, `/usr/bin/time`).
+//! 2. `rocm-kpack publish --apt --kpack-store`, served on 127.0.0.1 by the
+//!    product's HTTP server.
+//! 3. For each processor the package has code for, in a fresh root holding
+//!    the generic deb's files: `rocm-kpack-fetch install --arch <processor>`
+//!    from the store. Downloaded = generic deb + bytes the fetcher
+//!    transferred; `--via apt` = generic deb + the family deb(s) of the
+//!    archives it needed (from the published debs' sizes); installed = the
+//!    generic deb's files + the archives installed.
+//!
+//! Goals (issue 12): every librocsparse processor at or below 50% of the
+//! fat deb through `install`; split at or below 1.5x `zstd -T0`; peak RSS
+//! at or below 1 GiB. Family debs are reported as they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use clap::Parser;
+use object::{Object, ObjectSection};
+use rocm_kpack_format::layout::{self, KPACK_DIR, MANIFEST_EXT};
+use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::target::TargetId;
+use rocm_kpack_test_support::{bins, debian, http};
+use serde_json::Value;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// zstd level of the split (the release level) and of the zstd baseline.
+    #[arg(long, default_value_t = rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL)]
+    level: i32,
+    /// Debian packages (pinned in tests/support/src/debian.rs).
+    #[arg(long = "package")]
+    packages: Vec<String>,
+    /// Work here and keep it (default: a temporary directory, removed).
+    #[arg(long)]
+    keep: Option<PathBuf>,
+}
+
+/// One child process, measured.
+struct Measured {
+    wall: Duration,
+    /// Peak resident set of the process and the children it waited for.
+    peak_rss: u64,
+    stdout: String,
+}
+
+/// Runs `cmd` to completion under GNU `time` with stdout and stderr in
+/// files: wall time, and peak RSS as `time` reports it for its own child.
+/// Not `wait4` from here: a child forked from this process inherits its
+/// RSS high-water mark (this process reads the 1.3 GB library), which
+/// would show in the child's figure.
+fn measure(cmd: &Command, scratch: &Path) -> anyhow::Result<Measured> {
+    let id = std::process::id();
+    let out_path = scratch.join(format!(".stdout-{id}"));
+    let err_path = scratch.join(format!(".stderr-{id}"));
+    let rss_path = scratch.join(format!(".rss-{id}"));
+    let mut timed = Command::new("/usr/bin/time");
+    timed
+        .args(["-f", "%M", "-o"])
+        .arg(&rss_path)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .stdout(Stdio::from(File::create(&out_path)?))
+        .stderr(Stdio::from(File::create(&err_path)?));
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
+    let started = Instant::now();
+    let status = timed.status().with_context(|| format!("{timed:?}"))?;
+    let wall = started.elapsed();
+    let stdout = fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    let rss = fs::read_to_string(&rss_path).unwrap_or_default();
+    for p in [&out_path, &err_path, &rss_path] {
+        let _ = fs::remove_file(p);
+    }
+    ensure!(status.success(), "{cmd:?} failed ({status})\n{stdout}{stderr}");
+    // The last line is the figure (KiB); a line before it may say how the
+    // command ended.
+    let kib: u64 = rss
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("/usr/bin/time wrote {rss:?}"))?;
+    Ok(Measured {
+        wall,
+        peak_rss: kib * 1024,
+        stdout,
+    })
+}
+
+fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
+    ensure!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// Bytes of the regular files below `dir`.
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+/// The ELF files below `dir` with a `.hip_fatbin` section, whose bytes
+/// are appended to `sink`; returns the files and the bytes written.
+fn fat_libraries(dir: &Path, sink: &mut impl std::io::Write) -> anyhow::Result<(Vec<PathBuf>, u64)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d)?.flatten() {
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                files.push(e.path());
+            }
+        }
+    }
+    files.sort();
+    let mut fat = Vec::new();
+    let mut len = 0;
+    for path in files {
+        let data = fs::read(&path)?;
+        let Ok(elf) = object::File::parse(&*data) else {
+            continue;
+        };
+        if let Some(s) = elf.section_by_name(".hip_fatbin") {
+            let bytes = s.data()?;
+            sink.write_all(bytes)?;
+            len += bytes.len() as u64;
+            fat.push(path);
+        }
+    }
+    Ok((fat, len))
+}
+
+/// `Package:` of a .deb.
+fn deb_package(deb: &Path) -> anyhow::Result<String> {
+    Ok(run(Command::new("dpkg-deb").arg("-f").arg(deb).arg("Package"))?.trim().to_owned())
+}
+
+/// The manifests below an extracted tree.
+fn manifests(tree: &Path) -> anyhow::Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d)?.flatten() {
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                stack.push(p);
+            } else if p.parent().is_some_and(|d| d.ends_with(KPACK_DIR))
+                && p.extension().is_some_and(|x| x == MANIFEST_EXT)
+            {
+                out.push(Manifest::read(&p)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One processor's row.
+struct Row {
+    processor: String,
+    archives: Vec<String>,
+    families: Vec<String>,
+    transferred: u64,
+    apt_device: u64,
+    installed: u64,
+}
+
+fn bench_package(name: &str, level: i32, work: &Path, out: &mut String) -> anyhow::Result<Vec<(String, f64)>> {
+    let pin = debian::pinned(name)?;
+    let deb = debian::package(name)?;
+    let fat_deb = fs::metadata(&deb)?.len();
+    let extracted = debian::extracted(name)?;
+    let dir = work.join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    let rk = bins::profile_dir().join("rocm-kpack");
+    let rf = bins::profile_dir().join("rocm-kpack-fetch");
+    ensure!(
+        rk.is_file() && rf.is_file(),
+        "build first: cargo build --release --workspace --all-targets"
+    );
+
+    // 1. The split against zstd on the same device code.
+    let fatbin = dir.join("hip_fatbin.bin");
+    let (libs, fatbin_len) = fat_libraries(&extracted, &mut File::create(&fatbin)?)?;
+    ensure!(!libs.is_empty(), "{name}: no fat library");
+    let zstd = measure(
+        Command::new("zstd")
+            .arg(format!("-{level}"))
+            .args(["-T0", "-q", "-f", "-o"])
+            .arg(dir.join("hip_fatbin.zst"))
+            .arg(&fatbin),
+        &dir,
+    )?;
+    let zstd_size = fs::metadata(dir.join("hip_fatbin.zst"))?.len();
+    let _ = fs::remove_file(&fatbin);
+    let _ = fs::remove_file(dir.join("hip_fatbin.zst"));
+    let mut split_binary = Measured {
+        wall: Duration::ZERO,
+        peak_rss: 0,
+        stdout: String::new(),
+    };
+    for lib in &libs {
+        let sb = dir.join("split-binary");
+        let m = measure(
+            Command::new(&rk)
+                .arg("split-binary")
+                .arg(lib)
+                .arg("--out")
+                .arg(&sb)
+                .arg("--level")
+                .arg(level.to_string()),
+            &dir,
+        )?;
+        split_binary.wall += m.wall;
+        split_binary.peak_rss = split_binary.peak_rss.max(m.peak_rss);
+        let _ = fs::remove_dir_all(&sb);
+    }
+    let pkgs = dir.join("pkgs");
+    let help = run(Command::new(&rk).args(["split-package", "--help"]))?;
+    ensure!(help.contains("--level"), "rocm-kpack split-package has no --level yet");
+    let split = measure(
+        Command::new(&rk)
+            .arg("split-package")
+            .arg(&deb)
+            .arg("--out")
+            .arg(&pkgs)
+            .arg("--level")
+            .arg(level.to_string()),
+        &dir,
+    )?;
+
+    // 2. Publish and serve.
+    let repo = dir.join("repo");
+    run(Command::new(&rk).arg("publish").arg(&pkgs).arg("--out").arg(&repo).args(["--apt", "--kpack-store"]))?;
+    let server = http::serve_dir(&repo)?;
+    let mut debs: BTreeMap<String, (PathBuf, u64)> = BTreeMap::new();
+    for e in fs::read_dir(&pkgs)?.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "deb") {
+            let len = fs::metadata(&p)?.len();
+            debs.insert(deb_package(&p)?, (p, len));
+        }
+    }
+    let (generic_deb, generic_size) = debs.get(name).cloned().context("no generic deb")?;
+    let generic_root = dir.join("generic-root");
+    run(Command::new("dpkg-deb").arg("-x").arg(&generic_deb).arg(&generic_root))?;
+    let generic_installed = tree_bytes(&generic_root);
+    let manifests = manifests(&generic_root)?;
+    let mut processors = BTreeSet::new();
+    let mut per_processor_names = true;
+    for m in &manifests {
+        for f in &m.kpack_files {
+            let unit = layout::archive_unit(&m.component, &f.filename).unwrap_or_default();
+            per_processor_names &= TargetId::parse(unit).is_ok_and(|t| t.features().is_empty());
+            for a in &f.architectures {
+                match TargetId::parse(a) {
+                    Ok(t) if !t.is_generic() => {
+                        processors.insert(t.processor().to_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    // 3. Each processor.
+    let mut rows = Vec::new();
+    for p in &processors {
+        let root = dir.join("roots").join(p);
+        fs::create_dir_all(root.parent().unwrap_or(&dir))?;
+        run(Command::new("cp").arg("-a").arg(&generic_root).arg(&root))?;
+        let m = measure(
+            Command::new(&rf)
+                .args(["install", "--json", "--allow-http", "--arch", p, "--root"])
+                .arg(&root)
+                .arg("--cache-dir")
+                .arg(dir.join("cache").join(p))
+                .arg("--source")
+                .arg(server.root_url())
+                .env("ROCM_KPACK_PYTHON", "")
+                .env_remove("ROCM_KPACK_ARCH_OVERRIDE"),
+            &dir,
+        )?;
+        let json: Value = serde_json::from_str(&m.stdout).context("install --json")?;
+        let installed = json["installed"].as_array().context("installed")?;
+        let transferred: u64 = installed.iter().filter_map(|i| i["transferred"].as_u64()).sum();
+        let archive_bytes: u64 = installed.iter().filter_map(|i| i["size"].as_u64()).sum();
+        let archives: Vec<String> = installed
+            .iter()
+            .filter_map(|i| i["filename"].as_str().map(str::to_owned))
+            .collect();
+        let mut families = BTreeSet::new();
+        for c in json["plan"]["components"].as_array().into_iter().flatten() {
+            for a in c["archives"].as_array().into_iter().flatten() {
+                if let Some(f) = a["family"].as_str() {
+                    families.insert(f.to_owned());
+                }
+            }
+        }
+        let mut apt_device = 0;
+        for f in &families {
+            let pkg = format!("{name}-{}", f.to_lowercase());
+            apt_device += debs.get(&pkg).map(|d| d.1).with_context(|| format!("no deb {pkg}"))?;
+        }
+        rows.push(Row {
+            processor: p.clone(),
+            archives,
+            families: families.into_iter().collect(),
+            transferred,
+            apt_device,
+            installed: generic_installed + archive_bytes,
+        });
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    // The table.
+    let targets: BTreeSet<&String> = manifests.iter().flat_map(|m| m.kpack_files.iter().flat_map(|f| &f.architectures)).collect();
+    writeln!(
+        out,
+        "\n## {name} {}: fat deb {}, generic deb {}, {} processors ({} targets), zstd level {level}\n",
+        pin.version,
+        mb(fat_deb),
+        mb(generic_size),
+        processors.len(),
+        targets.len()
+    )?;
+    if !per_processor_names {
+        writeln!(out, "**archives are not named per processor** (`<component>_<processor>.kpack`)\n")?;
+    }
+    writeln!(out, "| processor | fetched | install --auto (generic + archives) | vs fat | --via apt (generic + family deb) | vs fat | installed |")?;
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    let mut results = Vec::new();
+    for r in &rows {
+        let auto = generic_size + r.transferred;
+        let apt = generic_size + r.apt_device;
+        writeln!(
+            out,
+            "| {} | {} | {} + {} = {} | {:.0}% | {} + {} ({}) = {} | {:.0}% | {} |",
+            r.processor,
+            r.archives.join(", "),
+            mb(generic_size),
+            mb(r.transferred),
+            mb(auto),
+            pct(auto, fat_deb),
+            mb(generic_size),
+            mb(r.apt_device),
+            r.families.join(", "),
+            mb(apt),
+            pct(apt, fat_deb),
+            mb(r.installed),
+        )?;
+        results.push((r.processor.clone(), pct(auto, fat_deb)));
+    }
+    writeln!(out, "\nfamily debs (as they are):")?;
+    for (pkg, (_, len)) in debs.iter().filter(|(p, _)| *p != name) {
+        writeln!(out, "- {pkg}: {} ({:.0}% of the fat deb)", mb(*len), pct(*len, fat_deb))?;
+    }
+    writeln!(out, "\n| step (same run) | wall | vs zstd | peak RSS |")?;
+    writeln!(out, "|---|---|---|---|")?;
+    let z = zstd.wall.as_secs_f64();
+    writeln!(
+        out,
+        "| zstd -{level} -T0, .hip_fatbin {} -> {} | {:.1} s | 1.00x | {} |",
+        mb(fatbin_len),
+        mb(zstd_size),
+        z,
+        mib(zstd.peak_rss)
+    )?;
+    for (what, m) in [
+        (format!("rocm-kpack split-binary --level {level}"), &split_binary),
+        (format!("rocm-kpack split-package --level {level}"), &split),
+    ] {
+        let w = m.wall.as_secs_f64();
+        writeln!(out, "| {what} | {w:.1} s | {:.2}x | {} |", w / z.max(1e-9), mib(m.peak_rss))?;
+    }
+    let worst = results.iter().map(|r| r.1).fold(0.0, f64::max);
+    let ratio = split.wall.as_secs_f64() / z.max(1e-9);
+    let sb_ratio = split_binary.wall.as_secs_f64() / z.max(1e-9);
+    let rss = split.peak_rss.max(split_binary.peak_rss);
+    // The download goal is set for librocsparse0, whose generic deb is small.
+    let download_goal = match (name == "librocsparse0", worst <= 50.0) {
+        (true, true) => "met",
+        (true, false) => "NOT met",
+        (false, _) => "no goal for this package",
+    };
+    writeln!(
+        out,
+        "\ngoals: install --auto <= 50% of the fat deb for every processor: {download_goal} (worst {worst:.0}%); \
+         split <= 1.5x zstd -T0: split-binary {} ({sb_ratio:.2}x), split-package {} ({ratio:.2}x); \
+         peak RSS <= 1 GiB: {} ({})",
+        if sb_ratio <= 1.5 { "met" } else { "NOT met" },
+        if ratio <= 1.5 { "met" } else { "NOT met" },
+        if rss <= 1 << 30 { "met" } else { "NOT met" },
+        mib(rss),
+    )?;
+    drop(server);
+    Ok(results)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let packages = if args.packages.is_empty() {
+        vec!["librocsparse0".to_owned(), "librocrand1".to_owned()]
+    } else {
+        args.packages.clone()
+    };
+    let tmp;
+    let work = match &args.keep {
+        Some(d) => {
+            fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("# bench-download (zstd level {}, {cores} cores)", args.level);
+    for name in &packages {
+        let mut out = String::new();
+        if let Err(e) = bench_package(name, args.level, &work, &mut out) {
+            bail!("{name}: {e:#}");
+        }
+        print!("{out}");
+    }
+    Ok(())
+}
