@@ -54,6 +54,11 @@ pub fn check_pattern_finds(split: &Path, fat: &Path, targets: &[&str]) -> Result
         if found.key != *target {
             return Err(format!("{}: {target} found as {}", found.archive.display(), found.key));
         }
+        // The name the pattern expands to is the archive itself, never an alias.
+        let md = fs::symlink_metadata(&found.archive).map_err(|e| format!("{}: {e}", found.archive.display()))?;
+        if !md.file_type().is_file() {
+            return Err(format!("{}: not a regular file", found.archive.display()));
+        }
         let key = format!("{}#{co}", pattern.marker.kernel_name);
         let archive = Archive::open(&found.archive).map_err(|e| format!("{}: {e}", found.archive.display()))?;
         match archive.kernel(&key, target) {
