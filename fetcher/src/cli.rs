@@ -71,6 +71,8 @@ pub enum Command {
     /// and every local target covered for every installed manifest.
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Doctor(DoctorArgs),
+    #[command(flatten)]
+    Docs(rocm_kpack_cli::DocsCommand),
 }
 
 /// `install` help epilogue: sources, files, then its exit codes.

@@ -61,6 +61,8 @@ pub enum Command {
     SplitPackage(cmd::split_package::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
     Demo(cmd::demo::Args),
+    #[command(flatten)]
+    Docs(rocm_kpack_cli::DocsCommand),
 }
 
 /// `--spec`: the package spec choosing device groups.

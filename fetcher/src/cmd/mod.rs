@@ -35,6 +35,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
         Command::Remove(args) => remove::run(&args),
         Command::Gc(args) => gc::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
 }
 

@@ -7,10 +7,13 @@
 //! - stdout output for which a closed pipe (`| head`) is not a failure
 //!   ([`print_stdout`], [`print_json`]);
 //! - logging to stderr ([`init_tracing`]) and the end of `main`
-//!   ([`finish`]: print an error chain once, pick the exit code).
+//!   ([`finish`]: print an error chain once, pick the exit code);
+//! - `completions SHELL` and `man --out DIR` ([`DocsCommand`]), generated
+//!   from each program's own `clap::Command`.
 //!
 //! Argument groups only one program uses live with that program.
 
+mod docs;
 mod exit;
 
 use std::io::{self, Write as _};
@@ -19,6 +22,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde::Serialize;
 
+pub use docs::{completions, man_pages, write_man_pages, CompletionsArgs, DocsCommand, ManArgs};
 pub use exit::{ExitStatus, UsageError};
 
 /// `--json`: print the command's result as JSON instead of text.
@@ -55,6 +59,15 @@ pub fn print_stdout(text: &str) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// `println!` through [`print_stdout`]: a closed pipe is not an error (the
+/// line is dropped), any other write error is returned, for `?`.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::print_stdout(&format!("{}\n", format_args!($($arg)*)))
+    };
 }
 
 /// Prints `value` as pretty JSON with a final newline ([`print_stdout`]).

@@ -120,7 +120,7 @@ impl Report {
         reproduce: &str,
         f: impl FnOnce() -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        println!("\n==> {name}");
+        rocm_kpack_cli::outln!("\n==> {name}")?;
         let start = Instant::now();
         let result = f();
         self.steps.push((name.to_owned(), start.elapsed().as_secs_f64()));
@@ -168,12 +168,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         }
     };
     let kept = args.keep || args.dir.is_some();
-    println!(
+    rocm_kpack_cli::outln!(
         "rocm-kpack demo: simulated GPU {}, working directory {}{}",
         args.gpu,
         root.display(),
         if kept { " (kept)" } else { " (removed at the end; --keep keeps it)" }
-    );
+    )?;
     let work = Work::new(&root, &args.gpu);
     let mut report = Report::default();
     let result = run_steps(&args, &work, &mut report);
@@ -183,13 +183,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         }
     }
     result?;
-    println!("\nrocm-kpack demo: report");
+    rocm_kpack_cli::outln!("\nrocm-kpack demo: report")?;
     for line in &report.lines {
-        println!("  {line}");
+        rocm_kpack_cli::outln!("  {line}")?;
     }
-    println!("  time per step:");
+    rocm_kpack_cli::outln!("  time per step:")?;
     for (name, secs) in &report.steps {
-        println!("    {secs:>7.3} s  {name}");
+        rocm_kpack_cli::outln!("    {secs:>7.3} s  {name}")?;
     }
     Ok(ExitStatus::Success)
 }
@@ -199,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
 fn rocm_kpack(args: &[OsString]) -> anyhow::Result<()> {
     let mut argv = vec![OsString::from("rocm-kpack")];
     argv.extend(args.iter().cloned());
-    println!("$ {}", shell_line(&argv));
+    rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
     let cli = crate::cli::Cli::try_parse_from(&argv)?;
     let status = crate::cmd::run(cli.command)?;
     ensure!(status == ExitStatus::Success, "exited {}", status.code());
@@ -212,7 +212,7 @@ fn rocm_kpack_fetch(args: &[OsString]) -> anyhow::Result<u8> {
     let fetch = workspace_artifact("rocm-kpack-fetch", "rocm-kpack-fetch")?;
     let mut argv = vec![OsString::from("rocm-kpack-fetch")];
     argv.extend(args.iter().cloned());
-    println!("$ {}", shell_line(&argv));
+    rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
     let status = Command::new(&fetch)
         .args(args)
         .status()
@@ -277,7 +277,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             let deb = build_fat_deb(work)?;
             let wheel = build_fat_wheel(work)?;
             for p in [&deb, &wheel] {
-                println!("    {} ({} bytes)", p.display(), fs::metadata(p)?.len());
+                rocm_kpack_cli::outln!("    {} ({} bytes)", p.display(), fs::metadata(p)?.len())?;
             }
             Ok((deb, wheel))
         },
@@ -299,7 +299,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             if let Some(deb) = librocrand {
                 rocm_kpack(&os(&[&"split-package", deb, &"--out", &work.split]))?;
             } else {
-                println!("    (Debian's librocrand1 is not cached: run tests/scripts/fetch-debian-testdata.sh to include it)");
+                rocm_kpack_cli::outln!("    (Debian's librocrand1 is not cached: run tests/scripts/fetch-debian-testdata.sh to include it)")?;
             }
             Ok(())
         },
@@ -312,7 +312,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         || {
             rocm_kpack(&os(&[&"publish", &work.split, &"--out", &work.repo, &"--apt", &"--pip", &"--kpack-store"]))?;
             let server = Server::start(&work.repo)?;
-            println!("    serving {} at {}", work.repo.display(), server.url);
+            rocm_kpack_cli::outln!("    serving {} at {}", work.repo.display(), server.url)?;
             Ok(server)
         },
     )?;
@@ -374,14 +374,14 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         },
     )?;
     if targets.is_empty() {
-        println!(
+        rocm_kpack_cli::outln!(
             "\nThe simulated machine ({}) has no AMD GPU, so it needs no device code:\n\
              the generic package is installed and its host code runs; rocm-kpack-fetch\n\
              found nothing to fetch and exited {} (\"no GPU\"). On a machine with a GPU it\n\
              would fetch that GPU family's archives; try `rocm-kpack demo --gpu mi300x`.",
             args.gpu,
             ExitStatus::NoGpu.code()
-        );
+        )?;
         report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.gpu));
         return Ok(());
     }
@@ -570,7 +570,7 @@ fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
     if !status.exists() {
         fs::write(&status, "")?;
     }
-    println!("$ dpkg --root={} --force-not-root -i {}", root.display(), deb.display());
+    rocm_kpack_cli::outln!("$ dpkg --root={} --force-not-root -i {}", root.display(), deb.display())?;
     let out = Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "-i"])
@@ -622,13 +622,13 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
                     .with_context(|| format!("{name}#{co_index}: no {} code object in the fat binary", co.arch))?;
                 let (got, want) = (sha256_hex(&co.data), sha256_hex(want));
                 ensure!(got == want, "{name}#{co_index} {}: sha256 {got}, original {want}", co.arch);
-                println!(
+                rocm_kpack_cli::outln!(
                     "    {name}#{co_index} for {isa}: {} code object from {}, {} bytes, sha256 {}.. = original",
                     co.arch,
                     co.archive_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
                     co.data.len(),
                     &got[..16]
-                );
+                )?;
                 loaded += 1;
             }
         }
@@ -670,7 +670,7 @@ fn workspace_artifact(file: &str, package: &str) -> anyhow::Result<PathBuf> {
     if release {
         cmd.arg("--release");
     }
-    println!("$ cargo build -p {package}{}", if release { " --release" } else { "" });
+    rocm_kpack_cli::outln!("$ cargo build -p {package}{}", if release { " --release" } else { "" })?;
     let status = cmd
         .status()
         .with_context(|| format!("building {file} (needs cargo and this source tree; or install {package})"))?;
@@ -683,13 +683,13 @@ fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
     let record = work.root.join("hip-registrations");
     fs::create_dir_all(&record)?;
     let app = work.install_root.join(PREFIX).join(FAT_FIXTURES[0].0);
-    println!(
+    rocm_kpack_cli::outln!(
         "$ LD_PRELOAD={} LD_LIBRARY_PATH={} ROCM_KPACK_ARCH_OVERRIDE={} {}",
         shim.display(),
         work.stub.display(),
         isas.join(","),
         app.display()
-    );
+    )?;
     let out = Command::new(&app)
         .env("LD_PRELOAD", &shim)
         .env("LD_LIBRARY_PATH", &work.stub)
@@ -722,7 +722,7 @@ fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
                     .map(|(_, c)| c)
                     .with_context(|| format!("no original {target} code object"))?;
                 ensure!(sha256_hex(code) == sha256_hex(want), "{target}: registered bytes differ from the original");
-                println!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len());
+                rocm_kpack_cli::outln!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len())?;
             }
         }
         n += 1;

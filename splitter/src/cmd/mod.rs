@@ -32,6 +32,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
         Command::Publish(args) => publish::run(args),
         Command::SplitPackage(args) => split_package::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
 }
 

@@ -1,0 +1,259 @@
+//! Both command lines, every subcommand: `--help` works, output into a
+//! closed pipe (`| head` that already quit) is a quiet exit 0, shell
+//! completions load in bash and every man page renders with `man -l`.
+//! The subcommands are read from each program's own `--help`, so a new one
+//! is covered without touching this file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rocm_kpack_test_support::{bins, fixtures};
+
+const PROGRAMS: [&str; 2] = ["rocm-kpack", "rocm-kpack-fetch"];
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run the program");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({:?}):\n--- stdout ---\n{}--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The names in the `Commands:` section of a `--help` output, without
+/// clap's `help`.
+fn commands_in_help(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command path of `program` (`[]`, `["inspect"]`, `["spec", "show"]`,
+/// ...), each checked to print its `--help` with exit 0.
+fn command_paths(program: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut todo = vec![Vec::<String>::new()];
+    while let Some(path) = todo.pop() {
+        let out = run(bins::command(program).args(&path).arg("--help"));
+        let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+        assert!(
+            help.contains("Usage:"),
+            "{program} {path:?} --help:\n{help}"
+        );
+        for sub in commands_in_help(&help) {
+            let mut child = path.clone();
+            child.push(sub);
+            todo.push(child);
+        }
+        paths.push(path);
+    }
+    paths.sort();
+    paths
+}
+
+#[test]
+fn every_subcommand_has_help_and_the_walk_finds_them_all() {
+    let splitter = command_paths("rocm-kpack");
+    let fetcher = command_paths("rocm-kpack-fetch");
+    for expected in [
+        &["inspect"][..],
+        &["spec", "show"],
+        &["completions"],
+        &["man"],
+    ] {
+        assert!(
+            splitter.iter().any(|p| p == expected),
+            "{expected:?} in {splitter:?}"
+        );
+    }
+    for expected in [&["install"][..], &["doctor"], &["completions"], &["man"]] {
+        assert!(
+            fetcher.iter().any(|p| p == expected),
+            "{expected:?} in {fetcher:?}"
+        );
+    }
+}
+
+/// Runs `program args` with stdout a pipe whose read end is already closed.
+fn run_into_closed_pipe(program: &str, args: &[String], cwd: &Path) -> Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    bins::command(program)
+        .args(args)
+        .current_dir(cwd)
+        .env("ROCM_KPACK_PYTHON", "")
+        .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run the program")
+}
+
+/// [`run_into_closed_pipe`] exits 0 and says nothing on stderr.
+fn assert_quiet_into_closed_pipe(program: &str, args: &[String], cwd: &Path) {
+    let out = run_into_closed_pipe(program, args, cwd);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "`{program} {}` into a closed pipe: {:?}, stderr:\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+#[test]
+fn closed_stdout_is_a_quiet_success() {
+    let repo = repo_root();
+    let empty = tempfile::tempdir().expect("tempdir");
+    let root = empty.path().to_str().expect("UTF-8 temp path");
+    let man_dir = tempfile::tempdir().expect("tempdir");
+    let man = man_dir.path().to_str().expect("UTF-8 temp path");
+    let fixture = fixtures::fixture("clang19/libfixture.so");
+    let sysfs = fixtures::fixture("sysfs/mi210");
+    let (fixture, sysfs) = (
+        fixture.to_str().expect("UTF-8"),
+        sysfs.to_str().expect("UTF-8"),
+    );
+    let mut runs: Vec<(&str, Vec<String>)> = Vec::new();
+    for program in PROGRAMS {
+        for path in command_paths(program) {
+            let mut help = path.clone();
+            help.push("--help".into());
+            runs.push((program, help));
+        }
+        runs.push((program, vec!["--version".into()]));
+        runs.push((program, vec!["completions".into(), "bash".into()]));
+        runs.push((program, vec!["man".into(), "--out".into(), man.into()]));
+    }
+    // Commands that print without side effects.
+    let splitter: [&[&str]; 4] = [
+        &["spec", "show"],
+        &["spec", "show", "--json"],
+        &["inspect", fixture],
+        &["inspect", "--json", fixture],
+    ];
+    let fetcher: [&[&str]; 8] = [
+        &["detect", "--sysfs-root", sysfs],
+        &["detect", "--json", "--sysfs-root", sysfs],
+        &["list", "--root", root],
+        &["list", "--json", "--root", root],
+        &["status", "--root", root, "--sysfs-root", sysfs],
+        &["verify", "--root", root],
+        &["doctor", "--root", root, "--sysfs-root", sysfs],
+        &["gc", "--root", root, "--sysfs-root", sysfs],
+    ];
+    let owned = |args: &[&str]| args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    runs.extend(splitter.iter().map(|a| ("rocm-kpack", owned(a))));
+    runs.extend(fetcher.iter().map(|a| ("rocm-kpack-fetch", owned(a))));
+    for (program, args) in &runs {
+        assert_quiet_into_closed_pipe(program, args, &repo);
+    }
+}
+
+/// The demo's narration goes to stdout; a closed stdout does not stop the
+/// run (its progress on stderr is legitimate, a panic is not).
+#[test]
+fn demo_into_a_closed_pipe_completes() {
+    let out = run_into_closed_pipe("rocm-kpack", &["demo".to_owned()], &repo_root());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "rocm-kpack demo into a closed pipe: {:?}\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn completions_are_printed_for_every_shell_and_load_in_bash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for program in PROGRAMS {
+        for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+            let out = run(bins::command(program).args(["completions", shell]));
+            let script = String::from_utf8(out.stdout).expect("UTF-8 script");
+            assert!(
+                script.contains(program),
+                "{program} completions {shell}:\n{script}"
+            );
+        }
+        let script = dir.path().join(format!("{program}.bash"));
+        let out = run(bins::command(program).args(["completions", "bash"]));
+        std::fs::write(&script, out.stdout).expect("write script");
+        // Loading defines the completion function and registers it.
+        let check = format!("source {} && complete -p {program}", script.display());
+        let out = run(Command::new("bash").args(["-c", &check]));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(program));
+    }
+}
+
+#[test]
+fn man_pages_cover_every_subcommand_and_render() {
+    // `man` comes from man-db (scripts/test.sh installs it).
+    for program in PROGRAMS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run(bins::command(program)
+            .args(["man", "--out"])
+            .arg(dir.path()));
+        let listed = String::from_utf8(out.stdout).expect("UTF-8");
+        let mut pages: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read man dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        pages.sort();
+        let mut expected: Vec<String> = command_paths(program)
+            .iter()
+            .map(|p| {
+                let mut name = program.to_owned();
+                for part in p {
+                    name.push('-');
+                    name.push_str(part);
+                }
+                name + ".1"
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(pages, expected, "{program} man");
+        assert_eq!(listed.lines().count(), pages.len(), "{listed}");
+        for page in &pages {
+            let out = Command::new("man")
+                .args(["--warnings", "-l"])
+                .arg(dir.path().join(page))
+                .env("MANWIDTH", "80")
+                .env("MANPAGER", "cat")
+                .env("PAGER", "cat")
+                .output()
+                .expect("run man");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && out.stderr.is_empty() && text.contains("NAME"),
+                "man -l {page}: {:?}\n{}{text}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if page == &format!("{program}.1") {
+                assert!(text.contains("EXIT STATUS"), "{page}:\n{text}");
+                assert!(
+                    text.contains("usage error") && text.contains("problems found"),
+                    "{text}"
+                );
+            }
+        }
+    }
+}
