@@ -1,6 +1,6 @@
 //! The command line (clap derive), private to the binary. Argument groups
 //! that several commands need, such as [`TargetArgs`], are separate structs
-//! to flatten in; `--json` ([`JsonArg`]) and the exit-code table come from
+//! to flatten in; `--json` ([`JsonArg`]), `-v`/`-q` and the exit-code table come from
 //! `rocm_kpack_cli`, shared with `rocm-kpack`.
 
 use std::path::PathBuf;
@@ -38,6 +38,9 @@ fn exit_codes(statuses: &[ExitStatus]) -> String {
 #[derive(Debug, Parser)]
 #[command(name = "rocm-kpack-fetch", version, after_help = after_help())]
 pub struct Cli {
+    /// `-v`/`-q`, shared with `rocm-kpack`.
+    #[command(flatten)]
+    pub verbosity: rocm_kpack_cli::Verbosity,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -14,6 +14,6 @@ use clap::Parser;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2 (ExitStatus::Usage).
     let cli = cli::Cli::parse();
-    rocm_kpack_cli::init_tracing(0);
-    rocm_kpack_cli::finish("rocm-kpack-fetch", cmd::run(cli.command))
+    rocm_kpack_cli::init_tracing(cli.verbosity);
+    rocm_kpack_cli::finish("rocm-kpack-fetch", cmd::run(cli.command, cli.verbosity))
 }

@@ -1,7 +1,7 @@
 //! Argument definitions. Each subcommand's arguments live with the command
 //! in `cmd/`; this file lists the commands and declares, once, the argument
 //! groups several of them flatten in (`--spec`, `--out`, `--jobs`, archive
-//! compression). `--json` and the exit codes are shared with
+//! compression). `--json`, `-v`/`-q` and the exit codes are shared with
 //! `rocm-kpack-fetch` through `rocm_kpack_cli`.
 
 use std::path::PathBuf;
@@ -20,9 +20,9 @@ use crate::cmd;
 #[command(name = "rocm-kpack", version, propagate_version = true)]
 #[command(after_help = after_help())]
 pub struct Cli {
-    /// More log output on stderr (-v info, -vv debug; RUST_LOG overrides).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    pub verbose: u8,
+    /// `-v`/`-q`, shared with `rocm-kpack-fetch`.
+    #[command(flatten)]
+    pub verbosity: rocm_kpack_cli::Verbosity,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -175,6 +175,20 @@ mod tests {
         Cli::command().debug_assert();
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains(&ExitStatus::table()), "{help}");
+    }
+
+    #[test]
+    fn extract_takes_out_and_the_old_output() {
+        for flag in ["--out", "-o", "--output"] {
+            let cli = Cli::try_parse_from([
+                "rocm-kpack", "extract", "a.kpack", "--binary", "b#0", "--arch", "gfx90a", flag, "f",
+            ])
+            .expect("parse");
+            match cli.command {
+                Command::Extract(a) => assert_eq!(a.out, PathBuf::from("f")),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,6 @@ use clap::Parser;
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2 (ExitStatus::Usage).
     let cli = cli::Cli::parse();
-    rocm_kpack_cli::init_tracing(cli.verbose);
+    rocm_kpack_cli::init_tracing(cli.verbosity);
     rocm_kpack_cli::finish("rocm-kpack", cmd::run(cli.command))
 }

@@ -1,6 +1,8 @@
 //! Both command lines, every subcommand: `--help` works, output into a
 //! closed pipe (`| head` that already quit) is a quiet exit 0, shell
-//! completions load in bash and every man page renders with `man -l`.
+//! completions load in bash and every man page renders with `man -l`;
+//! `-v`/`-q` everywhere, `--out` for where to write, and no colours on a
+//! piped stderr.
 //! The subcommands are read from each program's own `--help`, so a new one
 //! is covered without touching this file.
 
@@ -80,6 +82,92 @@ fn every_subcommand_has_help_and_the_walk_finds_them_all() {
             fetcher.iter().any(|p| p == expected),
             "{expected:?} in {fetcher:?}"
         );
+    }
+}
+
+#[test]
+fn every_subcommand_accepts_quiet_and_verbose() {
+    for program in PROGRAMS {
+        for path in command_paths(program) {
+            let out = run(bins::command(program).args(&path).arg("--help"));
+            let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+            for flag in ["-q, --quiet", "-v, --verbose..."] {
+                assert!(
+                    help.contains(flag),
+                    "{program} {path:?} --help lacks {flag}:\n{help}"
+                );
+            }
+            // Accepted after the subcommand as well as before it.
+            for flag in ["-q", "-v", "-vv"] {
+                run(bins::command(program).args(&path).args([flag, "--help"]));
+                run(bins::command(program).arg(flag).args(&path).arg("--help"));
+            }
+        }
+        // One or the other.
+        let out = bins::command(program)
+            .args(["-q", "-v", "completions", "bash"])
+            .output()
+            .expect("run the program");
+        assert_eq!(out.status.code(), Some(2), "{program} -q -v");
+    }
+}
+
+#[test]
+fn extract_writes_with_out_and_still_takes_output() {
+    let out = run(bins::command("rocm-kpack").args(["extract", "--help"]));
+    let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+    assert!(help.contains("-o, --out <FILE>"), "{help}");
+    // `--output`, its old name, is a hidden alias.
+    assert!(!help.contains("--output"), "{help}");
+}
+
+#[test]
+fn log_lines_into_a_pipe_carry_no_colour() {
+    let fixture = fixtures::fixture("clang19/libfixture.so");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let split_out = dir.path().join("split");
+    // `inspect` may log nothing; `split-binary -vv` logs debug lines.
+    let runs: [(&[&str], &Path, bool); 3] = [
+        (&["-v", "inspect"], &fixture, false),
+        (&["-vv", "inspect"], &fixture, false),
+        (
+            &[
+                "-vv",
+                "split-binary",
+                "--out",
+                split_out.to_str().expect("UTF-8"),
+            ],
+            &fixture,
+            true,
+        ),
+    ];
+    for (args, input, logs) in runs {
+        let out = bins::command("rocm-kpack")
+            .args(args)
+            .arg(input)
+            .env_remove("NO_COLOR")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run the program");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "rocm-kpack {args:?}: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(
+            !out.stderr.contains(&0x1b),
+            "rocm-kpack {args:?}: ESC on a piped stderr:\n{stderr}"
+        );
+        if logs {
+            assert!(
+                stderr.contains("DEBUG"),
+                "rocm-kpack {args:?}: no log lines:\n{stderr}"
+            );
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use rocm_kpack_fetch::ops::install::PackageManager;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
 use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
-use rocm_kpack_fetch::progress::{human_bytes, Bars, Lines, Reporter};
+use rocm_kpack_fetch::progress::{human_bytes, Bars, Lines, Reporter, Silent};
 use rocm_kpack_fetch::resolve::Scan;
 use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
 use serde::Serialize;
@@ -35,8 +35,9 @@ struct Output<'a> {
     warnings: &'a [String],
 }
 
-/// Runs `install`.
-pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
+/// Runs `install`; `quiet` (`-q`): no progress and no `targets:` line on
+/// stderr (warnings and errors stay).
+pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
     if !args.auto && args.targets.arch.is_none() {
         return Err(UsageError(
             "say which targets to install for: --auto (the GPUs detected here) or --arch LIST"
@@ -57,7 +58,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     }
     let scan = scan_config(&args.scan).scan();
     if args.via.is_some() || args.python {
-        return run_pm(args, &local, &scan, warnings);
+        return run_pm(args, &local, &scan, warnings, quiet);
     }
     let sources = Sources::load(
         &args.net.sources,
@@ -74,7 +75,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
         other => anyhow::Error::new(other),
     })?;
     warnings.extend(sources.warnings.iter().cloned());
-    if !args.json.enabled {
+    if !args.json.enabled && !quiet {
         print_targets(&local);
     }
 
@@ -83,7 +84,9 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
         return finish(args, &plan, &Report::default(), &warnings, true, started);
     }
 
-    let reporter: Arc<dyn Reporter> = if !args.json.enabled && std::io::stderr().is_terminal() {
+    let reporter: Arc<dyn Reporter> = if quiet {
+        Arc::new(Silent)
+    } else if !args.json.enabled && std::io::stderr().is_terminal() {
         Arc::new(Bars::new())
     } else {
         Arc::new(Lines)
@@ -223,6 +226,7 @@ fn run_pm(
     local: &LocalTargets,
     scan: &Scan,
     mut warnings: Vec<String>,
+    quiet: bool,
 ) -> anyhow::Result<ExitStatus> {
     let naming = rocm_kpack_pkgspec::defaults::naming();
     let via = if args.python {
@@ -230,7 +234,7 @@ fn run_pm(
     } else {
         args.via.unwrap_or(Via::Pip)
     };
-    if !args.json.enabled {
+    if !args.json.enabled && !quiet {
         print_targets(local);
     }
     for r in &scan.refused {

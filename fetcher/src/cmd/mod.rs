@@ -13,7 +13,7 @@ mod status;
 mod verify;
 
 use rocm_kpack::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
-use rocm_kpack_cli::{ExitStatus, UsageError};
+use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
 use rocm_kpack_fetch::detect::LocalTargets;
 use rocm_kpack_fetch::resolve::ScanConfig;
 
@@ -24,11 +24,12 @@ pub const PYTHON_ENV: &str = "ROCM_KPACK_PYTHON";
 
 /// Runs one subcommand. `Ok` carries the exit status of a command that
 /// completed (it may still be "no GPU" or "problems found"); an `Err` is
-/// printed once by `main`.
-pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
+/// printed once by `main`. `-q` ([`Verbosity::quiet`]) drops `install`'s
+/// progress and its `targets:` line on stderr.
+pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus> {
     match command {
         Command::Detect(args) => detect::run(&args),
-        Command::Install(args) => install::run(&args),
+        Command::Install(args) => install::run(&args, verbosity.quiet),
         Command::Status(args) => status::run(&args),
         Command::List(args) => list::run(&args),
         Command::Verify(args) => verify::run(&args),

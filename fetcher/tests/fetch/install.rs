@@ -131,6 +131,27 @@ fn sources_from_sources_d_and_from_the_generic_package() {
 }
 
 #[test]
+fn quiet_install_keeps_stderr_to_errors_and_stdout_unchanged() {
+    let env = Env::new();
+    let archives = env.rocrand(50_000);
+    let server = Server::start();
+    for a in &archives {
+        server.add(&a.by_hash(), a.bytes.clone());
+    }
+    // Without -q a pipe gets one line per transfer and the targets.
+    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("targets: gfx90a") && stderr.contains("fetching "), "{stderr}");
+    let env = Env::new();
+    env.rocrand(50_000);
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["-q"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "-q stderr:\n{stderr}");
+    assert!(stdout.contains("1 installed"), "{stdout}");
+    assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), &archives[0]);
+}
+
+#[test]
 fn offline_directory_and_file_urls_need_no_network() {
     let env = Env::new();
     let archives = env.rocrand(30_000);

@@ -3,7 +3,8 @@
 //!
 //! - one exit-code table, [`ExitStatus`] (with [`UsageError`] for exit 2),
 //!   shown by each program's `--help`;
-//! - argument groups both declare the same way ([`JsonArg`]);
+//! - argument groups both declare the same way ([`JsonArg`], and
+//!   [`Verbosity`]: `-v`/`-q` on every subcommand);
 //! - stdout output for which a closed pipe (`| head`) is not a failure
 //!   ([`print_stdout`], [`print_json`]);
 //! - logging to stderr ([`init_tracing`]) and the end of `main`
@@ -16,7 +17,7 @@
 mod docs;
 mod exit;
 
-use std::io::{self, Write as _};
+use std::io::{self, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -76,19 +77,48 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
     print_stdout(&(json + "\n"))
 }
 
+/// `-v/--verbose` (repeatable) and `-q/--quiet`, global: accepted before
+/// or after any subcommand. Flatten into the top-level parser and hand to
+/// [`init_tracing`].
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Verbosity {
+    /// More log output on stderr (-v info, -vv debug; RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Quieter stderr: log errors only, no progress lines (RUST_LOG
+    /// overrides for the log; warnings about the result stay).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+impl Verbosity {
+    /// The log filter without `RUST_LOG`: errors with `-q`, warnings by
+    /// default, info with `-v`, debug with `-vv` or more.
+    pub fn default_filter(self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "error",
+            (false, 0) => "warn",
+            (false, 1) => "info",
+            (false, _) => "debug",
+        }
+    }
+}
+
+/// Whether stderr output may carry ANSI colours: stderr is a terminal and
+/// `NO_COLOR` is unset or empty (<https://no-color.org>).
+pub fn stderr_colors() -> bool {
+    io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Logs to stderr without targets, filtered by `RUST_LOG`, else by
-/// `verbose` (the count of `-v`): warnings, then info, then debug.
-pub fn init_tracing(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
+/// [`Verbosity::default_filter`]; coloured only when [`stderr_colors`].
+pub fn init_tracing(verbosity: Verbosity) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(verbosity.default_filter()));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
+        .with_ansi(stderr_colors())
         .with_target(false)
         .init();
 }
@@ -103,5 +133,43 @@ pub fn finish(program: &str, result: anyhow::Result<ExitStatus>) -> ExitCode {
             eprintln!("{program}: error: {err:#}");
             ExitStatus::for_error(&err).into()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Verbosity;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        verbosity: Verbosity,
+        #[command(subcommand)]
+        command: Option<Sub>,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Sub {
+        Run,
+    }
+
+    fn filter(args: &[&str]) -> &'static str {
+        Cli::try_parse_from(args)
+            .expect("parse")
+            .verbosity
+            .default_filter()
+    }
+
+    #[test]
+    fn verbosity_picks_the_log_level_anywhere_on_the_line() {
+        assert_eq!(filter(&["p"]), "warn");
+        assert_eq!(filter(&["p", "-q"]), "error");
+        assert_eq!(filter(&["p", "run", "--quiet"]), "error");
+        assert_eq!(filter(&["p", "-v", "run"]), "info");
+        assert_eq!(filter(&["p", "run", "-vv"]), "debug");
+        assert_eq!(filter(&["p", "-v", "run", "-vv"]), "debug");
+        assert!(Cli::try_parse_from(["p", "-q", "-v"]).is_err());
     }
 }

@@ -1,4 +1,4 @@
-//! `rocm-kpack extract ARCHIVE --binary KEY --arch ARCH -o FILE`.
+//! `rocm-kpack extract ARCHIVE --binary KEY --arch ARCH --out FILE`.
 
 use std::path::PathBuf;
 use anyhow::Context as _;
@@ -19,8 +19,9 @@ pub struct Args {
     #[arg(long)]
     pub arch: String,
     /// Where to write the code object (`-` for stdout).
-    #[arg(short, long)]
-    pub output: PathBuf,
+    // `--output` was its name before `--out` everywhere; kept, hidden, for scripts.
+    #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
@@ -33,17 +34,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             archive.gfx_arches().join(", ")
         )
     })?;
-    if args.output.as_os_str() == "-" {
+    if args.out.as_os_str() == "-" {
         use std::io::Write as _;
         std::io::stdout().lock().write_all(&data)?;
     } else {
-        crate::cmd::write_atomically(&args.output, &data)?;
+        crate::cmd::write_atomically(&args.out, &data)?;
         eprintln!(
             "wrote {} bytes ({} for {}) to {}",
             data.len(),
             args.binary,
             args.arch,
-            args.output.display()
+            args.out.display()
         );
     }
     Ok(ExitStatus::Success)
