@@ -21,14 +21,12 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use package_common::*;
-use rocm_kpack::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack::select::device_arch_list;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::target::TargetId;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
@@ -160,23 +158,6 @@ fn kpack_names(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every ISA a process may present for the GPUs of sysfs fixture
-/// `machine`: each detected target as the HIP runtime names it under
-/// `HSA_XNACK=0` and `=1`.
-fn devices(machine: &str) -> Vec<TargetId> {
-    let d = detect(&fixtures::fixture(&format!("sysfs/{machine}")), &DetectOptions::default()).expect("detect");
-    let mut out: Vec<TargetId> = Vec::new();
-    for xnack in ["0", "1"] {
-        for isa in process_isas(&d.targets, Some(xnack)) {
-            let id = TargetId::parse(&isa).expect("isa");
-            if !out.contains(&id) {
-                out.push(id);
-            }
-        }
-    }
-    out
-}
-
 fn name_of(p: &Path) -> String {
     p.file_name().expect("file name").to_string_lossy().into_owned()
 }
@@ -194,7 +175,7 @@ fn check_gfxarch(root: &Path, machine: &str) -> BTreeSet<String> {
         .pattern;
     let cache = Cache::with_config(LoaderConfig::default());
     let mut found = BTreeSet::new();
-    for device in devices(machine) {
+    for device in gfxarch::process_devices(machine) {
         let what = format!("{machine}: {device}");
         let want = gfxarch::lookup(&everything, &device);
         let got = gfxarch::lookup(&p.pattern, &device);

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use rocm_kpack::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack::select::device_arch_list;
 use rocm_kpack_format::archive::Archive;
@@ -143,23 +142,6 @@ fn installed(env: &Env) -> BTreeSet<String> {
     env.kpack_files().into_iter().filter(|n| layout::is_archive_path(n)).collect()
 }
 
-/// Every ISA a process may present for the GPUs of sysfs fixture
-/// `machine`: each detected target as the HIP runtime names it under
-/// `HSA_XNACK=0` and `=1`.
-fn devices(machine: &str) -> Vec<TargetId> {
-    let d = detect(&fixtures::fixture(&format!("sysfs/{machine}")), &DetectOptions::default()).expect("detect");
-    let mut out: Vec<TargetId> = Vec::new();
-    for xnack in ["0", "1"] {
-        for isa in process_isas(&d.targets, Some(xnack)) {
-            let id = TargetId::parse(&isa).expect("isa");
-            if !out.contains(&id) {
-                out.push(id);
-            }
-        }
-    }
-    out
-}
-
 /// The fat library's code objects by target id.
 fn originals() -> BTreeMap<String, Vec<u8>> {
     tree::code_objects(&fixtures::fixture(FAT))
@@ -191,7 +173,7 @@ fn check_gfxarch(env: &Env, split: &Split, machine: &str) -> BTreeSet<String> {
     let cache = Cache::with_config(LoaderConfig::default());
     let key = format!("{}#0", p.marker.kernel_name);
     let mut found = BTreeSet::new();
-    for device in devices(machine) {
+    for device in gfxarch::process_devices(machine) {
         let what = format!("{machine}: {device}");
         let want = gfxarch::lookup(&everything, &device);
         let got = gfxarch::lookup(&p.pattern, &device);
@@ -266,7 +248,7 @@ fn family_named_trees_still_install_and_load_through_their_manifest() {
         let lib = env.root.join(PREFIX).join(LIB);
         let p = gfxarch::pattern_of(&lib).expect("marker");
         let cache = Cache::with_config(LoaderConfig::default());
-        for device in devices(machine) {
+        for device in gfxarch::process_devices(machine) {
             // AMD's lookup cannot find family names; our loader reads the .kpm.
             assert_eq!(gfxarch::lookup(&p.pattern, &device), None, "{machine}: {device}");
             let co = cache

@@ -43,9 +43,10 @@ pub mod rpm;
 pub mod tree;
 pub mod wheel;
 
+use rocm_kpack_format::fsutil::{PathError, PendingFile};
 use rocm_kpack_format::layout;
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -201,34 +202,40 @@ pub struct PackageReport {
     pub packages: Vec<BuiltPackage>,
 }
 
+/// A package written under a temporary name, renamed into place only when
+/// every package of the run succeeded.
 struct Pending {
-    tmp: tempfile::NamedTempFile,
-    dest: PathBuf,
+    file: PendingFile,
     built: BuiltPackage,
 }
 
-fn new_tmp(out_dir: &Path) -> Result<tempfile::NamedTempFile, PackageError> {
-    tempfile::Builder::new()
-        .prefix(".rocm-kpack-pkg-")
-        .tempfile_in(out_dir)
-        .map_err(|e| PackageError::io("cannot create a temporary file in", out_dir, e))
+fn path_error(e: PathError) -> PackageError {
+    PackageError::io(e.action, &e.path, e.source)
 }
 
-fn finish_tmp(
-    tmp: tempfile::NamedTempFile,
+/// Writes one package through `write` into a temporary file in `out_dir`
+/// and queues it as `file_name`.
+fn write_package(
     out_dir: &Path,
     file_name: String,
     mut built: BuiltPackage,
-) -> Result<Pending, PackageError> {
-    let size = tmp
-        .as_file()
-        .metadata()
-        .map_err(|e| PackageError::io("cannot stat", tmp.path(), e))?
-        .len();
-    built.size = size;
+    pending: &mut Vec<Pending>,
+    write: impl FnOnce(BufWriter<&mut File>) -> Result<BufWriter<&mut File>, PackageError>,
+) -> Result<(), PackageError> {
     let dest = out_dir.join(&file_name);
-    built.path = dest.clone();
-    Ok(Pending { tmp, dest, built })
+    let mut file = PendingFile::create_named(&dest, ".rocm-kpack-pkg-", ".tmp").map_err(path_error)?;
+    let temp = file.temp_path().to_path_buf();
+    write(BufWriter::with_capacity(1 << 20, file.file_mut()))?
+        .into_inner()
+        .map_err(|e| PackageError::io("cannot write", &temp, e.into_error()))?;
+    built.size = file
+        .file_mut()
+        .metadata()
+        .map_err(|e| PackageError::io("cannot stat", &temp, e))?
+        .len();
+    built.path = dest;
+    pending.push(Pending { file, built });
+    Ok(())
 }
 
 /// Builds every requested package of `split_dir` into `out_dir` (created
@@ -311,11 +318,11 @@ pub fn package(
     }
     let mut seen = BTreeMap::new();
     for p in &pending {
-        if let Some(prev) = seen.insert(p.dest.clone(), p.built.name.clone()) {
+        if let Some(prev) = seen.insert(p.built.path.clone(), p.built.name.clone()) {
             return Err(PackageError::Invalid(format!(
                 "packages {prev} and {} would both be written to {}",
                 p.built.name,
-                p.dest.display()
+                p.built.path.display()
             )));
         }
     }
@@ -323,11 +330,10 @@ pub fn package(
     for p in pending {
         use std::os::unix::fs::PermissionsExt;
         // Temporary files are created 0600; packages are world-readable.
-        fs::set_permissions(p.tmp.path(), fs::Permissions::from_mode(0o644))
-            .map_err(|e| PackageError::io("cannot chmod", p.tmp.path(), e))?;
-        p.tmp
-            .persist(&p.dest)
-            .map_err(|e| PackageError::io("cannot rename into", &p.dest, e.error))?;
+        p.file
+            .set_permissions(fs::Permissions::from_mode(0o644))
+            .map_err(path_error)?;
+        p.file.commit().map_err(path_error)?;
         packages.push(p.built);
     }
     Ok(PackageReport { packages })
@@ -622,7 +628,6 @@ fn build_debs(
     add_fetch_sources(&mut payload, &opts.spec)?;
     payload.add_parent_dirs();
     let (control, files) = generic_deb_control(meta, &gname, &payload);
-    let tmp = new_tmp(out_dir)?;
     let spec = deb::DebSpec {
         control,
         control_files: &files,
@@ -631,13 +636,13 @@ fn build_debs(
         level: opts.level,
         mtime: opts.source_date_epoch,
     };
-    write_deb_to(&tmp, &spec)?;
-    pending.push(finish_tmp(
-        tmp,
+    write_package(
         out_dir,
         format!("{gname}_{ver}_{arch}.deb"),
         built(Format::Deb, &gname, &meta.version, None, payload.len()),
-    )?);
+        pending,
+        |w| deb::write_deb(w, &spec),
+    )?;
     let generic_doc = format!("usr/share/doc/{gname}");
     let has_doc = split
         .generic
@@ -656,7 +661,6 @@ fn build_debs(
         payload.add_parent_dirs();
         let isa_pkgs = generic_isa_packages(opts, NameKind::DebDevice, &meta.name, g);
         let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs);
-        let tmp = new_tmp(out_dir)?;
         let spec = deb::DebSpec {
             control,
             control_files: &[],
@@ -665,24 +669,15 @@ fn build_debs(
             level: device_compression(opts, g).1,
             mtime: opts.source_date_epoch,
         };
-        write_deb_to(&tmp, &spec)?;
-        pending.push(finish_tmp(
-            tmp,
+        write_package(
             out_dir,
             format!("{name}_{ver}_{arch}.deb"),
             built(Format::Deb, &name, &meta.version, Some(g), payload.len()),
-        )?);
+            pending,
+            |w| deb::write_deb(w, &spec),
+        )?;
     }
     Ok(())
-}
-
-fn write_deb_to(tmp: &tempfile::NamedTempFile, spec: &deb::DebSpec<'_>) -> Result<(), PackageError> {
-    let file = tmp
-        .reopen()
-        .map_err(|e| PackageError::io("cannot open", tmp.path(), e))?;
-    let out = deb::write_deb(file, spec)?;
-    out.sync_all()
-        .map_err(|e| PackageError::io("cannot sync", tmp.path(), e))
 }
 
 // ---------------------------------------------------------------- rpm
@@ -799,23 +794,13 @@ fn write_rpm_pending(
     out_dir: &Path,
     pending: &mut Vec<Pending>,
 ) -> Result<(), PackageError> {
-    let tmp = new_tmp(out_dir)?;
-    let file = tmp
-        .reopen()
-        .map_err(|e| PackageError::io("cannot open", tmp.path(), e))?;
-    let w = rpm::write_rpm(BufWriter::with_capacity(1 << 20, file), spec, payload, out_dir)?;
-    let file = w
-        .into_inner()
-        .map_err(|e| PackageError::io("cannot write", tmp.path(), e.into_error()))?;
-    file.sync_all()
-        .map_err(|e| PackageError::io("cannot sync", tmp.path(), e))?;
-    pending.push(finish_tmp(
-        tmp,
+    write_package(
         out_dir,
         spec.file_name(),
         built(Format::Rpm, &spec.name, &spec.evr(), group, payload.len()),
-    )?);
-    Ok(())
+        pending,
+        |w| rpm::write_rpm(w, spec, payload, out_dir),
+    )
 }
 
 // ---------------------------------------------------------------- wheel
@@ -1033,27 +1018,17 @@ fn write_wheel_pending(
     out_dir: &Path,
     pending: &mut Vec<Pending>,
 ) -> Result<(), PackageError> {
-    let tmp = new_tmp(out_dir)?;
-    let file = tmp
-        .reopen()
-        .map_err(|e| PackageError::io("cannot open", tmp.path(), e))?;
     let spec = wheel::WheelSpec {
         dist_info,
         dist_info_files: files,
         payload,
         mtime: opts.source_date_epoch,
     };
-    let w = wheel::write_wheel(BufWriter::with_capacity(1 << 20, file), &spec)?;
-    let file = w
-        .into_inner()
-        .map_err(|e| PackageError::io("cannot write", tmp.path(), e.into_error()))?;
-    file.sync_all()
-        .map_err(|e| PackageError::io("cannot sync", tmp.path(), e))?;
-    pending.push(finish_tmp(
-        tmp,
+    write_package(
         out_dir,
         wheel::wheel_file_name(dist, version, tags)?,
         built(Format::Wheel, dist, version, group, payload.len()),
-    )?);
-    Ok(())
+        pending,
+        |w| wheel::write_wheel(w, &spec),
+    )
 }

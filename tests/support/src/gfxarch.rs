@@ -13,6 +13,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rocm_kpack::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{expand_pattern, is_archive_pattern};
 use rocm_kpack_format::marker::Marker;
@@ -90,4 +91,22 @@ pub fn lookup(pattern: &str, device: &TargetId) -> Option<Found> {
         }
     }
     None
+}
+
+/// Every ISA a process may present for the GPUs of sysfs fixture
+/// `machine` (`tests/fixtures/sysfs/<machine>`): each detected target as
+/// the HIP runtime names it under `HSA_XNACK=0` and `=1`.
+pub fn process_devices(machine: &str) -> Vec<TargetId> {
+    let root = crate::fixtures::fixture(&format!("sysfs/{machine}"));
+    let d = detect(&root, &DetectOptions::default()).expect("detect");
+    let mut out: Vec<TargetId> = Vec::new();
+    for xnack in ["0", "1"] {
+        for isa in process_isas(&d.targets, Some(xnack)) {
+            let id = TargetId::parse(&isa).expect("isa");
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+    out
 }
