@@ -15,8 +15,10 @@ packages=(
   gpg systemd curl                         # repository signing, unit checks, bench baseline
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs
+  mmdebstrap                               # the Debian root of the install-flow tests (chroot)
   man-db groff-base                        # man -l renders the generated man pages
   libhsa-runtime64-1                       # dependency of Debian's libamdhip64.so.5 (dlopen tests)
+  llvm-19 mingw-w64 wine64 osslsigncode openssl  # Windows fixtures, rocm_kpack.dll under Wine, signed PE inputs
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -35,4 +37,9 @@ bash tests/scripts/fetch-debian-testdata.sh
 # Short fuzzing runs of every parser (longer: KPACK_FUZZ_ITERS=1000000).
 export KPACK_FUZZ_ITERS="${KPACK_FUZZ_ITERS:-20000}"
 cargo build --workspace --all-targets
-cargo test --workspace --no-fail-fast
+# Both runs go to the end; either failing fails the script.
+status=0
+# The runtime crates built for Windows (mingw-w64) and tested under Wine.
+bash tests/scripts/windows-tests.sh --no-fail-fast || status=1
+cargo test --workspace --no-fail-fast || status=1
+exit "$status"

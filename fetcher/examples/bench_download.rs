@@ -326,7 +326,7 @@ fn bench_package(name: &str, level: i32, work: &Path, out: &mut String) -> anyho
         run(Command::new("cp").arg("-a").arg(&generic_root).arg(&root))?;
         let m = measure(
             Command::new(&rf)
-                .args(["install", "--json", "--allow-http", "--arch", p, "--root"])
+                .args(["install", "--json", "--allow-http", "--target", p, "--root"])
                 .arg(&root)
                 .arg("--cache-dir")
                 .arg(dir.join("cache").join(p))

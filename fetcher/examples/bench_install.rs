@@ -263,7 +263,7 @@ fn main() -> anyhow::Result<()> {
         let j = jobs.to_string();
         let start = Instant::now();
         let st = Command::new(&fetch_bin)
-            .args(["install", "--arch", &arch, "--prefix"])
+            .args(["install", "--target", &arch, "--prefix"])
             .arg(&prefix)
             .args(["--no-default-prefixes", "--cache-dir"])
             .arg(&cache)

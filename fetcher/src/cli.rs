@@ -14,11 +14,14 @@ use rocm_kpack_cli::JsonArg;
 const ENVIRONMENT_HELP: &str = "\
 Environment:
   ROCM_KPACK_ARCH_OVERRIDE  comma-separated targets that replace detection
-                            (--arch takes precedence)
+                            (--target takes precedence)
   HSA_OVERRIDE_GFX_VERSION  MAJOR.MINOR.STEPPING that every GPU is treated as,
                             as the ROCm runtime does (e.g. 11.0.0 = gfx1100)
   ROCM_KPACK_PYTHON         interpreter whose site-packages are searched for
                             manifests (default python3; empty: none)
+  ROCM_KPACK_FETCH_SKIP     1: `trigger` (run by the package hooks) does nothing
+  ROCM_KPACK_SYSFS_ROOT     `trigger`: detect GPUs below this directory
+  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources
   RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
 
 /// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), then
@@ -57,14 +60,17 @@ pub enum Command {
     /// packages' manifests (.kpm) list for the local GPU targets.
     #[command(after_help = install_help())]
     Install(InstallArgs),
-    /// Show, per installed manifest, whether the local targets are covered.
+    /// Show, per installed manifest, whether the local targets are covered
+    /// (exit 4 when archives are missing, 3 without a GPU).
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Status(StatusArgs),
     /// List the archives of every installed manifest and who installed them.
     List(ListArgs),
     /// Re-hash installed archives against their manifests (exit 4 on problems).
     #[command(after_help = exit_codes(&[Success, Failure, Usage, Problems]))]
     Verify(VerifyArgs),
-    /// Remove archives rocm-kpack-fetch installed, by component or file name.
+    /// Remove archives rocm-kpack-fetch installed, by component or file
+    /// name. Lists them unless --yes.
     Remove(RemoveArgs),
     /// Remove archives rocm-kpack-fetch installed that no local target needs
     /// any more (or whose manifest is gone). Lists them unless --yes.
@@ -74,6 +80,16 @@ pub enum Command {
     /// and every local target covered for every installed manifest.
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Doctor(DoctorArgs),
+    /// Run by the package hooks after a transaction that installed or
+    /// removed .kpm manifests: removes the archives of removed packages,
+    /// then fetches (through rocm-kpack-fetch.service when systemd runs).
+    /// Prints one line; always exits 0.
+    Trigger(crate::cmd::trigger::TriggerArgs),
+    /// Print the pip index URL (a per-family view that `rocm-kpack publish
+    /// --pip` wrote below --base) whose base wheels bring the device wheels
+    /// of this machine's GPUs.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    PipIndexUrl(crate::cmd::pip_index_url::PipIndexUrlArgs),
     #[command(flatten)]
     Docs(rocm_kpack_cli::DocsCommand),
 }
@@ -104,7 +120,7 @@ Files:
 pub struct ScanArgs {
     /// Take every default path (/opt/rocm*, /usr/lib/..., site-packages,
     /// /etc/rocm-kpack, the cache) below DIR instead of / (chroots, tests).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", default_value = "/", value_parser = rocm_kpack_cli::existing_dir)]
     pub root: PathBuf,
     /// Also look for manifests in P/.kpack and up to two directory levels
     /// below P (repeatable; not taken below --root).
@@ -113,6 +129,12 @@ pub struct ScanArgs {
     /// Look only in the --prefix directories.
     #[arg(long)]
     pub no_default_prefixes: bool,
+    /// Write and delete in .kpack directories that other users may write
+    /// (refused by default, as sudo and ssh refuse unsafe permissions:
+    /// anyone who can write there could make this tool overwrite or
+    /// delete files elsewhere).
+    #[arg(long)]
+    pub unsafe_permissions: bool,
 }
 
 /// Where archives come from and how they are transferred.
@@ -164,7 +186,7 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 pub struct InstallArgs {
     /// Install for the GPUs detected here (honours ROCM_KPACK_ARCH_OVERRIDE
     /// and HSA_OVERRIDE_GFX_VERSION).
-    #[arg(long, conflicts_with = "arch")]
+    #[arg(long, conflicts_with = "targets")]
     pub auto: bool,
     /// How to find the local targets.
     #[command(flatten)]
@@ -182,7 +204,7 @@ pub struct InstallArgs {
     #[command(flatten)]
     pub json: JsonArg,
     /// Exit 4 when a component publishes no device code for a local target
-    /// or a manifest is refused (else a warning).
+    /// (else a warning). A refused manifest always fails the run (exit 1).
     #[arg(long)]
     pub strict: bool,
     /// Install the device PACKAGES of the installed generic packages with
@@ -266,6 +288,9 @@ pub struct RemoveArgs {
     /// Components (manifest `component`) or archive file names.
     #[arg(required = true, value_name = "COMPONENT|ARCHIVE")]
     pub names: Vec<String>,
+    /// Really remove (otherwise only list what would go).
+    #[arg(long)]
+    pub yes: bool,
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
@@ -320,18 +345,26 @@ pub struct DetectArgs {
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     /// Read sysfs and /dev below DIR instead of / (fixture trees, chroots).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", default_value = "/", value_parser = rocm_kpack_cli::existing_dir)]
     pub sysfs_root: PathBuf,
-    /// Use these targets instead of detecting them: a comma-separated list
-    /// such as gfx1100,gfx90a:xnack- (for machines without a GPU). Takes
+    /// Use these GPU targets instead of detecting them (repeatable or
+    /// comma-separated: --target gfx1100 --target gfx90a:xnack-), e.g. on a
+    /// machine without a GPU. Checked against the family table. Takes
     /// precedence over ROCM_KPACK_ARCH_OVERRIDE; HSA_OVERRIDE_GFX_VERSION
     /// changes what detection reports (see `rocm-kpack-fetch --help`).
-    #[arg(long, value_name = "LIST", value_parser = parse_arch)]
-    pub arch: Option<ArchOverride>,
+    #[arg(long = "target", alias = "arch", value_name = "TARGET", value_delimiter = ',',
+          value_parser = rocm_kpack_cli::parse_target)]
+    pub targets: Vec<String>,
 }
 
-fn parse_arch(list: &str) -> Result<ArchOverride, String> {
-    ArchOverride::parse(OverrideSource::CommandLine, list).map_err(|e| e.to_string())
+impl TargetArgs {
+    /// `--target` as a detection override (None without `--target`).
+    pub fn target_override(&self) -> Option<ArchOverride> {
+        if self.targets.is_empty() {
+            return None;
+        }
+        ArchOverride::parse(OverrideSource::CommandLine, &self.targets.join(",")).ok()
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use rocm_kpack::detect::{
 use rocm_kpack_format::target::TargetId;
 
 /// Detection below `sysfs_root` (`/` for this machine) with `opts` (the
-/// overrides; the command line builds them from `--arch` and the
+/// overrides; the command line builds them from `--target` and the
 /// environment).
 pub fn local_detection(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Result<Detection> {
     detect(sysfs_root, opts)
@@ -60,7 +60,7 @@ pub fn no_targets_message(d: &Detection) -> String {
     let mut text = Vec::new();
     // The detection report's own wording says why there is no GPU.
     if write_text(&mut text, d).is_err() {
-        return "no AMD GPU found; pass --arch LIST".into();
+        return "no AMD GPU found; pass --target TARGET".into();
     }
     String::from_utf8_lossy(&text).trim_end().to_string()
 }
@@ -131,7 +131,7 @@ pub fn write_text(out: &mut impl Write, d: &Detection) -> io::Result<()> {
             writeln!(out, "no AMD GPU found: {}", no_gpu_reason(d))?;
             writeln!(
                 out,
-                "to choose targets anyway, pass --arch LIST or set {ARCH_OVERRIDE_ENV} (e.g. gfx1100,gfx90a)"
+                "to choose targets anyway, pass --target TARGET or set {ARCH_OVERRIDE_ENV} (e.g. gfx1100,gfx90a)"
             )?;
         }
         None => writeln!(out, "targets: {}", d.targets.join(", "))?,

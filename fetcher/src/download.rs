@@ -3,7 +3,9 @@
 //! streaming; resume a kept partial with an HTTP `Range` request after
 //! re-hashing its bytes; never accept more bytes than the manifest's size;
 //! check size and sha256 at the end. Sources are tried in order, each with
-//! retries for transient errors.
+//! retries for transient errors. A hash failure discards every byte held;
+//! when the bytes were spliced onto a resumed partial, the same source is
+//! asked again from byte 0 (a bad mirror's partial never poisons a good one).
 //!
 //! The partial file is `flock`ed while in use, so two processes that need
 //! the same archive (for different prefixes) do not write it together.
@@ -18,8 +20,9 @@ use reqwest::header::{CONTENT_RANGE, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
 
-use crate::client::{masked, retry, Attempted, Client, FetchError};
-use crate::progress::{human_bytes, Reporter, Transfer};
+use crate::client::{masked, retry, Attempted, Client, FetchError, HostCause};
+use crate::progress::{Reporter, Transfer};
+use rocm_kpack_cli::iec_size;
 
 /// Bytes gathered before one write to the partial file.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -125,6 +128,26 @@ pub enum DownloadError {
         #[source]
         error: FetchError,
     },
+}
+
+impl DownloadError {
+    /// Each source's failure in a few words (one per host and cause), for
+    /// a summary per host as apt prints one.
+    pub fn causes(&self) -> Vec<HostCause> {
+        let mut causes: Vec<HostCause> = match self {
+            DownloadError::NoSource { .. } => vec![HostCause {
+                host: "no source".into(),
+                cause: "no source configured".into(),
+            }],
+            DownloadError::AllFailed { attempts, .. } => {
+                attempts.iter().map(|a| HostCause::from(&a.error)).collect()
+            }
+            DownloadError::Local { error, .. } => vec![HostCause::from(error)],
+        };
+        causes.sort();
+        causes.dedup();
+        causes
+    }
 }
 
 fn list(attempts: &[Attempted]) -> String {
@@ -344,8 +367,19 @@ pub async fn fetch(
                             resumed_from,
                         });
                     }
-                    // Wrong content from this source: drop it, try the next.
+                    // Wrong content: drop every byte held. When this
+                    // attempt resumed bytes from an earlier one (another
+                    // source, or an earlier run), the bad bytes may be
+                    // those: ask this source again from byte 0 before
+                    // blaming it.
                     partial.truncate().map_err(|e| local_err(local(&path, e)))?;
+                    if before > 0 {
+                        reporter.note(&format!(
+                            "{}: resumed download from {shown} does not match its sha256; starting over from byte 0",
+                            want.name
+                        ));
+                        continue;
+                    }
                     FetchError::HashMismatch {
                         url: shown.clone(),
                         expected: hex::encode(want.sha256),
@@ -373,8 +407,10 @@ pub async fn fetch(
             if error.is_transient() && retries < client.options.retries {
                 let wait = client.options.backoff.delay(retries, error.retry_after());
                 reporter.note(&format!(
-                    "{}: {error}; retrying in {:.1}s",
+                    "{}: {}: {}; retrying in {:.1}s",
                     want.name,
+                    error.host(),
+                    error.brief(),
                     wait.as_secs_f64()
                 ));
                 tokio::time::sleep(wait).await;
@@ -382,7 +418,7 @@ pub async fn fetch(
                 continue;
             }
             if !matches!(error, FetchError::NotFound { .. }) {
-                reporter.note(&format!("{}: {error}", want.name));
+                reporter.note(&format!("{}: {}: {}", want.name, error.host(), error.brief()));
             }
             attempts.push(Attempted { error, retries });
             break;
@@ -451,6 +487,19 @@ async fn attempt(
                 url: shown,
                 asked: from,
                 detail: "416 Range Not Satisfiable".into(),
+            });
+        }
+        s if s.is_redirection() => {
+            // reqwest hands back redirects it will not follow (schemes it
+            // does not speak, such as file: or ftp:): never followed here.
+            let location = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            return Err(FetchError::Redirect {
+                url: shown,
+                location: rocm_kpack_format::layout::names::shown(&location),
             });
         }
         _ => {
@@ -539,7 +588,7 @@ fn begin(
                 reporter.note(&format!(
                     "{}: resuming at {} from {url}",
                     want.name,
-                    human_bytes(from)
+                    iec_size(from)
                 ));
             }
         }

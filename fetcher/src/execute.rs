@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::client::{Client, ClientOptions};
+use crate::client::{Client, ClientOptions, HostCause};
 use crate::download::{self, Cache, Fetched, Wanted};
 use crate::install::{place_copy, place_from_partial};
 use crate::plan::{ComponentPlan, InstallPlan, PlannedArchive};
@@ -66,6 +66,8 @@ pub struct Failed {
     pub path: PathBuf,
     /// Why, with causes.
     pub error: String,
+    /// Each source's failure in a few words (empty for local failures).
+    pub causes: Vec<HostCause>,
 }
 
 /// What execution did.
@@ -145,6 +147,7 @@ fn failed(d: &Dest, error: String) -> Failed {
         filename: d.archive.filename.clone(),
         path: d.archive.path.clone(),
         error,
+        causes: Vec::new(),
     }
 }
 
@@ -228,8 +231,17 @@ async fn run_job(
     let fetched = match download::fetch(&client, &cache, &job.want, reporter.as_ref()).await {
         Ok(f) => f,
         Err(e) => {
+            let causes = e.causes();
             let msg = format!("{:#}", anyhow::Error::from(e));
-            return (Vec::new(), job.dests.iter().map(|d| failed(d, msg.clone())).collect());
+            let fails = job
+                .dests
+                .iter()
+                .map(|d| Failed {
+                    causes: causes.clone(),
+                    ..failed(d, msg.clone())
+                })
+                .collect();
+            return (Vec::new(), fails);
         }
     };
     let dests = job.dests.clone();

@@ -21,9 +21,13 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::download::Partial;
+use crate::state::StateEntry;
 
 use rocm_kpack_format::fsutil::PendingFile;
 use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
+use rocm_kpack_format::layout::names::{self, NameKind};
+use rocm_kpack_format::layout::KPACK_DIR;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
 const ARCHIVE_MODE: u32 = 0o644;
@@ -42,15 +46,31 @@ impl DirLock {
     /// Takes the lock of `kpack_dir`, creating the lock file. When another
     /// process holds it, calls `on_wait` once and blocks until it is free.
     /// Then removes temporary files a crashed run left behind.
+    ///
+    /// Refuses (`PermissionDenied`) a directory that is not a `.kpack`
+    /// directory or that another user may write ([`check_permissions`]),
+    /// and a lock file that is a symlink or not a regular file.
     pub fn acquire(kpack_dir: &Path, on_wait: impl FnOnce(&Path)) -> io::Result<DirLock> {
+        if !UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
+            check_permissions(kpack_dir)?;
+        }
         let path = kpack_dir.join(LOCK_FILE);
+        // Said plainly here; O_NOFOLLOW below is what enforces it.
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(denied(format!("{} is a symlink; not following it", path.display())));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
-            .open(&path)?;
+            .custom_flags(NOFOLLOW)
+            .open(&path)
+            .map_err(|e| refuse_symlink(&path, e))?;
+        if !file.metadata()?.is_file() {
+            return Err(denied(format!("{} is not a regular file", path.display())));
+        }
         use rustix::fs::{flock, FlockOperation};
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
@@ -71,6 +91,78 @@ impl DirLock {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// `O_NOFOLLOW`: files the fetcher opens in a prefix are never reached
+/// through a symlink someone planted there.
+#[allow(clippy::cast_possible_wrap)]
+const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+
+/// `--unsafe-permissions` for this process (see [`set_unsafe_permissions`]).
+static UNSAFE_PERMISSIONS: AtomicBool = AtomicBool::new(false);
+
+/// Accept `.kpack` directories that other users may write, for this whole
+/// process (`--unsafe-permissions`; off by default). A process-wide
+/// setting because every path to a write or a deletion goes through
+/// [`DirLock::acquire`], and the command line decides it once.
+pub fn set_unsafe_permissions(allow: bool) {
+    UNSAFE_PERMISSIONS.store(allow, Ordering::Relaxed);
+}
+
+fn denied(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, msg)
+}
+
+fn refuse_symlink(path: &Path, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        denied(format!("{} is a symlink; not following it", path.display()))
+    } else {
+        e
+    }
+}
+
+/// Whether another user could change what is in `kpack_dir`, as sudo and
+/// ssh judge their files: `kpack_dir` must be a real directory named
+/// `.kpack`; it and its parent (the prefix) must be owned by root or by
+/// this user and writable by no one else (group root excepted); every
+/// directory above must be owned by root or this user and, when others may
+/// write it, sticky (as `/tmp`). Checked on the canonical path, which is
+/// where writes land.
+pub fn check_permissions(kpack_dir: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(kpack_dir)?;
+    if !meta.is_dir() {
+        return Err(denied(format!("{} is not a directory (a symlink?)", kpack_dir.display())));
+    }
+    let real = fs::canonicalize(kpack_dir)?;
+    if real.file_name().is_none_or(|n| n != KPACK_DIR) {
+        return Err(denied(format!("{} is not a {KPACK_DIR} directory", real.display())));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let hint = "fix its permissions or pass --unsafe-permissions";
+    for (depth, dir) in real.ancestors().enumerate() {
+        let m = fs::symlink_metadata(dir)?;
+        let who = m.uid();
+        if who != 0 && who != me {
+            return Err(denied(format!(
+                "refusing {}: {} is owned by uid {who}, not root or this user; {hint}",
+                kpack_dir.display(),
+                dir.display()
+            )));
+        }
+        let group_write = m.mode() & 0o020 != 0 && m.gid() != 0;
+        let other_write = m.mode() & 0o002 != 0;
+        let sticky = m.mode() & 0o1000 != 0;
+        let near = depth < 2;
+        if (group_write || other_write) && (near || !sticky) {
+            return Err(denied(format!(
+                "refusing {}: other users may write {} (mode {:o}); {hint}",
+                kpack_dir.display(),
+                dir.display(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn is_temp_name(name: &str) -> bool {
@@ -200,10 +292,95 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
     fs::metadata(dest).map_err(io_err)
 }
 
-/// Removes an installed archive and syncs its directory.
-pub fn remove_archive(path: &Path) -> io::Result<()> {
-    fs::remove_file(path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+/// Why a recorded archive was not deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// It is not what the fetcher installed (or not where it may delete).
+    #[error("not removing {}: {reason}", path.display())]
+    Refused {
+        /// The archive.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A file operation failed.
+    #[error("removing {}: {source}", path.display())]
+    Io {
+        /// The archive.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The one way the fetcher deletes an archive (`remove`, `gc`, superseded
+/// archives, package removal): `name`, a valid archive file name, directly
+/// in `kpack_dir`, a `.kpack` directory that is not a symlink, and only a
+/// regular file (never a symlink, which is not followed) whose size and
+/// sha256 are those `entry` recorded. The caller holds the directory's
+/// [`DirLock`]. Returns `false` when the file is already gone.
+pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+    use rustix::fs::{fstat, openat, statat, unlinkat, AtFlags, Mode, OFlags, CWD};
+    let path = kpack_dir.join(name);
+    let refused = |reason: String| DeleteError::Refused {
+        path: path.clone(),
+        reason,
+    };
+    let io_err = |e: io::Error| DeleteError::Io {
+        path: path.clone(),
+        source: e,
+    };
+    names::check(NameKind::ArchiveFile, name).map_err(|e| refused(e.to_string()))?;
+    if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
+        return Err(refused(format!("{} is not a {KPACK_DIR} directory", kpack_dir.display())));
+    }
+    let want = hex::decode(&entry.sha256)
+        .ok()
+        .and_then(|v| <[u8; 32]>::try_from(v).ok())
+        .ok_or_else(|| refused(format!("the recorded sha256 {:?} is not 64 hex digits", entry.sha256)))?;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = openat(CWD, kpack_dir, dir_flags, Mode::empty()).map_err(|e| {
+        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+            refused(format!("{} is a symlink or not a directory", kpack_dir.display()))
+        } else {
+            io_err(e.into())
+        }
+    })?;
+    let file_flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = match openat(&dir, name, file_flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(false),
+        Err(rustix::io::Errno::LOOP) => return Err(refused("it is a symlink".into())),
+        Err(e) => return Err(io_err(e.into())),
+    };
+    let st = fstat(&fd).map_err(|e| io_err(e.into()))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(refused("not a regular file".into()));
+    }
+    if u64::try_from(st.st_size).ok() != Some(entry.size) {
+        return Err(refused(format!(
+            "it has {} bytes, rocm-kpack-fetch installed {} (changed since?)",
+            st.st_size, entry.size
+        )));
+    }
+    let (_, got) = rocm_kpack_format::fsutil::sha256_reader(File::from(fd)).map_err(io_err)?;
+    if got != want {
+        return Err(refused(format!(
+            "its sha256 {} is not the {} rocm-kpack-fetch installed (changed since?)",
+            hex::encode(got),
+            entry.sha256
+        )));
+    }
+    // Still the same file at that name (nobody may write the directory,
+    // but check: unlink removes whatever the name holds now).
+    let now = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io_err(e.into()))?;
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+        return Err(refused("it was replaced while being checked".into()));
+    }
+    unlinkat(&dir, name, AtFlags::empty()).map_err(|e| io_err(e.into()))?;
+    rustix::fs::fsync(&dir).map_err(|e| io_err(e.into()))?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -226,23 +403,96 @@ mod tests {
 
     #[test]
     fn lock_cleans_stale_temps_and_copy_checks_hash() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let stale = dir.path().join(".rocm-kpack-fetch.123.0.tmp");
+        let top = tempfile::tempdir().expect("tempdir");
+        let kdir = top.path().join(KPACK_DIR);
+        fs::create_dir(&kdir).expect("mkdir");
+        let dir = kdir.as_path();
+        let stale = dir.join(".rocm-kpack-fetch.123.0.tmp");
         fs::write(&stale, b"junk").expect("write");
-        let lock = DirLock::acquire(dir.path(), |_| panic!("nobody else holds it")).expect("lock");
+        let lock = DirLock::acquire(dir, |_| panic!("nobody else holds it")).expect("lock");
         assert!(!stale.exists());
-        assert_eq!(lock.dir(), dir.path());
+        assert_eq!(lock.dir(), dir);
 
-        let src = dir.path().join("src.bin");
+        let src = dir.join("src.bin");
         fs::write(&src, b"payload").expect("write");
         let sha: [u8; 32] = Sha256::digest(b"payload").into();
-        let dest = dir.path().join("a.kpack");
+        let dest = dir.join("a.kpack");
         place_copy(&src, &dest, &sha).expect("copy");
         assert_eq!(fs::read(&dest).expect("read"), b"payload");
         let wrong = [0u8; 32];
-        let err = place_copy(&src, &dir.path().join("b.kpack"), &wrong).expect_err("must fail");
+        let err = place_copy(&src, &dir.join("b.kpack"), &wrong).expect_err("must fail");
         assert!(err.to_string().contains(&hex::encode(wrong)), "{err}");
-        assert!(!dir.path().join("b.kpack").exists());
+        assert!(!dir.join("b.kpack").exists());
         assert_eq!(hash_file(&dest).expect("hash"), (7, sha));
+    }
+
+    fn recorded(bytes: &[u8]) -> StateEntry {
+        StateEntry {
+            component: "x".into(),
+            manifest: "x.kpm".into(),
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a".into()],
+            size: bytes.len() as u64,
+            sha256: hex::encode(Sha256::digest(bytes)),
+            source: None,
+            installed_at: 0,
+            targets: vec![],
+            reason: String::new(),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn deletes_only_unchanged_regular_files_in_kpack_dirs() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let kdir = top.path().join(KPACK_DIR);
+        fs::create_dir(&kdir).expect("mkdir");
+        let entry = recorded(b"archive");
+        // Changed content, wrong size, a symlink, a bad name, a non-.kpack dir.
+        fs::write(kdir.join("changed.kpack"), b"ARCHIVE").expect("write");
+        fs::write(kdir.join("longer.kpack"), b"archive!").expect("write");
+        let victim = top.path().join("victim");
+        fs::write(&victim, b"archive").expect("write");
+        std::os::unix::fs::symlink(&victim, kdir.join("link.kpack")).expect("symlink");
+        for name in ["changed.kpack", "longer.kpack", "link.kpack", "../victim", "/etc/passwd"] {
+            let err = delete_recorded(&kdir, name, &entry).expect_err(name);
+            assert!(matches!(err, DeleteError::Refused { .. }), "{name}: {err}");
+        }
+        let plain = top.path().join("plain");
+        fs::create_dir(&plain).expect("mkdir");
+        fs::write(plain.join("a.kpack"), b"archive").expect("write");
+        assert!(delete_recorded(&plain, "a.kpack", &entry).is_err());
+        assert!(plain.join("a.kpack").exists() && victim.exists());
+        assert!(kdir.join("changed.kpack").exists() && kdir.join("link.kpack").exists());
+        // The real thing goes; a second call finds it gone.
+        fs::write(kdir.join("ok.kpack"), b"archive").expect("write");
+        assert!(delete_recorded(&kdir, "ok.kpack", &entry).expect("delete"));
+        assert!(!kdir.join("ok.kpack").exists());
+        assert!(!delete_recorded(&kdir, "ok.kpack", &entry).expect("gone"));
+    }
+
+    #[test]
+    fn permissions_of_prefixes() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let top = tempfile::tempdir().expect("tempdir");
+        let prefix = top.path().join("prefix");
+        let kdir = prefix.join(KPACK_DIR);
+        fs::create_dir_all(&kdir).expect("mkdir");
+        fs::set_permissions(&prefix, fs::Permissions::from_mode(0o755)).expect("chmod");
+        fs::set_permissions(&kdir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        check_permissions(&kdir).expect("safe");
+        for (dir, mode) in [(&kdir, 0o777), (&kdir, 0o1777), (&prefix, 0o757)] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(mode)).expect("chmod");
+            let err = check_permissions(&kdir).expect_err("writable by others");
+            assert!(err.to_string().contains("--unsafe-permissions"), "{err}");
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        let not_kpack = top.path().join("other");
+        fs::create_dir(&not_kpack).expect("mkdir");
+        assert!(check_permissions(&not_kpack).is_err());
+        let link = prefix.join("lib");
+        fs::create_dir(&link).expect("mkdir");
+        std::os::unix::fs::symlink(&kdir, link.join(KPACK_DIR)).expect("symlink");
+        assert!(check_permissions(&link.join(KPACK_DIR)).is_err(), "a symlinked .kpack is refused");
     }
 }

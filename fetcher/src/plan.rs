@@ -14,7 +14,7 @@ use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 use crate::install::hash_file;
-use crate::progress::human_bytes;
+use rocm_kpack_cli::iec_size;
 use crate::resolve::{needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
 
@@ -336,7 +336,7 @@ impl fmt::Display for InstallPlan {
                     "  {:<8} {}  {}  for {}",
                     a.action.word(),
                     a.filename,
-                    human_bytes(a.size),
+                    iec_size(a.size),
                     a.reason()
                 )?;
                 if let Some(d) = &a.detail {
@@ -363,7 +363,7 @@ impl fmt::Display for InstallPlan {
             f,
             "plan: {} to fetch ({}), {} present",
             s.to_fetch,
-            human_bytes(s.bytes_to_fetch),
+            iec_size(s.bytes_to_fetch),
             s.present
         )?;
         if s.unverifiable > 0 {

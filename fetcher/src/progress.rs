@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rocm_kpack_cli::iec_size;
 
 /// Receives transfer events. Implementations must be cheap: `advance` is
 /// called for every received chunk.
@@ -49,9 +50,13 @@ impl Transfer for SilentTransfer {
     fn finish(&self, _: Result<(), &str>) {}
 }
 
-/// One line on stderr per start, retry and end: for logs and pipes.
+/// One line on stderr per start, retry and end: for logs and pipes. A
+/// note that only repeats an earlier one for another file (`FILE: HOST:
+/// CAUSE`, the same host and cause) is not printed again.
 #[derive(Debug, Default)]
-pub struct Lines;
+pub struct Lines {
+    seen: Mutex<std::collections::HashSet<String>>,
+}
 
 struct LineTransfer {
     name: String,
@@ -68,11 +73,11 @@ fn line(text: &str) {
 impl Reporter for Lines {
     fn start(&self, name: &str, url: &str, total: u64, already: u64) -> Box<dyn Transfer> {
         let resume = if already > 0 {
-            format!(", resuming at {}", human_bytes(already))
+            format!(", resuming at {}", iec_size(already))
         } else {
             String::new()
         };
-        line(&format!("fetching {name} ({}) from {url}{resume}", human_bytes(total)));
+        line(&format!("fetching {name} ({}) from {url}{resume}", iec_size(total)));
         Box::new(LineTransfer {
             name: name.to_string(),
             started: Instant::now(),
@@ -80,7 +85,11 @@ impl Reporter for Lines {
         })
     }
     fn note(&self, message: &str) {
-        line(message);
+        let after_file = message.split_once(": ").map_or(message, |(_, rest)| rest);
+        let key = after_file.split("; retrying").next().unwrap_or(after_file).to_string();
+        if self.seen.lock().map(|mut seen| seen.insert(key)).unwrap_or(true) {
+            line(message);
+        }
     }
 }
 
@@ -98,8 +107,8 @@ impl Transfer for LineTransfer {
             Ok(()) => line(&format!(
                 "fetched {}: {} in {secs:.1}s ({}/s)",
                 self.name,
-                human_bytes(received),
-                human_bytes(rate(received, secs)),
+                iec_size(received),
+                iec_size(rate(received, secs)),
             )),
             Err(why) => line(&format!("failed {}: {why}", self.name)),
         }
@@ -185,33 +194,4 @@ fn rate(bytes: u64, secs: f64) -> u64 {
     }
     // Display only; precision loss on huge values does not matter.
     (bytes as f64 / secs) as u64
-}
-
-/// `1.5 MB` style sizes (decimal units), for messages.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    if n < 1000 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < UNITS.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS.get(unit).copied().unwrap_or("B"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::human_bytes;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(1500), "1.5 kB");
-        assert_eq!(human_bytes(182_000_000), "182.0 MB");
-        assert_eq!(human_bytes(3_200_000_000), "3.2 GB");
-    }
 }

@@ -53,14 +53,77 @@ impl Source {
             .is_none_or(|c| c.iter().any(|x| x == component))
     }
 
-    /// Candidate URLs for an archive: by hash, then by name.
+    /// Candidate URLs for an archive: by hash, then by name. A name that
+    /// cannot be joined below the source (see [`join_below`]) is skipped
+    /// with a warning in the log; manifests already refuse such names.
     pub fn urls_for(&self, filename: &str, sha256: &[u8; 32]) -> Vec<Url> {
         let by_hash = store::by_hash_path(sha256);
         [by_hash.as_str(), filename]
             .iter()
-            .filter_map(|rel| self.url.join(rel).ok())
+            .filter_map(|rel| match join_below(&self.url, rel) {
+                Ok(url) => Some(url),
+                Err(e) => {
+                    tracing::warn!("{}: {e}", self.origin);
+                    None
+                }
+            })
             .collect()
     }
+}
+
+/// A relative path that may not be joined onto a source URL.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to join {rel} onto {base}: {reason}")]
+pub struct JoinError {
+    /// The masked base URL.
+    pub base: String,
+    /// The path, escaped.
+    pub rel: String,
+    /// Why.
+    pub reason: &'static str,
+}
+
+/// `base` with the `/`-separated `rel` appended as path segments, which can
+/// only name something below `base`: each segment must be a plain name (no
+/// empty, `.` or `..` segment, no `%`, `\`, control characters), each is
+/// percent-encoded as a segment (never parsed as a URL, so `http:host` or
+/// `//host/x` stay names), and the result must keep `base`'s scheme, host,
+/// port and path prefix. Query and fragment of `base` are dropped, as
+/// `Url::join` does.
+pub fn join_below(base: &Url, rel: &str) -> Result<Url, JoinError> {
+    let refuse = |reason| JoinError {
+        base: masked(base),
+        rel: rocm_kpack_format::layout::names::shown(rel),
+        reason,
+    };
+    for seg in rel.split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return Err(refuse("empty, `.` or `..` segment"));
+        }
+        if seg.contains(['%', '\\']) || seg.chars().any(char::is_control) {
+            return Err(refuse("`%`, `\\` or a control character in a segment"));
+        }
+    }
+    let mut url = base.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    url.path_segments_mut()
+        .map_err(|()| refuse("the base URL cannot have a path"))?
+        .pop_if_empty()
+        .extend(rel.split('/'));
+    let same_origin = url.scheme() == base.scheme()
+        && url.host() == base.host()
+        && url.port_or_known_default() == base.port_or_known_default()
+        && url.username() == base.username()
+        && url.password() == base.password();
+    let base_path = base.path();
+    let below = url.path().len() > base_path.len()
+        && url.path().starts_with(base_path)
+        && (base_path.ends_with('/') || url.path().as_bytes().get(base_path.len()) == Some(&b'/'));
+    if !same_origin || !below {
+        return Err(refuse("the result is not below the source"));
+    }
+    Ok(url)
 }
 
 /// A sources problem.
@@ -102,10 +165,23 @@ pub fn parse_source_url(text: &str, origin: &str, allow_http: bool) -> Result<Ur
         url: text.to_string(),
         detail,
     };
+    let directory = |path: &std::path::Path| {
+        Url::from_directory_path(path).map_err(|()| bad("not a usable directory path".into()))
+    };
     let mut url = if text.starts_with('/') {
-        Url::from_directory_path(text).map_err(|()| bad("not an absolute directory path".into()))?
+        directory(std::path::Path::new(text))?
     } else {
-        Url::parse(text).map_err(|e| bad(e.to_string()))?
+        match Url::parse(text) {
+            Ok(url) => url,
+            // `mirror/` or `./kpack`: a directory relative to the current
+            // one, as a user typing a path means.
+            Err(url::ParseError::RelativeUrlWithoutBase) => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| bad(format!("relative path, and the current directory is unknown: {e}")))?;
+                directory(&cwd.join(text))?
+            }
+            Err(e) => return Err(bad(e.to_string())),
+        }
     };
     if !scheme_allowed(&url, allow_http) {
         return Err(SourceError::Scheme {
@@ -280,6 +356,33 @@ mod tests {
                 "https://m.example/kpack/r_gfx90X.kpack".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn joins_stay_below_the_source() {
+        for base in ["https://m.example/kpack/", "file:///srv/mirror/", "http://127.0.0.1:8/a/b/"] {
+            let base = Url::parse(base).expect("url");
+            let ok = join_below(&base, "x_gfx90a:xnack-.kpack").expect("join");
+            assert!(ok.as_str().starts_with(base.as_str()), "{ok}");
+            assert_eq!(ok.scheme(), base.scheme());
+            // Spellings that would leave the source if parsed as URLs stay
+            // plain names (encoded) or are refused.
+            for rel in ["http:host", "file:x", "javascript:x", "//evil.example/x", "@evil.example"] {
+                match join_below(&base, rel) {
+                    Ok(u) => {
+                        assert_eq!((u.scheme(), u.host()), (base.scheme(), base.host()), "{rel}: {u}");
+                        assert!(u.path().starts_with(base.path()), "{rel}: {u}");
+                    }
+                    Err(e) => assert!(e.to_string().contains("refusing"), "{e}"),
+                }
+            }
+            for rel in ["..", "../x", "a/../../x", "%2e%2e/x", "%2F..", "a\\..", "x\n", "x\0", "", "a//b", "/etc/passwd"] {
+                assert!(join_below(&base, rel).is_err(), "{base} + {rel:?} must be refused");
+            }
+        }
+        let signed = Url::parse("https://m.example/k/?token=s").expect("url");
+        assert_eq!(join_below(&signed, "a.kpack").expect("join").as_str(), "https://m.example/k/a.kpack");
+        assert!(join_below(&Url::parse("mailto:x@y").expect("url"), "a").is_err());
     }
 
     #[test]

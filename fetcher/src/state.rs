@@ -28,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::install::write_atomically;
 
 use rocm_kpack_format::layout::fetch::STATE_FILE;
+use rocm_kpack_format::layout::names::{self, NameKind};
 
 /// The state file's format version.
 pub const STATE_VERSION: u32 = 1;
@@ -139,9 +140,21 @@ impl State {
     /// Loads the state of `kpack_dir`; a missing file is an empty state.
     pub fn load(kpack_dir: &Path) -> Result<State, StateError> {
         let path = Self::path(kpack_dir);
-        let bytes = match fs::read(&path) {
+        // Never through a symlink planted in the prefix.
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path);
+        let bytes = match opened.and_then(|mut f| {
+            let mut b = Vec::new();
+            io::Read::read_to_end(&mut f, &mut b).map(|_| b)
+        }) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                let source = io::Error::new(io::ErrorKind::PermissionDenied, "is a symlink; not following it");
+                return Err(StateError::Io { path, source });
+            }
             Err(source) => return Err(StateError::Io { path, source }),
         };
         let state: State = serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid {
@@ -157,7 +170,26 @@ impl State {
                 ),
             });
         }
+        state.check_names().map_err(|detail| StateError::Invalid { path, detail })?;
         Ok(state)
+    }
+
+    /// Every name the state gives (archive file names, components,
+    /// manifest file names) against its validator, and every digest: a
+    /// state file is input like any other, and its names are deleted.
+    fn check_names(&self) -> Result<(), String> {
+        for (name, e) in &self.archives {
+            let at = |field: &str, err: &dyn std::fmt::Display| {
+                format!("archives[{}].{field}: {err}", names::shown(name))
+            };
+            names::check(NameKind::ArchiveFile, name).map_err(|err| at("(key)", &err))?;
+            names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
+            names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
+            if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(at("sha256", &"not 64 hex digits"));
+            }
+        }
+        Ok(())
     }
 
     /// Loads the state; an unreadable or invalid file is moved aside
@@ -221,6 +253,36 @@ mod tests {
         s.archives.insert("rocrand_gfx90X.kpack".into(), entry());
         s.save(dir.path()).expect("save");
         assert_eq!(State::load(dir.path()).expect("load"), s);
+
+        for (key, field, value) in [
+            ("../../etc/passwd.kpack", "component", "rocrand"),
+            ("/etc/x.kpack", "component", "rocrand"),
+            ("http:host", "component", "rocrand"),
+            ("x%2F..kpack", "component", "rocrand"),
+            ("ok.kpack", "component", "../x"),
+            ("ok.kpack", "manifest", "../../x.kpm"),
+            ("ok.kpack", "manifest", "x\nkpm"),
+            ("ok.kpack", "sha256", "zz"),
+        ] {
+            let mut bad = State::default();
+            let mut e = entry();
+            match field {
+                "component" => e.component = value.into(),
+                "manifest" => e.manifest = value.into(),
+                _ => e.sha256 = value.into(),
+            }
+            bad.archives.insert(key.into(), e);
+            fs::write(State::path(dir.path()), serde_json::to_vec(&bad).expect("json")).expect("write");
+            let err = State::load(dir.path()).expect_err(key);
+            assert!(matches!(err, StateError::Invalid { .. }), "{err}");
+            assert!(err.to_string().contains("archives["), "{err}");
+        }
+        let link = dir.path().join("elsewhere.json");
+        fs::write(&link, serde_json::to_vec(&s).expect("json")).expect("write");
+        fs::remove_file(State::path(dir.path())).expect("rm");
+        std::os::unix::fs::symlink(&link, State::path(dir.path())).expect("symlink");
+        assert!(matches!(State::load(dir.path()), Err(StateError::Io { .. })), "symlinked state is not followed");
+        fs::remove_file(State::path(dir.path())).expect("rm");
 
         fs::write(State::path(dir.path()), b"{\"format_version\": 1, \"archives\": 3}").expect("write");
         assert!(matches!(State::load(dir.path()), Err(StateError::Invalid { .. })));

@@ -1,6 +1,7 @@
 //! The package-manager integration templates in repo-templates/fetch/,
-//! checked with the real tools: apt's own configuration parser, systemd's
-//! unit verifier, rpmspec; the hook commands run with this build's binary.
+//! checked with the real tools (sh, systemd's unit verifier), and the
+//! `trigger` command the hooks run, with this build's binary. The hooks
+//! inside real packages and package managers: tests/tests/install_flows.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,103 +15,101 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_rocm-kpack-fetch")
 }
 
-/// Runs a hook's shell text with the installed-binary path replaced by this
-/// build and no systemd, so the inline branch runs; targets come from the
-/// override variable and nothing below / is touched (no manifests there).
-fn run_hook(script: &str, stdin: &str, skip: bool) -> (i32, String) {
-    let script = script
-        .replace("/usr/bin/rocm-kpack-fetch", bin())
-        .replace("/run/systemd/system", "/nonexistent/systemd");
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &script])
-        .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a")
-        .env("ROCM_KPACK_PYTHON", "")
-        .env_remove("HSA_OVERRIDE_GFX_VERSION")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if skip {
-        cmd.env("ROCM_KPACK_FETCH_SKIP", "1");
-    } else {
-        cmd.env_remove("ROCM_KPACK_FETCH_SKIP");
+/// The dpkg trigger declarations: one `interest-noawait` per line, on
+/// absolute directories (dpkg would refuse anything else at unpack).
+#[test]
+fn deb_triggers_declare_noawait_interest_in_kpack_directories() {
+    let text = fs::read_to_string(templates().join("deb/triggers")).expect("read");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 5, "{text}");
+    for l in &lines {
+        let path = l.strip_prefix("interest-noawait /").unwrap_or_else(|| panic!("not a noawait interest: {l}"));
+        assert!(!path.contains(' ') && !path.ends_with('/'), "{l}");
     }
-    let mut child = cmd.spawn().expect("sh");
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(stdin.as_bytes()).expect("write stdin");
-    }
-    let out = child.wait_with_output().expect("wait");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().expect("exit code"), text)
+    assert!(lines.contains(&"interest-noawait /usr/lib/x86_64-linux-gnu/.kpack"), "{text}");
+    assert!(lines.contains(&"interest-noawait /opt"), "{text}");
 }
 
+/// The postinst and the rpm trigger scripts parse, call only the fetcher
+/// (never apt, dpkg, rpm or dnf, whose locks are held), and end with
+/// exit 0 whatever the fetcher does.
 #[test]
-fn apt_hook_parses_and_runs_file_mode_only() {
-    let hook = templates().join("apt/99rocm-kpack-fetch");
-    let out = Command::new("apt-config")
-        .arg("-c")
-        .arg(&hook)
-        .arg("dump")
-        .output()
-        .expect("apt-config (apt is part of Debian)");
-    assert!(out.status.success());
-    let dump = String::from_utf8(out.stdout).expect("utf-8");
-    let ours: Vec<&str> = dump
-        .lines()
-        .filter(|l| l.starts_with("DPkg::Post-Invoke::") && l.contains("rocm-kpack-fetch"))
-        .collect();
-    assert_eq!(ours.len(), 1, "exactly one hook entry:\n{dump}");
-    let line = ours[0];
-    let script = line
-        .strip_prefix("DPkg::Post-Invoke:: \"")
-        .and_then(|l| l.strip_suffix("\";"))
-        .unwrap_or_else(|| panic!("not a DPkg::Post-Invoke entry: {line}"));
-    // File mode only: never apt, apt-get or dpkg from inside dpkg.
-    for forbidden in ["apt-get", "apt ", "dpkg", "--via"] {
-        assert!(!script.contains(forbidden), "{forbidden:?} in {script}");
+fn hook_scripts_parse_and_run_file_mode_only() {
+    for name in ["deb/postinst", "rpm/transfiletriggerin.sh", "rpm/filetriggerpostun.sh"] {
+        let script = fs::read_to_string(templates().join(name)).expect("read");
+        let o = Command::new("sh").arg("-n").arg(templates().join(name)).output().expect("sh");
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let code: String = script.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
+        for forbidden in ["apt-get", "apt ", "dpkg ", "rpm ", "dnf", "--via"] {
+            assert!(!code.contains(forbidden), "{name}: {forbidden:?} in {code}");
+        }
+        assert!(code.contains("rocm-kpack-fetch trigger"), "{name}");
     }
-    let (code, text) = run_hook(script, "", false);
-    assert_eq!(code, 0, "{text}");
-    assert!(text.contains("targets: gfx90a (from ROCM_KPACK_ARCH_OVERRIDE)"), "ran install --auto: {text}");
-    let (code, text) = run_hook(script, "", true);
-    assert_eq!((code, text.as_str()), (0, ""), "ROCM_KPACK_FETCH_SKIP=1 skips");
+    // The postinst with a fetcher that fails still succeeds.
+    let dir = tempfile::tempdir().expect("tmp");
+    let fake = dir.path().join("rocm-kpack-fetch");
+    fs::write(&fake, "#!/bin/sh\necho \"called: $*\"\nexit 7\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).expect("chmod");
+    for args in [&["configure", "0.0"][..], &["triggered", "/usr/lib/x86_64-linux-gnu/.kpack /opt"][..]] {
+        let o = Command::new("sh")
+            .arg(templates().join("deb/postinst"))
+            .args(args)
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+            .output()
+            .expect("postinst");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{args:?}: {out}");
+        assert!(out.starts_with("called: trigger"), "{out}");
+        if args[0] == "triggered" {
+            assert_eq!(out.trim(), "called: trigger -- /usr/lib/x86_64-linux-gnu/.kpack /opt");
+        }
+    }
 }
 
+/// `rocm-kpack-fetch trigger` itself: always exit 0 with one line; silent
+/// when rpm's file list names no manifest; `ROCM_KPACK_FETCH_SKIP=1`
+/// skips; no GPU is one line, not a failure.
 #[test]
-fn rpm_file_trigger_parses_and_fires_only_for_manifests() {
-    let snippet = fs::read_to_string(templates().join("rpm/rocm-kpack-fetch.filetrigger.spec")).expect("read");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("t.spec");
-    fs::write(
-        &spec,
-        format!(
-            "Name: rocm-kpack-fetch\nVersion: 0.1.0\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\n\n\
-             %description\nt\n\n%files\n\n{snippet}"
-        ),
-    )
-    .expect("write spec");
-    let out = Command::new("rpmspec").arg("-P").arg(&spec).output().expect("rpmspec (rpm is installed)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let parsed = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(parsed.contains("%transfiletriggerin -- /opt /usr/lib /usr/lib64 /usr/local"), "{parsed}");
-
-    let body: String = snippet
-        .lines()
-        .skip_while(|l| !l.starts_with("%transfiletriggerin"))
-        .skip(1)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert!(!body.contains("dnf") && !body.contains("yum") && !body.contains("rpm "), "{body}");
-    let (code, text) = run_hook(&body, "/opt/rocm/.kpack/rocrand.kpm\n/opt/rocm/lib/x.so\n", false);
-    assert_eq!(code, 0, "{text}");
-    assert!(text.contains("targets: gfx90a"), "a manifest triggers a run: {text}");
-    let (code, text) = run_hook(&body, "/opt/rocm/lib/librocrand.so.1\n", false);
-    assert_eq!((code, text.as_str()), (0, ""), "no manifest, no run");
+fn trigger_never_fails_and_says_one_line() {
+    let run = |args: &[&str], stdin: &str, env: &[(&str, &str)]| {
+        let mut cmd = Command::new(bin());
+        cmd.arg("trigger")
+            .args(args)
+            .env("ROCM_KPACK_PYTHON", "")
+            .env_remove("ROCM_KPACK_FETCH_SKIP")
+            .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+            .env_remove("HSA_OVERRIDE_GFX_VERSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn");
+        {
+            use std::io::Write;
+            let mut input = child.stdin.take().expect("stdin");
+            input.write_all(stdin.as_bytes()).expect("write stdin");
+        }
+        let out = child.wait_with_output().expect("wait");
+        (out.status.code().expect("exit code"), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = run(&["--stdin"], "/opt/rocm/lib/librocrand.so.1\n", &[]);
+    assert_eq!((code, out.as_str()), (0, ""), "no manifest, nothing done");
+    let (code, out) = run(&[], "", &[("ROCM_KPACK_FETCH_SKIP", "1")]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("rocm-kpack-fetch: ROCM_KPACK_FETCH_SKIP=1"), "{out}");
+    // A prefix with a manifest, on a machine without GPU.
+    let dir = tempfile::tempdir().expect("tmp");
+    let kdir = dir.path().join(".kpack");
+    fs::create_dir_all(&kdir).expect("mkdir");
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/cpu-only");
+    let sysfs = sysfs.to_str().expect("utf-8");
+    let (code, out) = run(&["--no-systemd", kdir.to_str().expect("utf-8")], "", &[("ROCM_KPACK_SYSFS_ROOT", sysfs)]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains("no AMD GPU found"), "{out}");
 }
 
 #[test]
@@ -157,7 +156,7 @@ fn example_sources_file_is_valid() {
     fs::create_dir_all(&d).expect("mkdir");
     fs::copy(templates().join("sources.d/50-example.toml"), d.join("50-example.toml")).expect("copy");
     let out = Command::new(bin())
-        .args(["install", "--arch", "gfx90a", "--dry-run", "--json", "--root"])
+        .args(["install", "--target", "gfx90a", "--dry-run", "--json", "--root"])
         .arg(root.path())
         .env("ROCM_KPACK_PYTHON", "")
         .output()

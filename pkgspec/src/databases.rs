@@ -32,6 +32,13 @@ pub enum ArchSource {
     /// A directory component that is exactly a target token
     /// (`library/gfx942/`, `aotriton/kernels/gfx942/`); the deepest wins.
     Directory,
+    /// A directory component `amd-<target>` (`aotriton.images/amd-gfx942/`)
+    /// or `amd-<family>`, a processor prefix padded with `x`
+    /// (`amd-gfx11xx`, `amd-gfx120x`): the family's files serve every
+    /// processor with that prefix, so they go to the generic ISA that
+    /// serves all of them (`gfx11-generic`); a family no single generic
+    /// ISA covers is not read (the file stays generic). The deepest wins.
+    AmdDirectory,
 }
 
 impl ArchSource {
@@ -42,6 +49,7 @@ impl ArchSource {
             ArchSource::FileNameSuffix => "file-name-suffix",
             ArchSource::FileNamePrefix => "file-name-prefix",
             ArchSource::Directory => "directory",
+            ArchSource::AmdDirectory => "amd-directory",
         }
     }
 }
@@ -172,6 +180,11 @@ impl DatabaseClassifier {
                 .split('/')
                 .rev()
                 .find_map(|c| self.whole_token(c)),
+            ArchSource::AmdDirectory => dirs
+                .split('/')
+                .rev()
+                .filter_map(|c| c.strip_prefix("amd-"))
+                .find_map(|c| self.whole_token(c).or_else(|| family_generic_isa(c))),
             ArchSource::FileNamePrefix => {
                 let t = self.token_at(name)?;
                 Some(t.to_string())
@@ -234,6 +247,31 @@ impl DatabaseClassifier {
     }
 }
 
+/// The generic ISA serving every known processor of a family spelled as a
+/// processor prefix padded with `x` (`gfx11xx` -> `gfx11-generic`), if one
+/// generic ISA serves them all.
+fn family_generic_isa(family: &str) -> Option<String> {
+    let prefix = family.trim_end_matches(['x', 'X']);
+    if prefix.len() == family.len() || prefix.len() <= "gfx".len() || !prefix.starts_with("gfx") {
+        return None;
+    }
+    let members: Vec<&str> = KNOWN_PROCESSORS
+        .iter()
+        .copied()
+        .filter(|p| p.starts_with(prefix) && p.len() == family.len())
+        .collect();
+    if members.is_empty() {
+        return None;
+    }
+    let mut serving = GENERIC_ISAS
+        .iter()
+        .filter(|g| members.iter().all(|m| g.processors.contains(m)));
+    match (serving.next(), serving.next()) {
+        (Some(g), None) => Some(g.name.to_string()),
+        _ => None,
+    }
+}
+
 /// Feature flags at the start of `s`, each `[_:-](xnack|sramecc)[+-]`;
 /// returns them and how many bytes they took.
 fn parse_features(s: &str) -> (Vec<String>, usize) {
@@ -273,6 +311,17 @@ mod tests {
     fn classify(path: &str) -> Option<(String, String)> {
         let c = DatabaseClassifier::new(&Spec::builtin()).unwrap();
         c.classify(path).map(|m| (m.rule, m.arch))
+    }
+
+    #[test]
+    fn catch_all_rule_is_opt_in() {
+        let mut spec = Spec::builtin();
+        spec.kernel_databases.push(crate::defaults::target_token_rule());
+        let c = DatabaseClassifier::new(&spec).unwrap();
+        let got = |p: &str| c.classify(p).map(|m| (m.rule, m.arch));
+        assert_eq!(got("share/ck/fmha_fwd_known_fails_gfx90a.txt"), m("target-token", "gfx90a"));
+        assert_eq!(got("pkg/kernels_gfx11-generic.bin"), m("target-token", "gfx11-generic"));
+        assert_eq!(got("torch/hsa/gfx1100/k.co"), m("code-objects", "gfx1100"));
     }
 
     fn m(rule: &str, arch: &str) -> Option<(String, String)> {
@@ -318,15 +367,32 @@ mod tests {
             classify("lib/libMIOpenCK_fwd_gfx942.so.1"),
             m("miopen-ck", "gfx942")
         );
-        assert_eq!(classify("torch/hsa/gfx1100/k.co"), m("target-token", "gfx1100"));
+        // Code objects anywhere, by directory or file-name suffix.
+        assert_eq!(classify("torch/hsa/gfx1100/k.co"), m("code-objects", "gfx1100"));
+        assert_eq!(classify("pkg/kernels_gfx11-generic.hsaco"), m("code-objects", "gfx11-generic"));
+        assert_eq!(classify("pkg/gfx90a:xnack+/k.co"), m("code-objects", "gfx90a:xnack+"));
+        // AOTriton as torch wheels ship it: per processor, and per family
+        // (every processor of the family: its generic ISA).
         assert_eq!(
-            classify("pkg/kernels_gfx11-generic.bin"),
-            m("target-token", "gfx11-generic")
+            classify("torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/FONLY__^bf16@16,128,False,True,False,False,0,0___MI300X.aks2"),
+            m("aotriton-images", "gfx942")
         );
         assert_eq!(
-            classify("pkg/gfx90a:xnack+/k.co"),
-            m("target-token", "gfx90a:xnack+")
+            classify("torch/lib/aotriton.images/amd-gfx11xx/flash/bwd_kernel_dk_dv/x.aks2"),
+            m("aotriton-images", "gfx11-generic")
         );
+        assert_eq!(
+            classify("torch/lib/aotriton.images/amd-gfx120x/flash/x.aks2"),
+            m("aotriton-images", "gfx12-generic")
+        );
+        // A family no single generic ISA serves stays generic.
+        assert_eq!(classify("torch/lib/aotriton.images/amd-gfx9xx/flash/x.aks2"), None);
+        assert_eq!(classify("torch/lib/aotriton.images/amd-gfx1xxx/x.aks2"), None);
+        // Files that merely mention a target are not kernels without the
+        // opt-in catch-all rule.
+        assert_eq!(classify("share/ck/fmha_fwd_known_fails_gfx90a.txt"), None);
+        assert_eq!(classify("pkg/kernels_gfx11-generic.bin"), None);
+        assert_eq!(classify("pkg/gfx1100/README"), None);
         // Not targets: headers, unknown processors, tokens inside words.
         assert_eq!(classify("include/amd_gfx9.h"), None);
         assert_eq!(classify("include/gfx1100x/notes.txt"), None);

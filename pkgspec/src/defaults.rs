@@ -79,41 +79,73 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_string()).collect()
 }
 
-/// The built-in kernel-database rules (docs/packaging.md), tried in order; the
-/// last one is the catch-all "known target token in the path" rule.
+/// The built-in kernel-database rules (docs/packaging.md), tried in order.
+/// Each matches kernel files only: code objects, the databases of known
+/// libraries, files under directories that name a target. A file whose
+/// name merely mentions a target (a test list `*_gfx90a.txt`) stays
+/// generic unless the spec opts in to [`target_token_rule`].
 pub fn database_rules() -> Vec<DatabaseRule> {
     vec![
+        // Tensile/hipBLASLt libraries: code objects and their `.dat`
+        // catalogues below a `library/` directory.
         DatabaseRule {
             name: "tensile".into(),
             include: strings(&["**/library/**/*.{co,hsaco,dat}"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::FileName, ArchSource::Directory],
         },
+        // AOTriton up to 0.8: `aotriton/kernels/<target>/...`.
         DatabaseRule {
             name: "aotriton".into(),
             include: strings(&["**/aotriton/kernels/**"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::Directory],
         },
+        // AOTriton as torch wheels ship it: `aotriton.images/amd-<target>/`
+        // and family directories (`amd-gfx11xx`) serving every processor
+        // of the family.
+        DatabaseRule {
+            name: "aotriton-images".into(),
+            include: strings(&["**/aotriton.images/amd-*/**"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::AmdDirectory],
+        },
+        // MIOpen's per-processor performance and find databases.
         DatabaseRule {
             name: "miopen-db".into(),
             include: strings(&["**/share/miopen/db/gfx*.{kdb,db.txt,fdb.txt,model}"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::FileNamePrefix],
         },
+        // MIOpen's composable-kernel solver libraries, one per processor.
         DatabaseRule {
             name: "miopen-ck".into(),
             include: strings(&["**/libMIOpenCK*_gfx*.so*"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::FileName],
         },
+        // Loose code objects anywhere, named by a target directory or a
+        // `_<target>` suffix.
         DatabaseRule {
-            name: "target-token".into(),
-            include: strings(&["**"]),
+            name: "code-objects".into(),
+            include: strings(&["**/*.{co,hsaco}"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::Directory, ArchSource::FileNameSuffix],
         },
     ]
+}
+
+/// The opt-in catch-all (`catch_all_databases = true` in a spec, as the
+/// public rocm-kpack's `--split-databases`): any file below a directory
+/// named by a target, or whose stem ends in `_<target>`, is that target's
+/// device data, whatever it holds.
+pub fn target_token_rule() -> DatabaseRule {
+    DatabaseRule {
+        name: "target-token".into(),
+        include: strings(&["**"]),
+        exclude: Vec::new(),
+        arch: vec![ArchSource::Directory, ArchSource::FileNameSuffix],
+    }
 }
 
 /// Package names (docs/packaging.md "Package naming").

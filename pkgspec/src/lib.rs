@@ -20,6 +20,7 @@ pub mod databases;
 pub mod defaults;
 pub mod naming;
 pub mod schema;
+pub mod targets;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

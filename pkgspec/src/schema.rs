@@ -14,12 +14,13 @@
 //! generic_isas = ["gfx11-generic"]
 //!
 //! # Extra kernel-database rules, tried before the built-in ones
-//! # (`builtin_kernel_databases = false` drops those).
+//! # (`builtin_kernel_databases = false` drops those;
+//! # `catch_all_databases = true` adds the `target-token` catch-all last).
 //! [[kernel_databases]]
 //! name = "mylib"
 //! include = ["**/mylib/kernels/*.hsaco"]
 //! exclude = []
-//! arch = ["file-name", "directory"]   # also file-name-suffix, file-name-prefix
+//! arch = ["file-name", "directory"]   # also file-name-suffix, file-name-prefix, amd-directory
 //!
 //! [naming]            # placeholders {name}, {group}, {group_lower}
 //! deb_device = "{name}-{group_lower}"
@@ -83,6 +84,10 @@ pub struct SpecFile {
     /// Extra database rules.
     #[serde(default)]
     pub kernel_databases: Vec<RuleFile>,
+    /// Append the catch-all `target-token` rule (default false): any file
+    /// whose path names a target becomes device data.
+    #[serde(default)]
+    pub catch_all_databases: Option<bool>,
     /// Naming templates (missing keys: built-in).
     #[serde(default)]
     pub naming: Option<NamingFile>,
@@ -288,6 +293,9 @@ impl SpecFile {
         }
         if self.builtin_kernel_databases.unwrap_or(true) {
             kernel_databases.extend(defaults::database_rules());
+        }
+        if self.catch_all_databases.unwrap_or(false) {
+            kernel_databases.push(defaults::target_token_rule());
         }
 
         let mut naming = defaults::naming();

@@ -48,6 +48,7 @@ pub enum Command {
     /// Reduce step: combine the split outputs of several build shards into one generic + per-group artifacts.
     Recombine(cmd::recombine::Args),
     /// Check that every marker in a tree resolves to device code for the given targets.
+    #[command(after_help = ExitStatus::summary("rocm-kpack", &[ExitStatus::Success, ExitStatus::Failure, ExitStatus::Usage, ExitStatus::Problems]))]
     Verify(cmd::verify::Args),
     /// Show the effective package spec, or check a spec file.
     Spec(cmd::spec::Args),
@@ -84,13 +85,18 @@ impl SpecArg {
     }
 }
 
-/// `--out`: where a command writes.
+/// `--out` and `--force`: where a command writes, and the one overwrite
+/// rule (an output that exists is refused unless `--force`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutArg {
     /// Output directory (created if missing); it must not overlap the
     /// input.
     #[arg(long = "out", short = 'o', value_name = "DIR")]
     pub dir: PathBuf,
+    /// Replace outputs that already exist in --out (otherwise the command
+    /// refuses before writing anything).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `--jobs`: parallelism.

@@ -22,6 +22,8 @@ pub enum Report {
     /// A raw offload bundle (or CCOB) file, as written by clang-offload-bundler.
     Bundle(BundleSectionReport),
     Elf(elf_inspect::ElfReport),
+    /// A PE/COFF image (Windows DLL or EXE).
+    Pe(crate::coff::inspect::PeReport),
 }
 
 /// A `.kpack` archive: header fields and every TOC entry.
@@ -128,7 +130,13 @@ pub enum InspectError {
         #[source]
         source: crate::elf::ElfError,
     },
-    #[error("{path}: not a .kpack archive, .kpm manifest, offload bundle or ELF file")]
+    #[error("{path}: {source}")]
+    Pe {
+        path: String,
+        #[source]
+        source: crate::coff::PeError,
+    },
+    #[error("{path}: not a .kpack archive, .kpm manifest, offload bundle, ELF file or PE image")]
     Unknown { path: String },
 }
 
@@ -157,6 +165,14 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
         return elf_inspect::inspect_elf(&data)
             .map(Report::Elf)
             .map_err(|source| InspectError::Elf {
+                path: shown.clone(),
+                source,
+            });
+    }
+    if crate::coff::is_pe(&data) {
+        return crate::coff::inspect::inspect_pe(&data)
+            .map(Report::Pe)
+            .map_err(|source| InspectError::Pe {
                 path: shown.clone(),
                 source,
             });

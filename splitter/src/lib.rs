@@ -1,9 +1,11 @@
-//! The splitter library: inspect fat binaries and archives ([`inspect`]),
+//! The splitter library: inspect fat binaries (ELF: [`elf`], PE/COFF:
+//! [`coff`]) and archives ([`inspect`]),
 //! split binaries, trees and artifact directories ([`split`]), and split
 //! fat packages into generic + device packages ([`split_package`], over
 //! `rocm-kpack-package`). The `rocm-kpack` command line is a thin layer
 //! over it.
 
+pub mod coff;
 pub mod elf;
 pub mod inspect;
 pub mod split;

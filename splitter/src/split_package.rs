@@ -21,12 +21,14 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
+use rocm_kpack_format::fsutil::check_replaceable;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
+use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
@@ -149,6 +151,10 @@ pub struct SplitPackageOptions {
     pub package_compression: Compression,
     /// Its level (None: the compressor's default).
     pub package_level: Option<u32>,
+    /// Replace outputs that exist (`--force`); else they are refused.
+    pub replace_existing: bool,
+    /// Where progress goes (split files and code objects, packages).
+    pub progress: ProgressHandle,
 }
 
 impl Default for SplitPackageOptions {
@@ -161,6 +167,8 @@ impl Default for SplitPackageOptions {
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             package_compression: Compression::Xz,
             package_level: None,
+            replace_existing: false,
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -318,6 +326,9 @@ fn split_into(
         compression: opts.compression,
         zstd_level: opts.zstd_level,
         jobs: opts.jobs,
+        // A fresh work directory: nothing to replace.
+        replace_existing: false,
+        progress: opts.progress.clone(),
     };
     tracing::info!("splitting the payload");
     let mut split = split_tree(&root, &split_dir, &split_opts)?;
@@ -343,9 +354,16 @@ fn split_into(
         || !split.databases.is_empty();
     if !has_device {
         let dest = out.join(file_name);
-        let tmp = work.path().join("copy");
-        fs::copy(input, &tmp).map_err(io_err("cannot copy", input))?;
-        fs::rename(&tmp, &dest).map_err(io_err("cannot rename into", &dest))?;
+        check_replaceable(&dest, opts.replace_existing)
+            .map_err(|e| io_err(e.action, &dest)(e.source))?;
+        // Copied beside the destination, fsynced, renamed (atomic, durable).
+        let mut copy = rocm_kpack_format::fsutil::PendingFile::create(&dest)
+            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
+        std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;
+        let mode = fs::metadata(input).map_err(io_err("cannot stat", input))?.permissions();
+        copy.set_permissions(mode).map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        copy.commit().map_err(|e| io_err(e.action, &e.path)(e.source))?;
         let size = fs::metadata(&dest).map_err(io_err("cannot stat", &dest))?.len();
         report.passed_through = true;
         report.notes.push(format!(
@@ -372,6 +390,8 @@ fn split_into(
     popts.source_date_epoch = opts.source_date_epoch;
     popts.compression = opts.package_compression;
     popts.level = opts.package_level;
+    popts.replace_existing = opts.replace_existing;
+    popts.progress = opts.progress.clone();
     tracing::info!("packaging");
     let built = package(&split_dir, out, &popts)?;
     report.packages = built.packages;

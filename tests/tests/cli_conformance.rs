@@ -97,6 +97,10 @@ fn every_subcommand_accepts_quiet_and_verbose() {
                     "{program} {path:?} --help lacks {flag}:\n{help}"
                 );
             }
+            // One overwrite rule: whatever writes to --out takes --force.
+            if help.contains("--out <") {
+                assert!(help.contains("--force"), "{program} {path:?} has --out but no --force:\n{help}");
+            }
             // Accepted after the subcommand as well as before it.
             for flag in ["-q", "-v", "-vv"] {
                 run(bins::command(program).args(&path).args([flag, "--help"]));
@@ -254,6 +258,21 @@ fn closed_stdout_is_a_quiet_success() {
     for (program, args) in &runs {
         assert_quiet_into_closed_pipe(program, args, &repo);
     }
+    // Commands that write, each into a fresh directory, in data-flow order.
+    let work = tempfile::tempdir().expect("tempdir");
+    let w = |name: &str| work.path().join(name).to_str().expect("UTF-8").to_owned();
+    std::fs::create_dir_all(work.path().join("tree/lib")).expect("mkdir");
+    std::fs::copy(fixture, work.path().join("tree/lib/libfixture.so")).expect("copy");
+    let writing: [Vec<String>; 4] = [
+        owned(&["split-binary", fixture, "--out", &w("one")]),
+        owned(&["split", &w("tree"), "--out", &w("split")]),
+        owned(&["package", &w("split"), "--out", &w("pkgs"), "--name", "fixture", "--version", "1.0", "--format", "deb,rpm"]),
+        owned(&["extract", &w("one/.kpack/libfixture_gfx1100.kpack"), "--binary", "libfixture.so#0", "--target", "gfx1100", "--out", "-"]),
+    ];
+    for args in &writing {
+        assert_quiet_into_closed_pipe("rocm-kpack", args, &repo);
+    }
+    assert!(work.path().join("pkgs").read_dir().expect("packages").count() > 2);
 }
 
 /// The demo's narration goes to stdout; a closed stdout does not stop the
@@ -343,5 +362,136 @@ fn man_pages_cover_every_subcommand_and_render() {
                 );
             }
         }
+    }
+}
+
+/// `--target` is one option on both commands, checked against the family
+/// table when parsed: an unknown target is a usage error (exit 2) naming
+/// the problem, with a hint for a near miss.
+#[test]
+fn invalid_targets_are_usage_errors_with_a_hint() {
+    let sysfs = fixtures::fixture("sysfs/mi210");
+    let tree = tempfile::tempdir().expect("tempdir");
+    let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
+        ("rocm-kpack", vec!["verify".as_ref(), tree.path().as_os_str()]),
+        ("rocm-kpack-fetch", vec!["detect".as_ref(), "--sysfs-root".as_ref(), sysfs.as_os_str()]),
+        ("rocm-kpack-fetch", vec!["status".as_ref(), "--root".as_ref(), tree.path().as_os_str()]),
+    ];
+    for (program, args) in &runs {
+        for (target, expect) in [
+            ("gfx1110", "did you mean `gfx1100`?"),
+            ("gfx942:sramecc", "did you mean `gfx942:sramecc+`?"),
+            ("gfx9999", "not a GPU processor"),
+        ] {
+            let out = bins::command(program)
+                .args(args)
+                .args(["--target", target])
+                .output()
+                .expect("run the program");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{program} {args:?} --target {target}: {stderr}");
+            assert!(stderr.contains(expect), "{program} --target {target}: {stderr}");
+        }
+        // Repeatable and comma-separated alike.
+        let help = run(bins::command(program).args(&args[..1]).arg("--help"));
+        assert!(String::from_utf8_lossy(&help.stdout).contains("--target <TARGET>"));
+    }
+    let ok = run(bins::command("rocm-kpack-fetch")
+        .args(["detect", "--json", "--target", "gfx1100", "--target", "gfx90a:xnack-,gfx942"]));
+    let json: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("json");
+    assert_eq!(
+        json["targets"],
+        serde_json::json!(["gfx1100", "gfx90a:xnack-", "gfx942"]),
+        "{json}"
+    );
+}
+
+/// Every command that writes refuses to replace an existing output unless
+/// `--force`, and refuses before writing anything.
+#[test]
+fn outputs_are_replaced_only_with_force() {
+    let fixture = fixtures::fixture("clang19/libfixture.so");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let split = |force: bool| {
+        let mut c = bins::command("rocm-kpack");
+        c.arg("split-binary").arg(&fixture).arg("--out").arg(&out);
+        if force {
+            c.arg("--force");
+        }
+        c.output().expect("run the program")
+    };
+    assert!(split(false).status.success());
+    let before = std::fs::read_dir(out.join(".kpack")).expect("kpack").count();
+    let again = split(false);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refusing to replace") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line, each cause once: {stderr}");
+    assert!(split(true).status.success());
+    assert_eq!(std::fs::read_dir(out.join(".kpack")).expect("kpack").count(), before);
+
+    // extract: a file.
+    let archive = std::fs::read_dir(out.join(".kpack"))
+        .expect("kpack")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "kpack"))
+        .expect("an archive");
+    let listing = run(bins::command("rocm-kpack").args(["inspect", "--json"]).arg(&archive));
+    let json: serde_json::Value = serde_json::from_slice(&listing.stdout).expect("json");
+    let entry = &json["entries"][0];
+    let (key, target) = (
+        entry["binary"].as_str().expect("binary key"),
+        entry["arch"].as_str().expect("arch"),
+    );
+    let co = dir.path().join("co.o");
+    let extract = |force: bool| {
+        let mut c = bins::command("rocm-kpack");
+        c.arg("extract").arg(&archive).args(["--binary", key, "--target", target, "--out"]).arg(&co);
+        if force {
+            c.arg("--force");
+        }
+        c.output().expect("run the program")
+    };
+    assert!(extract(false).status.success());
+    assert_eq!(extract(false).status.code(), Some(1));
+    assert!(extract(true).status.success());
+}
+
+/// The exit-code table, one case per code and program: 0 success,
+/// 1 failure, 2 usage error, 3 no AMD GPU, 4 problems found.
+#[test]
+fn exit_codes_follow_the_table() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let root = empty.path().to_str().expect("UTF-8");
+    let cpu_only = fixtures::fixture("sysfs/cpu-only");
+    let mi210 = fixtures::fixture("sysfs/mi210");
+    let (cpu_only, mi210) = (cpu_only.to_str().expect("UTF-8"), mi210.to_str().expect("UTF-8"));
+    let cases: [(&str, &[&str], i32); 10] = [
+        ("rocm-kpack", &["spec", "show"], 0),
+        ("rocm-kpack", &["inspect", "/nonexistent/file.kpack"], 1),
+        ("rocm-kpack", &["no-such-command"], 2),
+        ("rocm-kpack", &["verify", root, "--target", "gfx9999"], 2),
+        ("rocm-kpack-fetch", &["detect", "--sysfs-root", mi210], 0),
+        ("rocm-kpack-fetch", &["list", "--root", "/nonexistent/root"], 2),
+        ("rocm-kpack-fetch", &["detect", "--sysfs-root", cpu_only], 3),
+        ("rocm-kpack-fetch", &["status", "--root", root, "--sysfs-root", cpu_only], 3),
+        ("rocm-kpack-fetch", &["doctor", "--root", root, "--sysfs-root", cpu_only], 3),
+        ("rocm-kpack-fetch", &["install", "--root", root], 2),
+    ];
+    for (program, args, code) in cases {
+        let out = bins::command(program)
+            .args(args)
+            .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+            .env_remove("HSA_OVERRIDE_GFX_VERSION")
+            .env("ROCM_KPACK_PYTHON", "")
+            .output()
+            .expect("run the program");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{program} {args:?}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

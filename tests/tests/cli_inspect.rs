@@ -98,7 +98,7 @@ fn extract_writes_one_code_object() {
     let status = bins::command("rocm-kpack")
         .arg("extract")
         .arg(vector("test_zstd.kpack"))
-        .args(["--binary", "bin/hiptest#0", "--arch", "gfx1100", "-o"])
+        .args(["--binary", "bin/hiptest#0", "--target", "gfx1100", "-o"])
         .arg(&out)
         .status()
         .expect("run extract");
@@ -111,7 +111,7 @@ fn extract_writes_one_code_object() {
     let fail = bins::command("rocm-kpack")
         .arg("extract")
         .arg(vector("test_zstd.kpack"))
-        .args(["--binary", "bin/hiptest#0", "--arch", "gfx1101", "-o"])
+        .args(["--binary", "bin/hiptest#0", "--target", "gfx1101", "-o"])
         .arg(dir.path().join("none.co"))
         .output()
         .expect("run extract");

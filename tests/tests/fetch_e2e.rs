@@ -300,7 +300,7 @@ fn via_apt_plans_and_installs_the_device_package() {
 
     let base = || {
         let mut c = fetch();
-        c.args(["install", "--via", "apt", "--arch", "gfx90a", "--root"]).arg(&root);
+        c.args(["install", "--via", "apt", "--target", "gfx90a", "--root"]).arg(&root);
         c
     };
     let plan = ok(base().arg("--dry-run"));
@@ -362,7 +362,7 @@ fn python_installs_the_device_extra_into_a_venv() {
     fs::create_dir_all(&empty).expect("mkdir");
     let base = || {
         let mut c = fetch();
-        c.args(["install", "--python", "--arch", "gfx1101", "--no-default-prefixes", "--prefix"])
+        c.args(["install", "--python", "--target", "gfx1101", "--no-default-prefixes", "--prefix"])
             .arg(&empty)
             .arg("--python-exe")
             .arg(&python)
@@ -408,89 +408,4 @@ fn python_installs_the_device_extra_into_a_venv() {
     ok(Command::new(&python).args(["-m", "pip", "check", "--disable-pip-version-check"]));
     // A rerun is harmless (pip finds the requirement satisfied).
     ok(&mut base());
-}
-
-/// Builds the fetcher's own packages with `splitter/examples/package_fetcher.rs`
-/// (stripped binary), returns (deb, rpm, wheel).
-fn fetcher_packages(out: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let dir = bins::profile_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(cargo);
-    build.args(["build", "-p", "rocm-kpack-splitter", "--example", "package_fetcher"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    ok(&mut build);
-    let bin = out.join("rocm-kpack-fetch");
-    fs::create_dir_all(out).expect("mkdir");
-    fs::copy(bins::bin("rocm-kpack-fetch"), &bin).expect("copy");
-    ok(Command::new("strip").arg(&bin));
-    let templates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../repo-templates/fetch");
-    let pkgs = out.join("pkgs");
-    let listed = ok(Command::new(dir.join("examples/package_fetcher"))
-        .arg(&bin)
-        .arg(&templates)
-        .arg(env!("CARGO_PKG_VERSION"))
-        .arg(&pkgs)
-        .arg("0"));
-    let paths: Vec<PathBuf> = listed.lines().map(PathBuf::from).collect();
-    assert_eq!(paths.len(), 3, "{listed}");
-    (paths[0].clone(), paths[1].clone(), paths[2].clone())
-}
-
-#[test]
-fn the_fetcher_is_packaged_as_deb_rpm_and_wheel() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let (deb, rpm, whl) = fetcher_packages(tmp.path());
-    let ver = env!("CARGO_PKG_VERSION");
-    assert_eq!(deb.file_name().expect("name").to_string_lossy(), format!("rocm-kpack-fetch_{ver}_amd64.deb"));
-    assert_eq!(
-        whl.file_name().expect("name").to_string_lossy(),
-        format!("rocm_kpack_fetch-{ver}-py3-none-manylinux_2_28_x86_64.whl")
-    );
-
-    // deb: control, contents, lintian, installs into a root and runs.
-    let info = ok(Command::new("dpkg-deb").arg("-I").arg(&deb));
-    assert!(info.contains("Package: rocm-kpack-fetch") && info.contains(&format!("Version: {ver}")), "{info}");
-    let contents = ok(Command::new("dpkg-deb").arg("-c").arg(&deb));
-    for f in [
-        "./usr/bin/rocm-kpack-fetch",
-        "./etc/apt/apt.conf.d/99rocm-kpack-fetch",
-        "./lib/systemd/system/rocm-kpack-fetch.service",
-        "./lib/systemd/system/rocm-kpack-fetch.timer",
-    ] {
-        assert!(contents.contains(f), "{f} missing:\n{contents}");
-    }
-    assert_eq!(lintian_errors(&deb), Vec::<String>::new());
-    let root = tmp.path().join("root");
-    dpkg_root(&root);
-    ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
-        .arg(&deb));
-    assert_eq!(
-        fs::read(root.join("etc/apt/apt.conf.d/99rocm-kpack-fetch")).expect("hook"),
-        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../repo-templates/fetch/apt/99rocm-kpack-fetch")).expect("template")
-    );
-    let v = ok(Command::new(root.join("usr/bin/rocm-kpack-fetch")).arg("--version"));
-    assert_eq!(v.trim(), format!("rocm-kpack-fetch {ver}"));
-
-    // rpm: header, digests, file list.
-    let qi = ok(Command::new("rpm").arg("-qip").arg(&rpm));
-    assert!(qi.contains("Name        : rocm-kpack-fetch") && qi.contains("License     : MIT"), "{qi}");
-    ok(Command::new("rpm").arg("-K").arg(&rpm));
-    let ql = ok(Command::new("rpm").arg("-qlp").arg(&rpm));
-    assert!(ql.lines().any(|l| l == "/usr/bin/rocm-kpack-fetch"), "{ql}");
-    assert!(ql.lines().any(|l| l == "/usr/lib/systemd/system/rocm-kpack-fetch.service"), "{ql}");
-
-    // wheel: pip installs it; the script is the binary and runs.
-    let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    ok(Command::new(venv.join("bin/pip"))
-        .args(["install", "--disable-pip-version-check", "--no-index"])
-        .arg(&whl)
-        .env("PIP_CONFIG_FILE", "/dev/null"));
-    ok(Command::new(venv.join("bin/pip")).args(["check", "--disable-pip-version-check"]));
-    let v = ok(Command::new(venv.join("bin/rocm-kpack-fetch")).arg("--version"));
-    assert_eq!(v.trim(), format!("rocm-kpack-fetch {ver}"));
 }

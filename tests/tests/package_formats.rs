@@ -422,8 +422,13 @@ fn packaging_is_deterministic() {
     let sa = snapshot(&a);
     assert_eq!(sa.len(), 6 + 6 + 6, "{:?}", sa.keys().collect::<Vec<_>>());
     assert!(sa == snapshot(&b), "two runs differ");
-    // Rerun into the same directory: same bytes.
-    build(&split, &a, &opts);
+    // Rerun into the same directory: refused (the overwrite rule) unless
+    // replacing, and then the same bytes.
+    assert!(rocm_kpack_package::package(&split, &a, &opts).is_err());
+    assert!(sa == snapshot(&a));
+    let mut again = opts.clone();
+    again.replace_existing = true;
+    build(&split, &a, &again);
     assert!(sa == snapshot(&a));
     // The timestamp is SOURCE_DATE_EPOCH's: another value, other bytes.
     let mut later = opts.clone();

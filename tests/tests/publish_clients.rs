@@ -350,7 +350,11 @@ fn publishing_is_deterministic_and_replaces_previous_output() {
     build(&split, &pkgs, &self_contained(&[Format::Deb, Format::Rpm]));
     let (wsplit, _) = wheel_split(tmp.path());
     build(&wsplit, &pkgs, &wheel_options());
-    let opts = PublishOptions::default();
+    // Republishing over a previous output replaces it (`--force`).
+    let opts = PublishOptions {
+        replace_existing: true,
+        ..PublishOptions::default()
+    };
     let a = tmp.path().join("a");
     let b = tmp.path().join("b");
     let report = publish_ok(&pkgs, &a, &opts);
@@ -530,7 +534,7 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
     let fetch = || {
         let mut c = rocm_kpack_test_support::bins::command("rocm-kpack-fetch");
         c.env("ROCM_KPACK_PYTHON", "")
-            .args(["install", "--via", "dnf", "--arch", "gfx1100", "--root"])
+            .args(["install", "--via", "dnf", "--target", "gfx1100", "--root"])
             .arg(&root);
         for o in &dnf_opts {
             c.arg(format!("--pm-opt={o}"));

@@ -36,8 +36,14 @@ fn readme_command_blocks_run() {
     assert_eq!(setup, 2, "the README has exactly two set-up commands");
     let runnable: Vec<_> = blocks.iter().filter(|(_, info, _)| info == "sh").collect();
     assert!(runnable.len() >= 4, "one block per kind of user at least");
+    // The Install block's `cargo install` goes to a throwaway root whose bin/
+    // comes first on PATH for every later block, so the flows run with the
+    // installed commands. Its own target directory keeps the release build
+    // between runs and off the lock `cargo test` holds on target/.
+    let install_root = tempfile::tempdir().expect("tempdir");
     let path = format!(
-        "{}:{}",
+        "{}:{}:{}",
+        install_root.path().join("bin").display(),
         bins::built().display(),
         std::env::var("PATH").unwrap_or_default()
     );
@@ -46,6 +52,8 @@ fn readme_command_blocks_run() {
             .args(["-euo", "pipefail", "-c", body])
             .current_dir(repo)
             .env("PATH", &path)
+            .env("CARGO_INSTALL_ROOT", install_root.path())
+            .env("CARGO_TARGET_DIR", repo.join("target/readme-install"))
             .output()
             .expect("run bash");
         assert!(

@@ -139,12 +139,25 @@ fn command_line() {
     assert_eq!(report["binaries"].as_array().unwrap().len(), 5);
     let o = d.path().join("o");
     overlay(&[&out.join("generic"), &out.join("gfx110X"), &out.join("gfx11-generic")], &o).unwrap();
-    let ok = bins::command("rocm-kpack").arg("verify").arg(&o).args(["--targets", "gfx1100,gfx1102"]).status().unwrap();
+    let ok = bins::command("rocm-kpack").arg("verify").arg(&o).args(["--target", "gfx1100", "--target", "gfx1102"]).status().unwrap();
     assert!(ok.success());
-    let bad = bins::command("rocm-kpack").arg("verify").arg(&o).args(["--targets", "gfx1030", "--json"]).output().unwrap();
-    assert_eq!(bad.status.code(), Some(1));
+    // Problems in the tree: exit 4 (the shared table), not 1.
+    let bad = bins::command("rocm-kpack").arg("verify").arg(&o).args(["--target", "gfx1030", "--json"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(4));
     let v: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 8);
+
+    // A target that leaves unset a feature the code specifies gets the
+    // spelling that would match.
+    let o942 = d.path().join("o942");
+    overlay(&[&out.join("generic"), &out.join("gfx94X")], &o942).unwrap();
+    let hint = bins::command("rocm-kpack").arg("verify").arg(&o942).args(["--target", "gfx942"]).output().unwrap();
+    assert_eq!(hint.status.code(), Some(4));
+    let text = String::from_utf8_lossy(&hint.stdout);
+    assert!(text.contains("did you mean `gfx942:sramecc+"), "{text}");
+    // A tree that cannot be read is a failure (1), not a problem list.
+    let missing = bins::command("rocm-kpack").arg("verify").arg(d.path().join("nowhere")).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
 
     let spec = d.path().join("spec.toml");
     fs::write(&spec, "[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n[[groups]]\nname = \"b\"\ntargets = [\"gfx1100\"]\n").unwrap();

@@ -84,6 +84,15 @@ pub enum FetchError {
         /// Hex digest of what was received.
         actual: String,
     },
+    /// A redirect the client did not follow: a scheme other than https,
+    /// or plain http outside loopback or without `--allow-http`.
+    #[error("{url}: refusing redirect to {location} (only https, or loopback http with --allow-http)")]
+    Redirect {
+        /// Masked URL.
+        url: String,
+        /// Where it pointed (shown escaped).
+        location: String,
+    },
     /// Reading a `file://` source failed (other than "not found").
     #[error("{url}: {source}")]
     FileSource {
@@ -133,6 +142,7 @@ impl FetchError {
             FetchError::NotFound { .. }
             | FetchError::Oversize { .. }
             | FetchError::HashMismatch { .. }
+            | FetchError::Redirect { .. }
             | FetchError::Local { .. } => false,
         }
     }
@@ -147,6 +157,96 @@ impl FetchError {
         match self {
             FetchError::Status { retry_after, .. } => *retry_after,
             _ => None,
+        }
+    }
+}
+
+impl FetchError {
+    /// Where the attempt went, for a per-host summary: `host[:port]` of the
+    /// URL, `local file` for `file://` sources, `local disk` for the cache.
+    pub fn host(&self) -> String {
+        let url = match self {
+            FetchError::NotFound { url, .. }
+            | FetchError::Status { url, .. }
+            | FetchError::Transport { url, .. }
+            | FetchError::Stalled { url, .. }
+            | FetchError::ShortBody { url, .. }
+            | FetchError::Oversize { url, .. }
+            | FetchError::BadRange { url, .. }
+            | FetchError::HashMismatch { url, .. }
+            | FetchError::Redirect { url, .. }
+            | FetchError::FileSource { url, .. } => url,
+            FetchError::Local { .. } => return "local disk".into(),
+        };
+        match reqwest::Url::parse(url) {
+            Ok(u) if u.scheme() == "file" => "local files".into(),
+            Ok(u) => match (u.host_str(), u.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                (Some(h), None) => h.to_string(),
+                _ => url.clone(),
+            },
+            Err(_) => url.clone(),
+        }
+    }
+
+    /// The cause in a few words, without the URL (which [`Self::host`]
+    /// names): `cannot resolve the host name`, `connection refused`,
+    /// `HTTP 500`, `timed out`, ...
+    pub fn brief(&self) -> String {
+        match self {
+            FetchError::NotFound { status, .. } if *status == 0 => "file not found".into(),
+            FetchError::NotFound { status, .. } => format!("not found (HTTP {status})"),
+            FetchError::Status { status, .. } => format!("HTTP {status}"),
+            FetchError::Transport { source, .. } => {
+                let text = chain(source).to_ascii_lowercase();
+                if text.contains("dns error") || text.contains("failed to lookup address") {
+                    "cannot resolve the host name".into()
+                } else if text.contains("connection refused") {
+                    "connection refused".into()
+                } else if source.is_timeout() || text.contains("timed out") {
+                    "timed out".into()
+                } else if text.contains("certificate") || text.contains("tls") {
+                    "TLS error (certificate or handshake)".into()
+                } else if text.contains("connection reset") {
+                    "connection reset".into()
+                } else {
+                    innermost(source)
+                }
+            }
+            FetchError::Stalled { timeout, .. } => format!("no data for {:.0}s", timeout.as_secs_f64()),
+            FetchError::ShortBody { .. } => "connection closed mid-file".into(),
+            FetchError::Oversize { .. } => "sent more bytes than the manifest says".into(),
+            FetchError::BadRange { .. } => "wrong byte range in the reply".into(),
+            FetchError::HashMismatch { .. } => "sha256 mismatch (damaged or wrong file)".into(),
+            FetchError::Redirect { location, .. } => format!("refusing redirect to {location} (not https)"),
+            FetchError::FileSource { source, .. } | FetchError::Local { source, .. } => source.to_string(),
+        }
+    }
+}
+
+/// The deepest cause's text (the one that says what happened).
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = err;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
+}
+
+/// One source's failure in a few words: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct HostCause {
+    /// [`FetchError::host`].
+    pub host: String,
+    /// [`FetchError::brief`].
+    pub cause: String,
+}
+
+impl From<&FetchError> for HostCause {
+    fn from(e: &FetchError) -> Self {
+        HostCause {
+            host: e.host(),
+            cause: e.brief(),
         }
     }
 }

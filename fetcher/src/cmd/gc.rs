@@ -13,7 +13,7 @@ pub fn run(args: &GcArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
         eprintln!("{}", no_targets_message(&local.detection));
-        eprintln!("not collecting anything: with no targets every archive would go; pass --arch LIST to say what to keep");
+        eprintln!("not collecting anything: with no targets every archive would go; pass --target TARGET to say what to keep");
         return Ok(ExitStatus::NoGpu);
     }
     let out = ops::gc::gc(&local, &scan_config(&args.scan).scan(), args.yes)?;

@@ -1,13 +1,14 @@
 //! `rocm-kpack-fetch install`: checks the arguments, finds the targets and
 //! the sources, runs [`ops::install`] (or a package manager) and prints the
-//! outcome; exit 3 without targets, 4 for `--strict` problems.
+//! outcome; exit 3 without targets, 1 when a manifest is refused, 4 for
+//! `--strict` problems.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
-use rocm_kpack_fetch::client::{Backoff, ClientOptions};
+use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
 use rocm_kpack_fetch::detect::{no_targets_message, targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Report};
@@ -15,7 +16,8 @@ use rocm_kpack_fetch::ops::install::PackageManager;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
 use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
-use rocm_kpack_fetch::progress::{human_bytes, Bars, Lines, Reporter, Silent};
+use rocm_kpack_cli::iec_size;
+use rocm_kpack_fetch::progress::{Bars, Lines, Reporter, Silent};
 use rocm_kpack_fetch::resolve::Scan;
 use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
 use serde::Serialize;
@@ -38,9 +40,9 @@ struct Output<'a> {
 /// Runs `install`; `quiet` (`-q`): no progress and no `targets:` line on
 /// stderr (warnings and errors stay).
 pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
-    if !args.auto && args.targets.arch.is_none() {
+    if !args.auto && args.targets.targets.is_empty() {
         return Err(UsageError(
-            "say which targets to install for: --auto (the GPUs detected here) or --arch LIST"
+            "say which targets to install for: --auto (the GPUs detected here) or --target TARGET[,...]"
                 .into(),
         )
         .into());
@@ -56,6 +58,7 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         }
         return Ok(ExitStatus::NoGpu);
     }
+    check_local_sources(&args.net)?;
     let scan = scan_config(&args.scan).scan();
     if args.via.is_some() || args.python {
         return run_pm(args, &local, &scan, warnings, quiet);
@@ -84,12 +87,28 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         return finish(args, &plan, &Report::default(), &warnings, true, started);
     }
 
+    // A missing source is told once, before any transfer: every archive
+    // to fetch without one would otherwise fail on its own.
+    let preview = ops::install::dry_run(&scan, &local.ids, &mut Vec::new());
+    let unsourced = unsourced_components(&preview, &sources);
+    if !unsourced.is_empty() {
+        let msg = format!(
+            "no source serves {}: pass --source URL (a kpack store or a directory) or \
+             --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
+            unsourced.join(", ")
+        );
+        if preview.fetches().all(|(c, _)| unsourced.contains(&c.component)) {
+            anyhow::bail!(msg);
+        }
+        warnings.push(msg);
+    }
+
     let reporter: Arc<dyn Reporter> = if quiet {
         Arc::new(Silent)
     } else if !args.json.enabled && std::io::stderr().is_terminal() {
         Arc::new(Bars::new())
     } else {
-        Arc::new(Lines)
+        Arc::new(Lines::default())
     };
     let (plan, report) = ops::install::install(
         &scan,
@@ -100,6 +119,41 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         &mut warnings,
     )?;
     finish(args, &plan, &report, &warnings, false, started)
+}
+
+/// `--source` directories and `--offline` must exist: a typo is a usage
+/// error before anything is planned, not one failure per archive.
+fn check_local_sources(net: &NetArgs) -> anyhow::Result<()> {
+    for text in &net.sources {
+        let url = rocm_kpack_fetch::sources::parse_source_url(text, "--source", net.allow_http)
+            .map_err(|e| UsageError(e.to_string()))?;
+        if url.scheme() == "file" {
+            let dir = url.to_file_path().unwrap_or_default();
+            if !dir.is_dir() {
+                return Err(UsageError(format!("--source {text}: {} is not a directory", dir.display())).into());
+            }
+        }
+    }
+    if let Some(dir) = &net.offline {
+        if !dir.is_dir() {
+            return Err(UsageError(format!("--offline {}: not a directory", dir.display())).into());
+        }
+    }
+    Ok(())
+}
+
+/// Components with archives to fetch for which no source has a URL.
+fn unsourced_components(plan: &InstallPlan, sources: &Sources) -> Vec<String> {
+    let mut out: Vec<String> = plan
+        .fetches()
+        .filter(|(c, a)| {
+            a.sha256_bytes()
+                .is_some_and(|sha| sources.urls_for(&c.component, &a.filename, &sha).is_empty())
+        })
+        .map(|(c, _)| c.component.clone())
+        .collect();
+    out.dedup();
+    out
 }
 
 /// `targets: LIST (origin)` on stderr.
@@ -163,7 +217,7 @@ fn finish(
                 text.push_str(&format!(
                     "installed {} ({}) from {from}\n",
                     i.path.display(),
-                    human_bytes(i.size)
+                    iec_size(i.size)
                 ));
             }
             for p in &report.removed {
@@ -180,7 +234,7 @@ fn finish(
             text.push_str(&format!(
                 "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
                 report.installed.len(),
-                human_bytes(fetched),
+                iec_size(fetched),
                 summary.present,
                 report.failed.len(),
                 started.elapsed().as_secs_f64(),
@@ -189,16 +243,60 @@ fn finish(
         print_stdout(&text)?;
     }
     if !report.failed.is_empty() {
-        let mut msg = format!("{} archive(s) could not be installed:", report.failed.len());
-        for f in &report.failed {
-            msg.push_str(&format!("\n  {}: {}", f.path.display(), f.error));
-        }
-        anyhow::bail!(msg);
+        anyhow::bail!(failure_summary(&report.failed));
     }
-    if args.strict && (summary.no_device_code > 0 || !plan.refused_manifests.is_empty()) {
+    if !plan.refused_manifests.is_empty() {
+        return Ok(refused_failure(plan.refused_manifests.len()));
+    }
+    if args.strict && summary.no_device_code > 0 {
         return Ok(strict_failure());
     }
     Ok(ExitStatus::Success)
+}
+
+/// A manifest was refused (malformed, hostile names): whatever else was
+/// installed, the run failed (exit 1), so scripts and package hooks notice.
+fn refused_failure(n: usize) -> ExitStatus {
+    eprintln!("rocm-kpack-fetch: {n} manifest(s) refused (see warnings); their archives were not installed");
+    ExitStatus::Failure
+}
+
+/// What failed, as apt says it: one line per host and cause with the
+/// number of archives it failed, then what to do. Failures without a
+/// source behind them (local disk, install) are listed by path. `--json`
+/// has every error in full.
+fn failure_summary(failed: &[Failed]) -> String {
+    use std::collections::BTreeMap;
+    let mut by_host: BTreeMap<&HostCause, usize> = BTreeMap::new();
+    let mut other = Vec::new();
+    for f in failed {
+        if f.causes.is_empty() {
+            other.push(format!("  {}: {}", f.path.display(), f.error));
+        }
+        for c in &f.causes {
+            *by_host.entry(c).or_default() += 1;
+        }
+    }
+    let mut msg = format!(
+        "{} {} could not be installed:",
+        failed.len(),
+        if failed.len() == 1 { "archive" } else { "archives" }
+    );
+    for (c, n) in &by_host {
+        let what = if *n == 1 { "archive" } else { "archives" };
+        msg.push_str(&format!("\n  {}: {} ({n} {what})", c.host, c.cause));
+    }
+    for line in other {
+        msg.push('\n');
+        msg.push_str(&line);
+    }
+    if !by_host.is_empty() {
+        msg.push_str(
+            "\ncheck the network and the sources (--source, /etc/rocm-kpack/sources.d/), then run \
+             the same command again: partial downloads resume (--json has every error in full)",
+        );
+    }
+    msg
 }
 
 /// `--strict` and device code is missing: exit 4.
@@ -299,7 +397,10 @@ fn run_pm(
         .warnings
         .iter()
         .any(|w| w.contains("publishes no device code"));
-    if args.strict && (uncovered || !scan.refused.is_empty()) {
+    if !scan.refused.is_empty() {
+        return Ok(refused_failure(scan.refused.len()));
+    }
+    if args.strict && uncovered {
         return Ok(strict_failure());
     }
     Ok(ExitStatus::Success)

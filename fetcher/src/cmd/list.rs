@@ -2,7 +2,7 @@
 
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops::{self, list::Presence};
-use rocm_kpack_fetch::progress::human_bytes;
+use rocm_kpack_cli::iec_size;
 
 use super::{print_warnings, scan_config};
 use crate::cli::ListArgs;
@@ -38,7 +38,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
                     "    {status:<8} {}  {}  {}  [{}]\n",
                     a.filename,
                     a.family,
-                    human_bytes(a.size),
+                    iec_size(a.size),
                     a.architectures.join(", ")
                 ));
             }

@@ -8,8 +8,10 @@ mod doctor;
 mod gc;
 mod install;
 mod list;
+pub mod pip_index_url;
 mod remove;
 mod status;
+pub mod trigger;
 mod verify;
 
 use rocm_kpack::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
@@ -36,12 +38,17 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
         Command::Remove(args) => remove::run(&args),
         Command::Gc(args) => gc::run(&args),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Trigger(args) => trigger::run(&args),
+        Command::PipIndexUrl(args) => pip_index_url::run(&args),
         Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
 }
 
 /// The scan configuration of the command line (and `ROCM_KPACK_PYTHON`).
+/// Also applies `--unsafe-permissions` to this process: every command that
+/// may write or delete in a prefix scans through here first.
 pub fn scan_config(args: &ScanArgs) -> ScanConfig {
+    rocm_kpack_fetch::install::set_unsafe_permissions(args.unsafe_permissions);
     let python = match std::env::var(PYTHON_ENV) {
         Ok(v) if v.trim().is_empty() => None,
         Ok(v) => Some(v),
@@ -55,8 +62,8 @@ pub fn scan_config(args: &ScanArgs) -> ScanConfig {
     }
 }
 
-/// Detection with `--sysfs-root` / `--arch` and the override variables of
-/// this process's environment (`--arch` wins over
+/// Detection with `--sysfs-root` / `--target` and the override variables of
+/// this process's environment (`--target` wins over
 /// `ROCM_KPACK_ARCH_OVERRIDE`).
 pub fn detection(args: &TargetArgs) -> anyhow::Result<Detection> {
     rocm_kpack_fetch::detect::local_detection(&args.sysfs_root, &detect_options(args)?)
@@ -67,18 +74,19 @@ pub fn local_targets(args: &TargetArgs) -> anyhow::Result<LocalTargets> {
     rocm_kpack_fetch::detect::local_targets(&args.sysfs_root, &detect_options(args)?)
 }
 
-/// `--arch` and the override variables; bad values are usage errors.
+/// `--target` and the override variables; bad values are usage errors.
 fn detect_options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
-    // An env override that --arch replaces is not even parsed.
-    let arch_env = match args.arch {
+    // An env override that --target replaces is not even parsed.
+    let target_override = args.target_override();
+    let arch_env = match target_override {
         Some(_) => None,
         None => env_var(ARCH_OVERRIDE_ENV)?,
     };
     let hsa_env = env_var(HSA_OVERRIDE_ENV)?;
     let mut opts = DetectOptions::from_env_values(arch_env.as_deref(), hsa_env.as_deref())
         .map_err(|e| UsageError(e.to_string()))?;
-    if let Some(arch) = &args.arch {
-        opts.arch_override = Some(arch.clone());
+    if target_override.is_some() {
+        opts.arch_override = target_override;
     }
     Ok(opts)
 }

@@ -9,16 +9,20 @@ use crate::cli::RemoveArgs;
 
 /// Runs `remove`.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
-    let out = ops::remove::remove(&scan_config(&args.scan).scan(), &args.names)?;
+    let out = ops::remove::remove(&scan_config(&args.scan).scan(), &args.names, args.yes)?;
     if args.json.enabled {
         print_json(&out)?;
     } else {
         print_warnings(&out.warnings);
-        let text: String = out
+        let verb = if out.applied { "removed" } else { "would remove" };
+        let mut text: String = out
             .removed
             .iter()
-            .map(|p| format!("removed {}\n", p.display()))
+            .map(|p| format!("{verb} {}\n", p.display()))
             .collect();
+        if !out.applied && !out.removed.is_empty() {
+            text.push_str("(dry run: pass --yes to remove them)\n");
+        }
         print_stdout(&text)?;
     }
     if !out.problems.is_empty() {

@@ -4,7 +4,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
-use rocm_kpack_fetch::progress::human_bytes;
+use rocm_kpack_cli::iec_size;
 
 use super::{local_targets, print_warnings, scan_config};
 use crate::cli::StatusArgs;
@@ -19,14 +19,23 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             .unwrap_or_else(|| default_cache_dir(&args.scan.root)),
     );
     let out = ops::status::status(&local, &scan, &cache);
+    // The exit code says what the text says: 3 without a GPU, 4 with
+    // archives missing (or manifests refused), else 0; the same with --json.
+    let status = if out.targets.is_empty() {
+        ExitStatus::NoGpu
+    } else if out.components.iter().any(|c| !c.complete) || !out.refused_manifests.is_empty() {
+        ExitStatus::Problems
+    } else {
+        ExitStatus::Success
+    };
     if args.json.enabled {
         print_json(&out)?;
-        return Ok(ExitStatus::Success);
+        return Ok(status);
     }
     print_warnings(&out.warnings);
     let mut text = String::new();
     if out.targets.is_empty() {
-        text.push_str("targets: none (no AMD GPU found; pass --arch LIST to choose)\n");
+        text.push_str("targets: none (no AMD GPU found; pass --target TARGET to choose)\n");
     } else {
         text.push_str(&format!(
             "targets: {} ({})\n",
@@ -45,7 +54,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
                 "{} of {} archive(s) missing ({}): run `rocm-kpack-fetch install --auto`",
                 c.missing.len(),
                 c.needed,
-                human_bytes(c.bytes_missing)
+                iec_size(c.bytes_missing)
             )
         };
         text.push_str(&format!(
@@ -72,10 +81,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         text.push_str(&format!(
             "{} partial download(s) ({}) kept in {} for resuming\n",
             out.partial_downloads.len(),
-            human_bytes(bytes),
+            iec_size(bytes),
             cache.partial_dir().display()
         ));
     }
     print_stdout(&text)?;
-    Ok(ExitStatus::Success)
+    Ok(status)
 }

@@ -2,7 +2,7 @@
 //! installed manifest lists them any more (the package was removed), or no
 //! local target may load them (the GPU was removed).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -25,6 +25,76 @@ pub struct GcReport {
     pub warnings: Vec<String>,
 }
 
+/// Why an orphan goes.
+const ORPHAN_REASON: &str = "no installed manifest lists it";
+
+/// The archives rocm-kpack-fetch installed that no manifest of `scan`
+/// lists any more: their package was removed (or replaced them). Needs no
+/// targets; unreadable state files become warnings.
+pub fn orphans(scan: &Scan, warnings: &mut Vec<String>) -> Vec<Removal> {
+    let states = load_states(&scan.kpack_dirs, warnings);
+    let mut out = Vec::new();
+    for (dir, state) in &states {
+        for (filename, entry) in &state.archives {
+            if lister(scan, dir, filename).is_none() {
+                out.push(Removal {
+                    kpack_dir: dir.clone(),
+                    filename: filename.clone(),
+                    component: entry.component.clone(),
+                    reason: ORPHAN_REASON.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The manifest of `dir` that lists archive `filename`, with its index.
+fn lister<'a>(scan: &'a Scan, dir: &Path, filename: &str) -> Option<(&'a crate::resolve::InstalledManifest, usize)> {
+    scan.manifests
+        .iter()
+        .filter(|m| m.kpack_dir == dir)
+        .find_map(|m| {
+            m.manifest
+                .kpack_files
+                .iter()
+                .position(|f| f.filename == filename)
+                .map(|i| (m, i))
+        })
+}
+
+/// Removes the fetcher's own bookkeeping (state and lock file) from each
+/// of `dirs` that holds no manifest and no recorded archive any more, then
+/// the directory itself when that leaves it empty: after the package that
+/// owned the manifests was removed, nothing of rocm-kpack-fetch stays
+/// behind. Returns the directories removed.
+pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    use rocm_kpack_format::layout::{fetch::LOCK_FILE, MANIFEST_EXT};
+    let mut removed = Vec::new();
+    for dir in dirs {
+        let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.path().extension().is_some_and(|x| x == MANIFEST_EXT))
+        });
+        let recorded = crate::state::State::load(dir).map_or(true, |s| !s.archives.is_empty());
+        if has_manifest || recorded {
+            continue;
+        }
+        for file in [crate::state::State::path(dir), dir.join(LOCK_FILE)] {
+            if let Err(e) = std::fs::remove_file(&file) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::debug!("{}: {e}", file.display());
+                }
+            }
+        }
+        if std::fs::remove_dir(dir).is_ok() {
+            removed.push(dir.clone());
+        }
+    }
+    removed
+}
+
 /// Finds the archives rocm-kpack-fetch installed that no manifest of
 /// `scan` lists or no target of `local` may load, and removes them when
 /// `remove`. Refuses when there are no targets: every archive would go.
@@ -37,21 +107,9 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut candidates = Vec::new();
     for (dir, state) in &states {
-        let manifests: Vec<_> = scan
-            .manifests
-            .iter()
-            .filter(|m| &m.kpack_dir == dir)
-            .collect();
         for (filename, entry) in &state.archives {
-            let lister = manifests.iter().find_map(|m| {
-                m.manifest
-                    .kpack_files
-                    .iter()
-                    .position(|f| &f.filename == filename)
-                    .map(|i| (m, i))
-            });
-            let reason = match lister {
-                None => "no installed manifest lists it".to_string(),
+            let reason = match lister(scan, dir, filename) {
+                None => ORPHAN_REASON.to_string(),
                 Some((m, i)) => {
                     if needs(&m.manifest, &local.ids)
                         .archives

@@ -74,7 +74,12 @@ pub fn install(
             Err(e) => {
                 locked.insert(
                     dir.clone(),
-                    Err(format!("cannot lock {}: {e} (run as root?)", dir.display())),
+                    Err(format!(
+                        "cannot lock {}: {e}{}",
+                        dir.display(),
+                        // The one cause running as root cures.
+                        if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_some() { " (run as root?)" } else { "" }
+                    )),
                 );
             }
         }

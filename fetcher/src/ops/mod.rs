@@ -17,7 +17,6 @@ pub mod status;
 pub mod verify;
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -101,27 +100,36 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Removes the archives `names` of `dir` that its state records, with
-/// their records; the caller holds the directory's lock. The state is read
-/// from the file, so changes made under the same lock count. Returns the
-/// paths removed (also those already gone).
+/// their records, through [`crate::install::delete_recorded`] (only the
+/// regular files the fetcher wrote, unchanged); the caller holds the
+/// directory's lock. The state is read from the file, so changes made
+/// under the same lock count. Returns the paths removed (also those
+/// already gone); archives refused (changed since, symlinks, ...) keep
+/// their records and make the call fail after the others are removed.
 pub(crate) fn remove_recorded(dir: &Path, names: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
     let mut state = State::load(dir)?;
     let mut removed = Vec::new();
+    let mut refused = Vec::new();
     for name in names {
-        if state.archives.remove(*name).is_none() {
+        let Some(entry) = state.archives.get(*name).cloned() else {
             continue;
-        }
-        let path = dir.join(name);
-        match crate::install::remove_archive(&path) {
-            Ok(()) => removed.push(path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => removed.push(path),
+        };
+        match crate::install::delete_recorded(dir, name, &entry) {
+            Ok(_) => {
+                state.archives.remove(*name);
+                removed.push(dir.join(name));
+            }
+            Err(e @ crate::install::DeleteError::Refused { .. }) => refused.push(e.to_string()),
             Err(e) => {
                 // Keep the record of a file that is still there.
                 state.save(dir)?;
-                return Err(e).with_context(|| format!("removing {}", path.display()));
+                return Err(e.into());
             }
         }
     }
     state.save(dir)?;
+    if !refused.is_empty() {
+        anyhow::bail!(refused.join("\n"));
+    }
     Ok(removed)
 }

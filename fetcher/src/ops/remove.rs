@@ -12,7 +12,9 @@ use crate::resolve::Scan;
 /// What `remove` did (its `--json` output).
 #[derive(Debug, Serialize)]
 pub struct RemoveReport {
-    /// The archives removed.
+    /// Whether the archives were removed (`--yes`) or only listed.
+    pub applied: bool,
+    /// The archives removed (or, not applied, that would be).
     pub removed: Vec<PathBuf>,
     /// Unreadable state files.
     pub warnings: Vec<String>,
@@ -23,8 +25,8 @@ pub struct RemoveReport {
 }
 
 /// Removes the archives rocm-kpack-fetch installed whose file name or
-/// component is one of `names`.
-pub fn remove(scan: &Scan, names: &[String]) -> anyhow::Result<RemoveReport> {
+/// component is one of `names`; without `apply`, only lists them.
+pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<RemoveReport> {
     let mut warnings = Vec::new();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut chosen = Vec::new();
@@ -64,8 +66,13 @@ pub fn remove(scan: &Scan, names: &[String]) -> anyhow::Result<RemoveReport> {
             )
         });
     }
-    let removed = apply_removals(&chosen)?;
+    let removed = if apply {
+        apply_removals(&chosen)?
+    } else {
+        chosen.iter().map(|r| r.kpack_dir.join(&r.filename)).collect()
+    };
     Ok(RemoveReport {
+        applied: apply,
         removed,
         warnings,
         problems,

@@ -79,7 +79,11 @@ fn remove_takes_only_what_the_fetcher_installed() {
     assert!(stderr.contains("not installed by rocm-kpack-fetch (a package owns it?)"), "{stderr}");
     assert!(env.kpack.join(&archives[1].file.filename).exists());
 
+    // A dry run unless --yes, like gc.
     let out = ok(env.sub("remove", &["rocrand"]));
+    assert!(out.contains("would remove ") && out.contains("pass --yes"), "{out}");
+    assert!(env.kpack.join(&archives[0].file.filename).exists(), "dry run by default");
+    let out = ok(env.sub("remove", &["rocrand", "--yes"]));
     assert!(out.contains("removed ") && out.contains("rocrand_gfx90X.kpack"), "{out}");
     assert!(!env.kpack.join(&archives[0].file.filename).exists());
     assert!(env.kpack.join(&archives[1].file.filename).exists(), "package file kept");
@@ -90,13 +94,13 @@ fn remove_takes_only_what_the_fetcher_installed() {
 fn gc_lists_by_default_and_removes_with_yes() {
     let (env, archives) = installed_env();
     // Still needed for gfx90a: nothing to collect.
-    let out = ok(env.sub("gc", &["--arch", "gfx90a"]));
+    let out = ok(env.sub("gc", &["--target", "gfx90a"]));
     assert!(out.contains("nothing to collect"), "{out}");
     // The MI210 was swapped for an RX 7900: the gfx90X archive is unneeded.
-    let out = ok(env.sub("gc", &["--arch", "gfx1100"]));
+    let out = ok(env.sub("gc", &["--target", "gfx1100"]));
     assert!(out.contains("would remove") && out.contains("no local target (gfx1100) may load it"), "{out}");
     assert!(env.kpack.join(&archives[0].file.filename).exists(), "dry run by default");
-    let out = ok(env.sub("gc", &["--arch", "gfx1100", "--yes"]));
+    let out = ok(env.sub("gc", &["--target", "gfx1100", "--yes"]));
     assert!(out.contains("removed "), "{out}");
     assert!(!env.kpack.join(&archives[0].file.filename).exists());
     assert!(env.kpack.join(&archives[1].file.filename).exists(), "never a package's file");
@@ -106,7 +110,7 @@ fn gc_lists_by_default_and_removes_with_yes() {
     server.add(&archives[0].by_hash(), archives[0].bytes.clone());
     ok(env.install("gfx90a", &[server.url()], &[]));
     fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
-    let out = ok(env.sub("gc", &["--arch", "gfx90a", "--json"]));
+    let out = ok(env.sub("gc", &["--target", "gfx90a", "--json"]));
     let json: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(json["candidates"][0]["reason"], "no installed manifest lists it");
     assert_eq!(json["dry_run"], true);
@@ -115,15 +119,17 @@ fn gc_lists_by_default_and_removes_with_yes() {
 #[test]
 fn status_and_doctor_report_coverage() {
     let (env, archives) = installed_env();
-    let out = ok(env.sub("status", &["--arch", "gfx90a,gfx1100"]));
+    let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100"]));
     assert!(out.contains("complete (2 archive(s) present)"), "{out}");
-    let out = ok(env.sub("status", &["--arch", "gfx942:sramecc+,gfx803"]));
+    // Archives missing: exit 4, as the table says for problems found.
+    let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
+    assert_eq!(code, 4, "{out}");
     assert!(out.contains("1 of 1 archive(s) missing"), "{out}");
     assert!(out.contains("warning: rocrand publishes no device code for gfx803"), "{out}");
 
-    let out = ok(env.sub("doctor", &["--arch", "gfx90a"]));
+    let out = ok(env.sub("doctor", &["--target", "gfx90a"]));
     assert!(out.contains("ok       coverage rocrand gfx90a"), "{out}");
-    let (code, out, _) = run(env.sub("doctor", &["--arch", "gfx942", "--json"]));
+    let (code, out, _) = run(env.sub("doctor", &["--target", "gfx942", "--json"]));
     assert_eq!(code, 4, "{out}");
     let json: serde_json::Value = serde_json::from_str(&out).expect("json");
     let coverage = json["checks"]
@@ -135,7 +141,7 @@ fn status_and_doctor_report_coverage() {
     assert_eq!(coverage["outcome"], "problem");
     assert!(coverage["detail"].as_str().is_some_and(|d| d.contains(&archives[2].file.filename)));
 
-    // No GPU and no --arch: exit 3, the hardware checks fail.
+    // No GPU and no --target: exit 3, the hardware checks fail.
     let sysfs = env.tmp.path().join("empty");
     fs::create_dir_all(&sysfs).expect("mkdir");
     let s = sysfs.to_string_lossy().into_owned();

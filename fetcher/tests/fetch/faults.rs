@@ -33,13 +33,16 @@ fn wrong_bytes_are_rejected_with_both_hashes_and_nothing_installed() {
     let server = Server::start();
     server.add(&a.by_hash(), a.bytes.clone());
     server.set_fault(&a.by_hash(), Fault::WrongBytes);
-    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--json"]));
     assert_eq!(code, 1, "{stderr}");
     let flipped: Vec<u8> = a.bytes.iter().map(|b| b ^ 0x5a).collect();
     let actual = hex::encode(Sha256::digest(&flipped));
-    assert!(stderr.contains("sha256 mismatch"), "{stderr}");
-    assert!(stderr.contains(&format!("expected {}", a.hex())), "{stderr}");
-    assert!(stderr.contains(&format!("got {actual}")), "{stderr}");
+    // stderr: the cause per host, once; --json: the error in full.
+    assert!(stderr.contains("sha256 mismatch (damaged or wrong file) (1 archive)"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let error = json["failed"][0]["error"].as_str().expect("error");
+    assert!(error.contains(&format!("expected {}", a.hex())), "{error}");
+    assert!(error.contains(&format!("got {actual}")), "{error}");
     // Nothing installed, nothing recorded.
     assert_eq!(env.kpack_files(), [".rocm-kpack-fetch.lock", "rocrand.kpm"]);
     assert!(env.partials().is_empty(), "bad bytes are not kept: {:?}", env.partials());
@@ -86,10 +89,17 @@ fn persistent_5xx_gives_up_with_url_and_retries_in_the_error() {
     let a = &archives[0];
     let server = Server::start();
     server.set_fault("*", Fault::Status(502, None));
-    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "2"]));
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "2", "--json"]));
     assert_eq!(code, 1, "{stderr}");
     let url = format!("{}{}", server.url(), a.by_hash());
-    assert!(stderr.contains(&format!("{url}: HTTP 502 (after 2 retries)")), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let error = json["failed"][0]["error"].as_str().expect("error");
+    assert!(error.contains(&format!("{url}: HTTP 502 (after 2 retries)")), "{error}");
+    // stderr sums it up per host, as apt does: no URLs, no hashes.
+    let host = server.url().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let host = host.split('/').next().expect("host").to_string();
+    assert!(stderr.contains(&format!("  {host}: HTTP 502 (1 archive)")), "{stderr}");
+    assert!(!stderr.contains(&a.hex()), "{stderr}");
     assert_eq!(server.requests().len(), 6, "3 tries for each of the 2 URLs");
 }
 
@@ -138,10 +148,11 @@ fn oversize_bodies_are_cut_at_the_manifest_size() {
         let server = Server::start();
         server.add(&a.by_hash(), a.bytes.clone());
         server.set_fault(&a.by_hash(), fault.clone());
-        let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
+        let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--json"]));
         assert_eq!(code, 1, "{fault:?}: {stderr}");
+        assert!(stderr.contains("sent more bytes than the manifest says (1 archive)"), "{fault:?}: {stderr}");
         let msg = format!("more data than the manifest's {} bytes; download cut off", a.bytes.len());
-        assert!(stderr.contains(&msg), "{fault:?}: {stderr}");
+        assert!(stdout.contains(&msg), "{fault:?}: {stdout}");
         assert!(!env.kpack.join("rocrand_gfx90X.kpack").exists());
         assert!(env.partials().is_empty(), "{fault:?}: {:?}", env.partials());
         // Not retried: more bytes will not become fewer.
@@ -178,6 +189,27 @@ fn credentials_in_source_urls_are_masked() {
     let (code, stdout, stderr) = run(env.install("gfx90a", &[url], &["--json"]));
     assert_eq!(code, 1);
     assert!(!stderr.contains("hunter2") && !stdout.contains("hunter2"), "{stderr}");
-    assert!(stderr.contains("http://****@127.0.0.1"), "{stderr}");
-    assert!(stderr.contains(&archives[0].hex()));
+    assert!(stdout.contains("http://****@127.0.0.1"), "{stdout}");
+    assert!(stdout.contains(&archives[0].hex()));
+}
+
+#[test]
+fn network_failures_are_summed_up_per_host() {
+    let env = Env::new();
+    env.rocrand(5_000);
+    // A name that never resolves (RFC 6761) and a port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let sources = ["https://mirror.invalid/kpack/".to_string(), format!("http://127.0.0.1:{port}/kpack/")];
+    let (code, _, stderr) = run(env.install("gfx90a,gfx1100", &sources, &["--retries", "1"]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("2 archives could not be installed:"), "{stderr}");
+    assert!(stderr.contains("  mirror.invalid: cannot resolve the host name (2 archives)"), "{stderr}");
+    assert!(stderr.contains(&format!("  127.0.0.1:{port}: connection refused (2 archives)")), "{stderr}");
+    assert!(stderr.contains("then run the same command again"), "{stderr}");
+    // Each cause once per host in the progress lines too; no URLs or hashes.
+    assert_eq!(stderr.matches("mirror.invalid: cannot resolve the host name").count(), 2, "{stderr}");
+    assert!(!stderr.contains("by-hash") && !stderr.contains("sha256/"), "{stderr}");
+    assert!(stderr.lines().count() <= 10, "{stderr}");
 }

@@ -166,6 +166,26 @@ fn offline_directory_and_file_urls_need_no_network() {
     // A file:// --source works the same way.
     ok(env.install("gfx942", &[format!("file://{m}")], &[]));
     assert_installed(&env.kpack.join("rocrand_gfx94X.kpack"), &archives[2]);
+    // A relative path is a directory below the current one, not a URL
+    // without a base.
+    ok(env.install("gfx90a", &["mirror".to_string()], &[]).current_dir(env.tmp.path()));
+    assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), &archives[0]);
+}
+
+#[test]
+fn a_missing_source_is_reported_once_before_any_transfer() {
+    let env = Env::new();
+    env.rocrand(1000);
+    let (code, stdout, stderr) = run(env.install("gfx90a,gfx1100", &[], &[]));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert_eq!(stderr.matches("no source serves rocrand").count(), 1, "{stderr}");
+    assert!(stderr.contains("pass --source URL"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 2, "targets line + one error line:\n{stderr}");
+    assert!(env.partials().is_empty() && !env.kpack.join("rocrand_gfx90X.kpack").exists());
+    // A --source directory that does not exist is a usage error, up front.
+    let (code, _, stderr) = run(env.install("gfx90a", &["no-such-mirror".to_string()], &[]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no-such-mirror") && stderr.contains("not a directory"), "{stderr}");
 }
 
 #[test]
@@ -249,16 +269,18 @@ fn manifest_with_parent_or_slash_in_a_filename_is_refused() {
         fs::write(&path, &evil).expect("write");
         let server = Server::start();
         server.add(&a.by_hash(), a.bytes.clone());
+        // A refused manifest fails the run (exit 1), with or without --strict.
         let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
-        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(code, 1, "{stderr}");
         assert!(
             stderr.contains("refusing manifest") && stderr.contains("unsafe archive filename"),
             "{stderr}"
         );
+        assert!(stderr.contains("1 manifest(s) refused"), "{stderr}");
         assert!(stdout.contains("0 installed"), "{stdout}");
         assert!(server.requests().is_empty(), "nothing fetched for a refused manifest");
         let (code, _, _) = run(env.install("gfx90a", &[server.url()], &["--strict"]));
-        assert_eq!(code, 4);
+        assert_eq!(code, 1);
         let (code, stdout, _) = run(env.sub("verify", &[]));
         assert_eq!(code, 4, "{stdout}");
         assert!(stdout.contains("REFUSED"), "{stdout}");
@@ -275,7 +297,7 @@ fn http_is_refused_without_allow_http() {
     let server = Server::start();
     let root = env.root.to_string_lossy().into_owned();
     let (code, _, stderr) = run(env.cmd(&[
-        "install", "--arch", "gfx90a", "--root", &root, "--source", &server.url(),
+        "install", "--target", "gfx90a", "--root", &root, "--source", &server.url(),
     ]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("http:// needs --allow-http"), "{stderr}");

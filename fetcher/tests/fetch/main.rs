@@ -140,13 +140,13 @@ impl Env {
         cmd
     }
 
-    /// `install --arch ARCH` below this root from `sources`, with short
+    /// `install --target TARGET` below this root from `sources`, with short
     /// retry waits; `extra` appended.
     pub fn install(&self, arch: &str, sources: &[String], extra: &[&str]) -> Command {
         let root = self.root.to_string_lossy().into_owned();
         let cache = self.cache.to_string_lossy().into_owned();
         let mut args: Vec<&str> = vec![
-            "install", "--arch", arch, "--root", &root, "--allow-http", "--retry-base-ms", "20",
+            "install", "--target", arch, "--root", &root, "--allow-http", "--retry-base-ms", "20",
         ];
         if !extra.contains(&"--cache-dir") {
             args.extend(["--cache-dir", cache.as_str()]);

@@ -326,7 +326,9 @@ fn rocm_kpack_path_and_prefix() {
     let other = tempfile::tempdir().expect("tmp");
     let x = other.path().join("x.kpack");
     write_archive(&x, "x", "gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"from env".to_vec())]);
-    let list = format!("/nonexistent/a.kpack::{}:", x.display());
+    // ':' separates the list, ';' on Windows.
+    let sep = char::from(kpack_loader::loader::config::PATH_LIST_SEPARATOR);
+    let list = format!("/nonexistent/a.kpack{sep}{sep}{}{sep}", x.display());
     // PATH replaces everything: gfx1101 (only in the marker's archive) is gone.
     let cache = c_cache(&[("ROCM_KPACK_PATH", &list)]);
     assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"from env"[..]));
@@ -575,7 +577,7 @@ fn seeded_mutation_fuzz() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x006b_7061_636b);
-    let cache = c_cache(&[]);
+    let mut cache = c_cache(&[]);
     let l = family_layout();
     let archive_path = l.kpack("foo_gfx110X.kpack");
     let seeds: Vec<Vec<u8>> = vec![
@@ -620,11 +622,17 @@ fn seeded_mutation_fuzz() {
             0 => {
                 let s = &seeds[rng.below(seeds.len())];
                 let bytes = mutate(&mut rng, s);
+                // The shared cache may hold the archive mapped: a fresh
+                // cache closes it (Windows refuses to write a mapped file,
+                // Linux would change the pages under it).
+                cache = c_cache(&[]);
                 fs::write(&archive_path, &bytes).expect("write");
                 exercise_archive(&archive_path);
                 // Also through the loader (the manifest still points here).
                 let fresh = c_cache(&[]);
                 let _ = c_load(&fresh, &marker_seed, &l.binary(), 0, &["gfx1100"]);
+                // Close the archive first: Windows refuses to write a mapped file.
+                drop(fresh);
                 fs::write(&archive_path, &seeds[0]).expect("restore");
             }
             1 => {
@@ -697,19 +705,10 @@ fn marker_ending_at_an_unmapped_page_is_read_safely() {
     // past its end would crash the test.
     let l = family_layout();
     let marker = layout_marker(&l);
-    // SAFETY: plain anonymous mapping, unmapped at the end of the test.
+    // SAFETY: a private read-write page followed by an inaccessible one,
+    // released at the end of the test.
     unsafe {
-        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
-        let base = libc::mmap(
-            ptr::null_mut(),
-            2 * page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(base, libc::MAP_FAILED);
-        assert_eq!(libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE), 0);
+        let (base, page) = guarded_page();
         let start = base.cast::<u8>().add(page - marker.len());
         ptr::copy_nonoverlapping(marker.as_ptr(), start, marker.len());
         let at_edge = std::slice::from_raw_parts(start, marker.len());
@@ -725,6 +724,63 @@ fn marker_ending_at_an_unmapped_page_is_read_safely() {
         // A marker pointer into the guard page itself.
         let guard = std::slice::from_raw_parts(base.cast::<u8>().add(page), 0);
         assert_eq!(c_load(&cache, guard, &l.binary(), 0, &["gfx1100"]), Err(InvalidMetadata));
-        libc::munmap(base, 2 * page);
+        release_guarded_page(base, page);
     }
+}
+
+/// Two pages: read-write, then inaccessible. Returns the base and page size.
+#[cfg(unix)]
+unsafe fn guarded_page() -> (*mut c_void, usize) {
+    // SAFETY: plain anonymous mapping.
+    unsafe {
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let base = libc::mmap(
+            ptr::null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(base, libc::MAP_FAILED);
+        assert_eq!(libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE), 0);
+        (base, page)
+    }
+}
+
+#[cfg(unix)]
+unsafe fn release_guarded_page(base: *mut c_void, page: usize) {
+    // SAFETY: mapped by guarded_page.
+    unsafe { libc::munmap(base, 2 * page) };
+}
+
+#[cfg(windows)]
+#[link(name = "kernel32")]
+extern "system" {
+    fn VirtualAlloc(addr: *mut c_void, size: usize, kind: u32, protect: u32) -> *mut c_void;
+    fn VirtualProtect(addr: *mut c_void, size: usize, protect: u32, old: *mut u32) -> i32;
+    fn VirtualFree(addr: *mut c_void, size: usize, kind: u32) -> i32;
+}
+
+#[cfg(windows)]
+unsafe fn guarded_page() -> (*mut c_void, usize) {
+    const MEM_COMMIT_RESERVE: u32 = 0x3000;
+    const PAGE_READWRITE: u32 = 0x04;
+    const PAGE_NOACCESS: u32 = 0x01;
+    let page = 4096;
+    // SAFETY: fresh allocation of two pages.
+    unsafe {
+        let base = VirtualAlloc(ptr::null_mut(), 2 * page, MEM_COMMIT_RESERVE, PAGE_READWRITE);
+        assert!(!base.is_null());
+        let mut old = 0u32;
+        assert_ne!(VirtualProtect(base.cast::<u8>().add(page).cast(), page, PAGE_NOACCESS, &mut old), 0);
+        (base, page)
+    }
+}
+
+#[cfg(windows)]
+unsafe fn release_guarded_page(base: *mut c_void, _page: usize) {
+    const MEM_RELEASE: u32 = 0x8000;
+    // SAFETY: allocated by guarded_page.
+    unsafe { VirtualFree(base, 0, MEM_RELEASE) };
 }

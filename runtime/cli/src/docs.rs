@@ -33,10 +33,13 @@ pub struct CompletionsArgs {
 /// `man` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ManArgs {
-    /// Directory for the pages (created if missing; pages in it with the
-    /// same names are replaced).
+    /// Directory for the pages (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Replace pages that already exist in DIR (otherwise `man` refuses
+    /// before writing any).
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl DocsCommand {
@@ -47,7 +50,7 @@ impl DocsCommand {
             DocsCommand::Completions(args) => print_stdout(&completions(cmd, args.shell))?,
             DocsCommand::Man(args) => {
                 let mut listing = String::new();
-                for path in write_man_pages(cmd, &args.out)? {
+                for path in write_man_pages(cmd, &args.out, args.force)? {
                     listing.push_str(&format!("{}\n", path.display()));
                 }
                 print_stdout(&listing)?;
@@ -66,10 +69,20 @@ pub fn completions(mut cmd: clap::Command, shell: clap_complete::Shell) -> Strin
 }
 
 /// Writes [`man_pages`] to `dir` (created if missing) and returns the
-/// files written.
-pub fn write_man_pages(cmd: clap::Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// files written. A page that exists is replaced only with `replace` (the
+/// commands' overwrite rule); otherwise nothing is written.
+pub fn write_man_pages(cmd: clap::Command, dir: &Path, replace: bool) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    man_pages(cmd)
+    let pages = man_pages(cmd);
+    if !replace {
+        if let Some((name, _)) = pages.iter().find(|(name, _)| dir.join(name).exists()) {
+            anyhow::bail!(
+                "refusing to replace {}: it already exists (--force replaces it)",
+                dir.join(name).display()
+            );
+        }
+    }
+    pages
         .into_iter()
         .map(|(name, page)| {
             let path = dir.join(name);
@@ -261,9 +274,14 @@ mod tests {
     #[test]
     fn man_writes_the_pages() {
         let dir = std::env::temp_dir().join(format!("rocm-kpack-cli-man-{}", std::process::id()));
-        let written = write_man_pages(command(), &dir).expect("write");
+        let _ = std::fs::remove_dir_all(&dir);
+        let written = write_man_pages(command(), &dir, false).expect("write");
         assert_eq!(written.len(), 6);
         assert!(written.iter().all(|p| p.is_file()));
+        // The overwrite rule: refused, then replaced with `replace`.
+        let err = write_man_pages(command(), &dir, false).expect_err("exists");
+        assert!(err.to_string().contains("--force"), "{err}");
+        write_man_pages(command(), &dir, true).expect("replace");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,6 +9,8 @@
 //!   ([`print_stdout`], [`print_json`]);
 //! - logging to stderr ([`init_tracing`]) and the end of `main`
 //!   ([`finish`]: print an error chain once, pick the exit code);
+//! - `--target` values checked against the family table ([`parse_target`])
+//!   and sizes in one unit style ([`iec_size`]);
 //! - `completions SHELL` and `man --out DIR` ([`DocsCommand`]), generated
 //!   from each program's own `clap::Command`.
 //!
@@ -16,6 +18,8 @@
 
 mod docs;
 mod exit;
+mod target_arg;
+mod units;
 
 use std::io::{self, IsTerminal as _, Write as _};
 use std::process::ExitCode;
@@ -25,6 +29,8 @@ use serde::Serialize;
 
 pub use docs::{completions, man_pages, write_man_pages, CompletionsArgs, DocsCommand, ManArgs};
 pub use exit::{ExitStatus, UsageError};
+pub use target_arg::{existing_dir, parse_target};
+pub use units::iec_size;
 
 /// `--json`: print the command's result as JSON instead of text.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
@@ -53,8 +59,13 @@ impl JsonArg {
 /// Writes a command's output to stdout and flushes it. A closed pipe
 /// (`| head`) is not a failure of the command, so it is not reported.
 pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    write_stdout(text.as_bytes())
+}
+
+/// [`print_stdout`] for bytes (a code object written to `-`).
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing output"))
         }
@@ -104,6 +115,19 @@ impl Verbosity {
     }
 }
 
+static QUIET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether `-q` was given ([`init_tracing`] records it): progress bars and
+/// summary lines stay off.
+pub fn quiet() -> bool {
+    QUIET.get().copied().unwrap_or(false)
+}
+
+/// Whether progress bars may be drawn: stderr is a terminal and not `-q`.
+pub fn progress_bars() -> bool {
+    io::stderr().is_terminal() && !quiet()
+}
+
 /// Whether stderr output may carry ANSI colours: stderr is a terminal and
 /// `NO_COLOR` is unset or empty (<https://no-color.org>).
 pub fn stderr_colors() -> bool {
@@ -113,6 +137,7 @@ pub fn stderr_colors() -> bool {
 /// Logs to stderr without targets, filtered by `RUST_LOG`, else by
 /// [`Verbosity::default_filter`]; coloured only when [`stderr_colors`].
 pub fn init_tracing(verbosity: Verbosity) {
+    let _ = QUIET.set(verbosity.quiet);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(verbosity.default_filter()));
     tracing_subscriber::fmt()
@@ -130,15 +155,44 @@ pub fn finish(program: &str, result: anyhow::Result<ExitStatus>) -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(err) => {
-            eprintln!("{program}: error: {err:#}");
+            eprintln!("{program}: error: {}", error_chain(&err));
             ExitStatus::for_error(&err).into()
         }
     }
 }
 
+/// An error and its causes on one line, `a: b: c`, each cause once: a
+/// cause whose text its parent already shows (an I/O error that both
+/// prints and returns its source) is not repeated.
+pub fn error_chain(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let shown = format!("cannot open /x: {io}");
+        let err = anyhow::Error::new(io).context(shown).context("reading input");
+        assert_eq!(
+            super::error_chain(&err),
+            "reading input: cannot open /x: entity not found"
+        );
+    }
 
     use super::Verbosity;
 

@@ -75,7 +75,17 @@ pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
 
 /// fsync a directory, making a rename in it durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    #[cfg(windows)]
+    {
+        // A directory cannot be opened as a file (nor flushed) on Windows;
+        // NTFS journals the rename itself.
+        let _ = dir;
+        Ok(())
+    }
+    #[cfg(not(windows))]
+    {
+        File::open(dir)?.sync_all()
+    }
 }
 
 /// The directory a file is in (`.` for a bare name).
@@ -189,9 +199,104 @@ pub fn write_atomically(dest: &Path, bytes: &[u8], permissions: Option<Permissio
     PendingFile::write(dest, bytes, permissions)?.commit().map(drop)
 }
 
+/// Flushes every regular file and directory below `dir` (and `dir`) to
+/// disk, not following symlinks: a staged output tree is made durable
+/// before it is renamed into place, so a crash leaves the old output or
+/// the complete new one.
+pub fn sync_tree(dir: &Path) -> Result<(), PathError> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| PathError::new("cannot stat", dir, e))?;
+    if meta.is_file() {
+        return File::open(dir)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| PathError::new("cannot sync", dir, e));
+    }
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = fs::read_dir(&d).map_err(|e| PathError::new("cannot list", &d, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| PathError::new("cannot list", &d, e))?;
+            let kind = entry.file_type().map_err(|e| PathError::new("cannot stat", entry.path(), e))?;
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                let path = entry.path();
+                File::open(&path)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| PathError::new("cannot sync", &path, e))?;
+            }
+        }
+        sync_dir(&d).map_err(|e| PathError::new("cannot sync directory", &d, e))?;
+    }
+    Ok(())
+}
+
+/// The one overwrite rule of every command that writes outputs: an output
+/// entry that already exists is replaced only when the caller says so
+/// (`--force` on the command lines); otherwise this refuses, before
+/// anything is written.
+pub fn check_replaceable(dest: &Path, replace: bool) -> Result<(), PathError> {
+    if !replace && fs::symlink_metadata(dest).is_ok() {
+        return Err(PathError::new(
+            "refusing to replace",
+            dest,
+            io::Error::new(io::ErrorKind::AlreadyExists, "it already exists (--force replaces it)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Moves a staged file or directory to `dest` under [`check_replaceable`].
+/// A replaced directory is first renamed aside in `dest`'s directory and
+/// removed after the new one is in place, so `dest` is never missing and
+/// never half old, half new.
+pub fn move_into_place(staged: &Path, dest: &Path, replace: bool) -> Result<(), PathError> {
+    check_replaceable(dest, replace)?;
+    let dir = parent_dir(dest);
+    let old = match fs::symlink_metadata(dest) {
+        Ok(meta) if meta.is_dir() => {
+            let aside = tempfile::Builder::new()
+                .prefix(".rocm-kpack-replaced-")
+                .tempdir_in(dir)
+                .map_err(|e| PathError::new("cannot create a directory in", dir, e))?;
+            let target = aside.path().join("old");
+            fs::rename(dest, &target).map_err(|e| PathError::new("cannot move aside", dest, e))?;
+            Some(aside)
+        }
+        _ => None,
+    };
+    fs::rename(staged, dest).map_err(|e| PathError::new("cannot rename into", dest, e))?;
+    sync_dir(dir).map_err(|e| PathError::new("cannot sync directory", dir, e))?;
+    if let Some(aside) = old {
+        aside
+            .close()
+            .map_err(|e| PathError::new("cannot remove the replaced copy of", dest, e))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_are_replaced_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let staged = dir.path().join("staged");
+        let dest = dir.path().join("out");
+        fs::create_dir_all(staged.join("new")).expect("mkdir");
+        fs::create_dir_all(dest.join("old")).expect("mkdir");
+        let err = move_into_place(&staged, &dest, false).expect_err("exists");
+        assert!(err.to_string().contains("--force"), "{err}");
+        assert!(dest.join("old").is_dir() && staged.is_dir());
+        move_into_place(&staged, &dest, true).expect("replace");
+        assert!(dest.join("new").is_dir() && !dest.join("old").exists() && !staged.exists());
+        // Only `out` is left: the aside copy is gone.
+        assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 1);
+        check_replaceable(&dir.path().join("absent"), false).expect("free");
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

@@ -120,6 +120,20 @@ pub mod store {
     }
 }
 
+/// The pip index `rocm-kpack publish --pip` writes: beside the flat
+/// `simple/` index, one PEP 503 view per GPU family in which the base
+/// distributions require their family's device wheels.
+pub mod pip {
+    /// Directory of the per-family views, relative to the repository root.
+    pub const VIEWS_DIR: &str = "families";
+
+    /// `families/<group, lower case>/`: the index URL path of a family's
+    /// view (what `rocm-kpack-fetch pip-index-url` prints after the base).
+    pub fn view_path(group: &str) -> String {
+        format!("{VIEWS_DIR}/{}/", group.to_ascii_lowercase())
+    }
+}
+
 /// The fetcher's files: where it reads sources, and the lock, state and
 /// temporary files it keeps in each `.kpack/` directory it installs into.
 pub mod fetch {
@@ -130,6 +144,10 @@ pub mod fetch {
 
     /// Extension of the files read from [`SOURCES_D`] (no dot).
     pub const SOURCES_EXT: &str = "toml";
+
+    /// The sources file that the `rocm-kpack-fetch` packages built by
+    /// `rocm-kpack publish --store-url` install in [`SOURCES_D`].
+    pub const PUBLISHED_SOURCES_FILE: &str = "50-rocm-kpack-publish.toml";
 
     /// Suffix of a package-shipped sources file next to `<component>.kpm`.
     pub const COMPONENT_SOURCES_SUFFIX: &str = ".sources.toml";
@@ -178,9 +196,355 @@ pub mod fetch {
     }
 }
 
+/// Validators for names read from input (package metadata, manifests, the
+/// fetcher's state file) before they become a path component or a URL path
+/// segment. Each kind has one grammar; whatever fails it is refused with a
+/// [`names::NameError`] that the caller wraps with the field and the file.
+///
+/// The grammars are those of the formats the names come from (Debian
+/// policy 5.6.1/5.6.7/5.6.12, rpm's spec preamble rules, PEP 427/440/508),
+/// narrowed where a format is looser than a file name may be: every
+/// accepted name is non-empty, at most [`names::MAX_NAME`] bytes, free of
+/// `/`, `\`, `%`, `..`, NUL, whitespace and control characters, and never
+/// starts with `-` or `.`.
+pub mod names {
+    use std::fmt;
+
+    /// The longest accepted single name, in bytes (`NAME_MAX`).
+    pub const MAX_NAME: usize = 255;
+
+    /// The longest accepted member path, in bytes (`PATH_MAX`).
+    pub const MAX_PATH: usize = 4096;
+
+    /// What a name is; selects the grammar.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NameKind {
+        /// Debian `Package` (`[a-z0-9][a-z0-9+.-]+`).
+        DebPackage,
+        /// Debian `Source` (same grammar as a package name).
+        DebSource,
+        /// Debian `Version` (`[epoch:]upstream[-revision]`).
+        DebVersion,
+        /// Debian `Architecture` (`amd64`, `all`, `linux-any`).
+        DebArchitecture,
+        /// rpm `NAME`.
+        RpmName,
+        /// rpm `VERSION` (no `-`).
+        RpmVersion,
+        /// rpm `RELEASE` (no `-`).
+        RpmRelease,
+        /// rpm `ARCH` (`x86_64`, `noarch`).
+        RpmArch,
+        /// Wheel distribution name (PEP 508 `Name`, or its escaped form).
+        WheelName,
+        /// Wheel version (PEP 440 characters).
+        WheelVersion,
+        /// One part of a wheel's compressed tag triple.
+        WheelTag,
+        /// A relative install path inside a package (`usr/lib/x.so`).
+        MemberPath,
+        /// A component (`librocsparse`).
+        Component,
+        /// An archive file name (`<component>_<unit>.kpack`).
+        ArchiveFile,
+        /// A manifest file name (`<component>.kpm`).
+        ManifestFile,
+    }
+
+    impl NameKind {
+        /// The kind in words, for messages.
+        pub fn describe(self) -> &'static str {
+            match self {
+                NameKind::DebPackage => "Debian package name",
+                NameKind::DebSource => "Debian source package name",
+                NameKind::DebVersion => "Debian version",
+                NameKind::DebArchitecture => "Debian architecture",
+                NameKind::RpmName => "rpm name",
+                NameKind::RpmVersion => "rpm version",
+                NameKind::RpmRelease => "rpm release",
+                NameKind::RpmArch => "rpm architecture",
+                NameKind::WheelName => "wheel distribution name",
+                NameKind::WheelVersion => "wheel version",
+                NameKind::WheelTag => "wheel tag",
+                NameKind::MemberPath => "member path",
+                NameKind::Component => "component name",
+                NameKind::ArchiveFile => "archive file name",
+                NameKind::ManifestFile => "manifest file name",
+            }
+        }
+    }
+
+    /// A refused name: its kind, a printable spelling and why.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[error("refusing {} {shown}: {reason}", kind.describe())]
+    pub struct NameError {
+        /// What the name was to be.
+        pub kind: NameKind,
+        /// The name, escaped and shortened for printing.
+        pub shown: String,
+        /// Why it is refused.
+        pub reason: String,
+    }
+
+    /// A name escaped (`{:?}`) and cut to 80 characters, so a hostile name
+    /// cannot forge or flood a message.
+    pub fn shown(name: &str) -> String {
+        const SHOWN: usize = 80;
+        if name.chars().count() <= SHOWN {
+            return format!("{name:?}");
+        }
+        let head: String = name.chars().take(SHOWN).collect();
+        format!("{head:?}... ({} bytes)", name.len())
+    }
+
+    fn refuse(kind: NameKind, name: &str, reason: impl fmt::Display) -> NameError {
+        NameError {
+            kind,
+            shown: shown(name),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Checks what every single name must be (see the module docs), then
+    /// that each character is alphanumeric or in `extra`.
+    fn plain(kind: NameKind, name: &str, extra: &str) -> Result<(), NameError> {
+        if name.is_empty() {
+            return Err(refuse(kind, name, "empty"));
+        }
+        if name.len() > MAX_NAME {
+            return Err(refuse(kind, name, format!("longer than {MAX_NAME} bytes")));
+        }
+        if name.contains("..") {
+            return Err(refuse(kind, name, "contains `..`"));
+        }
+        if let Some(c) = name.chars().find(|c| !c.is_ascii_alphanumeric() && !extra.contains(*c)) {
+            let why = match c {
+                '/' | '\\' => "a path separator".to_string(),
+                '\0' => "a NUL byte".to_string(),
+                '%' => "a percent-encoding".to_string(),
+                c if c.is_control() || c.is_whitespace() => format!("the control or space character {c:?}"),
+                c => format!("the character {c:?}"),
+            };
+            return Err(refuse(kind, name, format!("contains {why}")));
+        }
+        if name.starts_with(['.', '-']) {
+            return Err(refuse(kind, name, "starts with `.` or `-`"));
+        }
+        Ok(())
+    }
+
+    fn starts_alnum(kind: NameKind, name: &str) -> Result<(), NameError> {
+        if name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            Ok(())
+        } else {
+            Err(refuse(kind, name, "must start with a letter or digit"))
+        }
+    }
+
+    /// Whether `text` is spelled like a URL scheme (`http`, `file`,
+    /// `git+ssh`): joined onto a URL, `<scheme>:rest` would be absolute.
+    fn looks_like_scheme(text: &str) -> bool {
+        text.starts_with(|c: char| c.is_ascii_alphabetic())
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    }
+
+    /// Checks `name` against the grammar of `kind`.
+    pub fn check(kind: NameKind, name: &str) -> Result<(), NameError> {
+        match kind {
+            NameKind::DebPackage | NameKind::DebSource => {
+                plain(kind, name, "+.-")?;
+                if name.len() < 2 || name.chars().any(|c| c.is_ascii_uppercase()) {
+                    return Err(refuse(kind, name, "must be two or more of [a-z0-9+.-]"));
+                }
+                Ok(())
+            }
+            NameKind::DebVersion => {
+                plain(kind, name, ".+~-:")?;
+                let upstream = match name.split_once(':') {
+                    Some((epoch, rest)) => {
+                        if epoch.is_empty() || !epoch.bytes().all(|b| b.is_ascii_digit()) {
+                            return Err(refuse(kind, name, "the epoch must be a number"));
+                        }
+                        rest
+                    }
+                    None => name,
+                };
+                if upstream.contains(':') {
+                    return Err(refuse(kind, name, "`:` only after the epoch"));
+                }
+                if !upstream.starts_with(|c: char| c.is_ascii_digit()) {
+                    return Err(refuse(kind, name, "the upstream version must start with a digit"));
+                }
+                if upstream.ends_with('-') {
+                    return Err(refuse(kind, name, "empty Debian revision"));
+                }
+                Ok(())
+            }
+            NameKind::DebArchitecture => {
+                plain(kind, name, "-")?;
+                if name.chars().any(|c| c.is_ascii_uppercase()) {
+                    return Err(refuse(kind, name, "must be lowercase"));
+                }
+                Ok(())
+            }
+            NameKind::RpmName => {
+                plain(kind, name, "._+-")?;
+                Ok(())
+            }
+            NameKind::RpmVersion | NameKind::RpmRelease => {
+                plain(kind, name, "._+~^")?;
+                starts_alnum(kind, name)
+            }
+            NameKind::RpmArch => plain(kind, name, "_"),
+            NameKind::WheelName => {
+                plain(kind, name, "._-")?;
+                if !name.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+                    return Err(refuse(kind, name, "must end with a letter or digit"));
+                }
+                Ok(())
+            }
+            NameKind::WheelVersion => {
+                plain(kind, name, ".!+_-")?;
+                starts_alnum(kind, name)
+            }
+            NameKind::WheelTag => plain(kind, name, "._"),
+            NameKind::MemberPath => check_member_path(name),
+            NameKind::Component => {
+                plain(kind, name, "._+-")?;
+                starts_alnum(kind, name)
+            }
+            NameKind::ArchiveFile => {
+                // Archive names carry target ids: `x_gfx90a:xnack-.kpack`.
+                plain(kind, name, "._+:-")?;
+                starts_alnum(kind, name)?;
+                if !super::is_archive_path(name) {
+                    return Err(refuse(kind, name, format!("does not end in .{}", super::ARCHIVE_EXT)));
+                }
+                if name.split_once(':').is_some_and(|(head, _)| looks_like_scheme(head)) {
+                    return Err(refuse(kind, name, "starts like a URL scheme"));
+                }
+                Ok(())
+            }
+            NameKind::ManifestFile => {
+                let component = super::manifest_component(name).ok_or_else(|| {
+                    refuse(kind, name, format!("does not end in .{}", super::MANIFEST_EXT))
+                })?;
+                check(NameKind::Component, component).map_err(|e| refuse(kind, name, e.reason))
+            }
+        }
+    }
+
+    /// A member path: relative, `/`-separated, every component a plain
+    /// name (no `.`, `..` or empty ones), no control characters, at most
+    /// [`MAX_PATH`] bytes. Other characters are allowed: packages install
+    /// arbitrary file names.
+    fn check_member_path(path: &str) -> Result<(), NameError> {
+        let kind = NameKind::MemberPath;
+        if path.is_empty() {
+            return Err(refuse(kind, path, "empty path"));
+        }
+        if path.len() > MAX_PATH {
+            return Err(refuse(kind, path, format!("longer than {MAX_PATH} bytes")));
+        }
+        if path.starts_with('/') {
+            return Err(refuse(kind, path, "absolute path"));
+        }
+        if path.chars().any(char::is_control) {
+            return Err(refuse(kind, path, "control character in name"));
+        }
+        for comp in path.split('/') {
+            match comp {
+                "" => return Err(refuse(kind, path, "empty path component")),
+                "." | ".." => return Err(refuse(kind, path, format!("`{comp}` path component"))),
+                c if c.len() > MAX_NAME => {
+                    return Err(refuse(kind, path, format!("a component longer than {MAX_NAME} bytes")))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_accept_real_ones() {
+        use names::{check, NameKind::*};
+        for (kind, ok) in [
+            (DebPackage, "librocrand1"),
+            (DebPackage, "libstdc++6"),
+            (DebPackage, "g++-12"),
+            (DebVersion, "5.3.3-4"),
+            (DebVersion, "1:2.3~rc1+dfsg-1.1"),
+            (DebVersion, "6.2.4.60204-139~22.04"),
+            (DebArchitecture, "amd64"),
+            (DebArchitecture, "linux-any"),
+            (RpmName, "rocm-hip-libraries"),
+            (RpmName, "libstdc++"),
+            (RpmVersion, "6.2.0"),
+            (RpmRelease, "1.el9"),
+            (RpmVersion, "1.0~rc1^git1"),
+            (RpmArch, "x86_64"),
+            (RpmArch, "noarch"),
+            (WheelName, "torch"),
+            (WheelName, "rocm_sdk.libraries"),
+            (WheelVersion, "2.5.0+rocm6.2"),
+            (WheelVersion, "1!2.0.post1"),
+            (WheelTag, "manylinux_2_28_x86_64"),
+            (MemberPath, "usr/lib/x86_64-linux-gnu/libfoo.so.1"),
+            (MemberPath, "opt/my dir/file with spaces"),
+            (Component, "librocsparse"),
+            (ArchiveFile, "librocsparse_gfx90X.kpack"),
+            (ArchiveFile, "libfixture_gfx90a:xnack-.kpack"),
+            (ArchiveFile, "lib_gfx9-4-generic.kpack"),
+            (ManifestFile, "librocsparse.kpm"),
+        ] {
+            assert_eq!(check(kind, ok), Ok(()), "{kind:?} {ok:?}");
+        }
+    }
+
+    #[test]
+    fn names_refuse_hostile_ones() {
+        use names::{check, NameKind::*};
+        let long = "a".repeat(300);
+        let long_archive = format!("{}.kpack", "a".repeat(300));
+        let long_path = "a/".repeat(3000);
+        let kinds_and_names: &[(names::NameKind, &[&str])] = &[
+            (DebPackage, &["../x", "/etc", "a/b", "%2e%2e", "http:x", "a\0b", "a\nb", "A", "-x", ".x", &long, "x", ""]),
+            (DebSource, &["../x", "..", "foo bar"]),
+            (DebVersion, &["../1", "1/2", "1%2F", "x1", "1:", ":1", "a:1", "1\n", "1-", &long]),
+            (DebArchitecture, &["..", "amd64/../x", "AMD64", "a%2f", "a\0"]),
+            (RpmName, &["..", "../x", "/abs", "a/b", "-x", "a%2e", "a\tb", &long]),
+            (RpmVersion, &["..", ".1", "1-2", "1/2", "~1", "1\0"]),
+            (RpmRelease, &["..", "1/../../x", "1-2"]),
+            (RpmArch, &["..", "x86_64/..", "x86-64", "noarch\n"]),
+            (WheelName, &["..", "../x", "torch/", "torch-", "-torch", "a:b"]),
+            (WheelVersion, &["..", ".1", "1/2", "1%2F"]),
+            (WheelTag, &["..", "py3/x", "py3-none"]),
+            (MemberPath, &["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "a/./b", "a\nb", "a\0b", "", &long_path]),
+            (Component, &["..", "../x", "/x", "a/b", "%2e%2e", "x\n", ".x", &long]),
+            (ArchiveFile, &[
+                "..", "../x.kpack", "/etc/x.kpack", "http:host", "http:host.kpack",
+                "file:%2F..%2Fetc.kpack", "//host/x.kpack", "%2e%2e.kpack", "x.kpack\n",
+                "x\0.kpack", "a/b.kpack", "x.txt", ".kpack", "x\\y.kpack", &long_archive,
+            ]),
+            (ManifestFile, &["../x.kpm", ".kpm", "x.kpack", "/x.kpm", "a b.kpm"]),
+        ];
+        for (kind, bad) in kinds_and_names {
+            for name in *bad {
+                let err = check(*kind, name).expect_err(&format!("{kind:?} {name:?} must be refused"));
+                let text = err.to_string();
+                assert!(text.starts_with("refusing "), "{text}");
+                assert!(text.len() < 300, "message is bounded: {text}");
+                assert!(!text.contains('\n') && !text.contains('\0'), "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn names_round_trip() {

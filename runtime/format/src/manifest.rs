@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 use crate::msgpack::{self, Value};
 use std::path::Path;
 
+use crate::layout::names::NameKind;
+
 /// The manifest format version this crate reads and writes.
 pub const MANIFEST_VERSION: u64 = 1;
 
@@ -39,20 +41,23 @@ fn bad(detail: impl Into<String>) -> Error {
     Error::InvalidMetadata(format!("kpm manifest: {}", detail.into()))
 }
 
-/// Checks that an archive filename is a plain basename: non-empty, not `.`,
-/// and free of `/`, `\`, `..` and NUL, so joining it to the manifest's
-/// directory can never leave that directory.
+/// Checks that an archive filename is a plain `*.kpack` basename (see
+/// [`crate::layout::names`]): no separators, `..`, encodings, URL schemes
+/// or control characters, so joining it to the manifest's directory or to
+/// a source URL can never leave that directory.
 pub fn validate_filename(name: &str) -> Result<()> {
-    if name.is_empty()
-        || name == "."
-        || name.contains('/')
-        || name.contains('\\')
-        || name.contains("..")
-        || name.contains('\0')
-    {
-        return Err(bad(format!("unsafe archive filename {name:?}")));
-    }
-    Ok(())
+    check_name(NameKind::ArchiveFile, name, "archive filename")
+}
+
+/// Checks a component name the same way (it names the manifest and the
+/// sources file a package ships beside it).
+pub fn validate_component(name: &str) -> Result<()> {
+    check_name(NameKind::Component, name, "component name")
+}
+
+fn check_name(kind: NameKind, name: &str, field: &str) -> Result<()> {
+    crate::layout::names::check(kind, name)
+        .map_err(|e| bad(format!("unsafe {field} {}: {}", e.shown, e.reason)))
 }
 
 fn map_of<'v>(v: &'v Value, what: &str) -> Result<Vec<(&'v str, &'v Value)>> {
@@ -142,6 +147,7 @@ impl Manifest {
 
     fn parse_v1(top: &[(&str, &Value)]) -> Result<Manifest> {
         let component = str_field(top, "component", "manifest")?;
+        validate_component(&component)?;
         let files_v = field(top, "kpack_files", "manifest")?;
         let files = files_v.as_array().ok_or_else(|| {
             bad(format!(
@@ -183,6 +189,7 @@ impl Manifest {
     /// the first arch.
     fn parse_legacy(top: &[(&str, &Value)]) -> Result<Manifest> {
         let component = str_field(top, "component_name", "manifest")?;
+        validate_component(&component)?;
         if let Some((_, prefix)) = top.iter().find(|(k, _)| *k == "prefix") {
             if prefix.as_str().is_none() {
                 return Err(bad(format!(
@@ -256,6 +263,7 @@ impl Manifest {
         msgpack::write_str(&mut b, "format_version")?;
         msgpack::write_uint(&mut b, MANIFEST_VERSION)?;
         msgpack::write_str(&mut b, "component")?;
+        validate_component(&self.component)?;
         msgpack::write_str(&mut b, &self.component)?;
         msgpack::write_str(&mut b, "kpack_files")?;
         msgpack::write_array_len(&mut b, self.kpack_files.len())?;

@@ -127,6 +127,13 @@ fn hostile_filenames_are_rejected() {
         "a\\b.kpack",
         "x..kpack",
         "a\0b",
+        "http:host",
+        "http:host.kpack",
+        "file:%2F..%2Fetc%2Fshadow.kpack",
+        "//host/x.kpack",
+        "%2e%2e.kpack",
+        "x.kpack\n",
+        "x.txt",
     ] {
         let mut v = sample_value();
         set(file0(&mut v), "filename", s(name));
@@ -150,6 +157,21 @@ fn hostile_filenames_are_rejected() {
 
         let mut m = sample_manifest();
         m.kpack_files[1].filename = name.into();
+        assert!(m.to_msgpack().is_err(), "writer accepts {name:?}");
+    }
+}
+
+#[test]
+fn hostile_components_are_rejected() {
+    let long = "c".repeat(300);
+    for name in ["", "..", "../x", "/etc", "a/b", "%2e%2e", "http://h/", "x\n", "x\0", long.as_str()] {
+        let mut v = sample_value();
+        let Value::Map(top) = &mut v else { panic!() };
+        set(top, "component", s(name));
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("unsafe component name"), "{name:?}: {e}");
+        let mut m = sample_manifest();
+        m.component = name.into();
         assert!(m.to_msgpack().is_err(), "writer accepts {name:?}");
     }
 }
@@ -235,9 +257,9 @@ fn truncation_at_every_offset() {
 proptest! {
     #[test]
     fn any_manifest_round_trips(
-        component in "[a-z_]{1,12}",
+        component in "[a-z][a-z_]{0,11}",
         files in prop::collection::vec(
-            ("[a-zA-Z0-9_.-]{1,20}", "gfx[0-9a-zX]{2,6}", prop::collection::vec("gfx[0-9a-z:+-]{2,12}", 0..5), any::<u64>(), any::<[u8; 32]>()),
+            ("[a-zA-Z0-9][a-zA-Z0-9_.-]{0,15}\\.kpack", "gfx[0-9a-zX]{2,6}", prop::collection::vec("gfx[0-9a-z:+-]{2,12}", 0..5), any::<u64>(), any::<[u8; 32]>()),
             0..5,
         ),
     ) {

@@ -63,7 +63,7 @@ pub type ScanHook = Arc<dyn Fn(u32) + Send + Sync>;
 /// What [`detect`] should honour besides sysfs.
 #[derive(Clone)]
 pub struct DetectOptions {
-    /// Replaces the detected targets (`--arch` / `ROCM_KPACK_ARCH_OVERRIDE`).
+    /// Replaces the detected targets (`--target` / `ROCM_KPACK_ARCH_OVERRIDE`).
     pub arch_override: Option<ArchOverride>,
     /// `HSA_OVERRIDE_GFX_VERSION`: every GPU node is named as this version.
     pub hsa_override: Option<HsaOverride>,

@@ -1,5 +1,5 @@
 //! The two ways a user replaces what sysfs says: an explicit target list
-//! (`--arch` / `ROCM_KPACK_ARCH_OVERRIDE`), and `HSA_OVERRIDE_GFX_VERSION`,
+//! (`--target` / `ROCM_KPACK_ARCH_OVERRIDE`), and `HSA_OVERRIDE_GFX_VERSION`,
 //! which the ROCm stack honours by treating every GPU as that version.
 
 use std::collections::BTreeSet;
@@ -22,8 +22,8 @@ pub const HSA_OVERRIDE_ENV: &str = "HSA_OVERRIDE_GFX_VERSION";
 /// Where a target-list override came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OverrideSource {
-    /// The `--arch` command-line option.
-    #[serde(rename = "--arch")]
+    /// The `--target` command-line option.
+    #[serde(rename = "--target")]
     CommandLine,
     /// The `ROCM_KPACK_ARCH_OVERRIDE` environment variable.
     #[serde(rename = "ROCM_KPACK_ARCH_OVERRIDE")]
@@ -33,7 +33,7 @@ pub enum OverrideSource {
 impl fmt::Display for OverrideSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            OverrideSource::CommandLine => "--arch",
+            OverrideSource::CommandLine => "--target",
             OverrideSource::Environment => ARCH_OVERRIDE_ENV,
         })
     }
@@ -146,7 +146,7 @@ mod tests {
         assert!(ArchOverride::parse(OverrideSource::CommandLine, " , ").is_err());
         assert!(ArchOverride::parse(OverrideSource::CommandLine, "").is_err());
         let err = ArchOverride::parse(OverrideSource::CommandLine, "gfx1100,../etc").unwrap_err();
-        assert!(err.to_string().contains("--arch"), "{err}");
+        assert!(err.to_string().contains("--target"), "{err}");
         assert!(ArchOverride::parse(OverrideSource::CommandLine, "gfx 1100").is_err());
     }
 

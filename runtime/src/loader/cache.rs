@@ -279,7 +279,7 @@ impl Cache {
         let base = binary_path.parent().unwrap_or(Path::new(""));
         let mut out: Vec<Source> = self.config.path_prefix.iter().cloned().map(Source::Plain).collect();
         for entry in &marker.kpack_search_paths {
-            let resolved = base.join(entry);
+            let resolved = super::config::resolve_search_path(base, entry);
             self.debug(format_args!("search path {entry} -> {}", resolved.display()));
             out.push(if layout::is_archive_pattern(entry) {
                 Source::Pattern(resolved)

@@ -3,7 +3,7 @@
 //! races on process-global environment variables.
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `ROCM_KPACK_PATH`: archive paths replacing every other search path.
 pub const ENV_PATH: &str = "ROCM_KPACK_PATH";
@@ -87,6 +87,22 @@ pub fn split_path_list(value: &OsStr) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A marker search path resolved against the directory of the binary that
+/// holds the marker. Markers are written with `/`, but a marker made on
+/// Windows may use `\\`: both separate components on every platform (a
+/// `\\` inside a file name is not something the tools ever write). An
+/// absolute entry stands alone.
+pub fn resolve_search_path(base: &Path, entry: &str) -> PathBuf {
+    if Path::new(entry).is_absolute() {
+        return PathBuf::from(entry);
+    }
+    let mut out = base.to_path_buf();
+    for part in entry.split(['/', '\\']).filter(|p| !p.is_empty() && *p != ".") {
+        out.push(part);
+    }
+    out
+}
+
 /// Split a comma-separated arch list, trimming blanks and dropping empties.
 pub fn split_arch_list(value: &str) -> Vec<String> {
     value
@@ -121,11 +137,33 @@ mod tests {
 
     #[test]
     fn path_lists_skip_empty_entries() {
-        let c = config(&[(ENV_PATH, "/a::/b:"), (ENV_PATH_PREFIX, "/p")]);
+        let sep = char::from(PATH_LIST_SEPARATOR);
+        let c = config(&[(ENV_PATH, &format!("/a{sep}{sep}/b{sep}")), (ENV_PATH_PREFIX, "/p")]);
         assert_eq!(c.path_override, Some(vec![PathBuf::from("/a"), PathBuf::from("/b")]));
         assert_eq!(c.path_prefix, vec![PathBuf::from("/p")]);
-        assert_eq!(config(&[(ENV_PATH, ":")]).path_override, None);
+        assert_eq!(config(&[(ENV_PATH, &sep.to_string())]).path_override, None);
         assert_eq!(config(&[(ENV_PATH, "")]).path_override, None);
+    }
+
+    /// Windows lists are `;`-separated: drive letters keep their `:`.
+    #[test]
+    #[cfg(windows)]
+    fn windows_path_lists_use_semicolons() {
+        let c = config(&[(ENV_PATH, r"C:\kp\a.kpack;D:/b.kpack;")]);
+        assert_eq!(c.path_override, Some(vec![PathBuf::from(r"C:\kp\a.kpack"), PathBuf::from("D:/b.kpack")]));
+    }
+
+    #[test]
+    fn search_paths_accept_both_separators() {
+        let base = Path::new("lib");
+        let want = base.join("..").join(".kpack").join("x.kpm");
+        assert_eq!(resolve_search_path(base, "../.kpack/x.kpm"), want);
+        assert_eq!(resolve_search_path(base, r"..\.kpack\x.kpm"), want);
+        assert_eq!(resolve_search_path(base, r"..\.kpack/./x.kpm"), want);
+        assert_eq!(resolve_search_path(base, "x_@GFXARCH@.kpack"), base.join("x_@GFXARCH@.kpack"));
+        let abs = std::env::temp_dir().join("a.kpack");
+        let abs_text = abs.to_str().expect("utf-8 temp dir");
+        assert_eq!(resolve_search_path(base, abs_text), abs);
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Which file is mapped at an address: the host binary of a fat-binary
 //! wrapper. On Linux `/proc/self/maps` is the only reliable source (dladdr
-//! does not resolve addresses in data segments).
+//! does not resolve addresses in data segments). On Windows the module
+//! holding the address comes from `GetModuleHandleExW(FROM_ADDRESS |
+//! UNCHANGED_REFCOUNT)`, its path from `GetModuleFileNameW` (grown until a
+//! long path fits), and the file offset from the module's own section table.
+// The maps parser is Linux's; on Windows only its unit tests use it.
+#![cfg_attr(windows, allow(dead_code))]
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -28,9 +33,20 @@ struct MapsLine<'a> {
 
 /// Find the file mapped at `addr` in this process.
 pub fn discover_binary_path(addr: usize) -> Result<MappedFile> {
+    #[cfg(windows)]
+    {
+        windows::module_of(addr)
+    }
+    #[cfg(not(windows))]
+    {
+        discover_in_proc_maps(addr)
+    }
+}
+
+fn discover_in_proc_maps(addr: usize) -> Result<MappedFile> {
     if cfg!(not(target_os = "linux")) {
         return Err(Error::PathDiscovery(
-            "binary path discovery is implemented for Linux only".into(),
+            "binary path discovery is implemented for Linux and Windows only".into(),
         ));
     }
     let maps = std::fs::read("/proc/self/maps")
@@ -38,6 +54,97 @@ pub fn discover_binary_path(addr: usize) -> Result<MappedFile> {
     find_in_maps(&maps, addr as u64).ok_or_else(|| {
         Error::PathDiscovery(format!("address {addr:#x} is not in any file mapping"))
     })
+}
+
+#[cfg(windows)]
+mod windows {
+    use std::ffi::c_void;
+    use std::os::windows::ffi::OsStringExt;
+
+    use super::MappedFile;
+    use crate::{Error, Result};
+
+    const GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT: u32 = 0x2;
+    const GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS: u32 = 0x4;
+    const ERROR_INSUFFICIENT_BUFFER: u32 = 122;
+    /// Longest path Windows APIs return (`\\?\` paths), in UTF-16 units.
+    const MAX_LONG_PATH: usize = 32_768;
+
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn GetModuleHandleExW(flags: u32, name: *const u16, module: *mut *mut c_void) -> i32;
+        fn GetModuleFileNameW(module: *mut c_void, filename: *mut u16, size: u32) -> u32;
+        fn GetLastError() -> u32;
+    }
+
+    /// The module (DLL/EXE) whose image holds `addr`.
+    pub(super) fn module_of(addr: usize) -> Result<MappedFile> {
+        let mut module: *mut c_void = std::ptr::null_mut();
+        // SAFETY: with FROM_ADDRESS the name argument is only used as an
+        // address to look up, never read; UNCHANGED_REFCOUNT means nothing
+        // needs releasing.
+        let ok = unsafe {
+            GetModuleHandleExW(
+                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                addr as *const u16,
+                &mut module,
+            )
+        };
+        if ok == 0 || module.is_null() {
+            // SAFETY: no preconditions.
+            let err = unsafe { GetLastError() };
+            return Err(Error::PathDiscovery(format!(
+                "address {addr:#x} is not in any loaded module (error {err})"
+            )));
+        }
+        let mut buf: Vec<u16> = vec![0; 512];
+        let len = loop {
+            let size = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            // SAFETY: `buf` is writable for `size` UTF-16 units.
+            let n = unsafe { GetModuleFileNameW(module, buf.as_mut_ptr(), size) } as usize;
+            // SAFETY: no preconditions.
+            let err = unsafe { GetLastError() };
+            if n == 0 {
+                return Err(Error::PathDiscovery(format!("GetModuleFileNameW failed (error {err})")));
+            }
+            // A truncated path fills the buffer exactly.
+            if n < buf.len() && err != ERROR_INSUFFICIENT_BUFFER {
+                break n;
+            }
+            if buf.len() >= MAX_LONG_PATH {
+                return Err(Error::PathDiscovery("module path longer than 32767 characters".into()));
+            }
+            buf.resize((buf.len() * 2).min(MAX_LONG_PATH), 0);
+        };
+        let path = std::path::PathBuf::from(std::ffi::OsString::from_wide(buf.get(..len).unwrap_or_default()));
+        let rva = addr - module as usize;
+        // SAFETY: `module` is the base of a loaded image, whose headers the
+        // loader mapped readable.
+        let offset = unsafe { file_offset(module.cast::<u8>(), rva) }.unwrap_or(rva as u64);
+        Ok(MappedFile { path, offset })
+    }
+
+    /// File offset of `rva` in the image loaded at `base`, from its section
+    /// table (`None` for addresses in zero-filled memory or the headers).
+    ///
+    /// # Safety
+    /// `base` is the base address of a loaded PE image.
+    unsafe fn file_offset(base: *const u8, rva: usize) -> Option<u64> {
+        // SAFETY: caller contract: the headers are mapped.
+        let read32 = |off: usize| unsafe { base.add(off).cast::<u32>().read_unaligned() };
+        // SAFETY: as above.
+        let read16 = |off: usize| unsafe { base.add(off).cast::<u16>().read_unaligned() };
+        let nt = read32(0x3c) as usize;
+        let sections = usize::from(read16(nt + 6));
+        let table = nt + 24 + usize::from(read16(nt + 20));
+        (0..sections).find_map(|i| {
+            let at = table + 40 * i;
+            let (vsize, va, raw_size, raw_ptr) =
+                (read32(at + 8) as usize, read32(at + 12) as usize, read32(at + 16) as usize, read32(at + 20));
+            let within = rva.checked_sub(va)?;
+            (within < vsize.max(raw_size) && within < raw_size).then(|| u64::from(raw_ptr) + within as u64)
+        })
+    }
 }
 
 /// Look `addr` up in the text of a maps file.
@@ -156,6 +263,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(target_os = "linux", windows))]
     fn discovers_this_test_binary() {
         let here = discovers_this_test_binary as fn() as usize;
         let m = discover_binary_path(here).expect("own code is file-mapped");

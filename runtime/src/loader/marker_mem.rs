@@ -7,9 +7,10 @@
 //! running off the end of the last page). On Linux the bytes are therefore
 //! first copied with `process_vm_readv` on this process, which stops at the
 //! first unreadable page instead of faulting; the walk then runs over the
-//! copy, and a value that needs bytes past the readable end is rejected.
-//! Where that syscall is unavailable (seccomp, non-Linux) the walk reads the
-//! memory directly, touching only bytes the structure covers.
+//! copy, and a value that needs bytes past the readable end is rejected. On
+//! Windows `VirtualQuery` bounds the copy the same way. Where neither is
+//! available (seccomp, other systems) the walk reads the memory directly,
+//! touching only bytes the structure covers.
 
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::msgpack;
@@ -74,7 +75,83 @@ fn copy_readable(ptr: *const u8, max: usize) -> Option<Result<Vec<u8>>> {
     Some(Ok(buf))
 }
 
-#[cfg(not(target_os = "linux"))]
+/// Windows: the readable extent comes from `VirtualQuery` (committed,
+/// readable, not guard pages), and that much is copied with
+/// `ReadProcessMemory` on this process (the counterpart of
+/// `process_vm_readv`: the copy happens outside Rust's view of memory, so
+/// bytes past the marker's own allocation are never read as a Rust slice).
+#[cfg(windows)]
+fn copy_readable(ptr: *const u8, max: usize) -> Option<Result<Vec<u8>>> {
+    use std::ffi::c_void;
+    #[repr(C)]
+    struct MemoryBasicInformation {
+        base_address: *mut c_void,
+        allocation_base: *mut c_void,
+        allocation_protect: u32,
+        partition_id: u16,
+        region_size: usize,
+        state: u32,
+        protect: u32,
+        kind: u32,
+    }
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn VirtualQuery(address: *const c_void, info: *mut MemoryBasicInformation, len: usize) -> usize;
+        fn GetCurrentProcess() -> *mut c_void;
+        fn ReadProcessMemory(
+            process: *mut c_void,
+            base: *const c_void,
+            buffer: *mut c_void,
+            size: usize,
+            read: *mut usize,
+        ) -> i32;
+    }
+    const MEM_COMMIT: u32 = 0x1000;
+    const PAGE_GUARD: u32 = 0x100;
+    // PAGE_READONLY, READWRITE, WRITECOPY, EXECUTE_READ, EXECUTE_READWRITE,
+    // EXECUTE_WRITECOPY.
+    const READABLE: u32 = 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+    let mut readable = 0usize;
+    let mut addr = ptr as usize;
+    while readable < max {
+        let mut info = std::mem::MaybeUninit::<MemoryBasicInformation>::uninit();
+        let size = std::mem::size_of::<MemoryBasicInformation>();
+        // SAFETY: VirtualQuery only writes `size` bytes into `info`; the
+        // queried address is never dereferenced.
+        let n = unsafe { VirtualQuery(addr as *const c_void, info.as_mut_ptr(), size) };
+        if n != size {
+            break;
+        }
+        // SAFETY: fully written by the successful call above.
+        let info = unsafe { info.assume_init() };
+        if info.state != MEM_COMMIT || info.protect & READABLE == 0 || info.protect & PAGE_GUARD != 0 {
+            break;
+        }
+        let end = (info.base_address as usize).saturating_add(info.region_size);
+        if end <= addr {
+            break;
+        }
+        readable += end - addr;
+        addr = end;
+    }
+    if readable == 0 {
+        return Some(Err(Error::InvalidMetadata(format!("marker pointer {ptr:p} is not readable"))));
+    }
+    let mut buf = vec![0u8; readable.min(max)];
+    let mut copied = 0usize;
+    // SAFETY: `buf` is writable for its length; the kernel validates the
+    // source range and reports unreadable memory instead of faulting.
+    let ok = unsafe {
+        ReadProcessMemory(GetCurrentProcess(), ptr.cast(), buf.as_mut_ptr().cast(), buf.len(), &mut copied)
+    };
+    if ok == 0 && copied == 0 {
+        return None;
+    }
+    buf.truncate(copied);
+    Some(Ok(buf))
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 fn copy_readable(_ptr: *const u8, _max: usize) -> Option<Result<Vec<u8>>> {
     None
 }

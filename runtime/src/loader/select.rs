@@ -130,7 +130,7 @@ pub fn device_arch_list(device: &TargetId) -> Vec<String> {
 }
 
 /// The target ids a process may present for a GPU known as `local` (a
-/// detected target, `--arch` or an override): xnack is a per-process mode,
+/// detected target, `--target` or an override): xnack is a per-process mode,
 /// so a processor that has it (or a `local` naming it) comes with both
 /// settings whatever `local` says; sramecc, when `local` leaves it open on
 /// a processor that has it, with both. Everything else as `local` has it.

@@ -21,6 +21,7 @@ use crate::meta::{ControlFields, ControlFile};
 use crate::extract::Extractor;
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
+use rocm_kpack_format::layout::names::NameKind;
 
 /// Control-archive members a generic deb regenerates rather than copies.
 const REGENERATED: [&str; 2] = ["control", "md5sums"];
@@ -360,9 +361,24 @@ impl DebReader {
             }
         }
         let control = control.ok_or_else(|| PackageError::corrupt(path, "no control file"))?;
-        for required in ["Package", "Version", "Architecture"] {
-            if control.get(required).is_none() {
-                return Err(PackageError::corrupt(path, format!("control has no {required}")));
+        for (field, kind) in [
+            ("Package", NameKind::DebPackage),
+            ("Version", NameKind::DebVersion),
+            ("Architecture", NameKind::DebArchitecture),
+        ] {
+            let value = control
+                .get(field)
+                .ok_or_else(|| PackageError::corrupt(path, format!("control has no {field}")))?;
+            PackageError::check_name(path, field, kind, value)?;
+        }
+        if let Some(source) = control.get("Source") {
+            // `Source: name (version)`: both parts may name files.
+            let mut words = source.split_whitespace();
+            let name = words.next().unwrap_or_default();
+            PackageError::check_name(path, "Source", NameKind::DebSource, name)?;
+            if let Some(v) = words.next() {
+                let v = v.strip_prefix('(').and_then(|v| v.strip_suffix(')')).unwrap_or(v);
+                PackageError::check_name(path, "Source", NameKind::DebVersion, v)?;
             }
         }
         Ok(DebReader {

@@ -36,6 +36,18 @@ pub enum PackageError {
         /// Why it is refused.
         why: String,
     },
+    /// A name read from a package (a control field, an rpm tag, a wheel
+    /// file name) that may not become a file name or path.
+    #[error("{}: {field}: {source}", path.display())]
+    UnsafeName {
+        /// The package.
+        path: PathBuf,
+        /// The field or tag it came from (`Package`, `NAME`, ...).
+        field: &'static str,
+        /// The validator's verdict.
+        #[source]
+        source: rocm_kpack_format::layout::names::NameError,
+    },
     /// A wheel whose RECORD does not match its files.
     #[error("{}: RECORD mismatch: {detail}", path.display())]
     Record {
@@ -77,6 +89,20 @@ impl PackageError {
             path: path.to_path_buf(),
             detail: detail.into(),
         }
+    }
+
+    /// Checks a name read from the package at `path` (field `field`).
+    pub fn check_name(
+        path: &Path,
+        field: &'static str,
+        kind: rocm_kpack_format::layout::names::NameKind,
+        name: &str,
+    ) -> Result<(), Self> {
+        rocm_kpack_format::layout::names::check(kind, name).map_err(|source| PackageError::UnsafeName {
+            path: path.to_path_buf(),
+            field,
+            source,
+        })
     }
 
     /// A refused entry.

@@ -38,12 +38,14 @@ pub mod digest;
 mod error;
 pub mod extract;
 pub mod meta;
+pub mod progress;
 pub mod publish;
 pub mod rpm;
 pub mod tree;
 pub mod wheel;
 
-use rocm_kpack_format::fsutil::{PathError, PendingFile};
+use rocm_kpack_format::fsutil::{check_replaceable, PathError, PendingFile};
+use progress::ProgressHandle;
 use rocm_kpack_format::layout;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -156,6 +158,10 @@ pub struct PackageOptions {
     pub device_compression: Option<Compression>,
     /// Device package compression level (None = the compressor's default).
     pub device_level: Option<u32>,
+    /// Replace package files that exist (`--force`); else they are refused.
+    pub replace_existing: bool,
+    /// Where progress goes (one item per package written).
+    pub progress: ProgressHandle,
 }
 
 impl PackageOptions {
@@ -170,6 +176,8 @@ impl PackageOptions {
             level: None,
             device_compression: None,
             device_level: None,
+            replace_existing: false,
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -213,13 +221,23 @@ fn path_error(e: PathError) -> PackageError {
     PackageError::io(e.action, &e.path, e.source)
 }
 
+/// Packages written but not yet committed, and where progress goes.
+struct PendingPackages {
+    items: Vec<Pending>,
+    progress: ProgressHandle,
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Writes one package through `write` into a temporary file in `out_dir`
 /// and queues it as `file_name`.
 fn write_package(
     out_dir: &Path,
     file_name: String,
     mut built: BuiltPackage,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
     write: impl FnOnce(BufWriter<&mut File>) -> Result<BufWriter<&mut File>, PackageError>,
 ) -> Result<(), PackageError> {
     let dest = out_dir.join(&file_name);
@@ -234,7 +252,8 @@ fn write_package(
         .map_err(|e| PackageError::io("cannot stat", &temp, e))?
         .len();
     built.path = dest;
-    pending.push(Pending { file, built });
+    pending.progress.item_done(&file_name_of(&built.path));
+    pending.items.push(Pending { file, built });
     Ok(())
 }
 
@@ -300,7 +319,11 @@ pub fn package(
         meta.homepage = defaults.homepage.clone();
     }
 
-    let mut pending = Vec::new();
+    opts.progress.begin("package", "packages", 0);
+    let mut pending = PendingPackages {
+        items: Vec::new(),
+        progress: opts.progress.clone(),
+    };
     let mut formats = opts.formats.clone();
     formats.sort();
     formats.dedup();
@@ -316,6 +339,7 @@ pub fn package(
             }
         }
     }
+    let pending = pending.items;
     let mut seen = BTreeMap::new();
     for p in &pending {
         if let Some(prev) = seen.insert(p.built.path.clone(), p.built.name.clone()) {
@@ -325,6 +349,10 @@ pub fn package(
                 p.built.path.display()
             )));
         }
+    }
+    // The overwrite rule, for every package before the first is committed.
+    for p in &pending {
+        check_replaceable(&p.built.path, opts.replace_existing).map_err(path_error)?;
     }
     let mut packages = Vec::new();
     for p in pending {
@@ -599,7 +627,7 @@ fn build_debs(
     meta: &PackageMeta,
     opts: &PackageOptions,
     out_dir: &Path,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
     let arch = &meta.architecture;
     let ver = version_for_file(&meta.version);
@@ -737,6 +765,7 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
         obsoletes: meta.rpm.obsoletes.clone(),
         scripts: meta.rpm.scripts.clone(),
         config_files: meta.rpm.config_files.clone(),
+        file_triggers: Vec::new(),
         build_time: opts.source_date_epoch,
         changelog: Some((
             meta.maintainer.clone(),
@@ -752,7 +781,7 @@ fn build_rpms(
     meta: &PackageMeta,
     opts: &PackageOptions,
     out_dir: &Path,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
     let naming_t = &opts.spec.naming;
     let mut generic = base_rpm_spec(meta, opts)?;
@@ -792,7 +821,7 @@ fn write_rpm_pending(
     payload: &Payload,
     group: Option<&DeviceGroup>,
     out_dir: &Path,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
     write_package(
         out_dir,
@@ -876,7 +905,7 @@ fn build_wheels(
     src: &WheelSource,
     opts: &PackageOptions,
     out_dir: &Path,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
     let base = meta.wheel.dist.clone().unwrap_or_else(|| {
         src.metadata
@@ -1016,7 +1045,7 @@ fn write_wheel_pending(
     group: Option<&DeviceGroup>,
     opts: &PackageOptions,
     out_dir: &Path,
-    pending: &mut Vec<Pending>,
+    pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
     let spec = wheel::WheelSpec {
         dist_info,

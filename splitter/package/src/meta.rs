@@ -38,6 +38,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::PackageError;
+use rocm_kpack_format::layout::names::{self, NameKind};
 
 /// Control fields of a deb in their original order. Values are stored as
 /// written after `Field:` (first line without the leading space,
@@ -469,6 +470,19 @@ impl PackageMeta {
             return Err(PackageError::Invalid(format!(
                 "package name {:?}: only letters, digits, `.`, `+`, `-`, `_` allowed",
                 self.name
+            )));
+        }
+        // The name becomes file names in every format: the common grammar.
+        names::check(NameKind::RpmName, &self.name)
+            .map_err(|e| PackageError::Invalid(format!("package name: {e}")))?;
+        if self.version.contains("..")
+            || self.version.starts_with(['.', '-'])
+            || self.version.len() > names::MAX_NAME
+        {
+            return Err(PackageError::Invalid(format!(
+                "version {}: no `..`, no leading `.` or `-`, at most {} bytes",
+                names::shown(&self.version),
+                names::MAX_NAME
             )));
         }
         if !self

@@ -33,6 +33,7 @@ use crate::container::{CpioReader, CpioWriter};
 use crate::digest::{DigestWriter, HashingReader, HashingWriter};
 use crate::tree::{EntryKind, Payload};
 use crate::PackageError;
+use rocm_kpack_format::layout::names::NameKind;
 
 // Tag value types.
 const T_INT16: u32 = 3;
@@ -120,6 +121,20 @@ pub mod tag {
     pub const LONGSIZE: u32 = 5009;
     pub const FILEDIGESTALGO: u32 = 5011;
     pub const ENCODING: u32 = 5062;
+    pub const FILETRIGGERSCRIPTS: u32 = 5066;
+    pub const FILETRIGGERSCRIPTPROG: u32 = 5067;
+    pub const FILETRIGGERNAME: u32 = 5069;
+    pub const FILETRIGGERINDEX: u32 = 5070;
+    pub const FILETRIGGERVERSION: u32 = 5071;
+    pub const FILETRIGGERFLAGS: u32 = 5072;
+    pub const FILETRIGGERPRIORITIES: u32 = 5084;
+    pub const TRANSFILETRIGGERSCRIPTS: u32 = 5076;
+    pub const TRANSFILETRIGGERSCRIPTPROG: u32 = 5077;
+    pub const TRANSFILETRIGGERNAME: u32 = 5079;
+    pub const TRANSFILETRIGGERINDEX: u32 = 5080;
+    pub const TRANSFILETRIGGERVERSION: u32 = 5081;
+    pub const TRANSFILETRIGGERFLAGS: u32 = 5082;
+    pub const TRANSFILETRIGGERPRIORITIES: u32 = 5085;
     pub const PAYLOADDIGEST: u32 = 5092;
     pub const PAYLOADDIGESTALGO: u32 = 5093;
 }
@@ -140,6 +155,36 @@ pub mod sense {
     pub const SCRIPT_POST: u32 = 1 << 10;
     /// rpmlib() dependency
     pub const RPMLIB: u32 = 1 << 24;
+    /// A trigger that runs after the files are installed.
+    pub const TRIGGERIN: u32 = 1 << 16;
+    /// A trigger that runs before the files are removed.
+    pub const TRIGGERUN: u32 = 1 << 17;
+    /// A trigger that runs after the files are removed.
+    pub const TRIGGERPOSTUN: u32 = 1 << 18;
+}
+
+/// rpm's default file-trigger priority (what rpmbuild writes).
+const FILE_TRIGGER_PRIORITY: u32 = 1_000_000;
+
+/// A file trigger (`%filetriggerin -p PROG -- PATHS`): runs when a
+/// package installs (or removes) a file below one of `paths`, with the
+/// matching file names on stdin; a transaction file trigger
+/// (`%transfiletrigger*`) runs once per transaction instead of once per
+/// package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileTrigger {
+    /// `%transfiletrigger*` (once per transaction) rather than
+    /// `%filetrigger*` (once per package).
+    pub transaction: bool,
+    /// [`sense::TRIGGERIN`], [`sense::TRIGGERUN`] or [`sense::TRIGGERPOSTUN`].
+    pub when: u32,
+    /// Path prefixes that activate it.
+    pub paths: Vec<String>,
+    /// The interpreter (one path: rpm passes no arguments to it but the
+    /// script file).
+    pub interpreter: String,
+    /// The script.
+    pub body: String,
 }
 
 const FILE_CONFIG: u32 = 1 << 0;
@@ -285,6 +330,8 @@ pub struct RpmSpec {
     pub scripts: BTreeMap<u32, (String, String)>,
     /// Install paths (relative, as in the payload) marked %config.
     pub config_files: Vec<String>,
+    /// File triggers (`%filetrigger*`, `%transfiletrigger*`).
+    pub file_triggers: Vec<FileTrigger>,
     /// Build time (SOURCE_DATE_EPOCH).
     pub build_time: u64,
     /// One changelog entry (author line without the EVR, text); rpmlint
@@ -420,6 +467,51 @@ fn deps_into(h: &mut HeaderBuilder, deps: &[Dep], name: u32, flags: u32, version
     h.set(version, Value::StrArray(deps.iter().map(|d| d.version.clone()).collect()));
 }
 
+/// The tags of one kind of file trigger: scripts, programs, names,
+/// indexes, versions, flags, priorities.
+type TriggerTags = [u32; 7];
+const FILE_TRIGGER_TAGS: TriggerTags = [
+    tag::FILETRIGGERSCRIPTS,
+    tag::FILETRIGGERSCRIPTPROG,
+    tag::FILETRIGGERNAME,
+    tag::FILETRIGGERINDEX,
+    tag::FILETRIGGERVERSION,
+    tag::FILETRIGGERFLAGS,
+    tag::FILETRIGGERPRIORITIES,
+];
+const TRANS_FILE_TRIGGER_TAGS: TriggerTags = [
+    tag::TRANSFILETRIGGERSCRIPTS,
+    tag::TRANSFILETRIGGERSCRIPTPROG,
+    tag::TRANSFILETRIGGERNAME,
+    tag::TRANSFILETRIGGERINDEX,
+    tag::TRANSFILETRIGGERVERSION,
+    tag::TRANSFILETRIGGERFLAGS,
+    tag::TRANSFILETRIGGERPRIORITIES,
+];
+
+/// The (TRANS)FILETRIGGER* tags as rpmbuild writes them: one script,
+/// program and priority per trigger; one (name, index, version, flags)
+/// row per path, sorted by path.
+fn file_triggers_into(h: &mut HeaderBuilder, triggers: &[FileTrigger], tags: TriggerTags) {
+    let [scripts, progs, names, indexes, versions, flags, priorities] = tags;
+    if triggers.is_empty() {
+        return;
+    }
+    let mut rows: Vec<(&str, u32, u32)> = Vec::new();
+    for (i, t) in triggers.iter().enumerate() {
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        rows.extend(t.paths.iter().map(|p| (p.as_str(), index, t.when)));
+    }
+    rows.sort();
+    h.set(scripts, Value::StrArray(triggers.iter().map(|t| t.body.clone()).collect()));
+    h.set(progs, Value::StrArray(triggers.iter().map(|t| t.interpreter.clone()).collect()));
+    h.set(names, Value::StrArray(rows.iter().map(|r| r.0.to_string()).collect()));
+    h.set(indexes, Value::Int32(rows.iter().map(|r| r.1).collect()));
+    h.set(versions, Value::StrArray(vec![String::new(); rows.len()]));
+    h.set(flags, Value::Int32(rows.iter().map(|r| r.2).collect()));
+    h.set(priorities, Value::Int32(vec![FILE_TRIGGER_PRIORITY; triggers.len()]));
+}
+
 fn rpmlib(name: &str, version: &str) -> Dep {
     Dep {
         name: format!("rpmlib({name})"),
@@ -498,7 +590,7 @@ pub fn write_rpm<W: Write>(
                     link: String::new(),
                     flags: if spec.config_files.contains(&e.path) {
                         FILE_CONFIG
-                    } else if e.path.starts_with("usr/share/doc/") {
+                    } else if e.path.starts_with("usr/share/doc/") || e.path.starts_with("usr/share/man/") {
                         FILE_DOC
                     } else {
                         0
@@ -675,6 +767,10 @@ pub fn write_rpm<W: Write>(
             h.set(prog, Value::Str(interp.clone()));
         }
     }
+    let (trans, per_package): (Vec<FileTrigger>, Vec<FileTrigger>) =
+        spec.file_triggers.iter().cloned().partition(|t| t.transaction);
+    file_triggers_into(&mut h, &trans, TRANS_FILE_TRIGGER_TAGS);
+    file_triggers_into(&mut h, &per_package, FILE_TRIGGER_TAGS);
     h.set(tag::PAYLOADFORMAT, Value::Str("cpio".into()));
     let (compressor, level) = match spec.compression {
         Compression::Xz => ("xz", spec.level.unwrap_or(6)),
@@ -840,11 +936,25 @@ impl Header {
 const MAX_INDEX: u32 = 0x10000;
 const MAX_DATA: u32 = 256 << 20;
 
+/// How many bytes of decoded tags (strings, widened integers, map entries)
+/// one byte of an rpm file may produce, over all its headers: tags may
+/// share and overlap their data, so without a budget a few megabytes of
+/// header decode into gigabytes. Real headers decode to about 2-3x the
+/// header's size, and a file is larger than its headers.
+pub const DECODE_BUDGET_PER_BYTE: u64 = 4;
+
+/// Memory one decoded map entry is charged (key, value and tree overhead).
+const ENTRY_COST: u64 = 64;
+
+/// Parses one header. `budget` is the decoded-memory allowance left for
+/// the file (see [`DECODE_BUDGET_PER_BYTE`]); each tag's cost is taken
+/// from it before the tag is decoded.
 fn read_header<R: Read>(
     r: &mut R,
     start: u64,
     file_len: u64,
     path: &Path,
+    budget: &mut u64,
 ) -> Result<(Header, Vec<u8>), PackageError> {
     let bad = |d: String| PackageError::corrupt(path, d);
     let mut intro = [0u8; 16];
@@ -865,11 +975,23 @@ fn read_header<R: Read>(
             "rpm header at offset {start} claims {need} bytes, past the end of the file"
         )));
     }
-    let mut rest = vec![0u8; il as usize * 16 + dl as usize];
-    r.read_exact(&mut rest)
+    // One buffer, returned as the blob: the header is never copied.
+    let mut blob = vec![0u8; 16 + il as usize * 16 + dl as usize];
+    blob.get_mut(..16).unwrap_or_default().copy_from_slice(&intro);
+    r.read_exact(blob.get_mut(16..).unwrap_or_default())
         .map_err(|_| bad(format!("truncated rpm header at offset {start}")))?;
-    let (index, data) = rest.split_at(il as usize * 16);
+    let (index, data) = blob.get(16..).unwrap_or_default().split_at(il as usize * 16);
     let mut tags = BTreeMap::new();
+    let mut charge = |t: u32, cost: u64| -> Result<(), PackageError> {
+        let cost = cost.saturating_add(ENTRY_COST);
+        if cost > *budget {
+            return Err(bad(format!(
+                "rpm header at offset {start}: tag {t} would decode past {DECODE_BUDGET_PER_BYTE}x the file's size (overlapping or inflated tags)"
+            )));
+        }
+        *budget -= cost;
+        Ok(())
+    };
     for e in index.chunks_exact(16) {
         let be = |i: usize| -> u32 {
             u32::from_be_bytes([
@@ -888,10 +1010,11 @@ fn read_header<R: Read>(
             .get(off..)
             .ok_or_else(|| bad(format!("tag {t}: offset {off} outside the data store")))?;
         let count = count as usize;
-        let ints = |width: usize| -> Result<TagValue, PackageError> {
+        let mut ints = |width: usize| -> Result<TagValue, PackageError> {
             let bytes = tail
                 .get(..count.saturating_mul(width))
                 .ok_or_else(|| bad(format!("tag {t}: {count} values run past the data store")))?;
+            charge(t, (count as u64).saturating_mul(8))?;
             Ok(TagValue::Ints(
                 bytes
                     .chunks_exact(width)
@@ -909,7 +1032,7 @@ fn read_header<R: Read>(
                 if n > tail.len() {
                     return Err(bad(format!("tag {t}: {n} strings run past the data store")));
                 }
-                let mut out = Vec::with_capacity(n);
+                // Measure first, charge, then allocate.
                 let mut pos = 0usize;
                 for _ in 0..n {
                     let s = tail.get(pos..).unwrap_or_default();
@@ -917,23 +1040,31 @@ fn read_header<R: Read>(
                         .iter()
                         .position(|&b| b == 0)
                         .ok_or_else(|| bad(format!("tag {t}: unterminated string")))?;
+                    pos += len + 1;
+                }
+                let slots = (n as u64).saturating_mul(std::mem::size_of::<String>() as u64);
+                charge(t, slots.saturating_add(pos as u64))?;
+                let mut out = Vec::with_capacity(n);
+                let mut pos = 0usize;
+                for _ in 0..n {
+                    let s = tail.get(pos..).unwrap_or_default();
+                    let len = s.iter().position(|&b| b == 0).unwrap_or(s.len());
                     out.push(String::from_utf8_lossy(s.get(..len).unwrap_or_default()).into_owned());
                     pos += len + 1;
                 }
                 TagValue::Strings(out)
             }
-            T_BIN => TagValue::Bin(
-                tail.get(..count)
-                    .ok_or_else(|| bad(format!("tag {t}: binary runs past the data store")))?
-                    .to_vec(),
-            ),
+            T_BIN => {
+                let bytes = tail
+                    .get(..count)
+                    .ok_or_else(|| bad(format!("tag {t}: binary runs past the data store")))?;
+                charge(t, count as u64)?;
+                TagValue::Bin(bytes.to_vec())
+            }
             _ => continue,
         };
         tags.insert(t, v);
     }
-    let mut blob = Vec::with_capacity(16 + rest.len());
-    blob.extend_from_slice(&intro);
-    blob.extend_from_slice(&rest);
     let end = start + blob.len() as u64;
     Ok((Header { tags, start, end }, blob))
 }
@@ -982,13 +1113,14 @@ impl RpmReader {
         if lead[0..4] != [0xed, 0xab, 0xee, 0xdb] {
             return Err(PackageError::corrupt(path, "not an rpm (bad lead magic)"));
         }
-        let (signature, sig_blob) = read_header(&mut r, 96, file_size, path)?;
+        let mut budget = file_size.saturating_mul(DECODE_BUDGET_PER_BYTE);
+        let (signature, sig_blob) = read_header(&mut r, 96, file_size, path, &mut budget)?;
         let pad = (8 - sig_blob.len() % 8) % 8;
         let mut skip = [0u8; 8];
         r.read_exact(skip.get_mut(..pad).unwrap_or_default())
             .map_err(|_| PackageError::corrupt(path, "truncated after the signature header"))?;
         let start = 96 + sig_blob.len() as u64 + pad as u64;
-        let (header, blob) = read_header(&mut r, start, file_size, path)?;
+        let (header, blob) = read_header(&mut r, start, file_size, path, &mut budget)?;
         if let Some(want) = signature.string(tag::SIG_SHA256) {
             let got = hex::encode(Sha256::digest(&blob));
             if !got.eq_ignore_ascii_case(want) {
@@ -1005,6 +1137,17 @@ impl RpmReader {
                     ),
                 ));
             }
+        }
+        for (field, t, kind) in [
+            ("NAME", tag::NAME, NameKind::RpmName),
+            ("VERSION", tag::VERSION, NameKind::RpmVersion),
+            ("RELEASE", tag::RELEASE, NameKind::RpmRelease),
+            ("ARCH", tag::ARCH, NameKind::RpmArch),
+        ] {
+            let value = header
+                .string(t)
+                .ok_or_else(|| PackageError::corrupt(path, format!("header has no {field}")))?;
+            PackageError::check_name(path, field, kind, value)?;
         }
         Ok(RpmReader {
             path: path.to_path_buf(),

@@ -129,25 +129,11 @@ pub fn parent_of(path: &str) -> &str {
 }
 
 /// Checks one relative install path: non-empty components, no `.`/`..`,
-/// no control characters, UTF-8 given.
+/// no control characters, UTF-8 given; the member-path grammar of
+/// `layout::names` (also bounds its length).
 pub fn check_relative_path(path: &str) -> Result<(), String> {
-    if path.is_empty() {
-        return Err("empty path".into());
-    }
-    if path.starts_with('/') {
-        return Err("absolute path".into());
-    }
-    if path.chars().any(|c| c.is_control()) {
-        return Err("control character in name".into());
-    }
-    for comp in path.split('/') {
-        match comp {
-            "" => return Err("empty path component".into()),
-            "." | ".." => return Err(format!("`{comp}` path component")),
-            _ => {}
-        }
-    }
-    Ok(())
+    use rocm_kpack_format::layout::names::{check, NameKind};
+    check(NameKind::MemberPath, path).map_err(|e| e.reason)
 }
 
 /// Checks that a relative symlink target stays inside the root when

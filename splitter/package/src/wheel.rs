@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::container::ZipWriter;
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
+use rocm_kpack_format::layout::names::NameKind;
 
 /// Generator line written into `WHEEL`.
 pub const GENERATOR: &str = concat!("rocm-kpack ", env!("CARGO_PKG_VERSION"));
@@ -429,6 +430,11 @@ impl WheelReader {
             [d, v, _build, py, abi, plat] => (*d, *v, format!("{py}-{abi}-{plat}")),
             _ => return Err(PackageError::corrupt(path, "wheel file name is not name-version-[build-]py-abi-platform.whl")),
         };
+        PackageError::check_name(path, "file name (distribution)", NameKind::WheelName, dist)?;
+        PackageError::check_name(path, "file name (version)", NameKind::WheelVersion, version)?;
+        for part in triple.split(['-', '.']) {
+            PackageError::check_name(path, "file name (tag)", NameKind::WheelTag, part)?;
+        }
         let f = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
         let mut zip = zip::ZipArchive::new(f)
             .map_err(|e| PackageError::corrupt(path, format!("not a valid zip: {e}")))?;
@@ -488,8 +494,12 @@ impl WheelReader {
         let wheel = CoreMetadata::parse(&text(&wheel_bytes, "WHEEL")?);
         let record = parse_record(&text(&record_bytes, "RECORD")?)
             .map_err(|d| PackageError::Record { path: path.to_path_buf(), detail: d })?;
-        if metadata.get("Name").is_none() || metadata.get("Version").is_none() {
-            return Err(PackageError::corrupt(path, "METADATA lacks Name or Version"));
+        for (field, kind) in [("Name", NameKind::WheelName), ("Version", NameKind::WheelVersion)] {
+            let value = metadata
+                .get(field)
+                .ok_or_else(|| PackageError::corrupt(path, "METADATA lacks Name or Version"))?;
+            let field = if field == "Name" { "METADATA Name" } else { "METADATA Version" };
+            PackageError::check_name(path, field, kind, value)?;
         }
         Ok(WheelReader {
             path: path.to_path_buf(),

@@ -19,7 +19,7 @@ use clap::Parser as _;
 use include_dir::{include_dir, Dir};
 use rocm_kpack::detect::{self, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack_cli::ExitStatus;
+use rocm_kpack_cli::{iec_size, ExitStatus};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::compress::Compression;
@@ -58,7 +58,7 @@ const DEB_NAME: &str = "kpack-demo";
 const WHEEL_DIST: &str = "kpack_demo";
 const VERSION: &str = "1.0.0";
 
-/// GPUs `--gpu` can simulate: name, description, and the KFD sysfs tree of
+/// Machines `--machine` can simulate: name, description, and the KFD sysfs tree of
 /// that real machine (golden fixtures of the detection tests).
 const GPUS: &[(&str, &str, Dir<'static>)] = &[
     ("rx7900xtx", "RX 7900 XTX (gfx1100)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx7900xtx")),
@@ -82,9 +82,12 @@ const GPUS: &[(&str, &str, Dir<'static>)] = &[
 /// a stand-in HIP runtime, and report bytes saved and sha256 checks.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Which GPU to simulate (a KFD sysfs tree of a real machine).
-    #[arg(long, default_value = "rx7900xtx", value_parser = gpu_names())]
-    pub gpu: String,
+    /// Which machine to simulate: the KFD sysfs tree of a real machine,
+    /// whose GPUs give the targets (a machine, not a `--target`: detection
+    /// is part of what the demo shows).
+    // `--gpu` was its name; kept, hidden, for scripts.
+    #[arg(long, alias = "gpu", value_name = "MACHINE", default_value = "rx7900xtx", value_parser = gpu_names())]
+    pub machine: String,
     /// Keep the working directory instead of removing it.
     #[arg(long)]
     pub keep: bool,
@@ -170,11 +173,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let kept = args.keep || args.dir.is_some();
     rocm_kpack_cli::outln!(
         "rocm-kpack demo: simulated GPU {}, working directory {}{}",
-        args.gpu,
+        args.machine,
         root.display(),
         if kept { " (kept)" } else { " (removed at the end; --keep keeps it)" }
     )?;
-    let work = Work::new(&root, &args.gpu);
+    let work = Work::new(&root, &args.machine);
     let mut report = Report::default();
     let result = run_steps(&args, &work, &mut report);
     if let Some(dir) = tmp {
@@ -269,15 +272,15 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         || {
             let (_, _, tree) = GPUS
                 .iter()
-                .find(|(name, _, _)| *name == args.gpu)
-                .with_context(|| format!("no built-in sysfs tree for {}", args.gpu))?;
+                .find(|(name, _, _)| *name == args.machine)
+                .with_context(|| format!("no built-in sysfs tree for {}", args.machine))?;
             extract_dir(tree, &work.sysfs)?;
             fs::create_dir_all(&work.stub)?;
             fs::write(work.stub.join("libamdhip64.so"), STUB_HIP)?;
             let deb = build_fat_deb(work)?;
             let wheel = build_fat_wheel(work)?;
             for p in [&deb, &wheel] {
-                rocm_kpack_cli::outln!("    {} ({} bytes)", p.display(), fs::metadata(p)?.len())?;
+                rocm_kpack_cli::outln!("    {} ({})", p.display(), iec_size(fs::metadata(p)?.len()))?;
             }
             Ok((deb, wheel))
         },
@@ -378,11 +381,11 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             "\nThe simulated machine ({}) has no AMD GPU, so it needs no device code:\n\
              the generic package is installed and its host code runs; rocm-kpack-fetch\n\
              found nothing to fetch and exited {} (\"no GPU\"). On a machine with a GPU it\n\
-             would fetch that GPU family's archives; try `rocm-kpack demo --gpu mi300x`.",
-            args.gpu,
+             would fetch that GPU family's archives; try `rocm-kpack demo --machine mi300x`.",
+            args.machine,
             ExitStatus::NoGpu.code()
         )?;
-        report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.gpu));
+        report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.machine));
         return Ok(());
     }
 
@@ -406,7 +409,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     )?;
 
     // Report.
-    report.lines.push(format!("GPU: {} -> targets {}", args.gpu, targets.join(", ")));
+    report.lines.push(format!("GPU: {} -> targets {}", args.machine, targets.join(", ")));
     let mut packages = vec![(DEB_NAME.to_owned(), VERSION.to_owned(), fat_deb.clone())];
     if let Some(deb) = librocrand {
         packages.push(("librocrand1".to_owned(), "5.3.3-4".to_owned(), deb.clone()));
@@ -465,8 +468,13 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
     }
     let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
     Ok(format!(
-        "{name}: download {fat_dl} -> {dl} bytes ({:.0}%), installed {fat_inst} -> {inst} KiB ({:.0}%) with {}{}",
+        "{name}: download {} -> {} ({:.0}%), installed {} -> {} ({:.0}%) with {}{}",
+        iec_size(fat_dl),
+        iec_size(dl),
         pct(dl, fat_dl),
+        // dpkg's Installed-Size is in KiB.
+        iec_size(fat_inst.saturating_mul(1024)),
+        iec_size(inst.saturating_mul(1024)),
         pct(inst, fat_inst),
         names.join(" + "),
         if names.len() == 1 { " (no device code for this GPU in this package)" } else { "" }

@@ -1,9 +1,10 @@
-//! `rocm-kpack extract ARCHIVE --binary KEY --arch ARCH --out FILE`.
+//! `rocm-kpack extract ARCHIVE --binary KEY --target TARGET --out FILE`.
 
 use std::path::PathBuf;
 use anyhow::Context as _;
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::fsutil::check_replaceable;
 
 /// Write one code object out of a `.kpack` archive. KEY is a TOC binary key
 /// such as `lib/librocrand.so.1.1#0` (see `rocm-kpack inspect ARCHIVE`), ARCH a
@@ -15,18 +16,22 @@ pub struct Args {
     /// TOC binary key, `<kernel_name>#<co_index>`.
     #[arg(long)]
     pub binary: String,
-    /// Architecture key exactly as in the archive.
-    #[arg(long)]
-    pub arch: String,
+    /// GPU target (arch key) exactly as in the archive, e.g. gfx90a:xnack-.
+    // `--arch` was its name before `--target` everywhere; kept, hidden.
+    #[arg(long = "target", alias = "arch", value_name = "TARGET")]
+    pub target: String,
     /// Where to write the code object (`-` for stdout).
     // `--output` was its name before `--out` everywhere; kept, hidden, for scripts.
     #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE")]
     pub out: PathBuf,
+    /// Replace FILE if it exists (otherwise extract refuses).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let archive = Archive::open(&args.archive)?;
-    let data = archive.kernel(&args.binary, &args.arch).with_context(|| {
+    let data = archive.kernel(&args.binary, &args.target).with_context(|| {
         format!(
             "{}: binaries: {}; arches: {}",
             args.archive.display(),
@@ -35,15 +40,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         )
     })?;
     if args.out.as_os_str() == "-" {
-        use std::io::Write as _;
-        std::io::stdout().lock().write_all(&data)?;
+        rocm_kpack_cli::write_stdout(&data)?;
     } else {
+        check_replaceable(&args.out, args.force)?;
         crate::cmd::write_atomically(&args.out, &data)?;
         eprintln!(
-            "wrote {} bytes ({} for {}) to {}",
-            data.len(),
+            "wrote {} ({} for {}) to {}",
+            rocm_kpack_cli::iec_size(data.len() as u64),
             args.binary,
-            args.arch,
+            args.target,
             args.out.display()
         );
     }

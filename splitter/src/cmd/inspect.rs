@@ -4,14 +4,16 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
-use rocm_kpack_splitter::elf::inspect::{ElfReport, WrapperReport};
+use rocm_kpack_splitter::coff::inspect::PeReport;
+use rocm_kpack_splitter::elf::inspect::{ElfReport, MarkerReport, WrapperReport};
 use rocm_kpack_splitter::inspect::{self, ArchiveReport, BundleSectionReport, Report};
 
 /// Show what a file holds: a `.kpack` archive (header, arches, every TOC
 /// entry with sizes and compression ratio), a `.kpm` manifest, a fat binary
 /// (each offload bundle and its targets, each wrapper and its code-object
 /// index), a split host-only binary (its `.rocm_kpack_ref` marker), or a raw
-/// offload bundle. The kind is recognised from the file's content.
+/// offload bundle. ELF files and PE images (Windows DLLs/EXEs: `.hip_fat`,
+/// `.hipFatB`, `.kpackrf`) alike. The kind is recognised from the file's content.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The file to inspect.
@@ -46,6 +48,7 @@ fn render(report: &Report) -> String {
         }
         Report::Bundle(b) => render_bundles(b, ""),
         Report::Elf(e) => render_elf(e),
+        Report::Pe(p) => render_pe(p),
     }
 }
 
@@ -108,25 +111,42 @@ fn render_bundles(b: &BundleSectionReport, indent: &str) -> String {
 }
 
 fn render_elf(e: &ElfReport) -> String {
-    let mut out = format!("ELF {}: {}\n", e.elf_type, e.state);
-    if let Some(section) = &e.hip_fatbin {
+    let head = format!("ELF {}: {}\n", e.elf_type, e.state);
+    render_binary(head, e.hip_fatbin.as_ref(), e.marker.as_ref(), ".rocm_kpack_ref", &e.wrappers)
+}
+
+fn render_pe(p: &PeReport) -> String {
+    let signed = if p.signed { ", Authenticode-signed" } else { "" };
+    let head = format!("{} ({}){signed}: {}\n", p.image_type, p.machine, p.state);
+    render_binary(head, p.hip_fat.as_ref(), p.marker.as_ref(), ".kpackrf", &p.wrappers)
+}
+
+/// The part ELF and PE reports share: bundles, marker, wrappers.
+fn render_binary(
+    mut out: String,
+    bundles: Option<&BundleSectionReport>,
+    marker: Option<&MarkerReport>,
+    marker_section: &str,
+    wrappers: &[WrapperReport],
+) -> String {
+    if let Some(section) = bundles {
         out.push_str(&render_bundles(section, "  "));
     }
-    if let Some(marker) = &e.marker {
+    if let Some(marker) = marker {
         let _ = writeln!(
             out,
-            "  marker (.rocm_kpack_ref): kernel_name {}\n    search paths: {}",
+            "  marker ({marker_section}): kernel_name {}\n    search paths: {}",
             marker.kernel_name,
             marker.kpack_search_paths.join(", ")
         );
     }
-    let _ = writeln!(out, "  {} fat-binary wrapper(s)", e.wrappers.len());
+    let _ = writeln!(out, "  {} fat-binary wrapper(s)", wrappers.len());
     for WrapperReport {
         index,
         magic,
         binary,
         co_index,
-    } in &e.wrappers
+    } in wrappers
     {
         let _ = writeln!(
             out,

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod extract;
 pub mod inspect;
+pub mod progress;
 pub mod package;
 pub mod publish;
 pub mod recombine;

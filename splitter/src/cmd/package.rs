@@ -43,7 +43,10 @@ pub struct Args {
     /// control files (shlibs, symbols, triggers, scripts) are carried over.
     #[arg(long, value_name = "DEB")]
     pub control_from: Option<PathBuf>,
-    /// Metadata TOML (see the package::meta module docs for the keys).
+    /// Metadata TOML: name, version, architecture, maintainer, summary,
+    /// description, homepage, license, section, source, and [deb] fields,
+    /// [rpm] release/epoch/requires, [wheel] dist/tags/requires_dist
+    /// (docs/packaging.md, "Package naming", lists every key).
     #[arg(long, value_name = "TOML")]
     pub metadata: Option<PathBuf>,
     /// Wheel compatibility tag (repeatable) [default: from the tree's
@@ -106,6 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     if !args.wheel_tag.is_empty() {
         meta.wheel.tags = args.wheel_tag.clone();
     }
+    let progress = super::progress::CommandProgress::new();
     let opts = PackageOptions {
         formats,
         meta,
@@ -115,9 +119,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         level: args.level,
         device_compression,
         device_level,
+        replace_existing: args.out.force,
+        progress: progress.handle(),
     };
-    let report = package(&args.split_dir, &args.out.dir, &opts)?;
-    args.json.print(&report, || render_packages(&report.packages))?;
+    let report = package(&args.split_dir, &args.out.dir, &opts);
+    let summary = progress.finish();
+    let report = report?;
+    args.json.print(&report, || render_packages(&report.packages) + &summary)?;
     Ok(ExitStatus::Success)
 }
 

@@ -1,10 +1,12 @@
 //! `rocm-kpack publish PKG_DIR --out REPO [--apt] [--yum] [--pip]
-//! [--kpack-store] [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--json]`.
+//! [--kpack-store] [--store-url URL] [--fetcher-bin PATH | --no-fetcher]
+//! [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--json]`.
 
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_cli::{ExitStatus, JsonArg, UsageError};
 use rocm_kpack_package::source_date_epoch;
+use rocm_kpack_package::publish::fetcher::{self, FetcherOptions};
 use rocm_kpack_package::publish::{publish, PublishOptions};
 
 use crate::cli::OutArg;
@@ -18,6 +20,14 @@ use crate::cli::OutArg;
 ///
 /// --out is the repository root; the kinds written replace their previous
 /// directories there.
+///
+/// The rocm-kpack-fetch deb, rpm and wheel are built from the fetcher
+/// binary installed next to this program (or --fetcher-bin) and added to
+/// the apt, yum and pip repositories: installing a generic package from
+/// them brings the fetcher (the generic deb recommends it), whose package
+/// triggers fetch the device code. --store-url is where the kpack store
+/// will be served; the fetcher packages carry it as their source, so
+/// installs fetch with no configuration.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory searched (recursively) for packages.
@@ -36,6 +46,17 @@ pub struct Args {
     /// Write the kpack store for rocm-kpack-fetch.
     #[arg(long)]
     pub kpack_store: bool,
+    /// URL at which the kpack store (this --out, when it holds one) will be
+    /// served: written into the rocm-kpack-fetch packages as their source.
+    #[arg(long, value_name = "URL")]
+    pub store_url: Option<String>,
+    /// The rocm-kpack-fetch binary to package [default: rocm-kpack-fetch
+    /// next to this program].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_fetcher")]
+    pub fetcher_bin: Option<PathBuf>,
+    /// Do not add rocm-kpack-fetch packages.
+    #[arg(long)]
+    pub no_fetcher: bool,
     /// apt suite.
     #[arg(long, default_value = "stable")]
     pub suite: String,
@@ -51,6 +72,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let progress = super::progress::CommandProgress::new();
+    let fetcher = fetcher_options(&args)?;
     let opts = PublishOptions {
         apt: args.apt,
         yum: args.yum,
@@ -60,9 +83,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         sign_key: args.sign_key.clone(),
         gpg: args.gpg.clone(),
         source_date_epoch: source_date_epoch()?,
+        replace_existing: args.out.force,
+        progress: progress.handle(),
+        fetcher,
         ..PublishOptions::default()
     };
-    let report = publish(&args.pkg_dir, &args.out.dir, &opts)?;
+    let report = publish(&args.pkg_dir, &args.out.dir, &opts);
+    progress.finish();
+    let report = report?;
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
     args.json.print(&report, || {
         format!(
             "published {} into {}: {} debs, {} rpms, {} wheels, {} archives\n",
@@ -75,4 +106,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         )
     })?;
     Ok(ExitStatus::Success)
+}
+
+/// The fetcher to package: `--fetcher-bin`, else `rocm-kpack-fetch` next to
+/// this executable (a warning and none when it is not there).
+fn fetcher_options(args: &Args) -> anyhow::Result<Option<FetcherOptions>> {
+    if args.no_fetcher {
+        return Ok(None);
+    }
+    if let Some(url) = &args.store_url {
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("https" | "http" | "file")) {
+            return Err(UsageError(format!("--store-url {url:?}: use an https://, http:// or file:// URL")).into());
+        }
+        if scheme.as_deref() == Some("http") {
+            tracing::warn!("--store-url {url}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http (ROCM_KPACK_ALLOW_HTTP=1)");
+        }
+    }
+    let binary = match &args.fetcher_bin {
+        Some(b) => b.clone(),
+        None => {
+            let sibling = std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(|d| d.join(fetcher::NAME)))
+                .filter(|p| p.is_file());
+            match sibling {
+                Some(p) => p,
+                None => {
+                    tracing::warn!(
+                        "no rocm-kpack-fetch next to this program: publishing without the fetcher packages (pass --fetcher-bin PATH)"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    Ok(Some(FetcherOptions {
+        binary,
+        store_url: args.store_url.clone(),
+        level: None,
+    }))
 }

@@ -48,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         compression: args.compression.scheme(),
         zstd_level: args.compression.level,
         jobs: args.jobs.get()?,
+        replace_existing: args.out.force,
     };
     let report = recombine(&args.shards, &args.out.dir, &opts)?;
     // Warnings go to stderr once (also in the JSON report).
@@ -76,10 +77,10 @@ fn render(r: &RecombineReport) -> String {
     for a in &r.archives {
         let _ = writeln!(
             out,
-            "  {} ({} entries, {} bytes) arches: {}",
+            "  {} ({} entries, {}) arches: {}",
             a.archive.path,
             a.archive.entries,
-            a.archive.size,
+            rocm_kpack_cli::iec_size(a.archive.size),
             a.archive.architectures.join(" ")
         );
     }

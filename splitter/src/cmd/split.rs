@@ -83,6 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
                 .ok_or_else(|| anyhow::anyhow!("--prefix-dir {}: not valid UTF-8", p.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let progress = super::progress::CommandProgress::new();
     let opts = SplitOptions {
         spec,
         component: args.component.clone(),
@@ -90,6 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         jobs,
+        replace_existing: args.out.force,
+        progress: progress.handle(),
     };
     if !args.input.exists() {
         anyhow::bail!("{}: no such file or directory", args.input.display());
@@ -115,17 +118,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     }
     let out = &args.out.dir;
     let report = if args.batch {
-        split_batch(&args.input, out, &opts)?
+        split_batch(&args.input, out, &opts)
     } else if artifact {
-        split_artifact(&args.input, out, &opts)?
+        split_artifact(&args.input, out, &opts)
     } else {
-        split_tree(&args.input, out, &opts)?
+        split_tree(&args.input, out, &opts)
     };
+    let summary = progress.finish();
+    let report = report?;
     // Warnings go to stderr once (also in the JSON report).
     for w in &report.warnings {
         eprintln!("rocm-kpack: warning: {w}");
     }
-    args.json.print(&report, || render(&report))?;
+    args.json.print(&report, || render(&report) + &summary)?;
     Ok(ExitStatus::Success)
 }
 
@@ -147,7 +152,7 @@ fn render(r: &SplitReport) -> String {
         r.hard_links
     );
     for o in &r.outputs {
-        let _ = writeln!(out, "  {:<24} {:>6} files {:>14} bytes", o.name, o.files, o.bytes);
+        let _ = writeln!(out, "  {:<24} {:>6} files {:>12}", o.name, o.files, rocm_kpack_cli::iec_size(o.bytes));
     }
     out
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg};
 use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,
@@ -51,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         spec,
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
+        replace_existing: args.out.force,
     };
     let report = match split_binary(&args.file, out, &opts) {
         Ok(r) => r,
@@ -73,27 +74,30 @@ fn render(r: &SplitBinaryReport) -> String {
         SplitOutcome::Split => {
             let _ = writeln!(
                 out,
-                "{}: split {} bundle(s), {} code object(s), {} wrapper(s)\n  host-only: {} ({} -> {} bytes)",
+                "{}: split {} bundle(s), {} code object(s), {} wrapper(s)\n  host-only: {} ({} -> {})",
                 r.input.display(),
                 r.bundles,
                 r.code_objects,
                 r.wrappers.len(),
                 r.output.display(),
-                r.input_size,
-                r.output_size
+                iec_size(r.input_size),
+                iec_size(r.output_size)
             );
             for a in &r.archives {
                 let _ = writeln!(
                     out,
-                    "  archive: {} ({} entries, {} bytes) arches: {}",
+                    "  archive: {} ({} entries, {}) arches: {}",
                     a.path.display(),
                     a.entries,
-                    a.size,
+                    iec_size(a.size),
                     a.architectures.join(" ")
                 );
             }
             if let Some(m) = &r.manifest {
                 let _ = writeln!(out, "  manifest: {}", m.display());
+            }
+            if let Some(n) = &r.note {
+                let _ = writeln!(out, "  note: {n}");
             }
         }
         SplitOutcome::AlreadySplit => {
@@ -108,7 +112,7 @@ fn render(r: &SplitBinaryReport) -> String {
         SplitOutcome::HostOnly => {
             let _ = writeln!(
                 out,
-                "{}: no device code (.hip_fatbin); copied unchanged to {}",
+                "{}: no device code (no .hip_fatbin, or .hip_fat in a DLL/EXE); copied unchanged to {}",
                 r.input.display(),
                 r.output.display()
             );

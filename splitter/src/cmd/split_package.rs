@@ -43,20 +43,25 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let progress = super::progress::CommandProgress::new();
     let opts = SplitPackageOptions {
         spec: args.spec.load()?,
         jobs: args.jobs.get()?,
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         source_date_epoch: source_date_epoch()?,
+        replace_existing: args.out.force,
+        progress: progress.handle(),
         ..SplitPackageOptions::default()
     };
-    let report = split_package(&args.file, &args.out.dir, &opts)?;
+    let report = split_package(&args.file, &args.out.dir, &opts);
+    let summary = progress.finish();
+    let report = report?;
     if !args.json.enabled {
         for n in &report.notes {
             eprintln!("note: {n}");
         }
     }
-    args.json.print(&report, || super::package::render_packages(&report.packages))?;
+    args.json.print(&report, || super::package::render_packages(&report.packages) + &summary)?;
     Ok(ExitStatus::Success)
 }

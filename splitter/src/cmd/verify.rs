@@ -1,4 +1,4 @@
-//! `rocm-kpack verify TREE [--targets gfx1100,...] [--json]`.
+//! `rocm-kpack verify TREE [--target gfx1100,...] [--json]`.
 
 use std::path::PathBuf;
 
@@ -14,37 +14,33 @@ use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
 /// archive no .kpm lists must be one a marker's @GFXARCH@ pattern reaches
 /// (as in overlaid shard outputs, or trees without a .kpm) and hold only
 /// code its name stands for. Without
-/// --targets, each binary is checked for every arch its reachable archives
-/// carry. Exit status 1 and a list of problems when anything is wrong.
+/// --target, each binary is checked for every arch its reachable archives
+/// carry. Exit status 4 and a list of problems when anything is wrong in
+/// the tree; 1 when the tree cannot be read.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The tree (e.g. generic/ and one group extracted over each other).
     pub tree: PathBuf,
-    /// Targets every binary must have code for, comma-separated, as the GPU
-    /// reports them (gfx1100,gfx90a:sramecc+:xnack-); each is looked up
-    /// natively, then through its generic ISA, as a runtime does.
-    #[arg(long, value_delimiter = ',')]
-    pub targets: Option<Vec<String>>,
+    /// GPU targets every binary must have code for, as the GPU reports them
+    /// (repeatable or comma-separated: gfx1100,gfx90a:sramecc+:xnack-);
+    /// each is looked up natively, then through its generic ISA, as a
+    /// runtime does. Checked against the family table.
+    #[arg(long = "target", alias = "targets", value_name = "TARGET", value_delimiter = ',',
+          value_parser = rocm_kpack_cli::parse_target)]
+    pub targets: Vec<String>,
     #[command(flatten)]
     pub json: JsonArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let targets = args.targets.map(|t| {
-        t.into_iter()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-    });
-    if targets.as_ref().is_some_and(Vec::is_empty) {
-        anyhow::bail!("--targets needs at least one target");
-    }
+    let targets = (!args.targets.is_empty()).then_some(args.targets);
     let report = verify_tree(&args.tree, &VerifyOptions { targets })?;
     args.json.print(&report, || report.to_string())?;
-    // Problems in the tree are exit 1, as for any failure (see the table).
+    // Problems found in the tree are exit 4, as for rocm-kpack-fetch verify;
+    // a tree that cannot be read is an error (exit 1).
     Ok(if report.ok() {
         ExitStatus::Success
     } else {
-        ExitStatus::Failure
+        ExitStatus::Problems
     })
 }

@@ -49,6 +49,51 @@ pub struct WrapperReport {
     pub co_index: Option<u32>,
 }
 
+impl WrapperReport {
+    /// A wrapper whose `binary` pointer (relocation applied) is `binary`:
+    /// HIPK carries its co_index in `reserved1`, HIPF points at a bundle of
+    /// the device code section (at `fat_range` = (address, size), bundles at
+    /// `bundle_offsets`).
+    pub fn new(
+        index: usize,
+        magic: u32,
+        binary: u64,
+        reserved1: u64,
+        fat_range: Option<(u64, u64)>,
+        bundle_offsets: &[u64],
+    ) -> WrapperReport {
+        let (magic, co_index) = match magic {
+            HIPK_MAGIC => ("HIPK".to_string(), Some((reserved1 & 0xffff_ffff) as u32)),
+            HIPF_MAGIC => {
+                let co = fat_range.and_then(|(addr, size)| {
+                    let off = binary.checked_sub(addr).filter(|&o| o < size)?;
+                    u32::try_from(bundle_offsets.binary_search(&off).ok()?).ok()
+                });
+                ("HIPF".to_string(), co)
+            }
+            other => (format!("{other:#010x}"), None),
+        };
+        WrapperReport {
+            index,
+            magic,
+            binary,
+            co_index,
+        }
+    }
+}
+
+/// The `state` line of an ELF or PE report.
+pub fn binary_state(has_marker: bool, has_device_code: bool) -> String {
+    if has_marker {
+        "split (host-only, kpack marker)"
+    } else if has_device_code {
+        "fat binary"
+    } else {
+        "host-only (no device code)"
+    }
+    .to_string()
+}
+
 /// Inspects an ELF file's fat binary parts.
 pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
     let elf = Elf::parse(data)?;
@@ -105,37 +150,18 @@ pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
             let binary = slot_pointer(&elf, &relocs, &by_offset, slot)
                 .map(|(p, _)| p)
                 .unwrap_or_else(|_| u64_at(w, 8));
-            let (magic, co_index) = match magic_value {
-                HIPK_MAGIC => (
-                    "HIPK".to_string(),
-                    Some((u64_at(w, 16) & 0xffff_ffff) as u32),
-                ),
-                HIPF_MAGIC => {
-                    let co = fatbin_range.and_then(|(addr, size)| {
-                        let off = binary.checked_sub(addr).filter(|&o| o < size)?;
-                        u32::try_from(bundle_offsets.binary_search(&off).ok()?).ok()
-                    });
-                    ("HIPF".to_string(), co)
-                }
-                other => (format!("{other:#010x}"), None),
-            };
-            wrappers.push(WrapperReport {
+            wrappers.push(WrapperReport::new(
                 index,
-                magic,
+                magic_value,
                 binary,
-                co_index,
-            });
+                u64_at(w, 16),
+                fatbin_range,
+                &bundle_offsets,
+            ));
         }
     }
 
-    let state = if marker.is_some() {
-        "split (host-only, kpack marker)"
-    } else if hip_fatbin.is_some() {
-        "fat binary"
-    } else {
-        "host-only (no device code)"
-    }
-    .to_string();
+    let state = binary_state(marker.is_some(), hip_fatbin.is_some());
     Ok(ElfReport {
         elf_type,
         state,

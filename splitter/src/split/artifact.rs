@@ -79,7 +79,7 @@ pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
 /// Splits the artifact directory `input` into `out` (see the module docs).
 pub fn split_artifact(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
     opts.spec.validate()?;
-    let staging = Staging::new(&[input], out)?;
+    let staging = Staging::new(&[input], out, opts.replace_existing)?;
     let mut report = with_jobs(opts.jobs, || split_one(input, &staging, opts))??;
     staging.publish()?;
     report.input = input.to_path_buf();
@@ -99,7 +99,7 @@ pub fn split_batch(parent: &Path, out: &Path, opts: &SplitOptions) -> Result<Spl
     }
     opts.spec.validate()?;
     let (artifacts, skipped) = batch_list(parent)?;
-    let staging = Staging::new(&[parent], out)?;
+    let staging = Staging::new(&[parent], out, opts.replace_existing)?;
     let mut report = with_jobs(opts.jobs, || -> Result<SplitReport> {
         let mut total = SplitReport::default();
         for (_, _, path) in &artifacts {

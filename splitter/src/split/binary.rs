@@ -24,6 +24,7 @@ use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
 use rocm_kpack_format::fsutil::{self, PendingFile};
 
+use crate::coff::{self, PeError};
 use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
 
 /// Everything that can stop a split. Messages carry context; the
@@ -34,6 +35,10 @@ pub enum SplitError {
     /// refused, or the result failed verification).
     #[error(transparent)]
     Elf(#[from] ElfError),
+    /// The PE/COFF image cannot be split (PE32, not x86-64, malformed,
+    /// refused, or the result failed verification).
+    #[error(transparent)]
+    Pe(#[from] PeError),
     /// `.hip_fatbin` does not hold valid offload bundles.
     #[error("corrupted offload bundle in .hip_fatbin")]
     Bundle(#[source] rocm_kpack_format::Error),
@@ -111,6 +116,8 @@ pub struct SplitBinaryOptions {
     /// [`DEFAULT_ZSTD_LEVEL`], fast, since one binary is split to try
     /// things out; release outputs use the tree split's level.
     pub zstd_level: i32,
+    /// Replace outputs that exist (`--force`); else they are refused.
+    pub replace_existing: bool,
 }
 
 impl Default for SplitBinaryOptions {
@@ -120,6 +127,7 @@ impl Default for SplitBinaryOptions {
             spec: Spec::default_families(),
             compression: CompressionScheme::ZstdPerKernel,
             zstd_level: DEFAULT_ZSTD_LEVEL,
+            replace_existing: false,
         }
     }
 }
@@ -132,7 +140,7 @@ pub enum SplitOutcome {
     Split,
     /// The input already carries a marker / HIPK wrappers: copied unchanged.
     AlreadySplit,
-    /// The input has no `.hip_fatbin`: copied unchanged.
+    /// The input has no `.hip_fatbin` (PE: `.hip_fat`): copied unchanged.
     HostOnly,
 }
 
@@ -162,7 +170,9 @@ pub struct SplitBinaryReport {
     /// The host-only binary (or unchanged copy).
     pub output: PathBuf,
     pub outcome: SplitOutcome,
-    /// Why the input was left alone, for [`SplitOutcome::AlreadySplit`].
+    /// Why the input was left alone, for [`SplitOutcome::AlreadySplit`];
+    /// for a split, what changed beyond the device code (a PE image's
+    /// Authenticode signature removed).
     pub note: Option<String>,
     pub component: String,
     /// Marker `kernel_name` (TOC keys are `<kernel_name>#<co_index>`).
@@ -174,7 +184,8 @@ pub struct SplitBinaryReport {
     pub bundles: usize,
     pub code_objects: usize,
     pub wrappers: Vec<WrapperInfo>,
-    /// Address of `.rocm_kpack_ref` in the host-only binary.
+    /// Address of the marker section (`.rocm_kpack_ref`, PE: `.kpackrf`)
+    /// in the host-only binary.
     pub marker_address: Option<u64>,
     pub archives: Vec<ArchiveFileReport>,
     /// The `.kpm` manifest written.
@@ -223,8 +234,11 @@ pub struct SplitElf<'a> {
     pub wrappers: Vec<WrapperInfo>,
     /// Address of `.rocm_kpack_ref` in `host`.
     pub marker_address: u64,
-    /// File offset and size of `.hip_fatbin` in the input.
+    /// File offset and size of `.hip_fatbin` (PE: `.hip_fat`) in the input.
     pub fatbin_range: (u64, u64),
+    /// What the split changed beyond the device code, for the report (a
+    /// PE image's Authenticode signature removed).
+    pub notes: Vec<String>,
 }
 
 impl SplitElf<'_> {
@@ -252,15 +266,20 @@ pub enum ElfSplit<'a> {
     Split(SplitElf<'a>),
 }
 
-/// Splits a fat binary held in memory. `kernel_name` goes into the marker
-/// (TOC keys are `<kernel_name>#<co_index>`), `search_paths` are the
-/// marker's archive locations (see [`marker_search_paths`]). The host-only
-/// bytes are verified before they are returned.
+/// Splits a fat binary held in memory: an x86-64 ELF file, or a PE32+
+/// x86-64 image (DLL/EXE, recognised by its `MZ`/`PE` headers; see
+/// [`coff`]). `kernel_name` goes into the marker (TOC keys are
+/// `<kernel_name>#<co_index>`), `search_paths` are the marker's archive
+/// locations (see [`marker_search_paths`]). The host-only bytes are verified
+/// before they are returned.
 pub fn split_fat_elf<'a>(
     data: &'a [u8],
     kernel_name: &str,
     search_paths: Vec<String>,
 ) -> Result<ElfSplit<'a>, SplitError> {
+    if coff::is_pe(data) {
+        return split_fat_pe(data, kernel_name, search_paths);
+    }
     let fat = match elf::classify(data)? {
         Classification::HostOnly => return Ok(ElfSplit::HostOnly),
         Classification::AlreadySplit(why) => return Ok(ElfSplit::AlreadySplit(why)),
@@ -269,15 +288,7 @@ pub fn split_fat_elf<'a>(
     let section = fat.fatbin_bytes()?;
     let bundles = bundle::parse_fatbin(section).map_err(SplitError::Bundle)?;
     let offsets: Vec<u64> = bundles.iter().map(|b| b.offset).collect();
-    let marker = Marker {
-        kpack_search_paths: search_paths,
-        kernel_name: kernel_name.to_string(),
-    }
-    .to_msgpack()
-    .map_err(|source| SplitError::Format {
-        what: "marker".into(),
-        source,
-    })?;
+    let marker = marker_bytes(kernel_name, search_paths)?;
     let rw = elf::rewrite(&fat, &marker, &offsets)?;
     let co_indices: Vec<u32> = rw.wrappers.iter().map(|w| w.co_index).collect();
     verify::verify(
@@ -294,6 +305,65 @@ pub fn split_fat_elf<'a>(
         wrappers: rw.wrappers,
         marker_address: rw.marker_vaddr,
         fatbin_range: fat.fatbin_file_range(),
+        notes: Vec::new(),
+    }))
+}
+
+/// The marker both formats embed.
+fn marker_bytes(kernel_name: &str, search_paths: Vec<String>) -> Result<Vec<u8>, SplitError> {
+    Marker {
+        kpack_search_paths: search_paths,
+        kernel_name: kernel_name.to_string(),
+    }
+    .to_msgpack()
+    .map_err(|source| SplitError::Format {
+        what: "marker".into(),
+        source,
+    })
+}
+
+/// [`split_fat_elf`] for PE images: `.kpackrf` added, wrappers redirected,
+/// `.hip_fat` reclaimed, the result verified.
+fn split_fat_pe<'a>(
+    data: &'a [u8],
+    kernel_name: &str,
+    search_paths: Vec<String>,
+) -> Result<ElfSplit<'a>, SplitError> {
+    let fat = match coff::classify(data)? {
+        coff::Classification::HostOnly => return Ok(ElfSplit::HostOnly),
+        coff::Classification::AlreadySplit(why) => return Ok(ElfSplit::AlreadySplit(why)),
+        coff::Classification::Fat(fat) => fat,
+    };
+    let bundles = bundle::parse_fatbin(fat.fatbin_bytes()?).map_err(SplitError::Bundle)?;
+    let offsets: Vec<u64> = bundles.iter().map(|b| b.offset).collect();
+    let marker = marker_bytes(kernel_name, search_paths)?;
+    let rw = coff::rewrite(&fat, &marker, &offsets)?;
+    let co_indices: Vec<u32> = rw.wrappers.iter().map(|w| w.co_index).collect();
+    coff::verify::verify(
+        &fat,
+        &rw.bytes,
+        &coff::verify::Expected {
+            marker: &marker,
+            marker_rva: rw.marker_rva,
+            co_indices: &co_indices,
+        },
+    )?;
+    let mut notes = Vec::new();
+    if rw.signature_removed {
+        tracing::warn!(kernel_name, "Authenticode signature removed by the split");
+        notes.push(
+            "the input was Authenticode-signed; the signature no longer matches the split image and was removed \
+             (sign the output again)"
+                .to_string(),
+        );
+    }
+    Ok(ElfSplit::Split(SplitElf {
+        host: rw.bytes,
+        bundles,
+        wrappers: rw.wrappers,
+        marker_address: rw.marker_va,
+        fatbin_range: fat.fatbin_file_range(),
+        notes,
     }))
 }
 
@@ -663,6 +733,13 @@ fn split_binary_inner(
             )));
         }
     }
+    // The overwrite rule, before any work: the host binary and the manifest
+    // are what every split writes.
+    fsutil::check_replaceable(&output, opts.replace_existing)?;
+    fsutil::check_replaceable(
+        &out_dir.join(layout::KPACK_DIR).join(layout::manifest_file_name(&component)),
+        opts.replace_existing,
+    )?;
     if meta.len() == 0 {
         return Err(ElfError::NotElf.into());
     }
@@ -728,8 +805,12 @@ fn split_binary_inner(
         bundles,
         wrappers,
         marker_address,
+        notes,
         ..
     } = split;
+    for note in &notes {
+        tracing::warn!(input = %input.display(), "{note}");
+    }
     for (i, b) in bundles.into_iter().enumerate() {
         let key = format!("{file_name}#{i}");
         let mut cos: Vec<(&str, &[u8])> = b.code_objects().collect();
@@ -756,6 +837,7 @@ fn split_binary_inner(
     report.code_objects = code_objects;
     report.wrappers = wrappers;
     report.marker_address = Some(marker_address);
+    report.note = (!notes.is_empty()).then(|| notes.join("; "));
     report.archives = archives;
     report.manifest = manifest;
     Ok(report)

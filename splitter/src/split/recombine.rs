@@ -62,6 +62,8 @@ pub struct RecombineOptions {
     pub zstd_level: i32,
     /// Worker threads.
     pub jobs: Option<usize>,
+    /// Replace outputs that exist (`--force`); else they are refused.
+    pub replace_existing: bool,
 }
 
 impl Default for RecombineOptions {
@@ -71,6 +73,7 @@ impl Default for RecombineOptions {
             compression: None,
             zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
+            replace_existing: false,
         }
     }
 }
@@ -187,7 +190,7 @@ pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Res
     }
     let kind = kind.unwrap_or(Kind::Tree);
     let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
-    let staging = Staging::new(&inputs, out)?;
+    let staging = Staging::new(&inputs, out, opts.replace_existing)?;
     let mut report = with_jobs(opts.jobs, || -> Result<RecombineReport> {
         let classifier = DatabaseClassifier::new(&opts.spec)?;
         let mut report = RecombineReport::default();

@@ -37,7 +37,7 @@ pub enum ScanError {
     /// A FIFO, socket or device node.
     #[error("{}: unsupported file type ({kind}); install trees hold files, directories and symlinks", path.display())]
     Special { path: PathBuf, kind: &'static str },
-    /// An ELF file with device code that cannot be split.
+    /// An ELF file or PE image with device code that cannot be split.
     #[error("{}: has device code but cannot be split", path.display())]
     Binary {
         path: PathBuf,
@@ -59,9 +59,11 @@ impl ScanError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "class")]
 pub enum FileClass {
-    /// An x86-64 ELF with device code in `.hip_fatbin`.
+    /// An x86-64 ELF with device code in `.hip_fatbin`, or a PE32+ x86-64
+    /// DLL/EXE with device code in `.hip_fat`.
     FatBinary,
-    /// An x86-64 ELF that is already split (kpack marker or HIPK wrappers).
+    /// An x86-64 ELF or PE image that is already split (kpack marker or
+    /// HIPK wrappers).
     SplitBinary,
     /// A per-arch kernel database file.
     Database {
@@ -315,6 +317,9 @@ fn classify_file(
     let mut file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let mut head = [0u8; 64];
     let n = read_up_to(&mut file, &mut head).map_err(|e| ScanError::io(path, e))?;
+    if head.get(..n).unwrap_or_default().starts_with(b"MZ") {
+        return classify_pe(path, &file);
+    }
     if !is_x86_64_elf(head.get(..n).unwrap_or_default()) || meta.len() < 64 {
         return Ok(FileClass::Other);
     }
@@ -347,6 +352,40 @@ fn classify_file(
             source: Box::new(SplitError::Elf(e)),
         }),
     }
+}
+
+/// A DLL/EXE: fat, split, or (the common case) no device code at all.
+fn classify_pe(path: &Path, file: &File) -> Result<FileClass, ScanError> {
+    // SAFETY: read-only private mapping of a file we only read; another
+    // process truncating it meanwhile would fault (the usual mmap caveat).
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| ScanError::io(path, e))?;
+    if !crate::coff::is_pe(&map) {
+        return Ok(FileClass::Other);
+    }
+    match crate::coff::classify(&map) {
+        Ok(crate::coff::Classification::HostOnly) => {
+            tracing::debug!(file = %path.display(), "PE image without device code; copied unchanged");
+            Ok(FileClass::Other)
+        }
+        Ok(crate::coff::Classification::AlreadySplit(_)) => Ok(FileClass::SplitBinary),
+        Ok(crate::coff::Classification::Fat(_)) => Ok(FileClass::FatBinary),
+        // An odd DLL that carries no device code is not our concern.
+        Err(e) if !has_fat_section_name(&map) => {
+            tracing::warn!(file = %path.display(), "PE image that cannot be parsed ({e}); copied unchanged");
+            Ok(FileClass::Other)
+        }
+        Err(e) => Err(ScanError::Binary {
+            path: path.to_path_buf(),
+            source: Box::new(SplitError::Pe(e)),
+        }),
+    }
+}
+
+/// Whether the bytes mention `.hip_fat` at all (an unparseable image that
+/// does is an error, not something to copy silently).
+fn has_fat_section_name(data: &[u8]) -> bool {
+    let name = crate::coff::read::FATBIN_SECTION.as_bytes();
+    data.windows(name.len()).any(|w| w == name)
 }
 
 pub fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {

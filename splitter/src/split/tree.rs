@@ -21,6 +21,8 @@ use filetime::FileTime;
 use rayon::prelude::*;
 use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
+use rocm_kpack_format::fsutil::{check_replaceable, move_into_place, sync_tree, PathError};
+use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
 
@@ -90,6 +92,16 @@ impl TreeError {
     }
 }
 
+impl From<PathError> for TreeError {
+    fn from(e: PathError) -> Self {
+        TreeError::Io {
+            what: e.action,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 /// Result type of tree operations.
 pub type Result<T, E = TreeError> = std::result::Result<T, E>;
 
@@ -111,6 +123,10 @@ pub struct SplitOptions {
     pub zstd_level: i32,
     /// Worker threads (None: one per core).
     pub jobs: Option<usize>,
+    /// Replace outputs that exist (`--force`); else they are refused.
+    pub replace_existing: bool,
+    /// Where progress goes (per input file, per code object).
+    pub progress: ProgressHandle,
 }
 
 impl Default for SplitOptions {
@@ -122,6 +138,8 @@ impl Default for SplitOptions {
             compression: CompressionScheme::ZstdPerKernel,
             zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
+            replace_existing: false,
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -138,6 +156,10 @@ pub struct BinaryReport {
     pub code_objects: usize,
     pub input_size: u64,
     pub output_size: u64,
+    /// What the split changed beyond the device code (a PE image's
+    /// Authenticode signature removed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One archive written.
@@ -219,12 +241,16 @@ pub struct Staging {
     dir: Option<tempfile::TempDir>,
     out: PathBuf,
     created_out: bool,
+    replace: bool,
 }
 
 impl Staging {
     /// Checks `out` is usable for input `input` (not inside it), creates it
     /// if missing, and a staging directory in it.
-    pub fn new(input_paths: &[&Path], out: &Path) -> Result<Staging> {
+    /// With `replace`, outputs that exist are replaced
+    /// ([`move_into_place`]); without, they are refused before anything is
+    /// written.
+    pub fn new(input_paths: &[&Path], out: &Path, replace: bool) -> Result<Staging> {
         for input in input_paths {
             check_not_inside(input, out)?;
         }
@@ -244,6 +270,7 @@ impl Staging {
             dir: Some(dir),
             out: out.to_path_buf(),
             created_out,
+            replace,
         })
     }
 
@@ -252,19 +279,12 @@ impl Staging {
         self.dir.as_ref().map_or(self.out.as_path(), |d| d.path())
     }
 
-    /// Fails if `out/name` already exists.
+    /// Fails if `out/name` already exists, unless outputs are replaced.
     pub fn check_free(&self, name: &str) -> Result<()> {
-        let p = self.out.join(name);
-        if fs::symlink_metadata(&p).is_ok() {
-            return Err(TreeError::Output {
-                path: p,
-                why: "already exists; choose an empty output directory".into(),
-            });
-        }
-        Ok(())
+        check_replaceable(&self.out.join(name), self.replace).map_err(TreeError::from)
     }
 
-    /// Renames every child of the staging directory into the output
+    /// Moves every child of the staging directory into the output
     /// directory (all names are checked first).
     pub fn publish(mut self) -> Result<Vec<String>> {
         let staging = self.path().to_path_buf();
@@ -280,9 +300,13 @@ impl Staging {
         for n in &names {
             self.check_free(n)?;
         }
+        // Everything written (host binaries, archives, copies) reaches the
+        // disk before any of it becomes visible under its final name.
         for n in &names {
-            let to = self.out.join(n);
-            fs::rename(staging.join(n), &to).map_err(|e| TreeError::io("cannot rename into", &to, e))?;
+            sync_tree(&staging.join(n))?;
+        }
+        for n in &names {
+            move_into_place(&staging.join(n), &self.out.join(n), self.replace)?;
         }
         self.created_out = false;
         Ok(names)
@@ -373,7 +397,7 @@ pub fn split_tree(input: &Path, out: &Path, opts: &SplitOptions) -> Result<Split
         });
     }
     opts.spec.validate()?;
-    let staging = Staging::new(&[input], out)?;
+    let staging = Staging::new(&[input], out, opts.replace_existing)?;
     staging.check_free("generic")?;
     let mut report = with_jobs(opts.jobs, || -> Result<SplitReport> {
         let plan = plan_tree(input, opts)?;
@@ -437,6 +461,13 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<Spl
         }
     }
 
+    let copy_count = plan
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
+        .count();
+    let binary_count: usize = plan.archive_sets.iter().map(|s| s.binaries.len()).sum();
+    opts.progress.begin("split", "files", (copy_count + binary_count) as u64);
     // Archive sets: in parallel with each other (each set's binaries in
     // order, its compression itself parallel).
     let set_results: Vec<Result<SetOutput>> = plan
@@ -474,7 +505,9 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<Spl
                         .map_err(|err| TreeError::io("cannot set the time of", &dst, err))
                 }
                 _ => Ok(()),
-            }
+            }?;
+            opts.progress.item_done(&e.out);
+            Ok(())
         })
         .collect();
     copies.into_iter().collect::<Result<Vec<()>>>()?;
@@ -571,10 +604,12 @@ fn run_set(
             code_objects: 0,
             input_size: b.size,
             output_size: b.size,
+            notes: Vec::new(),
         };
         match split_fat_elf(&map, &b.kernel_name, b.search_paths.clone()).map_err(in_file)? {
             ElfSplit::Split(split) => {
-                let SplitElf { host, bundles, .. } = split;
+                let SplitElf { host, bundles, notes, .. } = split;
+                rep.notes = notes;
                 archive_set
                     .check_targets(bundles.iter().flat_map(|bu| bu.code_objects().map(|(t, _)| t)))
                     .map_err(in_file)?;
@@ -586,6 +621,7 @@ fn run_set(
                     for (target, bytes) in cos {
                         archive_set.add(&key, target, bytes).map_err(in_file)?;
                         rep.code_objects += 1;
+                        opts.progress.code_objects(1);
                         release_pages(&map, bytes);
                     }
                 }
@@ -598,6 +634,7 @@ fn run_set(
         }
         set_mode(&dst, b.mode)?;
         set_mtime(&dst, b.mtime)?;
+        opts.progress.item_done(&b.out);
         binaries.push(rep);
     }
     let committed = archive_set
@@ -645,7 +682,13 @@ fn run_set(
 /// Moves a finished archive into its tree (mode 0644, generated mtime).
 pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
     mkdirs(parent_of(to))?;
+    // Durable before it is visible under its final name.
+    fs::File::open(from)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| TreeError::io("cannot sync", from, e))?;
     fs::rename(from, to).map_err(|e| TreeError::io("cannot rename into", to, e))?;
+    rocm_kpack_format::fsutil::sync_dir(parent_of(to))
+        .map_err(|e| TreeError::io("cannot sync", parent_of(to), e))?;
     set_mode(to, 0o644)?;
     set_mtime(to, mtime)
 }

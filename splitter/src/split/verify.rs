@@ -35,6 +35,7 @@ use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
+use rocm_kpack_pkgspec::targets::feature_completion;
 
 use crate::elf::inspect::inspect_elf;
 use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
@@ -503,6 +504,19 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     owned.insert((a.clone(), format!("{}#{co}", b.marker.kernel_name)));
                 }
             }
+            // The target spelling that would have matched, for "did you mean".
+            let hint_for = |t: &str| -> String {
+                let carried: Vec<TargetId> = reached
+                    .iter()
+                    .filter_map(|a| opened.get(a))
+                    .flat_map(|ar| ar.gfx_arches().iter().filter_map(|g| TargetId::parse(g).ok()))
+                    .collect();
+                TargetId::parse(t)
+                    .ok()
+                    .and_then(|id| feature_completion(&id, &carried))
+                    .map(|h| format!("; did you mean `{h}`?"))
+                    .unwrap_or_default()
+            };
             let mut resolved = 0;
             if b.co_indices.is_empty() {
                 problems.push(Problem {
@@ -528,7 +542,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                         }),
                         Err(e) => problems.push(Problem {
                             path: b.rel.clone(),
-                            message: format!("no code object for {t} ({key}): {e}"),
+                            message: format!("no code object for {t} ({key}): {e}{}", hint_for(t)),
                         }),
                     }
                 }

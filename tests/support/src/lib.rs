@@ -10,6 +10,7 @@ pub mod fixtures;
 pub mod gfxarch;
 pub mod http;
 pub mod layouts;
+pub mod snapshot;
 pub mod tree;
 
 /// `<venv>/lib/pythonX.Y/site-packages` of a virtual environment.

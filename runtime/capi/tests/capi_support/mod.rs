@@ -214,6 +214,7 @@ pub fn artifacts() -> &'static Artifacts {
         fs::create_dir_all(&soname_dir).expect("mkdir soname dir");
         let link = soname_dir.join("librocm_kpack.so.0");
         let _ = fs::remove_file(&link);
+        #[cfg(unix)]
         std::os::unix::fs::symlink(&cdylib, &link).expect("symlink SONAME");
         Artifacts {
             out_dir,

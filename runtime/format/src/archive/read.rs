@@ -56,6 +56,15 @@ impl Backing {
             }
             // A failed read falls back to the map, which sees the same file.
         }
+        #[cfg(windows)]
+        if let Backing::Mapped(_, file) = self {
+            // Positional read (ReadFile with an OVERLAPPED offset).
+            use std::os::windows::fs::FileExt;
+            let mut buf = [0u8; 4];
+            if file.seek_read(&mut buf, at).ok() == Some(4) {
+                return Some(u32::from_le_bytes(buf));
+            }
+        }
         read_u32_le(bytes, at)
     }
 }

@@ -10,7 +10,10 @@
 //!   `simple/index.html` and `simple/<project>/index.html`, and PEP 691
 //!   JSON as `index.json` beside each `index.html`;
 //! - kpack store ([`store`]): `by-hash/sha256/<hex>` + `index.json`, from
-//!   the `.kpack` archives found loose in PKG_DIR or inside its packages.
+//!   the `.kpack` archives found loose in PKG_DIR or inside its packages;
+//! - the `rocm-kpack-fetch` packages ([`fetcher`]), built from a fetcher
+//!   binary and added to the apt, yum and pip repositories, with the
+//!   store's URL as their sources file (`--store-url`).
 //!
 //! Each repository kind is built in a staging directory inside `--out`
 //! and its top-level directories replace the previous ones only when
@@ -19,12 +22,15 @@
 //! signatures differ between runs.
 
 pub mod apt;
+pub mod fetcher;
 pub mod pip;
 pub mod serve;
 pub mod store;
 pub mod yum;
 
 use rocm_kpack_format::layout;
+use rocm_kpack_format::fsutil::{check_replaceable, move_into_place};
+use crate::progress::ProgressHandle;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -105,6 +111,14 @@ pub struct PublishOptions {
     pub gpg: PathBuf,
     /// Dates in Release, repomd.xml and index.json.
     pub source_date_epoch: u64,
+    /// Build the `rocm-kpack-fetch` packages from this binary and add them
+    /// to the repositories written.
+    pub fetcher: Option<fetcher::FetcherOptions>,
+    /// Replace repository directories that exist (`--force`, republishing);
+    /// else they are refused.
+    pub replace_existing: bool,
+    /// Where progress goes (one item per repository kind written).
+    pub progress: ProgressHandle,
 }
 
 impl Default for PublishOptions {
@@ -120,6 +134,9 @@ impl Default for PublishOptions {
             sign_key: None,
             gpg: PathBuf::from("gpg"),
             source_date_epoch: crate::DEFAULT_SOURCE_DATE_EPOCH,
+            fetcher: None,
+            replace_existing: false,
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -199,6 +216,10 @@ pub struct PublishReport {
     pub kinds: Vec<String>,
     /// Top-level entries of the output replaced.
     pub replaced: Vec<String>,
+    /// The `rocm-kpack-fetch` packages built and added (file names).
+    pub fetcher_packages: Vec<String>,
+    /// Things the user should know (no store URL for installs, ...).
+    pub warnings: Vec<String>,
 }
 
 /// Publishes the packages of `pkg_dir` into `out`. With no kind selected,
@@ -230,7 +251,7 @@ pub fn publish(
     if let Some(key) = &opts.sign_key {
         check_gpg(&opts.gpg, key)?;
     }
-    let inputs = scan_inputs(pkg_dir, Some(&out_canon))?;
+    let mut inputs = scan_inputs(pkg_dir, Some(&out_canon))?;
     let any = opts.apt || opts.yum || opts.pip || opts.kpack_store;
     let (apt_on, yum_on, pip_on, store_on) = if any {
         (opts.apt, opts.yum, opts.pip, opts.kpack_store)
@@ -242,27 +263,63 @@ pub fn publish(
             true,
         )
     };
+    let mut report = PublishReport::default();
+    // Built outside the staging directory, whose entries all become
+    // top-level entries of the repository.
+    let fetcher_dir = tempfile::Builder::new()
+        .prefix(".publish-fetcher-")
+        .tempdir_in(out)
+        .map_err(|e| PublishError::io("cannot create a directory in", out, e))?;
+    if let Some(f) = &opts.fetcher {
+        let kinds = fetcher::Kinds {
+            deb: apt_on,
+            rpm: yum_on,
+            wheel: pip_on,
+        };
+        for path in fetcher::build_fetcher_packages(f, kinds, opts.source_date_epoch, fetcher_dir.path())? {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if name.ends_with(".deb") {
+                inputs.debs.push(path);
+            } else if name.ends_with(".rpm") {
+                inputs.rpms.push(path);
+            } else {
+                inputs.wheels.push(path);
+            }
+            report.fetcher_packages.push(name);
+        }
+        if f.store_url.is_none() && (apt_on || yum_on) {
+            report.warnings.push(
+                "no --store-url: the rocm-kpack-fetch packages name no kpack store, so installing a generic package fetches no device code until a source is configured (/etc/rocm-kpack/sources.d/)"
+                    .into(),
+            );
+        }
+    }
     let staging = tempfile::Builder::new()
         .prefix(".publish-staging-")
         .tempdir_in(out)
         .map_err(|e| PublishError::io("cannot create a staging directory in", out, e))?;
     let stage = staging.path();
-    let mut report = PublishReport::default();
+    let kinds = [apt_on, yum_on, pip_on, store_on].iter().filter(|k| **k).count();
+    opts.progress.begin("publish", "repositories", kinds as u64);
     if apt_on {
         report.debs = apt::write_apt(&inputs.debs, stage, opts)?;
         report.kinds.push("apt".into());
+        opts.progress.item_done("apt");
     }
     if yum_on {
         report.rpms = yum::write_yum(&inputs.rpms, stage, opts)?;
         report.kinds.push("yum".into());
+        opts.progress.item_done("yum");
     }
     if pip_on {
-        report.wheels = pip::write_pip(&inputs.wheels, stage)?;
+        report.wheels = pip::write_pip(&inputs.wheels, stage, opts.source_date_epoch)?;
         report.kinds.push("pip".into());
+        opts.progress.item_done("pip");
     }
     if store_on {
         report.archives = store::write_store(&inputs, stage, opts)?;
         report.kinds.push("kpack-store".into());
+        opts.progress.item_done("kpack-store");
     }
     // Swap staged top-level entries into place.
     let mut names: Vec<_> = fs::read_dir(stage)
@@ -271,18 +328,20 @@ pub fn publish(
         .collect::<Result<_, _>>()
         .map_err(|e| PublishError::io("cannot list", stage, e))?;
     names.sort();
+    // The overwrite rule: every entry is checked before the first moves.
+    for name in &names {
+        let dest = out.join(name);
+        check_replaceable(&dest, opts.replace_existing)
+            .map_err(|e| PublishError::io(e.action, &dest, e.source))?;
+    }
     for name in names {
         let dest = out.join(&name);
-        match fs::symlink_metadata(&dest) {
-            Ok(m) if m.is_dir() => {
-                fs::remove_dir_all(&dest).map_err(|e| PublishError::io("cannot replace", &dest, e))?
-            }
-            Ok(_) => fs::remove_file(&dest).map_err(|e| PublishError::io("cannot replace", &dest, e))?,
-            Err(_) => {}
+        let existed = fs::symlink_metadata(&dest).is_ok();
+        move_into_place(&stage.join(&name), &dest, opts.replace_existing)
+            .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+        if existed {
+            report.replaced.push(name.to_string_lossy().into_owned());
         }
-        fs::rename(stage.join(&name), &dest)
-            .map_err(|e| PublishError::io("cannot move into place", &dest, e))?;
-        report.replaced.push(name.to_string_lossy().into_owned());
     }
     Ok(report)
 }
@@ -292,7 +351,10 @@ pub(crate) fn write_file(path: &Path, data: &[u8]) -> Result<(), PublishError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|e| PublishError::io("cannot create", parent, e))?;
     }
-    fs::write(path, data).map_err(|e| PublishError::io("cannot write", path, e))
+    // Fsynced and renamed into place; readable by a web server.
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    rocm_kpack_format::fsutil::write_atomically(path, data, Some(mode))
+        .map_err(|e| PublishError::io(e.action, &e.path, e.source))
 }
 
 /// Copies a package into the repository (creating parents).
@@ -300,7 +362,16 @@ pub(crate) fn copy_file(src: &Path, dest: &Path) -> Result<(), PublishError> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent).map_err(|e| PublishError::io("cannot create", parent, e))?;
     }
-    fs::copy(src, dest).map_err(|e| PublishError::io("cannot copy into the repository:", dest, e))?;
+    // Into a temporary file, fsynced, then renamed: a crash leaves no
+    // short package under its final name.
+    let copy_err = |e| PublishError::io("cannot copy into the repository:", dest, e);
+    let mut out = rocm_kpack_format::fsutil::PendingFile::create(dest)
+        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+    let mut input = fs::File::open(src).map_err(|e| PublishError::io("cannot open", src, e))?;
+    io::copy(&mut input, out.file_mut()).map_err(copy_err)?;
+    out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+    out.commit().map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
     Ok(())
 }
 

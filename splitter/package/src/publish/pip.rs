@@ -8,8 +8,22 @@
 //! when the request's Accept header asks for it (`serve::Dir` does).
 //! Links are relative (`../../files/<wheel>`), so the tree can be hosted
 //! under any prefix.
+//!
+//! Family views ([`write_views`]): beside the flat index, one PEP 503 index
+//! per GPU family at `families/<family>/` (AMD's ROCm wheels use
+//! per-family index URLs the same way). In a family's view, every base
+//! distribution that declares `device-<group>` extras is served as a
+//! rewritten wheel (`families/<family>/files/`, same file name) whose
+//! METADATA requires, unconditionally, what its `device-<family>` extra
+//! requires; for a family without device wheels of its own, what the
+//! extras of the generic ISAs serving its processors require. Every other
+//! distribution links to the flat `files/`. So `pip install --index-url
+//! URL/families/gfx110x/ kpkg` installs kpkg and its gfx110X device wheels
+//! in one command, and `rocm-kpack-fetch pip-index-url` prints that URL.
+//! A view is written for every family of the built-in table (and every
+//! device group found), so the URL for any GPU exists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -18,10 +32,19 @@ use sha2::{Digest, Sha256};
 
 use super::{copy_file, write_file, xml_escape, PublishError};
 use crate::deb::hash_file;
-use crate::wheel::{normalize_project, WheelReader};
+use crate::tree::{Entry, Payload};
+use crate::wheel::{normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec};
+use rocm_kpack_format::layout;
+use rocm_kpack_pkgspec::{generic_isas_serving, is_generic_isa, Spec};
 
+/// The extra that selects a group's device wheels (`device-<group>`).
+const DEVICE_EXTRA_PREFIX: &str = "device-";
+
+#[derive(Clone)]
 struct WheelFile {
     file_name: String,
+    /// Link from the project page.
+    url: String,
     sha256: String,
     size: u64,
     version: String,
@@ -29,10 +52,19 @@ struct WheelFile {
     metadata_sha256: String,
 }
 
-/// Writes `files/` and `simple/` into `root`; returns how many wheels the
-/// index holds. Every wheel's RECORD is verified first.
-pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError> {
+/// A wheel of the index with what the views need.
+struct Indexed {
+    path: PathBuf,
+    file: WheelFile,
+    metadata: CoreMetadata,
+    dist_info: String,
+}
+
+/// Writes `files/`, `simple/` and the family views into `root`; returns
+/// how many wheels the index holds. Every wheel's RECORD is verified first.
+pub fn write_pip(wheels: &[PathBuf], root: &Path, source_date_epoch: u64) -> Result<usize, PublishError> {
     let mut projects: BTreeMap<String, BTreeMap<String, WheelFile>> = BTreeMap::new();
+    let mut indexed: BTreeMap<String, Vec<Indexed>> = BTreeMap::new();
     let mut count = 0;
     for path in wheels {
         let w = WheelReader::open(path)?;
@@ -45,7 +77,7 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError>
         let (sha, _, size) = hash_file(path)?;
         let sha_hex = hex::encode(sha);
         let project = normalize_project(w.name());
-        let entries = projects.entry(project).or_default();
+        let entries = projects.entry(project.clone()).or_default();
         if let Some(prev) = entries.get(&file_name) {
             if prev.sha256 == sha_hex {
                 continue;
@@ -60,20 +92,31 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError>
             &root.join("files").join(format!("{file_name}.metadata")),
             &w.metadata_bytes,
         )?;
-        entries.insert(
-            file_name.clone(),
-            WheelFile {
-                file_name,
-                sha256: sha_hex,
-                size,
-                version: w.version().to_string(),
-                requires_python: w.metadata.get("Requires-Python").map(str::to_string),
-                metadata_sha256: hex::encode(Sha256::digest(&w.metadata_bytes)),
-            },
-        );
+        let file = WheelFile {
+            url: format!("../../files/{file_name}"),
+            file_name: file_name.clone(),
+            sha256: sha_hex,
+            size,
+            version: w.version().to_string(),
+            requires_python: w.metadata.get("Requires-Python").map(str::to_string),
+            metadata_sha256: hex::encode(Sha256::digest(&w.metadata_bytes)),
+        };
+        indexed.entry(project).or_default().push(Indexed {
+            path: path.clone(),
+            file: file.clone(),
+            metadata: w.metadata.clone(),
+            dist_info: w.dist_info.clone(),
+        });
+        entries.insert(file_name, file);
         count += 1;
     }
-    let simple = root.join("simple");
+    write_index(&root.join("simple"), &projects)?;
+    write_views(&indexed, root, source_date_epoch)?;
+    Ok(count)
+}
+
+/// Writes a PEP 503 + PEP 691 index of `projects` into `simple`.
+fn write_index(simple: &Path, projects: &BTreeMap<String, BTreeMap<String, WheelFile>>) -> Result<(), PublishError> {
     let mut index = String::from(
         "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n    <title>Simple index</title>\n  </head>\n  <body>\n",
     );
@@ -87,7 +130,7 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError>
         "projects": projects.keys().map(|p| json!({"name": p})).collect::<Vec<_>>(),
     });
     write_json(&simple.join("index.json"), &root_json)?;
-    for (project, files) in &projects {
+    for (project, files) in projects {
         let mut html = format!(
             "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n    <title>Links for {p}</title>\n  </head>\n  <body>\n    <h1>Links for {p}</h1>\n",
             p = xml_escape(project)
@@ -95,7 +138,7 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError>
         let mut jfiles = Vec::new();
         let mut versions: Vec<String> = Vec::new();
         for f in files.values() {
-            let url = format!("../../files/{}", f.file_name);
+            let url = f.url.clone();
             let rp = f
                 .requires_python
                 .as_ref()
@@ -139,7 +182,144 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path) -> Result<usize, PublishError>
             }),
         )?;
     }
-    Ok(count)
+    Ok(())
+}
+
+/// `(extra, requirement without its marker)` for every `Requires-Dist` of
+/// `meta` conditioned on a `device-*` extra.
+fn device_requirements(meta: &CoreMetadata) -> Vec<(String, String)> {
+    meta.get_all("Requires-Dist")
+        .filter_map(|r| {
+            let (req, marker) = r.split_once(';')?;
+            let marker = marker.trim();
+            let extra = marker
+                .strip_prefix("extra ==")
+                .map(|x| x.trim().trim_matches(['"', '\'']))?;
+            extra
+                .starts_with(DEVICE_EXTRA_PREFIX)
+                .then(|| (extra.to_string(), req.trim().to_string()))
+        })
+        .collect()
+}
+
+/// What a family's view adds to a base distribution: the requirements of
+/// its `device-<family>` extra, else those of the generic ISAs serving the
+/// family's processors.
+fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Vec<String> {
+    let of = |extra: &str| -> Vec<String> {
+        reqs.iter().filter(|(e, _)| e == extra).map(|(_, r)| r.clone()).collect()
+    };
+    let own = of(&format!("{DEVICE_EXTRA_PREFIX}{family}"));
+    if !own.is_empty() {
+        return own;
+    }
+    let Some(group) = spec.groups.iter().find(|g| g.name.to_ascii_lowercase() == family) else {
+        return Vec::new();
+    };
+    let isas: BTreeSet<&str> = group.targets.iter().flat_map(|t| generic_isas_serving(t)).collect();
+    let mut out = Vec::new();
+    for isa in isas {
+        for r in of(&format!("{DEVICE_EXTRA_PREFIX}{isa}")) {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// Writes `families/<family>/` for every family of the built-in table and
+/// every device group the wheels declare (see the module docs).
+fn write_views(indexed: &BTreeMap<String, Vec<Indexed>>, root: &Path, source_date_epoch: u64) -> Result<(), PublishError> {
+    let spec = Spec::default_families();
+    let mut families: BTreeSet<String> = spec.groups.iter().map(|g| g.name.to_ascii_lowercase()).collect();
+    for wheels in indexed.values() {
+        for w in wheels {
+            for (extra, _) in device_requirements(&w.metadata) {
+                let group = &extra[DEVICE_EXTRA_PREFIX.len()..];
+                if group != "all" && !is_generic_isa(group) {
+                    families.insert(group.to_string());
+                }
+            }
+        }
+    }
+    for family in &families {
+        let dir = root.join(layout::pip::view_path(family));
+        let mut projects: BTreeMap<String, BTreeMap<String, WheelFile>> = BTreeMap::new();
+        for (project, wheels) in indexed {
+            let files = projects.entry(project.clone()).or_default();
+            for w in wheels {
+                let adds = view_requirements(&device_requirements(&w.metadata), family, &spec);
+                let file = if adds.is_empty() {
+                    WheelFile {
+                        url: format!("../../../files/{}", w.file.file_name),
+                        ..w.file.clone()
+                    }
+                } else {
+                    rewrite_wheel(w, &adds, &dir.join("files"), source_date_epoch)?
+                };
+                files.insert(file.file_name.clone(), file);
+            }
+        }
+        write_index(&dir, &projects)?;
+    }
+    Ok(())
+}
+
+/// Writes `w` into `files_dir` with `adds` appended to its METADATA as
+/// unconditional `Requires-Dist` (RECORD regenerated), plus its PEP 658
+/// `.metadata`.
+fn rewrite_wheel(w: &Indexed, adds: &[String], files_dir: &Path, source_date_epoch: u64) -> Result<WheelFile, PublishError> {
+    let mut meta = w.metadata.clone();
+    for r in adds {
+        meta.push("Requires-Dist", r);
+    }
+    let metadata = meta.render().into_bytes();
+    let reader = WheelReader::open(&w.path)?;
+    let prefix = format!("{}/", w.dist_info);
+    let mut payload = Payload::new();
+    let mut dist_info_files = BTreeMap::new();
+    reader.for_each_file(|name, mode, _, data| {
+        let mut bytes = Vec::new();
+        data.read_to_end(&mut bytes)
+            .map_err(|e| crate::PackageError::io("cannot read", &w.path, e))?;
+        match name.strip_prefix(&prefix) {
+            Some("RECORD") => {}
+            Some("METADATA") => {
+                dist_info_files.insert("METADATA".to_string(), metadata.clone());
+            }
+            Some(rest) => {
+                dist_info_files.insert(rest.to_string(), bytes);
+            }
+            None => payload.insert(Entry::bytes(name, if mode & 0o111 != 0 { 0o755 } else { 0o644 }, bytes))?,
+        }
+        Ok(())
+    })?;
+    std::fs::create_dir_all(files_dir).map_err(|e| PublishError::io("cannot create", files_dir, e))?;
+    let dest = files_dir.join(&w.file.file_name);
+    let out = std::fs::File::create(&dest).map_err(|e| PublishError::io("cannot create", &dest, e))?;
+    let mut out = write_wheel(
+        std::io::BufWriter::new(out),
+        &WheelSpec {
+            dist_info: w.dist_info.clone(),
+            dist_info_files,
+            payload: &payload,
+            mtime: source_date_epoch,
+        },
+    )?;
+    std::io::Write::flush(&mut out).map_err(|e| PublishError::io("cannot write", &dest, e))?;
+    drop(out);
+    write_file(&files_dir.join(format!("{}.metadata", w.file.file_name)), &metadata)?;
+    let (sha, _, size) = hash_file(&dest)?;
+    Ok(WheelFile {
+        url: format!("../files/{}", w.file.file_name),
+        file_name: w.file.file_name.clone(),
+        sha256: hex::encode(sha),
+        size,
+        version: w.file.version.clone(),
+        requires_python: w.file.requires_python.clone(),
+        metadata_sha256: hex::encode(Sha256::digest(&metadata)),
+    })
 }
 
 fn write_json(path: &Path, v: &serde_json::Value) -> Result<(), PublishError> {

@@ -128,11 +128,25 @@ impl Store<'_> {
         };
         drop(archive);
         let dest = dir.join(&hex);
-        if dest.exists() {
+        // An existing file counts only if it still holds these bytes (a
+        // crash or a hand edit may have left it short or changed).
+        let intact = match rocm_kpack_format::fsutil::sha256_file(&dest) {
+            Ok((_, existing)) => existing == sha,
+            Err(_) => false,
+        };
+        if intact && fs::symlink_metadata(&dest).is_ok_and(|m| m.is_file()) {
             drop(tmp);
         } else {
+            if dest.exists() {
+                tracing::warn!("{} does not hold its hash; replacing it", dest.display());
+            }
+            tmp.as_file()
+                .sync_all()
+                .map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
             tmp.persist(&dest)
                 .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
+            rocm_kpack_format::fsutil::sync_dir(&dir)
+                .map_err(|e| PublishError::io("cannot sync", &dir, e))?;
         }
         let key = (
             entry.component.clone(),
@@ -235,4 +249,40 @@ pub fn write_store(inputs: &Inputs, root: &Path, _opts: &PublishOptions) -> Resu
     text.push('\n');
     super::write_file(&root.join("index.json"), text.as_bytes())?;
     Ok(entries.len())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+
+    #[test]
+    fn an_existing_by_hash_file_is_kept_only_if_it_holds_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ArchiveWriter::new(io::Cursor::new(Vec::new()), "libx", "gfx90a", CompressionScheme::None, 0).unwrap();
+        w.add_kernel("lib/libx.so#0", "gfx90a", vec![7u8; 4096]).unwrap();
+        let bytes = w.finish().unwrap().into_inner();
+        let hex = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        let dest = dir.path().join(layout::store::BY_HASH_DIR).join(&hex);
+        let mut store = Store {
+            root: dir.path(),
+            spec: Spec::default_families(),
+            entries: BTreeMap::new(),
+        };
+        for damage in [&b"truncated"[..], &[]] {
+            fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            fs::write(&dest, damage).unwrap();
+            store
+                .add("libx_gfx90a.kpack", None, None, Path::new("in"), &mut bytes.as_slice())
+                .unwrap();
+            assert_eq!(fs::read(&dest).unwrap(), bytes, "a damaged by-hash file is replaced");
+        }
+        // An intact one is kept as it is (same inode).
+        let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap());
+        store
+            .add("libx_gfx90a.kpack", None, None, Path::new("in"), &mut bytes.as_slice())
+            .unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap()), ino);
+    }
 }

@@ -1,0 +1,508 @@
+//! Write the host-only PE image: `.hip_fat` keeps its place in memory
+//! (VirtualSize, RVA) but loses its file bytes (SizeOfRawData 0, the loader
+//! zero-fills it), `.kpackrf` is appended after the last section, and every
+//! wrapper in `.hipFatB` becomes a HIPK wrapper pointing at the marker.
+//!
+//! New file layout (old offsets on the left):
+//! ```text
+//! [0, SizeOfHeaders)        headers (+H zero bytes when the section table must grow)
+//! [SizeOfHeaders, fat)      raw data before .hip_fat, shifted by +H
+//! [fat, fat + raw)          .hip_fat raw data: removed
+//! [fat + raw, end)          raw data after .hip_fat, shifted by H - raw
+//! (new)                     .kpackrf raw data (FileAlignment-padded)
+//! [end, EOF)                trailing data (COFF string table, ...) minus
+//!                           the certificate table of a signed input
+//! ```
+//! The wrappers' base relocations stay valid: they patch the same fields,
+//! which now hold `ImageBase + RVA(.kpackrf)`. Nothing else may point into
+//! `.hip_fat`; that is checked before anything is written.
+
+use super::read::*;
+use super::{PeError, Result};
+use crate::elf::read::u32_at;
+use crate::elf::WrapperInfo;
+use rocm_kpack_format::wrapper::FatbinWrapper;
+
+/// The rewritten host-only image.
+#[derive(Debug)]
+pub struct Rewritten {
+    pub bytes: Vec<u8>,
+    pub wrappers: Vec<WrapperInfo>,
+    /// RVA of `.kpackrf`.
+    pub marker_rva: u32,
+    /// `ImageBase + marker_rva`, what the wrappers hold.
+    pub marker_va: u64,
+    /// File bytes of `.hip_fat` that left the file.
+    pub removed: u64,
+    /// The input's Authenticode signature was dropped (it no longer matches).
+    pub signature_removed: bool,
+}
+
+fn align_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+fn put_u32(out: &mut [u8], at: usize, v: u32) -> Result<()> {
+    out.get_mut(at..at + 4)
+        .ok_or_else(|| PeError::Malformed(format!("field at {at:#x} is outside the image")))?
+        .copy_from_slice(&v.to_le_bytes());
+    Ok(())
+}
+
+/// The PE checksum (the `CheckSumMappedFile` algorithm): 16-bit one's
+/// complement style sum of the file with the checksum field taken as 0,
+/// plus the file length.
+pub fn pe_checksum(data: &[u8], checksum_offset: usize) -> u32 {
+    let mut sum: u64 = 0;
+    for (i, chunk) in data.chunks(2).enumerate() {
+        let at = i * 2;
+        if at >= checksum_offset && at < checksum_offset + 4 {
+            continue;
+        }
+        let word = match chunk {
+            [a, b] => u16::from_le_bytes([*a, *b]),
+            [a] => u16::from(*a),
+            _ => 0,
+        };
+        sum += u64::from(word);
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum = (sum & 0xffff) + (sum >> 16);
+    (sum as u32).wrapping_add(data.len() as u32)
+}
+
+/// Maps input file offsets to output file offsets.
+struct OffsetMap {
+    headers: u64,
+    grow: u64,
+    fat_start: u64,
+    fat_end: u64,
+    raw_end: u64,
+    marker_raw: u64,
+    cert: Option<(u64, u64)>,
+}
+
+impl OffsetMap {
+    fn map(&self, o: u64) -> Option<u64> {
+        if o < self.headers {
+            Some(o)
+        } else if o < self.fat_start {
+            Some(o + self.grow)
+        } else if o < self.fat_end {
+            None
+        } else if o < self.raw_end {
+            Some(o + self.grow - (self.fat_end - self.fat_start))
+        } else {
+            let base = o + self.grow - (self.fat_end - self.fat_start) + self.marker_raw;
+            match self.cert {
+                Some((start, end)) if o >= start && o < end => None,
+                Some((start, end)) if o >= end => Some(base - (end - start)),
+                _ => Some(base),
+            }
+        }
+    }
+}
+
+/// Rewrites a fat image: `marker` goes into `.kpackrf`, each wrapper gets
+/// the co_index of the bundle it pointed at (`bundle_offsets` are the
+/// bundles' offsets in `.hip_fat`).
+pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten> {
+    let pe = &fat.pe;
+    let data = pe.data;
+    let fs = pe.sections[fat.fatbin];
+    let fa = u64::from(pe.file_alignment);
+    let sa = u64::from(pe.section_alignment);
+    let fat_va_end = u64::from(fs.rva) + u64::from(fs.virtual_extent().max(fs.raw_size));
+
+    // co_index per wrapper.
+    let mut wrappers = Vec::with_capacity(fat.slots.len());
+    for slot in &fat.slots {
+        let off = u64::from(slot.target_rva - fs.rva);
+        let co_index = bundle_offsets.binary_search(&off).map_err(|_| {
+            PeError::Malformed(format!(
+                "wrapper {} points at offset {off:#x} of {FATBIN_SECTION}, which is not the start of a bundle",
+                slot.index
+            ))
+        })?;
+        wrappers.push(WrapperInfo {
+            index: slot.index,
+            vaddr: pe.image_base + u64::from(slot.rva),
+            original_pointer: slot.wrapper.binary,
+            co_index: co_index as u32,
+            relocation: if slot.relocated {
+                "base relocation DIR64".into()
+            } else {
+                "none (image not relocatable)".into()
+            },
+        });
+    }
+
+    // Nothing but the wrappers may refer to .hip_fat.
+    let in_fat = |rva: u64| rva >= u64::from(fs.rva) && rva < fat_va_end;
+    let wrapper_fields: std::collections::HashSet<u32> =
+        fat.slots.iter().map(|s| s.rva + 8).collect();
+    for r in &fat.relocs {
+        if in_fat(u64::from(r.rva)) {
+            return Err(PeError::Refused(format!(
+                "a base relocation patches RVA {:#x}, inside {FATBIN_SECTION}, whose bytes are reclaimed",
+                r.rva
+            )));
+        }
+        if wrapper_fields.contains(&r.rva) {
+            continue;
+        }
+        let value = match r.kind {
+            REL_DIR64 => pe
+                .rva_to_offset(r.rva, 8)
+                .map(|o| crate::elf::read::u64_at(data, o)),
+            REL_HIGHLOW => pe
+                .rva_to_offset(r.rva, 4)
+                .map(|o| u64::from(u32_at(data, o))),
+            other => {
+                return Err(PeError::Unsupported(format!(
+                    "base relocation type {other} at RVA {:#x} (x86-64 images use DIR64)",
+                    r.rva
+                )))
+            }
+        };
+        // Relocations of zero-filled memory (.bss) hold nothing yet.
+        let Some(value) = value else { continue };
+        if let Some(rva) = value.checked_sub(pe.image_base) {
+            if in_fat(rva) {
+                return Err(PeError::Refused(format!(
+                    "the pointer at RVA {:#x} points into {FATBIN_SECTION} (RVA {rva:#x}); only the fat binary \
+                     wrappers may refer to device code",
+                    r.rva
+                )));
+            }
+        }
+    }
+    for (i, &(rva, size)) in pe.dirs.iter().enumerate() {
+        if i != DIR_SECURITY
+            && size != 0
+            && (in_fat(u64::from(rva)) || in_fat(u64::from(rva) + u64::from(size) - 1))
+        {
+            return Err(PeError::Refused(format!(
+                "data directory {i} (RVA {rva:#x}, {size:#x} bytes) lies inside {FATBIN_SECTION}"
+            )));
+        }
+    }
+
+    // Layout.
+    let fat_start = u64::from(fs.raw_ptr);
+    let fat_raw = u64::from(fs.raw_size);
+    if fat_start % fa != 0 || fat_raw % fa != 0 {
+        return Err(PeError::Malformed(format!(
+            "{FATBIN_SECTION} raw data [{fat_start:#x}, +{fat_raw:#x}) is not FileAlignment ({fa:#x}) aligned"
+        )));
+    }
+    let fat_end = fat_start + fat_raw;
+    for s in &pe.sections {
+        if s.index != fat.fatbin && s.raw_size > 0 {
+            let (a, b) = (
+                u64::from(s.raw_ptr),
+                u64::from(s.raw_ptr) + u64::from(s.raw_size),
+            );
+            if a < fat_end && b > fat_start {
+                return Err(PeError::Malformed(format!(
+                    "section {} raw data overlaps {FATBIN_SECTION}'s",
+                    s.name()
+                )));
+            }
+        }
+    }
+    let raw_end = pe
+        .sections
+        .iter()
+        .filter(|s| s.raw_size > 0)
+        .map(|s| u64::from(s.raw_ptr) + u64::from(s.raw_size))
+        .max()
+        .unwrap_or(u64::from(pe.size_of_headers));
+    let headers = u64::from(pe.size_of_headers);
+    let file_len = data.len() as u64;
+    let cert = match pe.dir(DIR_SECURITY) {
+        // The security directory holds a file offset, not an RVA.
+        Some((off, size)) => {
+            let (start, end) = (u64::from(off), u64::from(off) + u64::from(size));
+            if start < raw_end || end > file_len {
+                return Err(PeError::Malformed(format!(
+                    "certificate table [{start:#x}, {end:#x}) is not after the section data (ends {raw_end:#x}) within the file"
+                )));
+            }
+            Some((start, end))
+        }
+        None => None,
+    };
+
+    // Room for one more section header.
+    let table_end = pe.section_table + pe.sections.len() * SECTION_HEADER_SIZE;
+    let new_table_end = (table_end + SECTION_HEADER_SIZE) as u64;
+    let first_rva = pe
+        .sections
+        .iter()
+        .map(|s| u64::from(s.rva))
+        .min()
+        .unwrap_or(sa);
+    let grow = if new_table_end <= headers {
+        0
+    } else {
+        align_up(new_table_end - headers, fa)
+    };
+    if headers + grow > first_rva {
+        return Err(PeError::Refused(format!(
+            "no room for a {MARKER_SECTION} section header: the headers would grow past the first section (RVA {first_rva:#x})"
+        )));
+    }
+    let slack = data
+        .get(table_end..(headers as usize).min(table_end + SECTION_HEADER_SIZE))
+        .unwrap_or_default();
+    if slack.iter().any(|&b| b != 0) {
+        return Err(PeError::Refused(format!(
+            "the bytes after the section table (offset {table_end:#x}) are in use; no room for a {MARKER_SECTION} header"
+        )));
+    }
+    for (i, &(rva, size)) in pe.dirs.iter().enumerate() {
+        // Bound imports may live in the header padding.
+        if i != DIR_SECURITY
+            && size != 0
+            && u64::from(rva) < new_table_end
+            && u64::from(rva) + u64::from(size) > table_end as u64
+        {
+            return Err(PeError::Refused(format!(
+                "data directory {i} occupies the header bytes a {MARKER_SECTION} header needs"
+            )));
+        }
+    }
+
+    let marker_raw = align_up(marker.len() as u64, fa);
+    let map = OffsetMap {
+        headers,
+        grow,
+        fat_start,
+        fat_end,
+        raw_end,
+        marker_raw,
+        cert,
+    };
+    let va_end = pe
+        .sections
+        .iter()
+        .map(|s| u64::from(s.rva) + u64::from(s.virtual_extent()))
+        .max()
+        .unwrap_or(0);
+    let marker_rva = u32::try_from(align_up(va_end, sa))
+        .map_err(|_| PeError::Refused("the image has no address space left for .kpackrf".into()))?;
+    let marker_raw_ptr = raw_end + grow - fat_raw;
+    let new_size_of_image = align_up(u64::from(marker_rva) + marker.len() as u64, sa);
+    let marker_va = pe.image_base + u64::from(marker_rva);
+
+    // Assemble.
+    let mut out =
+        Vec::with_capacity(data.len() - fat_raw as usize + marker_raw as usize + grow as usize);
+    out.extend_from_slice(data.get(..headers as usize).unwrap_or_default());
+    out.resize((headers + grow) as usize, 0);
+    out.extend_from_slice(
+        data.get(headers as usize..fat_start as usize)
+            .unwrap_or_default(),
+    );
+    out.extend_from_slice(
+        data.get(fat_end as usize..raw_end as usize)
+            .unwrap_or_default(),
+    );
+    debug_assert_eq!(out.len() as u64, marker_raw_ptr);
+    out.extend_from_slice(marker);
+    out.resize((marker_raw_ptr + marker_raw) as usize, 0);
+    match cert {
+        Some((start, end)) => {
+            out.extend_from_slice(
+                data.get(raw_end as usize..start as usize)
+                    .unwrap_or_default(),
+            );
+            out.extend_from_slice(data.get(end as usize..).unwrap_or_default());
+        }
+        None => out.extend_from_slice(data.get(raw_end as usize..).unwrap_or_default()),
+    }
+
+    // Section table.
+    let mut new_sections = pe.sections.clone();
+    for s in &mut new_sections {
+        if s.index == fat.fatbin {
+            s.raw_ptr = 0;
+            s.raw_size = 0;
+        } else if s.raw_size > 0 {
+            let mapped = map
+                .map(u64::from(s.raw_ptr))
+                .and_then(|o| u32::try_from(o).ok());
+            s.raw_ptr = mapped
+                .ok_or_else(|| PeError::Malformed(format!("section {} raw data", s.name())))?;
+        }
+    }
+    let mut name = [0u8; 8];
+    name.copy_from_slice(MARKER_SECTION.as_bytes());
+    new_sections.push(Section {
+        index: pe.sections.len(),
+        name,
+        virtual_size: marker.len() as u32,
+        rva: marker_rva,
+        raw_size: marker_raw as u32,
+        raw_ptr: marker_raw_ptr as u32,
+        characteristics: SCN_INITIALIZED_DATA | SCN_MEM_READ,
+    });
+    for s in &new_sections {
+        let at = pe.section_table + s.index * SECTION_HEADER_SIZE;
+        let mut bytes = s.to_bytes();
+        // Keep the relocation/line-number fields the input had (zero in
+        // images, but not ours to change).
+        if let Some(orig) = data
+            .get(at..at + SECTION_HEADER_SIZE)
+            .filter(|_| s.index < pe.sections.len())
+        {
+            bytes[24..36].copy_from_slice(&orig[24..36]);
+        }
+        out.get_mut(at..at + SECTION_HEADER_SIZE)
+            .ok_or_else(|| PeError::Malformed("section table".into()))?
+            .copy_from_slice(&bytes);
+    }
+
+    // File header.
+    let count = u16::try_from(new_sections.len())
+        .map_err(|_| PeError::Refused("too many sections".into()))?;
+    out.get_mut(pe.nt_offset + 6..pe.nt_offset + 8)
+        .ok_or_else(|| PeError::Malformed("file header".into()))?
+        .copy_from_slice(&count.to_le_bytes());
+    if pe.pointer_to_symbol_table != 0 {
+        let mapped = map
+            .map(u64::from(pe.pointer_to_symbol_table))
+            .and_then(|o| u32::try_from(o).ok())
+            .ok_or_else(|| {
+                PeError::Refused("the COFF symbol table lies in reclaimed bytes".into())
+            })?;
+        put_u32(&mut out, pe.nt_offset + 12, mapped)?;
+    }
+
+    // Optional header.
+    let opt = pe.opt_offset;
+    let mut init = u64::from(pe.size_of_initialized_data);
+    if fs.characteristics & SCN_INITIALIZED_DATA != 0 {
+        init = init.saturating_sub(fat_raw);
+    }
+    init += marker_raw;
+    put_u32(
+        &mut out,
+        opt + OPT_SIZE_OF_INITIALIZED_DATA,
+        u32::try_from(init).unwrap_or(u32::MAX),
+    )?;
+    put_u32(
+        &mut out,
+        opt + OPT_SIZE_OF_IMAGE,
+        u32::try_from(new_size_of_image).unwrap_or(u32::MAX),
+    )?;
+    put_u32(&mut out, opt + OPT_SIZE_OF_HEADERS, (headers + grow) as u32)?;
+    if cert.is_some() {
+        let at = pe.dirs_offset + 8 * DIR_SECURITY;
+        put_u32(&mut out, at, 0)?;
+        put_u32(&mut out, at + 4, 0)?;
+    }
+
+    // Helper: output file offset of initialised bytes at an RVA.
+    let out_offset = |rva: u32, len: u32| -> Option<usize> {
+        let s = new_sections.iter().find(|s| s.contains_rva(rva))?;
+        let within = rva - s.rva;
+        (u64::from(within) + u64::from(len) <= u64::from(s.raw_size.min(s.virtual_extent())))
+            .then(|| s.raw_ptr as usize + within as usize)
+    };
+
+    // Debug directory entries hold file offsets.
+    if let Some((rva, size)) = pe.dir(DIR_DEBUG) {
+        let at = out_offset(rva, size).ok_or_else(|| {
+            PeError::Malformed(format!(
+                "debug directory at RVA {rva:#x} is not in the file"
+            ))
+        })?;
+        for e in 0..size as usize / DEBUG_ENTRY_SIZE {
+            let field = at + e * DEBUG_ENTRY_SIZE + 24;
+            let ptr = u32_at(&out, field);
+            if ptr != 0 {
+                let mapped = map
+                    .map(u64::from(ptr))
+                    .and_then(|o| u32::try_from(o).ok())
+                    .ok_or_else(|| {
+                        PeError::Refused(format!(
+                            "debug directory entry {e} points into reclaimed bytes ({ptr:#x})"
+                        ))
+                    })?;
+                put_u32(&mut out, field, mapped)?;
+            }
+        }
+    }
+
+    // Wrappers.
+    for (slot, info) in fat.slots.iter().zip(&wrappers) {
+        let at = out_offset(slot.rva, rocm_kpack_format::wrapper::WRAPPER_SIZE as u32).ok_or_else(
+            || PeError::Malformed(format!("wrapper {} is not in the file", slot.index)),
+        )?;
+        let mut w = FatbinWrapper::hipk(marker_va, info.co_index);
+        w.version = slot.wrapper.version;
+        out.get_mut(at..at + rocm_kpack_format::wrapper::WRAPPER_SIZE)
+            .ok_or_else(|| PeError::Malformed("wrapper".into()))?
+            .copy_from_slice(&w.to_bytes());
+    }
+
+    let checksum = pe_checksum(&out, opt + OPT_CHECKSUM);
+    put_u32(&mut out, opt + OPT_CHECKSUM, checksum)?;
+
+    Ok(Rewritten {
+        removed: fat_raw,
+        bytes: out,
+        wrappers,
+        marker_rva,
+        marker_va,
+        signature_removed: cert.is_some(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_matches_what_lld_link_stored() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/windows");
+        for f in ["clang19/kpfix.dll", "clang19/kpapp.exe", "amdhip64.dll"] {
+            let data = std::fs::read(dir.join(f)).expect("fixture");
+            let pe = Pe::parse(&data).expect("parse");
+            if pe.checksum != 0 {
+                assert_eq!(
+                    pe_checksum(&data, pe.opt_offset + OPT_CHECKSUM),
+                    pe.checksum,
+                    "{f}"
+                );
+            }
+        }
+        // Odd length: the last byte counts as a word.
+        assert_eq!(pe_checksum(&[1, 0, 2], 100), 1 + 2 + 3);
+    }
+
+    #[test]
+    fn offsets_move_around_the_removed_and_inserted_ranges() {
+        let m = OffsetMap {
+            headers: 0x400,
+            grow: 0x200,
+            fat_start: 0x1000,
+            fat_end: 0x3000,
+            raw_end: 0x4000,
+            marker_raw: 0x200,
+            cert: Some((0x4100, 0x4500)),
+        };
+        assert_eq!(m.map(0x10), Some(0x10));
+        assert_eq!(m.map(0x400), Some(0x600));
+        assert_eq!(m.map(0x1000), None);
+        assert_eq!(m.map(0x2fff), None);
+        assert_eq!(m.map(0x3000), Some(0x1200));
+        assert_eq!(m.map(0x4000), Some(0x2400));
+        assert_eq!(m.map(0x4200), None, "inside the dropped certificate");
+        assert_eq!(m.map(0x4500), Some(0x2500));
+        assert_eq!(align_up(1, 0x200), 0x200);
+    }
+}

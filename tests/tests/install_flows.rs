@@ -1,0 +1,711 @@
+//! The install flows end to end, with the real clients and nothing
+//! configured by hand: `rocm-kpack publish` writes the repositories (with
+//! the rocm-kpack-fetch packages and the store's URL), a server on
+//! 127.0.0.1 serves them, and
+//!
+//! - apt-get and plain `dpkg -i` in a throwaway Debian root (mmdebstrap,
+//!   built once and cached under `target/install-flows/`) install Debian's
+//!   librocrand1 split: the fetcher deb's dpkg file trigger fetches the
+//!   archive the GPU needs; `apt-get remove` takes it away;
+//! - dnf in the same kind of root does the same with the rpms and their
+//!   file triggers;
+//! - pip and uv install a base wheel and its family's device wheels in one
+//!   command from the index URL `rocm-kpack-fetch pip-index-url` prints.
+//!
+//! The README's apt, dnf and pip blocks (` ```sh apt `, ...) are run as
+//! written; `tests/tests/readme.rs` runs only the plain `sh` blocks.
+//!
+//! GPUs come from sysfs fixture trees (`ROCM_KPACK_SYSFS_ROOT` reaches the
+//! hooks through the package manager's environment; `ROCM_KPACK_ALLOW_HTTP`
+//! lets them use the test server's http:// store).
+
+mod package_common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+use package_common::*;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_package::publish::fetcher::FetcherOptions;
+use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_package::Format;
+use rocm_kpack_test_support::http::{self, Fault, Server};
+use rocm_kpack_test_support::{bins, debian};
+
+/// Where the split binary and its archives are installed.
+const KPACK_DIR: &str = "usr/lib/x86_64-linux-gnu/.kpack";
+
+/// The cached Debian root (bookworm, apt, and librocrand1's runtime
+/// dependencies so that the split package installs from our repository
+/// alone; dnf for the README's dnf block), built once by mmdebstrap from
+/// the machine's apt sources.
+fn cached_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let dir = bins::profile_dir().join("../install-flows");
+        let root = dir.join("bookworm-apt");
+        if root.join("usr/bin/apt-get").is_file() && root.join("usr/bin/dnf").is_file() {
+            return root;
+        }
+        fs::create_dir_all(&dir).expect("mkdir");
+        let part = dir.join("bookworm-apt.part");
+        let _ = fs::remove_dir_all(&part);
+        let sources = ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("this machine's apt sources");
+        ok(Command::new("mmdebstrap")
+            .args(["--variant=apt", "--include=libamdhip64-5,ca-certificates,dnf", "--mode=root", "bookworm"])
+            .arg(&part)
+            .arg(sources));
+        let _ = fs::remove_dir_all(&root);
+        fs::rename(&part, &root).expect("rename");
+        root
+    })
+}
+
+/// A fresh copy of the cached root whose only apt source is `repo_url`
+/// (none: no apt source at all), with the sysfs fixture trees at
+/// /srv/sysfs/.
+fn debian_root(tmp: &Path, repo_url: Option<&str>) -> PathBuf {
+    let root = tmp.join("root");
+    ok(Command::new("cp").arg("-a").arg(cached_root()).arg(&root));
+    for entry in fs::read_dir(root.join("etc/apt/sources.list.d")).expect("sources.list.d") {
+        fs::remove_file(entry.expect("entry").path()).expect("rm");
+    }
+    let _ = fs::remove_file(root.join("etc/apt/sources.list"));
+    if let Some(url) = repo_url {
+        fs::write(
+            root.join("etc/apt/sources.list.d/kpack.list"),
+            format!("deb [trusted=yes] {url} stable main\n"),
+        )
+        .expect("sources");
+    }
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs"))
+        .arg(root.join("srv/sysfs")));
+    root
+}
+
+/// `chroot ROOT ARGS...` with the machine given to the hooks.
+fn chroot(root: &Path, machine: &str) -> Command {
+    let mut c = Command::new("chroot");
+    c.arg(root)
+        .env("ROCM_KPACK_SYSFS_ROOT", format!("/srv/sysfs/{machine}"))
+        .env("ROCM_KPACK_ALLOW_HTTP", "1")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env_remove("ROCM_KPACK_FETCH_SKIP")
+        .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION");
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The fetcher binary, stripped (packaging 170 MB of debug info is slow).
+fn fetcher_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tmp").keep();
+        let bin = dir.join("rocm-kpack-fetch");
+        ok(Command::new("strip").arg("-o").arg(&bin).arg(bins::bin("rocm-kpack-fetch")));
+        bin
+    })
+}
+
+/// `rocm-kpack split-package` of Debian's librocrand1, once.
+fn rocrand_debs() -> &'static Path {
+    static PKGS: OnceLock<PathBuf> = OnceLock::new();
+    PKGS.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tmp").keep().join("pkgs");
+        ok(bins::command("rocm-kpack")
+            .args(["split-package", "-q", "--out"])
+            .arg(&dir)
+            .arg(debian::package("librocrand1").expect("librocrand1")));
+        dir
+    })
+}
+
+/// A server on 127.0.0.1 and the repository `rocm-kpack publish` wrote
+/// into its directory from `pkgs`, with the server's URL as store URL.
+fn publish_served(tmp: &Path, pkgs: &Path, kinds: &[&str]) -> Server {
+    let repo = tmp.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    let out = ok(bins::command("rocm-kpack")
+        .arg("publish")
+        .arg(pkgs)
+        .arg("--out")
+        .arg(&repo)
+        .args(kinds)
+        .args(["--kpack-store", "--store-url", server.root_url(), "--fetcher-bin"])
+        .arg(fetcher_bin()));
+    assert!(out.contains("published"), "{out}");
+    server
+}
+
+/// Archives (`*.kpack`) anywhere below `dir`.
+fn archives_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let ft = e.file_type().expect("type");
+            if ft.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "kpack") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The MI210's archive is installed, verified by the fetcher in the root,
+/// and AMD's lookup finds the original code objects through it.
+fn assert_mi210_device_code(root: &Path) {
+    let kdir = root.join(KPACK_DIR);
+    assert_eq!(archives_below(&root.join("usr")), [kdir.join("librocrand_gfx90a.kpack")]);
+    assert!(Archive::open(&kdir.join("librocrand_gfx90a.kpack")).expect("archive").has_arch("gfx90a:xnack-"));
+    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
+    let fat = debian::extracted("librocrand1").expect("extracted").join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    assert_gfxarch_finds(
+        &root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
+        &fat,
+        "gfx90a:sramecc+:xnack-",
+        "librocrand_gfx90a.kpack",
+    );
+}
+
+/// Chroot tests copy a 400 MB root: two at a time are plenty on CI.
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The README's command block with info string `sh <name>`.
+fn readme_block(name: &str) -> String {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
+    let fence = format!("```sh {name}\n");
+    let start = readme.find(&fence).unwrap_or_else(|| panic!("no `sh {name}` block in README.md")) + fence.len();
+    let len = readme[start..].find("```").expect("closing fence");
+    readme[start..start + len].to_string()
+}
+
+/// Runs a README block in the root, as root, with `REPO` set.
+fn run_block(root: &Path, machine: &str, name: &str, repo: &str) -> String {
+    let block = readme_block(name);
+    let o = chroot(root, machine)
+        .args(["bash", "-euo", "pipefail", "-c", &block])
+        .env("REPO", repo)
+        .output()
+        .expect("bash");
+    let out = text(&o);
+    assert!(o.status.success(), "README block `sh {name}` failed:\n{block}\n---\n{out}");
+    out
+}
+
+#[test]
+fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
+    let root = debian_root(tmp.path(), None);
+    // The README's commands: add the repository, install the generic
+    // package; it recommends rocm-kpack-fetch, so one command brings both,
+    // and the fetcher's trigger fetches from the store publish named.
+    let out = run_block(&root, "mi210", "apt", server.root_url());
+    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
+    assert_mi210_device_code(&root);
+    let sources = fs::read_to_string(root.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml")).expect("sources");
+    assert!(sources.contains(&format!("url = \"{}\"", server.root_url())), "{sources}");
+    // Only the gfx90a archive was downloaded, by content.
+    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+
+    // Removal: the trigger removes what the fetcher installed, and its
+    // bookkeeping; nothing of rocm-kpack is left in the library directory.
+    let out = run_block(&root, "mi210", "apt-remove", server.root_url());
+    assert!(out.contains("removed 1 archive(s) of removed packages"), "{out}");
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
+    assert!(!root.join(KPACK_DIR).exists(), "{out}");
+}
+
+#[test]
+fn dpkg_i_runs_the_trigger_too_and_purge_cleans_up() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
+    let root = debian_root(tmp.path(), Some(server.root_url()));
+    let repo = tmp.path().join("repo");
+    let debs: Vec<PathBuf> = ["pool/main/r/rocm-kpack-fetch", "pool/main/r/rocrand"]
+        .iter()
+        .flat_map(|d| fs::read_dir(repo.join(d)).expect("pool").map(|e| e.expect("entry").path()))
+        .filter(|p| {
+            let n = p.file_name().expect("name").to_string_lossy().into_owned();
+            n.starts_with("rocm-kpack-fetch_") || n.starts_with("librocrand1_")
+        })
+        .collect();
+    assert_eq!(debs.len(), 2, "{debs:?}");
+    for d in &debs {
+        fs::copy(d, root.join("tmp").join(d.file_name().expect("name"))).expect("copy");
+    }
+    let name = |prefix: &str| {
+        debs.iter()
+            .map(|d| d.file_name().expect("name").to_string_lossy().into_owned())
+            .find(|n| n.starts_with(prefix))
+            .map(|n| format!("/tmp/{n}"))
+            .expect("deb")
+    };
+    // The fetcher first, then the generic package on its own: plain dpkg,
+    // no apt involved, and the file trigger still fires.
+    let o = chroot(&root, "mi210").args(["dpkg", "-i", &name("rocm-kpack-fetch_")]).output().expect("dpkg");
+    assert!(o.status.success(), "{}", text(&o));
+    let o = chroot(&root, "mi210").args(["dpkg", "-i", &name("librocrand1_")]).output().expect("dpkg");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("Processing triggers for rocm-kpack-fetch"), "{out}");
+    assert_mi210_device_code(&root);
+    let o = chroot(&root, "mi210").args(["dpkg", "--purge", "librocrand1"]).output().expect("purge");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
+}
+
+/// `apt-get update` and `apt-get install librocrand1` in the root, which
+/// must succeed; returns what they printed.
+fn apt_install(root: &Path, machine: &str) -> String {
+    ok(chroot(root, machine).args(["apt-get", "update", "-q"]));
+    let o = chroot(root, machine)
+        .args(["apt-get", "install", "-y", "-q", "librocrand1"])
+        .output()
+        .expect("apt-get");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    out
+}
+
+#[test]
+fn without_a_gpu_the_install_is_clean_and_fetches_nothing() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
+    let root = debian_root(tmp.path(), Some(server.root_url()));
+    let out = apt_install(&root, "cpu-only");
+    let ours: Vec<&str> = out.lines().filter(|l| l.starts_with("rocm-kpack-fetch:")).collect();
+    assert_eq!(ours.len(), 1, "one line: {out}");
+    assert!(ours[0].contains("no AMD GPU found"), "{out}");
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
+    assert!(!server.requests().iter().any(|r| r.path.starts_with("/by-hash/")));
+}
+
+#[test]
+fn a_failing_store_does_not_fail_apt_and_install_auto_completes_later() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
+    let index: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("repo/index.json")).expect("index")).expect("json");
+    for a in index["archives"].as_array().expect("archives") {
+        server.set_fault(&format!("/{}", a["path"].as_str().expect("path")), Fault::Status(500, None));
+    }
+    let root = debian_root(tmp.path(), Some(server.root_url()));
+    // A failing store must not fail apt.
+    let out = apt_install(&root, "mi210");
+    assert!(out.contains("rocm-kpack-fetch: device code not fetched"), "{out}");
+    assert!(out.contains("rocm-kpack-fetch install --auto"), "says how to retry: {out}");
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
+    let status = ok(chroot(&root, "mi210").args(["dpkg-query", "-W", "-f=${Status}", "librocrand1"]));
+    assert_eq!(status, "install ok installed");
+
+    server.clear_faults();
+    let o = chroot(&root, "mi210")
+        .args(["rocm-kpack-fetch", "install", "--auto", "--allow-http", "--sysfs-root", "/srv/sysfs/mi210"])
+        .output()
+        .expect("install --auto");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_mi210_device_code(&root);
+}
+
+/// An upgrade to a version whose manifest lists other archives: the
+/// trigger fetches the new ones and removes the stale ones. Version 1 is
+/// the clang-19 build of our fixture library (gfx1100 and gfx11-generic
+/// code), version 2 the clang-15 build (gfx1100 only, other bytes); the
+/// machine has an RX 7900 XTX (gfx1100: native code) and a 780M (gfx1103:
+/// the gfx11-generic code, which version 2 no longer has).
+#[test]
+fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    let mut split_archives = Vec::new();
+    for (version, fixture) in [("1.0", "clang19/libfixture.so"), ("2.0", "clang15/libfixture.so")] {
+        let work = t.join(format!("v{version}"));
+        let lib = work.join("install/usr/lib/x86_64-linux-gnu");
+        fs::create_dir_all(&lib).expect("mkdir");
+        fs::copy(rocm_kpack_test_support::fixtures::fixture(fixture), lib.join("libfixture.so.1")).expect("copy");
+        ok(bins::command("rocm-kpack").arg("split").arg(work.join("install")).arg("--out").arg(work.join("split")).arg("-q"));
+        ok(bins::command("rocm-kpack")
+            .arg("package")
+            .arg(work.join("split"))
+            .args(["--name", "libfixture1", "--version", version, "-q", "--out"])
+            .arg(work.join("pkgs")));
+        split_archives.push(archives_below(&work.join("split")));
+    }
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    let publish_version = |version: &str, force: bool| {
+        let mut c = bins::command("rocm-kpack");
+        c.arg("publish")
+            .arg(t.join(format!("v{version}/pkgs")))
+            .arg("--out")
+            .arg(&repo)
+            .args(["--apt", "--kpack-store", "--store-url", server.root_url(), "-q", "--fetcher-bin"])
+            .arg(fetcher_bin());
+        if force {
+            c.arg("--force");
+        }
+        ok(&mut c);
+    };
+    publish_version("1.0", false);
+    let root = debian_root(t, Some(server.root_url()));
+    let kdir = root.join(KPACK_DIR);
+    ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "update", "-q"]));
+    ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        [kdir.join("libfixture_gfx11-generic.kpack"), kdir.join("libfixture_gfx1100.kpack")]
+    );
+    let v1 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v1 archive");
+
+    // Version 2 republished over version 1 (`--force`), then upgraded.
+    publish_version("2.0", true);
+    ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "update", "-q"]));
+    let out = ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
+    assert!(out.contains("Unpacking libfixture1 (2.0)"), "{out}");
+    assert_eq!(archives_below(&root.join("usr")), [kdir.join("libfixture_gfx1100.kpack")], "{out}");
+    let v2 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v2 archive");
+    let v2_split = split_archives[1]
+        .iter()
+        .find(|p| p.ends_with("libfixture_gfx1100.kpack"))
+        .expect("v2 gfx1100 archive");
+    assert!(v2 != v1 && v2 == fs::read(v2_split).expect("split archive"), "the upgrade installed version 2's archive");
+    let o = chroot(&root, "apu-plus-dgpu").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// An rpm that provides what the fetcher rpm needs from the base system
+/// (the Debian root's libc and /bin/sh, which no rpm owns there).
+fn base_provides_rpm(dir: &Path) -> PathBuf {
+    use rocm_kpack_package::compress::Compression;
+    use rocm_kpack_package::rpm::{write_rpm, Dep, RpmSpec};
+    use rocm_kpack_package::tree::Payload;
+    let spec = RpmSpec {
+        name: "debian-base".into(),
+        epoch: None,
+        version: "12".into(),
+        release: "1".into(),
+        arch: "x86_64".into(),
+        summary: "The Debian base system of the test root".into(),
+        description: "Provides the libc and shell the root already has.".into(),
+        license: "MIT".into(),
+        group: "System Environment/Base".into(),
+        url: None,
+        packager: None,
+        source_rpm: "debian-base-12-1.src.rpm".into(),
+        provides: vec![Dep::any("/bin/sh"), Dep::any("libc.so.6()(64bit)")],
+        requires: Vec::new(),
+        conflicts: Vec::new(),
+        obsoletes: Vec::new(),
+        scripts: Default::default(),
+        config_files: Vec::new(),
+        file_triggers: Vec::new(),
+        build_time: 1_704_067_200,
+        changelog: None,
+        compression: Compression::Xz,
+        level: Some(0),
+    };
+    fs::create_dir_all(dir).expect("mkdir");
+    let path = dir.join(spec.file_name());
+    let f = fs::File::create(&path).expect("create");
+    write_rpm(f, &spec, &Payload::new(), dir).expect("rpm");
+    path
+}
+
+#[test]
+fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = rocrand_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    build(&split, &pkgs, &rocrand_options(&[Format::Rpm]));
+    base_provides_rpm(&pkgs);
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    let report = publish(
+        &pkgs,
+        &repo,
+        &PublishOptions {
+            yum: true,
+            kpack_store: true,
+            fetcher: Some(FetcherOptions {
+                binary: fetcher_bin().to_path_buf(),
+                store_url: Some(server.root_url().to_string()),
+                level: Some(0),
+            }),
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    assert_eq!(report.fetcher_packages, ["rocm-kpack-fetch-0.1.0-1.x86_64.rpm"]);
+    let fetcher_rpm = repo.join("x86_64/rocm-kpack-fetch-0.1.0-1.x86_64.rpm");
+    let triggers = ok(Command::new("rpm").arg("-qp").arg("--filetriggers").arg(&fetcher_rpm));
+    assert!(triggers.contains("transfiletriggerin scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
+    assert!(triggers.contains("filetriggerpostun scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
+
+    // The README's dnf block, run by the dnf of a Debian root (its own
+    // rpm database; debian-base from the repository provides the libc and
+    // shell that no rpm owns there). dnf cannot guess a release version
+    // outside Fedora, so the root names one (and has Fedora's repo dir).
+    let root = debian_root(tmp.path(), None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    let out = run_block(&root, "mi210", "dnf", server.root_url());
+    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
+    assert!(out.contains("removed 1 archive(s) of removed packages"), "{out}");
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
+    assert!(!root.join(KPACK_DIR).exists(), "{out}");
+    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+}
+
+/// The fetcher packages `publish` builds: contents, the dpkg trigger and
+/// postinst, the rpm file triggers, lintian and rpmlint clean; the wheel
+/// installs with pip and runs.
+#[test]
+fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
+    use rocm_kpack_package::publish::fetcher::{build_fetcher_packages, Kinds};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(&out).expect("mkdir");
+    let opts = FetcherOptions {
+        binary: fetcher_bin().to_path_buf(),
+        store_url: Some("https://repo.example.org/rocm/".into()),
+        level: Some(0),
+    };
+    let kinds = Kinds { deb: true, rpm: true, wheel: true };
+    let paths = build_fetcher_packages(&opts, kinds, 1_704_067_200, &out).expect("build");
+    let ver = env!("CARGO_PKG_VERSION");
+    let names: Vec<String> = paths.iter().map(|p| p.file_name().expect("name").to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("rocm-kpack-fetch_{ver}_amd64.deb"),
+            format!("rocm-kpack-fetch-{ver}-1.x86_64.rpm"),
+            format!("rocm_kpack_fetch-{ver}-py3-none-manylinux_2_28_x86_64.whl"),
+        ]
+    );
+    let (deb, rpm, whl) = (&paths[0], &paths[1], &paths[2]);
+
+    let contents = ok(Command::new("dpkg-deb").arg("-c").arg(deb));
+    for f in [
+        "./usr/bin/rocm-kpack-fetch",
+        "./lib/systemd/system/rocm-kpack-fetch.service",
+        "./lib/systemd/system/rocm-kpack-fetch.timer",
+        "./usr/share/man/man1/rocm-kpack-fetch.1.gz",
+        "./usr/share/man/man1/rocm-kpack-fetch-install.1.gz",
+        "./usr/share/bash-completion/completions/rocm-kpack-fetch",
+        "./etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml",
+    ] {
+        assert!(contents.contains(f), "{f} missing:\n{contents}");
+    }
+    assert!(!contents.contains("apt.conf.d"), "the apt hook is replaced by the dpkg trigger");
+    let ctl = tmp.path().join("control");
+    ok(Command::new("dpkg-deb").arg("-e").arg(deb).arg(&ctl));
+    let triggers = fs::read_to_string(ctl.join("triggers")).expect("triggers");
+    assert!(triggers.contains("interest-noawait /usr/lib/x86_64-linux-gnu/.kpack\n"), "{triggers}");
+    assert!(fs::read_to_string(ctl.join("postinst")).expect("postinst").contains("triggered)"));
+    assert_eq!(
+        fs::read_to_string(ctl.join("conffiles")).expect("conffiles"),
+        "/etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml\n"
+    );
+    assert_eq!(lintian_errors(deb), Vec::<String>::new());
+    let sources = tmp.path().join("x");
+    ok(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&sources));
+    let text = fs::read_to_string(sources.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml")).expect("sources");
+    assert!(text.contains("url = \"https://repo.example.org/rocm/\""), "{text}");
+    // The file the fetcher reads parses cleanly.
+    let o = ok(bins::command("rocm-kpack-fetch")
+        .args(["install", "--target", "gfx90a", "--dry-run", "--json", "--root"])
+        .arg(&sources)
+        .env("ROCM_KPACK_PYTHON", ""));
+    let json: serde_json::Value = serde_json::from_str(&o).expect("json");
+    assert_eq!(json["warnings"], serde_json::json!([]));
+
+    let triggers = ok(Command::new("rpm").arg("-qp").arg("--filetriggers").arg(rpm));
+    assert!(triggers.contains("transfiletriggerin scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
+    assert!(triggers.contains("/usr/bin/rocm-kpack-fetch trigger --stdin"), "{triggers}");
+    assert!(triggers.contains("filetriggerpostun scriptlet (using /bin/sh)"), "{triggers}");
+    ok(Command::new("rpm").arg("-K").arg(rpm));
+    let ql = ok(Command::new("rpm").arg("-qlp").arg(rpm));
+    assert!(ql.lines().any(|l| l == "/usr/lib/systemd/system/rocm-kpack-fetch.service"), "{ql}");
+    assert!(ql.lines().any(|l| l == "/usr/share/man/man1/rocm-kpack-fetch.1.gz"), "{ql}");
+    let qc = ok(Command::new("rpm").arg("-qcp").arg(rpm));
+    assert_eq!(qc.trim(), "/etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml");
+    let lint = run(Command::new("rpmlint").arg(rpm));
+    let errors: Vec<String> = String::from_utf8_lossy(&lint.stdout)
+        .lines()
+        .filter(|l| l.contains(": E: "))
+        .map(str::to_string)
+        .collect();
+    // Unsigned, like any package rpmbuild writes without a key.
+    assert!(errors.iter().all(|e| e.contains("E: no-signature")), "{errors:?}");
+
+    let venv = tmp.path().join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    ok(Command::new(venv.join("bin/pip"))
+        .args(["install", "--disable-pip-version-check", "--no-index"])
+        .arg(whl)
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(venv.join("bin/pip")).args(["check", "--disable-pip-version-check"]));
+    let v = ok(Command::new(venv.join("bin/rocm-kpack-fetch")).arg("--version"));
+    assert_eq!(v.trim(), format!("rocm-kpack-fetch {ver}"));
+}
+
+/// `publish` without `--store-url` says that installs will have no source.
+#[test]
+fn publish_without_a_store_url_warns() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    let mut o = fixture_options(&[Format::Deb]);
+    o.meta.deb.fields.remove("Depends");
+    build(&split, &pkgs, &o);
+    let repo = tmp.path().join("repo");
+    let out = bins::command("rocm-kpack")
+        .arg("publish")
+        .arg(&pkgs)
+        .arg("--out")
+        .arg(&repo)
+        .args(["--apt", "--kpack-store", "--fetcher-bin"])
+        .arg(fetcher_bin())
+        .output()
+        .expect("publish");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no --store-url") && err.contains("fetches no device code"), "{err}");
+    assert!(fs::read_dir(repo.join("pool/main/r/rocm-kpack-fetch")).expect("fetcher in the pool").count() == 1);
+}
+
+/// A venv with uv from PyPI, kept under target/ for later runs.
+fn uv() -> &'static Path {
+    static UV: OnceLock<PathBuf> = OnceLock::new();
+    UV.get_or_init(|| {
+        let venv = bins::profile_dir().join("../install-flows/uv-venv");
+        let uv = venv.join("bin/uv");
+        if !uv.is_file() {
+            let _ = fs::remove_dir_all(&venv);
+            ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+            ok(Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "--disable-pip-version-check", "uv"])
+                .env("PIP_CONFIG_FILE", "/dev/null"));
+        }
+        uv
+    })
+}
+
+/// pip and uv: one command, with the index URL the fetcher prints for the
+/// RX 7900 XTX, installs the base wheel and its gfx110X device wheels.
+#[test]
+fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = wheel_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    build(&split, &pkgs, &wheel_options());
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish(&pkgs, &repo, &PublishOptions { pip: true, ..PublishOptions::default() })
+        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs/rx7900xtx");
+    let url = ok(bins::command("rocm-kpack-fetch")
+        .args(["pip-index-url", "--base", server.root_url(), "--sysfs-root"])
+        .arg(&sysfs));
+    let url = url.trim().to_string();
+    assert_eq!(url, format!("{}families/gfx110x/", server.root_url()));
+    // The view exists for every family, also those without device wheels.
+    assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
+
+    let expect = |listed: &str| {
+        for d in ["kpkg==1.0", "kpkg-device-gfx110x==1.0", "kpkg-device-gfx11-generic==1.0"] {
+            assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
+        }
+        assert!(!listed.contains("gfx90x"), "{listed}");
+    };
+    let venv = tmp.path().join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let pip = venv.join("bin/pip");
+    ok(Command::new(&pip)
+        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url", &url, "kpkg"])
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    expect(&ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"])));
+    let out = ok(Command::new(venv.join("bin/python"))
+        .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
+    assert_eq!(
+        out.trim(),
+        "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
+    );
+    // The documented uninstall leaves nothing.
+    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
+    let sp = rocm_kpack_test_support::site_packages(&venv);
+    assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e.expect("e").file_name().to_string_lossy().starts_with("kpkg")));
+
+    // uv, the same one command.
+    let uv = uv();
+    let venv2 = tmp.path().join("venv2");
+    ok(Command::new(uv).arg("venv").arg(&venv2).arg("--python").arg("python3"));
+    let py = venv2.join("bin/python");
+    ok(Command::new(uv)
+        .args(["pip", "install", "--no-cache", "--python"])
+        .arg(&py)
+        .args(["--index-url", &url, "kpkg"])
+        .env("UV_NO_CONFIG", "1"));
+    ok(Command::new(uv).args(["pip", "check", "--python"]).arg(&py));
+    expect(&ok(Command::new(uv).args(["pip", "freeze", "--python"]).arg(&py)));
+
+    // The README's pip block as written (the GPU given by the override
+    // variable, which detection honours like a real RX 7900 XTX's sysfs).
+    let block = readme_block("pip");
+    let path = format!(
+        "{}:{}:{}",
+        bins::built().display(),
+        uv.parent().expect("uv dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &block])
+        .env("REPO", server.root_url())
+        .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100")
+        .env("PATH", path)
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .env("UV_NO_CONFIG", "1")
+        .output()
+        .expect("bash");
+    let out = text(&o);
+    assert!(o.status.success(), "README block `sh pip` failed:\n{block}\n---\n{out}");
+    assert!(out.contains("kpkg-device-gfx110x-1.0"), "{out}");
+}
