@@ -661,6 +661,20 @@ fn windows_signed_input_is_split_and_the_report_says_the_signature_is_gone() {
         Report::Pe(p) => assert!(p.signed),
         other => panic!("{other:?}"),
     }
+    // A tree split says it in its text report too.
+    let tree = tmp.path().join("tree/bin");
+    fs::create_dir_all(&tree).unwrap();
+    fs::copy(&signed, tree.join("kpfix.dll")).unwrap();
+    let out = rocm_kpack_test_support::bins::command("rocm-kpack")
+        .arg("split")
+        .arg(tmp.path().join("tree"))
+        .arg("--out")
+        .arg(tmp.path().join("tree-split"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("note: bin/kpfix.dll: ") && text.contains("Authenticode-signed"), "{text}");
 }
 
 // ------------------------------------------------------------- Wine

@@ -154,5 +154,11 @@ fn render(r: &SplitReport) -> String {
     for o in &r.outputs {
         let _ = writeln!(out, "  {:<24} {:>6} files {:>12}", o.name, o.files, rocm_kpack_cli::iec_size(o.bytes));
     }
+    // What a split changed beyond the device code (a signature removed).
+    for b in &r.binaries {
+        for note in &b.notes {
+            let _ = writeln!(out, "  note: {}: {note}", b.path);
+        }
+    }
     out
 }
