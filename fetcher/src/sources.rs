@@ -270,6 +270,12 @@ impl Sources {
         }
     }
 
+    /// Whether any source serves `component` (else none of its archives
+    /// has a URL to try).
+    pub fn serve(&self, component: &str) -> bool {
+        self.list.iter().any(|s| s.serves(component))
+    }
+
     /// Candidate URLs for one archive of `component`, in the order to try.
     pub fn urls_for(&self, component: &str, filename: &str, sha256: &[u8; 32]) -> Vec<Url> {
         let mut urls: Vec<Url> = Vec::new();

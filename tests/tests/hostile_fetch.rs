@@ -114,16 +114,8 @@ impl Env {
 
     fn fetch(&self, args: &[&str]) -> Command {
         let mut cmd = bins::command("rocm-kpack-fetch");
-        cmd.args(args)
-            .args(["--root", self.root.to_str().unwrap()])
-            .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
-            .env_remove("HSA_OVERRIDE_GFX_VERSION")
-            .env_remove("RUST_LOG")
-            .env("ROCM_KPACK_PYTHON", "")
-            .env("NO_PROXY", "*");
-        for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
-            cmd.env_remove(var);
-        }
+        cmd.args(args).args(["--root", self.root.to_str().unwrap()]);
+        bins::isolate_fetcher(&mut cmd);
         cmd
     }
 

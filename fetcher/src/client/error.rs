@@ -117,17 +117,7 @@ pub enum FetchError {
 /// `err` and its causes, joined by ": " (reqwest's own `Display` hides
 /// the cause, which is the interesting part: "connection refused").
 fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        let text = e.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = e.source();
-    }
-    out
+    rocm_kpack_cli::std_error_chain(err)
 }
 
 impl FetchError {

@@ -89,18 +89,33 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
 
     // A missing source is told once, before any transfer: every archive
     // to fetch without one would otherwise fail on its own.
-    let preview = ops::install::dry_run(&scan, &local.ids, &mut Vec::new());
-    let unsourced = unsourced_components(&preview, &sources);
+    // Planned ahead only when some component has no source (rare): the
+    // install plans again under its locks.
+    let unsourced: Vec<&str> = scan
+        .manifests
+        .iter()
+        .map(|m| m.manifest.component.as_str())
+        .filter(|c| !sources.serve(c))
+        .collect();
     if !unsourced.is_empty() {
-        let msg = format!(
-            "no source serves {}: pass --source URL (a kpack store or a directory) or \
-             --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
-            unsourced.join(", ")
-        );
-        if preview.fetches().all(|(c, _)| unsourced.contains(&c.component)) {
-            anyhow::bail!(msg);
+        let preview = ops::install::dry_run(&scan, &local.ids, &mut Vec::new());
+        let mut missing: Vec<&str> = preview
+            .fetches()
+            .map(|(c, _)| c.component.as_str())
+            .filter(|c| unsourced.contains(c))
+            .collect();
+        missing.dedup();
+        if !missing.is_empty() {
+            let msg = format!(
+                "no source serves {}: pass --source URL (a kpack store or a directory) or \
+                 --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
+                missing.join(", ")
+            );
+            if preview.fetches().all(|(c, _)| missing.contains(&c.component.as_str())) {
+                anyhow::bail!(msg);
+            }
+            warnings.push(msg);
         }
-        warnings.push(msg);
     }
 
     let reporter: Arc<dyn Reporter> = if quiet {
@@ -140,20 +155,6 @@ fn check_local_sources(net: &NetArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Components with archives to fetch for which no source has a URL.
-fn unsourced_components(plan: &InstallPlan, sources: &Sources) -> Vec<String> {
-    let mut out: Vec<String> = plan
-        .fetches()
-        .filter(|(c, a)| {
-            a.sha256_bytes()
-                .is_some_and(|sha| sources.urls_for(&c.component, &a.filename, &sha).is_empty())
-        })
-        .map(|(c, _)| c.component.clone())
-        .collect();
-    out.dedup();
-    out
 }
 
 /// `targets: LIST (origin)` on stderr.

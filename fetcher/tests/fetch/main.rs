@@ -128,15 +128,8 @@ impl Env {
     /// `rocm-kpack-fetch ARGS` with a clean environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocm-kpack-fetch"));
-        cmd.args(args)
-            .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
-            .env_remove("HSA_OVERRIDE_GFX_VERSION")
-            .env_remove("RUST_LOG")
-            .env("ROCM_KPACK_PYTHON", "")
-            .env("NO_PROXY", "*");
-        for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
-            cmd.env_remove(var);
-        }
+        cmd.args(args);
+        rocm_kpack_test_support::bins::isolate_fetcher(&mut cmd);
         cmd
     }
 

@@ -165,8 +165,17 @@ pub fn finish(program: &str, result: anyhow::Result<ExitStatus>) -> ExitCode {
 /// cause whose text its parent already shows (an I/O error that both
 /// prints and returns its source) is not repeated.
 pub fn error_chain(err: &anyhow::Error) -> String {
+    join_causes(err.chain())
+}
+
+/// [`error_chain`] for any error and its `source()` chain.
+pub fn std_error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    join_causes(std::iter::successors(Some(err), |e| e.source()))
+}
+
+fn join_causes<'a>(causes: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
     let mut line = String::new();
-    for cause in err.chain() {
+    for cause in causes {
         let text = cause.to_string();
         if text.is_empty() || line.contains(&text) {
             continue;

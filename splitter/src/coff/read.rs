@@ -162,6 +162,16 @@ pub struct Pe<'a> {
 }
 
 impl<'a> Pe<'a> {
+    /// The first RVA past every section (where `SizeOfImage` must end,
+    /// rounded up to the section alignment, and where a new section goes).
+    pub fn sections_end(&self) -> u64 {
+        self.sections
+            .iter()
+            .map(|s| u64::from(s.rva) + u64::from(s.virtual_extent()))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Parses the headers and section table. Any machine; PE32 images parse
     /// too (so they can be recognised and refused by name).
     pub fn parse(data: &'a [u8]) -> Result<Pe<'a>> {

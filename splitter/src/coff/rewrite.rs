@@ -284,12 +284,7 @@ pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result
         marker_raw,
         cert,
     };
-    let va_end = pe
-        .sections
-        .iter()
-        .map(|s| u64::from(s.rva) + u64::from(s.virtual_extent()))
-        .max()
-        .unwrap_or(0);
+    let va_end = pe.sections_end();
     let marker_rva = u32::try_from(align_up(va_end, sa))
         .map_err(|_| PeError::Refused("the image has no address space left for .kpackrf".into()))?;
     let marker_raw_ptr = raw_end + grow - fat_raw;

@@ -100,12 +100,7 @@ pub fn verify(input: &FatPe<'_>, bytes: &[u8], exp: &Expected<'_>) -> Result<()>
         )));
     }
     let sa = u64::from(out.section_alignment);
-    let end = out
-        .sections
-        .iter()
-        .map(|s| u64::from(s.rva) + u64::from(s.virtual_extent()))
-        .max()
-        .unwrap_or(0);
+    let end = out.sections_end();
     if u64::from(out.size_of_image) != end.div_ceil(sa) * sa {
         return Err(fail(format!(
             "SizeOfImage {:#x} for sections ending at {end:#x}",

@@ -56,6 +56,21 @@ pub fn lib(file_name: &str) -> PathBuf {
     path
 }
 
+/// Clears what would change a `rocm-kpack-fetch` run behind a test's back:
+/// the target overrides, `RUST_LOG`, proxies (`NO_PROXY=*`), and the
+/// Python site-packages scan (`ROCM_KPACK_PYTHON` empty).
+pub fn isolate_fetcher(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION")
+        .env_remove("RUST_LOG")
+        .env("ROCM_KPACK_PYTHON", "")
+        .env("NO_PROXY", "*");
+    for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// A `Command` for a workspace binary.
 pub fn command(name: &str) -> Command {
     Command::new(bin(name))
