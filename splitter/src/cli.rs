@@ -102,9 +102,15 @@ pub struct OutArg {
 /// `--jobs`: parallelism.
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobsArg {
-    /// Worker threads [default: one per core].
+    /// Worker threads [default: one per core, as many as the memory budget
+    /// admits].
     #[arg(long, short)]
     pub jobs: Option<usize>,
+    /// Memory budget: what runs at the same time is admitted against it
+    /// (bytes, or with a unit: 512M, 2G) [default: half the available
+    /// memory, at most 1G].
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
 }
 
 impl JobsArg {
@@ -114,6 +120,18 @@ impl JobsArg {
             anyhow::bail!("--jobs must be at least 1");
         }
         Ok(self.jobs)
+    }
+
+    /// The memory budget asked for in bytes (`None`: the default); at
+    /// least [`rocm_kpack_splitter::budget::MIN_BUDGET`].
+    pub fn memory(&self) -> anyhow::Result<Option<u64>> {
+        use rocm_kpack_splitter::budget::{parse_size, MIN_BUDGET};
+        let Some(text) = &self.memory else { return Ok(None) };
+        let bytes = parse_size(text).map_err(|e| anyhow::anyhow!("--memory {e}"))?;
+        if bytes < MIN_BUDGET {
+            anyhow::bail!("--memory {text}: at least {} MiB are needed", MIN_BUDGET >> 20);
+        }
+        Ok(Some(bytes))
     }
 }
 

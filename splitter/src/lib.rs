@@ -2,9 +2,10 @@
 //! [`coff`]) and archives ([`inspect`]),
 //! split binaries, trees and artifact directories ([`split`]), and split
 //! fat packages into generic + device packages ([`split_package`], over
-//! `rocm-kpack-package`). The `rocm-kpack` command line is a thin layer
-//! over it.
+//! `rocm-kpack-package`), within a memory budget ([`budget`]). The
+//! `rocm-kpack` command line is a thin layer over it.
 
+pub mod budget;
 pub mod coff;
 pub mod elf;
 pub mod inspect;

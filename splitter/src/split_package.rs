@@ -145,6 +145,9 @@ pub struct SplitPackageOptions {
     pub zstd_level: i32,
     /// Worker threads for the split (None: one per core).
     pub jobs: Option<usize>,
+    /// Memory budget of the split in bytes (None:
+    /// [`crate::budget::default_budget`]).
+    pub memory: Option<u64>,
     /// Timestamp of every package entry.
     pub source_date_epoch: u64,
     /// Compression of the generic package (deb members, rpm payload).
@@ -164,6 +167,7 @@ impl Default for SplitPackageOptions {
             compression: CompressionScheme::ZstdPerKernel,
             zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
+            memory: None,
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             package_compression: Compression::Xz,
             package_level: None,
@@ -326,6 +330,7 @@ fn split_into(
         compression: opts.compression,
         zstd_level: opts.zstd_level,
         jobs: opts.jobs,
+        memory: opts.memory,
         // A fresh work directory: nothing to replace.
         replace_existing: false,
         progress: opts.progress.clone(),

@@ -200,8 +200,33 @@ impl<'a> Bundle<'a> {
 
 /// Parses every bundle of a `.hip_fatbin` section. Zero bytes between
 /// bundles are padding; any other byte that does not start a bundle is an
-/// error. An empty (or all-zero) section gives no bundles.
+/// error. An empty (or all-zero) section gives no bundles. Every CCOB is
+/// decompressed into memory: splitting uses [`scan_fatbin`] instead.
 pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>> {
+    walk_fatbin(section, |s, at| {
+        let b = parse_bundle_at(s, at)?;
+        Ok((b.len, b))
+    })
+}
+
+/// Locates every bundle of a `.hip_fatbin` section like [`parse_fatbin`],
+/// without reading its code objects: a CCOB is decompressed only as far as
+/// its header (a v1 zlib CCOB, which has no size field, is decompressed
+/// once to a sink to find its end). Memory stays at the headers whatever
+/// the bundles hold; [`BundleRef::stream_code_objects`] reads them later.
+pub fn scan_fatbin(section: &[u8]) -> Result<Vec<BundleRef<'_>>> {
+    walk_fatbin(section, |s, at| {
+        let b = scan_bundle_at(s, at)?;
+        Ok((b.len, b))
+    })
+}
+
+/// The bundle walk shared by [`parse_fatbin`] and [`scan_fatbin`]: `parse`
+/// reads the bundle at an offset and says how long it is.
+fn walk_fatbin<'a, T>(
+    section: &'a [u8],
+    parse: impl Fn(&'a [u8], usize) -> Result<(u64, T)>,
+) -> Result<Vec<T>> {
     let mut bundles = Vec::new();
     let mut pos = 0usize;
     while let Some(rest) = section.get(pos..) {
@@ -209,8 +234,8 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>> {
         if pos >= section.len() {
             break;
         }
-        let bundle = parse_bundle_at(section, pos)?;
-        let len = usize::try_from(bundle.len)
+        let (len, bundle) = parse(section, pos)?;
+        let len = usize::try_from(len)
             .map_err(|_| Error::format("offload bundle", pos as u64, "length overflows usize"))?;
         // Every bundle has a non-empty header, so this always advances.
         pos = pos.saturating_add(len.max(1));
@@ -219,8 +244,14 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>> {
     Ok(bundles)
 }
 
-/// Parses the bundle (plain or CCOB) starting at `offset` of `section`.
-pub fn parse_bundle_at(section: &[u8], offset: usize) -> Result<Bundle<'_>> {
+/// What starts at `offset`: a plain bundle, a CCOB, or an error naming the
+/// bytes found.
+enum BundleStart<'a> {
+    Plain(&'a [u8]),
+    Ccob(&'a [u8]),
+}
+
+fn bundle_start(section: &[u8], offset: usize) -> Result<BundleStart<'_>> {
     let rest = section.get(offset..).ok_or_else(|| {
         Error::format(
             "offload bundle",
@@ -232,23 +263,9 @@ pub fn parse_bundle_at(section: &[u8], offset: usize) -> Result<Bundle<'_>> {
         )
     })?;
     if rest.starts_with(BUNDLE_MAGIC) {
-        let (entries, end) = parse_entries(rest, offset as u64, "offload bundle")?;
-        let data = rest.get(..end).ok_or_else(|| {
-            Error::format(
-                "offload bundle",
-                offset as u64,
-                "bundle end past the section",
-            )
-        })?;
-        Ok(Bundle {
-            offset: offset as u64,
-            len: end as u64,
-            compression: Compression::None,
-            entries,
-            data: Cow::Borrowed(data),
-        })
+        Ok(BundleStart::Plain(rest))
     } else if rest.starts_with(CCOB_MAGIC) {
-        parse_ccob(rest, offset as u64)
+        Ok(BundleStart::Ccob(rest))
     } else {
         let head: Vec<String> = rest.iter().take(8).map(|b| format!("{b:02x}")).collect();
         Err(Error::format(
@@ -259,6 +276,230 @@ pub fn parse_bundle_at(section: &[u8], offset: usize) -> Result<Bundle<'_>> {
                 head.join(" ")
             ),
         ))
+    }
+}
+
+/// The entries and bytes of the plain bundle at the start of `rest`.
+fn plain_bundle(rest: &[u8], offset: u64) -> Result<(Vec<BundleEntry>, &[u8])> {
+    let (entries, end) = parse_entries(rest, offset, "offload bundle")?;
+    let data = rest
+        .get(..end)
+        .ok_or_else(|| Error::format("offload bundle", offset, "bundle end past the section"))?;
+    Ok((entries, data))
+}
+
+/// Parses the bundle (plain or CCOB) starting at `offset` of `section`.
+pub fn parse_bundle_at(section: &[u8], offset: usize) -> Result<Bundle<'_>> {
+    match bundle_start(section, offset)? {
+        BundleStart::Plain(rest) => {
+            let (entries, data) = plain_bundle(rest, offset as u64)?;
+            Ok(Bundle {
+                offset: offset as u64,
+                len: data.len() as u64,
+                compression: Compression::None,
+                entries,
+                data: Cow::Borrowed(data),
+            })
+        }
+        BundleStart::Ccob(rest) => parse_ccob(rest, offset as u64),
+    }
+}
+
+/// A bundle located and its entries listed, code objects not yet read (see
+/// [`scan_fatbin`]).
+#[derive(Debug, Clone)]
+pub struct BundleRef<'a> {
+    /// Offset of the bundle in the section.
+    pub offset: u64,
+    /// Bytes the bundle occupies in the section (compressed size for CCOB).
+    pub len: u64,
+    /// Stored compressed or not.
+    pub compression: Compression,
+    /// Entries in header order.
+    pub entries: Vec<BundleEntry>,
+    /// Plain: the bundle; CCOB: the whole CCOB, header included.
+    bytes: &'a [u8],
+}
+
+/// Bytes a zstd frame's decoder allocates for its window, from the frame
+/// header (RFC 8878 section 3.1.1.1): the window descriptor, or the content
+/// size for a single-segment frame. `None` when the header is unreadable.
+fn zstd_window(frame: &[u8], content: u64) -> Option<u64> {
+    let descriptor = *frame.get(4)?;
+    if descriptor & 0x20 != 0 {
+        return Some(content);
+    }
+    let wd = *frame.get(5)?;
+    let log = 10 + u32::from(wd >> 3);
+    let base = 1u64.checked_shl(log)?;
+    Some((base + base / 8 * u64::from(wd & 7)).min(content))
+}
+
+impl<'a> BundleRef<'a> {
+    /// True if stored as a CCOB.
+    pub fn is_compressed(&self) -> bool {
+        matches!(self.compression, Compression::Ccob { .. })
+    }
+
+    /// The bundle's bytes in the section (a CCOB's compressed ones).
+    pub fn raw(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Device code objects as `(target id, size)`, in header order (host
+    /// entries skipped), like [`Bundle::code_objects`].
+    pub fn targets(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.entries
+            .iter()
+            .filter_map(|e| Some((e.target_id()?, e.size)))
+    }
+
+    /// Memory that [`BundleRef::stream_code_objects`] needs besides the
+    /// code object it hands out: a zstd decoder's window (up to the
+    /// decompressed size, as the frame header says) and its buffers; a
+    /// zlib decoder's 32 KiB window; nothing for a plain bundle.
+    pub fn decoder_memory(&self) -> u64 {
+        const BUFFERS: u64 = 256 << 10;
+        match self.compression {
+            Compression::None => 0,
+            Compression::Ccob {
+                method: CcobMethod::Zlib,
+                ..
+            } => BUFFERS,
+            Compression::Ccob {
+                version,
+                uncompressed_size,
+                ..
+            } => {
+                let header_len = ccob_header_len(version);
+                let window = self
+                    .bytes
+                    .get(header_len..)
+                    .and_then(|frame| zstd_window(frame, uncompressed_size))
+                    .unwrap_or(uncompressed_size);
+                window.saturating_add(BUFFERS)
+            }
+        }
+    }
+
+    /// Hands every device code object to `f`, one at a time, in offset
+    /// order (ties in header order): borrowed from the section for a plain
+    /// bundle, decompressed on the fly for a CCOB, so memory stays at one
+    /// code object plus [`BundleRef::decoder_memory`]. Entries whose bytes
+    /// overlap (never written by clang) are read together and copied out.
+    /// A CCOB's size and MD5 are checked once its stream ends: on a
+    /// mismatch `f` has already seen its code objects, and the caller must
+    /// discard what it made of them.
+    pub fn stream_code_objects<E: From<Error>>(
+        &self,
+        mut f: impl FnMut(&BundleEntry, Cow<'a, [u8]>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut order: Vec<&BundleEntry> = self
+            .entries
+            .iter()
+            .filter(|e| e.target_id().is_some())
+            .collect();
+        order.sort_by_key(|e| e.offset);
+        let bytes: &'a [u8] = self.bytes;
+        let mut inflow = match self.compression {
+            Compression::None => {
+                for e in order {
+                    let data = usize::try_from(e.offset)
+                        .ok()
+                        .zip(usize::try_from(e.size).ok())
+                        .and_then(|(at, n)| bytes.get(at..at.checked_add(n)?))
+                        .ok_or_else(|| {
+                            Error::format("offload bundle", self.offset, "entry past the bundle")
+                        })?;
+                    f(e, Cow::Borrowed(data))?;
+                }
+                return Ok(());
+            }
+            Compression::Ccob { .. } => {
+                let (h, payload) = ccob_payload(bytes, self.offset)?;
+                Inflow::open(&h, payload, self.offset)?
+            }
+        };
+        let mut i = 0;
+        while let Some(first) = order.get(i) {
+            let start = first.offset;
+            let mut end = start.saturating_add(first.size);
+            let mut j = i + 1;
+            while let Some(e) = order.get(j).filter(|e| e.offset < end) {
+                end = end.max(e.offset.saturating_add(e.size));
+                j += 1;
+            }
+            inflow.skip_to(start)?;
+            let len = usize::try_from(end - start).map_err(|_| inflow.fail(&"entry overflows usize"))?;
+            let mut buf = vec![0u8; len];
+            inflow.read_exact(&mut buf)?;
+            match order.get(i..j) {
+                Some([only]) => f(only, Cow::Owned(buf))?,
+                Some(cluster) => {
+                    for e in cluster {
+                        let at = (e.offset - start) as usize;
+                        let piece = buf.get(at..at + e.size as usize).unwrap_or_default();
+                        f(e, Cow::Owned(piece.to_vec()))?;
+                    }
+                }
+                None => {}
+            }
+            i = j;
+        }
+        inflow.finish()?;
+        Ok(())
+    }
+}
+
+/// Locates the bundle at `offset` of `section` and lists its entries (see
+/// [`scan_fatbin`]).
+pub fn scan_bundle_at(section: &[u8], offset: usize) -> Result<BundleRef<'_>> {
+    let base = offset as u64;
+    match bundle_start(section, offset)? {
+        BundleStart::Plain(rest) => {
+            let (entries, data) = plain_bundle(rest, base)?;
+            Ok(BundleRef {
+                offset: base,
+                len: data.len() as u64,
+                compression: Compression::None,
+                entries,
+                bytes: data,
+            })
+        }
+        BundleStart::Ccob(rest) => {
+            let (h, payload) = ccob_payload(rest, base)?;
+            let mut inflow = Inflow::open(&h, payload, base)?;
+            // Grow a prefix of the decompressed bundle until its header parses.
+            let mut prefix = Vec::new();
+            let mut want = 64u64 << 10;
+            let entries = loop {
+                let target = want.min(h.uncompressed_size) as usize;
+                let have = prefix.len();
+                prefix.resize(target, 0);
+                inflow.read_exact(prefix.get_mut(have..).unwrap_or_default())?;
+                match parse_entries_within(&prefix, h.uncompressed_size, 0, "decompressed offload bundle") {
+                    Ok((entries, _)) => break entries,
+                    Err(HeaderError::Bad(e)) => return Err(e),
+                    Err(HeaderError::NeedMore) => want = want.saturating_mul(4),
+                }
+            };
+            let len = match h.total_size {
+                Some(total) => total,
+                // v1: the stream's end is the bundle's end (decompressed
+                // once here, so checked here too).
+                None => (h.header_len + inflow.finish()?) as u64,
+            };
+            let bytes = rest
+                .get(..usize::try_from(len).unwrap_or(usize::MAX))
+                .ok_or_else(|| Error::format("compressed offload bundle", base, "past the section"))?;
+            Ok(BundleRef {
+                offset: base,
+                len,
+                compression: h.compression(),
+                entries,
+                bytes,
+            })
+        }
     }
 }
 
@@ -281,18 +522,52 @@ fn read_u16(data: &[u8], at: usize) -> Option<u16> {
 /// may continue past the bundle). Returns the entries and the bundle end.
 /// `base` is only for error offsets.
 fn parse_entries(data: &[u8], base: u64, what: &'static str) -> Result<(Vec<BundleEntry>, usize)> {
-    let err = |at: usize, detail: String| Error::format(what, base + at as u64, detail);
-    if data.get(..BUNDLE_MAGIC.len()) != Some(&BUNDLE_MAGIC[..]) {
-        return Err(err(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into()));
+    match parse_entries_within(data, data.len() as u64, base, what) {
+        Ok((entries, end)) => Ok((entries, end as usize)),
+        Err(HeaderError::Bad(e)) => Err(e),
+        // Unreachable with total == data.len(): every truncation is final.
+        Err(HeaderError::NeedMore) => Err(Error::format(what, base, "truncated header")),
+    }
+}
+
+/// Why a header did not parse: bad, or (streaming) more bytes are needed.
+enum HeaderError {
+    NeedMore,
+    Bad(Error),
+}
+
+/// [`parse_entries`] on a prefix `data` of a bundle of `total` bytes:
+/// entries are checked against `total`; a header running past the prefix
+/// (but not past `total`) gives [`HeaderError::NeedMore`]. The end is the
+/// bundle end (at most `total`).
+fn parse_entries_within(
+    data: &[u8],
+    total: u64,
+    base: u64,
+    what: &'static str,
+) -> std::result::Result<(Vec<BundleEntry>, u64), HeaderError> {
+    let bad = |at: usize, detail: String| HeaderError::Bad(Error::format(what, base + at as u64, detail));
+    // A read past the prefix: more bytes may help only if the bundle has them.
+    let short = |at: usize, detail: String| {
+        if (data.len() as u64) < total {
+            HeaderError::NeedMore
+        } else {
+            bad(at, detail)
+        }
+    };
+    match data.get(..BUNDLE_MAGIC.len()) {
+        Some(m) if m == &BUNDLE_MAGIC[..] => {}
+        Some(_) => return Err(bad(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into())),
+        None => return Err(short(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into())),
     }
     let count = read_u64(data, BUNDLE_MAGIC.len())
-        .ok_or_else(|| err(BUNDLE_MAGIC.len(), "truncated entry count".into()))?;
+        .ok_or_else(|| short(BUNDLE_MAGIC.len(), "truncated entry count".into()))?;
     // Each entry needs at least its fixed fields: bounds the allocation.
-    let room = (data.len().saturating_sub(BUNDLE_HEADER_LEN) / ENTRY_FIXED_LEN) as u64;
+    let room = total.saturating_sub(BUNDLE_HEADER_LEN as u64) / ENTRY_FIXED_LEN as u64;
     if count > room {
-        return Err(err(
+        return Err(bad(
             BUNDLE_MAGIC.len(),
-            format!("entry count {count} cannot fit in {} bytes", data.len()),
+            format!("entry count {count} cannot fit in {total} bytes"),
         ));
     }
     let mut entries = Vec::with_capacity(count as usize);
@@ -304,35 +579,28 @@ fn parse_entries(data: &[u8], base: u64, what: &'static str) -> Result<(Vec<Bund
             read_u64(data, pos + 8),
             read_u64(data, pos + 16),
         ) else {
-            return Err(err(pos, format!("entry {i}: truncated")));
+            return Err(short(pos, format!("entry {i}: truncated")));
         };
         pos += ENTRY_FIXED_LEN;
         if triple_len > MAX_TRIPLE_LEN {
-            return Err(err(
-                pos - 8,
-                format!("entry {i}: triple length {triple_len}"),
-            ));
+            return Err(bad(pos - 8, format!("entry {i}: triple length {triple_len}")));
         }
         let triple_end = pos + triple_len as usize;
         let triple = data.get(pos..triple_end).ok_or_else(|| {
-            err(
-                pos,
-                format!("entry {i}: triple of {triple_len} bytes truncated"),
-            )
+            short(pos, format!("entry {i}: triple of {triple_len} bytes truncated"))
         })?;
         let triple = std::str::from_utf8(triple)
-            .map_err(|_| err(pos, format!("entry {i}: triple is not UTF-8")))?
+            .map_err(|_| bad(pos, format!("entry {i}: triple is not UTF-8")))?
             .to_string();
         pos = triple_end;
         let entry_end = offset
             .checked_add(size)
-            .filter(|&e| e <= data.len() as u64)
+            .filter(|&e| e <= total)
             .ok_or_else(|| {
-                err(
+                bad(
                     pos,
                     format!(
-                        "entry {i} ({triple}): [{offset}, +{size}) is past the end of the data ({} bytes)",
-                        data.len()
+                        "entry {i} ({triple}): [{offset}, +{size}) is past the end of the data ({total} bytes)"
                     ),
                 )
             })?;
@@ -345,7 +613,7 @@ fn parse_entries(data: &[u8], base: u64, what: &'static str) -> Result<(Vec<Bund
     }
     let header_end = pos as u64;
     if let Some(e) = entries.iter().find(|e| e.size > 0 && e.offset < header_end) {
-        return Err(err(
+        return Err(bad(
             0,
             format!(
                 "entry {} at offset {} overlaps the header ({header_end} bytes)",
@@ -353,9 +621,7 @@ fn parse_entries(data: &[u8], base: u64, what: &'static str) -> Result<(Vec<Bund
             ),
         ));
     }
-    // Bounded by data.len() above, so it fits in usize.
-    let end = end.max(header_end) as usize;
-    Ok((entries, end))
+    Ok((entries, end.max(header_end)))
 }
 
 /// Fields of a CCOB header.
@@ -417,6 +683,28 @@ fn parse_ccob_header(data: &[u8], base: u64) -> Result<CcobHeader> {
     })
 }
 
+/// Header length of a CCOB `version` (1, 2, 3; others never pass
+/// [`parse_ccob_header`]).
+fn ccob_header_len(version: u16) -> usize {
+    match version {
+        1 => 20,
+        2 => 24,
+        _ => 32,
+    }
+}
+
+impl CcobHeader {
+    fn compression(&self) -> Compression {
+        Compression::Ccob {
+            version: self.version,
+            method: self.method,
+            total_size: self.total_size,
+            uncompressed_size: self.uncompressed_size,
+            hash: self.hash,
+        }
+    }
+}
+
 /// The largest uncompressed size accepted for `compressed_len` input bytes.
 fn size_cap(compressed_len: usize) -> u64 {
     (compressed_len as u64)
@@ -424,11 +712,12 @@ fn size_cap(compressed_len: usize) -> u64 {
         .clamp(MIN_SIZE_CAP, MAX_UNCOMPRESSED)
 }
 
-fn parse_ccob(data: &[u8], base: u64) -> Result<Bundle<'static>> {
+/// A CCOB's header and compressed payload: `[header_len, total_size)` for
+/// v2/v3; for v1 the rest of the section (the decoder stops at the end of
+/// the first stream). The claimed size is checked against the ratio cap.
+fn ccob_payload(data: &[u8], base: u64) -> Result<(CcobHeader, &[u8])> {
     let what = "compressed offload bundle";
     let h = parse_ccob_header(data, base)?;
-    // The compressed payload: [header_len, total_size) for v2/v3; for v1 the
-    // rest of the section, trimmed to the end of the stream below.
     let payload_end = match h.total_size {
         Some(total) => {
             if total < h.header_len as u64 || total > data.len() as u64 {
@@ -461,24 +750,18 @@ fn parse_ccob(data: &[u8], base: u64) -> Result<Bundle<'static>> {
             ),
         ));
     }
-    let (decompressed, consumed) = decompress(
-        h.method,
-        payload,
-        h.uncompressed_size,
-        h.total_size.is_none(),
-        base + h.header_len as u64,
-    )?;
-    let digest = Md5::digest(&decompressed);
-    let mut low = [0u8; 8];
-    low.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
-    let actual_hash = u64::from_le_bytes(low);
-    if actual_hash != h.hash {
-        return Err(Error::Decompression(format!(
-            "compressed offload bundle at offset {base}: MD5 of the decompressed data \
-             {actual_hash:#018x} does not match the header's {:#018x}",
-            h.hash
-        )));
-    }
+    Ok((h, payload))
+}
+
+fn parse_ccob(data: &[u8], base: u64) -> Result<Bundle<'static>> {
+    let (h, payload) = ccob_payload(data, base)?;
+    let mut inflow = Inflow::open(&h, payload, base)?;
+    // Never more than the claimed size; start small, the Vec grows with
+    // real output only.
+    let mut decompressed =
+        Vec::with_capacity(h.uncompressed_size.min(payload.len() as u64 * 8) as usize);
+    inflow.read_to_end(&mut decompressed)?;
+    let consumed = inflow.finish()?;
     let (entries, _end) = parse_entries(&decompressed, 0, "decompressed offload bundle")?;
     let len = match h.total_size {
         Some(total) => total,
@@ -487,76 +770,175 @@ fn parse_ccob(data: &[u8], base: u64) -> Result<Bundle<'static>> {
     Ok(Bundle {
         offset: base,
         len,
-        compression: Compression::Ccob {
-            version: h.version,
-            method: h.method,
-            total_size: h.total_size,
-            uncompressed_size: h.uncompressed_size,
-            hash: h.hash,
-        },
+        compression: h.compression(),
         entries,
         data: Cow::Owned(decompressed),
     })
 }
 
-/// Decompresses `payload` and checks the result is exactly `expected` bytes.
-/// With `first_stream_only` (CCOB v1, no total size) only the first zlib
-/// stream / zstd frame is read. Returns the data and the compressed bytes
-/// consumed.
-fn decompress(
-    method: CcobMethod,
-    payload: &[u8],
-    expected: u64,
-    first_stream_only: bool,
-    base: u64,
-) -> Result<(Vec<u8>, usize)> {
-    let fail = |e: &dyn fmt::Display| {
-        Error::Decompression(format!("{method} payload at offset {base}: {e}"))
-    };
-    // Never more than the claimed size (+1 to detect overruns); start small,
-    // the Vec grows with real output only.
-    let limit = expected.saturating_add(1);
-    let mut out = Vec::with_capacity(expected.min(payload.len() as u64 * 8) as usize);
-    let consumed = match method {
-        CcobMethod::Zlib => {
-            let mut dec = flate2::bufread::ZlibDecoder::new(payload);
-            (&mut dec)
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|e| fail(&e))?;
-            dec.total_in() as usize
+/// A CCOB payload's decoder.
+enum Decoder<'a> {
+    Zlib(flate2::bufread::ZlibDecoder<&'a [u8]>),
+    Zstd(zstd::stream::read::Decoder<'static, &'a [u8]>, usize),
+}
+
+impl Read for Decoder<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Decoder::Zlib(d) => d.read(buf),
+            Decoder::Zstd(d, _) => d.read(buf),
         }
-        CcobMethod::Zstd => {
-            let frame = if first_stream_only {
-                let n = zstd::zstd_safe::find_frame_compressed_size(payload)
-                    .map_err(|code| fail(&zstd::zstd_safe::get_error_name(code)))?;
-                payload
-                    .get(..n)
-                    .ok_or_else(|| fail(&"frame size past the data"))?
-            } else {
-                payload
-            };
-            let mut dec = zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| fail(&e))?;
-            // A window larger than the output is never needed; a hostile
-            // frame header must not make the decoder allocate one.
-            let bits = 64 - expected.saturating_sub(1).leading_zeros();
-            dec.window_log_max((bits + 1).clamp(10, 31))
-                .map_err(|e| fail(&e))?;
-            (&mut dec)
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|e| fail(&e))?;
-            frame.len()
-        }
-    };
-    if out.len() as u64 != expected {
-        return Err(fail(&format_args!(
-            "decompressed to {}{} bytes, header says {expected}",
-            out.len(),
-            if out.len() as u64 > expected { "+" } else { "" }
-        )));
     }
-    Ok((out, consumed))
+}
+
+/// The decompressed bytes of a CCOB as a stream: never more than the
+/// claimed size (+1 to detect overruns), counted and hashed as they pass,
+/// so [`Inflow::finish`] can check size and MD5 without holding the data.
+struct Inflow<'a> {
+    dec: std::io::Take<Decoder<'a>>,
+    md5: Md5,
+    pos: u64,
+    method: CcobMethod,
+    expected: u64,
+    hash: u64,
+    /// Offsets of the bundle and of its payload, for errors.
+    bundle: u64,
+    base: u64,
+}
+
+impl<'a> Inflow<'a> {
+    /// With no total size (CCOB v1) only the first zlib stream / zstd
+    /// frame is read.
+    fn open(h: &CcobHeader, payload: &'a [u8], bundle: u64) -> Result<Inflow<'a>> {
+        let base = bundle + h.header_len as u64;
+        let fail = |e: &dyn fmt::Display| {
+            Error::Decompression(format!("{} payload at offset {base}: {e}", h.method))
+        };
+        let expected = h.uncompressed_size;
+        let dec = match h.method {
+            CcobMethod::Zlib => Decoder::Zlib(flate2::bufread::ZlibDecoder::new(payload)),
+            CcobMethod::Zstd => {
+                let frame = if h.total_size.is_none() {
+                    let n = zstd::zstd_safe::find_frame_compressed_size(payload)
+                        .map_err(|code| fail(&zstd::zstd_safe::get_error_name(code)))?;
+                    payload
+                        .get(..n)
+                        .ok_or_else(|| fail(&"frame size past the data"))?
+                } else {
+                    payload
+                };
+                let mut dec =
+                    zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| fail(&e))?;
+                // A window larger than the output is never needed; a hostile
+                // frame header must not make the decoder allocate one.
+                let bits = 64 - expected.saturating_sub(1).leading_zeros();
+                dec.window_log_max((bits + 1).clamp(10, 31))
+                    .map_err(|e| fail(&e))?;
+                Decoder::Zstd(dec, frame.len())
+            }
+        };
+        Ok(Inflow {
+            dec: dec.take(expected.saturating_add(1)),
+            md5: Md5::new(),
+            pos: 0,
+            method: h.method,
+            expected,
+            hash: h.hash,
+            bundle,
+            base,
+        })
+    }
+
+    fn fail(&self, e: &dyn fmt::Display) -> Error {
+        Error::Decompression(format!("{} payload at offset {}: {e}", self.method, self.base))
+    }
+
+    /// Reads up to `buf.len()` bytes; 0 only at the end of the stream.
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let n = self.dec.read(buf).map_err(|e| self.fail(&e))?;
+        let got = buf.get(..n).unwrap_or_default();
+        self.md5.update(got);
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<()> {
+        while !buf.is_empty() {
+            let n = self.read(buf)?;
+            if n == 0 {
+                return Err(self.short());
+            }
+            buf = buf.get_mut(n..).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    fn read_to_end(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            let n = self.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(());
+            }
+            out.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        }
+    }
+
+    /// Reads and drops bytes up to stream offset `to` (no-op if already
+    /// there).
+    fn skip_to(&mut self, to: u64) -> Result<()> {
+        let mut chunk = [0u8; 16 << 10];
+        while self.pos < to {
+            let want = (to - self.pos).min(chunk.len() as u64) as usize;
+            if self.read(chunk.get_mut(..want).unwrap_or_default())? == 0 {
+                return Err(self.short());
+            }
+        }
+        Ok(())
+    }
+
+    fn short(&self) -> Error {
+        self.fail(&format_args!(
+            "decompressed to {} bytes, header says {}",
+            self.pos, self.expected
+        ))
+    }
+
+    /// Compressed bytes the decoder consumed so far.
+    fn consumed(&self) -> usize {
+        match self.dec.get_ref() {
+            Decoder::Zlib(d) => d.total_in() as usize,
+            Decoder::Zstd(_, frame_len) => *frame_len,
+        }
+    }
+
+    /// Drains the rest of the stream and checks its size and MD5 (first 8
+    /// bytes, little-endian: clang's `MD5Result::low()`). Returns the
+    /// compressed bytes the stream took.
+    fn finish(mut self) -> Result<usize> {
+        self.skip_to(self.expected)?;
+        let mut one = [0u8; 1];
+        if self.pos > self.expected || self.read(&mut one)? != 0 {
+            return Err(self.fail(&format_args!(
+                "decompressed to {}+ bytes, header says {}",
+                self.pos, self.expected
+            )));
+        }
+        let consumed = self.consumed();
+        let digest = self.md5.finalize();
+        let mut low = [0u8; 8];
+        low.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+        let actual = u64::from_le_bytes(low);
+        if actual != self.hash {
+            return Err(Error::Decompression(format!(
+                "compressed offload bundle at offset {}: MD5 of the decompressed data \
+                 {actual:#018x} does not match the header's {:#018x}",
+                self.bundle,
+                self.hash
+            )));
+        }
+        Ok(consumed)
+    }
 }
 
 /// Writes an uncompressed bundle the way `clang-offload-bundler -type=o

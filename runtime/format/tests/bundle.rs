@@ -7,9 +7,14 @@ use std::path::PathBuf;
 
 use object::{Object, ObjectSection};
 use rocm_kpack_format::bundle::{
-    compress_ccob, parse_bundle_at, parse_fatbin, write_bundle, Bundle, CcobMethod, Compression,
-    BUNDLE_MAGIC, HIP_BUNDLE_ALIGN,
+    compress_ccob, parse_bundle_at, parse_fatbin, scan_fatbin, write_bundle, Bundle, CcobMethod,
+    Compression, BUNDLE_MAGIC, HIP_BUNDLE_ALIGN,
 };
+
+mod peak_alloc;
+
+#[global_allocator]
+static ALLOC: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -461,4 +466,132 @@ fn magic_inside_code_objects_does_not_split_bundles() {
     assert_eq!(bundles.len(), 2);
     assert_eq!(bundles[0].code_object("gfx1100"), Some(&co[..]));
     assert_eq!(bundles[1].offset as usize, one.len().next_multiple_of(4096));
+}
+
+/// Every code object of a section, read by streaming: (bundle index,
+/// target id) -> bytes.
+fn streamed(section: &[u8]) -> Result<Vec<((usize, String), Vec<u8>)>, rocm_kpack_format::Error> {
+    let mut out = Vec::new();
+    for (i, b) in scan_fatbin(section)?.iter().enumerate() {
+        b.stream_code_objects(|e, d| -> Result<(), rocm_kpack_format::Error> {
+            out.push(((i, e.target_id().unwrap_or_default().to_string()), d.into_owned()));
+            Ok(())
+        })?;
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn parsed(section: &[u8]) -> Vec<((usize, String), Vec<u8>)> {
+    let mut out: Vec<_> = parse_fatbin(section)
+        .expect("parse")
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| {
+            b.code_objects()
+                .map(|(t, d)| ((i, t.to_string()), d.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn scanning_and_streaming_agree_with_parsing() {
+    let mut sections: Vec<(String, Vec<u8>)> = corpus();
+    for rel in ["clang15/libmulti.so", "clang19/libmulti.so", "clang19-compressed/libmulti.so"] {
+        sections.push((rel.to_string(), fatbin(rel)));
+    }
+    let multi = fatbin("clang19/libmulti.so");
+    let plain = parse_fatbin(&multi).expect("parse");
+    for version in 1..=3u16 {
+        for method in [CcobMethod::Zlib, CcobMethod::Zstd] {
+            let mut s = Vec::new();
+            for (i, b) in plain.iter().enumerate() {
+                s.extend(std::iter::repeat_n(0u8, i * 7));
+                s.extend(compress_ccob(&b.data, version, method).expect("compress"));
+            }
+            sections.push((format!("multi v{version} {method}"), s));
+        }
+    }
+    for (name, s) in &sections {
+        let scanned = scan_fatbin(s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let full = parse_fatbin(s).expect("parse");
+        assert_eq!(scanned.len(), full.len(), "{name}");
+        for (a, b) in scanned.iter().zip(&full) {
+            assert_eq!((a.offset, a.len, a.compression), (b.offset, b.len, b.compression), "{name}");
+            assert_eq!(a.entries, b.entries, "{name}");
+        }
+        let got = streamed(s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!got.is_empty(), "{name}");
+        assert!(got == parsed(s), "{name}: streamed code objects differ");
+    }
+}
+
+#[test]
+fn streaming_finds_every_corruption_that_parsing_finds() {
+    for (name, bytes) in corpus() {
+        for n in 1..bytes.len() {
+            assert!(streamed(&bytes[..n]).is_err(), "{name}: truncated to {n} streamed");
+        }
+        // One flipped bit anywhere in a CCOB payload: parse and stream
+        // agree on whether it is an error.
+        if bytes.starts_with(b"CCOB") {
+            for at in (20..bytes.len()).step_by(7) {
+                let mut bad = bytes.clone();
+                bad[at] ^= 0x10;
+                assert_eq!(
+                    parse_fatbin(&bad).is_err(),
+                    streamed(&bad).is_err(),
+                    "{name}: bit flipped at {at}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn entries_sharing_bytes_stream_correctly() {
+    // Two targets whose entries overlap (clang never writes this, but the
+    // format allows it): both come out whole.
+    let co: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 253) as u8).collect();
+    let mut b = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &co), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &co)]);
+    // Point the second entry into the middle of the first.
+    let second = 32 + 24 + "hipv4-amdgcn-amd-amdhsa--gfx1100".len();
+    put_u64(&mut b, second, 4096 + 100);
+    put_u64(&mut b, second + 8, 5000);
+    let c = compress_ccob(&b, 3, CcobMethod::Zstd).expect("compress");
+    assert!(streamed(&c).expect("stream") == parsed(&c));
+}
+
+#[test]
+fn streaming_holds_one_code_object_not_the_bundle() {
+    // Eight 1 MiB code objects in one CCOB.
+    let cos: Vec<Vec<u8>> = (0..8u32)
+        .map(|k| (0..1u32 << 20).map(|i| ((i ^ k).wrapping_mul(2_654_435_761) >> 24) as u8).collect())
+        .collect();
+    let targets: Vec<String> = (0..8).map(|k| format!("hipv4-amdgcn-amd-amdhsa--gfx{}", 1100 + k)).collect();
+    let entries: Vec<(&str, &[u8])> = targets.iter().map(String::as_str).zip(cos.iter().map(Vec::as_slice)).collect();
+    let c = compress_ccob(&write_bundle(&entries), 3, CcobMethod::Zstd).expect("compress");
+    let largest = |f: &dyn Fn()| {
+        peak_alloc::PEAK.with(|p| p.set(0));
+        f();
+        peak_alloc::PEAK.with(|p| p.get())
+    };
+    let whole = largest(&|| drop(parse_fatbin(&c).expect("parse")));
+    let mut total = 0usize;
+    let scan = scan_fatbin(&c).expect("scan");
+    let streaming = largest(&|| {
+        scan[0]
+            .stream_code_objects(|_, d| -> Result<(), rocm_kpack_format::Error> {
+                assert_eq!(d.len(), 1 << 20);
+                Ok(())
+            })
+            .expect("stream");
+    });
+    total += scan[0].targets().count();
+    assert_eq!(total, 8);
+    assert!(whole >= 8 << 20, "parse: largest allocation {whole}");
+    assert!(streaming <= (1 << 20) + (128 << 10), "stream: largest allocation {streaming}");
 }

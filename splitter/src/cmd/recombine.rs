@@ -1,4 +1,4 @@
-//! `rocm-kpack recombine SHARD_DIR... --out DIR [--spec SPEC] [--jobs N]
+//! `rocm-kpack recombine SHARD_DIR... --out DIR [--spec SPEC] [--jobs N] [--memory SIZE]
 //! [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
@@ -48,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         compression: args.compression.scheme(),
         zstd_level: args.compression.level,
         jobs: args.jobs.get()?,
+        memory: args.jobs.memory()?,
         replace_existing: args.out.force,
     };
     let report = recombine(&args.shards, &args.out.dir, &opts)?;

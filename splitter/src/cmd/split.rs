@@ -1,5 +1,5 @@
 //! `rocm-kpack split INPUT --out DIR [--spec SPEC] [--component NAME]
-//! [--jobs N] [--batch] [--prefix-dir DIR]... [--compression zstd|none]
+//! [--jobs N] [--memory SIZE] [--batch] [--prefix-dir DIR]... [--compression zstd|none]
 //! [--level N] [--dry-run] [--json]`.
 
 use std::path::PathBuf;
@@ -91,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         jobs,
+        memory: args.jobs.memory()?,
         replace_existing: args.out.force,
         progress: progress.handle(),
     };

@@ -1,5 +1,5 @@
 //! `rocm-kpack split-binary FILE --out DIR [--component NAME] [--spec SPEC]
-//! [--compression zstd|none] [--level N] [--json]`.
+//! [--jobs N] [--memory SIZE] [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
 
@@ -9,7 +9,7 @@ use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,
 };
 
-use crate::cli::{ArchiveCompressionArgs, OutArg, SpecArg};
+use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Split one fat binary: write the host-only binary to DIR/<file name>,
 /// its device code to DIR/.kpack/<component>_<processor>.kpack (one archive
@@ -34,6 +34,8 @@ pub struct Args {
     #[command(flatten)]
     pub spec: SpecArg,
     #[command(flatten)]
+    pub jobs: JobsArg,
+    #[command(flatten)]
     pub compression: ArchiveCompressionArgs,
     #[command(flatten)]
     pub json: JsonArg,
@@ -52,6 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         replace_existing: args.out.force,
+        jobs: args.jobs.get()?,
+        memory: args.jobs.memory()?,
     };
     let report = match split_binary(&args.file, out, &opts) {
         Ok(r) => r,

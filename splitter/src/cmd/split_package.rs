@@ -1,4 +1,4 @@
-//! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--jobs N]
+//! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--jobs N] [--memory SIZE]
 //! [--compression zstd|none] [--level N] [--json]`.
 
 use std::path::PathBuf;
@@ -47,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitPackageOptions {
         spec: args.spec.load()?,
         jobs: args.jobs.get()?,
+        memory: args.jobs.memory()?,
         compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         source_date_epoch: source_date_epoch()?,

@@ -22,7 +22,8 @@ use rocm_kpack_pkgspec::DatabaseClassifier;
 
 use crate::split::plan::{self, KpackMode, Layout, Root, SplitPlan};
 use crate::split::scan::{self, Scan};
-use crate::split::tree::{execute, with_jobs, Result, SplitOptions, SplitReport, Staging, TreeError};
+use crate::budget::Work;
+use crate::split::tree::{execute, Result, SplitOptions, SplitReport, Staging, TreeError};
 
 /// The file listing an artifact's stage prefixes.
 pub const MANIFEST_TXT: &str = "artifact_manifest.txt";
@@ -80,7 +81,8 @@ pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
 pub fn split_artifact(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
     opts.spec.validate()?;
     let staging = Staging::new(&[input], out, opts.replace_existing)?;
-    let mut report = with_jobs(opts.jobs, || split_one(input, &staging, opts))??;
+    let work = opts.work()?;
+    let mut report = split_one(input, &staging, opts, &work)?;
     staging.publish()?;
     report.input = input.to_path_buf();
     report.output = out.to_path_buf();
@@ -100,14 +102,11 @@ pub fn split_batch(parent: &Path, out: &Path, opts: &SplitOptions) -> Result<Spl
     opts.spec.validate()?;
     let (artifacts, skipped) = batch_list(parent)?;
     let staging = Staging::new(&[parent], out, opts.replace_existing)?;
-    let mut report = with_jobs(opts.jobs, || -> Result<SplitReport> {
-        let mut total = SplitReport::default();
-        for (_, _, path) in &artifacts {
-            let r = split_one(path, &staging, opts)?;
-            total.absorb(r);
-        }
-        Ok(total)
-    })??;
+    let work = opts.work()?;
+    let mut report = SplitReport::default();
+    for (_, _, path) in &artifacts {
+        report.absorb(split_one(path, &staging, opts, &work)?);
+    }
     staging.publish()?;
     report.warnings.extend(skipped);
     report.input = parent.to_path_buf();
@@ -166,10 +165,10 @@ fn batch_list(parent: &Path) -> Result<BatchList> {
 }
 
 /// Plans and executes one artifact into the staging directory.
-fn split_one(input: &Path, staging: &Staging, opts: &SplitOptions) -> Result<SplitReport> {
-    let plan = plan_artifact(input, opts)?;
+fn split_one(input: &Path, staging: &Staging, opts: &SplitOptions, work: &Work) -> Result<SplitReport> {
+    let plan = work.install(|| plan_artifact(input, opts))?;
     staging.check_free(&plan.layout.dir_name(&plan::Dest::Generic))?;
-    execute(&plan, staging.path(), opts)
+    execute(&plan, staging.path(), opts, work)
 }
 
 /// The plan for splitting one artifact directory (nothing is written).

@@ -10,14 +10,16 @@
 //! files only after all of it succeeded. [`split_binary`] wires these for a
 //! single file; tree splits reuse the same pieces.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
-use rocm_kpack_format::bundle::{self, Bundle};
+use rocm_kpack_format::bundle::{self, BundleRef};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_pkgspec::{Spec, SpecError};
@@ -72,6 +74,13 @@ pub enum SplitError {
     Invalid(String),
 }
 
+/// A bundle that does not stream (bad entry, decompression, size, MD5).
+impl From<rocm_kpack_format::Error> for SplitError {
+    fn from(e: rocm_kpack_format::Error) -> Self {
+        SplitError::Bundle(e)
+    }
+}
+
 impl From<fsutil::PathError> for SplitError {
     fn from(e: fsutil::PathError) -> Self {
         SplitError::Io {
@@ -118,6 +127,10 @@ pub struct SplitBinaryOptions {
     pub zstd_level: i32,
     /// Replace outputs that exist (`--force`); else they are refused.
     pub replace_existing: bool,
+    /// Compression threads (None: one per core, as the budget allows).
+    pub jobs: Option<usize>,
+    /// Memory budget in bytes (None: [`crate::budget::default_budget`]).
+    pub memory: Option<u64>,
 }
 
 impl Default for SplitBinaryOptions {
@@ -128,6 +141,8 @@ impl Default for SplitBinaryOptions {
             compression: CompressionScheme::ZstdPerKernel,
             zstd_level: DEFAULT_ZSTD_LEVEL,
             replace_existing: false,
+            jobs: None,
+            memory: None,
         }
     }
 }
@@ -228,8 +243,10 @@ pub fn validate_component(component: &str) -> Result<(), SplitError> {
 pub struct SplitElf<'a> {
     /// The host-only binary, verified.
     pub host: Vec<u8>,
-    /// Bundles of `.hip_fatbin` in section order (index = `co_index`).
-    pub bundles: Vec<Bundle<'a>>,
+    /// Bundles of `.hip_fatbin` in section order (index = `co_index`),
+    /// located but not read ([`bundle::scan_fatbin`]): [`add_bundles`]
+    /// streams their code objects.
+    pub bundles: Vec<BundleRef<'a>>,
     /// Each wrapper and the `co_index` of the bundle it pointed at.
     pub wrappers: Vec<WrapperInfo>,
     /// Address of `.rocm_kpack_ref` in `host`.
@@ -243,15 +260,34 @@ pub struct SplitElf<'a> {
 
 impl SplitElf<'_> {
     /// Every device code object as `(co_index, target id, bytes)`, by
-    /// co_index then target id.
-    pub fn code_objects(&self) -> Vec<(u32, &str, &[u8])> {
+    /// co_index then target id, all in memory (tests, small inputs).
+    pub fn code_objects(&self) -> Result<Vec<(u32, String, Vec<u8>)>, SplitError> {
         let mut out = Vec::new();
         for (i, b) in self.bundles.iter().enumerate() {
-            let mut cos: Vec<(&str, &[u8])> = b.code_objects().collect();
-            cos.sort_by(|a, b| a.0.cmp(b.0));
-            out.extend(cos.into_iter().map(|(t, d)| (i as u32, t, d)));
+            let mut cos = Vec::new();
+            b.stream_code_objects(|e, d| -> Result<(), SplitError> {
+                cos.push((i as u32, e.target_id().unwrap_or_default().to_string(), d.into_owned()));
+                Ok(())
+            })?;
+            cos.sort_by(|a, b| a.1.cmp(&b.1));
+            out.extend(cos);
         }
-        out
+        Ok(out)
+    }
+
+    /// The most memory streaming one of its bundles takes
+    /// ([`add_bundles`]): the decoder, plus the code objects of one unit
+    /// held until the unit's last one arrives (units counted per target
+    /// id, an upper bound of per processor).
+    pub fn streaming_memory(&self) -> u64 {
+        self.bundles
+            .iter()
+            .map(|b| {
+                let largest: u64 = b.targets().map(|(_, n)| n).max().unwrap_or(0);
+                b.decoder_memory() + largest
+            })
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -286,7 +322,7 @@ pub fn split_fat_elf<'a>(
         Classification::Fat(fat) => fat,
     };
     let section = fat.fatbin_bytes()?;
-    let bundles = bundle::parse_fatbin(section).map_err(SplitError::Bundle)?;
+    let bundles = bundle::scan_fatbin(section).map_err(SplitError::Bundle)?;
     let offsets: Vec<u64> = bundles.iter().map(|b| b.offset).collect();
     let marker = marker_bytes(kernel_name, search_paths)?;
     let rw = elf::rewrite(&fat, &marker, &offsets)?;
@@ -334,7 +370,7 @@ fn split_fat_pe<'a>(
         coff::Classification::AlreadySplit(why) => return Ok(ElfSplit::AlreadySplit(why)),
         coff::Classification::Fat(fat) => fat,
     };
-    let bundles = bundle::parse_fatbin(fat.fatbin_bytes()?).map_err(SplitError::Bundle)?;
+    let bundles = bundle::scan_fatbin(fat.fatbin_bytes()?).map_err(SplitError::Bundle)?;
     let offsets: Vec<u64> = bundles.iter().map(|b| b.offset).collect();
     let marker = marker_bytes(kernel_name, search_paths)?;
     let rw = coff::rewrite(&fat, &marker, &offsets)?;
@@ -367,11 +403,9 @@ fn split_fat_pe<'a>(
     }))
 }
 
-/// Bytes added but not yet written, per unit archive: large enough to
-/// keep every core busy compressing, small enough that the units of a
-/// binary (one per processor it carries) stay well under the 512 MiB
-/// memory budget.
-const UNIT_IN_FLIGHT_BYTES: usize = 16 << 20;
+/// Bytes added but not yet written, across all unit archives of a set,
+/// unless [`ArchiveSet::set_memory`] says otherwise.
+const SET_IN_FLIGHT_BYTES: usize = 64 << 20;
 
 struct UnitArchive {
     /// Its device tree (`gfx_arch_family`).
@@ -396,6 +430,10 @@ pub struct ArchiveSet<'s> {
     scheme: CompressionScheme,
     level: i32,
     units: BTreeMap<String, UnitArchive>,
+    /// Bound on the bytes queued in all unit writers together.
+    in_flight: usize,
+    /// Where the writers' jobs run (None: the current rayon pool).
+    pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl<'s> ArchiveSet<'s> {
@@ -416,7 +454,22 @@ impl<'s> ArchiveSet<'s> {
             scheme,
             level: zstd_level,
             units: BTreeMap::new(),
+            in_flight: SET_IN_FLIGHT_BYTES,
+            pool: None,
         })
+    }
+
+    /// Bounds the bytes queued for compression in all of the set's
+    /// archives together (see [`crate::budget::MemoryPlan::in_flight`]),
+    /// and runs their jobs on `pool`. The output does not depend on either.
+    pub fn set_memory(&mut self, in_flight: usize, pool: Option<Arc<rayon::ThreadPool>>) {
+        self.in_flight = in_flight.max(1);
+        self.pool = pool;
+    }
+
+    /// The archive unit of a target id ([`Spec::placement`]).
+    pub fn unit_of(&self, target_id: &str) -> Result<String, SplitError> {
+        Ok(self.spec.placement(target_id)?.unit)
     }
 
     /// Checks that every target has a device group (before any work).
@@ -436,6 +489,16 @@ impl<'s> ArchiveSet<'s> {
         target_id: &str,
         data: &[u8],
     ) -> Result<(), SplitError> {
+        self.add_owned(binary_key, target_id, data.to_vec())
+    }
+
+    /// [`ArchiveSet::add`] taking the bytes by value (no copy).
+    pub fn add_owned(
+        &mut self,
+        binary_key: &str,
+        target_id: &str,
+        data: Vec<u8>,
+    ) -> Result<(), SplitError> {
         let place = self.spec.placement(target_id)?;
         let ua = match self.units.get_mut(&place.unit) {
             Some(ua) => ua,
@@ -445,14 +508,46 @@ impl<'s> ArchiveSet<'s> {
             }
         };
         ua.writer
-            .add_kernel(binary_key, target_id, data.to_vec())
+            .add_kernel(binary_key, target_id, data)
             .map_err(|source| SplitError::Format {
                 what: format!("archive {}", layout::archive_file_name(&self.component, &place.unit)),
                 source,
             })?;
         ua.arches.insert(target_id.to_string());
         ua.entries += 1;
-        Ok(())
+        self.bound_queues()
+    }
+
+    /// Writes every queued kernel (nothing stays in memory but the
+    /// writers' buffers).
+    pub fn drain(&mut self) -> Result<(), SplitError> {
+        let in_flight = std::mem::replace(&mut self.in_flight, 0);
+        let r = self.bound_queues();
+        self.in_flight = in_flight;
+        r
+    }
+
+    /// Writes the oldest queued kernel of the fullest writer until all the
+    /// queues together are within the set's bound.
+    fn bound_queues(&mut self) -> Result<(), SplitError> {
+        loop {
+            let total: usize = self.units.values().map(|u| u.writer.queued_bytes()).sum();
+            if total <= self.in_flight {
+                return Ok(());
+            }
+            let Some((unit, ua)) = self
+                .units
+                .iter_mut()
+                .max_by_key(|(_, u)| u.writer.queued_bytes())
+            else {
+                return Ok(());
+            };
+            let component = &self.component;
+            ua.writer.write_oldest().map_err(|source| SplitError::Format {
+                what: format!("archive {}", layout::archive_file_name(component, unit)),
+                source,
+            })?;
+        }
     }
 
     /// Starts `<component>_<unit>.kpack`; its `gfx_arch_family` is the
@@ -466,7 +561,7 @@ impl<'s> ArchiveSet<'s> {
         let file_name = layout::archive_file_name(&self.component, unit);
         let temp = PendingFile::create(&self.kpack_dir.join(&file_name))?;
         let mut writer = ArchiveWriter::new(
-            BufWriter::with_capacity(1 << 20, temp),
+            BufWriter::with_capacity(256 << 10, temp),
             &self.component,
             tree,
             self.scheme,
@@ -476,7 +571,10 @@ impl<'s> ArchiveSet<'s> {
             what: format!("archive {file_name}"),
             source,
         })?;
-        writer.set_in_flight_bytes(UNIT_IN_FLIGHT_BYTES);
+        writer.set_in_flight_bytes(self.in_flight);
+        if let Some(pool) = &self.pool {
+            writer.set_pool(Arc::clone(pool));
+        }
         Ok(UnitArchive {
             tree: tree.to_string(),
             writer,
@@ -653,6 +751,59 @@ impl Drop for PendingArchives {
     }
 }
 
+/// Streams the code objects of `bundles` (a split's, index = co_index)
+/// into `set` under TOC keys `<kernel_name>#<co_index>`, one bundle at a
+/// time. Each archive unit gets a bundle's code objects in target id order
+/// whatever order the bundle stores them in (a unit's are held until its
+/// last one arrives), so archives depend only on the code objects, not on
+/// compression or layout. `release` gets the input bytes that are no
+/// longer needed (a plain bundle's code objects once copied, each bundle
+/// once streamed) so their pages can be dropped ([`release_pages`]);
+/// `progress` runs after every code object. Returns the number of code
+/// objects.
+pub fn add_bundles(
+    set: &mut ArchiveSet<'_>,
+    kernel_name: &str,
+    bundles: &[BundleRef<'_>],
+    mut release: impl FnMut(&[u8]),
+    mut progress: impl FnMut(),
+) -> Result<usize, SplitError> {
+    let mut count = 0usize;
+    for (i, b) in bundles.iter().enumerate() {
+        let key = format!("{kernel_name}#{i}");
+        let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+        for (target, _) in b.targets() {
+            *expected.entry(set.unit_of(target)?).or_default() += 1;
+        }
+        let mut pending: BTreeMap<String, Vec<(String, Cow<'_, [u8]>)>> = BTreeMap::new();
+        b.stream_code_objects(|entry, data| -> Result<(), SplitError> {
+            let target = entry.target_id().unwrap_or_default();
+            let unit = set.unit_of(target)?;
+            let list = pending.entry(unit.clone()).or_default();
+            list.push((target.to_string(), data));
+            if list.len() < expected.get(&unit).copied().unwrap_or(0) {
+                return Ok(());
+            }
+            let mut list = pending.remove(&unit).unwrap_or_default();
+            list.sort_by(|x, y| x.0.cmp(&y.0));
+            for (target, data) in list {
+                match data {
+                    Cow::Borrowed(bytes) => {
+                        set.add(&key, &target, bytes)?;
+                        release(bytes);
+                    }
+                    Cow::Owned(bytes) => set.add_owned(&key, &target, bytes)?,
+                }
+                progress();
+                count += 1;
+            }
+            Ok(())
+        })?;
+        release(b.raw());
+    }
+    Ok(count)
+}
+
 /// Drops the whole pages under `bytes` (a slice of `map`; anything else is
 /// ignored) from this process's memory map once the code object has been
 /// copied out, so peak RSS stays at the archive writers' batches instead of
@@ -791,14 +942,17 @@ fn split_binary_inner(
         opts.compression,
         opts.zstd_level,
     )?;
-    set.check_targets(
-        split
-            .bundles
-            .iter()
-            .flat_map(|b| b.code_objects().map(|(t, _)| t)),
-    )?;
+    set.check_targets(split.bundles.iter().flat_map(|b| b.targets().map(|(t, _)| t)))?;
+    let work = crate::budget::MemoryPlan::new(opts.memory, opts.jobs, opts.compression, opts.zstd_level);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(work.threads)
+        .build()
+        .map_err(|e| SplitError::Invalid(format!("cannot start {} worker threads: {e}", work.threads)))?;
+    set.set_memory(work.in_flight, Some(Arc::new(pool)));
+    // The rewrite read the host part through the map: those pages are not
+    // needed any more.
+    release_pages(&map, data);
     let (_, fatbin_size) = split.fatbin_range;
-    let mut code_objects = 0usize;
     let nbundles = split.bundles.len();
     let SplitElf {
         host,
@@ -811,16 +965,7 @@ fn split_binary_inner(
     for note in &notes {
         tracing::warn!(input = %input.display(), "{note}");
     }
-    for (i, b) in bundles.into_iter().enumerate() {
-        let key = format!("{file_name}#{i}");
-        let mut cos: Vec<(&str, &[u8])> = b.code_objects().collect();
-        cos.sort_by(|x, y| x.0.cmp(y.0));
-        for (target, bytes) in cos {
-            set.add(&key, target, bytes)?;
-            code_objects += 1;
-            release_pages(&map, bytes);
-        }
-    }
+    let code_objects = add_bundles(&mut set, &file_name, &bundles, |b| release_pages(&map, b), || {})?;
     let pending = set.finish()?;
     let host_file = PendingFile::write(&output, &host, Some(meta.permissions()))?;
     // Archives first: whoever sees the host-only binary finds its archives.

@@ -48,7 +48,7 @@ use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes
 use crate::split::plan::{source_date_epoch, Dest, Layout};
 use crate::split::scan::is_kpack_path;
 use crate::split::tree::{
-    finish_dirs_with, with_jobs, write_manifest_txt, ArchiveReport, Result, Staging, TreeError,
+    finish_dirs_with, write_manifest_txt, ArchiveReport, Result, Staging, TreeError,
 };
 
 /// How to recombine.
@@ -62,6 +62,9 @@ pub struct RecombineOptions {
     pub zstd_level: i32,
     /// Worker threads.
     pub jobs: Option<usize>,
+    /// Memory budget in bytes (None: [`crate::budget::default_budget`]):
+    /// bounds the compression threads and each writer's queue.
+    pub memory: Option<u64>,
     /// Replace outputs that exist (`--force`); else they are refused.
     pub replace_existing: bool,
 }
@@ -73,6 +76,7 @@ impl Default for RecombineOptions {
             compression: None,
             zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
+            memory: None,
             replace_existing: false,
         }
     }
@@ -191,7 +195,15 @@ pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Res
     let kind = kind.unwrap_or(Kind::Tree);
     let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
     let staging = Staging::new(&inputs, out, opts.replace_existing)?;
-    let mut report = with_jobs(opts.jobs, || -> Result<RecombineReport> {
+    let work = crate::budget::Work::new(
+        opts.memory,
+        opts.jobs,
+        opts.compression.unwrap_or(CompressionScheme::ZstdPerKernel),
+        opts.zstd_level,
+    )
+    .map_err(TreeError::Invalid)?;
+    let in_flight = work.plan.in_flight;
+    let mut report = work.install(|| -> Result<RecombineReport> {
         let classifier = DatabaseClassifier::new(&opts.spec)?;
         let mut report = RecombineReport::default();
         for (name, parts) in &units {
@@ -201,10 +213,10 @@ pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Res
                     prefix: name.clone(),
                 },
             };
-            recombine_unit(shards, &layout, parts, staging.path(), opts, &classifier, &mut report)?;
+            recombine_unit(shards, &layout, parts, staging.path(), opts, in_flight, &classifier, &mut report)?;
         }
         Ok(report)
-    })??;
+    })?;
     report.outputs = staging.publish()?;
     report.shards = shards.to_vec();
     report.output = out.to_path_buf();
@@ -458,12 +470,14 @@ fn duplicate(opts: &RecombineOptions, report: &mut RecombineReport, msg: String)
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn recombine_unit(
     shards: &[PathBuf],
     layout: &Layout,
     parts: &[(usize, ShardUnit)],
     root: &Path,
     opts: &RecombineOptions,
+    in_flight: usize,
     classifier: &DatabaseClassifier,
     report: &mut RecombineReport,
 ) -> Result<()> {
@@ -651,7 +665,7 @@ fn recombine_unit(
 
     // --- archives ----------------------------------------------------------
     for ((kdir, component), srcs) in &sources {
-        let files = regroup(shards, layout, root, kdir, component, srcs, opts, report, generated)?;
+        let files = regroup(shards, layout, root, kdir, component, srcs, opts, in_flight, report, generated)?;
         // Regenerated manifest, wherever the generic tree had it.
         let mut manifest_files: Vec<ManifestFile> = files;
         manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
@@ -729,6 +743,7 @@ fn regroup(
     component: &str,
     srcs: &[Source],
     opts: &RecombineOptions,
+    in_flight: usize,
     report: &mut RecombineReport,
     generated: FileTime,
 ) -> Result<Vec<ManifestFile>> {
@@ -832,6 +847,7 @@ fn regroup(
                 };
                 let mut w = ArchiveWriter::new(BufWriter::with_capacity(1 << 20, file), component, &tree_name, scheme, opts.zstd_level)
                     .map_err(fmt_err)?;
+                w.set_in_flight_bytes(in_flight);
                 for (k, si) in &entries {
                     let s = srcs.get(*si).ok_or_else(|| TreeError::Invalid("source index".into()))?;
                     let key = binary_key(k);

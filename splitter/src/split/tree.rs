@@ -28,8 +28,9 @@ use serde::Serialize;
 
 use crate::split::plan::{self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan};
 use crate::split::scan::{self, ScanError};
+use crate::budget::Work;
 use crate::split::binary::{
-    release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf, SplitError,
+    add_bundles, release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf, SplitError,
 };
 
 /// Everything that can stop a tree, artifact or recombine run.
@@ -123,10 +124,19 @@ pub struct SplitOptions {
     pub zstd_level: i32,
     /// Worker threads (None: one per core).
     pub jobs: Option<usize>,
+    /// Memory budget in bytes (None: [`crate::budget::default_budget`]).
+    pub memory: Option<u64>,
     /// Replace outputs that exist (`--force`); else they are refused.
     pub replace_existing: bool,
     /// Where progress goes (per input file, per code object).
     pub progress: ProgressHandle,
+}
+
+impl SplitOptions {
+    /// The threads and memory budget of a split with these options.
+    pub fn work(&self) -> Result<Work> {
+        Work::new(self.memory, self.jobs, self.compression, self.zstd_level).map_err(TreeError::Invalid)
+    }
 }
 
 impl Default for SplitOptions {
@@ -138,6 +148,7 @@ impl Default for SplitOptions {
             compression: CompressionScheme::ZstdPerKernel,
             zstd_level: RELEASE_ZSTD_LEVEL,
             jobs: None,
+            memory: None,
             replace_existing: false,
             progress: ProgressHandle::default(),
         }
@@ -368,20 +379,6 @@ pub fn check_not_inside(input: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` on a pool of `jobs` threads (or the global pool).
-pub fn with_jobs<T: Send>(jobs: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T> {
-    match jobs {
-        Some(n) => {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(n.max(1))
-                .build()
-                .map_err(|e| TreeError::Invalid(format!("cannot start {n} worker threads: {e}")))?;
-            Ok(pool.install(f))
-        }
-        None => Ok(f()),
-    }
-}
-
 /// Splits the install tree `input` into `out/generic/` and `out/<tree>/`
 /// (see the module docs). `out` is created if missing and must not hold
 /// those names yet.
@@ -399,10 +396,9 @@ pub fn split_tree(input: &Path, out: &Path, opts: &SplitOptions) -> Result<Split
     opts.spec.validate()?;
     let staging = Staging::new(&[input], out, opts.replace_existing)?;
     staging.check_free("generic")?;
-    let mut report = with_jobs(opts.jobs, || -> Result<SplitReport> {
-        let plan = plan_tree(input, opts)?;
-        execute(&plan, staging.path(), opts)
-    })??;
+    let work = opts.work()?;
+    let plan = work.install(|| plan_tree(input, opts))?;
+    let mut report = execute(&plan, staging.path(), opts, &work)?;
     staging.publish()?;
     report.input = input.to_path_buf();
     report.output = out.to_path_buf();
@@ -450,8 +446,9 @@ fn parent_of(path: &Path) -> &Path {
 
 /// Executes `plan` into `root` (a staging directory): one directory per
 /// output tree, named by the plan's layout. Returns what was written
-/// (paths relative to `root`).
-pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<SplitReport> {
+/// (paths relative to `root`). Call it outside `work`'s pool: archive sets
+/// run on threads of their own that wait for memory permits.
+pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) -> Result<SplitReport> {
     let tree_dir = |dest: &Dest| root.join(plan.layout.dir_name(dest));
     let generic = tree_dir(&Dest::Generic);
     mkdirs(&generic)?;
@@ -468,16 +465,8 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<Spl
         .count();
     let binary_count: usize = plan.archive_sets.iter().map(|s| s.binaries.len()).sum();
     opts.progress.begin("split", "files", (copy_count + binary_count) as u64);
-    // Archive sets: in parallel with each other (each set's binaries in
-    // order, its compression itself parallel).
-    let set_results: Vec<Result<SetOutput>> = plan
-        .archive_sets
-        .par_iter()
-        .enumerate()
-        .map(|(i, set)| run_set(plan, set, i, root, opts))
-        .collect();
     let mut report = SplitReport::default();
-    for r in set_results {
+    for r in run_sets(plan, root, opts, work) {
         let r = r?;
         report.binaries.extend(r.binaries);
         report.archives.extend(r.archives);
@@ -485,7 +474,7 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<Spl
     }
 
     // Copies and symlinks in parallel; hard links after their targets.
-    let copies: Vec<Result<()>> = plan
+    let copies: Vec<Result<()>> = work.install(|| plan
         .entries
         .par_iter()
         .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
@@ -509,7 +498,7 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions) -> Result<Spl
             opts.progress.item_done(&e.out);
             Ok(())
         })
-        .collect();
+        .collect());
     copies.into_iter().collect::<Result<Vec<()>>>()?;
     for e in &plan.entries {
         if let Action::HardLink { to } = &e.action {
@@ -566,13 +555,55 @@ struct SetOutput {
     manifests: Vec<String>,
 }
 
+/// Runs every archive set of `plan`, as many at a time as there are worker
+/// threads and the memory budget admits (each binary takes a permit: see
+/// [`run_set`]). Results are in plan order, whatever ran when. Lanes are
+/// plain threads, not pool workers: they block on permits and on their
+/// writers' jobs, which the pool runs.
+fn run_sets(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) -> Vec<Result<SetOutput>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let sets = &plan.archive_sets;
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<SetOutput>>>> = Mutex::new((0..sets.len()).map(|_| None).collect());
+    let lanes = work.plan.threads.min(sets.len()).max(1);
+    std::thread::scope(|s| {
+        for _ in 0..lanes {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(set) = sets.get(i) else { break };
+                if failed.load(Ordering::SeqCst) {
+                    break;
+                }
+                let r = run_set(plan, set, i, root, opts, work);
+                if r.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                if let Some(slot) = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_mut(i) {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Sets after a failure never ran: the first error explains the run.
+    results.into_iter().map_while(|r| r).collect()
+}
+
 /// Splits one archive set's binaries and places its archives and manifest.
+/// Each binary holds a permit for what it costs while it is split: at
+/// first its file size twice (the input pages the rewrite reads and the
+/// host-only copy it makes), then exactly its host-only bytes and the
+/// memory its bundles stream in; the set's compression queue is in every
+/// permit.
 fn run_set(
     plan: &SplitPlan,
     set: &ArchiveSetPlan,
     index: usize,
     root: &Path,
     opts: &SplitOptions,
+    work: &Work,
 ) -> Result<SetOutput> {
     let scratch = root.join(format!(".set-{index}"));
     mkdirs(&scratch)?;
@@ -585,12 +616,25 @@ fn run_set(
         opts.zstd_level,
     )
     .map_err(|e| TreeError::Invalid(e.to_string()))?;
+    archive_set.set_memory(work.plan.in_flight, Some(std::sync::Arc::clone(&work.pool)));
+    let queue = 2 * work.plan.in_flight as u64;
+    let mut permit = work.budget.acquire(0);
     let mut binaries = Vec::with_capacity(set.binaries.len());
     for b in &set.binaries {
         let in_file = |e: SplitError| TreeError::Binary {
             path: b.src.clone(),
             source: Box::new(e),
         };
+        // Waiting for more memory must not leave queued code objects
+        // unaccounted: write them out first.
+        let mut resize = |bytes: u64, archive_set: &mut ArchiveSet<'_>| -> Result<()> {
+            if bytes > permit.bytes() {
+                archive_set.drain().map_err(in_file)?;
+            }
+            permit.resize(bytes);
+            Ok(())
+        };
+        resize(queue + 2 * b.size, &mut archive_set)?;
         let file = File::open(&b.src).map_err(|e| TreeError::io("cannot open", &b.src, e))?;
         // SAFETY: read-only private mapping of an input we never write.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| TreeError::io("cannot map", &b.src, e))?;
@@ -608,28 +652,28 @@ fn run_set(
         };
         match split_fat_elf(&map, &b.kernel_name, b.search_paths.clone()).map_err(in_file)? {
             ElfSplit::Split(split) => {
+                release_pages(&map, &map);
+                resize(queue + split.host.len() as u64 + split.streaming_memory(), &mut archive_set)?;
                 let SplitElf { host, bundles, notes, .. } = split;
                 rep.notes = notes;
                 archive_set
-                    .check_targets(bundles.iter().flat_map(|bu| bu.code_objects().map(|(t, _)| t)))
+                    .check_targets(bundles.iter().flat_map(|bu| bu.targets().map(|(t, _)| t)))
                     .map_err(in_file)?;
                 rep.bundles = bundles.len();
-                for (i, bundle) in bundles.into_iter().enumerate() {
-                    let key = format!("{}#{i}", b.kernel_name);
-                    let mut cos: Vec<(&str, &[u8])> = bundle.code_objects().collect();
-                    cos.sort_by(|x, y| x.0.cmp(y.0));
-                    for (target, bytes) in cos {
-                        archive_set.add(&key, target, bytes).map_err(in_file)?;
-                        rep.code_objects += 1;
-                        opts.progress.code_objects(1);
-                        release_pages(&map, bytes);
-                    }
-                }
+                rep.code_objects = add_bundles(
+                    &mut archive_set,
+                    &b.kernel_name,
+                    &bundles,
+                    |bytes| release_pages(&map, bytes),
+                    || opts.progress.code_objects(1),
+                )
+                .map_err(in_file)?;
                 fs::write(&dst, &host).map_err(|e| TreeError::io("cannot write", &dst, e))?;
                 rep.output_size = host.len() as u64;
             }
             ElfSplit::AlreadySplit(_) | ElfSplit::HostOnly => {
                 fs::write(&dst, &map[..]).map_err(|e| TreeError::io("cannot write", &dst, e))?;
+                release_pages(&map, &map);
             }
         }
         set_mode(&dst, b.mode)?;

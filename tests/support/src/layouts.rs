@@ -91,9 +91,9 @@ pub fn write_reference_layout(fat: &Path, out: &Path) -> io::Result<()> {
     };
     // Target id -> (binary key, bytes), in co_index order.
     let mut by_target: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
-    for (co, target, bytes) in split.code_objects() {
-        let id = TargetId::parse(target).map_err(io::Error::other)?.to_string();
-        by_target.entry(id).or_default().push((format!("{kernel_name}#{co}"), bytes.to_vec()));
+    for (co, target, bytes) in split.code_objects().map_err(io::Error::other)? {
+        let id = TargetId::parse(&target).map_err(io::Error::other)?.to_string();
+        by_target.entry(id).or_default().push((format!("{kernel_name}#{co}"), bytes));
     }
     let kpack = out.join(layout::KPACK_DIR);
     fs::create_dir_all(&kpack)?;

@@ -84,6 +84,8 @@ pub struct ArchiveWriter<W: Write + Seek> {
     queue: VecDeque<InFlight>,
     queued_bytes: usize,
     max_in_flight: usize,
+    /// Where the jobs run (None: the current rayon pool).
+    pool: Option<Arc<rayon::ThreadPool>>,
     /// Set after a failed write: the output is inconsistent from then on.
     poisoned: bool,
 }
@@ -135,6 +137,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             queue: VecDeque::new(),
             queued_bytes: 0,
             max_in_flight: DEFAULT_IN_FLIGHT_BYTES,
+            pool: None,
             poisoned: false,
         })
     }
@@ -150,6 +153,30 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     /// output does not depend on it.
     pub fn set_in_flight_bytes(&mut self, bytes: usize) {
         self.max_in_flight = bytes;
+    }
+
+    /// Runs the hash and compression jobs on `pool` instead of the current
+    /// rayon pool: writers driven from threads outside a pool (which then
+    /// block instead of helping) still use exactly its threads.
+    pub fn set_pool(&mut self, pool: Arc<rayon::ThreadPool>) {
+        self.pool = Some(pool);
+    }
+
+    /// Bytes of kernels added but not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// Waits for the oldest kernel added but not yet written and writes it
+    /// (no-op when none is queued): lets a caller bound the queues of
+    /// several writers together. The output does not depend on it.
+    pub fn write_oldest(&mut self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::InvalidArgument(
+                "archive writer failed earlier".into(),
+            ));
+        }
+        self.complete_oldest()
     }
 
     /// Adds the code object for (`binary_key`, `arch`). Ordinals and TOC
@@ -247,7 +274,11 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let known = Arc::clone(&self.known);
         let compress = self.scheme == CompressionScheme::ZstdPerKernel;
         let level = self.level;
-        rayon::spawn(move || run_job(data, &known, compress, level, tx));
+        let job = move || run_job(data, &known, compress, level, tx);
+        match &self.pool {
+            Some(pool) => pool.spawn(job),
+            None => rayon::spawn(job),
+        }
         self.queue.push_back(InFlight {
             binary,
             arch,
