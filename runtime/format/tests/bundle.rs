@@ -167,18 +167,24 @@ fn ccob_fixtures_match_uncompressed_twins_and_compress_ccob() {
     }
 }
 
+/// A section of `plain`'s bundles as CCOBs of `version` and `method`, with
+/// odd padding between them.
+fn ccob_section(plain: &[Bundle<'_>], version: u16, method: CcobMethod) -> Vec<u8> {
+    let mut s = Vec::new();
+    for (i, b) in plain.iter().enumerate() {
+        s.extend(std::iter::repeat_n(0u8, i * 7));
+        s.extend(compress_ccob(&b.data, version, method).expect("compress"));
+    }
+    s
+}
+
 #[test]
 fn v1_v3_zlib_made_from_fixtures_parse_back() {
     let section = fatbin("clang15/libmulti.so");
     let plain = parse_fatbin(&section).expect("parse");
     for version in 1..=3u16 {
         for method in [CcobMethod::Zlib, CcobMethod::Zstd] {
-            // A section of three CCOBs with odd padding between them.
-            let mut s = Vec::new();
-            for (i, b) in plain.iter().enumerate() {
-                s.extend(std::iter::repeat_n(0u8, i * 7));
-                s.extend(compress_ccob(&b.data, version, method).expect("compress"));
-            }
+            let s = ccob_section(&plain, version, method);
             let back = parse_fatbin(&s).unwrap_or_else(|e| panic!("v{version} {method}: {e}"));
             assert_eq!(back.len(), plain.len());
             for (a, b) in back.iter().zip(&plain) {
@@ -507,12 +513,7 @@ fn scanning_and_streaming_agree_with_parsing() {
     let plain = parse_fatbin(&multi).expect("parse");
     for version in 1..=3u16 {
         for method in [CcobMethod::Zlib, CcobMethod::Zstd] {
-            let mut s = Vec::new();
-            for (i, b) in plain.iter().enumerate() {
-                s.extend(std::iter::repeat_n(0u8, i * 7));
-                s.extend(compress_ccob(&b.data, version, method).expect("compress"));
-            }
-            sections.push((format!("multi v{version} {method}"), s));
+            sections.push((format!("multi v{version} {method}"), ccob_section(&plain, version, method)));
         }
     }
     for (name, s) in &sections {

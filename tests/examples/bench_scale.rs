@@ -1,0 +1,189 @@
+//! Benchmark (prints figures; not a test) of issue 23's goals: memory
+//! bounded by the budget and scaling with cores. For each input it runs
+//! `rocm-kpack split-binary --level 19` as a user would (a child process,
+//! peak RSS from wait4), with every core and with `--jobs 1`, and in the same
+//! run `zstd -19 -T0` on the same decompressed device bytes (every code
+//! object of the input, streamed out first), then prints wall time, peak
+//! RSS, bytes in and out, the split/zstd ratio and the 1 -> N speedup.
+//!
+//! ```text
+//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--no-jobs1] [--before BIN]
+//! ```
+//! INPUT is a path or one of `ccob` (the >= 1 GB many-bundle CCOB library,
+//! built by clang-19 once and cached), `librocsparse0`, `librocsolver0`
+//! (Debian packages, fetched, pinned and cached like the test data).
+//! `--before BIN` also runs another `rocm-kpack` (say, a build of an older
+//! commit) at `--level 3` next to this one, for a before/after peak RSS.
+//!
+//! Goals: peak RSS <= 1 GiB (and <= --memory when given), split time <=
+//! 1.2x `zstd -19 -T0` on the same bytes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use rocm_kpack_format::bundle::scan_fatbin;
+use rocm_kpack_splitter::elf::{classify, Classification};
+use rocm_kpack_test_support::{bins, ccob, debian};
+
+/// Wall seconds and peak RSS (bytes) of a child, which must succeed.
+fn measure(cmd: &mut Command) -> anyhow::Result<(f64, u64)> {
+    let t0 = Instant::now();
+    let child = cmd.stdout(Stdio::null()).spawn()?;
+    let mut status = 0;
+    // SAFETY: wait4 fills `ru` for the child we spawned and own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+    let wall = t0.elapsed().as_secs_f64();
+    anyhow::ensure!(pid > 0, "wait4 failed");
+    anyhow::ensure!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed ({status})");
+    Ok((wall, u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024))
+}
+
+fn tree_bytes(dir: &Path) -> u64 {
+    walk(dir).iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn input(name: &str) -> anyhow::Result<PathBuf> {
+    Ok(match name {
+        "ccob" => ccob::library(ccob::Shape::LARGE)?,
+        "librocsparse0" => debian::librocsparse_so()?,
+        "librocsolver0" => debian::librocsolver_so()?,
+        path => PathBuf::from(path),
+    })
+}
+
+/// Writes every code object of `lib` (decompressed) to `out`; returns
+/// their bytes and count.
+fn device_bytes(lib: &Path, out: &Path) -> anyhow::Result<(u64, usize)> {
+    use std::io::Write;
+    let file = std::fs::File::open(lib)?;
+    // SAFETY: read-only map of an input nobody modifies during the run.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let Classification::Fat(fat) = classify(&map)? else {
+        anyhow::bail!("{} has no .hip_fatbin", lib.display());
+    };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let (mut bytes, mut count) = (0u64, 0usize);
+    for b in scan_fatbin(fat.fatbin_bytes()?)? {
+        b.stream_code_objects(|_, d| -> anyhow::Result<()> {
+            w.write_all(&d)?;
+            bytes += d.len() as u64;
+            count += 1;
+            Ok(())
+        })?;
+    }
+    w.flush()?;
+    Ok((bytes, count))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let jobs1 = !args.iter().any(|a| a == "--no-jobs1");
+    let before = args.iter().position(|a| a == "--before").and_then(|i| args.get(i + 1)).map(PathBuf::from);
+    let inputs: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--before"))
+        .map(|(_, a)| a)
+        .collect();
+    if inputs.is_empty() {
+        eprintln!("usage: bench_scale INPUT... [--no-jobs1] [--before BIN]   (INPUT: ccob, librocsparse0, librocsolver0 or a path)");
+        return ExitCode::from(2);
+    }
+    for name in inputs {
+        if let Err(e) = run(name, jobs1, before.as_deref()) {
+            eprintln!("bench_scale: {name}: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(name: &str, jobs1: bool, before: Option<&Path>) -> anyhow::Result<()> {
+    let lib = input(name)?;
+    let kpack = bins::bin("rocm-kpack");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let work = tempfile::tempdir()?;
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let in_size = std::fs::metadata(&lib)?.len();
+    // Warm the page cache: both sides read from memory.
+    Command::new("cat").arg(&lib).stdout(Stdio::null()).status()?;
+    let dev = work.path().join("device.bin");
+    let (dev_bytes, count) = device_bytes(&lib, &dev)?;
+    println!("== {name}: {} ({:.1} MiB in; {count} code objects, {:.1} MiB decompressed device code; {cores} cores)", lib.display(), mib(in_size), mib(dev_bytes));
+
+    let (zwall, zrss) = measure(Command::new("zstd").args(["-19", "-T0", "-q", "-f", "-o"]).arg(work.path().join("device.zst")).arg(&dev))?;
+    let zsize = std::fs::metadata(work.path().join("device.zst"))?.len();
+    std::fs::remove_file(work.path().join("device.zst"))?;
+    println!("zstd -19 -T0       : wall {zwall:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB", mib(zrss), mib(zsize));
+
+    let split = |bin: &Path, jobs: usize, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
+        let out = work.path().join(format!("out-{tag}"));
+        let (wall, rss) = measure(
+            Command::new(bin)
+                .args(["split-binary", "-q", "--level", level, "--jobs", &jobs.to_string(), "--out"])
+                .arg(&out)
+                .arg(&lib),
+        )?;
+        let bytes = tree_bytes(&out);
+        std::fs::remove_dir_all(&out)?;
+        Ok((wall, rss, bytes))
+    };
+    let (wall_n, rss_n, out_n) = split(&kpack, cores, "19", "n")?;
+    println!(
+        "split --jobs {cores:<2}    : wall {wall_n:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB (host + archives); {:.2}x zstd's time (goal <= 1.2x)",
+        mib(rss_n),
+        mib(out_n),
+        wall_n / zwall
+    );
+    if jobs1 {
+        let (wall_1, rss_1, _) = split(&kpack, 1, "19", "1")?;
+        let speedup = wall_1 / wall_n;
+        // Amdahl: the parallel fraction this speedup implies on `cores`.
+        let p = if cores > 1 { (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64) } else { 1.0 };
+        println!(
+            "split --jobs 1     : wall {wall_1:7.1} s, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
+            mib(rss_1),
+            p,
+            1.0 / ((1.0 - p) + p / 16.0),
+            1.0 / ((1.0 - p) + p / 64.0)
+        );
+    }
+    let (wall_m, rss_m, _) = {
+        let out = work.path().join("out-m");
+        let (w, r) = measure(
+            Command::new(&kpack)
+                .args(["split-binary", "-q", "--level", "19", "--memory", "256M", "--out"])
+                .arg(&out)
+                .arg(&lib),
+        )?;
+        std::fs::remove_dir_all(&out)?;
+        (w, r, 0)
+    };
+    println!("split --memory 256M: wall {wall_m:7.1} s, peak RSS {:7.1} MiB (goal <= 256 MiB)", mib(rss_m));
+    if let Some(b) = before {
+        let (wb, rb, _) = split(b, cores, "3", "before")?;
+        let (wa, ra, _) = split(&kpack, cores, "3", "after")?;
+        println!(
+            "level 3, before    : wall {wb:7.1} s, peak RSS {:7.1} MiB ({})\nlevel 3, after     : wall {wa:7.1} s, peak RSS {:7.1} MiB",
+            mib(rb),
+            b.display(),
+            mib(ra)
+        );
+    }
+    Ok(())
+}
