@@ -7,13 +7,14 @@
 //! RSS, bytes in and out, the split/zstd ratio and the 1 -> N speedup.
 //!
 //! ```text
-//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--no-jobs1] [--no-budget-run] [--before BIN]
+//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--level N] [--no-jobs1] [--no-budget-run] [--before BIN]
 //! ```
 //! INPUT is a path or one of `ccob` (the >= 1 GB many-bundle CCOB library,
 //! built by clang-19 once and cached), `librocsparse0`, `librocsolver0`
 //! (Debian packages, fetched, pinned and cached like the test data).
+//! `--level N` (default 19) is the level of both the split and zstd.
 //! `--before BIN` also runs another `rocm-kpack` (say, a build of an older
-//! commit) at `--level 3` next to this one, for a before/after peak RSS.
+//! commit) the same way, for a before/after peak RSS.
 //!
 //! Goals: peak RSS <= 1 GiB (and <= --memory when given), split time <=
 //! 1.2x `zstd -19 -T0` on the same bytes.
@@ -94,11 +95,19 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let jobs1 = !args.iter().any(|a| a == "--no-jobs1");
     let budget_run = !args.iter().any(|a| a == "--no-budget-run");
+    let level = args
+        .iter()
+        .position(|a| a == "--level")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_else(|| "19".to_string());
     let before = args.iter().position(|a| a == "--before").and_then(|i| args.get(i + 1)).map(PathBuf::from);
     let inputs: Vec<&String> = args
         .iter()
         .enumerate()
-        .filter(|(i, a)| !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--before"))
+        .filter(|(i, a)| {
+            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--before" && p != "--level")
+        })
         .map(|(_, a)| a)
         .collect();
     if inputs.is_empty() {
@@ -106,7 +115,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     for name in inputs {
-        if let Err(e) = run(name, jobs1, budget_run, before.as_deref()) {
+        if let Err(e) = run(name, &level, jobs1, budget_run, before.as_deref()) {
             eprintln!("bench_scale: {name}: {e:#}");
             return ExitCode::FAILURE;
         }
@@ -114,7 +123,7 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyhow::Result<()> {
+fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyhow::Result<()> {
     let lib = input(name)?;
     let kpack = bins::bin("rocm-kpack");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -127,10 +136,10 @@ fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyh
     let (dev_bytes, count) = device_bytes(&lib, &dev)?;
     println!("== {name}: {} ({:.1} MiB in; {count} code objects, {:.1} MiB decompressed device code; {cores} cores)", lib.display(), mib(in_size), mib(dev_bytes));
 
-    let (zwall, zrss) = measure(Command::new("zstd").args(["-19", "-T0", "-q", "-f", "-o"]).arg(work.path().join("device.zst")).arg(&dev))?;
+    let (zwall, zrss) = measure(Command::new("zstd").args([&format!("-{level}"), "-T0", "-q", "-f", "-o"]).arg(work.path().join("device.zst")).arg(&dev))?;
     let zsize = std::fs::metadata(work.path().join("device.zst"))?.len();
     std::fs::remove_file(work.path().join("device.zst"))?;
-    println!("zstd -19 -T0       : wall {zwall:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB", mib(zrss), mib(zsize));
+    println!("zstd -{level} -T0       : wall {zwall:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB", mib(zrss), mib(zsize));
 
     let split = |bin: &Path, jobs: usize, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
         let out = work.path().join(format!("out-{tag}"));
@@ -144,7 +153,7 @@ fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyh
         std::fs::remove_dir_all(&out)?;
         Ok((wall, rss, bytes))
     };
-    let (wall_n, rss_n, out_n) = split(&kpack, cores, "19", "n")?;
+    let (wall_n, rss_n, out_n) = split(&kpack, cores, level, "n")?;
     println!(
         "split --jobs {cores:<2}    : wall {wall_n:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB (host + archives); {:.2}x zstd's time (goal <= 1.2x)",
         mib(rss_n),
@@ -152,7 +161,7 @@ fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyh
         wall_n / zwall
     );
     if jobs1 {
-        let (wall_1, rss_1, _) = split(&kpack, 1, "19", "1")?;
+        let (wall_1, rss_1, _) = split(&kpack, 1, level, "1")?;
         let speedup = wall_1 / wall_n;
         // Amdahl: the parallel fraction this speedup implies on `cores`.
         let p = if cores > 1 { (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64) } else { 1.0 };
@@ -168,7 +177,7 @@ fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyh
         let out = work.path().join("out-m");
         let (w, r) = measure(
             Command::new(&kpack)
-                .args(["split-binary", "-q", "--level", "19", "--memory", "256M", "--out"])
+                .args(["split-binary", "-q", "--level", level, "--memory", "256M", "--out"])
                 .arg(&out)
                 .arg(&lib),
         )?;
@@ -176,14 +185,8 @@ fn run(name: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyh
         println!("split --memory 256M: wall {w:7.1} s, peak RSS {:7.1} MiB (goal <= 256 MiB)", mib(r));
     }
     if let Some(b) = before {
-        let (wb, rb, _) = split(b, cores, "3", "before")?;
-        let (wa, ra, _) = split(&kpack, cores, "3", "after")?;
-        println!(
-            "level 3, before    : wall {wb:7.1} s, peak RSS {:7.1} MiB ({})\nlevel 3, after     : wall {wa:7.1} s, peak RSS {:7.1} MiB",
-            mib(rb),
-            b.display(),
-            mib(ra)
-        );
+        let (wb, rb, _) = split(b, cores, level, "before")?;
+        println!("before ({})    : wall {wb:7.1} s, peak RSS {:7.1} MiB", b.display(), mib(rb));
     }
     Ok(())
 }
