@@ -7,12 +7,13 @@
 //! RSS, bytes in and out, the split/zstd ratio and the 1 -> N speedup.
 //!
 //! ```text
-//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--level N] [--no-jobs1] [--no-budget-run] [--before BIN]
+//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--level N] [--no-jobs1] [--no-budget-run] [--before BIN] [--kpack BIN]
 //! ```
 //! INPUT is a path or one of `ccob` (the >= 1 GB many-bundle CCOB library,
 //! built by clang-19 once and cached), `librocsparse0`, `librocsolver0`
 //! (Debian packages, fetched, pinned and cached like the test data).
-//! `--level N` (default 19) is the level of both the split and zstd.
+//! `--level N` (default 19) is the level of both the split and zstd;
+//! `--kpack BIN` the `rocm-kpack` measured (default: this profile's build).
 //! `--before BIN` also runs another `rocm-kpack` (say, a build of an older
 //! commit) the same way, for a before/after peak RSS.
 //!
@@ -27,18 +28,31 @@ use rocm_kpack_format::bundle::scan_fatbin;
 use rocm_kpack_splitter::elf::{classify, Classification};
 use rocm_kpack_test_support::{bins, ccob, debian};
 
-/// Wall seconds and peak RSS (bytes) of a child, which must succeed.
+/// Wall seconds and peak RSS (bytes) of a child, which must succeed. The
+/// peak is the child's `VmHWM`, sampled every 10 ms until it exits: the
+/// `ru_maxrss` of wait4 would include this process's own high-water mark
+/// (the child is spawned from its address space).
 fn measure(cmd: &mut Command) -> anyhow::Result<(f64, u64)> {
     let t0 = Instant::now();
-    let child = cmd.stdout(Stdio::null()).spawn()?;
-    let mut status = 0;
-    // SAFETY: wait4 fills `ru` for the child we spawned and own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+    let mut child = cmd.stdout(Stdio::null()).spawn()?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        }
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     let wall = t0.elapsed().as_secs_f64();
-    anyhow::ensure!(pid > 0, "wait4 failed");
-    anyhow::ensure!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed ({status})");
-    Ok((wall, u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024))
+    anyhow::ensure!(status.success(), "{cmd:?} failed ({status})");
+    Ok((wall, peak_kib * 1024))
 }
 
 fn tree_bytes(dir: &Path) -> u64 {
@@ -102,11 +116,12 @@ fn main() -> ExitCode {
         .cloned()
         .unwrap_or_else(|| "19".to_string());
     let before = args.iter().position(|a| a == "--before").and_then(|i| args.get(i + 1)).map(PathBuf::from);
+    let kpack = args.iter().position(|a| a == "--kpack").and_then(|i| args.get(i + 1)).map(PathBuf::from);
     let inputs: Vec<&String> = args
         .iter()
         .enumerate()
         .filter(|(i, a)| {
-            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--before" && p != "--level")
+            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| !matches!(p.as_str(), "--before" | "--level" | "--kpack"))
         })
         .map(|(_, a)| a)
         .collect();
@@ -115,7 +130,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     for name in inputs {
-        if let Err(e) = run(name, &level, jobs1, budget_run, before.as_deref()) {
+        let kpack = kpack.clone().unwrap_or_else(|| bins::bin("rocm-kpack"));
+        if let Err(e) = run(name, &kpack, &level, jobs1, budget_run, before.as_deref()) {
             eprintln!("bench_scale: {name}: {e:#}");
             return ExitCode::FAILURE;
         }
@@ -123,9 +139,15 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&Path>) -> anyhow::Result<()> {
+fn run(
+    name: &str,
+    kpack: &Path,
+    level: &str,
+    jobs1: bool,
+    budget_run: bool,
+    before: Option<&Path>,
+) -> anyhow::Result<()> {
     let lib = input(name)?;
-    let kpack = bins::bin("rocm-kpack");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let work = tempfile::tempdir()?;
     let mib = |b: u64| b as f64 / 1048576.0;
@@ -141,19 +163,19 @@ fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&P
     std::fs::remove_file(work.path().join("device.zst"))?;
     println!("zstd -{level} -T0       : wall {zwall:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB", mib(zrss), mib(zsize));
 
-    let split = |bin: &Path, jobs: usize, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
+    let split = |bin: &Path, jobs: Option<usize>, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
         let out = work.path().join(format!("out-{tag}"));
-        let (wall, rss) = measure(
-            Command::new(bin)
-                .args(["split-binary", "-q", "--level", level, "--jobs", &jobs.to_string(), "--out"])
-                .arg(&out)
-                .arg(&lib),
-        )?;
+        let mut cmd = Command::new(bin);
+        cmd.args(["split-binary", "-q", "--level", level]);
+        if let Some(j) = jobs {
+            cmd.args(["--jobs", &j.to_string()]);
+        }
+        let (wall, rss) = measure(cmd.arg("--out").arg(&out).arg(&lib))?;
         let bytes = tree_bytes(&out);
         std::fs::remove_dir_all(&out)?;
         Ok((wall, rss, bytes))
     };
-    let (wall_n, rss_n, out_n) = split(&kpack, cores, level, "n")?;
+    let (wall_n, rss_n, out_n) = split(kpack, Some(cores), level, "n")?;
     println!(
         "split --jobs {cores:<2}    : wall {wall_n:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB (host + archives); {:.2}x zstd's time (goal <= 1.2x)",
         mib(rss_n),
@@ -161,7 +183,7 @@ fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&P
         wall_n / zwall
     );
     if jobs1 {
-        let (wall_1, rss_1, _) = split(&kpack, 1, level, "1")?;
+        let (wall_1, rss_1, _) = split(kpack, Some(1), level, "1")?;
         let speedup = wall_1 / wall_n;
         // Amdahl: the parallel fraction this speedup implies on `cores`.
         let p = if cores > 1 { (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64) } else { 1.0 };
@@ -176,7 +198,7 @@ fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&P
     if budget_run {
         let out = work.path().join("out-m");
         let (w, r) = measure(
-            Command::new(&kpack)
+            Command::new(kpack)
                 .args(["split-binary", "-q", "--level", level, "--memory", "256M", "--out"])
                 .arg(&out)
                 .arg(&lib),
@@ -185,7 +207,7 @@ fn run(name: &str, level: &str, jobs1: bool, budget_run: bool, before: Option<&P
         println!("split --memory 256M: wall {w:7.1} s, peak RSS {:7.1} MiB (goal <= 256 MiB)", mib(r));
     }
     if let Some(b) = before {
-        let (wb, rb, _) = split(b, cores, level, "before")?;
+        let (wb, rb, _) = split(b, None, level, "before")?;
         println!("before ({})    : wall {wb:7.1} s, peak RSS {:7.1} MiB", b.display(), mib(rb));
     }
     Ok(())
