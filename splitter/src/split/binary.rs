@@ -751,6 +751,9 @@ impl Drop for PendingArchives {
     }
 }
 
+/// A code object streamed out of a bundle: its target id and bytes.
+type Arrived<'a> = (String, Cow<'a, [u8]>);
+
 /// Streams the code objects of `bundles` (a split's, index = co_index)
 /// into `set` under TOC keys `<kernel_name>#<co_index>`, one bundle at a
 /// time. Each archive unit gets a bundle's code objects in target id order
@@ -775,7 +778,8 @@ pub fn add_bundles(
         for (target, _) in b.targets() {
             *expected.entry(set.unit_of(target)?).or_default() += 1;
         }
-        let mut pending: BTreeMap<String, Vec<(String, Cow<'_, [u8]>)>> = BTreeMap::new();
+        // Per unit: its code objects of this bundle that arrived so far.
+        let mut pending: BTreeMap<String, Vec<Arrived<'_>>> = BTreeMap::new();
         b.stream_code_objects(|entry, data| -> Result<(), SplitError> {
             let target = entry.target_id().unwrap_or_default();
             let unit = set.unit_of(target)?;
