@@ -14,7 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 
@@ -290,6 +290,46 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
     }
     out.commit().map_err(|e| io_err(e.source))?;
     fs::metadata(dest).map_err(io_err)
+}
+
+/// Makes the directories of the database file `rel` below `prefix` (a
+/// manifest's prefix) that are missing, refusing any that exists as a
+/// symlink or non-directory: a path in a manifest never leads the fetcher
+/// outside its prefix. `rel` must pass the database-path validator.
+pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<()> {
+    names::check(NameKind::DatabasePath, rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut dir = prefix.to_path_buf();
+    let parents: Vec<&str> = rel.split('/').collect();
+    for comp in parents.iter().take(parents.len().saturating_sub(1)) {
+        dir.push(comp);
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{} is a symlink; not installing a database file through it", dir.display()),
+                ))
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a directory", dir.display()),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new().mode(0o755).create(&dir)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let dest = prefix.join(rel);
+    if fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink() || m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is a symlink or directory; not replacing it", dest.display()),
+        ));
+    }
+    Ok(())
 }
 
 /// Why a recorded archive was not deleted.

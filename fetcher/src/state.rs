@@ -49,6 +49,11 @@ pub struct State {
     pub format_version: u32,
     /// Installed archives by file name.
     pub archives: BTreeMap<String, StateEntry>,
+    /// Installed kernel-database files by install path below the prefix
+    /// (the manifest's `database_files` path). Written only when there are
+    /// some, so a state without them stays readable by earlier versions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub databases: BTreeMap<String, StateEntry>,
 }
 
 impl Default for State {
@@ -56,6 +61,7 @@ impl Default for State {
         State {
             format_version: STATE_VERSION,
             archives: BTreeMap::new(),
+            databases: BTreeMap::new(),
         }
     }
 }
@@ -183,6 +189,17 @@ impl State {
                 format!("archives[{}].{field}: {err}", names::shown(name))
             };
             names::check(NameKind::ArchiveFile, name).map_err(|err| at("(key)", &err))?;
+            names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
+            names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
+            if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(at("sha256", &"not 64 hex digits"));
+            }
+        }
+        for (path, e) in &self.databases {
+            let at = |field: &str, err: &dyn std::fmt::Display| {
+                format!("databases[{}].{field}: {err}", names::shown(path))
+            };
+            names::check(NameKind::DatabasePath, path).map_err(|err| at("(key)", &err))?;
             names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
             names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
             if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
