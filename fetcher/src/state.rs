@@ -138,6 +138,13 @@ pub enum StateError {
 }
 
 impl State {
+    /// Every record: archives, then database files.
+    pub fn items(&self) -> impl Iterator<Item = (crate::plan::ItemKind, &String, &StateEntry)> {
+        let archives = self.archives.iter().map(|(n, e)| (crate::plan::ItemKind::Archive, n, e));
+        let databases = self.databases.iter().map(|(n, e)| (crate::plan::ItemKind::Database, n, e));
+        archives.chain(databases)
+    }
+
     /// The state file path for a `.kpack` directory.
     pub fn path(kpack_dir: &Path) -> PathBuf {
         kpack_dir.join(STATE_FILE)

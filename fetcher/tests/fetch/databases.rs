@@ -247,3 +247,57 @@ fn hostile_database_paths_and_prefixes_are_refused() {
     assert_eq!(fs::read(b.installed(0)).expect("read"), b"a package's own version", "{stdout}{stderr}");
     assert!(stderr.contains("did not install it"), "{stdout}{stderr}");
 }
+
+#[test]
+fn verify_remove_and_gc_handle_database_files_and_spare_package_owned_ones() {
+    let b = blas();
+    let env = &b.env;
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    let text = ok(env.sub("verify", &[]));
+    assert!(text.contains("verified 4 archive(s): 0 problem(s)"), "{text}");
+    // Damage is found by re-hashing.
+    let mut bytes = b.dbs[0].bytes.clone();
+    bytes[7] ^= 1;
+    fs::write(b.installed(0), &bytes).expect("write");
+    let (code, stdout, _) = run(env.sub("verify", &[]));
+    assert_eq!(code, 4, "{stdout}");
+    assert!(stdout.contains("DAMAGED") && stdout.contains("TensileLibrary_gfx90a.co"), "{stdout}");
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+
+    // `remove COMPONENT` takes the database files it installed too.
+    let out = ok(env.sub("remove", &["rocblas", "--yes"]));
+    for i in 0..3 {
+        assert!(!b.installed(i).exists(), "{out}");
+    }
+    assert!(env.state().get("databases").is_none(), "records dropped: {}", env.state());
+
+    // The package is removed (its manifest goes): gc and the trigger's
+    // orphan pass take its database files.
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    fs::remove_file(env.kpack.join("rocblas.kpm")).expect("rm kpm");
+    let out = ok(env.sub("gc", &["--target", "gfx90a", "--yes"]));
+    for i in 0..3 {
+        assert!(!b.installed(i).exists(), "{out}");
+    }
+
+    // A file a package now owns (the user installed the family's device
+    // package after the fetch: dpkg wrote the same bytes over ours) is
+    // never deleted by the fetcher, even though its state records it.
+    b.write_manifest();
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    let admin = env.root.join("var/lib/dpkg");
+    fs::create_dir_all(admin.join("info")).expect("mkdir");
+    fs::write(
+        admin.join("status"),
+        "Package: librocblas0-gfx90x\nStatus: install ok installed\nVersion: 1\nArchitecture: amd64\nMaintainer: x <x@x>\nDescription: x\n\n",
+    )
+    .expect("status");
+    let owned = format!("/opt/rocm/{}", b.dbs[0].file.path);
+    fs::write(admin.join("info/librocblas0-gfx90x.list"), format!("/opt\n/opt/rocm\n{owned}\n")).expect("list");
+    fs::remove_file(env.kpack.join("rocblas.kpm")).expect("rm kpm");
+    let (code, stdout, stderr) = run(env.sub("gc", &["--target", "gfx90a", "--yes"]));
+    assert_ne!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("the installed package librocblas0-gfx90x owns it"), "{stdout}{stderr}");
+    assert_eq!(fs::read(b.installed(0)).expect("package's file stays"), b.dbs[0].bytes);
+    assert!(!b.installed(1).exists() && !b.installed(2).exists(), "the others go");
+}
