@@ -233,7 +233,7 @@ impl Store<'_> {
                     .tempfile_in(&dir)
                     .map_err(|e| PublishError::io("cannot create a temporary file in", &dir, e))?;
                 let file = tmp.reopen().map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
-                let (sha, size) = encode_database(data, BufWriter::with_capacity(1 << 20, file), self.level)
+                let (sha, size) = encode_database(data, BufWriter::with_capacity(1 << 20, file), self.level, db.size)
                     .map_err(|e| PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path))))?;
                 if sha != db.sha256 || size != db.size {
                     return Err(PublishError::Invalid(format!(
@@ -433,8 +433,17 @@ pub fn write_store(inputs: &Inputs, root: &Path, opts: &PublishOptions) -> Resul
 /// window (so repeats far apart in a large code object are found),
 /// single-threaded so the bytes depend on nothing but the input.
 /// Returns sha256 and size of the decoded bytes.
-pub fn encode_database(data: &mut dyn Read, out: impl io::Write, level: i32) -> io::Result<([u8; 32], u64)> {
+pub fn encode_database(
+    data: &mut dyn Read,
+    out: impl io::Write,
+    level: i32,
+    size: u64,
+) -> io::Result<([u8; 32], u64)> {
     let mut enc = zstd::stream::write::Encoder::new(out, level)?;
+    // The size is known (the manifest's): zstd sizes its tables to it, so a
+    // small file does not pay for a window it cannot use. A stream of
+    // another length fails the encoder, which the caller reports.
+    enc.set_pledged_src_size(Some(size))?;
     enc.long_distance_matching(true)?;
     enc.window_log(DATABASE_WINDOW_LOG)?;
     enc.include_checksum(true)?;
