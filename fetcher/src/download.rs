@@ -773,9 +773,14 @@ impl Sink {
         }
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let mut input = InBuffer::around(chunk);
-        while input.pos() < chunk.len() {
+        // Until the input is taken and the decoder has no output left
+        // (a full output buffer may mean more is waiting).
+        loop {
             if d.frame_done {
-                return Err(encoding("data after the end of the zstd frame".into()));
+                if input.pos() < chunk.len() {
+                    return Err(encoding("data after the end of the zstd frame".into()));
+                }
+                break;
             }
             let mut output = OutBuffer::around(d.out.as_mut_slice());
             let hint = d
@@ -791,28 +796,8 @@ impl Sink {
                 .map_err(|e| local(partial.path(), e))?;
             if hint == 0 {
                 d.frame_done = true;
-            }
-        }
-        // Output the decoder still holds for input already taken.
-        while !d.frame_done {
-            let mut output = OutBuffer::around(d.out.as_mut_slice());
-            let mut empty = InBuffer::around(&[]);
-            let hint = d
-                .dec
-                .run(&mut empty, &mut output)
-                .map_err(|e| encoding(format!("damaged zstd stream: {e}")))?;
-            let n = output.pos();
-            if n == 0 {
+            } else if input.pos() == chunk.len() && n < d.out.len() {
                 break;
-            }
-            if partial.len().saturating_add(n as u64) > want.size {
-                return Err(oversize());
-            }
-            partial
-                .append(d.out.get(..n).unwrap_or_default())
-                .map_err(|e| local(partial.path(), e))?;
-            if hint == 0 {
-                d.frame_done = true;
             }
         }
         Ok(chunk.len() as u64)

@@ -363,44 +363,7 @@ pub enum DeleteError {
 /// the directory's [`DirLock`]. Returns `false` when the file is already
 /// gone.
 pub fn delete_recorded_database(kpack_dir: &Path, rel: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
-    use rustix::fs::{openat, Mode, OFlags, CWD};
-    let prefix = kpack_dir.parent().unwrap_or(Path::new("/"));
-    let path = prefix.join(rel);
-    let refused = |reason: String| DeleteError::Refused {
-        path: path.clone(),
-        reason,
-    };
-    let io_err = |e: io::Error| DeleteError::Io {
-        path: path.clone(),
-        source: e,
-    };
-    names::check(NameKind::DatabasePath, rel).map_err(|e| refused(e.to_string()))?;
-    if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
-        return Err(refused(format!("{} is not a {KPACK_DIR} directory", kpack_dir.display())));
-    }
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let comps: Vec<&str> = rel.split('/').collect();
-    let Some((name, parents)) = comps.split_last() else {
-        return Err(refused("empty path".into()));
-    };
-    let mut dir = match openat(CWD, prefix, dir_flags, Mode::empty()) {
-        Ok(d) => d,
-        Err(e) => return Err(io_err(e.into())),
-    };
-    for c in parents {
-        dir = match openat(&dir, *c, dir_flags, Mode::empty()) {
-            Ok(d) => d,
-            Err(rustix::io::Errno::NOENT) => return Ok(false),
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                return Err(refused(format!("{c} is a symlink or not a directory")))
-            }
-            Err(e) => return Err(io_err(e.into())),
-        };
-    }
-    if let Some(owner) = package_owner(prefix, &path) {
-        return Err(refused(format!("the installed package {owner} owns it")));
-    }
-    check_and_unlink(&dir, name, entry, &refused, &io_err).map(|done| done.is_some())
+    delete_item(crate::plan::ItemKind::Database, kpack_dir, rel, entry)
 }
 
 /// The installed package owning `path`, asked of dpkg and rpm where their
@@ -438,8 +401,20 @@ fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
 /// sha256 are those `entry` recorded. The caller holds the directory's
 /// [`DirLock`]. Returns `false` when the file is already gone.
 pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+    delete_item(crate::plan::ItemKind::Archive, kpack_dir, name, entry)
+}
+
+/// [`delete_recorded`] and [`delete_recorded_database`]: an archive lies
+/// directly in `kpack_dir`, a database file at its path below the prefix;
+/// every directory on the way is opened without following symlinks.
+fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+    use crate::plan::ItemKind;
     use rustix::fs::{openat, Mode, OFlags, CWD};
-    let path = kpack_dir.join(name);
+    let (base, name_kind) = match kind {
+        ItemKind::Archive => (kpack_dir, NameKind::ArchiveFile),
+        ItemKind::Database => (kpack_dir.parent().unwrap_or(Path::new("/")), NameKind::DatabasePath),
+    };
+    let path = base.join(name);
     let refused = |reason: String| DeleteError::Refused {
         path: path.clone(),
         reason,
@@ -448,19 +423,34 @@ pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Resu
         path: path.clone(),
         source: e,
     };
-    names::check(NameKind::ArchiveFile, name).map_err(|e| refused(e.to_string()))?;
+    names::check(name_kind, name).map_err(|e| refused(e.to_string()))?;
     if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
         return Err(refused(format!("{} is not a {KPACK_DIR} directory", kpack_dir.display())));
     }
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = openat(CWD, kpack_dir, dir_flags, Mode::empty()).map_err(|e| {
-        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
-            refused(format!("{} is a symlink or not a directory", kpack_dir.display()))
-        } else {
-            io_err(e.into())
-        }
+    let not_dir = |shown: &str| refused(format!("{shown} is a symlink or not a directory"));
+    let mut dir = openat(CWD, base, dir_flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => not_dir(&base.display().to_string()),
+        e => io_err(e.into()),
     })?;
-    check_and_unlink(&dir, name, entry, &refused, &io_err).map(|done| done.is_some())
+    let comps: Vec<&str> = name.split('/').collect();
+    let Some((file, parents)) = comps.split_last() else {
+        return Err(refused("empty path".into()));
+    };
+    for c in parents {
+        dir = match openat(&dir, *c, dir_flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(not_dir(c)),
+            Err(e) => return Err(io_err(e.into())),
+        };
+    }
+    if kind == ItemKind::Database {
+        if let Some(owner) = package_owner(base, &path) {
+            return Err(refused(format!("the installed package {owner} owns it")));
+        }
+    }
+    check_and_unlink(&dir, file, entry, &refused, &io_err).map(|done| done.is_some())
 }
 
 /// Unlinks `name` in the open directory `dir` if it is a regular file (not

@@ -191,26 +191,21 @@ impl State {
     /// manifest file names) against its validator, and every digest: a
     /// state file is input like any other, and its names are deleted.
     fn check_names(&self) -> Result<(), String> {
-        for (name, e) in &self.archives {
-            let at = |field: &str, err: &dyn std::fmt::Display| {
-                format!("archives[{}].{field}: {err}", names::shown(name))
-            };
-            names::check(NameKind::ArchiveFile, name).map_err(|err| at("(key)", &err))?;
-            names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
-            names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
-            if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(at("sha256", &"not 64 hex digits"));
-            }
-        }
-        for (path, e) in &self.databases {
-            let at = |field: &str, err: &dyn std::fmt::Display| {
-                format!("databases[{}].{field}: {err}", names::shown(path))
-            };
-            names::check(NameKind::DatabasePath, path).map_err(|err| at("(key)", &err))?;
-            names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
-            names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
-            if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(at("sha256", &"not 64 hex digits"));
+        let lists = [
+            ("archives", NameKind::ArchiveFile, &self.archives),
+            ("databases", NameKind::DatabasePath, &self.databases),
+        ];
+        for (list, kind, entries) in lists {
+            for (name, e) in entries {
+                let at = |field: &str, err: &dyn std::fmt::Display| {
+                    format!("{list}[{}].{field}: {err}", names::shown(name))
+                };
+                names::check(kind, name).map_err(|err| at("(key)", &err))?;
+                names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
+                names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
+                if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(at("sha256", &"not 64 hex digits"));
+                }
             }
         }
         Ok(())

@@ -348,34 +348,14 @@ impl Manifest {
             let sha = f.sha256.ok_or_else(|| {
                 Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
             })?;
-            msgpack::write_map_len(&mut b, 5)?;
-            msgpack::write_str(&mut b, "filename")?;
-            msgpack::write_str(&mut b, &f.filename)?;
-            msgpack::write_str(&mut b, "family")?;
-            msgpack::write_str(&mut b, &f.family)?;
-            msgpack::write_str(&mut b, "architectures")?;
-            msgpack::write_str_array(&mut b, &f.architectures)?;
-            msgpack::write_str(&mut b, "size")?;
-            msgpack::write_uint(&mut b, f.size)?;
-            msgpack::write_str(&mut b, "sha256")?;
-            msgpack::write_bin(&mut b, &sha)?;
+            write_entry(&mut b, ("filename", &f.filename), &f.family, &f.architectures, f.size, &sha)?;
         }
         if version >= 2 {
             msgpack::write_str(&mut b, "database_files")?;
             msgpack::write_array_len(&mut b, self.database_files.len())?;
             for f in &self.database_files {
                 validate_database_path(&f.path)?;
-                msgpack::write_map_len(&mut b, 5)?;
-                msgpack::write_str(&mut b, "path")?;
-                msgpack::write_str(&mut b, &f.path)?;
-                msgpack::write_str(&mut b, "family")?;
-                msgpack::write_str(&mut b, &f.family)?;
-                msgpack::write_str(&mut b, "architectures")?;
-                msgpack::write_str_array(&mut b, &f.architectures)?;
-                msgpack::write_str(&mut b, "size")?;
-                msgpack::write_uint(&mut b, f.size)?;
-                msgpack::write_str(&mut b, "sha256")?;
-                msgpack::write_bin(&mut b, &f.sha256)?;
+                write_entry(&mut b, ("path", &f.path), &f.family, &f.architectures, f.size, &f.sha256)?;
             }
         }
         Ok(b)
@@ -387,6 +367,30 @@ impl Manifest {
             .iter()
             .filter(move |f| f.architectures.iter().any(|a| a == arch))
     }
+}
+
+/// One `kpack_files` or `database_files` element: its name key and value,
+/// then family, architectures, size, sha256 (schema order).
+fn write_entry(
+    b: &mut Vec<u8>,
+    (key, name): (&str, &str),
+    family: &str,
+    architectures: &[String],
+    size: u64,
+    sha256: &[u8; 32],
+) -> Result<()> {
+    msgpack::write_map_len(b, 5)?;
+    msgpack::write_str(b, key)?;
+    msgpack::write_str(b, name)?;
+    msgpack::write_str(b, "family")?;
+    msgpack::write_str(b, family)?;
+    msgpack::write_str(b, "architectures")?;
+    msgpack::write_str_array(b, architectures)?;
+    msgpack::write_str(b, "size")?;
+    msgpack::write_uint(b, size)?;
+    msgpack::write_str(b, "sha256")?;
+    msgpack::write_bin(b, sha256)?;
+    Ok(())
 }
 
 fn sha256_field(m: &[(&str, &Value)], what: &str) -> Result<[u8; 32]> {
