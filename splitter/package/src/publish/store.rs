@@ -3,16 +3,30 @@
 //! content-addressed at `by-hash/sha256/<hex>`, and `index.json`:
 //!
 //! ```json
-//! { "format_version": 1,
+//! { "format_version": 2,
 //!   "archives": [ { "component": "librocrand", "group": "gfx90X",
 //!                   "targets": ["gfx90a"],
 //!                   "arches": ["gfx90a:xnack+", "gfx90a:xnack-"],
 //!                   "filename": "librocrand_gfx90a.kpack",
 //!                   "version": "5.3.3-4",          // null for loose archives
-//!                   "size": 123, "sha256": "<hex>",
+//!                   "size": 123, "sha256": "<hex>", "encoding": "identity",
 //!                   "path": "by-hash/sha256/<hex>",
-//!                   "packages": ["librocrand1-gfx90x_5.3.3-4_amd64.deb"] } ] }
+//!                   "packages": ["librocrand1-gfx90x_5.3.3-4_amd64.deb"] } ],
+//!   "database_files": [ { "component": "librocblas", "family": "gfx90X",
+//!                   "architectures": ["gfx90a"],
+//!                   "install_path": "rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
+//!                   "version": "5.5.1+dfsg-7",
+//!                   "size": 395981312, "sha256": "<hex of the installed bytes>",
+//!                   "encoding": "zstd", "stored_size": 9603211,
+//!                   "path": "by-hash/sha256/<hex>.zst",
+//!                   "packages": ["librocblas0-gfx90x_5.5.1+dfsg-7_amd64.deb"] } ] }
 //! ```
+//!
+//! Database files are the files the packages' `.kpm` manifests list under
+//! `database_files` (found at `<prefix>/<path>` in any package of the
+//! publish); each must have the size and sha256 its manifest says. They
+//! are stored zstd-encoded ([`encode_database`]); a reader refuses an
+//! encoding it does not know.
 //!
 //! One entry per archive: per processor (`<component>_<processor>.kpack`)
 //! or per generic ISA (`<component>_gfx11-generic.kpack`), and trees in the
