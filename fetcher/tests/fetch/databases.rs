@@ -128,6 +128,9 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
 
     let stdout = ok(env.sub("status", &["--target", "gfx90a"]));
     assert!(stdout.contains("complete (4 archive(s) and database file(s) present)"), "{stdout}");
+    let text = ok(env.sub("list", &[]));
+    assert!(text.contains("fetched  rocblas/library/TensileLibrary_gfx90a.co  gfx90X"), "{text}");
+    assert!(text.contains("absent   rocblas/library/TensileLibrary_gfx1100.co  gfx110X"), "{text}");
 
     // Changed on disk: status notices again.
     let mut bytes = b.dbs[1].bytes.clone();
