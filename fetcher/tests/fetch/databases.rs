@@ -102,6 +102,21 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     }
     assert!(!stdout.contains("gfx1100.co"), "{stdout}");
 
+    let doctor = |env: &Env| -> serde_json::Value {
+        let (_, stdout, _) = run(env.sub("doctor", &["--target", "gfx90a", "--json"]));
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("doctor json");
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["check"] == "databases rocblas gfx90a")
+            .cloned()
+            .expect("database check")
+    };
+    let check = doctor(env);
+    assert_eq!(check["outcome"], "problem", "{check}");
+    assert!(check["detail"].as_str().expect("detail").contains("TensileLibrary_gfx90a.co"), "{check}");
+
     let json: serde_json::Value =
         serde_json::from_str(&ok(env.install("gfx90a", &[b.server.url()], &["--json"]))).expect("json");
     let installed = json["installed"].as_array().expect("installed");
@@ -128,6 +143,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
 
     let stdout = ok(env.sub("status", &["--target", "gfx90a"]));
     assert!(stdout.contains("complete (4 archive(s) and database file(s) present)"), "{stdout}");
+    assert_eq!(doctor(env)["outcome"], "ok");
     let text = ok(env.sub("list", &[]));
     assert!(text.contains("fetched  rocblas/library/TensileLibrary_gfx90a.co  gfx90X"), "{text}");
     assert!(text.contains("absent   rocblas/library/TensileLibrary_gfx1100.co  gfx110X"), "{text}");
