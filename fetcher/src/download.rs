@@ -7,6 +7,12 @@
 //! when the bytes were spliced onto a resumed partial, the same source is
 //! asked again from byte 0 (a bad mirror's partial never poisons a good one).
 //!
+//! A kernel-database file is stored zstd-encoded: its bytes are decoded as
+//! they arrive, so the partial holds (and the size bound, sha256 and
+//! resume logic apply to) the installed bytes. A decoder cannot pick up in
+//! the middle of a stream, so an interrupted encoded transfer starts again
+//! at byte 0 (the objects are small: a few percent of the installed size).
+//!
 //! The partial file is `flock`ed while in use, so two processes that need
 //! the same archive (for different prefixes) do not write it together.
 
@@ -86,6 +92,9 @@ pub struct Wanted {
     pub sha256: [u8; 32],
     /// Candidate URLs (https, http with `--allow-http`, or file).
     pub urls: Vec<Url>,
+    /// The objects at those URLs are zstd-encoded (database files); `size`
+    /// and `sha256` are those of the decoded bytes.
+    pub encoded: bool,
 }
 
 /// A complete, verified download held in the cache, still locked.
@@ -351,8 +360,9 @@ pub async fn fetch(
         let mut retries = 0u32;
         loop {
             let before = partial.len();
-            let result = attempt(client, url, &mut partial, want, reporter, &mut transfer).await;
-            transferred += partial.len().saturating_sub(before);
+            let mut wire = 0u64;
+            let result = attempt(client, url, &mut partial, want, reporter, &mut transfer, &mut wire).await;
+            transferred += wire;
             let error = match result {
                 Ok(()) => {
                     let actual = partial.digest();
@@ -373,7 +383,7 @@ pub async fn fetch(
                     // those: ask this source again from byte 0 before
                     // blaming it.
                     partial.truncate().map_err(|e| local_err(local(&path, e)))?;
-                    if before > 0 {
+                    if before > 0 && !want.encoded {
                         reporter.note(&format!(
                             "{}: resumed download from {shown} does not match its sha256; starting over from byte 0",
                             want.name
@@ -397,7 +407,7 @@ pub async fn fetch(
                 }
                 return Err(local_err(error));
             }
-            if matches!(error, FetchError::Oversize { .. }) {
+            if matches!(error, FetchError::Oversize { .. } | FetchError::Encoding { .. }) {
                 partial.truncate().map_err(|e| local_err(local(&path, e)))?;
             }
             // Progress earns the connection a fresh set of retries.
@@ -444,9 +454,15 @@ async fn attempt(
     want: &Wanted,
     reporter: &dyn Reporter,
     transfer: &mut Option<Box<dyn Transfer>>,
+    wire: &mut u64,
 ) -> Result<(), FetchError> {
+    let mut sink = Sink::new(want).map_err(|e| local(partial.path(), e))?;
+    if want.encoded && !partial.is_empty() {
+        // A decoder cannot resume mid-stream: start again at byte 0.
+        partial.truncate().map_err(|e| local(partial.path(), e))?;
+    }
     if url.scheme() == "file" {
-        return attempt_file(url, partial, want, reporter, transfer).await;
+        return attempt_file(url, partial, want, reporter, transfer, &mut sink, wire).await;
     }
     let shown = masked(url);
     let from = partial.len();
@@ -517,7 +533,7 @@ async fn attempt(
     }
     let start = partial.len();
     if let Some(announced) = resp.content_length() {
-        if start.saturating_add(announced) > want.size {
+        if start.saturating_add(announced) > sink.wire_limit(want) {
             return Err(FetchError::Oversize {
                 url: shown,
                 expected: want.size,
@@ -544,21 +560,14 @@ async fn attempt(
             Ok(Ok(None)) => break Ok(()),
             Ok(Ok(Some(chunk))) => chunk,
         };
-        let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
-        let take = chunk.len().min(room);
-        if take > 0 {
-            partial
-                .append(chunk.get(..take).unwrap_or_default())
-                .map_err(|e| local(partial.path(), e))?;
-            if let Some(t) = transfer {
-                t.advance(take as u64);
+        match sink.put(&chunk, partial, want, &shown) {
+            Ok(taken) => {
+                *wire += taken;
+                if let Some(t) = transfer {
+                    t.advance(taken);
+                }
             }
-        }
-        if chunk.len() > take {
-            break Err(FetchError::Oversize {
-                url: shown.clone(),
-                expected: want.size,
-            });
+            Err(e) => break Err(e),
         }
     };
     partial.flush().map_err(|e| local(partial.path(), e))?;
@@ -614,6 +623,8 @@ async fn attempt_file(
     want: &Wanted,
     reporter: &dyn Reporter,
     transfer: &mut Option<Box<dyn Transfer>>,
+    sink: &mut Sink,
+    wire: &mut u64,
 ) -> Result<(), FetchError> {
     let shown = masked(url);
     let src = url.to_file_path().map_err(|()| FetchError::FileSource {
@@ -635,13 +646,13 @@ async fn attempt_file(
     };
     let mut file = File::open(&src).map_err(file_err)?;
     let len = file.metadata().map_err(file_err)?.len();
-    if len > want.size {
+    if len > sink.wire_limit(want) {
         return Err(FetchError::Oversize {
             url: shown,
             expected: want.size,
         });
     }
-    if len < want.size {
+    if len < want.size && !want.encoded {
         // A local file does not grow by retrying.
         return Err(FetchError::HashMismatch {
             url: shown,
@@ -659,13 +670,10 @@ async fn attempt_file(
         if n == 0 {
             break;
         }
-        let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
-        let take = n.min(room);
-        partial
-            .append(block.get(..take).unwrap_or_default())
-            .map_err(|e| local(partial.path(), e))?;
+        let taken = sink.put(block.get(..n).unwrap_or_default(), partial, want, &shown)?;
+        *wire += taken;
         if let Some(t) = transfer.as_ref() {
-            t.advance(take as u64);
+            t.advance(taken);
         }
         tokio::task::yield_now().await;
     }
@@ -678,6 +686,122 @@ async fn attempt_file(
         });
     }
     Ok(())
+}
+
+/// Where received bytes go: straight into the partial, or through a zstd
+/// decoder (database objects). Either way the partial never grows past the
+/// manifest's size.
+enum Sink {
+    Plain,
+    Zstd(Box<Decoding>),
+}
+
+struct Decoding {
+    dec: zstd::stream::raw::Decoder<'static>,
+    /// The object's first bytes, until there are enough to check the magic.
+    head: Vec<u8>,
+    out: Vec<u8>,
+    wire: u64,
+    frame_done: bool,
+}
+
+impl Sink {
+    fn new(want: &Wanted) -> io::Result<Sink> {
+        if !want.encoded {
+            return Ok(Sink::Plain);
+        }
+        Ok(Sink::Zstd(Box::new(Decoding {
+            dec: zstd::stream::raw::Decoder::new()?,
+            head: Vec::new(),
+            out: vec![0u8; WRITE_BUFFER],
+            wire: 0,
+            frame_done: false,
+        })))
+    }
+
+    /// The most bytes a source may send: the size for a plain file; for
+    /// an encoded one, more than zstd ever needs for incompressible data
+    /// (a stream that decodes to little forever is cut off here).
+    fn wire_limit(&self, want: &Wanted) -> u64 {
+        match self {
+            Sink::Plain => want.size,
+            Sink::Zstd(_) => want.size.saturating_add(want.size / 8).saturating_add(64 << 10),
+        }
+    }
+
+    /// Takes `chunk` from the wire; returns how many of its bytes were
+    /// taken (the transfer's progress).
+    fn put(&mut self, chunk: &[u8], partial: &mut Partial, want: &Wanted, url: &str) -> Result<u64, FetchError> {
+        let limit = self.wire_limit(want);
+        let oversize = || FetchError::Oversize {
+            url: url.to_string(),
+            expected: want.size,
+        };
+        let encoding = |detail: String| FetchError::Encoding {
+            url: url.to_string(),
+            detail,
+        };
+        let d = match self {
+            Sink::Plain => {
+                let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
+                let take = chunk.len().min(room);
+                partial
+                    .append(chunk.get(..take).unwrap_or_default())
+                    .map_err(|e| local(partial.path(), e))?;
+                if chunk.len() > take {
+                    return Err(oversize());
+                }
+                return Ok(take as u64);
+            }
+            Sink::Zstd(d) => d,
+        };
+        d.wire += chunk.len() as u64;
+        if d.wire > limit {
+            return Err(oversize());
+        }
+        let magic = rocm_kpack_format::layout::store::ZSTD_MAGIC;
+        if d.head.len() < magic.len() {
+            let need = magic.len() - d.head.len();
+            d.head.extend_from_slice(chunk.get(..need.min(chunk.len())).unwrap_or_default());
+            if !magic.starts_with(&d.head) {
+                return Err(encoding(format!(
+                    "store object in an unknown encoding (starts with {}); this rocm-kpack-fetch reads {}-encoded database objects only",
+                    hex::encode(&d.head),
+                    rocm_kpack_format::layout::store::DATABASE_ENCODING
+                )));
+            }
+        }
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        let mut input = InBuffer::around(chunk);
+        // Until the input is taken and the decoder has no output left
+        // (a full output buffer may mean more is waiting).
+        loop {
+            if d.frame_done {
+                if input.pos() < chunk.len() {
+                    return Err(encoding("data after the end of the zstd frame".into()));
+                }
+                break;
+            }
+            let mut output = OutBuffer::around(d.out.as_mut_slice());
+            let hint = d
+                .dec
+                .run(&mut input, &mut output)
+                .map_err(|e| encoding(format!("damaged zstd stream: {e}")))?;
+            let n = output.pos();
+            if partial.len().saturating_add(n as u64) > want.size {
+                return Err(oversize());
+            }
+            partial
+                .append(d.out.get(..n).unwrap_or_default())
+                .map_err(|e| local(partial.path(), e))?;
+            if hint == 0 {
+                d.frame_done = true;
+            } else if input.pos() == chunk.len() && n < d.out.len() {
+                break;
+            }
+        }
+        Ok(chunk.len() as u64)
+    }
 }
 
 #[cfg(test)]

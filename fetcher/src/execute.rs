@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use crate::client::{Client, ClientOptions, HostCause};
 use crate::download::{self, Cache, Fetched, Wanted};
 use crate::install::{place_copy, place_from_partial};
-use crate::plan::{ComponentPlan, InstallPlan, PlannedArchive};
+use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
 use crate::state::{FileStamp, State, StateEntry};
@@ -98,22 +98,30 @@ struct Job {
 }
 
 fn jobs_of(plan: &InstallPlan, sources: &Sources) -> Vec<Job> {
-    let mut by_hash: BTreeMap<[u8; 32], Job> = BTreeMap::new();
+    let mut by_hash: BTreeMap<([u8; 32], bool), Job> = BTreeMap::new();
     let mut order = Vec::new();
     for (c, a) in plan.fetches() {
         let Some(sha) = a.sha256_bytes() else {
             continue;
         };
         let dest = dest_of(c, a);
-        let urls = sources.urls_for(&c.component, &a.filename, &sha);
-        let job = by_hash.entry(sha).or_insert_with(|| {
-            order.push(sha);
+        let encoded = a.kind == ItemKind::Database;
+        let urls = if encoded {
+            sources.database_urls_for(&c.component, &sha)
+        } else {
+            sources.urls_for(&c.component, &a.filename, &sha)
+        };
+        // An archive and a database file with the same bytes are still two
+        // downloads: one is stored encoded.
+        let job = by_hash.entry((sha, encoded)).or_insert_with(|| {
+            order.push((sha, encoded));
             Job {
                 want: Wanted {
                     name: a.filename.clone(),
                     size: a.size,
                     sha256: sha,
                     urls: Vec::new(),
+                    encoded,
                 },
                 dests: Vec::new(),
             }
@@ -125,7 +133,7 @@ fn jobs_of(plan: &InstallPlan, sources: &Sources) -> Vec<Job> {
         }
         job.dests.push(dest);
     }
-    order.iter().filter_map(|sha| by_hash.remove(sha)).collect()
+    order.iter().filter_map(|key| by_hash.remove(key)).collect()
 }
 
 fn dest_of(c: &ComponentPlan, a: &PlannedArchive) -> Dest {
@@ -270,9 +278,13 @@ fn record(states: &Shared, d: &Dest, entry: Option<StateEntry>) -> Result<Option
     let mut guard = states.lock().map_err(|_| "state lock poisoned".to_string())?;
     let state = guard.entry(d.kpack_dir.clone()).or_default();
     let name = d.archive.filename.clone();
+    let map = match d.archive.kind {
+        ItemKind::Archive => &mut state.archives,
+        ItemKind::Database => &mut state.databases,
+    };
     let previous = match entry {
-        Some(e) => state.archives.insert(name, e),
-        None => state.archives.remove(&name),
+        Some(e) => map.insert(name, e),
+        None => map.remove(&name),
     };
     state
         .save(&d.kpack_dir)
@@ -318,6 +330,16 @@ fn place_all(
                 continue;
             }
         };
+        // A database file's directories below the prefix are made here
+        // (never through a symlink).
+        if a.kind == ItemKind::Database {
+            let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
+            if let Err(e) = crate::install::make_database_dirs(prefix, &a.filename) {
+                let _ = record(states, d, previous);
+                fails.push(failed(d, e.to_string()));
+                continue;
+            }
+        }
         // Every destination but the last gets a copy; the last takes the
         // cached file itself (a rename when on the same filesystem).
         let placed = if i == last {

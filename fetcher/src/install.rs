@@ -14,7 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 
@@ -292,6 +292,46 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
     fs::metadata(dest).map_err(io_err)
 }
 
+/// Makes the directories of the database file `rel` below `prefix` (a
+/// manifest's prefix) that are missing, refusing any that exists as a
+/// symlink or non-directory: a path in a manifest never leads the fetcher
+/// outside its prefix. `rel` must pass the database-path validator.
+pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<()> {
+    names::check(NameKind::DatabasePath, rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut dir = prefix.to_path_buf();
+    let parents: Vec<&str> = rel.split('/').collect();
+    for comp in parents.iter().take(parents.len().saturating_sub(1)) {
+        dir.push(comp);
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{} is a symlink; not installing a database file through it", dir.display()),
+                ))
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a directory", dir.display()),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new().mode(0o755).create(&dir)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let dest = prefix.join(rel);
+    if fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink() || m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is a symlink or directory; not replacing it", dest.display()),
+        ));
+    }
+    Ok(())
+}
+
 /// Why a recorded archive was not deleted.
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {
@@ -314,6 +354,46 @@ pub enum DeleteError {
     },
 }
 
+/// The one way the fetcher deletes a kernel-database file (`remove`, `gc`,
+/// package removal): `rel`, a valid database path, below the prefix of
+/// `kpack_dir`, reached without following any symlink, and only a regular
+/// file whose size and sha256 are those `entry` recorded, and that no
+/// installed package owns (the user may have installed the family's device
+/// package since: then its copy is the package manager's). The caller holds
+/// the directory's [`DirLock`]. Returns `false` when the file is already
+/// gone.
+pub fn delete_recorded_database(kpack_dir: &Path, rel: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+    delete_item(crate::plan::ItemKind::Database, kpack_dir, rel, entry)
+}
+
+/// The installed package owning `path`, asked of dpkg and rpm where their
+/// databases exist below the system root `path` is under (found from
+/// `prefix` upwards), `None` when neither knows it.
+fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
+    let root = prefix
+        .ancestors()
+        .find(|a| a.join("var/lib/dpkg/status").is_file() || a.join("var/lib/rpm").is_dir())?;
+    let apt = crate::pm::apt::Apt {
+        root: root.to_path_buf(),
+        extra: Vec::new(),
+    };
+    if root.join("var/lib/dpkg/status").is_file() {
+        if let Ok(Some(owner)) = apt.owner(path) {
+            return Some(owner);
+        }
+    }
+    if root.join("var/lib/rpm").is_dir() {
+        let dnf = crate::pm::dnf::Dnf {
+            root: root.to_path_buf(),
+            extra: Vec::new(),
+        };
+        if let Ok(Some(owner)) = dnf.owner(path) {
+            return Some(owner);
+        }
+    }
+    None
+}
+
 /// The one way the fetcher deletes an archive (`remove`, `gc`, superseded
 /// archives, package removal): `name`, a valid archive file name, directly
 /// in `kpack_dir`, a `.kpack` directory that is not a symlink, and only a
@@ -321,8 +401,20 @@ pub enum DeleteError {
 /// sha256 are those `entry` recorded. The caller holds the directory's
 /// [`DirLock`]. Returns `false` when the file is already gone.
 pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
-    use rustix::fs::{fstat, openat, statat, unlinkat, AtFlags, Mode, OFlags, CWD};
-    let path = kpack_dir.join(name);
+    delete_item(crate::plan::ItemKind::Archive, kpack_dir, name, entry)
+}
+
+/// [`delete_recorded`] and [`delete_recorded_database`]: an archive lies
+/// directly in `kpack_dir`, a database file at its path below the prefix;
+/// every directory on the way is opened without following symlinks.
+fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+    use crate::plan::ItemKind;
+    use rustix::fs::{openat, Mode, OFlags, CWD};
+    let (base, name_kind) = match kind {
+        ItemKind::Archive => (kpack_dir, NameKind::ArchiveFile),
+        ItemKind::Database => (kpack_dir.parent().unwrap_or(Path::new("/")), NameKind::DatabasePath),
+    };
+    let path = base.join(name);
     let refused = |reason: String| DeleteError::Refused {
         path: path.clone(),
         reason,
@@ -331,26 +423,55 @@ pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Resu
         path: path.clone(),
         source: e,
     };
-    names::check(NameKind::ArchiveFile, name).map_err(|e| refused(e.to_string()))?;
+    names::check(name_kind, name).map_err(|e| refused(e.to_string()))?;
     if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
         return Err(refused(format!("{} is not a {KPACK_DIR} directory", kpack_dir.display())));
     }
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let not_dir = |shown: &str| refused(format!("{shown} is a symlink or not a directory"));
+    let mut dir = openat(CWD, base, dir_flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => not_dir(&base.display().to_string()),
+        e => io_err(e.into()),
+    })?;
+    let comps: Vec<&str> = name.split('/').collect();
+    let Some((file, parents)) = comps.split_last() else {
+        return Err(refused("empty path".into()));
+    };
+    for c in parents {
+        dir = match openat(&dir, *c, dir_flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(not_dir(c)),
+            Err(e) => return Err(io_err(e.into())),
+        };
+    }
+    if kind == ItemKind::Database {
+        if let Some(owner) = package_owner(base, &path) {
+            return Err(refused(format!("the installed package {owner} owns it")));
+        }
+    }
+    check_and_unlink(&dir, file, entry, &refused, &io_err).map(|done| done.is_some())
+}
+
+/// Unlinks `name` in the open directory `dir` if it is a regular file (not
+/// followed if a symlink) with the size and sha256 `entry` recorded, and
+/// still the same file when unlinked. `Ok(None)` when it is gone already.
+fn check_and_unlink(
+    dir: &rustix::fd::OwnedFd,
+    name: &str,
+    entry: &StateEntry,
+    refused: &dyn Fn(String) -> DeleteError,
+    io_err: &dyn Fn(io::Error) -> DeleteError,
+) -> Result<Option<()>, DeleteError> {
+    use rustix::fs::{fstat, openat, statat, unlinkat, AtFlags, Mode, OFlags};
     let want = hex::decode(&entry.sha256)
         .ok()
         .and_then(|v| <[u8; 32]>::try_from(v).ok())
         .ok_or_else(|| refused(format!("the recorded sha256 {:?} is not 64 hex digits", entry.sha256)))?;
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = openat(CWD, kpack_dir, dir_flags, Mode::empty()).map_err(|e| {
-        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
-            refused(format!("{} is a symlink or not a directory", kpack_dir.display()))
-        } else {
-            io_err(e.into())
-        }
-    })?;
     let file_flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = match openat(&dir, name, file_flags, Mode::empty()) {
+    let fd = match openat(dir, name, file_flags, Mode::empty()) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Ok(false),
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(rustix::io::Errno::LOOP) => return Err(refused("it is a symlink".into())),
         Err(e) => return Err(io_err(e.into())),
     };
@@ -374,13 +495,13 @@ pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Resu
     }
     // Still the same file at that name (nobody may write the directory,
     // but check: unlink removes whatever the name holds now).
-    let now = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io_err(e.into()))?;
+    let now = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| io_err(e.into()))?;
     if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
         return Err(refused("it was replaced while being checked".into()));
     }
-    unlinkat(&dir, name, AtFlags::empty()).map_err(|e| io_err(e.into()))?;
-    rustix::fs::fsync(&dir).map_err(|e| io_err(e.into()))?;
-    Ok(true)
+    unlinkat(dir, name, AtFlags::empty()).map_err(|e| io_err(e.into()))?;
+    rustix::fs::fsync(dir).map_err(|e| io_err(e.into()))?;
+    Ok(Some(()))
 }
 
 #[cfg(test)]

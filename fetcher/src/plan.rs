@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::install::hash_file;
 use rocm_kpack_cli::iec_size;
-use crate::resolve::{needs, InstalledManifest, RefusedManifest, Scan};
+use crate::resolve::{arch_serves, needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
 
 /// What to do with one needed archive.
@@ -32,6 +32,9 @@ pub enum Action {
     /// The manifest (legacy schema) has no sha256, so a download could not
     /// be verified: not fetched.
     Unverifiable,
+    /// A database file this tool may not write: another component lists
+    /// the same path, or a different file it did not install is there.
+    Refused,
 }
 
 impl Action {
@@ -41,14 +44,32 @@ impl Action {
             Action::Present => "present",
             Action::Replace => "replace",
             Action::Unverifiable => "no-hash",
+            Action::Refused => "refused",
         }
     }
 }
 
-/// One archive a component needs here.
+/// What a planned item is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemKind {
+    /// A `.kpack` archive in the manifest's `.kpack` directory, stored as
+    /// it is.
+    #[default]
+    Archive,
+    /// A kernel-database file at its install path below the manifest's
+    /// prefix, stored zstd-encoded.
+    Database,
+}
+
+/// One archive (or, in [`ComponentPlan::databases`], kernel-database file)
+/// a component needs here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedArchive {
-    /// File name (in the component's `.kpack` directory).
+    /// Archive or database file.
+    pub kind: ItemKind,
+    /// File name (in the component's `.kpack` directory); for a database
+    /// file its install path below the manifest's prefix.
     pub filename: String,
     /// Where it is (or will be) installed.
     pub path: PathBuf,
@@ -111,11 +132,20 @@ pub struct ComponentPlan {
     pub kpack_dir: PathBuf,
     /// Needed archives, in manifest order.
     pub archives: Vec<PlannedArchive>,
+    /// Needed kernel-database files, in manifest order.
+    pub databases: Vec<PlannedArchive>,
     /// Archives installed for an earlier version of this manifest that it
     /// no longer lists, in name order: removed by `install`.
     pub superseded: Vec<Superseded>,
     /// Local targets this component publishes no device code for.
     pub no_device_code: Vec<String>,
+}
+
+impl ComponentPlan {
+    /// Archives, then database files.
+    pub fn items(&self) -> impl Iterator<Item = &PlannedArchive> {
+        self.archives.iter().chain(&self.databases)
+    }
 }
 
 /// The whole plan.
@@ -138,7 +168,8 @@ pub struct Summary {
     pub bytes_to_fetch: u64,
     /// Archives already present and valid.
     pub present: usize,
-    /// Archives that cannot be verified, so are not fetched.
+    /// Archives that cannot be verified and database files this tool may
+    /// not write, so are not fetched.
     pub unverifiable: usize,
     /// Superseded archives to remove.
     pub superseded: usize,
@@ -202,6 +233,76 @@ pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> 
         .collect()
 }
 
+/// The database files of `m` the local `targets` may load (the loader's
+/// rule, [`arch_serves`], on each file's architectures), each judged like an
+/// archive. A file found at its path that this tool did not install and
+/// that differs is not ours to replace: it is reported, not fetched. A path
+/// another manifest of the same prefix lists too is refused.
+fn plan_databases(scan: &Scan, m: &InstalledManifest, targets: &[TargetId], state: Option<&State>) -> Vec<PlannedArchive> {
+    let prefix = m.prefix();
+    let mut out = Vec::new();
+    for f in &m.manifest.database_files {
+        let mut need_targets = Vec::new();
+        let mut arches: Vec<String> = Vec::new();
+        for t in targets {
+            let serving: Vec<&String> = f.architectures.iter().filter(|a| arch_serves(t, a)).collect();
+            if !serving.is_empty() {
+                need_targets.push(t.to_string());
+                for a in serving {
+                    if !arches.contains(a) {
+                        arches.push(a.clone());
+                    }
+                }
+            }
+        }
+        if need_targets.is_empty() {
+            continue;
+        }
+        let path = prefix.join(&f.path);
+        let recorded = state.and_then(|s| s.databases.get(&f.path));
+        let stamp = recorded
+            .filter(|e| e.sha256 == hex::encode(f.sha256))
+            .and_then(|e| e.file);
+        let (mut action, mut detail) = match check_present(&path, f.size, Some(&f.sha256), stamp) {
+            (true, d) => (Action::Present, d),
+            (false, d) if fs::symlink_metadata(&path).is_ok() => (Action::Replace, d),
+            (false, d) => (Action::Fetch, d),
+        };
+        let claimed_by = scan
+            .manifests
+            .iter()
+            .filter(|o| o.kpack_dir == m.kpack_dir && o.path != m.path)
+            .find(|o| o.manifest.database_files.iter().any(|g| g.path == f.path));
+        if let Some(other) = claimed_by {
+            action = Action::Refused;
+            detail = Some(format!(
+                "{} lists the same path; refusing a database file two components claim",
+                other.path.display()
+            ));
+        } else if action == Action::Replace && recorded.is_none() {
+            action = Action::Refused;
+            detail = Some(format!(
+                "{}; rocm-kpack-fetch did not install it (a package may own it), so it is not replaced",
+                detail.unwrap_or_else(|| "present file differs from the manifest".into())
+            ));
+        }
+        out.push(PlannedArchive {
+            kind: ItemKind::Database,
+            filename: f.path.clone(),
+            path,
+            family: f.family.clone(),
+            architectures: f.architectures.clone(),
+            size: f.size,
+            sha256: Some(hex::encode(f.sha256)),
+            action,
+            targets: need_targets,
+            arches,
+            detail,
+        });
+    }
+    out
+}
+
 impl InstallPlan {
     /// Plans for `targets`. `states` holds the loaded state of each `.kpack`
     /// directory (missing entries count as empty). Reads (and may hash)
@@ -235,6 +336,7 @@ impl InstallPlan {
                     _ => detail,
                 };
                 archives.push(PlannedArchive {
+                    kind: ItemKind::Archive,
                     filename: file.filename.clone(),
                     path,
                     family: file.family.clone(),
@@ -247,11 +349,13 @@ impl InstallPlan {
                     detail,
                 });
             }
+            let databases = plan_databases(scan, m, targets, state);
             components.push(ComponentPlan {
                 component: m.manifest.component.clone(),
                 manifest: m.path.clone(),
                 kpack_dir: m.kpack_dir.clone(),
                 archives,
+                databases,
                 superseded: superseded(scan, m, state),
                 no_device_code: n.uncovered,
             });
@@ -269,25 +373,24 @@ impl InstallPlan {
         for c in &self.components {
             s.no_device_code += c.no_device_code.len();
             s.superseded += c.superseded.len();
-            for a in &c.archives {
+            for a in c.items() {
                 match a.action {
                     Action::Fetch | Action::Replace => {
                         s.to_fetch += 1;
                         s.bytes_to_fetch += a.size;
                     }
                     Action::Present => s.present += 1,
-                    Action::Unverifiable => s.unverifiable += 1,
+                    Action::Unverifiable | Action::Refused => s.unverifiable += 1,
                 }
             }
         }
         s
     }
 
-    /// Archives to download, with their component plan.
+    /// Archives and database files to download, with their component plan.
     pub fn fetches(&self) -> impl Iterator<Item = (&ComponentPlan, &PlannedArchive)> {
         self.components.iter().flat_map(|c| {
-            c.archives
-                .iter()
+            c.items()
                 .filter(|a| matches!(a.action, Action::Fetch | Action::Replace))
                 .map(move |a| (c, a))
         })
@@ -314,6 +417,14 @@ impl InstallPlan {
                     c.component, a.filename
                 ));
             }
+            for a in c.databases.iter().filter(|a| a.action == Action::Refused) {
+                out.push(format!(
+                    "{}: not fetching {}: {}",
+                    c.component,
+                    a.path.display(),
+                    a.detail.as_deref().unwrap_or_default()
+                ));
+            }
         }
         out
     }
@@ -327,10 +438,10 @@ impl fmt::Display for InstallPlan {
         }
         for c in &self.components {
             writeln!(f, "{} ({}):", c.component, c.manifest.display())?;
-            if c.archives.is_empty() && c.no_device_code.is_empty() {
+            if c.archives.is_empty() && c.databases.is_empty() && c.no_device_code.is_empty() {
                 writeln!(f, "  nothing needed")?;
             }
-            for a in &c.archives {
+            for a in c.items() {
                 writeln!(
                     f,
                     "  {:<8} {}  {}  for {}",
@@ -367,7 +478,7 @@ impl fmt::Display for InstallPlan {
             s.present
         )?;
         if s.unverifiable > 0 {
-            write!(f, ", {} unverifiable", s.unverifiable)?;
+            write!(f, ", {} unverifiable or refused", s.unverifiable)?;
         }
         if s.superseded > 0 {
             write!(f, ", {} superseded to remove", s.superseded)?;
@@ -407,6 +518,7 @@ mod tests {
                 file("c.kpack", &["gfx942"], b"cccc"),
                 file("d.kpack", &["gfx1201"], b"dddd"),
             ],
+            database_files: Vec::new(),
         };
         fs::write(kpack.join("a.kpack"), &good).expect("write");
         fs::write(kpack.join("b.kpack"), b"BBBB").expect("write");
@@ -460,6 +572,7 @@ mod tests {
                 size: bytes.len() as u64,
                 sha256: Some(Sha256::digest(&bytes).into()),
             }],
+            database_files: Vec::new(),
         };
         let entry = |manifest: &str| StateEntry {
             component: "r".into(),
@@ -527,6 +640,7 @@ mod tests {
                 manifest: Manifest {
                     component: "l".into(),
                     kpack_files: vec![legacy("old.kpack", "gfx90a"), legacy("new.kpack", "gfx1100")],
+                    database_files: Vec::new(),
                 },
             }],
             refused: vec![],

@@ -64,6 +64,12 @@ impl InstalledManifest {
             .unwrap_or_default()
     }
 
+    /// The manifest's prefix: the directory holding its `.kpack`
+    /// directory, below which its database files are installed.
+    pub fn prefix(&self) -> &Path {
+        self.kpack_dir.parent().unwrap_or(Path::new("/"))
+    }
+
     /// Where an archive of this manifest lives.
     pub fn archive_path(&self, file: &ManifestFile) -> PathBuf {
         self.kpack_dir.join(&file.filename)
@@ -329,6 +335,7 @@ mod tests {
                 file("r_gfx110X.kpack", &["gfx1100", "gfx1101"]),
                 file("r_gfx11-generic.kpack", &["gfx11-generic"]),
             ],
+            database_files: Vec::new(),
         };
         let n = needs(&m, &[t("gfx90a:xnack-"), t("gfx1151"), t("gfx803")]);
         assert_eq!(
@@ -360,6 +367,7 @@ mod tests {
                 file("d_gfx110X.kpack", &["gfx11-generic", "gfx1100", "gfx1101"]),
                 file("d_gfx115X.kpack", &["gfx11-generic"]),
             ],
+            database_files: Vec::new(),
         };
         let n = needs(&m, &[t("gfx1100")]);
         assert_eq!(
@@ -388,6 +396,7 @@ mod tests {
         let m = Manifest {
             component: "rocrand".into(),
             kpack_files: vec![file("rocrand_gfx90X.kpack", &["gfx90a"])],
+            database_files: Vec::new(),
         };
         let bytes = m.to_msgpack().expect("encode");
         fs::write(good.join("rocrand.kpm"), &bytes).expect("write");

@@ -53,6 +53,14 @@ impl Source {
             .is_none_or(|c| c.iter().any(|x| x == component))
     }
 
+    /// The URL of a database file's encoded object, by the hash of its
+    /// installed bytes (database files are only in stores).
+    pub fn database_url(&self, sha256: &[u8; 32]) -> Option<Url> {
+        join_below(&self.url, &store::database_object_path(sha256))
+            .map_err(|e| tracing::warn!("{}: {e}", self.origin))
+            .ok()
+    }
+
     /// Candidate URLs for an archive: by hash, then by name. A name that
     /// cannot be joined below the source (see [`join_below`]) is skipped
     /// with a warning in the log; manifests already refuse such names.
@@ -274,6 +282,18 @@ impl Sources {
     /// has a URL to try).
     pub fn serve(&self, component: &str) -> bool {
         self.list.iter().any(|s| s.serves(component))
+    }
+
+    /// Candidate URLs for one database file of `component`, in the order
+    /// to try.
+    pub fn database_urls_for(&self, component: &str, sha256: &[u8; 32]) -> Vec<Url> {
+        let mut urls: Vec<Url> = Vec::new();
+        for url in self.list.iter().filter(|s| s.serves(component)).filter_map(|s| s.database_url(sha256)) {
+            if !urls.contains(&url) {
+                urls.push(url);
+            }
+        }
+        urls
     }
 
     /// Candidate URLs for one archive of `component`, in the order to try.

@@ -49,6 +49,11 @@ pub struct State {
     pub format_version: u32,
     /// Installed archives by file name.
     pub archives: BTreeMap<String, StateEntry>,
+    /// Installed kernel-database files by install path below the prefix
+    /// (the manifest's `database_files` path). Written only when there are
+    /// some, so a state without them stays readable by earlier versions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub databases: BTreeMap<String, StateEntry>,
 }
 
 impl Default for State {
@@ -56,6 +61,7 @@ impl Default for State {
         State {
             format_version: STATE_VERSION,
             archives: BTreeMap::new(),
+            databases: BTreeMap::new(),
         }
     }
 }
@@ -132,6 +138,13 @@ pub enum StateError {
 }
 
 impl State {
+    /// Every record: archives, then database files.
+    pub fn items(&self) -> impl Iterator<Item = (crate::plan::ItemKind, &String, &StateEntry)> {
+        let archives = self.archives.iter().map(|(n, e)| (crate::plan::ItemKind::Archive, n, e));
+        let databases = self.databases.iter().map(|(n, e)| (crate::plan::ItemKind::Database, n, e));
+        archives.chain(databases)
+    }
+
     /// The state file path for a `.kpack` directory.
     pub fn path(kpack_dir: &Path) -> PathBuf {
         kpack_dir.join(STATE_FILE)
@@ -178,15 +191,21 @@ impl State {
     /// manifest file names) against its validator, and every digest: a
     /// state file is input like any other, and its names are deleted.
     fn check_names(&self) -> Result<(), String> {
-        for (name, e) in &self.archives {
-            let at = |field: &str, err: &dyn std::fmt::Display| {
-                format!("archives[{}].{field}: {err}", names::shown(name))
-            };
-            names::check(NameKind::ArchiveFile, name).map_err(|err| at("(key)", &err))?;
-            names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
-            names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
-            if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(at("sha256", &"not 64 hex digits"));
+        let lists = [
+            ("archives", NameKind::ArchiveFile, &self.archives),
+            ("databases", NameKind::DatabasePath, &self.databases),
+        ];
+        for (list, kind, entries) in lists {
+            for (name, e) in entries {
+                let at = |field: &str, err: &dyn std::fmt::Display| {
+                    format!("{list}[{}].{field}: {err}", names::shown(name))
+                };
+                names::check(kind, name).map_err(|err| at("(key)", &err))?;
+                names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
+                names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
+                if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(at("sha256", &"not 64 hex digits"));
+                }
             }
         }
         Ok(())

@@ -40,6 +40,7 @@ fn root_with_unowned_manifest(root: &Path) {
             size: 10,
             sha256: Some([7; 32]),
         }],
+        database_files: Vec::new(),
     };
     fs::write(kdir.join("libdemo.kpm"), m.to_msgpack().expect("kpm")).expect("write");
 }

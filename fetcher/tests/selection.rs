@@ -81,6 +81,7 @@ impl Install {
         let manifest = Manifest {
             component: "demo".into(),
             kpack_files: files,
+            database_files: Vec::new(),
         };
         let encoded = manifest.to_msgpack().expect("encode manifest");
         fs::write(dir.path().join(".kpack/demo.kpm"), encoded).expect("write manifest");

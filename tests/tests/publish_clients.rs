@@ -281,8 +281,11 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     );
     let index: Value =
         serde_json::from_str(&fs::read_to_string(repo.join("index.json")).expect("index")).expect("json");
-    assert_eq!(index["format_version"], 1);
+    assert_eq!(index["format_version"], 2);
+    // These packages carry no kernel-database files.
+    assert_eq!(index["database_files"], serde_json::json!([]));
     let archives = index["archives"].as_array().expect("archives");
+    assert!(archives.iter().all(|a| a["encoding"] == "identity"), "archives are stored as they are");
     assert_eq!(archives.len(), report.archives);
     // One entry per processor or generic ISA. libfixture: gfx90a,
     // gfx1030, gfx1100, gfx1101, gfx942 and gfx11-generic from debs+rpms

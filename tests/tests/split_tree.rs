@@ -117,6 +117,28 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
             [format!("../.kpack/{component}.kpm"), format!("../.kpack/{component}_@GFXARCH@.kpack")]
         );
     }
+    // Every moved database file is listed, once, in a manifest of the
+    // prefix above it (here the tree root), with the size and sha256 of the
+    // bytes in its device tree, its family and the arch it serves. The
+    // database symlink moves with its group but is not a file to fetch.
+    let mut listed: BTreeMap<String, (String, Vec<String>, u64, [u8; 32])> = BTreeMap::new();
+    for kpm in &report.manifests {
+        for f in Manifest::read(&out.join(kpm)).unwrap().database_files {
+            let prev = listed.insert(f.path.clone(), (f.family, f.architectures, f.size, f.sha256));
+            assert!(prev.is_none(), "{} listed twice", f.path);
+        }
+    }
+    let want: BTreeMap<String, (String, Vec<String>, u64, [u8; 32])> = tree::DATABASES
+        .iter()
+        .map(|(rel, group, arch)| {
+            let bytes = fs::read(out.join(group).join(rel)).unwrap();
+            let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
+            (rel.to_string(), (group.to_string(), vec![arch.to_string()], bytes.len() as u64, sha))
+        })
+        .collect();
+    assert_eq!(listed, want);
+    assert!(!listed.contains_key(tree::DATABASE_SYMLINK.0));
+
     // Hard links stay hard links; symlinks stay symlinks.
     let g = listing(&out.join("generic")).unwrap();
     let inode = |l: &BTreeMap<String, Node>, p: &str| match l.get(p) {

@@ -64,6 +64,15 @@ pub enum FetchError {
         /// Bytes the manifest says the file has.
         expected: u64,
     },
+    /// A store object that is not in an encoding this tool reads, or whose
+    /// encoded stream is damaged.
+    #[error("{url}: {detail}")]
+    Encoding {
+        /// Masked URL.
+        url: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A `206 Partial Content` reply for a range other than the one asked.
     #[error("{url}: asked for bytes from {asked}, got {detail}")]
     BadRange {
@@ -131,6 +140,7 @@ impl FetchError {
             FetchError::FileSource { source, .. } => super::retry::is_transient_io(source.kind()),
             FetchError::NotFound { .. }
             | FetchError::Oversize { .. }
+            | FetchError::Encoding { .. }
             | FetchError::HashMismatch { .. }
             | FetchError::Redirect { .. }
             | FetchError::Local { .. } => false,
@@ -162,6 +172,7 @@ impl FetchError {
             | FetchError::Stalled { url, .. }
             | FetchError::ShortBody { url, .. }
             | FetchError::Oversize { url, .. }
+            | FetchError::Encoding { url, .. }
             | FetchError::BadRange { url, .. }
             | FetchError::HashMismatch { url, .. }
             | FetchError::Redirect { url, .. }
@@ -207,6 +218,7 @@ impl FetchError {
             FetchError::ShortBody { .. } => "connection closed mid-file".into(),
             FetchError::Oversize { .. } => "sent more bytes than the manifest says".into(),
             FetchError::BadRange { .. } => "wrong byte range in the reply".into(),
+            FetchError::Encoding { detail, .. } => detail.clone(),
             FetchError::HashMismatch { .. } => "sha256 mismatch (damaged or wrong file)".into(),
             FetchError::Redirect { location, .. } => format!("refusing redirect to {location} (not https)"),
             FetchError::FileSource { source, .. } | FetchError::Local { source, .. } => source.to_string(),

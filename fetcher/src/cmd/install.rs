@@ -249,6 +249,16 @@ fn finish(
     if !plan.refused_manifests.is_empty() {
         return Ok(refused_failure(plan.refused_manifests.len()));
     }
+    let refused_files = plan
+        .components
+        .iter()
+        .flat_map(|c| c.databases.iter())
+        .filter(|d| d.action == rocm_kpack_fetch::plan::Action::Refused)
+        .count();
+    if refused_files > 0 {
+        eprintln!("rocm-kpack-fetch: {refused_files} database file(s) refused (see warnings); the install is incomplete");
+        return Ok(ExitStatus::Failure);
+    }
     if args.strict && summary.no_device_code > 0 {
         return Ok(strict_failure());
     }

@@ -28,7 +28,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
                 .map(|n| n.to_string_lossy())
                 .unwrap_or_default();
             text.push_str(&format!("  {} ({name}):\n", c.component));
-            for a in &c.archives {
+            for a in c.archives.iter().chain(&c.databases) {
                 let status = match a.status {
                     Presence::Fetched => "fetched",
                     Presence::Present => "present",

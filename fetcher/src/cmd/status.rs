@@ -47,11 +47,16 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         text.push_str("no installed .kpm manifests found\n");
     }
     for c in &out.components {
+        let what = if c.databases_needed > 0 {
+            "archive(s) and database file(s)"
+        } else {
+            "archive(s)"
+        };
         let state = if c.complete {
-            format!("complete ({} archive(s) present)", c.present)
+            format!("complete ({} {what} present)", c.present)
         } else {
             format!(
-                "{} of {} archive(s) missing ({}): run `rocm-kpack-fetch install --auto`",
+                "{} of {} {what} missing ({}): run `rocm-kpack-fetch install --auto`",
                 c.missing.len(),
                 c.needed,
                 iec_size(c.bytes_missing)
@@ -62,6 +67,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             c.component,
             c.manifest.display()
         ));
+        for m in &c.missing {
+            text.push_str(&format!("  missing: {m}\n"));
+        }
         for t in &c.no_device_code {
             text.push_str(&format!(
                 "  warning: {} publishes no device code for {t}\n",

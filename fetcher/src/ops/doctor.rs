@@ -1,7 +1,7 @@
 //! `doctor`: can programs here use device code? Checks the driver, KFD,
 //! /dev/kfd and render nodes, container signs, variables that restrict
-//! GPUs, and that every local target is covered by an installed archive for
-//! every installed manifest.
+//! GPUs, and that every local target is covered by an installed archive, and
+//! has every kernel-database file it may load, for every installed manifest.
 
 use std::fs;
 
@@ -242,6 +242,35 @@ pub fn doctor(
                             .join(", ")
                     ),
                 ),
+            }
+            // Kernel-database files the target may load: all of them must
+            // be there, or the library fails at its first call that needs one.
+            let databases: Vec<_> = m
+                .manifest
+                .database_files
+                .iter()
+                .filter(|f| f.architectures.iter().any(|a| arch_serves(target, a)))
+                .collect();
+            if databases.is_empty() {
+                continue;
+            }
+            let name = format!("databases {} {}", m.manifest.component, target);
+            let missing: Vec<&str> = databases
+                .iter()
+                .filter(|f| !fs::metadata(m.prefix().join(&f.path)).is_ok_and(|meta| meta.len() == f.size))
+                .map(|f| f.path.as_str())
+                .collect();
+            if missing.is_empty() {
+                add(&name, Outcome::Ok, format!("{} database file(s) present", databases.len()));
+            } else {
+                add(
+                    &name,
+                    Outcome::Problem,
+                    format!(
+                        "not installed ({}): run `rocm-kpack-fetch install --auto`",
+                        missing.join(", ")
+                    ),
+                );
             }
         }
     }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::{apply_removals, load_states, Removal};
 use crate::detect::LocalTargets;
+use crate::plan::ItemKind;
 use crate::resolve::{needs, Scan};
 
 /// What `gc` found and did (its `--json` output).
@@ -35,9 +36,10 @@ pub fn orphans(scan: &Scan, warnings: &mut Vec<String>) -> Vec<Removal> {
     let states = load_states(&scan.kpack_dirs, warnings);
     let mut out = Vec::new();
     for (dir, state) in &states {
-        for (filename, entry) in &state.archives {
-            if lister(scan, dir, filename).is_none() {
+        for (kind, filename, entry) in state.items() {
+            if lister(scan, dir, kind, filename).is_none() {
                 out.push(Removal {
+                    kind,
                     kpack_dir: dir.clone(),
                     filename: filename.clone(),
                     component: entry.component.clone(),
@@ -49,17 +51,23 @@ pub fn orphans(scan: &Scan, warnings: &mut Vec<String>) -> Vec<Removal> {
     out
 }
 
-/// The manifest of `dir` that lists archive `filename`, with its index.
-fn lister<'a>(scan: &'a Scan, dir: &Path, filename: &str) -> Option<(&'a crate::resolve::InstalledManifest, usize)> {
+/// The manifest of `dir` that lists archive (or database file) `filename`,
+/// with its index.
+fn lister<'a>(
+    scan: &'a Scan,
+    dir: &Path,
+    kind: ItemKind,
+    filename: &str,
+) -> Option<(&'a crate::resolve::InstalledManifest, usize)> {
     scan.manifests
         .iter()
         .filter(|m| m.kpack_dir == dir)
         .find_map(|m| {
-            m.manifest
-                .kpack_files
-                .iter()
-                .position(|f| f.filename == filename)
-                .map(|i| (m, i))
+            match kind {
+                ItemKind::Archive => m.manifest.kpack_files.iter().position(|f| f.filename == filename),
+                ItemKind::Database => m.manifest.database_files.iter().position(|f| f.path == filename),
+            }
+            .map(|i| (m, i))
         })
 }
 
@@ -77,7 +85,7 @@ pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
                 .filter_map(Result::ok)
                 .any(|e| e.path().extension().is_some_and(|x| x == MANIFEST_EXT))
         });
-        let recorded = crate::state::State::load(dir).map_or(true, |s| !s.archives.is_empty());
+        let recorded = crate::state::State::load(dir).map_or(true, |s| s.items().next().is_some());
         if has_manifest || recorded {
             continue;
         }
@@ -107,15 +115,20 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut candidates = Vec::new();
     for (dir, state) in &states {
-        for (filename, entry) in &state.archives {
-            let reason = match lister(scan, dir, filename) {
+        for (kind, filename, entry) in state.items() {
+            let reason = match lister(scan, dir, kind, filename) {
                 None => ORPHAN_REASON.to_string(),
                 Some((m, i)) => {
-                    if needs(&m.manifest, &local.ids)
-                        .archives
-                        .iter()
-                        .any(|n| n.index == i)
-                    {
+                    let needed = match kind {
+                        ItemKind::Archive => needs(&m.manifest, &local.ids).archives.iter().any(|n| n.index == i),
+                        ItemKind::Database => m.manifest.database_files.get(i).is_some_and(|f| {
+                            local
+                                .ids
+                                .iter()
+                                .any(|t| f.architectures.iter().any(|a| crate::resolve::arch_serves(t, a)))
+                        }),
+                    };
+                    if needed {
                         continue;
                     }
                     format!(
@@ -125,6 +138,7 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
                 }
             };
             candidates.push(Removal {
+                kind,
                 kpack_dir: dir.clone(),
                 filename: filename.clone(),
                 component: entry.component.clone(),

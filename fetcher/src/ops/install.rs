@@ -102,7 +102,11 @@ pub fn install(
         if c.superseded.is_empty() || !locked.get(&c.kpack_dir).is_some_and(Result::is_ok) {
             continue;
         }
-        let names: Vec<&str> = c.superseded.iter().map(|s| s.filename.as_str()).collect();
+        let names: Vec<(crate::plan::ItemKind, &str)> = c
+            .superseded
+            .iter()
+            .map(|s| (crate::plan::ItemKind::Archive, s.filename.as_str()))
+            .collect();
         report.removed.extend(remove_recorded(&c.kpack_dir, &names)?);
     }
     drop(locks);

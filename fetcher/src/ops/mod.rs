@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::plan::ItemKind;
 use crate::state::State;
 
 /// The default cache directory: below `root` when it is not `/`, else
@@ -57,12 +58,16 @@ pub fn load_states(dirs: &[PathBuf], warnings: &mut Vec<String>) -> BTreeMap<Pat
         .collect()
 }
 
-/// An archive rocm-kpack-fetch installed, chosen for removal.
+/// An archive (or database file) rocm-kpack-fetch installed, chosen for
+/// removal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Removal {
-    /// Its `.kpack` directory.
+    /// Archive or database file.
+    pub kind: ItemKind,
+    /// Its `.kpack` directory (a database file's: that of the manifest
+    /// that listed it).
     pub kpack_dir: PathBuf,
-    /// Archive file name.
+    /// Archive file name; a database file's path below the prefix.
     pub filename: String,
     /// Component recorded for it.
     pub component: String,
@@ -71,9 +76,18 @@ pub struct Removal {
 }
 
 impl Removal {
-    /// Full path of the archive.
+    /// Full path of the file.
     pub fn path(&self) -> PathBuf {
-        self.kpack_dir.join(&self.filename)
+        item_path(self.kind, &self.kpack_dir, &self.filename)
+    }
+}
+
+/// Where an item recorded in `kpack_dir`'s state lives: an archive in the
+/// directory, a database file at its path below the prefix.
+pub fn item_path(kind: ItemKind, kpack_dir: &Path, name: &str) -> PathBuf {
+    match kind {
+        ItemKind::Archive => kpack_dir.join(name),
+        ItemKind::Database => kpack_dir.parent().unwrap_or(Path::new("/")).join(name),
     }
 }
 
@@ -81,9 +95,9 @@ impl Removal {
 /// records. Only archives still recorded when the lock is held are touched.
 /// Returns the paths removed.
 pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut by_dir: BTreeMap<&Path, Vec<&str>> = BTreeMap::new();
+    let mut by_dir: BTreeMap<&Path, Vec<(ItemKind, &str)>> = BTreeMap::new();
     for r in removals {
-        by_dir.entry(r.kpack_dir.as_path()).or_default().push(&r.filename);
+        by_dir.entry(r.kpack_dir.as_path()).or_default().push((r.kind, &r.filename));
     }
     let mut removed = Vec::new();
     for (dir, names) in by_dir {
@@ -106,18 +120,26 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
 /// under the same lock count. Returns the paths removed (also those
 /// already gone); archives refused (changed since, symlinks, ...) keep
 /// their records and make the call fail after the others are removed.
-pub(crate) fn remove_recorded(dir: &Path, names: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn remove_recorded(dir: &Path, names: &[(ItemKind, &str)]) -> anyhow::Result<Vec<PathBuf>> {
     let mut state = State::load(dir)?;
     let mut removed = Vec::new();
     let mut refused = Vec::new();
-    for name in names {
-        let Some(entry) = state.archives.get(*name).cloned() else {
+    for &(kind, name) in names {
+        let records = match kind {
+            ItemKind::Archive => &mut state.archives,
+            ItemKind::Database => &mut state.databases,
+        };
+        let Some(entry) = records.get(name).cloned() else {
             continue;
         };
-        match crate::install::delete_recorded(dir, name, &entry) {
+        let deleted = match kind {
+            ItemKind::Archive => crate::install::delete_recorded(dir, name, &entry),
+            ItemKind::Database => crate::install::delete_recorded_database(dir, name, &entry),
+        };
+        match deleted {
             Ok(_) => {
-                state.archives.remove(*name);
-                removed.push(dir.join(name));
+                records.remove(name);
+                removed.push(item_path(kind, dir, name));
             }
             Err(e @ crate::install::DeleteError::Refused { .. }) => refused.push(e.to_string()),
             Err(e) => {

@@ -34,10 +34,11 @@ pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<Remo
     for name in names {
         let mut matched = false;
         for (dir, state) in &states {
-            for (filename, entry) in &state.archives {
+            for (kind, filename, entry) in state.items() {
                 if filename == name || &entry.component == name {
                     matched = true;
                     chosen.push(Removal {
+                        kind,
                         kpack_dir: dir.clone(),
                         filename: filename.clone(),
                         component: entry.component.clone(),
@@ -69,7 +70,7 @@ pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<Remo
     let removed = if apply {
         apply_removals(&chosen)?
     } else {
-        chosen.iter().map(|r| r.kpack_dir.join(&r.filename)).collect()
+        chosen.iter().map(Removal::path).collect()
     };
     Ok(RemoveReport {
         applied: apply,

@@ -18,13 +18,16 @@ pub struct Component {
     pub component: String,
     /// The manifest file.
     pub manifest: PathBuf,
-    /// Every needed archive is present.
+    /// Every needed archive and database file is present and verified.
     pub complete: bool,
-    /// Archives the local targets need.
+    /// Archives and database files the local targets need.
     pub needed: usize,
+    /// Of those, database files.
+    pub databases_needed: usize,
     /// Of those, present.
     pub present: usize,
-    /// File names of the needed archives not present.
+    /// File names of the needed archives, and install paths (below the
+    /// prefix) of the needed database files, not present.
     pub missing: Vec<String>,
     /// Their total size.
     pub bytes_missing: u64,
@@ -66,17 +69,15 @@ pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache) -> StatusReport 
         .components
         .iter()
         .map(|c| {
-            let missing: Vec<_> = c
-                .archives
-                .iter()
-                .filter(|a| a.action != Action::Present)
-                .collect();
+            let missing: Vec<_> = c.items().filter(|a| a.action != Action::Present).collect();
+            let needed = c.archives.len() + c.databases.len();
             Component {
                 component: c.component.clone(),
                 manifest: c.manifest.clone(),
                 complete: missing.is_empty(),
-                needed: c.archives.len(),
-                present: c.archives.len() - missing.len(),
+                needed,
+                databases_needed: c.databases.len(),
+                present: needed - missing.len(),
                 missing: missing.iter().map(|a| a.filename.clone()).collect(),
                 bytes_missing: missing.iter().map(|a| a.size).sum(),
                 no_device_code: c.no_device_code.clone(),

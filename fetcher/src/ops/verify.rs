@@ -1,5 +1,5 @@
-//! `verify`: re-hash every present archive of every installed manifest and
-//! compare size and sha256; an archive this tool installed that has
+//! `verify`: re-hash every present archive and database file of every
+//! installed manifest and compare size and sha256; an archive this tool installed that has
 //! disappeared is a problem too.
 
 use std::path::PathBuf;
@@ -72,10 +72,18 @@ pub fn verify(scan: &Scan) -> VerifyReport {
     let mut not_installed = 0;
     for m in &scan.manifests {
         let state = states.get(&m.kpack_dir);
-        for f in &m.manifest.kpack_files {
-            let path = m.archive_path(f);
+        // (path, recorded as installed by this tool, size, sha256).
+        let archives_of = m.manifest.kpack_files.iter().map(|f| {
+            let recorded = state.is_some_and(|s| s.archives.contains_key(&f.filename));
+            (m.archive_path(f), recorded, f.size, f.sha256)
+        });
+        let databases_of = m.manifest.database_files.iter().map(|f| {
+            let recorded = state.is_some_and(|s| s.databases.contains_key(&f.path));
+            (m.prefix().join(&f.path), recorded, f.size, Some(f.sha256))
+        });
+        for (path, recorded, size, sha256) in archives_of.chain(databases_of) {
             let (verdict, detail) = if !path.exists() {
-                if state.is_some_and(|s| s.archives.contains_key(&f.filename)) {
+                if recorded {
                     (
                         Verdict::Missing,
                         Some("installed by rocm-kpack-fetch, now gone".to_string()),
@@ -87,11 +95,11 @@ pub fn verify(scan: &Scan) -> VerifyReport {
             } else {
                 match hash_file(&path) {
                     Err(e) => (Verdict::Unreadable, Some(e.to_string())),
-                    Ok((len, _)) if len != f.size => (
+                    Ok((len, _)) if len != size => (
                         Verdict::Damaged,
-                        Some(format!("{len} bytes, manifest says {}", f.size)),
+                        Some(format!("{len} bytes, manifest says {size}")),
                     ),
-                    Ok((_, actual)) => match f.sha256 {
+                    Ok((_, actual)) => match sha256 {
                         None => (Verdict::SizeOnly, Some("legacy manifest: no sha256".into())),
                         Some(want) if want == actual => (Verdict::Ok, None),
                         Some(want) => (

@@ -5,6 +5,7 @@
 //! (`layouts`). One test binary; helpers here, tests in modules.
 
 mod commands;
+mod databases;
 mod faults;
 mod install;
 mod layouts;
@@ -107,6 +108,7 @@ impl Env {
         let m = Manifest {
             component: component.to_string(),
             kpack_files: archives.iter().map(|a| a.file.clone()).collect(),
+            database_files: Vec::new(),
         };
         fs::create_dir_all(kpack).expect("mkdir");
         fs::write(kpack.join(format!("{component}.kpm")), m.to_msgpack().expect("encode")).expect("write kpm");

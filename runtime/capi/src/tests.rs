@@ -546,6 +546,7 @@ fn malformed_manifests_fall_through() {
     let good = rocm_kpack_format::manifest::Manifest {
         component: "foo".into(),
         kpack_files: vec![manifest_file(&l.kpack("foo_gfx1100.kpack"), "gfx1100", &["gfx1100"])],
+        database_files: Vec::new(),
     }
     .to_msgpack()
     .expect("encode");

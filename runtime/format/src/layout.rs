@@ -100,6 +100,16 @@ pub fn is_in_kpack_dir(rel: &str) -> bool {
     in_kpack_dir && (is_archive_path(name) || is_manifest_path(name))
 }
 
+/// The prefix of a kpack file: the directory holding its `.kpack/`
+/// directory (`usr/lib/x86_64-linux-gnu/.kpack/x.kpm` ->
+/// `usr/lib/x86_64-linux-gnu`; `.kpack/x.kpm` -> ``). Manifest database
+/// paths are relative to it.
+pub fn kpack_prefix_of(rel: &str) -> &str {
+    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    let kpack_parent = dir.strip_suffix(KPACK_DIR).unwrap_or(dir);
+    kpack_parent.strip_suffix('/').unwrap_or(kpack_parent)
+}
+
 fn has_extension(path: &str, ext: &str) -> bool {
     path.strip_suffix(ext).is_some_and(|s| s.ends_with('.'))
 }
@@ -117,6 +127,24 @@ pub mod store {
     /// relative to the store root (or a source URL).
     pub fn by_hash_path(sha256: &[u8; 32]) -> String {
         format!("{BY_HASH_DIR}/{}", hex::encode(sha256))
+    }
+
+    /// The transport encoding of kernel-database objects: one zstd frame
+    /// (`index.json` says `"encoding": "zstd"`; archives, already
+    /// compressed, are stored as they are: `"identity"`).
+    pub const DATABASE_ENCODING: &str = "zstd";
+
+    /// The file-name suffix of [`DATABASE_ENCODING`] objects.
+    pub const DATABASE_SUFFIX: &str = ".zst";
+
+    /// The first bytes of a zstd frame, which a database object must start
+    /// with: anything else is an encoding this reader does not know.
+    pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+    /// `by-hash/sha256/<hex>.zst`: where the database file whose installed
+    /// bytes have this digest lives, encoded, relative to the store root.
+    pub fn database_object_path(sha256: &[u8; 32]) -> String {
+        format!("{}{DATABASE_SUFFIX}", by_hash_path(sha256))
     }
 }
 
@@ -249,6 +277,9 @@ pub mod names {
         ArchiveFile,
         /// A manifest file name (`<component>.kpm`).
         ManifestFile,
+        /// A kernel-database file's path below a manifest's prefix
+        /// (`rocblas/library/TensileLibrary_gfx90a.co`).
+        DatabasePath,
     }
 
     impl NameKind {
@@ -270,6 +301,7 @@ pub mod names {
                 NameKind::Component => "component name",
                 NameKind::ArchiveFile => "archive file name",
                 NameKind::ManifestFile => "manifest file name",
+                NameKind::DatabasePath => "database path",
             }
         }
     }
@@ -411,6 +443,19 @@ pub mod names {
             }
             NameKind::WheelTag => plain(kind, name, "._"),
             NameKind::MemberPath => check_member_path(name),
+            NameKind::DatabasePath => {
+                check_member_path(name).map_err(|e| refuse(kind, name, e.reason))?;
+                if name.contains('\\') {
+                    return Err(refuse(kind, name, "contains a backslash"));
+                }
+                if name.split('/').any(|c| c == super::KPACK_DIR) {
+                    return Err(refuse(kind, name, format!("lies in a {} directory", super::KPACK_DIR)));
+                }
+                if super::is_archive_path(name) || super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some() {
+                    return Err(refuse(kind, name, "names a kpack archive or manifest"));
+                }
+                Ok(())
+            }
             NameKind::Component => {
                 plain(kind, name, "._+-")?;
                 starts_alnum(kind, name)

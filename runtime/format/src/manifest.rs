@@ -1,8 +1,13 @@
-//! `.kpm` manifests: which archives a component has, for which
-//! architectures, with their sizes and hashes (docs/formats.md section 3).
+//! `.kpm` manifests: which archives and kernel-database files a component
+//! has, for which architectures, with their sizes and hashes
+//! (docs/formats.md section 3).
 //!
-//! Version 1 is written; the legacy schema of some reference-tool versions
-//! (`component_name`, `prefix`, `kpack_files` keyed by arch) is read too.
+//! Version 2 adds `database_files`; a manifest without database files is
+//! written as version 1, which every earlier reader honours in full, and
+//! one with database files as version 2, which an earlier reader refuses
+//! (it could not fetch those files). The legacy schema of some
+//! reference-tool versions (`component_name`, `prefix`, `kpack_files` keyed
+//! by arch) is read too.
 
 use crate::error::{Error, Result};
 use crate::msgpack::{self, Value};
@@ -10,8 +15,31 @@ use std::path::Path;
 
 use crate::layout::names::NameKind;
 
-/// The manifest format version this crate reads and writes.
-pub const MANIFEST_VERSION: u64 = 1;
+/// The newest manifest format version this crate reads and writes.
+pub const MANIFEST_VERSION: u64 = 2;
+
+/// The version of manifests that list archives only.
+pub const MANIFEST_VERSION_ARCHIVES_ONLY: u64 = 1;
+
+/// One kernel-database file listed in a manifest: a data file (Tensile
+/// `.co`/`.hsaco`, MIOpen `.kdb`, AOTriton image, ...) the split moved from
+/// the generic package to a device package, installed at `path` below the
+/// manifest's prefix (the directory holding its `.kpack/` directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseFile {
+    /// Install path relative to the prefix, `/`-separated (checked by
+    /// [`validate_database_path`]).
+    pub path: String,
+    /// Family (device tree) the file belongs to.
+    pub family: String,
+    /// The processors or generic ISA it serves (target ids, `gfx90a:xnack+`,
+    /// `gfx11-generic`).
+    pub architectures: Vec<String>,
+    /// Installed size in bytes.
+    pub size: u64,
+    /// SHA-256 of the installed bytes.
+    pub sha256: [u8; 32],
+}
 
 /// One archive listed in a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +63,8 @@ pub struct Manifest {
     pub component: String,
     /// The archives, in manifest order.
     pub kpack_files: Vec<ManifestFile>,
+    /// Kernel-database files, in manifest order (empty before version 2).
+    pub database_files: Vec<DatabaseFile>,
 }
 
 fn bad(detail: impl Into<String>) -> Error {
@@ -53,6 +83,15 @@ pub fn validate_filename(name: &str) -> Result<()> {
 /// sources file a package ships beside it).
 pub fn validate_component(name: &str) -> Result<()> {
     check_name(NameKind::Component, name, "component name")
+}
+
+/// Checks a database file's install path: a relative member path (no
+/// `..`, `.`, empty or absolute components, no control characters) that
+/// does not lie in a `.kpack/` directory nor name an archive or manifest,
+/// so a manifest can never make the fetcher write outside its prefix or
+/// over another component's kpack files.
+pub fn validate_database_path(path: &str) -> Result<()> {
+    check_name(NameKind::DatabasePath, path, "database path")
 }
 
 fn check_name(kind: NameKind, name: &str, field: &str) -> Result<()> {
@@ -118,17 +157,17 @@ impl Manifest {
         let value = msgpack::decode(bytes)?;
         let top = map_of(&value, "manifest")?;
         let version = uint_field(&top, "format_version", "manifest")?;
-        if version != MANIFEST_VERSION {
+        if version == 0 || version > MANIFEST_VERSION {
             return Err(Error::UnsupportedVersion {
                 what: "kpm manifest",
                 found: version,
-                supported: "1",
+                supported: "1 and 2; a newer rocm-kpack wrote it, so upgrade rocm-kpack-fetch and the runtime",
             });
         }
-        let manifest = if top.iter().any(|(k, _)| *k == "component_name") {
+        let manifest = if version == 1 && top.iter().any(|(k, _)| *k == "component_name") {
             Self::parse_legacy(&top)?
         } else {
-            Self::parse_v1(&top)?
+            Self::parse_v1(&top, version)?
         };
         let mut names: Vec<&str> = manifest
             .kpack_files
@@ -142,10 +181,29 @@ impl Manifest {
                 w.first().copied().unwrap_or_default()
             )));
         }
+        let mut paths: Vec<&str> = manifest.database_files.iter().map(|f| f.path.as_str()).collect();
+        paths.sort_unstable();
+        if let Some(w) = paths.windows(2).find(|w| w.first() == w.get(1)) {
+            return Err(bad(format!(
+                "database file {:?} listed twice",
+                w.first().copied().unwrap_or_default()
+            )));
+        }
+        // One path may not be both a file and a directory of another.
+        if let Some(w) = paths
+            .windows(2)
+            .find(|w| matches!((w.first(), w.get(1)), (Some(a), Some(b)) if b.starts_with(&format!("{a}/"))))
+        {
+            return Err(bad(format!(
+                "database file {:?} is a directory of {:?}",
+                w.first().copied().unwrap_or_default(),
+                w.get(1).copied().unwrap_or_default()
+            )));
+        }
         Ok(manifest)
     }
 
-    fn parse_v1(top: &[(&str, &Value)]) -> Result<Manifest> {
+    fn parse_v1(top: &[(&str, &Value)], version: u64) -> Result<Manifest> {
         let component = str_field(top, "component", "manifest")?;
         validate_component(&component)?;
         let files_v = field(top, "kpack_files", "manifest")?;
@@ -161,11 +219,7 @@ impl Manifest {
             let m = map_of(f, &what)?;
             let filename = str_field(&m, "filename", &what)?;
             validate_filename(&filename)?;
-            let sha_v = field(&m, "sha256", &what)?;
-            let sha256: [u8; 32] = sha_v
-                .as_bin()
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| bad(format!("{what}.sha256 must be a 32-byte bin")))?;
+            let sha256 = sha256_field(&m, &what)?;
             kpack_files.push(ManifestFile {
                 filename,
                 family: str_field(&m, "family", &what)?,
@@ -177,9 +231,18 @@ impl Manifest {
                 sha256: Some(sha256),
             });
         }
+        let database_files = match top.iter().find(|(k, _)| *k == "database_files") {
+            None if version >= 2 => return Err(bad("manifest: missing key \"database_files\"")),
+            None => Vec::new(),
+            Some(_) if version < 2 => {
+                return Err(bad("database_files needs format_version 2"));
+            }
+            Some((_, v)) => parse_database_files(v)?,
+        };
         Ok(Manifest {
             component,
             kpack_files,
+            database_files,
         })
     }
 
@@ -236,6 +299,7 @@ impl Manifest {
         Ok(Manifest {
             component,
             kpack_files,
+            database_files: Vec::new(),
         })
     }
 
@@ -255,13 +319,25 @@ impl Manifest {
             .find(|f| f.architectures.iter().any(|a| a == arch))
     }
 
-    /// Encodes as a v1 manifest (keys in schema order). Fails on unsafe
-    /// filenames and on entries without a sha256 (legacy data).
+    /// The format version [`Self::to_msgpack`] writes: 1 while the manifest
+    /// lists archives only (every reader honours it), 2 with database files.
+    pub fn format_version(&self) -> u64 {
+        if self.database_files.is_empty() {
+            MANIFEST_VERSION_ARCHIVES_ONLY
+        } else {
+            MANIFEST_VERSION
+        }
+    }
+
+    /// Encodes as a v1 or v2 manifest ([`Self::format_version`], keys in
+    /// schema order). Fails on unsafe names and on entries without a sha256
+    /// (legacy data).
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
         let mut b = Vec::new();
-        msgpack::write_map_len(&mut b, 3)?;
+        let version = self.format_version();
+        msgpack::write_map_len(&mut b, if version >= 2 { 4 } else { 3 })?;
         msgpack::write_str(&mut b, "format_version")?;
-        msgpack::write_uint(&mut b, MANIFEST_VERSION)?;
+        msgpack::write_uint(&mut b, version)?;
         msgpack::write_str(&mut b, "component")?;
         validate_component(&self.component)?;
         msgpack::write_str(&mut b, &self.component)?;
@@ -272,18 +348,79 @@ impl Manifest {
             let sha = f.sha256.ok_or_else(|| {
                 Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
             })?;
-            msgpack::write_map_len(&mut b, 5)?;
-            msgpack::write_str(&mut b, "filename")?;
-            msgpack::write_str(&mut b, &f.filename)?;
-            msgpack::write_str(&mut b, "family")?;
-            msgpack::write_str(&mut b, &f.family)?;
-            msgpack::write_str(&mut b, "architectures")?;
-            msgpack::write_str_array(&mut b, &f.architectures)?;
-            msgpack::write_str(&mut b, "size")?;
-            msgpack::write_uint(&mut b, f.size)?;
-            msgpack::write_str(&mut b, "sha256")?;
-            msgpack::write_bin(&mut b, &sha)?;
+            write_entry(&mut b, ("filename", &f.filename), &f.family, &f.architectures, f.size, &sha)?;
+        }
+        if version >= 2 {
+            msgpack::write_str(&mut b, "database_files")?;
+            msgpack::write_array_len(&mut b, self.database_files.len())?;
+            for f in &self.database_files {
+                validate_database_path(&f.path)?;
+                write_entry(&mut b, ("path", &f.path), &f.family, &f.architectures, f.size, &f.sha256)?;
+            }
         }
         Ok(b)
     }
+
+    /// The database files serving any of `arches` (exact arch keys).
+    pub fn database_files_for<'m>(&'m self, arch: &'m str) -> impl Iterator<Item = &'m DatabaseFile> + 'm {
+        self.database_files
+            .iter()
+            .filter(move |f| f.architectures.iter().any(|a| a == arch))
+    }
+}
+
+/// One `kpack_files` or `database_files` element: its name key and value,
+/// then family, architectures, size, sha256 (schema order).
+fn write_entry(
+    b: &mut Vec<u8>,
+    (key, name): (&str, &str),
+    family: &str,
+    architectures: &[String],
+    size: u64,
+    sha256: &[u8; 32],
+) -> Result<()> {
+    msgpack::write_map_len(b, 5)?;
+    msgpack::write_str(b, key)?;
+    msgpack::write_str(b, name)?;
+    msgpack::write_str(b, "family")?;
+    msgpack::write_str(b, family)?;
+    msgpack::write_str(b, "architectures")?;
+    msgpack::write_str_array(b, architectures)?;
+    msgpack::write_str(b, "size")?;
+    msgpack::write_uint(b, size)?;
+    msgpack::write_str(b, "sha256")?;
+    msgpack::write_bin(b, sha256)?;
+    Ok(())
+}
+
+fn sha256_field(m: &[(&str, &Value)], what: &str) -> Result<[u8; 32]> {
+    field(m, "sha256", what)?
+        .as_bin()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| bad(format!("{what}.sha256 must be a 32-byte bin")))
+}
+
+fn parse_database_files(v: &Value) -> Result<Vec<DatabaseFile>> {
+    let list = v.as_array().ok_or_else(|| {
+        bad(format!("database_files must be an array, found {}", v.type_name()))
+    })?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, f) in list.iter().enumerate() {
+        let what = format!("database_files[{i}]");
+        let m = map_of(f, &what)?;
+        let path = str_field(&m, "path", &what)?;
+        validate_database_path(&path)?;
+        let architectures = str_list(field(&m, "architectures", &what)?, &format!("{what}.architectures"))?;
+        if architectures.is_empty() {
+            return Err(bad(format!("{what}.architectures is empty")));
+        }
+        out.push(DatabaseFile {
+            path,
+            family: str_field(&m, "family", &what)?,
+            architectures,
+            size: uint_field(&m, "size", &what)?,
+            sha256: sha256_field(&m, &what)?,
+        });
+    }
+    Ok(out)
 }

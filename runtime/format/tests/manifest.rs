@@ -5,7 +5,7 @@ mod archive_common;
 
 use archive_common::{legacy_manifest_bytes, sample_manifest};
 use proptest::prelude::*;
-use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_format::msgpack::{self, Value};
 use rocm_kpack_format::Error;
 
@@ -109,6 +109,7 @@ fn legacy_schema_is_read() {
                     sha256: None,
                 },
             ],
+            database_files: Vec::new(),
         }
     );
     // v1 output needs hashes the legacy schema never had.
@@ -180,9 +181,17 @@ fn hostile_components_are_rejected() {
 fn wrong_types_and_versions() {
     type Mutation = (&'static str, fn(&mut Value));
     let cases: &[Mutation] = &[
-        ("version 2", |v| {
+        ("version 3", |v| {
+            let Value::Map(top) = v else { panic!() };
+            top[0].1 = Value::UInt(3);
+        }),
+        ("version 2 without database_files", |v| {
             let Value::Map(top) = v else { panic!() };
             top[0].1 = Value::UInt(2);
+        }),
+        ("database_files in version 1", |v| {
+            let Value::Map(top) = v else { panic!() };
+            top.push((s("database_files"), Value::Array(vec![])));
         }),
         ("component bin", |v| {
             let Value::Map(top) = v else { panic!() };
@@ -233,9 +242,94 @@ fn wrong_types_and_versions() {
         mutate(&mut v);
         let e = Manifest::parse(&msgpack::encode(&v).unwrap());
         assert!(e.is_err(), "{why}");
-        if *why == "version 2" {
-            assert!(matches!(e, Err(Error::UnsupportedVersion { found: 2, .. })));
+        if *why == "version 3" {
+            let e = e.unwrap_err();
+            assert!(matches!(e, Error::UnsupportedVersion { found: 3, .. }), "{e}");
+            assert!(e.to_string().contains("upgrade rocm-kpack-fetch"), "{e}");
         }
+    }
+}
+
+fn with_databases() -> Manifest {
+    let mut m = sample_manifest();
+    m.database_files = vec![
+        DatabaseFile {
+            path: "rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco".into(),
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a:xnack+".into()],
+            size: 20_384_632,
+            sha256: [0x11; 32],
+        },
+        DatabaseFile {
+            path: "rocblas/library/TensileLibrary_gfx90a.co".into(),
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a".into()],
+            size: 395_981_312,
+            sha256: [0x22; 32],
+        },
+    ];
+    m
+}
+
+/// A manifest listing database files is version 2 (an earlier reader
+/// refuses it rather than fetch part of it); one without stays version 1,
+/// byte for byte what earlier writers wrote.
+#[test]
+fn v2_lists_database_files_and_v1_stays_for_archives_only() {
+    let v1 = sample_manifest().to_msgpack().unwrap();
+    assert_eq!(msgpack::decode(&v1).unwrap().get("format_version"), Some(&Value::UInt(1)));
+    let m = with_databases();
+    let bytes = m.to_msgpack().unwrap();
+    assert_eq!(Manifest::parse(&bytes).unwrap(), m);
+    let v = msgpack::decode(&bytes).unwrap();
+    assert_eq!(v.get("format_version"), Some(&Value::UInt(2)));
+    let keys: Vec<&str> = v.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(keys, ["format_version", "component", "kpack_files", "database_files"]);
+    let d = &v.get("database_files").unwrap().as_array().unwrap()[1];
+    let dkeys: Vec<&str> = d.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(dkeys, ["path", "family", "architectures", "size", "sha256"]);
+    assert_eq!(d.get("sha256"), Some(&Value::Bin(vec![0x22; 32])));
+    let served: Vec<&str> = m.database_files_for("gfx90a:xnack+").map(|f| f.path.as_str()).collect();
+    assert_eq!(served, ["rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"]);
+}
+
+#[test]
+fn hostile_database_paths_are_rejected() {
+    for path in [
+        "",
+        "../etc/passwd",
+        "lib/../../x",
+        "/etc/passwd",
+        "lib//x.co",
+        "lib/./x.co",
+        "lib/x.co/",
+        ".kpack/x.co",
+        "lib/.kpack/y.hsaco",
+        "lib/x_gfx90a.kpack",
+        "lib/other.kpm",
+        "lib\\..\\x",
+        "lib/x\nco",
+        "lib/x\0co",
+    ] {
+        let mut m = with_databases();
+        m.database_files[0].path = path.into();
+        assert!(m.to_msgpack().is_err(), "writer accepted {path:?}");
+        // The same bytes, hand-made: the reader refuses them too.
+        let mut v = msgpack::decode(&with_databases().to_msgpack().unwrap()).unwrap();
+        let Value::Map(top) = &mut v else { panic!() };
+        let Value::Array(dbs) = &mut top[3].1 else { panic!() };
+        let Value::Map(d) = &mut dbs[0] else { panic!() };
+        set(d, "path", s(path));
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("database path"), "{path:?}: {e}");
+    }
+    // Listed twice, or a file that is another's directory.
+    for (a, b) in [("lib/x.co", "lib/x.co"), ("lib/x", "lib/x/y.co")] {
+        let mut m = with_databases();
+        m.database_files[0].path = a.into();
+        m.database_files[1].path = b.into();
+        let e = Manifest::parse(&m.to_msgpack().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("database file"), "{a} {b}: {e}");
     }
 }
 
@@ -243,6 +337,7 @@ fn wrong_types_and_versions() {
 fn truncation_at_every_offset() {
     for bytes in [
         sample_manifest().to_msgpack().unwrap(),
+        with_databases().to_msgpack().unwrap(),
         legacy_manifest_bytes(),
     ] {
         for cut in 0..bytes.len() {
@@ -271,7 +366,7 @@ proptest! {
                 filename, family, architectures, size, sha256: Some(sha),
             })
             .collect();
-        let m = Manifest { component, kpack_files };
+        let m = Manifest { component, kpack_files, database_files: Vec::new() };
         prop_assert_eq!(Manifest::parse(&m.to_msgpack().unwrap()).unwrap(), m);
     }
 }

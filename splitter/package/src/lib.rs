@@ -150,11 +150,13 @@ pub struct PackageOptions {
     pub compression: Compression,
     /// Compression level (None = the compressor's default).
     pub level: Option<u32>,
-    /// Compression of device packages; None = automatic: their payload is
-    /// `.kpack` archives, and when every archive of a group is already
+    /// Compression of device packages; None = automatic, from the whole
+    /// payload: when it is only `.kpack` archives that are all
     /// zstd-compressed per kernel, recompressing with xz -6 saves about 1%
     /// at about 2 MB/s, so such groups get gzip level 1 (readable by every
-    /// dpkg and rpm); groups with uncompressed archives get `compression`.
+    /// dpkg and rpm); groups with uncompressed archives or with anything
+    /// else (kernel-database files: uncompressed code objects) get
+    /// `compression` at `level`, the release setting (xz -6 by default).
     pub device_compression: Option<Compression>,
     /// Device package compression level (None = the compressor's default).
     pub device_level: Option<u32>,
@@ -433,11 +435,16 @@ fn resolve_existing(path: &Path) -> Result<PathBuf, PackageError> {
 /// The compression of one group's device package (see
 /// [`PackageOptions::device_compression`]).
 fn device_compression(opts: &PackageOptions, g: &DeviceGroup) -> (Compression, Option<u32>) {
+    // The whole payload counts: database files beside the archives are
+    // uncompressed code objects, most of the bytes in real libraries.
+    let only_compressed_archives = !g.archives.is_empty()
+        && g.archives.iter().all(|a| a.compressed)
+        && g.payload.iter().all(|e| {
+            !matches!(e.kind, crate::tree::EntryKind::File { .. }) || crate::device::is_kpack_archive_path(&e.path)
+        });
     match opts.device_compression {
         Some(c) => (c, opts.device_level),
-        None if !g.archives.is_empty() && g.archives.iter().all(|a| a.compressed) => {
-            (Compression::Gzip, Some(1))
-        }
+        None if only_compressed_archives => (Compression::Gzip, Some(1)),
         None => (opts.compression, opts.level),
     }
 }

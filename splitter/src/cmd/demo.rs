@@ -313,7 +313,11 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         "publish apt, pip and kpack-store repositories and serve them on 127.0.0.1",
         &format!("rocm-kpack publish {} --out {}", work.split.display(), work.repo.display()),
         || {
-            rocm_kpack(&os(&[&"publish", &work.split, &"--out", &work.repo, &"--apt", &"--pip", &"--kpack-store"]))?;
+            let store_url = format!("file://{}", std::path::absolute(&work.repo)?.display());
+            rocm_kpack(&os(&[
+                &"publish", &work.split, &"--out", &work.repo, &"--apt", &"--pip", &"--kpack-store",
+                &"--store-url", &store_url,
+            ]))?;
             let server = Server::start(&work.repo)?;
             rocm_kpack_cli::outln!("    serving {} at {}", work.repo.display(), server.url)?;
             Ok(server)
@@ -352,7 +356,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         &"--source", &server.url, &"--allow-http",
     ]);
     let fetched = report.step(
-        "rocm-kpack-fetch install --auto: fetch, verify and install the archives this GPU needs",
+        "rocm-kpack-fetch install --auto: fetch, verify and install the archives and database files this GPU needs",
         &format!("rocm-kpack-fetch {}", shell_line(&fetch_args)),
         || {
             let code = rocm_kpack_fetch(&fetch_args)?;
@@ -370,7 +374,23 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
                     fetched.push(p);
                 }
             }
+            for m in fs::read_dir(&kpack_dir)? {
+                let p = m?.path();
+                if p.extension().is_some_and(|x| x == "kpm") {
+                    let m = rocm_kpack_format::manifest::Manifest::read(&p)?;
+                    for d in &m.database_files {
+                        let installed = work.install_root.join(PREFIX).join(&d.path);
+                        if installed.is_file() {
+                            fetched.push(installed);
+                        }
+                    }
+                }
+            }
             fetched.sort();
+            ensure!(
+                fetched.iter().any(|p| p.extension().is_some_and(|x| x == "co")),
+                "no kernel-database file was fetched"
+            );
             let code = rocm_kpack_fetch(&os(&[&"verify", &"--root", &work.install_root, &"--no-default-prefixes", &"--prefix", &work.install_root.join(PREFIX)]))?;
             ensure!(code == ExitStatus::Success.code(), "verify exited {code}");
             Ok(fetched)
@@ -408,6 +428,35 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
         || run_with_preload(work, &isas),
     )?;
 
+    let auto_line = auto_bytes(work, &fat_deb)?;
+
+    // 9. Take the device code away again: `remove` deletes what the
+    // fetcher installed, database files included (as the package trigger
+    // does when the generic package is removed).
+    report.step(
+        "rocm-kpack-fetch remove: delete the fetched archives and database files",
+        "rocm-kpack-fetch remove kpack-demo --yes",
+        || {
+            let prefix = work.install_root.join(PREFIX);
+            let kpack_dir = prefix.join(".kpack");
+            let mut components = BTreeSet::new();
+            for e in fs::read_dir(&kpack_dir)? {
+                let p = e?.path();
+                if p.extension().is_some_and(|x| x == "kpm") {
+                    components.insert(rocm_kpack_format::manifest::Manifest::read(&p)?.component);
+                }
+            }
+            let mut argv = os(&[&"remove", &"--root", &work.install_root, &"--no-default-prefixes", &"--prefix", &prefix, &"--yes"]);
+            argv.extend(components.iter().map(OsString::from));
+            let code = rocm_kpack_fetch(&argv)?;
+            ensure!(code == ExitStatus::Success.code(), "remove exited {code}");
+            for p in &fetched {
+                ensure!(!p.exists(), "{} is still there after remove", p.display());
+            }
+            Ok(())
+        },
+    )?;
+
     // Report.
     report.lines.push(format!("GPU: {} -> targets {}", args.machine, targets.join(", ")));
     let mut packages = vec![(DEB_NAME.to_owned(), VERSION.to_owned(), fat_deb.clone())];
@@ -417,8 +466,9 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     for (name, version, fat) in &packages {
         report.lines.push(user_bytes(&work.split, name, version, fat, &targets)?);
     }
+    report.lines.push(auto_line);
     report.lines.push(format!(
-        "archives fetched and verified (size + sha256): {}",
+        "archives and database files fetched and verified (size + sha256): {}",
         fetched.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
     ));
     report.lines.push(format!("code objects loaded through the runtime, sha256 equal to the originals: {loaded}"));
@@ -468,7 +518,7 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
     }
     let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
     Ok(format!(
-        "{name}: download {} -> {} ({:.0}%), installed {} -> {} ({:.0}%) with {}{}",
+        "{name} through apt (generic + family debs): download {} -> {} ({:.0}%), installed {} -> {} ({:.0}%) with {}{}",
         iec_size(fat_dl),
         iec_size(dl),
         pct(dl, fat_dl),
@@ -481,11 +531,97 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
     ))
 }
 
+/// What `install --auto` costs: the generic deb plus the bytes on the wire
+/// for what the fetcher installed (archives as stored; database files as
+/// their zstd-encoded store objects), against the fat deb; and the share
+/// device code has in the fat package, with the same figures measured on a
+/// real library for comparison.
+fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
+    let generic = find_package(&work.split, &format!("{DEB_NAME}_{VERSION}_"))?;
+    let state_path = work.install_root.join(PREFIX).join(".kpack/.rocm-kpack-fetch-state.json");
+    let state: serde_json::Value = serde_json::from_str(&fs::read_to_string(&state_path)?)?;
+    let index: serde_json::Value = serde_json::from_str(&fs::read_to_string(work.repo.join("index.json"))?)?;
+    let mut wire = 0u64;
+    for (_, e) in state["archives"].as_object().into_iter().flatten() {
+        wire += e["size"].as_u64().unwrap_or(0);
+    }
+    for (_, e) in state["databases"].as_object().into_iter().flatten() {
+        let stored = index["database_files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["sha256"] == e["sha256"])
+            .and_then(|d| d["stored_size"].as_u64())
+            .context("database file missing from index.json")?;
+        wire += stored;
+    }
+    let fat_size = fs::metadata(fat)?.len();
+    let total = fs::metadata(&generic)?.len() + wire;
+    Ok(format!(
+        "{DEB_NAME} through `rocm-kpack-fetch install --auto`: generic deb + {} on the wire = {} of the fat deb's {} ({:.0}%). \
+         (Real library, docs/packaging.md: Debian's librocblas0 on an MI210 needs a few percent of its device bytes.)",
+        iec_size(wire),
+        iec_size(total),
+        iec_size(fat_size),
+        100.0 * total as f64 / fat_size.max(1) as f64
+    ))
+}
+
 /// `Installed-Size` (KiB) from a deb's control file, as dpkg reports it.
 fn installed_size(deb: &Path) -> anyhow::Result<u64> {
     let out = Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Installed-Size").output()?;
     ensure!(out.status.success(), "dpkg-deb -f {} failed", deb.display());
     Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+}
+
+/// Where the demo's Tensile-style kernel database lives below the prefix.
+const TENSILE_DIR: &str = "lib/kpack-demo-blas/library";
+
+/// Bytes of each processor's database file: code-object-sized, so device
+/// code has the share of the package it has in real libraries (over 90%).
+const TENSILE_FILE_SIZE: usize = 2 << 20;
+
+/// A Tensile-style kernel database for each processor the fixtures are
+/// built for: `TensileLibrary_<processor>.co`, one of that processor's
+/// real code objects repeated (as Tensile's thousands of similar kernels
+/// are), so it compresses like the real thing.
+fn tensile_database() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let libmulti = FAT_FIXTURES
+        .iter()
+        .find(|(n, _)| *n == "lib/libmulti.so")
+        .context("libmulti fixture")?
+        .1;
+    let mut by_processor: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for ((_, target), code) in original_code_objects(libmulti)? {
+        let id = target.rsplit("--").next().unwrap_or(&target);
+        let processor = id.split(':').next().unwrap_or(id).to_string();
+        by_processor.entry(processor).or_insert(code);
+    }
+    Ok(by_processor
+        .into_iter()
+        .map(|(processor, code)| {
+            // Real kernel databases compress to a few percent, not to
+            // nothing: vary every 16th byte (deterministically).
+            let mut x: u32 = 0x9e37_79b9;
+            let bytes: Vec<u8> = code
+                .iter()
+                .cycle()
+                .take(TENSILE_FILE_SIZE)
+                .enumerate()
+                .map(|(i, b)| {
+                    if i % 16 == 0 {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        x.to_le_bytes()[0]
+                    } else {
+                        *b
+                    }
+                })
+                .collect();
+            (format!("{TENSILE_DIR}/TensileLibrary_{processor}.co"), bytes)
+        })
+        .collect())
 }
 
 fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
@@ -496,6 +632,11 @@ fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
         fs::write(&path, bytes)?;
         let mode = if name.starts_with("bin/") { 0o755 } else { 0o644 };
         fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+    }
+    for (name, bytes) in tensile_database()? {
+        let path = root.join(PREFIX).join(name);
+        fs::create_dir_all(path.parent().context("parent")?)?;
+        fs::write(&path, bytes)?;
     }
     let control = ControlFields::parse(&format!(
         "Package: {DEB_NAME}\nVersion: {VERSION}\nArchitecture: amd64\nMaintainer: rocm-kpack demo <demo@rocm-kpack.invalid>\n\

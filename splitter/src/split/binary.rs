@@ -648,6 +648,7 @@ impl<'s> ArchiveSet<'s> {
             let bytes = Manifest {
                 component: self.component.clone(),
                 kpack_files: manifest_files,
+                database_files: Vec::new(),
             }
             .to_msgpack()
             .map_err(|source| SplitError::Format {

@@ -125,6 +125,9 @@ pub struct PlannedEntry {
     /// Why it goes where it goes (database rule and arch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The target id a kernel database serves (`gfx90a:xnack+`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_arch: Option<String>,
 }
 
 /// One fat binary to split.
@@ -438,6 +441,7 @@ pub fn plan(
                         mtime: e.mtime,
                         size: 0,
                         note: None,
+                        database_arch: None,
                     });
                 }
                 EntryKind::Symlink {
@@ -468,6 +472,7 @@ pub fn plan(
                         mtime: e.mtime,
                         size: 0,
                         note,
+                        database_arch: database.clone(),
                     });
                 }
                 EntryKind::File { size, class, .. } => {
@@ -483,6 +488,10 @@ pub fn plan(
                             (Dest::Generic, None)
                         }
                     };
+                    let db_arch = match class {
+                        FileClass::Database { arch, .. } => Some(arch.clone()),
+                        _ => None,
+                    };
                     dest_of.insert(e.rel.as_str(), dest.clone());
                     if let Some(first) = link_to.get(e.rel.as_str()) {
                         if dest_of.get(first) == Some(&dest) {
@@ -497,6 +506,7 @@ pub fn plan(
                                 mtime: e.mtime,
                                 size: *size,
                                 note,
+                                database_arch: db_arch.clone(),
                             });
                             continue;
                         }
@@ -548,6 +558,7 @@ pub fn plan(
                         mtime: e.mtime,
                         size: *size,
                         note,
+                        database_arch: db_arch,
                     });
                 }
             }

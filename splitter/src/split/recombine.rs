@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use filetime::FileTime;
 use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, RELEASE_ZSTD_LEVEL};
-use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
     is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
     Spec,
@@ -669,18 +669,36 @@ fn recombine_unit(
         // Regenerated manifest, wherever the generic tree had it.
         let mut manifest_files: Vec<ManifestFile> = files;
         manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
-        let bytes = Manifest {
-            component: component.clone(),
-            kpack_files: manifest_files,
-        }
-        .to_msgpack()
-        .map_err(|source| TreeError::Format {
-            path: PathBuf::from(kpack_layout::manifest_file_name(component)),
-            source,
-        })?;
         let dirs_for = kpm_dirs.remove(component).unwrap_or_else(|| vec![kdir.clone()]);
         for d in dirs_for {
             let rel = manifest_rel(&d, component);
+            // Database files: every shard's manifest lists those of its
+            // own build; the reduced manifest lists them all (first shard
+            // wins a path, as for the files themselves).
+            let mut database_files: BTreeMap<String, DatabaseFile> = BTreeMap::new();
+            for &(_, g) in &generics {
+                let shard_kpm = g.join(&rel);
+                if !shard_kpm.is_file() {
+                    continue;
+                }
+                let m = Manifest::read(&shard_kpm).map_err(|source| TreeError::Format {
+                    path: shard_kpm.clone(),
+                    source,
+                })?;
+                for f in m.database_files {
+                    database_files.entry(f.path.clone()).or_insert(f);
+                }
+            }
+            let bytes = Manifest {
+                component: component.clone(),
+                kpack_files: manifest_files.clone(),
+                database_files: database_files.into_values().collect(),
+            }
+            .to_msgpack()
+            .map_err(|source| TreeError::Format {
+                path: PathBuf::from(kpack_layout::manifest_file_name(component)),
+                source,
+            })?;
             let to = generic_out.join(&rel);
             if let Some(p) = to.parent() {
                 mkdirs(p)?;

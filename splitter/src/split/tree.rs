@@ -509,6 +509,8 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
         }
     }
 
+    report.warnings.extend(list_databases(plan, root)?);
+
     let trees = plan_trees(plan, root, &opts.spec);
     if let Layout::Artifact { .. } = plan.layout {
         write_artifact_manifests(plan, root, &trees)?;
@@ -523,9 +525,8 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
                 report.copied += 1;
                 report.files_in += 1;
                 report.bytes_in += e.size;
-                if let (Dest::Group(g), Some(note)) = (&e.dest, &e.note) {
-                    let arch = note.rsplit(", ").next().unwrap_or_default().to_string();
-                    report.databases.push((e.out.clone(), g.clone(), arch));
+                if let (Dest::Group(g), Some(arch)) = (&e.dest, &e.database_arch) {
+                    report.databases.push((e.out.clone(), g.clone(), arch.clone()));
                 }
             }
             Action::Symlink { .. } => report.symlinks += 1,
@@ -721,6 +722,88 @@ fn run_set(
         archives,
         manifests,
     })
+}
+
+/// Lists every kernel-database file the plan moved to a device tree in the
+/// `.kpm` of the archive set whose prefix (the directory holding its
+/// `.kpack/`) is the deepest one above the file, so the fetcher can fetch
+/// it (docs/formats.md section 3). Where several components share that
+/// prefix, the one whose name (without `lib`) is a component of the file's
+/// path takes it, else the first. Returns a warning per database file no
+/// manifest covers (it still ships in its device tree).
+fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
+    let generic = root.join(plan.layout.dir_name(&Dest::Generic));
+    // (prefix, component, manifest path) of every manifest written.
+    let mut manifests: Vec<(String, &str, PathBuf)> = Vec::new();
+    for set in &plan.archive_sets {
+        for d in &set.manifest_dirs {
+            let path = generic.join(d).join(layout::manifest_file_name(&set.component));
+            if path.is_file() {
+                let prefix = d.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+                manifests.push((prefix, set.component.as_str(), path));
+            }
+        }
+    }
+    let mut listed: BTreeMap<usize, Vec<rocm_kpack_format::manifest::DatabaseFile>> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for e in &plan.entries {
+        let (Dest::Group(family), Some(arch)) = (&e.dest, &e.database_arch) else {
+            continue;
+        };
+        if !matches!(e.action, Action::Copy | Action::HardLink { .. }) {
+            continue;
+        }
+        let under = |p: &str| p.is_empty() || e.out.starts_with(&format!("{p}/"));
+        let deepest = manifests
+            .iter()
+            .filter(|(p, _, _)| under(p))
+            .map(|(p, _, _)| p.len())
+            .max();
+        let candidates: Vec<usize> = (0..manifests.len())
+            .filter(|&i| manifests.get(i).is_some_and(|(p, _, _)| under(p) && Some(p.len()) == deepest))
+            .collect();
+        let named = |i: &&usize| {
+            manifests.get(**i).is_some_and(|(_, c, _)| {
+                let stem = c.strip_prefix("lib").unwrap_or(c).to_ascii_lowercase();
+                e.out.split('/').any(|part| part.to_ascii_lowercase() == stem)
+            })
+        };
+        let Some(&index) = candidates.iter().find(named).or(candidates.first()) else {
+            warnings.push(format!(
+                "{}: kernel database not below any .kpack manifest's prefix; it ships in the {family} tree but `rocm-kpack-fetch` cannot fetch it",
+                e.out
+            ));
+            continue;
+        };
+        let prefix = manifests.get(index).map(|(p, _, _)| p.as_str()).unwrap_or_default();
+        let rel = e.out.strip_prefix(prefix).map_or(e.out.as_str(), |r| r.trim_start_matches('/'));
+        let file = root.join(plan.layout.dir_name(&e.dest)).join(&e.out);
+        let (size, sha256) = fs::File::open(&file)
+            .and_then(rocm_kpack_format::fsutil::sha256_reader)
+            .map_err(|err| TreeError::io("cannot read back", &file, err))?;
+        listed.entry(index).or_default().push(rocm_kpack_format::manifest::DatabaseFile {
+            path: rel.to_string(),
+            family: family.clone(),
+            architectures: vec![arch.clone()],
+            size,
+            sha256,
+        });
+    }
+    for (index, mut files) in listed {
+        let Some((_, _, path)) = manifests.get(index) else { continue };
+        let format_err = |source| TreeError::Format {
+            path: path.clone(),
+            source,
+        };
+        let mut m = rocm_kpack_format::manifest::Manifest::read(path).map_err(format_err)?;
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        m.database_files = files;
+        let bytes = m.to_msgpack().map_err(format_err)?;
+        fs::write(path, bytes).map_err(|err| TreeError::io("cannot write", path, err))?;
+        set_mode(path, 0o644)?;
+        set_mtime(path, plan.generated_mtime)?;
+    }
+    Ok(warnings)
 }
 
 /// Moves a finished archive into its tree (mode 0644, generated mtime).

@@ -100,6 +100,7 @@ pub fn write_manifest(path: &Path, component: &str, files: Vec<ManifestFile>) {
     let m = Manifest {
         component: component.to_owned(),
         kpack_files: files,
+        database_files: Vec::new(),
     };
     fs::write(path, m.to_msgpack().expect("manifest encodes")).expect("write manifest");
 }

@@ -168,6 +168,7 @@ pub fn sample_manifest() -> Manifest {
                 sha256: Some([0x01; 32]),
             },
         ],
+        database_files: Vec::new(),
     }
 }
 

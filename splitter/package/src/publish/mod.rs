@@ -119,6 +119,9 @@ pub struct PublishOptions {
     pub replace_existing: bool,
     /// Where progress goes (one item per repository kind written).
     pub progress: ProgressHandle,
+    /// zstd level of the store's kernel-database objects (default
+    /// [`rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL`]).
+    pub store_zstd_level: i32,
 }
 
 impl Default for PublishOptions {
@@ -137,6 +140,7 @@ impl Default for PublishOptions {
             fetcher: None,
             replace_existing: false,
             progress: ProgressHandle::default(),
+            store_zstd_level: rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL,
         }
     }
 }

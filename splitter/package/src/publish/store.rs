@@ -3,16 +3,30 @@
 //! content-addressed at `by-hash/sha256/<hex>`, and `index.json`:
 //!
 //! ```json
-//! { "format_version": 1,
+//! { "format_version": 2,
 //!   "archives": [ { "component": "librocrand", "group": "gfx90X",
 //!                   "targets": ["gfx90a"],
 //!                   "arches": ["gfx90a:xnack+", "gfx90a:xnack-"],
 //!                   "filename": "librocrand_gfx90a.kpack",
 //!                   "version": "5.3.3-4",          // null for loose archives
-//!                   "size": 123, "sha256": "<hex>",
+//!                   "size": 123, "sha256": "<hex>", "encoding": "identity",
 //!                   "path": "by-hash/sha256/<hex>",
-//!                   "packages": ["librocrand1-gfx90x_5.3.3-4_amd64.deb"] } ] }
+//!                   "packages": ["librocrand1-gfx90x_5.3.3-4_amd64.deb"] } ],
+//!   "database_files": [ { "component": "librocblas", "family": "gfx90X",
+//!                   "architectures": ["gfx90a"],
+//!                   "install_path": "rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
+//!                   "version": "5.5.1+dfsg-7",
+//!                   "size": 395981312, "sha256": "<hex of the installed bytes>",
+//!                   "encoding": "zstd", "stored_size": 9603211,
+//!                   "path": "by-hash/sha256/<hex>.zst",
+//!                   "packages": ["librocblas0-gfx90x_5.5.1+dfsg-7_amd64.deb"] } ] }
 //! ```
+//!
+//! Database files are the files the packages' `.kpm` manifests list under
+//! `database_files` (found at `<prefix>/<path>` in any package of the
+//! publish); each must have the size and sha256 its manifest says. They
+//! are stored zstd-encoded ([`encode_database`]); a reader refuses an
+//! encoding it does not know.
 //!
 //! One entry per archive: per processor (`<component>_<processor>.kpack`)
 //! or per generic ISA (`<component>_gfx11-generic.kpack`), and trees in the
@@ -26,11 +40,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
+use std::cell::RefCell;
 use std::io::{self, BufWriter, Read};
 use std::path::Path;
 
 use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
@@ -38,7 +54,7 @@ use super::{Inputs, PublishError, PublishOptions};
 use crate::digest::HashingWriter;
 use crate::deb::{DebReader, MemberInfo};
 use crate::container::EntryType;
-use crate::device::{is_kpack_archive_path, targets_of};
+use crate::device::{is_kpack_archive_path, is_kpm_path, targets_of};
 use crate::rpm::RpmReader;
 use crate::wheel::WheelReader;
 use crate::PackageError;
@@ -62,6 +78,37 @@ pub struct StoreEntry {
     pub size: u64,
     /// sha256 hex.
     pub sha256: String,
+    /// How the stored object is encoded: `identity` (archives are
+    /// compressed already).
+    pub encoding: &'static str,
+    /// Path in the store.
+    pub path: String,
+    /// Package files that carry it.
+    pub packages: Vec<String>,
+}
+
+/// One `index.json` database-file entry: a kernel-database file stored
+/// encoded (`by-hash/sha256/<sha256 of the installed bytes>.zst`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DatabaseEntry {
+    /// The component whose manifest lists it.
+    pub component: String,
+    /// Its family (device tree).
+    pub family: String,
+    /// The processors or generic ISA it serves.
+    pub architectures: Vec<String>,
+    /// Install path below the manifest's prefix.
+    pub install_path: String,
+    /// Version of the package it came from.
+    pub version: String,
+    /// Installed size.
+    pub size: u64,
+    /// sha256 hex of the installed bytes.
+    pub sha256: String,
+    /// How the stored object is encoded (`zstd`).
+    pub encoding: &'static str,
+    /// Size of the stored (encoded) object: the bytes on the wire.
+    pub stored_size: u64,
     /// Path in the store.
     pub path: String,
     /// Package files that carry it.
@@ -72,12 +119,17 @@ pub struct StoreEntry {
 struct Index<'a> {
     format_version: u32,
     archives: &'a [StoreEntry],
+    database_files: &'a [DatabaseEntry],
 }
 
 struct Store<'a> {
     root: &'a Path,
     spec: Spec,
     entries: BTreeMap<(String, String, String, Option<String>, String), StoreEntry>,
+    /// (component, install path, version, sha256) -> entry.
+    databases: BTreeMap<(String, String, String, String), DatabaseEntry>,
+    /// zstd level of database objects.
+    level: i32,
 }
 
 impl Store<'_> {
@@ -123,6 +175,7 @@ impl Store<'_> {
             version: version.map(str::to_string),
             size,
             sha256: hex.clone(),
+            encoding: "identity",
             path: layout::store::by_hash_path(&sha),
             packages: Vec::new(),
         };
@@ -166,6 +219,92 @@ impl Store<'_> {
     }
 }
 
+impl Store<'_> {
+    /// Streams one database file into the store, encoded, after checking
+    /// it is the file its manifest lists.
+    fn add_database(
+        &mut self,
+        component: &str,
+        db: &DatabaseFile,
+        version: &str,
+        package: &str,
+        origin: &Path,
+        data: &mut dyn Read,
+    ) -> Result<(), PublishError> {
+        let dir = self.root.join(layout::store::BY_HASH_DIR);
+        fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
+        let dest = self.root.join(layout::store::database_object_path(&db.sha256));
+        let key = (component.to_string(), db.path.clone(), version.to_string(), hex::encode(db.sha256));
+        let stored_size = match self.databases.get(&key).map(|e| e.stored_size) {
+            // Another package of this publish carries the same file.
+            Some(size) if decodes_to(&dest, &db.sha256) => {
+                io::copy(data, &mut io::sink()).map_err(|e| PublishError::io("cannot read", origin, e))?;
+                size
+            }
+            _ => {
+                let tmp = tempfile::Builder::new()
+                    .prefix(".incoming-")
+                    .tempfile_in(&dir)
+                    .map_err(|e| PublishError::io("cannot create a temporary file in", &dir, e))?;
+                let file = tmp.reopen().map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
+                let (sha, size) = encode_database(data, BufWriter::with_capacity(1 << 20, file), self.level, db.size)
+                    .map_err(|e| PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path))))?;
+                if sha != db.sha256 || size != db.size {
+                    return Err(PublishError::Invalid(format!(
+                        "{package}: {} has {size} bytes with sha256 {}, but the {component} manifest says {} bytes with sha256 {}",
+                        db.path,
+                        hex::encode(sha),
+                        db.size,
+                        hex::encode(db.sha256)
+                    )));
+                }
+                tmp.as_file()
+                    .sync_all()
+                    .map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
+                let stored = tmp
+                    .as_file()
+                    .metadata()
+                    .map_err(|e| PublishError::io("cannot read", tmp.path(), e))?
+                    .len();
+                tmp.persist(&dest)
+                    .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
+                rocm_kpack_format::fsutil::sync_dir(&dir).map_err(|e| PublishError::io("cannot sync", &dir, e))?;
+                stored
+            }
+        };
+        let slot = self.databases.entry(key).or_insert_with(|| DatabaseEntry {
+            component: component.to_string(),
+            family: db.family.clone(),
+            architectures: db.architectures.clone(),
+            install_path: db.path.clone(),
+            version: version.to_string(),
+            size: db.size,
+            sha256: hex::encode(db.sha256),
+            encoding: layout::store::DATABASE_ENCODING,
+            stored_size,
+            path: layout::store::database_object_path(&db.sha256),
+            packages: Vec::new(),
+        });
+        if !slot.packages.iter().any(|x| x == package) {
+            slot.packages.push(package.to_string());
+            slot.packages.sort();
+        }
+        Ok(())
+    }
+}
+
+/// Whether the encoded object at `path` decodes to bytes with `sha256`.
+fn decodes_to(path: &Path, sha256: &[u8; 32]) -> bool {
+    let Ok(file) = File::open(path) else { return false };
+    let Ok(mut dec) = zstd::stream::read::Decoder::new(file) else { return false };
+    let mut w = HashingWriter::new(io::sink(), false);
+    if io::copy(&mut dec, &mut w).is_err() {
+        return false;
+    }
+    let (_, sha, _, _) = w.finish();
+    &sha == sha256
+}
+
 fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -176,29 +315,31 @@ fn file_label(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Writes `by-hash/` and `index.json` into `root`; returns the number of
-/// index entries.
-pub fn write_store(inputs: &Inputs, root: &Path, _opts: &PublishOptions) -> Result<usize, PublishError> {
-    let mut store = Store {
-        root,
-        spec: Spec::default_families(),
-        entries: BTreeMap::new(),
+/// Calls `f(path, version, package label, package file, data)` for every
+/// regular file of every deb, rpm and wheel of `inputs`.
+fn for_each_package_file(
+    inputs: &Inputs,
+    mut f: impl FnMut(&str, &str, &str, &Path, &mut dyn Read) -> Result<(), PublishError>,
+) -> Result<(), PublishError> {
+    let err: RefCell<Option<PublishError>> = RefCell::new(None);
+    let mut call = |path: &str, version: &str, label: &str, origin: &Path, data: &mut dyn Read| {
+        f(path, version, label, origin, data).map_err(|e| {
+            *err.borrow_mut() = Some(e);
+            PackageError::Invalid("store failed".into())
+        })
     };
+    let failed = |e: PackageError| err.borrow_mut().take().unwrap_or(PublishError::Package(e));
     for deb in &inputs.debs {
         let r = DebReader::open(deb)?;
-        let version = r.control.get("Version").map(str::to_string);
+        let version = r.control.get("Version").unwrap_or_default().to_string();
         let label = file_label(deb);
-        let mut err: Option<PublishError> = None;
         r.for_each_entry(|m: &MemberInfo, data| {
-            if m.kind == EntryType::File && is_kpack_archive_path(&m.path) {
-                if let Err(e) = store.add(base_name(&m.path), version.as_deref(), Some(&label), deb, data) {
-                    err = Some(e);
-                    return Err(PackageError::Invalid("store failed".into()));
-                }
+            if m.kind == EntryType::File {
+                call(&m.path, &version, &label, deb, data)?;
             }
             Ok(())
         })
-        .map_err(|e| err.take().unwrap_or(PublishError::Package(e)))?;
+        .map_err(failed)?;
     }
     for rpm in &inputs.rpms {
         let r = RpmReader::open(rpm)?;
@@ -207,49 +348,130 @@ pub fn write_store(inputs: &Inputs, root: &Path, _opts: &PublishOptions) -> Resu
             e => format!("{e}:{}-{}", r.version(), r.release()),
         };
         let label = file_label(rpm);
-        let mut err: Option<PublishError> = None;
         r.for_each_entry(|path, mode, _size, data| {
-            if mode & 0o170000 == 0o100000 && is_kpack_archive_path(path) {
-                if let Err(e) = store.add(base_name(path), Some(&version), Some(&label), rpm, data) {
-                    err = Some(e);
-                    return Err(PackageError::Invalid("store failed".into()));
-                }
+            if mode & 0o170000 == 0o100000 {
+                call(path, &version, &label, rpm, data)?;
             }
             Ok(())
         })
-        .map_err(|e| err.take().unwrap_or(PublishError::Package(e)))?;
+        .map_err(failed)?;
     }
     for whl in &inputs.wheels {
         let r = WheelReader::open(whl)?;
         let version = r.version().to_string();
         let label = file_label(whl);
-        let mut err: Option<PublishError> = None;
-        r.for_each_file(|path, _mode, _size, data| {
-            if is_kpack_archive_path(path) {
-                if let Err(e) = store.add(base_name(path), Some(&version), Some(&label), whl, data) {
-                    err = Some(e);
-                    return Err(PackageError::Invalid("store failed".into()));
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| err.take().unwrap_or(PublishError::Package(e)))?;
+        r.for_each_file(|path, _mode, _size, data| call(path, &version, &label, whl, data))
+            .map_err(failed)?;
     }
+    Ok(())
+}
+
+/// The largest `.kpm` read (real ones are a few KiB).
+const MAX_MANIFEST: u64 = 16 << 20;
+
+/// Every database file the packages' manifests list, by its path in the
+/// package (`<prefix>/<path>`, the prefix being the directory holding the
+/// manifest's `.kpack/`), with its component.
+fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, DatabaseFile)>, PublishError> {
+    let mut out = BTreeMap::new();
+    for_each_package_file(inputs, |path, _version, label, origin, data| {
+        if !is_kpm_path(path) {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        data.take(MAX_MANIFEST + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| PublishError::Package(PackageError::corrupt(origin, format!("{path}: {e}"))))?;
+        if bytes.len() as u64 > MAX_MANIFEST {
+            return Err(PublishError::Invalid(format!("{label}: {path} is larger than {MAX_MANIFEST} bytes")));
+        }
+        let m = Manifest::parse(&bytes).map_err(|source| {
+            PublishError::Package(PackageError::Format {
+                path: origin.join(path),
+                source,
+            })
+        })?;
+        let prefix = layout::kpack_prefix_of(path);
+        for f in m.database_files {
+            let full = if prefix.is_empty() {
+                f.path.clone()
+            } else {
+                format!("{prefix}/{}", f.path)
+            };
+            out.insert(full, (m.component.clone(), f));
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Writes `by-hash/` and `index.json` into `root`; returns the number of
+/// index entries.
+pub fn write_store(inputs: &Inputs, root: &Path, opts: &PublishOptions) -> Result<usize, PublishError> {
+    let mut store = Store {
+        root,
+        spec: Spec::default_families(),
+        entries: BTreeMap::new(),
+        databases: BTreeMap::new(),
+        level: opts.store_zstd_level,
+    };
+    let listed = listed_databases(inputs)?;
+    for_each_package_file(inputs, |path, version, label, origin, data| {
+        if is_kpack_archive_path(path) {
+            store.add(base_name(path), Some(version), Some(label), origin, data)
+        } else if let Some((component, db)) = listed.get(path) {
+            store.add_database(component, db, version, label, origin, data)
+        } else {
+            Ok(())
+        }
+    })?;
     for k in &inputs.kpacks {
         let mut f = File::open(k).map_err(|e| PublishError::io("cannot open", k, e))?;
         let parent = k.parent().unwrap_or(Path::new("."));
         store.add(&file_label(k), None, None, parent, &mut f)?;
     }
     let entries: Vec<StoreEntry> = store.entries.into_values().collect();
+    let databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
     let mut text = serde_json::to_string_pretty(&Index {
-        format_version: 1,
+        format_version: 2,
         archives: &entries,
+        database_files: &databases,
     })
     .map_err(|e| PublishError::Invalid(format!("cannot serialize index.json: {e}")))?;
     text.push('\n');
     super::write_file(&root.join("index.json"), text.as_bytes())?;
-    Ok(entries.len())
+    Ok(entries.len() + databases.len())
 }
+
+/// Encodes `data` for transport: one zstd frame at `level` with a long
+/// window (so repeats far apart in a large code object are found),
+/// single-threaded so the bytes depend on nothing but the input.
+/// Returns sha256 and size of the decoded bytes.
+pub fn encode_database(
+    data: &mut dyn Read,
+    out: impl io::Write,
+    level: i32,
+    size: u64,
+) -> io::Result<([u8; 32], u64)> {
+    let mut enc = zstd::stream::write::Encoder::new(out, level)?;
+    // The size is known (the manifest's): zstd sizes its tables to it, so a
+    // small file does not pay for a window it cannot use. A stream of
+    // another length fails the encoder, which the caller reports.
+    enc.set_pledged_src_size(Some(size))?;
+    enc.long_distance_matching(true)?;
+    enc.window_log(DATABASE_WINDOW_LOG)?;
+    enc.include_checksum(true)?;
+    let mut w = HashingWriter::new(enc, false);
+    io::copy(data, &mut w)?;
+    let (enc, sha, _, size) = w.finish();
+    let mut out = enc.finish()?;
+    out.flush()?;
+    Ok((sha, size))
+}
+
+/// The window of database objects: 2^27 = 128 MiB, what `zstd --long`
+/// uses and what every zstd decoder accepts without being told.
+pub const DATABASE_WINDOW_LOG: u32 = 27;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -269,6 +491,8 @@ mod tests {
             root: dir.path(),
             spec: Spec::default_families(),
             entries: BTreeMap::new(),
+            databases: BTreeMap::new(),
+            level: 3,
         };
         for damage in [&b"truncated"[..], &[]] {
             fs::create_dir_all(dest.parent().unwrap()).unwrap();
