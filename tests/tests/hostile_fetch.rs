@@ -301,12 +301,18 @@ fn install_offline(env: &Env, a: &Archive) {
     let offline = env.top.join("offline");
     fs::create_dir_all(&offline).unwrap();
     fs::write(offline.join(&a.name), &a.bytes).unwrap();
-    let (code, _, stderr) = run(env.fetch(&[
-        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
-        "--cache-dir", env.cache.to_str().unwrap(),
-    ]));
+    let (code, _, stderr) = run(offline_install(env));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(fs::read(env.kpack.join(&a.name)).unwrap(), a.bytes);
+}
+
+/// `install` from the offline directory of [`install_offline`].
+fn offline_install(env: &Env) -> Command {
+    let offline = env.top.join("offline");
+    env.fetch(&[
+        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
+        "--cache-dir", env.cache.to_str().unwrap(),
+    ])
 }
 
 /// `remove` (of the component: a hostile key may not even be an argument)
@@ -664,12 +670,7 @@ fn a_lock_held_by_another_user_stalls_nothing() {
     fs::write(&lock, b"").unwrap();
     fs::set_permissions(&lock, fs::Permissions::from_mode(0o644)).unwrap();
     let _holder = Holder::start(&lock, true);
-    let offline = env.top.join("offline");
-    let cmd = env.fetch(&[
-        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
-        "--cache-dir", env.cache.to_str().unwrap(),
-    ]);
-    let (code, _, stderr, _) = run_bounded(cmd, b"", BOUND);
+    let (code, _, stderr, _) = run_bounded(offline_install(&env), b"", BOUND);
     assert_eq!(code, 0, "install: {stderr}");
     assert_eq!(fs::read(env.kpack.join(&a.name)).unwrap(), a.bytes);
 }
@@ -850,6 +851,7 @@ fn a_slow_drip_store_is_abandoned_for_the_good_mirror() {
     let asked: Vec<Option<String>> = mirror.requests_for(&good.by_hash()).into_iter().map(|r| r.range).collect();
     assert_eq!(asked, vec![None], "the good mirror is asked from byte 0");
     assert!(took < Duration::from_secs(60), "gave up on the drip within its window: {took:?}");
+    eprintln!("slow drip: whole install took {took:?} (window 3 s)");
     env.assert_confined(&before, "slow drip");
 }
 
