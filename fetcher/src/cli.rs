@@ -21,7 +21,8 @@ Environment:
                             manifests (default python3; empty: none)
   ROCM_KPACK_FETCH_SKIP     1: `trigger` (run by the package hooks) does nothing
   ROCM_KPACK_SYSFS_ROOT     `trigger`: detect GPUs below this directory
-  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources
+  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources, `pip-index-url`
+                            an http:// --base
   RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
 
 /// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), then

@@ -359,9 +359,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Size and SHA-256 of a file.
+/// Size and SHA-256 of a file in a `.kpack` directory: only a regular
+/// file, never through a symlink and never blocking on a FIFO
+/// ([`rocm_kpack_format::fsutil::open_regular`]).
 pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    rocm_kpack_format::fsutil::sha256_reader(File::open(path)?)
+    let file = rocm_kpack_format::fsutil::open_regular(path)?;
+    rocm_kpack_format::fsutil::sha256_reader(file)
 }
 
 /// Why an archive could not be put in place.

@@ -954,3 +954,17 @@ fn a_skipped_configured_source_is_named() {
     assert!(last.contains("****@127.0.0.1:9") && !stderr.contains("hunter2"), "masked URL: {last}");
     assert!(last.contains("--allow-http"), "says why: {last}");
 }
+
+#[test]
+fn publishing_an_http_store_warns_even_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let pkgs = dir.path().join("pkgs");
+    fs::create_dir_all(&pkgs).unwrap();
+    let mut cmd = bins::command("rocm-kpack");
+    cmd.args(["-q", "publish"]).arg(&pkgs).arg("--out").arg(dir.path().join("out"));
+    cmd.args(["--kpack-store", "--store-url", "http://user:hunter2@127.0.0.1:9/store/"]);
+    cmd.arg("--fetcher-bin").arg(bins::bin("rocm-kpack-fetch"));
+    let (_, _, stderr) = run(cmd);
+    assert!(stderr.contains("warning: --store-url") && stderr.contains("--allow-http"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}

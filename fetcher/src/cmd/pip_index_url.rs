@@ -35,7 +35,8 @@ pub struct PipIndexUrlArgs {
     /// or fragment.
     #[arg(long, value_name = "URL")]
     pub base: String,
-    /// Accept a plain http:// --base (pip then fetches without TLS).
+    /// Accept a plain http:// --base (pip then fetches without TLS; also
+    /// ROCM_KPACK_ALLOW_HTTP=1).
     #[arg(long)]
     pub allow_http: bool,
     /// How to find the local targets.
@@ -58,7 +59,8 @@ struct Output {
 
 /// Runs `pip-index-url`: exit 3 without targets.
 pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
-    let base = check_base(&args.base, args.allow_http)?;
+    let allow_http = args.allow_http || std::env::var(super::trigger::ALLOW_HTTP_ENV).is_ok_and(|v| v == "1");
+    let base = check_base(&args.base, allow_http)?;
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
         eprintln!("{}", no_targets_message(&local.detection));
