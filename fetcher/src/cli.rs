@@ -21,7 +21,8 @@ Environment:
                             manifests (default python3; empty: none)
   ROCM_KPACK_FETCH_SKIP     1: `trigger` (run by the package hooks) does nothing
   ROCM_KPACK_SYSFS_ROOT     `trigger`: detect GPUs below this directory
-  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources
+  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources, `pip-index-url`
+                            an http:// --base
   RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
 
 /// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), then
@@ -65,12 +66,14 @@ pub enum Command {
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Status(StatusArgs),
     /// List the archives of every installed manifest and who installed them.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage]))]
     List(ListArgs),
     /// Re-hash installed archives against their manifests (exit 4 on problems).
     #[command(after_help = exit_codes(&[Success, Failure, Usage, Problems]))]
     Verify(VerifyArgs),
     /// Remove archives rocm-kpack-fetch installed, by component or file
     /// name. Lists them unless --yes.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage]))]
     Remove(RemoveArgs),
     /// Remove archives rocm-kpack-fetch installed that no local target needs
     /// any more (or whose manifest is gone). Lists them unless --yes.
@@ -84,6 +87,7 @@ pub enum Command {
     /// removed .kpm manifests: removes the archives of removed packages,
     /// then fetches (through rocm-kpack-fetch.service when systemd runs).
     /// Prints one line; always exits 0.
+    #[command(after_help = exit_codes(&[Success]))]
     Trigger(crate::cmd::trigger::TriggerArgs),
     /// Print the pip index URL (a per-family view that `rocm-kpack publish
     /// --pip` wrote below --base) whose base wheels bring the device wheels
@@ -135,6 +139,10 @@ pub struct ScanArgs {
     /// delete files elsewhere).
     #[arg(long)]
     pub unsafe_permissions: bool,
+    /// Seconds to wait for a .kpack directory that another rocm-kpack-fetch
+    /// has locked (its pid is shown) before giving up (install, remove, gc).
+    #[arg(long = "wait", value_name = "SECONDS", default_value_t = rocm_kpack_fetch::install::DEFAULT_LOCK_WAIT_SECS)]
+    pub wait: u64,
 }
 
 /// Where archives come from and how they are transferred.
@@ -166,6 +174,14 @@ pub struct NetArgs {
     /// as stalled.
     #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_secs)]
     pub read_timeout: f64,
+    /// Throughput floor in bytes per second: a transfer that receives less
+    /// than this, on average, over --speed-time seconds is abandoned and the
+    /// next source is tried from byte 0 (0: no floor).
+    #[arg(long, value_name = "BYTES", default_value_t = rocm_kpack_fetch::client::DEFAULT_SPEED_LIMIT)]
+    pub speed_limit: u64,
+    /// The window of --speed-limit, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = rocm_kpack_fetch::client::DEFAULT_SPEED_TIME_SECS as f64, value_parser = parse_secs)]
+    pub speed_time: f64,
     /// Retries per URL for transient errors (timeouts, resets, 5xx, 429).
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub retries: u32,

@@ -20,7 +20,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_RANGE, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
@@ -407,7 +407,10 @@ pub async fn fetch(
                 }
                 return Err(local_err(error));
             }
-            if matches!(error, FetchError::Oversize { .. } | FetchError::Encoding { .. }) {
+            if matches!(
+                error,
+                FetchError::Oversize { .. } | FetchError::Encoding { .. } | FetchError::TooSlow { .. }
+            ) {
                 partial.truncate().map_err(|e| local_err(local(&path, e)))?;
             }
             // Progress earns the connection a fresh set of retries.
@@ -543,8 +546,18 @@ async fn attempt(
     begin(transfer, reporter, want, &shown, start);
 
     let timeout: Duration = client.options.read_timeout;
+    let mut floor = Floor::new(&client.options);
+    let mut last_data = Instant::now();
     let result = loop {
-        let chunk = match tokio::time::timeout(timeout, resp.chunk()).await {
+        // Wake at the read timeout or at the end of the throughput window,
+        // whichever comes first.
+        let wait = floor.cap((last_data + timeout).saturating_duration_since(Instant::now()));
+        let polled = tokio::time::timeout(wait, resp.chunk()).await;
+        if let Err(e) = floor.check(&shown) {
+            break Err(e);
+        }
+        let chunk = match polled {
+            Err(_) if last_data.elapsed() < timeout => continue,
             Err(_) => {
                 break Err(FetchError::Stalled {
                     url: shown.clone(),
@@ -560,6 +573,8 @@ async fn attempt(
             Ok(Ok(None)) => break Ok(()),
             Ok(Ok(Some(chunk))) => chunk,
         };
+        last_data = Instant::now();
+        floor.add(chunk.len() as u64);
         match sink.put(&chunk, partial, want, &shown) {
             Ok(taken) => {
                 *wire += taken;
@@ -580,6 +595,63 @@ async fn attempt(
         });
     }
     Ok(())
+}
+
+/// The throughput floor of one transfer: bytes counted per window of
+/// `speed_time`; a window that ends below `speed_limit * speed_time`
+/// bytes ends the transfer.
+struct Floor {
+    limit: u64,
+    window: Duration,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Floor {
+    fn new(options: &crate::client::ClientOptions) -> Floor {
+        Floor {
+            limit: options.speed_limit,
+            window: options.speed_time,
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.limit > 0 && !self.window.is_zero()
+    }
+
+    /// `wait`, shortened to end no later than the current window.
+    fn cap(&self, wait: Duration) -> Duration {
+        if !self.enabled() {
+            return wait;
+        }
+        wait.min((self.start + self.window).saturating_duration_since(Instant::now()))
+    }
+
+    fn add(&mut self, n: u64) {
+        self.bytes = self.bytes.saturating_add(n);
+    }
+
+    /// At the end of a window: too few bytes is [`FetchError::TooSlow`],
+    /// else a new window starts.
+    fn check(&mut self, url: &str) -> Result<(), FetchError> {
+        if !self.enabled() || self.start.elapsed() < self.window {
+            return Ok(());
+        }
+        let needed = (self.limit as f64 * self.window.as_secs_f64()) as u64;
+        if self.bytes < needed {
+            return Err(FetchError::TooSlow {
+                url: url.to_string(),
+                bytes: self.bytes,
+                window: self.window,
+                floor: self.limit,
+            });
+        }
+        self.start = Instant::now();
+        self.bytes = 0;
+        Ok(())
+    }
 }
 
 /// Tells the reporter a transfer (re)started at `from`.

@@ -42,55 +42,217 @@ pub struct DirLock {
     dir: PathBuf,
 }
 
+/// Mode of the lock file: no other user may open it, so no other user can
+/// hold it (`flock` needs an open descriptor).
+const LOCK_MODE: u32 = 0o600;
+
+/// How often a waiting run looks at the lock again.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl DirLock {
-    /// Takes the lock of `kpack_dir`, creating the lock file. When another
-    /// process holds it, calls `on_wait` once and blocks until it is free.
-    /// Then removes temporary files a crashed run left behind.
+    /// Takes the lock of `kpack_dir`, creating the lock file (mode 0600,
+    /// owned by this user, opened `O_NOFOLLOW`). When another process
+    /// holds it, calls `on_wait` once with the holder's pid (when
+    /// `/proc/locks` tells) and waits at most [`lock_wait`], then fails
+    /// with `TimedOut` naming the holder. A lock held by another user's
+    /// process is not trusted: that user could only have opened the file
+    /// while it was readable (an older rocm-kpack-fetch created it 0644),
+    /// so the file is replaced by a fresh 0600 one. Then removes temporary
+    /// files a crashed run left behind.
     ///
     /// Refuses (`PermissionDenied`) a directory that is not a `.kpack`
     /// directory or that another user may write ([`check_permissions`]),
     /// and a lock file that is a symlink or not a regular file.
-    pub fn acquire(kpack_dir: &Path, on_wait: impl FnOnce(&Path)) -> io::Result<DirLock> {
+    pub fn acquire(kpack_dir: &Path, on_wait: impl FnOnce(&Path, Option<u32>)) -> io::Result<DirLock> {
         if !UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
             check_permissions(kpack_dir)?;
         }
         let path = kpack_dir.join(LOCK_FILE);
-        // Said plainly here; O_NOFOLLOW below is what enforces it.
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(denied(format!("{} is a symlink; not following it", path.display())));
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .custom_flags(NOFOLLOW)
-            .open(&path)
-            .map_err(|e| refuse_symlink(&path, e))?;
-        if !file.metadata()?.is_file() {
-            return Err(denied(format!("{} is not a regular file", path.display())));
-        }
-        use rustix::fs::{flock, FlockOperation};
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-                on_wait(&path);
-                flock(&file, FlockOperation::LockExclusive)?;
+        let deadline = std::time::Instant::now() + lock_wait();
+        let mut on_wait = Some(on_wait);
+        loop {
+            let file = open_lock(&path)?;
+            use rustix::fs::{flock, FlockOperation};
+            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {
+                    // A run that replaced a hostile lock file may have
+                    // unlinked this one after it was opened: then start over.
+                    if !same_file(&file, &path)? {
+                        continue;
+                    }
+                    remove_stale_temps(kpack_dir)?;
+                    return Ok(DirLock {
+                        _file: file,
+                        dir: kpack_dir.to_path_buf(),
+                    });
+                }
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK => {}
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
+            let holders = lock_holders(&file);
+            let me = rustix::process::geteuid().as_raw();
+            if let Some(h) = holders.iter().find(|h| h.uid.is_some_and(|u| u != me)) {
+                tracing::warn!(
+                    "{} is held by pid {} of uid {}, another user: not trusted; replacing the lock file",
+                    path.display(),
+                    h.pid,
+                    h.uid.unwrap_or_default()
+                );
+                if same_file(&file, &path)? {
+                    fs::remove_file(&path).or_else(|e| if e.kind() == io::ErrorKind::NotFound { Ok(()) } else { Err(e) })?;
+                }
+                continue;
+            }
+            let pid = holders.first().map(|h| h.pid);
+            if let Some(f) = on_wait.take() {
+                f(&path, pid);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} is held by {} for more than {} s; try again later, or pass --wait SECONDS to wait longer",
+                        path.display(),
+                        pid.map_or_else(|| "another process".to_string(), |p| format!("another rocm-kpack-fetch (pid {p})")),
+                        lock_wait().as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(LOCK_POLL);
         }
-        remove_stale_temps(kpack_dir)?;
-        Ok(DirLock {
-            _file: file,
-            dir: kpack_dir.to_path_buf(),
-        })
     }
 
     /// The locked directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// The line a command prints when it has to wait for a lock.
+pub fn say_waiting(path: &Path, pid: Option<u32>) {
+    eprintln!(
+        "waiting for another rocm-kpack-fetch{} to finish ({} is locked; giving up after {} s, see --wait)",
+        pid.map_or_else(String::new, |p| format!(" (pid {p})")),
+        path.display(),
+        lock_wait().as_secs()
+    );
+}
+
+/// Opens (creating) the lock file: 0600, never through a symlink, never a
+/// FIFO or device; an existing file is made this user's and 0600.
+fn open_lock(path: &Path) -> io::Result<File> {
+    // Said plainly here; O_NOFOLLOW below is what enforces it.
+    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(denied(format!("{} is a symlink; not following it", path.display())));
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(LOCK_MODE)
+        .custom_flags(NOFOLLOW | rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| refuse_symlink(path, e))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(denied(format!("{} is not a regular file", path.display())));
+    }
+    let me = rustix::process::geteuid();
+    if meta.uid() != me.as_raw() {
+        rustix::fs::fchown(&file, Some(me), Some(rustix::process::getegid()))
+            .map_err(|e| denied(format!("{} is owned by uid {}, not this user: {e}", path.display(), meta.uid())))?;
+    }
+    if meta.mode() & 0o7777 != LOCK_MODE {
+        file.set_permissions(fs::Permissions::from_mode(LOCK_MODE))?;
+    }
+    Ok(file)
+}
+
+/// Whether `path` (not followed) is still the file `file` has open.
+fn same_file(file: &File, path: &Path) -> io::Result<bool> {
+    let open = file.metadata()?;
+    Ok(match fs::symlink_metadata(path) {
+        Ok(now) => (now.dev(), now.ino()) == (open.dev(), open.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    })
+}
+
+/// A process holding a `flock` on a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Holder {
+    pid: u32,
+    /// Its effective uid, when `/proc/<pid>` is visible.
+    uid: Option<u32>,
+}
+
+/// The holders of `flock` locks on `file`, from `/proc/locks` (empty when
+/// it cannot be read).
+fn lock_holders(file: &File) -> Vec<Holder> {
+    let Ok(meta) = file.metadata() else {
+        return Vec::new();
+    };
+    let text = rocm_kpack_format::fsutil::read_limited(Path::new("/proc/locks"), 16 << 20)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .or_else(|_| fs::read_to_string("/proc/locks"))
+        .unwrap_or_default();
+    parse_lock_holders(&text, rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()), meta.ino())
+        .into_iter()
+        .map(|pid| Holder {
+            pid,
+            uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
+        })
+        .collect()
+}
+
+/// Pids holding (not waiting for) a FLOCK on device `major:minor`, inode
+/// `ino`, in the text of `/proc/locks`
+/// (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:123 0 EOF`).
+fn parse_lock_holders(text: &str, major: u32, minor: u32, ino: u64) -> Vec<u32> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Waiters are shown as `1: -> FLOCK ...`.
+        let [_, kind, _, _, pid, id, ..] = fields.as_slice() else {
+            continue;
+        };
+        if *kind != "FLOCK" {
+            continue;
+        }
+        let mut parts = id.split(':');
+        let (Some(ma), Some(mi), Some(i)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let matches = u32::from_str_radix(ma, 16).ok() == Some(major)
+            && u32::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        if let (true, Ok(pid)) = (matches, pid.parse::<u32>()) {
+            if !out.contains(&pid) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// How long a run waits for another one's lock, in milliseconds.
+static LOCK_WAIT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(DEFAULT_LOCK_WAIT_SECS * 1000);
+
+/// Default of `--wait`: seconds an interactive command waits for a
+/// `.kpack` directory another rocm-kpack-fetch holds.
+pub const DEFAULT_LOCK_WAIT_SECS: u64 = 300;
+
+/// Sets how long [`DirLock::acquire`] waits, for this whole process
+/// (`--wait`; the package trigger's few seconds), like
+/// [`set_unsafe_permissions`].
+pub fn set_lock_wait(wait: std::time::Duration) {
+    LOCK_WAIT_MS.store(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// See [`set_lock_wait`].
+pub fn lock_wait() -> std::time::Duration {
+    std::time::Duration::from_millis(LOCK_WAIT_MS.load(Ordering::Relaxed))
 }
 
 /// `O_NOFOLLOW`: files the fetcher opens in a prefix are never reached
@@ -197,9 +359,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Size and SHA-256 of a file.
+/// Size and SHA-256 of a file in a `.kpack` directory: only a regular
+/// file, never through a symlink and never blocking on a FIFO
+/// ([`rocm_kpack_format::fsutil::open_regular`]).
 pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    rocm_kpack_format::fsutil::sha256_reader(File::open(path)?)
+    let file = rocm_kpack_format::fsutil::open_regular(path)?;
+    rocm_kpack_format::fsutil::sha256_reader(file)
 }
 
 /// Why an archive could not be put in place.
@@ -530,7 +695,9 @@ mod tests {
         let dir = kdir.as_path();
         let stale = dir.join(".rocm-kpack-fetch.123.0.tmp");
         fs::write(&stale, b"junk").expect("write");
-        let lock = DirLock::acquire(dir, |_| panic!("nobody else holds it")).expect("lock");
+        let lock = DirLock::acquire(dir, |_, _| panic!("nobody else holds it")).expect("lock");
+        let mode = fs::metadata(dir.join(LOCK_FILE)).expect("stat").mode() & 0o777;
+        assert_eq!(mode, 0o600, "no other user may open (and so hold) the lock");
         assert!(!stale.exists());
         assert_eq!(lock.dir(), dir);
 
@@ -590,6 +757,16 @@ mod tests {
         assert!(delete_recorded(&kdir, "ok.kpack", &entry).expect("delete"));
         assert!(!kdir.join("ok.kpack").exists());
         assert!(!delete_recorded(&kdir, "ok.kpack", &entry).expect("gone"));
+    }
+
+    #[test]
+    fn lock_holders_from_proc_locks() {
+        let text = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 4343 fd:01:123 0 EOF\n\
+                    2: POSIX  ADVISORY  WRITE 4444 fd:01:123 0 EOF\n\
+                    3: FLOCK  ADVISORY  WRITE 4545 fd:01:124 0 EOF\n";
+        assert_eq!(parse_lock_holders(text, 0xfd, 1, 123), vec![4242]);
+        assert!(parse_lock_holders(text, 0xfd, 2, 123).is_empty());
     }
 
     #[test]

@@ -128,15 +128,19 @@ impl ScanConfig {
     /// Finds `.kpack` directories and reads every manifest in them.
     pub fn scan(&self) -> Scan {
         let mut dirs = BTreeSet::new();
+        let mut refused = Vec::new();
         for (base, depth) in self.bases() {
-            if base.file_name().is_some_and(|n| n == KPACK_DIR) && base.is_dir() {
-                insert_canonical(&mut dirs, &base);
+            if base.file_name().is_some_and(|n| n == KPACK_DIR) {
+                if usable_kpack_dir(&base, &mut refused) {
+                    insert_canonical(&mut dirs, &base);
+                }
                 continue;
             }
-            find_kpack_dirs(&base, depth, &mut dirs);
+            find_kpack_dirs(&base, depth, &mut dirs, &mut refused);
         }
         let mut scan = Scan {
             kpack_dirs: dirs.into_iter().collect(),
+            refused,
             ..Scan::default()
         };
         for dir in &scan.kpack_dirs {
@@ -167,6 +171,33 @@ impl ScanConfig {
     }
 }
 
+/// Whether `kpack` is a `.kpack` directory to use. A `.kpack` that is a
+/// symlink is followed only when root or this user made it: one planted by
+/// another user (who owns the prefix) would steer every command, the
+/// package trigger's clean-up included, to a directory of that user's
+/// choosing; it is refused (a failure of the run, like a refused manifest).
+fn usable_kpack_dir(kpack: &Path, refused: &mut Vec<RefusedManifest>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match fs::symlink_metadata(kpack) {
+        Ok(m) if m.is_dir() => true,
+        Ok(m) if m.file_type().is_symlink() => {
+            let me = rustix::process::geteuid().as_raw();
+            if m.uid() == 0 || m.uid() == me {
+                return kpack.is_dir();
+            }
+            refused.push(RefusedManifest {
+                path: kpack.to_path_buf(),
+                error: format!(
+                    "is a symlink owned by uid {}, not root or this user; not following it",
+                    m.uid()
+                ),
+            });
+            false
+        }
+        _ => false,
+    }
+}
+
 fn insert_canonical(dirs: &mut BTreeSet<PathBuf>, dir: &Path) {
     // Symlinked prefixes (/opt/rocm -> /opt/rocm-6.2) must count once.
     dirs.insert(fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()));
@@ -174,9 +205,9 @@ fn insert_canonical(dirs: &mut BTreeSet<PathBuf>, dir: &Path) {
 
 /// Adds `base/.kpack` and, `depth` levels down, `*/.kpack`. Symlinked
 /// directories are not descended (no loops); hidden ones are skipped.
-fn find_kpack_dirs(base: &Path, depth: u32, dirs: &mut BTreeSet<PathBuf>) {
+fn find_kpack_dirs(base: &Path, depth: u32, dirs: &mut BTreeSet<PathBuf>, refused: &mut Vec<RefusedManifest>) {
     let kpack = base.join(KPACK_DIR);
-    if kpack.is_dir() {
+    if usable_kpack_dir(&kpack, refused) {
         insert_canonical(dirs, &kpack);
     }
     if depth == 0 {
@@ -189,7 +220,7 @@ fn find_kpack_dirs(base: &Path, depth: u32, dirs: &mut BTreeSet<PathBuf>) {
         let hidden = entry.file_name().to_string_lossy().starts_with('.');
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         if is_dir && !hidden {
-            find_kpack_dirs(&entry.path(), depth - 1, dirs);
+            find_kpack_dirs(&entry.path(), depth - 1, dirs, refused);
         }
     }
 }

@@ -142,7 +142,7 @@ pub enum SourceError {
     BadUrl {
         /// Where it was configured.
         origin: String,
-        /// The text given.
+        /// The text given (credentials masked).
         url: String,
         /// Parser message.
         detail: String,
@@ -170,7 +170,7 @@ pub enum SourceError {
 pub fn parse_source_url(text: &str, origin: &str, allow_http: bool) -> Result<Url, SourceError> {
     let bad = |detail: String| SourceError::BadUrl {
         origin: origin.to_string(),
-        url: text.to_string(),
+        url: crate::client::masked_text(text),
         detail,
     };
     let directory = |path: &std::path::Path| {
@@ -332,7 +332,9 @@ fn read_file(
         path: path.to_path_buf(),
         detail,
     };
-    let text = fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+    let bytes = rocm_kpack_format::fsutil::read_limited(path, rocm_kpack_format::fsutil::MAX_SOURCES_FILE)
+        .map_err(|e| file_err(e.source.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| file_err("not UTF-8 text".into()))?;
     let parsed: SourcesFile = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
     let origin = path.display().to_string();
     let mut sources = Vec::new();

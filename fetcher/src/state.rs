@@ -28,13 +28,14 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::install::write_atomically;
 
+use rocm_kpack_format::fsutil::MAX_STATE_FILE;
 use rocm_kpack_format::layout::fetch::STATE_FILE;
 use rocm_kpack_format::layout::names::{self, NameKind};
 
@@ -153,22 +154,16 @@ impl State {
     /// Loads the state of `kpack_dir`; a missing file is an empty state.
     pub fn load(kpack_dir: &Path) -> Result<State, StateError> {
         let path = Self::path(kpack_dir);
-        // Never through a symlink planted in the prefix.
-        let opened = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path);
-        let bytes = match opened.and_then(|mut f| {
-            let mut b = Vec::new();
-            io::Read::read_to_end(&mut f, &mut b).map(|_| b)
-        }) {
+        // Never through a symlink, never a FIFO, never more than the limit:
+        // another user may have planted it.
+        let bytes = match rocm_kpack_format::fsutil::read_limited(&path, MAX_STATE_FILE) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                let source = io::Error::new(io::ErrorKind::PermissionDenied, "is a symlink; not following it");
+            Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
+            Err(e) if e.action == "refusing" => {
+                let source = io::Error::new(io::ErrorKind::PermissionDenied, e.source.to_string());
                 return Err(StateError::Io { path, source });
             }
-            Err(source) => return Err(StateError::Io { path, source }),
+            Err(e) => return Err(StateError::Io { path, source: e.source }),
         };
         let state: State = serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid {
             path: path.clone(),

@@ -157,7 +157,7 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
         let archive = Archive::open(path).map_err(format)?;
         return archive_report(&archive).map(Report::Archive).map_err(format);
     }
-    let data = fs::read(path).map_err(|source| InspectError::Read {
+    let data = read_regular(path).map_err(|source| InspectError::Read {
         path: shown.clone(),
         source,
     })?;
@@ -190,9 +190,21 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
     Err(InspectError::Unknown { path: shown })
 }
 
+/// A regular file only: a FIFO or device would block or never end.
+fn open(path: &Path) -> std::io::Result<fs::File> {
+    rocm_kpack_format::fsutil::open_regular(path).map_err(|e| e.source)
+}
+
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    open(path)?.read_to_end(&mut data)?;
+    Ok(data)
+}
+
 fn read_head(path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
     use std::io::Read;
-    let mut file = fs::File::open(path)?;
+    let mut file = open(path)?;
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..])? {

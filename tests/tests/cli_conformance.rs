@@ -495,3 +495,107 @@ fn exit_codes_follow_the_table() {
         );
     }
 }
+
+/// The rows of a help text's `Exit status:` section: (code, name).
+fn exit_rows(help: &str) -> Vec<(u8, String)> {
+    help.lines()
+        .skip_while(|l| *l != "Exit status:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  ") && !l.trim_start().starts_with('('))
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let (code, rest) = t.split_once("  ")?;
+            Some((code.parse().ok()?, rest.split([';', '(', ':']).next()?.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Exit codes a help text names in prose: "exit 4", "exits 0", "(exit 3 ...".
+fn codes_in_prose(help: &str) -> Vec<u8> {
+    let prose: String = help.split("Exit status:").next().unwrap_or(help).replace('\n', " ");
+    let words: Vec<&str> = prose.split_whitespace().collect();
+    let mut out = Vec::new();
+    for pair in words.windows(2) {
+        let w = pair[0].trim_start_matches('(').to_ascii_lowercase();
+        if w == "exit" || w == "exits" {
+            if let Ok(code) = pair[1].trim_end_matches([',', ')', ';', '.']).parse::<u8>() {
+                out.push(code);
+            }
+        }
+    }
+    out
+}
+
+/// Every help text against the one exit-code table (runtime/cli): each row
+/// of an `Exit status:` section is a row of the table, spelled the same; a
+/// code the prose names is one the section lists; and a command the table
+/// says ends with a code lists it.
+#[test]
+fn every_help_text_matches_the_exit_code_table() {
+    use rocm_kpack_cli::ExitStatus;
+    let name_of = |code: u8| ExitStatus::ALL.iter().find(|s| s.code() == code).map(|s| s.name());
+    let table = ExitStatus::table();
+    for program in PROGRAMS {
+        for path in command_paths(program) {
+            let out = run(bins::command(program).args(&path).arg("--help"));
+            let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+            let what = format!("{program} {}", path.join(" "));
+            let rows = exit_rows(&help);
+            if path.is_empty() {
+                assert!(help.contains(&table), "{what}: the top-level help carries the table:\n{help}");
+                continue;
+            }
+            for (code, name) in &rows {
+                assert_eq!(name_of(*code), Some(name.as_str()), "{what}: row {code} {name:?} is not the table's");
+            }
+            let listed: Vec<u8> = rows.iter().map(|(c, _)| *c).collect();
+            for code in codes_in_prose(&help) {
+                assert!(
+                    listed.is_empty() || listed.contains(&code),
+                    "{what}: the help says exit {code}, its Exit status section lists {listed:?}:\n{help}"
+                );
+            }
+            // The table's own words for a command (e.g. "rocm-kpack-fetch
+            // verify" under 4) must be among that command's codes.
+            let sub = path.join(" ");
+            for status in ExitStatus::ALL {
+                let row = table_row(&table, status.code());
+                let mentioned = row.contains(&format!("{program} {sub} "))
+                    || row.contains(&format!("{program} {sub}\n"))
+                    || (program == "rocm-kpack-fetch" && status == ExitStatus::Problems && row_lists(&row, &sub));
+                if mentioned && !rows.is_empty() {
+                    assert!(listed.contains(&status.code()), "{what}: the table names it under {}, its help does not:\n{help}", status.code());
+                }
+            }
+        }
+    }
+    // The table itself: `rocm-kpack verify` finds problems with 4, not 1.
+    assert!(!table_row(&table, 1).contains("verify"), "{table}");
+    assert!(table_row(&table, 4).contains("rocm-kpack verify"), "{table}");
+}
+
+/// The lines of the table's row for `code` (its first line and the
+/// indented continuation lines).
+fn table_row(table: &str, code: u8) -> String {
+    let start = format!("  {code}  ");
+    let mut lines = table.lines().skip_while(|l| !l.starts_with(&start));
+    let mut row = String::new();
+    if let Some(first) = lines.next() {
+        row.push_str(first);
+        row.push('\n');
+    }
+    for l in lines.take_while(|l| l.starts_with("     ")) {
+        row.push_str(l);
+        row.push('\n');
+    }
+    row.replace("\n     ", " ")
+}
+
+/// Whether the Problems row's list for rocm-kpack-fetch names `sub`
+/// ("rocm-kpack-fetch verify (...), doctor (...), install --strict").
+fn row_lists(row: &str, sub: &str) -> bool {
+    let Some((_, fetch)) = row.split_once("rocm-kpack-fetch") else {
+        return false;
+    };
+    fetch.split(',').any(|part| part.trim().split_whitespace().next() == Some(sub))
+}

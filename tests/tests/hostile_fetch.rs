@@ -301,12 +301,18 @@ fn install_offline(env: &Env, a: &Archive) {
     let offline = env.top.join("offline");
     fs::create_dir_all(&offline).unwrap();
     fs::write(offline.join(&a.name), &a.bytes).unwrap();
-    let (code, _, stderr) = run(env.fetch(&[
-        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
-        "--cache-dir", env.cache.to_str().unwrap(),
-    ]));
+    let (code, _, stderr) = run(offline_install(env));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(fs::read(env.kpack.join(&a.name)).unwrap(), a.bytes);
+}
+
+/// `install` from the offline directory of [`install_offline`].
+fn offline_install(env: &Env) -> Command {
+    let offline = env.top.join("offline");
+    env.fetch(&[
+        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
+        "--cache-dir", env.cache.to_str().unwrap(),
+    ])
 }
 
 /// `remove` (of the component: a hostile key may not even be an argument)
@@ -514,4 +520,451 @@ fn symlinks_planted_by_an_unprivileged_user_are_never_followed() {
     assert!(stderr.contains("not a .kpack directory") || stderr.contains("owned by uid"), "{stderr}");
     let diff = before.diff(&env.snap());
     assert!(diff.is_empty(), "swapped .kpack:\n{diff}");
+}
+
+// ---------------------------------------------------------------------------
+// A local user or a slow store must not stall, steer or bloat the fetcher:
+// locks, the trigger's clean-up, special and oversized files, slow mirrors,
+// rpm's file list, exit codes (docs/formats.md "Input size limits",
+// docs/runtime.md for the bounds).
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The trigger waits this long for a lock (fetcher `trigger::LOCK_WAIT`).
+const TRIGGER_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// A process holding `flock(LOCK_EX)` on `path` until killed, started as
+/// `nobody` (the attacker) or as root (another rocm-kpack-fetch).
+struct Holder(Child);
+
+impl Holder {
+    fn start(path: &Path, as_nobody: bool) -> Holder {
+        let script = "import fcntl, sys, time\n\
+                      f = open(sys.argv[1], 'rb')\n\
+                      fcntl.flock(f, fcntl.LOCK_EX)\n\
+                      print('held', flush=True)\n\
+                      time.sleep(600)\n";
+        let mut cmd = if as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/python3", "-c", script]);
+            c
+        } else {
+            let mut c = Command::new("/usr/bin/python3");
+            c.args(["-c", script]);
+            c
+        };
+        let mut child = cmd.arg(path).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held", "the holder could not lock {}", path.display());
+        Holder(child)
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `cmd` (stdin from `input`), failing the test if it is still running
+/// after `bound`: nothing another user controls may stall a root command.
+fn run_bounded(mut cmd: Command, input: &[u8], bound: Duration) -> (i32, String, String, Duration) {
+    let started = Instant::now();
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} still running after {bound:?}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = writer.join();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// Generous: the machine is shared; the point is "not forever".
+const BOUND: Duration = Duration::from_secs(120);
+
+/// An installed archive whose package was then removed (the manifest is
+/// gone): what `trigger --removed` and `gc` clean up.
+fn orphaned_install(env: &Env, a: &Archive) {
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, a)]);
+    install_offline(env, a);
+    fs::remove_file(env.kpack.join("x.kpm")).unwrap();
+}
+
+#[test]
+fn a_lock_held_by_another_user_stalls_nothing() {
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 7, 10_000);
+    let manifest = env.kpack.join("x.kpm");
+    let lock = env.kpack.join(LOCK);
+    let commands: Vec<(&str, Vec<String>, Vec<u8>)> = vec![
+        ("trigger (dpkg)", vec!["trigger".into(), "--removed".into(), env.kpack.display().to_string()], vec![]),
+        (
+            "trigger (rpm)",
+            vec!["trigger".into(), "--removed".into(), "--stdin".into()],
+            format!("{}\n", manifest.display()).into_bytes(),
+        ),
+        ("gc", vec!["gc".into(), "--yes".into(), "--target".into(), "gfx90a".into()], vec![]),
+        ("remove", vec!["remove".into(), "x".into(), "--yes".into()], vec![]),
+    ];
+    for (what, args, input) in commands {
+        if what == "remove" {
+            // remove names an installed component: keep its manifest.
+            write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, &a)]);
+            install_offline(&env, &a);
+        } else {
+            orphaned_install(&env, &a);
+        }
+        // An older rocm-kpack-fetch created the lock 0644: nobody can open it.
+        fs::set_permissions(&lock, fs::Permissions::from_mode(0o644)).unwrap();
+        let holder = Holder::start(&lock, true);
+        let before = env.snap();
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(&args);
+        if !what.starts_with("trigger") {
+            cmd.args(["--root", env.root.to_str().unwrap()]);
+        }
+        bins::isolate_fetcher(&mut cmd);
+        let (code, stdout, stderr, _) = run_bounded(cmd, &input, BOUND);
+        assert_eq!(code, 0, "{what}: {stdout}{stderr}");
+        assert!(!env.kpack.join(&a.name).exists(), "{what}: the archive is removed\n{stdout}{stderr}");
+        env.assert_confined(&before, what);
+        let meta = fs::metadata(&lock);
+        if let Ok(m) = meta {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!((m.mode() & 0o777, m.uid()), (0o600, 0), "{what}: the lock is root's and 0600 now");
+        }
+        drop(holder);
+        let _ = fs::remove_file(env.kpack.join(STATE));
+    }
+    // install too: the hostile holder is not waited for.
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, &a)]);
+    fs::write(&lock, b"").unwrap();
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o644)).unwrap();
+    let _holder = Holder::start(&lock, true);
+    let (code, _, stderr, _) = run_bounded(offline_install(&env), b"", BOUND);
+    assert_eq!(code, 0, "install: {stderr}");
+    assert_eq!(fs::read(env.kpack.join(&a.name)).unwrap(), a.bytes);
+}
+
+#[test]
+fn a_busy_lock_is_waited_for_within_bounds() {
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 8, 10_000);
+    orphaned_install(&env, &a);
+    // Another root rocm-kpack-fetch (same user) holds the lock: waited for,
+    // within the bound, then the trigger leaves the work for later.
+    let holder = Holder::start(&env.kpack.join(LOCK), false);
+    let before = env.snap();
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(["trigger", "--removed", env.kpack.to_str().unwrap()]);
+    bins::isolate_fetcher(&mut cmd);
+    let (code, stdout, stderr, took) = run_bounded(cmd, b"", BOUND);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    assert!(stdout.contains("install --auto") && stdout.contains(&format!("pid {}", holder.pid())), "{stdout}");
+    assert!(took >= TRIGGER_LOCK_WAIT, "it did wait the documented {TRIGGER_LOCK_WAIT:?}: {took:?}");
+    assert!(env.kpack.join(&a.name).exists());
+    assert!(before.diff(&env.snap()).is_empty(), "nothing changed while another run held the lock");
+    // Interactive commands say who holds it and give up after --wait.
+    let (code, _, stderr, _) = run_bounded(env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]), b"", BOUND);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(&format!("pid {}", holder.pid())) && stderr.contains("--wait"), "{stderr}");
+    drop(holder);
+    let (code, _, stderr, _) = run_bounded(env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]), b"", BOUND);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!env.kpack.join(&a.name).exists());
+}
+
+#[test]
+fn the_trigger_never_follows_a_symlinked_kpack_directory() {
+    let env = Env::new();
+    let app = env.root.join("opt/app");
+    fs::create_dir_all(&app).unwrap();
+    Command::new("chown").arg("nobody").arg(&app).status().unwrap();
+    // Root-owned directories the attacker points at: an empty one, and a
+    // `.kpack` holding only an empty state (what the tidy-up removes).
+    let empty = env.top.join("rootdir/empty");
+    let other = env.top.join("rootdir/other/.kpack");
+    fs::create_dir_all(&empty).unwrap();
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join(STATE), b"{\"format_version\": 1, \"archives\": {}}\n").unwrap();
+    for d in [env.top.join("rootdir"), env.top.join("rootdir/other"), empty.clone(), other.clone()] {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for target in [&empty, &other] {
+        as_nobody(&format!("rm -f {0}/.kpack; ln -s {1} {0}/.kpack", app.display(), target.display()));
+        let link = app.join(".kpack");
+        for (args, input) in [
+            (vec!["trigger".to_string(), "--removed".into(), app.display().to_string()], Vec::new()),
+            (vec!["trigger".to_string(), "--removed".into(), link.display().to_string()], Vec::new()),
+            (vec!["trigger".to_string(), "--removed".into(), "--stdin".into()], format!("{}/x.kpm\n", link.display()).into_bytes()),
+        ] {
+            let before = env.snap();
+            let mut cmd = bins::command("rocm-kpack-fetch");
+            cmd.args(&args);
+            bins::isolate_fetcher(&mut cmd);
+            let (code, stdout, stderr, _) = run_bounded(cmd, &input, BOUND);
+            assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+            let diff = before.diff(&env.snap());
+            assert!(diff.is_empty(), "{target:?} {args:?}: changed:\n{diff}");
+        }
+    }
+}
+
+#[test]
+fn fifos_and_sparse_files_stall_and_bloat_nothing() {
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 9, 10_000);
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, &a)]);
+    install_offline(&env, &a);
+    let state = env.kpack.join(STATE);
+    let offline = env.top.join("offline");
+    // The attacker may write the .kpack directory (a careless chmod);
+    // the commands run with --unsafe-permissions where they take it.
+    fs::set_permissions(&env.kpack, fs::Permissions::from_mode(0o1777)).unwrap();
+    let commands = |extra: &[&str]| -> Vec<Command> {
+        let with = |args: &[&str]| {
+            let mut v = args.to_vec();
+            v.extend(extra);
+            env.fetch(&v)
+        };
+        let mut trigger = bins::command("rocm-kpack-fetch");
+        trigger.args(["trigger", "--removed", env.kpack.to_str().unwrap()]);
+        bins::isolate_fetcher(&mut trigger);
+        vec![
+            trigger,
+            with(&["gc", "--target", "gfx90a", "--unsafe-permissions"]),
+            with(&["list"]),
+            with(&["status", "--target", "gfx90a"]),
+            with(&["verify"]),
+            with(&[
+                "install", "--target", "gfx90a", "--unsafe-permissions", "--offline", offline.to_str().unwrap(),
+                "--cache-dir", env.cache.to_str().unwrap(),
+            ]),
+        ]
+    };
+    fs::remove_file(&state).unwrap();
+    as_nobody(&format!("mkfifo {}", state.display()));
+    for cmd in commands(&[]) {
+        let what = format!("{:?}", cmd.get_args().next());
+        let before = env.snap();
+        let (_, stdout, stderr, _) = run_bounded(cmd, b"", BOUND);
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::symlink_metadata(&state).unwrap().file_type().is_fifo(), "{what}: the FIFO stays");
+        assert!(
+            stdout.contains("FIFO") || stderr.contains("FIFO") || what.contains("trigger"),
+            "{what}: the FIFO is named: {stdout}{stderr}"
+        );
+        env.assert_confined(&before, &what);
+    }
+    fs::remove_file(&state).unwrap();
+    // A 3 GiB state file and a 2 GiB manifest that use no disk.
+    as_nobody(&format!("truncate -s 3G {}", state.display()));
+    let kpm = env.kpack.join("big.kpm");
+    as_nobody(&format!("truncate -s 2G {}", kpm.display()));
+    for cmd in commands(&[]) {
+        let what = format!("{:?}", cmd.get_args().next());
+        let before = env.snap_light();
+        let (_, stdout, stderr, _) = run_bounded(cmd, b"", BOUND);
+        assert!(
+            stdout.contains("limit") || stderr.contains("limit") || what.contains("trigger"),
+            "{what}: the size limit is named: {stdout}{stderr}"
+        );
+        assert_eq!(before, env.snap_light(), "{what}");
+    }
+    fs::set_permissions(&env.kpack, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+impl Env {
+    /// Names and sizes only (hashing a 3 GiB hole would read it).
+    fn snap_light(&self) -> Vec<(PathBuf, u64)> {
+        let mut v: Vec<(PathBuf, u64)> = Vec::new();
+        let mut stack = vec![self.top.clone()];
+        while let Some(d) = stack.pop() {
+            if d == self.cache {
+                continue;
+            }
+            for e in fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let m = fs::symlink_metadata(e.path()).unwrap();
+                if m.is_dir() {
+                    stack.push(e.path());
+                }
+                v.push((e.path(), m.len()));
+            }
+        }
+        v.sort();
+        v
+    }
+}
+
+#[test]
+fn a_slow_drip_store_is_abandoned_for_the_good_mirror() {
+    let env = Env::new();
+    let good = Archive::new("x", "gfx90a", 10, 50_000);
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&good.name, &good)]);
+    let slow = Server::start();
+    let mirror = Server::start();
+    slow.add(&good.by_hash(), good.bytes.clone());
+    slow.set_fault(&good.by_hash(), Fault::Drip(Duration::from_secs(2)));
+    mirror.add(&good.by_hash(), good.bytes.clone());
+    // Floor 1000 B/s over 3 s: the drip's 1 byte per 2 s gives up after
+    // one window (documented bound: --speed-time, plus connecting).
+    let before = env.snap();
+    let (code, _, stderr, took) = run_bounded(
+        env.install(&[slow.url(), mirror.url()], &["--speed-limit", "1000", "--speed-time", "3", "--retries", "0"]),
+        b"",
+        BOUND,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("too slow"), "{stderr}");
+    assert_eq!(fs::read(env.kpack.join(&good.name)).unwrap(), good.bytes);
+    let asked: Vec<Option<String>> = mirror.requests_for(&good.by_hash()).into_iter().map(|r| r.range).collect();
+    assert_eq!(asked, vec![None], "the good mirror is asked from byte 0");
+    assert!(took < Duration::from_secs(60), "gave up on the drip within its window: {took:?}");
+    eprintln!("slow drip: whole install took {took:?} (window 3 s)");
+    env.assert_confined(&before, "slow drip");
+}
+
+#[test]
+fn rpm_file_lists_are_read_path_by_path() {
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 11, 10_000);
+    orphaned_install(&env, &a);
+    let mut input = b"/usr/lib/\xff\xfe/.kpack/other.kpm\n".to_vec();
+    input.extend_from_slice(format!("{}/x.kpm\n", env.kpack.display()).as_bytes());
+    input.extend_from_slice(b"/opt/\x80/lib.so\n");
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(["trigger", "--removed", "--stdin"]);
+    bins::isolate_fetcher(&mut cmd);
+    let before = env.snap();
+    let (code, stdout, stderr, _) = run_bounded(cmd, &input, BOUND);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!env.kpack.join(&a.name).exists(), "the orphan is removed: {stdout}{stderr}");
+    assert!(stdout.contains("removed 1 archive"), "{stdout}");
+    env.assert_confined(&before, "rpm stdin");
+}
+
+#[test]
+fn the_trigger_exits_0_on_every_input() {
+    for args in [
+        &["trigger", "--", ""][..],
+        &["trigger", "--bogus"],
+        &["trigger", "--timeout", "x"],
+        &["-v", "trigger", "--no-such-flag"],
+    ] {
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(args).env("ROCM_KPACK_FETCH_SKIP", "1");
+        bins::isolate_fetcher(&mut cmd);
+        let (code, stdout, stderr, _) = run_bounded(cmd, b"", BOUND);
+        assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+        assert_eq!(stdout.lines().count(), 1, "{args:?}: one line: {stdout}");
+    }
+    // Not the trigger: usage errors stay exit 2.
+    let mut gc = bins::command("rocm-kpack-fetch");
+    gc.args(["gc", "--bogus"]);
+    assert_eq!(run(gc).0, 2);
+}
+
+#[test]
+fn inspect_refuses_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("x.kpack");
+    let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(status.success());
+    let mut cmd = bins::command("rocm-kpack");
+    cmd.arg("inspect").arg(&fifo);
+    let (code, _, stderr, _) = run_bounded(cmd, b"", BOUND);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("FIFO"), "{stderr}");
+}
+
+#[test]
+fn pip_index_url_accepts_only_clean_https_bases() {
+    for base in [
+        "",
+        "javascript:alert(1)",
+        "https://h.example/x?query=1",
+        "https://h.example/x#frag",
+        "https://h.example/x\ny",
+        "https://h.example/x y",
+        "https:///x",
+        "http://user:hunter2@h.example/x",
+    ] {
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(["pip-index-url", "--target", "gfx90a", "--base", base]);
+        bins::isolate_fetcher(&mut cmd);
+        let (code, stdout, stderr) = run(cmd);
+        assert_eq!(code, 2, "{base:?}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{base:?}: nothing printed: {stdout}");
+        assert!(!stderr.contains("hunter2"), "{base:?}: credentials masked: {stderr}");
+    }
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(["pip-index-url", "--target", "gfx90a", "--allow-http", "--base", "http://user:hunter2@127.0.0.1:9/idx"]);
+    bins::isolate_fetcher(&mut cmd);
+    let (code, stdout, stderr) = run(cmd);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("http://user:hunter2@127.0.0.1:9/idx/families/"), "{stdout}");
+    assert!(stderr.contains("http://") && !stderr.contains("hunter2"), "warned, masked: {stderr}");
+}
+
+#[test]
+fn a_skipped_configured_source_is_named() {
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 12, 10_000);
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, &a)]);
+    let sources_d = env.root.join("etc/rocm-kpack/sources.d");
+    fs::create_dir_all(&sources_d).unwrap();
+    let file = sources_d.join("50-rocm-kpack-publish.toml");
+    fs::write(&file, "[[source]]\nurl = \"http://user:hunter2@127.0.0.1:9/store/\"\n").unwrap();
+    let (code, _, stderr) = run(env.fetch(&["install", "--target", "gfx90a", "--cache-dir", env.cache.to_str().unwrap()]));
+    assert_eq!(code, 1, "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("no source serves"), "{stderr}");
+    assert!(last.contains(&file.display().to_string()), "names the file: {last}");
+    assert!(last.contains("****@127.0.0.1:9") && !stderr.contains("hunter2"), "masked URL: {last}");
+    assert!(last.contains("--allow-http"), "says why: {last}");
+}
+
+#[test]
+fn publishing_an_http_store_warns_even_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let pkgs = dir.path().join("pkgs");
+    fs::create_dir_all(&pkgs).unwrap();
+    let mut cmd = bins::command("rocm-kpack");
+    cmd.args(["-q", "publish"]).arg(&pkgs).arg("--out").arg(dir.path().join("out"));
+    cmd.args(["--kpack-store", "--store-url", "http://user:hunter2@127.0.0.1:9/store/"]);
+    cmd.arg("--fetcher-bin").arg(bins::bin("rocm-kpack-fetch"));
+    let (_, _, stderr) = run(cmd);
+    assert!(stderr.contains("warning: --store-url") && stderr.contains("--allow-http"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
 }

@@ -641,7 +641,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs/rx7900xtx");
     let url = ok(bins::command("rocm-kpack-fetch")
-        .args(["pip-index-url", "--base", server.root_url(), "--sysfs-root"])
+        .args(["pip-index-url", "--allow-http", "--base", server.root_url(), "--sysfs-root"])
         .arg(&sysfs));
     let url = url.trim().to_string();
     assert_eq!(url, format!("{}families/gfx110x/", server.root_url()));
@@ -698,6 +698,8 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let o = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &block])
         .env("REPO", server.root_url())
+        // The test's store is plain http on 127.0.0.1.
+        .env("ROCM_KPACK_ALLOW_HTTP", "1")
         .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100")
         .env("PATH", path)
         .env("PIP_CONFIG_FILE", "/dev/null")

@@ -45,6 +45,19 @@ pub enum FetchError {
         /// The read timeout that expired.
         timeout: Duration,
     },
+    /// Data came, but slower than the throughput floor for a whole window
+    /// (a store that drips bytes to hold the transfer open).
+    #[error("{url}: too slow: {bytes} bytes in {:.0}s, below the floor of {floor} bytes/s (--speed-limit, --speed-time)", window.as_secs_f64())]
+    TooSlow {
+        /// Masked URL.
+        url: String,
+        /// Bytes received in the window.
+        bytes: u64,
+        /// The window.
+        window: Duration,
+        /// The floor, bytes per second.
+        floor: u64,
+    },
     /// The body ended early (the connection closed cleanly mid-file).
     #[error("{url}: body ended after {got} of {expected} bytes")]
     ShortBody {
@@ -141,6 +154,7 @@ impl FetchError {
             FetchError::NotFound { .. }
             | FetchError::Oversize { .. }
             | FetchError::Encoding { .. }
+            | FetchError::TooSlow { .. }
             | FetchError::HashMismatch { .. }
             | FetchError::Redirect { .. }
             | FetchError::Local { .. } => false,
@@ -170,6 +184,7 @@ impl FetchError {
             | FetchError::Status { url, .. }
             | FetchError::Transport { url, .. }
             | FetchError::Stalled { url, .. }
+            | FetchError::TooSlow { url, .. }
             | FetchError::ShortBody { url, .. }
             | FetchError::Oversize { url, .. }
             | FetchError::Encoding { url, .. }
@@ -215,6 +230,9 @@ impl FetchError {
                 }
             }
             FetchError::Stalled { timeout, .. } => format!("no data for {:.0}s", timeout.as_secs_f64()),
+            FetchError::TooSlow { bytes, window, .. } => {
+                format!("too slow ({bytes} bytes in {:.0}s)", window.as_secs_f64())
+            }
             FetchError::ShortBody { .. } => "connection closed mid-file".into(),
             FetchError::Oversize { .. } => "sent more bytes than the manifest says".into(),
             FetchError::BadRange { .. } => "wrong byte range in the reply".into(),

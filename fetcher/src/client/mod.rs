@@ -14,7 +14,7 @@ use reqwest::{redirect, Url};
 
 pub use error::{Attempted, FetchError, HostCause};
 pub use retry::Backoff;
-pub use url::{is_loopback, masked, MaskedUrl};
+pub use url::{is_loopback, masked, masked_text, MaskedUrl};
 
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;
@@ -32,7 +32,20 @@ pub struct ClientOptions {
     pub backoff: Backoff,
     /// Accept `http://` URLs (and redirects to loopback http).
     pub allow_http: bool,
+    /// Throughput floor, bytes per second (0: none): a transfer that
+    /// receives fewer than `speed_limit * speed_time` bytes in any window
+    /// of `speed_time` is abandoned (curl's `--speed-limit`), and the
+    /// next source is tried from byte 0.
+    pub speed_limit: u64,
+    /// The window of [`ClientOptions::speed_limit`] (curl's `--speed-time`).
+    pub speed_time: Duration,
 }
+
+/// Default throughput floor, bytes per second (see
+/// [`ClientOptions::speed_limit`]).
+pub const DEFAULT_SPEED_LIMIT: u64 = 1024;
+/// Default throughput window, seconds.
+pub const DEFAULT_SPEED_TIME_SECS: u64 = 30;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -45,6 +58,8 @@ impl Default for ClientOptions {
                 max: Duration::from_secs(60),
             },
             allow_http: false,
+            speed_limit: DEFAULT_SPEED_LIMIT,
+            speed_time: Duration::from_secs(DEFAULT_SPEED_TIME_SECS),
         }
     }
 }

@@ -56,6 +56,23 @@ pub fn masked(url: &Url) -> String {
     shown.to_string()
 }
 
+/// [`masked`] for text that may not even parse as a URL: when it does
+/// not, a `user:password@` before the host is still replaced by `****`.
+pub fn masked_text(text: &str) -> String {
+    if let Ok(url) = Url::parse(text) {
+        return masked(&url);
+    }
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://****{}{tail}", &authority[at..]),
+        None => text.to_string(),
+    }
+}
+
 /// True for `localhost` and loopback IP literals (127.0.0.0/8, ::1).
 pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
@@ -68,6 +85,13 @@ pub fn is_loopback(url: &Url) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_that_is_no_url_is_masked_too() {
+        assert_eq!(super::masked_text("https://u:pw@h:99999/x"), "https://****@h:99999/x");
+        assert_eq!(super::masked_text("https://u:pw@h.example/x"), "https://****@h.example/x");
+        assert_eq!(super::masked_text("no url"), "no url");
+    }
+
     use super::*;
 
     fn url(s: &str) -> Url {

@@ -106,11 +106,16 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
             .collect();
         missing.dedup();
         if !missing.is_empty() {
-            let msg = format!(
+            let mut msg = format!(
                 "no source serves {}: pass --source URL (a kpack store or a directory) or \
                  --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
                 missing.join(", ")
             );
+            // Say which configured sources were skipped and why: otherwise
+            // a store named in sources.d looks ignored.
+            if !sources.warnings.is_empty() {
+                msg.push_str(&format!("; configured but skipped: {}", sources.warnings.join("; ")));
+            }
             if preview.fetches().all(|(c, _)| missing.contains(&c.component.as_str())) {
                 anyhow::bail!(msg);
             }
@@ -181,6 +186,8 @@ fn exec_options(net: &NetArgs, root: &std::path::Path) -> ExecOptions {
                 max: Duration::from_secs(60),
             },
             allow_http: net.allow_http,
+            speed_limit: net.speed_limit,
+            speed_time: Duration::from_secs_f64(net.speed_time),
         },
         jobs: usize::try_from(net.jobs).unwrap_or(1),
         cache: Cache::new(cache),

@@ -49,6 +49,7 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
 /// may write or delete in a prefix scans through here first.
 pub fn scan_config(args: &ScanArgs) -> ScanConfig {
     rocm_kpack_fetch::install::set_unsafe_permissions(args.unsafe_permissions);
+    rocm_kpack_fetch::install::set_lock_wait(std::time::Duration::from_secs(args.wait));
     let python = match std::env::var(PYTHON_ENV) {
         Ok(v) if v.trim().is_empty() => None,
         Ok(v) => Some(v),

@@ -15,6 +15,8 @@
 //! `install --python` for the others.
 
 use clap::Args;
+use rocm_kpack_cli::UsageError;
+use rocm_kpack_fetch::client::masked_text;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, JsonArg};
 use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_format::layout;
@@ -29,8 +31,14 @@ use crate::cli::TargetArgs;
 pub struct PipIndexUrlArgs {
     /// The repository URL `rocm-kpack publish --pip` wrote (the parent of
     /// `simple/` and `families/`).
+    /// https:// only (http:// with --allow-http), with a host and no query
+    /// or fragment.
     #[arg(long, value_name = "URL")]
     pub base: String,
+    /// Accept a plain http:// --base (pip then fetches without TLS; also
+    /// ROCM_KPACK_ALLOW_HTTP=1).
+    #[arg(long)]
+    pub allow_http: bool,
     /// How to find the local targets.
     #[command(flatten)]
     pub targets: TargetArgs,
@@ -51,6 +59,8 @@ struct Output {
 
 /// Runs `pip-index-url`: exit 3 without targets.
 pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
+    let allow_http = args.allow_http || std::env::var(super::trigger::ALLOW_HTTP_ENV).is_ok_and(|v| v == "1");
+    let base = check_base(&args.base, allow_http)?;
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
         eprintln!("{}", no_targets_message(&local.detection));
@@ -81,11 +91,6 @@ pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
             families.join(", ")
         ));
     }
-    let base = if args.base.ends_with('/') {
-        args.base.clone()
-    } else {
-        format!("{}/", args.base)
-    };
     let index_url = format!("{base}{}", layout::pip::view_path(&family));
     if args.json.enabled {
         print_json(&Output {
@@ -99,4 +104,63 @@ pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
         print_stdout(&format!("{index_url}\n"))?;
     }
     Ok(ExitStatus::Success)
+}
+
+/// `--base` as a URL pip can use, ending in `/`: `https://` (or `http://`
+/// with `--allow-http`), a host, no query or fragment (the view's path is
+/// appended), no spaces or control characters. Messages mask credentials.
+fn check_base(text: &str, allow_http: bool) -> Result<String, UsageError> {
+    let refuse = |why: &str| UsageError(format!("--base {:?}: {why}", masked_text(text)));
+    if text.is_empty() {
+        return Err(refuse("empty; give the URL `rocm-kpack publish --pip` wrote"));
+    }
+    // The URL parser drops tabs and newlines silently: refuse them first.
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(refuse("contains spaces or control characters"));
+    }
+    // The parser would read `https:///x` as host `x`.
+    if text.split_once("://").is_none_or(|(_, rest)| rest.is_empty() || rest.starts_with('/')) {
+        return Err(refuse("no host (scheme://host/path expected)"));
+    }
+    let url = reqwest::Url::parse(text).map_err(|e| refuse(&format!("not a URL ({e})")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => return Err(refuse("plain http:// is refused (pip would fetch without TLS); pass --allow-http to accept it")),
+        _ => return Err(refuse("only https:// URLs (http:// with --allow-http)")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse("has a query or fragment; the family's path is appended to it"));
+    }
+    if url.scheme() == "http" {
+        eprintln!(
+            "warning: --base {}: plain http://, pip will fetch without TLS",
+            masked_text(text)
+        );
+    }
+    let mut base = url.to_string();
+    if !base.ends_with('/') {
+        base.push('/');
+    }
+    Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_base;
+
+    #[test]
+    fn base_urls_are_checked() {
+        assert_eq!(check_base("https://h.example/kpack", false).expect("ok"), "https://h.example/kpack/");
+        assert_eq!(check_base("http://127.0.0.1:8/", true).expect("ok"), "http://127.0.0.1:8/");
+        for bad in ["", "javascript:alert(1)", "https://h/?q=1", "https://h/#f", "https://h/a\nb", "https://h/a b",
+                    "http://h/", "file:///tmp/x", "https:///x", "ftp://h/"] {
+            assert!(check_base(bad, false).is_err(), "{bad:?}");
+        }
+        let err = check_base("http://user:secret@h/", false).expect_err("http").to_string();
+        assert!(!err.contains("secret") && err.contains("****"), "{err}");
+    }
 }

@@ -12,10 +12,17 @@
 //!    the `.kpack/` directories named (all installed manifests when none).
 //!
 //! It never calls apt, dpkg, rpm or dnf (they hold their locks), prints one
-//! line, and always exits 0: no GPU, no network or a bad source must not
-//! fail the package transaction; `install --auto` (or the timer) retries.
+//! line, and always exits 0, whatever its input (a usage error is that one
+//! line too): no GPU, no network or a bad source must not fail the package
+//! transaction; `install --auto` (or the timer) retries.
+//!
+//! Its whole run is bounded: a `.kpack` directory another run has locked
+//! is waited for at most [`LOCK_WAIT`], then its work is left to
+//! `install --auto` or the timer; the fetch here stops after `--timeout`.
 
+use std::ffi::OsString;
 use std::io::{BufRead, Read};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,14 +42,25 @@ pub const ALLOW_HTTP_ENV: &str = "ROCM_KPACK_ALLOW_HTTP";
 
 const SERVICE: &str = "rocm-kpack-fetch.service";
 
+/// How long the trigger waits for a `.kpack` directory another
+/// rocm-kpack-fetch has locked before it leaves the work to `install
+/// --auto` or the timer (a package transaction must not hang on a lock).
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Default of `--timeout`: seconds the fetch may take when it runs here.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// Most bytes of paths read from stdin (rpm's file list of a transaction).
+const MAX_STDIN: u64 = 64 << 20;
+
 /// `trigger` options.
 #[derive(Debug, Args)]
 pub struct TriggerArgs {
     /// `.kpack` directories, manifests or prefixes the transaction touched
     /// (dpkg's trigger names); only these are looked at. None: every
     /// installed manifest.
-    #[arg(value_name = "PATH")]
-    pub paths: Vec<PathBuf>,
+    #[arg(value_name = "PATH", value_parser = clap::value_parser!(OsString))]
+    pub paths: Vec<OsString>,
     /// Also read paths from stdin, one per line (rpm's file triggers);
     /// nothing is done unless a `.kpack/*.kpm` is among them.
     #[arg(long)]
@@ -55,7 +73,7 @@ pub struct TriggerArgs {
     pub no_systemd: bool,
     /// Seconds the fetch may take here before it is stopped (the timer
     /// retries later).
-    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TIMEOUT_SECS)]
     pub timeout: u64,
 }
 
@@ -66,13 +84,13 @@ fn say(line: &str) {
 
 /// Runs `trigger`: always exit 0 (problems are the one line printed).
 pub fn run(args: &TriggerArgs) -> anyhow::Result<ExitStatus> {
-    let mut paths = args.paths.clone();
+    rocm_kpack_fetch::install::set_lock_wait(LOCK_WAIT);
+    let mut paths: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_empty()).map(PathBuf::from).collect();
     if args.stdin {
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         // A closed or unreadable stdin is an empty list.
-        let _ = std::io::stdin().lock().read_to_string(&mut text);
-        let given: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
-        let manifests: Vec<PathBuf> = given.into_iter().filter(|p| is_kpack_manifest(p)).collect();
+        let _ = std::io::stdin().lock().take(MAX_STDIN).read_to_end(&mut bytes);
+        let manifests: Vec<PathBuf> = stdin_paths(&bytes).into_iter().filter(|p| is_kpack_manifest(p)).collect();
         if manifests.is_empty() {
             // rpm runs the trigger for every transaction under its paths:
             // stay silent when no manifest was installed.
@@ -95,6 +113,10 @@ pub fn run(args: &TriggerArgs) -> anyhow::Result<ExitStatus> {
     match prune(&config) {
         Ok(0) => {}
         Ok(n) => parts.push(format!("removed {n} archive(s) of removed packages")),
+        Err(e) if is_lock_timeout(&e) => parts.push(format!(
+            "{}; leaving the archives of removed packages to `rocm-kpack-fetch install --auto` (or the timer)",
+            lock_holder(&e)
+        )),
         Err(e) => parts.push(format!("could not remove the archives of removed packages: {e:#}")),
     }
     if !args.removed {
@@ -104,6 +126,35 @@ pub fn run(args: &TriggerArgs) -> anyhow::Result<ExitStatus> {
         say(&parts.join("; "));
     }
     Ok(ExitStatus::Success)
+}
+
+/// The lines of rpm's file list, one path each, as bytes: a path that is
+/// not UTF-8 is still a path (Linux paths are bytes), and one odd line
+/// never drops the others.
+fn stdin_paths(bytes: &[u8]) -> Vec<PathBuf> {
+    bytes
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .filter(|line| !line.is_empty() && !line.contains(&0))
+        .map(|line| PathBuf::from(OsString::from_vec(line.to_vec())))
+        .collect()
+}
+
+/// Whether `e` is a lock another run held for longer than the wait.
+fn is_lock_timeout(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::TimedOut)
+}
+
+/// The holder's words of a lock timeout ("… is held by … (pid N) …").
+fn lock_holder(e: &anyhow::Error) -> String {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .find(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        .map(|io| io.to_string())
+        .and_then(|t| t.split(" for more than").next().map(str::to_string))
+        .unwrap_or_else(|| "a .kpack directory is locked".into())
 }
 
 /// Whether `path` names a manifest in a `.kpack` directory.
@@ -119,12 +170,13 @@ fn scope(paths: &[PathBuf]) -> Vec<PathBuf> {
     for p in paths {
         let dir = if is_kpack_manifest(p) {
             p.parent().map(Path::to_path_buf)
-        } else if p.is_dir() {
-            Some(p.clone())
         } else {
-            None
+            Some(p.clone())
         };
-        if let Some(d) = dir.filter(|d| d.is_dir()) {
+        // Never through a symlink: a user who owns a prefix could point its
+        // `.kpack` anywhere.
+        let real_dir = |d: &PathBuf| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+        if let Some(d) = dir.filter(real_dir) {
             if !out.contains(&d) {
                 out.push(d);
             }
@@ -185,6 +237,7 @@ fn fetch_here(args: &TriggerArgs, prefixes: &[PathBuf]) -> anyhow::Result<String
         .ok_or_else(|| anyhow::anyhow!("cannot find this program's path"))?;
     let mut cmd = Command::new(exe);
     cmd.args(["install", "--auto", "--json", "--retries", "2"]);
+    cmd.arg("--wait").arg(LOCK_WAIT.as_secs().to_string());
     if let Some(root) = std::env::var_os(SYSFS_ROOT_ENV).filter(|v| !v.is_empty()) {
         cmd.arg("--sysfs-root").arg(root);
     }
@@ -275,4 +328,19 @@ fn summary(json: &str) -> String {
         line.push_str(&format!(", {removed} superseded removed"));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdin_paths_are_bytes_one_by_one() {
+        let list = b"/usr/lib/x.so\n/opt/\xffbad/.kpack/a.kpm\n\n/opt/rocm/.kpack/b.kpm\r\nnul\0x\n";
+        let paths = stdin_paths(list);
+        let manifests: Vec<&PathBuf> = paths.iter().filter(|p| is_kpack_manifest(p)).collect();
+        assert_eq!(manifests.len(), 2, "{paths:?}");
+        assert_eq!(manifests[0].as_os_str().as_encoded_bytes(), b"/opt/\xffbad/.kpack/a.kpm");
+        assert_eq!(manifests[1], &PathBuf::from("/opt/rocm/.kpack/b.kpm"));
+    }
 }

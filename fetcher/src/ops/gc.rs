@@ -72,21 +72,31 @@ fn lister<'a>(
 }
 
 /// Removes the fetcher's own bookkeeping (state and lock file) from each
-/// of `dirs` that holds no manifest and no recorded archive any more, then
-/// the directory itself when that leaves it empty: after the package that
-/// owned the manifests was removed, nothing of rocm-kpack-fetch stays
-/// behind. Returns the directories removed.
+/// of `dirs` that holds no manifest and whose state file exists and
+/// records no archive, then the directory itself when that leaves it
+/// empty: after the package that owned the manifests was removed, nothing
+/// of rocm-kpack-fetch stays behind. A directory without a state file was
+/// never written by this tool and is left alone. Everything happens under
+/// the directory's [`DirLock`](crate::install::DirLock), so after the same
+/// permission checks as `gc` (a symlinked or foreign-writable `.kpack` is
+/// refused) and never while another run uses it. Returns the directories
+/// removed.
 pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    use rocm_kpack_format::layout::{fetch::LOCK_FILE, MANIFEST_EXT};
+    use rocm_kpack_format::layout::fetch::LOCK_FILE;
     let mut removed = Vec::new();
     for dir in dirs {
-        let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.path().extension().is_some_and(|x| x == MANIFEST_EXT))
-        });
-        let recorded = crate::state::State::load(dir).map_or(true, |s| s.items().next().is_some());
-        if has_manifest || recorded {
+        // Cheap look first: most directories still hold manifests.
+        if !abandoned(dir) {
+            continue;
+        }
+        let lock = match crate::install::DirLock::acquire(dir, |_, _| {}) {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::debug!("not tidying {}: {e}", dir.display());
+                continue;
+            }
+        };
+        if !abandoned(dir) {
             continue;
         }
         for file in [crate::state::State::path(dir), dir.join(LOCK_FILE)] {
@@ -96,11 +106,27 @@ pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
                 }
             }
         }
+        drop(lock);
+        // Only an empty directory goes (rmdir never removes contents).
         if std::fs::remove_dir(dir).is_ok() {
             removed.push(dir.clone());
         }
     }
     removed
+}
+
+/// Whether `dir` holds no manifest and a state file (regular, valid) that
+/// records no archive.
+fn abandoned(dir: &Path) -> bool {
+    use rocm_kpack_format::layout::MANIFEST_EXT;
+    let has_manifest = std::fs::read_dir(dir).map_or(true, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.path().extension().is_some_and(|x| x == MANIFEST_EXT))
+    });
+    let state_exists = std::fs::symlink_metadata(crate::state::State::path(dir)).is_ok_and(|m| m.is_file());
+    let empty_state = crate::state::State::load(dir).is_ok_and(|s| s.items().next().is_none());
+    !has_manifest && state_exists && empty_state
 }
 
 /// Finds the archives rocm-kpack-fetch installed that no manifest of

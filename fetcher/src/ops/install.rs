@@ -60,12 +60,7 @@ pub fn install(
     let mut locks = Vec::new();
     let mut locked: BTreeMap<PathBuf, Result<(), String>> = BTreeMap::new();
     for dir in &to_lock {
-        let lock = DirLock::acquire(dir, |path| {
-            eprintln!(
-                "waiting for another rocm-kpack-fetch to finish ({} is locked)",
-                path.display()
-            );
-        });
+        let lock = DirLock::acquire(dir, crate::install::say_waiting);
         match lock {
             Ok(l) => {
                 locks.push(l);

@@ -101,12 +101,7 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
     }
     let mut removed = Vec::new();
     for (dir, names) in by_dir {
-        let _lock = crate::install::DirLock::acquire(dir, |p| {
-            eprintln!(
-                "waiting for another rocm-kpack-fetch to finish ({} is locked)",
-                p.display()
-            );
-        })
+        let _lock = crate::install::DirLock::acquire(dir, crate::install::say_waiting)
         .with_context(|| format!("cannot lock {}", dir.display()))?;
         removed.extend(remove_recorded(dir, &names)?);
     }

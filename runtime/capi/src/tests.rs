@@ -785,3 +785,43 @@ unsafe fn release_guarded_page(base: *mut c_void, _page: usize) {
     // SAFETY: allocated by guarded_page.
     unsafe { VirtualFree(base, 0, MEM_RELEASE) };
 }
+
+#[path = "../../format/tests/toc_scale/gen.rs"]
+mod toc_gen;
+
+#[test]
+fn kpack_open_refuses_fifos_devices_and_sparse_files_and_opens_a_million_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("fifo.kpack");
+    let c = path_cstr(&fifo);
+    // SAFETY: valid C strings and out-pointers; handles closed once.
+    unsafe {
+        assert_eq!(libc::mkfifo(c.as_ptr(), 0o600), 0);
+        let mut a: kpack_archive_t = ptr::null_mut();
+        // Would block forever if the FIFO were opened for reading.
+        assert_eq!(kpack_open(c.as_ptr(), &mut a), IoError);
+        assert!(a.is_null());
+        assert_eq!(kpack_open(cstr("/dev/zero").as_ptr(), &mut a), IoError);
+        let sparse = dir.path().join("sparse.kpack");
+        fs::write(&sparse, toc_gen::many_entries(1)).expect("write");
+        fs::OpenOptions::new().write(true).open(&sparse).and_then(|f| f.set_len(2 << 30)).expect("grow");
+        assert_eq!(kpack_open(path_cstr(&sparse).as_ptr(), &mut a), InvalidFormat);
+
+        let n = 1_000_000;
+        let many = dir.path().join("many.kpack");
+        fs::write(&many, toc_gen::many_entries(n)).expect("write");
+        assert_eq!(kpack_open(path_cstr(&many).as_ptr(), &mut a), Success);
+        let mut count = 0usize;
+        assert_eq!(kpack_get_binary_count(a, &mut count), Success);
+        assert_eq!(count, n);
+        let mut s: *const c_char = ptr::null();
+        assert_eq!(kpack_get_binary(a, n - 1, &mut s), Success);
+        assert_eq!(CStr::from_ptr(s).to_str(), Ok(toc_gen::binary_key(n - 1).as_str()));
+        let mut d: *mut c_void = ptr::null_mut();
+        let key = cstr(&toc_gen::binary_key(n / 3));
+        assert_eq!(kpack_get_kernel(a, key.as_ptr(), cstr("gfx90a").as_ptr(), &mut d, &mut count), Success);
+        assert_eq!(std::slice::from_raw_parts(d.cast::<u8>(), count), toc_gen::BLOB);
+        kpack_free_kernel(d);
+        kpack_close(a);
+    }
+}

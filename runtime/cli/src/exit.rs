@@ -14,8 +14,7 @@ use std::process::ExitCode;
 pub enum ExitStatus {
     /// 0: the command did what was asked.
     Success = 0,
-    /// 1: the command failed (any error that is not a usage error); also
-    /// `rocm-kpack verify` finding problems in a tree.
+    /// 1: the command failed (any error that is not a usage error).
     Failure = 1,
     /// 2: the program was invoked wrongly: a bad option or argument (clap's
     /// own exit code for those), or a [`UsageError`] (an environment
@@ -24,8 +23,8 @@ pub enum ExitStatus {
     /// 3: no AMD GPU found and no targets given, so there is nothing to do
     /// for (`rocm-kpack-fetch` detect, install, gc, doctor).
     NoGpu = 3,
-    /// 4: the command ran and found problems (`rocm-kpack-fetch` verify,
-    /// doctor, install --strict).
+    /// 4: the command ran and found problems (`rocm-kpack verify`,
+    /// `rocm-kpack-fetch` verify, doctor, install --strict).
     Problems = 4,
 }
 
@@ -66,8 +65,7 @@ impl ExitStatus {
             ],
             ExitStatus::Failure => &[
                 " (unreadable input, I/O failure, an archive that could not be",
-                "fetched, verified or installed, ...); for rocm-kpack verify: the tree has",
-                "problems",
+                "fetched, verified or installed, ...)",
             ],
             ExitStatus::Usage => &[
                 " (bad option or argument; bad --arch,",
@@ -80,9 +78,10 @@ impl ExitStatus {
                 "install, gc, doctor)",
             ],
             ExitStatus::Problems => &[
-                ": rocm-kpack-fetch verify (damaged or missing archives),",
-                "doctor (a failed check), install --strict (a component publishes no device",
-                "code for a local target, or a manifest was refused)",
+                ": rocm-kpack verify (the tree has problems); rocm-kpack-fetch",
+                "verify (damaged or missing archives), doctor (a failed check), install",
+                "--strict (a component publishes no device code for a local target, or a",
+                "manifest was refused)",
             ],
         }
     }

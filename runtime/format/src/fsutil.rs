@@ -3,6 +3,12 @@
 //! destination, fsync, rename, fsync of the directory), so that no reader
 //! ever sees a partial archive, manifest, package or state file, and a
 //! crash leaves either the old file or the new one.
+//!
+//! Files another user may have planted or changed (state, manifests,
+//! sources files, archives) are opened through [`open_regular`] /
+//! [`read_limited`]: never through a symlink, never blocking on a FIFO or
+//! device, and never read past a size limit chosen by the caller (the
+//! limits are listed in `docs/formats.md`, "Input size limits").
 
 use std::fs::{self, File, Permissions};
 use std::io::{self, Read, Write};
@@ -71,6 +77,106 @@ pub fn sha256_reader(reader: impl Read) -> io::Result<(u64, [u8; 32])> {
 pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
     let file = File::open(path).map_err(|e| PathError::new("cannot open", path, e))?;
     sha256_reader(file).map_err(|e| PathError::new("cannot read", path, e))
+}
+
+/// Largest state file (`.rocm-kpack-fetch-state.json`) read.
+pub const MAX_STATE_FILE: u64 = 16 << 20;
+/// Largest `.kpm` manifest read.
+pub const MAX_MANIFEST_FILE: u64 = 64 << 20;
+/// Largest sources file (`sources.d/*.toml`, `<component>.sources.toml`) read.
+pub const MAX_SOURCES_FILE: u64 = 1 << 20;
+
+/// Opens `path` for reading without following a symlink in its last
+/// component and without blocking (a FIFO or a device never stalls the
+/// caller), and checks with `fstat` that it is a regular file. The file is
+/// switched back to blocking reads before it is returned.
+pub fn open_regular(path: &Path) -> Result<File, PathError> {
+    let refuse = |detail: String| {
+        PathError::new("refusing", path, io::Error::new(io::ErrorKind::InvalidInput, detail))
+    };
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return refuse("it is a symlink; not following it".into());
+        }
+        PathError::new("cannot open", path, e)
+    })?;
+    let meta = file.metadata().map_err(|e| PathError::new("cannot stat", path, e))?;
+    if !meta.is_file() {
+        return Err(refuse(format!("it is not a regular file (a {})", kind_of(&meta))));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: plain fcntl calls on a descriptor this function owns.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+            return Err(PathError::new("cannot read", path, io::Error::last_os_error()));
+        }
+    }
+    Ok(file)
+}
+
+/// What a non-regular file is, in words.
+fn kind_of(meta: &fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "device";
+        }
+        if t.is_socket() {
+            return "socket";
+        }
+    }
+    if meta.is_dir() {
+        "directory"
+    } else {
+        "special file"
+    }
+}
+
+/// Reads the whole of `path`, a regular file ([`open_regular`]) of at most
+/// `limit` bytes: a larger file is refused before anything is read, and a
+/// file that grows while being read is refused at `limit + 1` bytes, so
+/// memory is bounded by `limit`, never by what the file claims.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
+    let file = open_regular(path)?;
+    let size = file.metadata().map_err(|e| PathError::new("cannot stat", path, e))?.len();
+    let too_big = |n: u64| {
+        PathError::new(
+            "refusing",
+            path,
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("it is {n} bytes, over the {limit}-byte limit for this kind of file"),
+            ),
+        )
+    };
+    if size > limit {
+        return Err(too_big(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| PathError::new("cannot read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// fsync a directory, making a rename in it durable.
@@ -324,6 +430,34 @@ mod tests {
         let (len, sha) = sha256_reader(&data[..]).expect("hash");
         assert_eq!(len, data.len() as u64);
         assert_eq!(sha, <[u8; 32]>::from(Sha256::digest(&data)));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ok = dir.path().join("ok");
+        fs::write(&ok, b"12345").expect("write");
+        assert_eq!(read_limited(&ok, 5).expect("read"), b"12345");
+        let err = read_limited(&ok, 4).expect_err("too big");
+        assert!(err.to_string().contains("over the 4-byte limit"), "{err}");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf8")).expect("cstr");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_limited(&fifo, 5).expect_err("fifo");
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        let err = read_limited(Path::new("/dev/zero"), 5).expect_err("device");
+        assert!(err.to_string().contains("device"), "{err}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&ok, &link).expect("symlink");
+        let err = read_limited(&link, 5).expect_err("symlink");
+        assert!(err.to_string().contains("symlink"), "{err}");
+        // A sparse file claiming 3 GiB is refused by its size, unread.
+        let sparse = dir.path().join("sparse");
+        File::create(&sparse).and_then(|f| f.set_len(3 << 30)).expect("sparse");
+        let err = read_limited(&sparse, MAX_STATE_FILE).expect_err("sparse");
+        assert!(err.to_string().contains("limit"), "{err}");
     }
 
     #[test]

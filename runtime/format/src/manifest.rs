@@ -305,7 +305,10 @@ impl Manifest {
 
     /// Reads and parses the manifest at `path`.
     pub fn read(path: &Path) -> Result<Manifest> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        // Bounded and never a FIFO: manifests sit in directories that
+        // package managers, and sometimes users, write.
+        let bytes = crate::fsutil::read_limited(path, crate::fsutil::MAX_MANIFEST_FILE)
+            .map_err(|e| Error::io(path, e.source))?;
         Self::parse(&bytes).map_err(|e| match e {
             Error::InvalidMetadata(m) => Error::InvalidMetadata(format!("{}: {m}", path.display())),
             other => other,

@@ -102,9 +102,12 @@ impl Value {
     pub fn map_entries(&self) -> Option<Vec<(&str, &Value)>> {
         let map = self.as_map()?;
         let mut out: Vec<(&str, &Value)> = Vec::with_capacity(map.len());
+        // Hashed: a map of n keys costs O(n), so a hostile TOC with a
+        // million keys opens in linear time.
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::with_capacity(map.len());
         for (k, v) in map {
             let k = k.as_str()?;
-            if out.iter().any(|(seen, _)| *seen == k) {
+            if !seen.insert(k) {
                 return None;
             }
             out.push((k, v));

@@ -120,7 +120,13 @@ fn fetcher_options(args: &Args) -> anyhow::Result<Option<FetcherOptions>> {
             return Err(UsageError(format!("--store-url {url:?}: use an https://, http:// or file:// URL")).into());
         }
         if scheme.as_deref() == Some("http") {
-            tracing::warn!("--store-url {url}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http (ROCM_KPACK_ALLOW_HTTP=1)");
+            // Printed whatever the log level (-q included): a store the
+            // fetchers will skip is a broken publication, not a detail.
+            eprintln!(
+                "warning: --store-url {}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http \
+                 (the package hooks: ROCM_KPACK_ALLOW_HTTP=1); use an https:// store",
+                url.split_once('@').map_or_else(|| url.clone(), |(_, host)| format!("http://****@{host}"))
+            );
         }
     }
     let binary = match &args.fetcher_bin {

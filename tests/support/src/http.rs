@@ -37,6 +37,10 @@ pub enum Fault {
     OversizeAnnounced(usize),
     /// Hold the body until the gate opens (at most 30 s).
     Gate(Gate),
+    /// Announce the full length, then send one byte per interval (a store
+    /// that keeps a transfer alive without ever finishing it), until the
+    /// body ends or the server stops.
+    Drip(Duration),
     /// 302 to this location.
     Redirect(String),
 }
@@ -261,6 +265,11 @@ fn misbehave(mut r: Response, fault: Fault, state: &Arc<State>) -> Response {
             Box::new(body.chain(extra(n)))
         }
         Fault::Gate(gate) => Box::new(Gated { gate: Some(gate), body }),
+        Fault::Drip(every) => Box::new(Drip {
+            body,
+            every,
+            state: Arc::clone(state),
+        }),
         Fault::NotFound | Fault::Status(..) | Fault::Redirect(_) => body,
     };
     r
@@ -295,6 +304,29 @@ impl<R: Read> Read for Stalled<R> {
             }
         }
         Ok(n)
+    }
+}
+
+/// One byte per interval.
+struct Drip<R> {
+    body: R,
+    every: Duration,
+    state: Arc<State>,
+}
+
+impl<R: Read> Read for Drip<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let until = Instant::now() + self.every;
+        while Instant::now() < until {
+            if self.state.stop.load(Ordering::SeqCst) {
+                return Ok(0);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        match buf.first_mut() {
+            Some(one) => self.body.read(std::slice::from_mut(one)),
+            None => Ok(0),
+        }
     }
 }
 

@@ -37,6 +37,16 @@ pub const RELEASE_ZSTD_LEVEL: i32 = 19;
 /// smaller; anything bigger in a TOC is corruption or an attack.
 pub const MAX_KERNEL_SIZE: u64 = 4 << 30;
 
+/// Largest TOC the reader parses (256 MiB; a million entries take about
+/// 60 MiB). The TOC is the one part of an archive decoded into memory, so
+/// this bounds what opening a hostile archive can cost.
+pub const MAX_TOC_SIZE: u64 = 256 << 20;
+
+/// An archive larger than this (1 MiB) must have most of its bytes on disk:
+/// one whose allocated blocks cover less than half its size is sparse (a
+/// hole posing as data) and is refused before it is mapped.
+pub const SPARSE_CHECK_MIN: u64 = 1 << 20;
+
 /// Largest decompressed/compressed ratio the reader accepts for a zstd
 /// frame. A zstd block decodes to at most 128 KiB and takes at least 4
 /// bytes (an RLE block), so no valid frame exceeds 32768:1. A frame that

@@ -3,12 +3,12 @@
 
 use super::{
     CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE,
-    MAX_ZSTD_RATIO,
+    MAX_TOC_SIZE, MAX_ZSTD_RATIO, SPARSE_CHECK_MIN,
 };
 use crate::error::{Error, Result};
 use crate::msgpack::{Reader, Value};
 use memmap2::Mmap;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::File;
 use std::mem::MaybeUninit;
@@ -378,6 +378,16 @@ fn parse(data: &[u8]) -> Result<Parsed> {
             format!("toc_offset {toc_offset} outside [{HEADER_SIZE}, {len})"),
         ));
     }
+    if len - toc_offset > MAX_TOC_SIZE {
+        return Err(Error::format(
+            "kpack header",
+            8,
+            format!(
+                "the TOC is {} bytes, over the {MAX_TOC_SIZE}-byte limit",
+                len - toc_offset
+            ),
+        ));
+    }
     if data.get(16..64).is_some_and(|r| r.iter().any(|&b| b != 0)) {
         // Version 1 says zero; tolerated so a future writer's use of the
         // reserved bytes does not make archives unreadable.
@@ -444,9 +454,11 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
         )
     })?;
     let mut gfx_arches: Vec<String> = Vec::with_capacity(arches_list.len());
+    // Hashed, so a TOC with many arches costs linear time, not quadratic.
+    let mut known: HashSet<&str> = HashSet::with_capacity(arches_list.len());
     for a in arches_list {
         let a = str_of(a, "gfx_arches element", at)?;
-        if gfx_arches.iter().any(|seen| seen == a) {
+        if !known.insert(a) {
             return Err(toc_err(at, format!("gfx_arches lists {a:?} twice")));
         }
         gfx_arches.push(a.to_owned());
@@ -461,7 +473,7 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
     for (binary, arches_v) in map_of(toc_v, "toc", at)? {
         let mut arches = Vec::new();
         for (arch, entry_v) in map_of(arches_v, "toc entry map", at)? {
-            if !gfx_arches.iter().any(|a| a == arch) {
+            if !known.contains(arch) {
                 return Err(toc_err(
                     at,
                     format!("toc arch {arch:?} of {binary:?} is not listed in gfx_arches"),
@@ -811,8 +823,26 @@ struct Located<'a> {
 impl Archive {
     /// Memory-maps and opens `path`, validating header and TOC.
     pub fn open(path: &Path) -> Result<Archive> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        // Never a FIFO or device (open would block, or map endless bytes),
+        // never through a symlink planted in place of an archive.
+        let file = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e.source))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+        let len = meta.len();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let allocated = meta.blocks().saturating_mul(512);
+            if len > SPARSE_CHECK_MIN && allocated < len / 2 {
+                return Err(Error::format(
+                    "kpack archive",
+                    0,
+                    format!(
+                        "{}: sparse file ({len} bytes, {allocated} on disk); refusing it",
+                        path.display()
+                    ),
+                ));
+            }
+        }
         if len < HEADER_SIZE {
             return Err(Error::format(
                 "kpack header",
