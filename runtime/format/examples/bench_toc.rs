@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bytes = gen::many_entries(n);
         if let Some(dir) = &write_dir {
             std::fs::create_dir_all(dir)?;
-            std::fs::write(dir.join(format!("toc_{n}.kpack")), &bytes)?;
+            std::fs::write(dir.join(rocm_kpack_format::layout::archive_file_name("toc", &n.to_string())), &bytes)?;
         }
         let toc_offset = u64::from_le_bytes(bytes[8..16].try_into()?);
         let toc = &bytes[toc_offset as usize..];
