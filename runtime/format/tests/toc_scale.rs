@@ -36,6 +36,9 @@ fn a_repeated_key_is_still_refused_in_a_large_toc() {
     assert!(err.to_string().contains("repeated"), "{err}");
 }
 
+// FIFOs, devices and sparse files are Unix notions (this file also runs
+// under Wine).
+#[cfg(unix)]
 #[test]
 fn fifos_devices_and_sparse_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
