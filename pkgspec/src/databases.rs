@@ -99,7 +99,11 @@ impl std::fmt::Debug for DatabaseClassifier {
         f.debug_struct("DatabaseClassifier")
             .field(
                 "rules",
-                &self.rules.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+                &self
+                    .rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -114,7 +118,12 @@ pub(crate) fn compile_glob(rule: &str, pattern: &str) -> Result<globset::Glob, S
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| format!("kernel database rule {rule:?}: bad glob {pattern:?}: {}", e.kind()))
+        .map_err(|e| {
+            format!(
+                "kernel database rule {rule:?}: bad glob {pattern:?}: {}",
+                e.kind()
+            )
+        })
 }
 
 fn compile_set(rule: &str, patterns: &[String]) -> Result<GlobSet, String> {
@@ -176,10 +185,7 @@ impl DatabaseClassifier {
             None => ("", rel_path),
         };
         match source {
-            ArchSource::Directory => dirs
-                .split('/')
-                .rev()
-                .find_map(|c| self.whole_token(c)),
+            ArchSource::Directory => dirs.split('/').rev().find_map(|c| self.whole_token(c)),
             ArchSource::AmdDirectory => dirs
                 .split('/')
                 .rev()
@@ -287,7 +293,9 @@ fn parse_features(s: &str) -> (Vec<String>, usize) {
             break;
         };
         let sign = body.get(feat.len()..).and_then(|r| r.chars().next());
-        let Some(sign @ ('+' | '-')) = sign else { break };
+        let Some(sign @ ('+' | '-')) = sign else {
+            break;
+        };
         out.push(format!("{feat}{sign}"));
         used += 1 + feat.len() + 1;
     }
@@ -316,11 +324,18 @@ mod tests {
     #[test]
     fn catch_all_rule_is_opt_in() {
         let mut spec = Spec::builtin();
-        spec.kernel_databases.push(crate::defaults::target_token_rule());
+        spec.kernel_databases
+            .push(crate::defaults::target_token_rule());
         let c = DatabaseClassifier::new(&spec).unwrap();
         let got = |p: &str| c.classify(p).map(|m| (m.rule, m.arch));
-        assert_eq!(got("share/ck/fmha_fwd_known_fails_gfx90a.txt"), m("target-token", "gfx90a"));
-        assert_eq!(got("pkg/kernels_gfx11-generic.bin"), m("target-token", "gfx11-generic"));
+        assert_eq!(
+            got("share/ck/fmha_fwd_known_fails_gfx90a.txt"),
+            m("target-token", "gfx90a")
+        );
+        assert_eq!(
+            got("pkg/kernels_gfx11-generic.bin"),
+            m("target-token", "gfx11-generic")
+        );
         assert_eq!(got("torch/hsa/gfx1100/k.co"), m("code-objects", "gfx1100"));
     }
 
@@ -368,9 +383,18 @@ mod tests {
             m("miopen-ck", "gfx942")
         );
         // Code objects anywhere, by directory or file-name suffix.
-        assert_eq!(classify("torch/hsa/gfx1100/k.co"), m("code-objects", "gfx1100"));
-        assert_eq!(classify("pkg/kernels_gfx11-generic.hsaco"), m("code-objects", "gfx11-generic"));
-        assert_eq!(classify("pkg/gfx90a:xnack+/k.co"), m("code-objects", "gfx90a:xnack+"));
+        assert_eq!(
+            classify("torch/hsa/gfx1100/k.co"),
+            m("code-objects", "gfx1100")
+        );
+        assert_eq!(
+            classify("pkg/kernels_gfx11-generic.hsaco"),
+            m("code-objects", "gfx11-generic")
+        );
+        assert_eq!(
+            classify("pkg/gfx90a:xnack+/k.co"),
+            m("code-objects", "gfx90a:xnack+")
+        );
         // AOTriton as torch wheels ship it: per processor, and per family
         // (every processor of the family: its generic ISA).
         assert_eq!(
@@ -386,8 +410,14 @@ mod tests {
             m("aotriton-images", "gfx12-generic")
         );
         // A family no single generic ISA serves stays generic.
-        assert_eq!(classify("torch/lib/aotriton.images/amd-gfx9xx/flash/x.aks2"), None);
-        assert_eq!(classify("torch/lib/aotriton.images/amd-gfx1xxx/x.aks2"), None);
+        assert_eq!(
+            classify("torch/lib/aotriton.images/amd-gfx9xx/flash/x.aks2"),
+            None
+        );
+        assert_eq!(
+            classify("torch/lib/aotriton.images/amd-gfx1xxx/x.aks2"),
+            None
+        );
         // Files that merely mention a target are not kernels without the
         // opt-in catch-all rule.
         assert_eq!(classify("share/ck/fmha_fwd_known_fails_gfx90a.txt"), None);
@@ -398,7 +428,10 @@ mod tests {
         assert_eq!(classify("include/gfx1100x/notes.txt"), None);
         assert_eq!(classify("lib/libfoo.so.1.2"), None);
         assert_eq!(classify("share/doc/mygfx1100.txt"), None);
-        assert_eq!(classify("lib/rocblas/library/TensileLibrary_gfx9999.dat"), None);
+        assert_eq!(
+            classify("lib/rocblas/library/TensileLibrary_gfx9999.dat"),
+            None
+        );
         // A real processor no family covers is still read (the caller
         // reports it as uncovered).
         assert_eq!(

@@ -17,62 +17,122 @@ pub const KNOWN_PROCESSORS: &[&str] = &[
 ];
 
 /// The default family table (docs/packaging.md "Device groups: families"):
-/// (family, processors, generic ISAs carried).
-pub const FAMILIES: &[(&str, &[&str], &[&str])] = &[
+/// AMD's current GPU families, then one family per processor AMD's table
+/// leaves out. Each family also carries the generic ISA serving its
+/// processors (LLVM's table, [`generic_isas_of`]).
+pub const FAMILIES: &[(&str, &[&str])] = &[
+    // AMD's table: single-processor families for gfx9, whose members
+    // differ in instruction support ...
+    ("gfx900", &["gfx900"]),
+    ("gfx906", &["gfx906"]),
+    ("gfx908", &["gfx908"]),
+    ("gfx90a", &["gfx90a"]),
+    ("gfx90c", &["gfx90c"]),
+    // ... and the families of several processors, split into discrete
+    // and integrated GPUs where AMD splits them.
+    ("gfx94X", &["gfx942"]),
+    ("gfx950", &["gfx950"]),
+    ("gfx101X", &["gfx1010", "gfx1011", "gfx1012"]),
+    (
+        "gfx103X-dgpu",
+        &["gfx1030", "gfx1031", "gfx1032", "gfx1034"],
+    ),
+    ("gfx103X-igpu", &["gfx1033", "gfx1035", "gfx1036"]),
+    ("gfx110X-dgpu", &["gfx1100", "gfx1101", "gfx1102"]),
+    ("gfx110X-igpu", &["gfx1103"]),
+    ("gfx115X", &["gfx1150", "gfx1151", "gfx1152", "gfx1153"]),
+    ("gfx120X", &["gfx1200", "gfx1201"]),
+    ("gfx125X", &["gfx1250"]),
+    // Processors outside AMD's table that distributions still build
+    // (Debian's ROCm packages carry gfx803): a family of their own each,
+    // as AMD makes every processor a family of its own name.
+    ("gfx801", &["gfx801"]),
+    ("gfx802", &["gfx802"]),
+    ("gfx803", &["gfx803"]),
+    ("gfx805", &["gfx805"]),
+    ("gfx810", &["gfx810"]),
+    ("gfx902", &["gfx902"]),
+    ("gfx904", &["gfx904"]),
+    ("gfx909", &["gfx909"]),
+    ("gfx940", &["gfx940"]),
+    ("gfx941", &["gfx941"]),
+    ("gfx1013", &["gfx1013"]),
+    ("gfx1251", &["gfx1251"]),
+];
+
+/// The family table before AMD split gfx9 and the dgpu/igpu families
+/// (2025): the groups whose packages the current families replace
+/// (docs/packaging.md "Upgrades from the previous family table").
+/// `tests/fixtures/specs/families-2025.toml` is this table as a spec file.
+pub const FAMILIES_2025: &[(&str, &[&str])] = &[
     (
         "gfx80X",
         &["gfx801", "gfx802", "gfx803", "gfx805", "gfx810"],
-        &[],
     ),
     (
         "gfx90X",
         &[
             "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
         ],
-        &["gfx9-generic"],
     ),
-    (
-        "gfx94X",
-        &["gfx940", "gfx941", "gfx942"],
-        &["gfx9-4-generic"],
-    ),
-    ("gfx950", &["gfx950"], &["gfx9-4-generic"]),
-    (
-        "gfx101X",
-        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
-        &["gfx10-1-generic"],
-    ),
+    ("gfx94X", &["gfx940", "gfx941", "gfx942"]),
+    ("gfx950", &["gfx950"]),
+    ("gfx101X", &["gfx1010", "gfx1011", "gfx1012", "gfx1013"]),
     (
         "gfx103X",
         &[
             "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
         ],
-        &["gfx10-3-generic"],
     ),
-    (
-        "gfx110X",
-        &["gfx1100", "gfx1101", "gfx1102", "gfx1103"],
-        &["gfx11-generic"],
-    ),
-    (
-        "gfx115X",
-        &["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
-        &["gfx11-generic"],
-    ),
-    ("gfx120X", &["gfx1200", "gfx1201"], &["gfx12-generic"]),
-    ("gfx125X", &["gfx1250", "gfx1251"], &[]),
+    ("gfx110X", &["gfx1100", "gfx1101", "gfx1102", "gfx1103"]),
+    ("gfx115X", &["gfx1150", "gfx1151", "gfx1152", "gfx1153"]),
+    ("gfx120X", &["gfx1200", "gfx1201"]),
+    ("gfx125X", &["gfx1250", "gfx1251"]),
 ];
+
+/// [`FAMILIES_2025`] as the default `replaces` of a spec: names and
+/// processors only (generic-ISA packages keep their names).
+pub fn replaced_2025() -> Vec<Group> {
+    FAMILIES_2025
+        .iter()
+        .map(|(name, targets)| Group {
+            name: (*name).to_string(),
+            targets: strings(targets),
+            generic_isas: Vec::new(),
+        })
+        .collect()
+}
+
+/// The generic ISAs serving some processor of `targets`, each once, in
+/// LLVM's table order: what a family's archive set must include to be
+/// self-sufficient.
+pub fn generic_isas_of(targets: &[&str]) -> Vec<String> {
+    crate::GENERIC_ISAS
+        .iter()
+        .filter(|g| g.processors.iter().any(|p| targets.contains(p)))
+        .map(|g| g.name.to_string())
+        .collect()
+}
+
+fn groups_of(table: &[(&str, &[&str])]) -> Vec<Group> {
+    table
+        .iter()
+        .map(|(name, targets)| Group {
+            name: (*name).to_string(),
+            targets: strings(targets),
+            generic_isas: generic_isas_of(targets),
+        })
+        .collect()
+}
 
 /// The family groups of [`FAMILIES`].
 pub fn family_groups() -> Vec<Group> {
-    FAMILIES
-        .iter()
-        .map(|(name, targets, generic)| Group {
-            name: (*name).to_string(),
-            targets: targets.iter().map(|t| (*t).to_string()).collect(),
-            generic_isas: generic.iter().map(|g| (*g).to_string()).collect(),
-        })
-        .collect()
+    groups_of(FAMILIES)
+}
+
+/// The family groups of [`FAMILIES_2025`].
+pub fn family_groups_2025() -> Vec<Group> {
+    groups_of(FAMILIES_2025)
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -175,6 +235,7 @@ pub fn package_defaults() -> PackageDefaults {
 pub fn builtin() -> Spec {
     Spec {
         groups: family_groups(),
+        replaces: replaced_2025(),
         kernel_databases: database_rules(),
         naming: naming(),
         package: package_defaults(),

@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 pub use databases::{ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule};
 pub use defaults::KNOWN_PROCESSORS;
+pub use naming::{NameKind, Naming};
 /// LLVM's generic ISA table, owned by the runtime crate (target ids).
 pub use rocm_kpack_format::target::{GenericIsa, GENERIC_ISAS};
-pub use naming::{NameKind, Naming};
 pub use schema::{Granularity, SpecFile};
 
 /// Everything that can be wrong with a spec or a lookup in it.
@@ -168,6 +168,10 @@ impl Default for Validation {
 pub struct Spec {
     /// Device groups, in declaration order.
     pub groups: Vec<Group>,
+    /// Groups of an earlier spec (by default the 2025 family table,
+    /// [`defaults::FAMILIES_2025`]) whose device packages this spec's
+    /// packages replace: see [`Spec::replacements`].
+    pub replaces: Vec<Group>,
     /// Kernel-database rules, tried in order (the spec file's own rules,
     /// then the built-in ones unless it turned them off).
     pub kernel_databases: Vec<DatabaseRule>,
@@ -179,6 +183,19 @@ pub struct Spec {
     pub fetch: Fetch,
     /// Validation switches.
     pub validation: Validation,
+}
+
+/// One group of [`Spec::replaces`] and what replaces its packages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacement<'a> {
+    /// The replaced group's name (`gfx90X`).
+    pub old: &'a str,
+    /// The current groups carrying some of its processors, in declaration
+    /// order (`gfx900`, `gfx906`, ...).
+    pub successors: Vec<&'a str>,
+    /// True when no current group has the old name: a transitional
+    /// package of that name depends on the successors' packages.
+    pub transitional: bool,
 }
 
 /// Where the code objects of one target id go (see [`Spec::placement`]).
@@ -209,7 +226,9 @@ pub fn is_generic_isa(processor: &str) -> bool {
 
 /// The generic ISAs that serve `processor` (LLVM's table).
 pub fn generic_isas_serving(processor: &str) -> Vec<&'static str> {
-    rocm_kpack_format::target::generic_isa_for(processor).into_iter().collect()
+    rocm_kpack_format::target::generic_isa_for(processor)
+        .into_iter()
+        .collect()
 }
 
 /// The processors a generic ISA serves (empty for unknown names).
@@ -360,6 +379,39 @@ impl Spec {
         self.groups.iter().map(|g| g.name.clone()).collect()
     }
 
+    /// How this spec's device packages take over from those of the
+    /// groups in [`Spec::replaces`], one entry per replaced group that
+    /// does not live on unchanged (same name, same processors).
+    pub fn replacements(&self) -> Vec<Replacement<'_>> {
+        self.replaces
+            .iter()
+            .filter(|old| {
+                self.group(&old.name)
+                    .is_none_or(|g| g.targets != old.targets)
+            })
+            .map(|old| Replacement {
+                old: &old.name,
+                successors: self
+                    .groups
+                    .iter()
+                    .filter(|g| g.targets.iter().any(|t| old.targets.contains(t)))
+                    .map(|g| g.name.as_str())
+                    .collect(),
+                transitional: self.group(&old.name).is_none(),
+            })
+            .collect()
+    }
+
+    /// The replaced groups whose packages the package of `group` takes
+    /// files from: those sharing a processor with it, under another name.
+    pub fn replaced_by(&self, group: &str) -> Vec<&str> {
+        self.replacements()
+            .into_iter()
+            .filter(|r| r.old != group && r.successors.contains(&group))
+            .map(|r| r.old)
+            .collect()
+    }
+
     /// Every processor some group carries, in declaration order.
     pub fn targets(&self) -> Vec<&str> {
         self.groups
@@ -440,27 +492,80 @@ mod tests {
     fn default_families_match_the_table() {
         let s = Spec::default_families();
         s.validate().unwrap();
-        assert_eq!(names(s.group_for("gfx90a:xnack+").unwrap()), ["gfx90X"]);
+        assert_eq!(names(s.group_for("gfx90a:xnack+").unwrap()), ["gfx90a"]);
+        assert_eq!(names(s.group_for("gfx906").unwrap()), ["gfx906"]);
         assert_eq!(
             names(s.group_for("amdgcn-amd-amdhsa--gfx1030").unwrap()),
-            ["gfx103X"]
+            ["gfx103X-dgpu"]
         );
+        assert_eq!(names(s.group_for("gfx1035").unwrap()), ["gfx103X-igpu"]);
+        assert_eq!(names(s.group_for("gfx1102").unwrap()), ["gfx110X-dgpu"]);
+        assert_eq!(names(s.group_for("gfx1103").unwrap()), ["gfx110X-igpu"]);
         assert_eq!(
             names(s.group_for("gfx942:sramecc+:xnack-").unwrap()),
             ["gfx94X"]
         );
-        assert_eq!(names(s.group_for("gfx803").unwrap()), ["gfx80X"]);
+        // Outside AMD's table: a family of its own.
+        assert_eq!(names(s.group_for("gfx803").unwrap()), ["gfx803"]);
+        assert_eq!(names(s.group_for("gfx940").unwrap()), ["gfx940"]);
+        assert_eq!(names(s.group_for("gfx1013").unwrap()), ["gfx1013"]);
         assert_eq!(
             names(s.group_for("gfx11-generic").unwrap()),
-            ["gfx110X", "gfx115X"]
+            ["gfx110X-dgpu", "gfx110X-igpu", "gfx115X"]
         );
         assert_eq!(
             names(s.group_for("gfx9-4-generic").unwrap()),
-            ["gfx94X", "gfx950"]
+            ["gfx94X", "gfx950", "gfx940", "gfx941"]
         );
-        assert_eq!(names(s.group_for("gfx9-generic").unwrap()), ["gfx90X"]);
+        // gfx9-generic does not serve gfx908 and gfx90a (LLVM's table).
+        assert_eq!(
+            names(s.group_for("gfx9-generic").unwrap()),
+            ["gfx900", "gfx906", "gfx90c", "gfx902", "gfx904", "gfx909"]
+        );
+        assert!(s.group("gfx90a").unwrap().generic_isas.is_empty());
+        assert!(s.group("gfx125X").unwrap().generic_isas.is_empty());
+        // Every processor LLVM knows from gfx801 on has exactly one family.
+        for p in KNOWN_PROCESSORS
+            .iter()
+            .filter(|p| !p.starts_with("gfx6") && !p.starts_with("gfx7"))
+        {
+            assert_eq!(s.group_for(p).unwrap().len(), 1, "{p}");
+        }
         let e = s.group_for("gfx700").unwrap_err().to_string();
         assert!(e.contains("gfx700"), "{e}");
+    }
+
+    #[test]
+    fn the_2025_families_are_replaced() {
+        let s = Spec::builtin();
+        let r = s.replacements();
+        let gfx90x = r.iter().find(|r| r.old == "gfx90X").unwrap();
+        assert!(gfx90x.transitional);
+        assert_eq!(
+            gfx90x.successors,
+            ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx90c", "gfx902", "gfx904", "gfx909"]
+        );
+        let gfx110x = r.iter().find(|r| r.old == "gfx110X").unwrap();
+        assert_eq!(gfx110x.successors, ["gfx110X-dgpu", "gfx110X-igpu"]);
+        // gfx94X keeps its name (no transitional package) but loses gfx940
+        // and gfx941 to families of their own, which take over its files.
+        let gfx94x = r.iter().find(|r| r.old == "gfx94X").unwrap();
+        assert!(!gfx94x.transitional);
+        assert_eq!(s.replaced_by("gfx940"), ["gfx94X"]);
+        assert!(s.replaced_by("gfx94X").is_empty());
+        // Unchanged families need nothing.
+        assert!(r
+            .iter()
+            .all(|r| r.old != "gfx950" && r.old != "gfx115X" && r.old != "gfx120X"));
+        assert_eq!(s.replaced_by("gfx90a"), ["gfx90X"]);
+        // The 2025 table as a spec replaces nothing.
+        let old = Spec::from_file(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/specs/families-2025.toml"),
+        )
+        .unwrap();
+        assert_eq!(old.groups, defaults::family_groups_2025());
+        assert!(old.replacements().is_empty());
     }
 
     #[test]
@@ -493,31 +598,60 @@ mod tests {
     fn placement_is_one_processor_in_its_groups_tree() {
         let pair = |u: &str, t: &str| (u.to_string(), t.to_string());
         let s = Spec::builtin();
-        assert_eq!(placed(&s, "gfx90a:xnack+"), pair("gfx90a", "gfx90X"));
-        assert_eq!(placed(&s, "gfx90a:xnack-"), pair("gfx90a", "gfx90X"));
-        assert_eq!(placed(&s, "amdgcn-amd-amdhsa--gfx1030"), pair("gfx1030", "gfx103X"));
-        assert_eq!(placed(&s, "gfx942:sramecc+:xnack-"), pair("gfx942", "gfx94X"));
+        assert_eq!(placed(&s, "gfx90a:xnack+"), pair("gfx90a", "gfx90a"));
+        assert_eq!(placed(&s, "gfx90a:xnack-"), pair("gfx90a", "gfx90a"));
+        assert_eq!(
+            placed(&s, "amdgcn-amd-amdhsa--gfx1030"),
+            pair("gfx1030", "gfx103X-dgpu")
+        );
+        assert_eq!(
+            placed(&s, "gfx942:sramecc+:xnack-"),
+            pair("gfx942", "gfx94X")
+        );
         // A generic ISA two families carry gets one tree of its own.
-        assert_eq!(placed(&s, "gfx11-generic"), pair("gfx11-generic", "gfx11-generic"));
-        assert_eq!(placed(&s, "gfx9-4-generic:xnack-"), pair("gfx9-4-generic", "gfx9-4-generic"));
+        assert_eq!(
+            placed(&s, "gfx11-generic"),
+            pair("gfx11-generic", "gfx11-generic")
+        );
+        assert_eq!(
+            placed(&s, "gfx9-4-generic:xnack-"),
+            pair("gfx9-4-generic", "gfx9-4-generic")
+        );
         let e = s.placement("gfx700").unwrap_err().to_string();
         assert!(e.contains("gfx700") && e.contains("not covered"), "{e}");
         let trees = s.trees();
-        assert_eq!(trees.first().map(String::as_str), Some("gfx80X"));
-        assert!(trees.ends_with(&["gfx9-generic", "gfx9-4-generic", "gfx10-1-generic", "gfx10-3-generic", "gfx11-generic", "gfx12-generic"].map(String::from)), "{trees:?}");
+        assert_eq!(trees.first().map(String::as_str), Some("gfx900"));
+        assert!(
+            trees.ends_with(
+                &[
+                    "gfx9-generic",
+                    "gfx9-4-generic",
+                    "gfx10-1-generic",
+                    "gfx10-3-generic",
+                    "gfx11-generic",
+                    "gfx12-generic"
+                ]
+                .map(String::from)
+            ),
+            "{trees:?}"
+        );
 
         // per-target: the processor's own tree; a generic ISA listed as a
         // target is its group and its tree, named once.
         let p = Spec::from_toml_str("granularity = \"per-target\"\ntargets = [\"gfx90a\", \"gfx1100\", \"gfx11-generic\"]\n").unwrap();
         assert_eq!(placed(&p, "gfx90a:xnack-"), pair("gfx90a", "gfx90a"));
-        assert_eq!(placed(&p, "gfx11-generic"), pair("gfx11-generic", "gfx11-generic"));
+        assert_eq!(
+            placed(&p, "gfx11-generic"),
+            pair("gfx11-generic", "gfx11-generic")
+        );
         assert_eq!(p.trees(), ["gfx90a", "gfx1100", "gfx11-generic"]);
         // A generic ISA no group carries is not covered.
         assert!(p.placement("gfx9-generic").is_err());
         // A group may not take a generic ISA's tree name for other code.
-        let e = Spec::from_toml_str("[[groups]]\nname = \"gfx11-generic\"\ntargets = [\"gfx1100\"]\n")
-            .unwrap_err()
-            .to_string();
+        let e =
+            Spec::from_toml_str("[[groups]]\nname = \"gfx11-generic\"\ntargets = [\"gfx1100\"]\n")
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("named after a generic ISA"), "{e}");
     }
 }

@@ -186,19 +186,34 @@ mod tests {
             n.render(NameKind::DebDevice, "librocrand1", Some("gfx110X")),
             "librocrand1-gfx110x"
         );
-        assert_eq!(n.render(NameKind::DebGeneric, "librocrand1", None), "librocrand1");
+        assert_eq!(
+            n.render(NameKind::DebGeneric, "librocrand1", None),
+            "librocrand1"
+        );
         assert_eq!(
             n.render(NameKind::WheelExtra, "torch", Some("gfx94X-dcgpu")),
             "device-gfx94x-dcgpu"
         );
         use NameKind::{DebDevice, DebGeneric, WheelExtra};
         assert!(check_template("device-{group}", WheelExtra).is_ok());
-        assert!(check_template("{name}-{grp}", DebDevice).unwrap_err().contains("unknown placeholder"));
-        assert!(check_template("{name}-{group", DebDevice).unwrap_err().contains("unclosed"));
-        assert!(check_template("{name}}", DebGeneric).unwrap_err().contains("unbalanced"));
-        assert!(check_template("{name}-dev", DebDevice).unwrap_err().contains("same name"));
+        assert!(check_template("{name}-{grp}", DebDevice)
+            .unwrap_err()
+            .contains("unknown placeholder"));
+        assert!(check_template("{name}-{group", DebDevice)
+            .unwrap_err()
+            .contains("unclosed"));
+        assert!(check_template("{name}}", DebGeneric)
+            .unwrap_err()
+            .contains("unbalanced"));
+        assert!(check_template("{name}-dev", DebDevice)
+            .unwrap_err()
+            .contains("same name"));
         assert!(check_template("{name}-{group}", DebGeneric).is_err());
-        assert!(check_template("lib/{name}-{group}", DebDevice).unwrap_err().contains("'/'"));
-        assert!(check_template("{group}", DebDevice).unwrap_err().contains("{name}"));
+        assert!(check_template("lib/{name}-{group}", DebDevice)
+            .unwrap_err()
+            .contains("'/'"));
+        assert!(check_template("{group}", DebDevice)
+            .unwrap_err()
+            .contains("{name}"));
     }
 }

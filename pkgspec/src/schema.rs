@@ -13,6 +13,14 @@
 //! targets = ["gfx1100", "gfx1101", "gfx1102"]
 //! generic_isas = ["gfx11-generic"]
 //!
+//! # Groups of an earlier spec whose device packages these replace
+//! # (default: the 2025 family table; `replaces = []` for none): their
+//! # packages get a transitional successor and Replaces/Breaks (deb),
+//! # Obsoletes (rpm); docs/packaging.md "Upgrades from the previous family table".
+//! [[replaces]]
+//! name = "gfx90X"
+//! targets = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx90c"]
+//!
 //! # Extra kernel-database rules, tried before the built-in ones
 //! # (`builtin_kernel_databases = false` drops those;
 //! # `catch_all_databases = true` adds the `target-token` catch-all last).
@@ -78,6 +86,10 @@ pub struct SpecFile {
     /// Custom groups.
     #[serde(default)]
     pub groups: Option<Spanned<Vec<GroupFile>>>,
+    /// Groups of an earlier spec whose device packages this spec's replace
+    /// (default: the 2025 family table; `replaces = []` for none).
+    #[serde(default)]
+    pub replaces: Option<Vec<ReplacedFile>>,
     /// Keep the built-in database rules after this file's (default true).
     #[serde(default)]
     pub builtin_kernel_databases: Option<bool>,
@@ -111,6 +123,14 @@ pub struct GroupFile {
     pub targets: Vec<Spanned<String>>,
     #[serde(default)]
     pub generic_isas: Vec<Spanned<String>>,
+}
+
+/// `[[replaces]]` as written: an earlier group's name and processors.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplacedFile {
+    pub name: String,
+    pub targets: Vec<String>,
 }
 
 /// `[[kernel_databases]]` as written.
@@ -192,10 +212,12 @@ impl Spans {
         match loc {
             Loc::Groups => self.groups.clone(),
             Loc::GroupName(i) => self.group_names.get(i).cloned(),
-            Loc::GroupTarget(i, j) => nested(&self.group_targets, i, j)
-                .or_else(|| self.group_names.get(i).cloned()),
-            Loc::GroupGeneric(i, j) => nested(&self.group_generics, i, j)
-                .or_else(|| self.group_names.get(i).cloned()),
+            Loc::GroupTarget(i, j) => {
+                nested(&self.group_targets, i, j).or_else(|| self.group_names.get(i).cloned())
+            }
+            Loc::GroupGeneric(i, j) => {
+                nested(&self.group_generics, i, j).or_else(|| self.group_names.get(i).cloned())
+            }
             Loc::Naming(k) => self
                 .naming
                 .iter()
@@ -212,7 +234,6 @@ impl Spans {
 fn strings(v: &[Spanned<String>]) -> Vec<String> {
     v.iter().map(|s| s.get_ref().clone()).collect()
 }
-
 
 impl SpecFile {
     /// Builds the spec and the spans validation reports against; the
@@ -279,6 +300,18 @@ impl SpecFile {
             }
         };
 
+        let replaces = match self.replaces {
+            None => defaults::replaced_2025(),
+            Some(list) => list
+                .into_iter()
+                .map(|r| Group {
+                    name: r.name,
+                    targets: r.targets,
+                    generic_isas: Vec::new(),
+                })
+                .collect(),
+        };
+
         let mut kernel_databases = Vec::new();
         for r in self.kernel_databases {
             spans.rule_names.push(r.name.span());
@@ -324,17 +357,21 @@ impl SpecFile {
 
         let mut validation = Validation::default();
         if let Some(v) = self.validation {
-            validation.duplicate_device_code =
-                v.duplicate_device_code.unwrap_or(validation.duplicate_device_code);
-            validation.missing_device_code =
-                v.missing_device_code.unwrap_or(validation.missing_device_code);
-            validation.generic_must_match =
-                v.generic_must_match.unwrap_or(validation.generic_must_match);
+            validation.duplicate_device_code = v
+                .duplicate_device_code
+                .unwrap_or(validation.duplicate_device_code);
+            validation.missing_device_code = v
+                .missing_device_code
+                .unwrap_or(validation.missing_device_code);
+            validation.generic_must_match = v
+                .generic_must_match
+                .unwrap_or(validation.generic_must_match);
         }
 
         Ok((
             Spec {
                 groups,
+                replaces,
                 kernel_databases,
                 naming,
                 package,
@@ -383,7 +420,12 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-fn located(text: &str, path: Option<&Path>, span: Option<Range<usize>>, message: &str) -> SpecError {
+fn located(
+    text: &str,
+    path: Option<&Path>,
+    span: Option<Range<usize>>,
+    message: &str,
+) -> SpecError {
     let message = match span {
         Some(r) => {
             let (l, c) = line_column(text, r.start);
@@ -399,8 +441,8 @@ fn located(text: &str, path: Option<&Path>, span: Option<Range<usize>>, message:
 
 /// Parses and validates spec text; every error names the line and column.
 pub fn parse(text: &str, path: Option<&Path>) -> Result<Spec, SpecError> {
-    let file: SpecFile = toml::from_str(text)
-        .map_err(|e| located(text, path, e.span(), e.message().trim_end()))?;
+    let file: SpecFile =
+        toml::from_str(text).map_err(|e| located(text, path, e.span(), e.message().trim_end()))?;
     let (spec, spans) = file
         .build()
         .map_err(|(span, m)| located(text, path, span, &m))?;
@@ -416,6 +458,7 @@ pub fn parse(text: &str, path: Option<&Path>) -> Result<Spec, SpecError> {
 pub struct SpecDocument<'a> {
     pub builtin_kernel_databases: bool,
     pub groups: &'a [Group],
+    pub replaces: Vec<ReplacedDoc<'a>>,
     pub kernel_databases: &'a [DatabaseRule],
     pub naming: &'a Naming,
     pub package: &'a PackageDefaults,
@@ -423,11 +466,26 @@ pub struct SpecDocument<'a> {
     pub validation: &'a Validation,
 }
 
+/// One `[[replaces]]` entry of a [`SpecDocument`].
+#[derive(Debug, Serialize)]
+pub struct ReplacedDoc<'a> {
+    pub name: &'a str,
+    pub targets: &'a [String],
+}
+
 impl<'a> From<&'a Spec> for SpecDocument<'a> {
     fn from(s: &'a Spec) -> Self {
         SpecDocument {
             builtin_kernel_databases: false,
             groups: &s.groups,
+            replaces: s
+                .replaces
+                .iter()
+                .map(|g| ReplacedDoc {
+                    name: &g.name,
+                    targets: &g.targets,
+                })
+                .collect(),
             kernel_databases: &s.kernel_databases,
             naming: &s.naming,
             package: &s.package,
@@ -448,7 +506,8 @@ mod tests {
 
     #[test]
     fn group_choices() {
-        let s = Spec::from_toml_str("granularity = \"per-target\"\ntargets = [\"gfx1100\"]\n").unwrap();
+        let s =
+            Spec::from_toml_str("granularity = \"per-target\"\ntargets = [\"gfx1100\"]\n").unwrap();
         assert_eq!(s.groups.len(), 1);
         let s = Spec::from_toml_str(
             "[[groups]]\nname = \"gfx110X-dgpu\"\ntargets = [\"gfx1100\", \"gfx1101\", \"gfx1102\"]\n\
@@ -458,7 +517,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.group_for("gfx1102").unwrap()[0].name, "gfx110X-dgpu");
-        assert_eq!(s.group_for("gfx942:xnack-").unwrap()[0].name, "gfx94X-dcgpu");
+        assert_eq!(
+            s.group_for("gfx942:xnack-").unwrap()[0].name,
+            "gfx94X-dcgpu"
+        );
         assert!(s.group_for("gfx1103").is_err());
         assert_eq!(Spec::from_toml_str("").unwrap(), Spec::builtin());
         assert_eq!(
@@ -476,29 +538,48 @@ mod tests {
         let e = err(
             "[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n[[groups]]\nname = \"b\"\ntargets = [\"gfx1101\", \"gfx1100\"]\n",
         );
-        assert!(e.contains("line 6, column 23") && e.contains("two groups"), "{e}");
+        assert!(
+            e.contains("line 6, column 23") && e.contains("two groups"),
+            "{e}"
+        );
         let e = err("[[groups]]\nname = \"a\"\n");
-        assert!(e.contains("line 2, column 8") && e.contains("no targets"), "{e}");
+        assert!(
+            e.contains("line 2, column 8") && e.contains("no targets"),
+            "{e}"
+        );
         let e = err("[[groups]]\nname = \"a\"\ntargets = [\"gfx1199\"]\n");
-        assert!(e.contains("line 3") && e.contains("unknown target \"gfx1199\""), "{e}");
+        assert!(
+            e.contains("line 3") && e.contains("unknown target \"gfx1199\""),
+            "{e}"
+        );
         let e = err("[[groups]]\nname = \"a:b\"\ntargets = [\"gfx1100\"]\n");
         assert!(e.contains("line 2") && e.contains("group name"), "{e}");
         let e = err("[[groups]]\nname = \"a\"\ntargets = [\"gfx90a:xnack+\"]\n");
         assert!(e.contains("feature flags"), "{e}");
         let e = err("[naming]\ndeb_device = \"{name}-dev\"\n");
-        assert!(e.contains("line 2, column 14") && e.contains("naming.deb_device"), "{e}");
+        assert!(
+            e.contains("line 2, column 14") && e.contains("naming.deb_device"),
+            "{e}"
+        );
         let e = err("[naming]\nrpm_device = \"{name}-{gruop}\"\n");
         assert!(e.contains("unknown placeholder {gruop}"), "{e}");
-        let e = err("[[kernel_databases]]\nname = \"x\"\ninclude = [\"a/[b\"]\narch = [\"directory\"]\n");
+        let e = err(
+            "[[kernel_databases]]\nname = \"x\"\ninclude = [\"a/[b\"]\narch = [\"directory\"]\n",
+        );
         assert!(e.contains("line 3") && e.contains("bad glob"), "{e}");
-        let e = err("[[kernel_databases]]\nname = \"x\"\ninclude = [\"**\"]\narch = [\"somewhere\"]\n");
+        let e =
+            err("[[kernel_databases]]\nname = \"x\"\ninclude = [\"**\"]\narch = [\"somewhere\"]\n");
         assert!(e.contains("line 4") && e.contains("somewhere"), "{e}");
         let e = err("granularity = \"per-target\"\ntargets = [\"gfx1100\", \"gfx7777\"]\n");
         assert!(e.contains("line 2") && e.contains("gfx7777"), "{e}");
         let e = err("[fetch]\nsource_url = \"ftp://x\"\n");
         assert!(e.contains("line 2") && e.contains("source_url"), "{e}");
-        let e = err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
-        assert!(e.contains("line 1") && e.contains("mutually exclusive"), "{e}");
+        let e =
+            err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
+        assert!(
+            e.contains("line 1") && e.contains("mutually exclusive"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -518,7 +599,11 @@ mod tests {
         assert_eq!(s.validation.missing_device_code, OnMissing::Ignore);
         assert!(s.validation.generic_must_match);
         assert!(!Spec::builtin().validation.generic_must_match);
-        for spec in [s, Spec::builtin(), Spec::per_target(&["gfx1100", "gfx90a"]).unwrap()] {
+        for spec in [
+            s,
+            Spec::builtin(),
+            Spec::per_target(&["gfx1100", "gfx90a"]).unwrap(),
+        ] {
             let text = spec.to_toml().unwrap();
             assert_eq!(Spec::from_toml_str(&text).unwrap(), spec, "{text}");
             let json: serde_json::Value = serde_json::from_str(&spec.to_json().unwrap()).unwrap();
@@ -528,7 +613,10 @@ mod tests {
             "[[kernel_databases]]\nname = \"mine\"\ninclude = [\"**/k/*.co\"]\narch = [\"file-name\"]\n",
         )
         .unwrap();
-        assert_eq!(extra.kernel_databases.len(), 1 + Spec::builtin().kernel_databases.len());
+        assert_eq!(
+            extra.kernel_databases.len(),
+            1 + Spec::builtin().kernel_databases.len()
+        );
         assert_eq!(extra.kernel_databases[0].name, "mine");
     }
 }

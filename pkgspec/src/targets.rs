@@ -44,7 +44,9 @@ pub struct TargetError {
 pub fn check_target(text: &str) -> Result<TargetId, TargetError> {
     let text = text.trim();
     let processor = text.split(':').next().unwrap_or_default();
-    let processor = processor.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(processor);
+    let processor = processor
+        .strip_prefix("amdgcn-amd-amdhsa--")
+        .unwrap_or(processor);
     let known = KNOWN_PROCESSORS.contains(&processor) || generic_isa(processor).is_some();
     if !known {
         let lower = processor.to_ascii_lowercase();
@@ -168,11 +170,19 @@ mod tests {
 
     #[test]
     fn known_targets_pass_in_canonical_form() {
-        for t in ["gfx942", "gfx942:sramecc+", "gfx90a:xnack-:sramecc+", "gfx11-generic", "gfx1100"] {
+        for t in [
+            "gfx942",
+            "gfx942:sramecc+",
+            "gfx90a:xnack-:sramecc+",
+            "gfx11-generic",
+            "gfx1100",
+        ] {
             check_target(t).expect(t);
         }
         assert_eq!(
-            check_target("gfx90a:xnack-:sramecc+").expect("valid").to_string(),
+            check_target("gfx90a:xnack-:sramecc+")
+                .expect("valid")
+                .to_string(),
             "gfx90a:sramecc+:xnack-"
         );
     }
@@ -187,14 +197,20 @@ mod tests {
         assert_eq!(hint("gfx90a:bogus+").as_deref(), Some("gfx90a"));
         let err = check_target("gfx9999").expect_err("unknown");
         assert!(err.to_string().contains("not a GPU processor"), "{err}");
-        assert!(check_target("gfx1110").expect_err("typo").to_string().ends_with("did you mean `gfx1100`?"));
+        assert!(check_target("gfx1110")
+            .expect_err("typo")
+            .to_string()
+            .ends_with("did you mean `gfx1100`?"));
     }
 
     #[test]
     fn completion_adds_the_features_the_code_specifies() {
         let target = check_target("gfx942").expect("valid");
         let code = [TargetId::parse("gfx942:sramecc+").expect("valid")];
-        assert_eq!(feature_completion(&target, &code).as_deref(), Some("gfx942:sramecc+"));
+        assert_eq!(
+            feature_completion(&target, &code).as_deref(),
+            Some("gfx942:sramecc+")
+        );
         let other = [TargetId::parse("gfx90a").expect("valid")];
         assert_eq!(feature_completion(&target, &other), None);
     }

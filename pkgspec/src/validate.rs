@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::defaults::KNOWN_PROCESSORS;
-use crate::GENERIC_ISAS;
 use crate::naming::NameKind;
+use crate::GENERIC_ISAS;
 use crate::{is_generic_isa, Spec};
 
 /// The place in a spec a problem is about.
@@ -60,7 +60,10 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
         message,
     };
     if spec.groups.is_empty() {
-        return Err(fail(Loc::Groups, "the spec declares no device group".into()));
+        return Err(fail(
+            Loc::Groups,
+            "the spec declares no device group".into(),
+        ));
     }
     let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
     let mut names: BTreeMap<&str, ()> = BTreeMap::new();
@@ -147,6 +150,19 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
             }
         }
     }
+    for old in &spec.replaces {
+        check_group_name(&old.name).map_err(|m| fail(Loc::Groups, format!("replaces: {m}")))?;
+        if let Some(t) = old
+            .targets
+            .iter()
+            .find(|t| !KNOWN_PROCESSORS.contains(&t.as_str()))
+        {
+            return Err(fail(
+                Loc::Groups,
+                format!("replaces: group {:?}: unknown target {t:?}", old.name),
+            ));
+        }
+    }
     for kind in NameKind::ALL {
         crate::naming::check_template(spec.naming.template(kind), kind)
             .map_err(|m| fail(Loc::Naming(kind), format!("naming.{}: {m}", kind.key())))?;
@@ -154,7 +170,10 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
     let mut rule_names: BTreeMap<&str, ()> = BTreeMap::new();
     for (i, r) in spec.kernel_databases.iter().enumerate() {
         if r.name.is_empty() {
-            return Err(fail(Loc::RuleName(i), "kernel database rule without a name".into()));
+            return Err(fail(
+                Loc::RuleName(i),
+                "kernel database rule without a name".into(),
+            ));
         }
         if rule_names.insert(&r.name, ()).is_some() {
             return Err(fail(
@@ -178,10 +197,12 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
             ));
         }
         for (j, p) in r.include.iter().enumerate() {
-            crate::databases::compile_glob(&r.name, p).map_err(|m| fail(Loc::RuleInclude(i, j), m))?;
+            crate::databases::compile_glob(&r.name, p)
+                .map_err(|m| fail(Loc::RuleInclude(i, j), m))?;
         }
         for (j, p) in r.exclude.iter().enumerate() {
-            crate::databases::compile_glob(&r.name, p).map_err(|m| fail(Loc::RuleExclude(i, j), m))?;
+            crate::databases::compile_glob(&r.name, p)
+                .map_err(|m| fail(Loc::RuleExclude(i, j), m))?;
         }
     }
     if let Some(url) = &spec.fetch.source_url {
