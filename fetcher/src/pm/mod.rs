@@ -99,7 +99,7 @@ impl PmPlan {
     }
 
     /// The plan as the one command line a user would type, e.g.
-    /// `apt-get install librocrand1-gfx90x`.
+    /// `apt-get install librocrand1-gfx90a`.
     pub fn command_line(&self) -> String {
         format!("{} install {}", self.tool, self.names().join(" "))
     }

@@ -45,7 +45,7 @@ pub struct KpackArchive {
 /// One device group's tree.
 #[derive(Debug, Clone)]
 pub struct DeviceGroup {
-    /// Group name (the directory name, e.g. `gfx110X`).
+    /// Group name (the directory name, e.g. `gfx110X-dgpu`).
     pub name: String,
     /// Its files.
     pub payload: Payload,
@@ -315,11 +315,11 @@ mod tests {
         let spec = Spec::default_families();
         let arches = vec!["gfx1100".to_string(), "gfx11-generic".to_string()];
         assert_eq!(
-            targets_of(&arches, spec.group("gfx110X")),
-            ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
+            targets_of(&arches, spec.group("gfx110X-dgpu")),
+            ["gfx1100", "gfx1101", "gfx1102"]
         );
         let arches = vec!["gfx90a:xnack+".to_string(), "gfx90a:xnack-".to_string()];
-        assert_eq!(targets_of(&arches, spec.group("gfx90X")), ["gfx90a"]);
+        assert_eq!(targets_of(&arches, spec.group("gfx90a")), ["gfx90a"]);
         // A generic ISA's own tree serves every processor of the ISA, also
         // under a per-target spec whose group of that name lists none.
         let arches = vec!["gfx11-generic".to_string()];

@@ -589,12 +589,73 @@ fn generic_isa_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &D
         .collect()
 }
 
+/// The packages of earlier groups (the spec's `replaces`) that `g`'s
+/// package takes files over from, named with `kind`'s template: deb
+/// `Replaces`/`Breaks`, rpm `Obsoletes` (docs/packaging.md "Upgrades from
+/// the previous family table").
+fn replaced_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &DeviceGroup) -> Vec<String> {
+    if g.generic_isa {
+        return Vec::new();
+    }
+    opts.spec
+        .replaced_by(&g.name)
+        .into_iter()
+        .map(|old| naming::device(&opts.spec.naming, kind, name, old))
+        .collect()
+}
+
+/// The transitional packages to write: each replaced group whose name no
+/// current group has, with the device groups of this split that succeed
+/// it (none: no package, the split has no code for it).
+fn transitions<'a>(split: &'a SplitDir, opts: &'a PackageOptions) -> Vec<(&'a str, Vec<&'a DeviceGroup>)> {
+    opts.spec
+        .replacements()
+        .into_iter()
+        .filter(|r| r.transitional && split.groups.iter().all(|g| g.name != r.old))
+        .filter_map(|r| {
+            let successors: Vec<&DeviceGroup> = split
+                .groups
+                .iter()
+                .filter(|g| r.successors.contains(&g.name.as_str()))
+                .collect();
+            (!successors.is_empty()).then_some((r.old, successors))
+        })
+        .collect()
+}
+
+fn transitional_summary(meta: &PackageMeta, old: &str) -> String {
+    format!("{} - {old} device code (transitional package)", meta.name)
+}
+
+fn transitional_description(meta: &PackageMeta, old: &str, successors: &[String]) -> String {
+    wrap(
+        &format!(
+            "This transitional package moves installations of the {old} device code of {} \
+             to the packages of the GPU families that now carry it: {}. \
+             It can be removed once they are installed.",
+            meta.name,
+            successors.join(", ")
+        ),
+        72,
+    )
+}
+
+/// A transitional package's [`BuiltPackage`] entry: the replaced group,
+/// no archives of its own.
+fn built_transitional(format: Format, name: &str, version: &str, old: &str, entries: usize) -> BuiltPackage {
+    BuiltPackage {
+        group: Some(old.to_string()),
+        ..built(format, name, version, None, entries)
+    }
+}
+
 fn device_deb_control(
     meta: &PackageMeta,
     g: &DeviceGroup,
     name: &str,
     generic: &str,
     generic_isas: &[String],
+    replaced: &[String],
 ) -> ControlFields {
     let mut c = ControlFields::default();
     c.set("Package", name.to_string());
@@ -611,6 +672,17 @@ fn device_deb_control(
         .collect();
     c.set("Depends", depends.join(", "));
     c.set("Provides", naming::device_code_provide(generic));
+    if !replaced.is_empty() {
+        // Files move here from an older family's package: dpkg lets this
+        // package overwrite them (Replaces), and apt upgrades or removes
+        // the older package first (Breaks).
+        let older: Vec<String> = replaced
+            .iter()
+            .map(|p| format!("{p} (<< {})", meta.version))
+            .collect();
+        c.set("Replaces", older.join(", "));
+        c.set("Breaks", older.join(", "));
+    }
     c.set("Section", meta.section.clone().unwrap_or_else(|| "libs".into()));
     c.set("Priority", meta.priority.clone().unwrap_or_else(|| "optional".into()));
     if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
@@ -695,7 +767,8 @@ fn build_debs(
         }
         payload.add_parent_dirs();
         let isa_pkgs = generic_isa_packages(opts, NameKind::DebDevice, &meta.name, g);
-        let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs);
+        let replaced = replaced_packages(opts, NameKind::DebDevice, &meta.name, g);
+        let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs, &replaced);
         let spec = deb::DebSpec {
             control,
             control_files: &[],
@@ -708,6 +781,62 @@ fn build_debs(
             out_dir,
             format!("{name}_{ver}_{arch}.deb"),
             built(Format::Deb, &name, &meta.version, Some(g), payload.len()),
+            pending,
+            |w| deb::write_deb(w, &spec),
+        )?;
+    }
+    for (old, successors) in transitions(split, opts) {
+        let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, old);
+        if !deb_name_ok(&name) {
+            return Err(PackageError::Invalid(format!(
+                "{name:?} is not a valid Debian package name (lowercase letters, digits, `+-.`)"
+            )));
+        }
+        let succ: Vec<String> = successors
+            .iter()
+            .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name))
+            .collect();
+        let mut payload = Payload::new();
+        if has_doc {
+            payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), &gname))?;
+        }
+        payload.add_parent_dirs();
+        let mut c = ControlFields::default();
+        c.set("Package", name.clone());
+        c.set("Source", meta.source.clone().unwrap_or_else(|| meta.name.clone()));
+        c.set("Version", meta.version.clone());
+        c.set("Architecture", meta.architecture.clone());
+        c.set("Maintainer", meta.maintainer.clone());
+        let depends: Vec<String> = std::iter::once(&gname)
+            .chain(&succ)
+            .map(|p| format!("{p} (= {})", meta.version))
+            .collect();
+        c.set("Depends", depends.join(", "));
+        // Debian's section for transitional packages (policy 2.4).
+        c.set("Section", "oldlibs".to_string());
+        c.set("Priority", "optional".to_string());
+        if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
+            c.set("Multi-Arch", ma.clone());
+        }
+        c.set(
+            "Description",
+            render_description(
+                &transitional_summary(meta, old),
+                &transitional_description(meta, old, &succ),
+            ),
+        );
+        let spec = deb::DebSpec {
+            control: c,
+            control_files: &[],
+            payload: &payload,
+            compression: opts.compression,
+            level: opts.level,
+            mtime: opts.source_date_epoch,
+        };
+        write_package(
+            out_dir,
+            format!("{name}_{ver}_{arch}.deb"),
+            built_transitional(Format::Deb, &name, &meta.version, old, payload.len()),
             pending,
             |w| deb::write_deb(w, &spec),
         )?;
@@ -809,7 +938,12 @@ fn build_rpms(
             .map(|p| rpm::Dep::eq(&p, &generic.evr()))
             .collect();
         spec.conflicts.clear();
-        spec.obsoletes.clear();
+        // Takes files over from an older family's package: obsoleting its
+        // older versions lets rpm replace them in one transaction.
+        spec.obsoletes = replaced_packages(opts, NameKind::RpmDevice, &meta.name, g)
+            .iter()
+            .map(|p| rpm::Dep::lt(p, &generic.evr()))
+            .collect();
         spec.scripts.clear();
         spec.config_files.clear();
         (spec.compression, spec.level) = device_compression(opts, g);
@@ -819,6 +953,34 @@ fn build_rpms(
         let mut payload = g.payload.clone();
         payload.add_parent_dirs();
         write_rpm_pending(&spec, &payload, Some(g), out_dir, pending)?;
+    }
+    for (old, successors) in transitions(split, opts) {
+        let mut spec = base_rpm_spec(meta, opts)?;
+        spec.name = naming::device(naming_t, NameKind::RpmDevice, &meta.name, old);
+        spec.arch = "noarch".into();
+        let succ: Vec<String> = successors
+            .iter()
+            .map(|g| naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name))
+            .collect();
+        spec.summary = transitional_summary(meta, old);
+        spec.description = transitional_description(meta, old, &succ);
+        spec.requires = std::iter::once(&generic.name)
+            .chain(&succ)
+            .map(|p| rpm::Dep::eq(p, &generic.evr()))
+            .collect();
+        spec.provides.clear();
+        spec.conflicts.clear();
+        spec.obsoletes.clear();
+        spec.scripts.clear();
+        spec.config_files.clear();
+        let payload = Payload::new();
+        write_package(
+            out_dir,
+            spec.file_name(),
+            built_transitional(Format::Rpm, &spec.name, &spec.evr(), old, payload.len()),
+            pending,
+            |w| rpm::write_rpm(w, &spec, &payload, out_dir),
+        )?;
     }
     Ok(())
 }
@@ -991,6 +1153,21 @@ fn build_wheels(
         })
         .collect();
     wheel::add_device_extras(&mut md, &version, &devices);
+    // An older family's extra (`device-gfx90x`) keeps working: it asks for
+    // the device wheels of the families that now carry its processors.
+    let older: Vec<(String, Vec<String>)> = transitions(split, opts)
+        .into_iter()
+        .map(|(old, successors)| {
+            (
+                naming::wheel_extra(naming_t, old),
+                successors
+                    .iter()
+                    .map(|g| naming::device(naming_t, NameKind::WheelDevice, &base, &g.name))
+                    .collect(),
+            )
+        })
+        .collect();
+    wheel::add_transitional_extras(&mut md, &version, &older);
     let mut files = src.extra.clone();
     files.insert("METADATA".into(), md.render().into_bytes());
     files.insert("WHEEL".into(), wheel::wheel_file(&tags, src.wheel.as_ref()).into_bytes());

@@ -229,6 +229,15 @@ impl Dep {
         }
     }
 
+    /// `name < version`.
+    pub fn lt(name: &str, version: &str) -> Dep {
+        Dep {
+            name: name.to_string(),
+            flags: sense::LESS,
+            version: version.to_string(),
+        }
+    }
+
     /// Parses `name`, `name >= 1.0`, `name = 1:2-3`.
     pub fn parse(text: &str) -> Result<Dep, String> {
         let parts: Vec<&str> = text.split_whitespace().collect();

@@ -207,6 +207,20 @@ pub fn add_device_extras(meta: &mut CoreMetadata, version: &str, devices: &[(Str
     }
 }
 
+/// For every (extra, device distributions) pair adds `Provides-Extra:
+/// <extra>` and one `Requires-Dist: <device dist>==<version>; extra ==
+/// "<extra>"` per distribution: an older family's extra served by the
+/// device wheels that now carry its processors. Call after
+/// [`add_device_extras`], which drops every `device-*` extra.
+pub fn add_transitional_extras(meta: &mut CoreMetadata, version: &str, extras: &[(String, Vec<String>)]) {
+    for (extra, devs) in extras {
+        meta.push("Provides-Extra", extra);
+        for dev in devs {
+            meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"{extra}\""));
+        }
+    }
+}
+
 /// `WHEEL` content.
 pub fn wheel_file(tags: &[String], original: Option<&CoreMetadata>) -> String {
     let mut w = CoreMetadata::default();

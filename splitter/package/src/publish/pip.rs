@@ -18,10 +18,12 @@
 //! requires; for a family without device wheels of its own, what the
 //! extras of the generic ISAs serving its processors require. Every other
 //! distribution links to the flat `files/`. So `pip install --index-url
-//! URL/families/gfx110x/ kpkg` installs kpkg and its gfx110X device wheels
+//! URL/families/gfx110x-dgpu/ kpkg` installs kpkg and its gfx110X-dgpu device wheels
 //! in one command, and `rocm-kpack-fetch pip-index-url` prints that URL.
 //! A view is written for every family of the built-in table (and every
-//! device group found), so the URL for any GPU exists.
+//! device group found), so the URL for any GPU exists. The families of the
+//! table before (the spec's `replaces`, `gfx90x`) keep a view: it requires
+//! the device wheels of the families that now carry their processors.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -213,6 +215,23 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
     if !own.is_empty() {
         return own;
     }
+    // An older family's view (`families/gfx90x/`, the spec's `replaces`):
+    // the extras of the families that now carry its processors.
+    if let Some(r) = spec
+        .replacements()
+        .into_iter()
+        .find(|r| r.transitional && r.old.to_ascii_lowercase() == family)
+    {
+        let mut out: Vec<String> = Vec::new();
+        for successor in r.successors {
+            for req in view_requirements(reqs, &successor.to_ascii_lowercase(), spec) {
+                if !out.contains(&req) {
+                    out.push(req);
+                }
+            }
+        }
+        return out;
+    }
     let Some(group) = spec.groups.iter().find(|g| g.name.to_ascii_lowercase() == family) else {
         return Vec::new();
     };
@@ -232,7 +251,13 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
 /// every device group the wheels declare (see the module docs).
 fn write_views(indexed: &BTreeMap<String, Vec<Indexed>>, root: &Path, source_date_epoch: u64) -> Result<(), PublishError> {
     let spec = Spec::default_families();
-    let mut families: BTreeSet<String> = spec.groups.iter().map(|g| g.name.to_ascii_lowercase()).collect();
+    // The older table's families too, so a URL printed before keeps working.
+    let mut families: BTreeSet<String> = spec
+        .groups
+        .iter()
+        .chain(&spec.replaces)
+        .map(|g| g.name.to_ascii_lowercase())
+        .collect();
     for wheels in indexed.values() {
         for w in wheels {
             for (extra, _) in device_requirements(&w.metadata) {
