@@ -90,19 +90,6 @@ pub const FAMILIES_2025: &[(&str, &[&str])] = &[
     ("gfx125X", &["gfx1250", "gfx1251"]),
 ];
 
-/// [`FAMILIES_2025`] as the default `replaces` of a spec: names and
-/// processors only (generic-ISA packages keep their names).
-pub fn replaced_2025() -> Vec<Group> {
-    FAMILIES_2025
-        .iter()
-        .map(|(name, targets)| Group {
-            name: (*name).to_string(),
-            targets: strings(targets),
-            generic_isas: Vec::new(),
-        })
-        .collect()
-}
-
 /// The generic ISAs serving some processor of `targets`, each once, in
 /// LLVM's table order: what a family's archive set must include to be
 /// self-sufficient.
@@ -235,7 +222,7 @@ pub fn package_defaults() -> PackageDefaults {
 pub fn builtin() -> Spec {
     Spec {
         groups: family_groups(),
-        replaces: replaced_2025(),
+        replaces: family_groups_2025(),
         kernel_databases: database_rules(),
         naming: naming(),
         package: package_defaults(),

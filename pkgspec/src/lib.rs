@@ -374,6 +374,14 @@ impl Spec {
         self.groups.iter().find(|g| g.name == name)
     }
 
+    /// The group with this name, or else the replaced group of that name
+    /// ([`Spec::replaces`]): what an archive of an older layout, whose
+    /// family is `gfx110X`, serves.
+    pub fn group_or_replaced(&self, name: &str) -> Option<&Group> {
+        self.group(name)
+            .or_else(|| self.replaces.iter().find(|g| g.name == name))
+    }
+
     /// Group names in declaration order.
     pub fn group_names(&self) -> Vec<String> {
         self.groups.iter().map(|g| g.name.clone()).collect()

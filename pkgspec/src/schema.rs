@@ -301,13 +301,15 @@ impl SpecFile {
         };
 
         let replaces = match self.replaces {
-            None => defaults::replaced_2025(),
+            None => defaults::family_groups_2025(),
             Some(list) => list
                 .into_iter()
                 .map(|r| Group {
+                    generic_isas: defaults::generic_isas_of(
+                        &r.targets.iter().map(String::as_str).collect::<Vec<_>>(),
+                    ),
                     name: r.name,
                     targets: r.targets,
-                    generic_isas: Vec::new(),
                 })
                 .collect(),
         };

@@ -102,7 +102,7 @@ fn database_rules_split_publish_fetch_verify() {
     }
 
     // A device deb carrying database files is xz, not gzip level 1.
-    let dev90 = report.packages.iter().find(|p| p.name == "libdbfixture1-gfx90x").unwrap();
+    let dev90 = report.packages.iter().find(|p| p.name == "libdbfixture1-gfx90a").unwrap();
     let members = ok(Command::new("ar").arg("t").arg(&dev90.path));
     assert!(members.contains("data.tar.xz"), "{members}");
 

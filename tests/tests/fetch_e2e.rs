@@ -2,12 +2,12 @@
 //! librocrand1 split into generic + device debs, published as an apt
 //! repository and a kpack store, served over loopback HTTP.
 //! - file mode: the generic deb in a throwaway root, `install --auto` for an
-//!   MI210 fetches exactly the gfx90a archive (not the rest of the gfx90X
-//!   family), for a gfx1030 + gfx908 machine exactly those two; after each,
+//!   MI210 fetches exactly the gfx90a archive (not gfx900, gfx906, gfx908
+//!   of the same build), for a gfx1030 + gfx908 machine exactly those two; after each,
 //!   AMD's `@GFXARCH@` lookup finds every device's code object in what was
 //!   installed and nothing else was installed; `verify` passes, the loader
 //!   finds the gfx90a:xnack- code object, a rerun downloads nothing;
-//! - `--via apt` plans and installs the family deb `librocrand1-gfx90x`
+//! - `--via apt` plans and installs the family deb `librocrand1-gfx90a`
 //!   with apt-get;
 //! - `--python` installs the device extra of a wheel into a venv;
 //! - the fetcher's own deb, rpm and wheel.
@@ -304,9 +304,9 @@ fn via_apt_plans_and_installs_the_device_package() {
         c
     };
     let plan = ok(base().arg("--dry-run"));
-    assert_eq!(plan, "apt-get install librocrand1-gfx90x\n");
+    assert_eq!(plan, "apt-get install librocrand1-gfx90a\n");
     let json: Value = serde_json::from_str(&ok(base().args(["--dry-run", "--json"]))).expect("json");
-    assert_eq!(json["plan"]["packages"][0]["group"], "gfx90X");
+    assert_eq!(json["plan"]["packages"][0]["group"], "gfx90a");
     assert_eq!(json["plan"]["packages"][0]["generic"], "librocrand1");
     assert!(by_hash_requests(&server).is_empty());
 
@@ -316,19 +316,22 @@ fn via_apt_plans_and_installs_the_device_package() {
     assert!(s(&inside.stderr).contains("file mode"), "{}", s(&inside.stderr));
 
     ok(&mut base());
-    // The family deb carries its processors' archives; dpkg owns them.
-    for unit in ["gfx900", "gfx906", "gfx908", "gfx90a"] {
+    // The family deb carries its processor's archive; dpkg owns it.
+    for unit in ["gfx90a"] {
         let archive = format!("/{LIBDIR}/{KPACK_DIR}/{}", layout::archive_file_name("librocrand", unit));
         let owner = ok(Command::new("dpkg")
             .arg(format!("--root={}", root.display()))
             .arg("-S")
             .arg(&archive));
-        assert_eq!(owner.trim(), format!("librocrand1-gfx90x: {archive}"));
+        assert_eq!(owner.trim(), format!("librocrand1-gfx90a: {archive}"));
     }
-    assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90x_5.3.3-4_amd64.deb") && r.status == 200));
+    let other = format!("{}/{LIBDIR}/{KPACK_DIR}/{}", root.display(), layout::archive_file_name("librocrand", "gfx906"));
+    assert!(!Path::new(&other).exists(), "{other}");
+    assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90a_5.3.3-4_amd64.deb") && r.status == 200));
     // Installed: the plan is now empty of new work for apt (it is a no-op).
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
     assert!(!status.contains("Package: librocrand1-gfx103x"));
+    assert!(!status.contains("Package: librocrand1-gfx90x"));
 }
 
 #[test]
@@ -383,14 +386,14 @@ fn python_installs_the_device_extra_into_a_venv() {
         .split(',')
         .map(str::to_string)
         .collect();
-    assert!(extras.contains(&"device-gfx110x".to_string()), "{plan}");
+    assert!(extras.contains(&"device-gfx110x-dgpu".to_string()), "{plan}");
     assert!(extras.iter().all(|e| e.starts_with("device-gfx11")), "{plan}");
     ok(&mut base());
     let listed = ok(Command::new(&python).args(["-m", "pip", "list", "--disable-pip-version-check", "--format=freeze"]));
     for e in &extras {
         assert!(listed.contains(&format!("kpkg-{e}==1.0")), "{e} not installed:\n{listed}");
     }
-    assert!(!listed.contains("gfx90x") && !listed.contains("gfx103x"), "{listed}");
+    assert!(!listed.contains("gfx90a") && !listed.contains("gfx103x"), "{listed}");
     // Installed: exactly the archives the manifest files under the device
     // distributions pip installed (the extras and what they depend on, such
     // as the generic-ISA package of the family).

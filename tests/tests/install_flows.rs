@@ -627,7 +627,7 @@ fn uv() -> &'static Path {
 }
 
 /// pip and uv: one command, with the index URL the fetcher prints for the
-/// RX 7900 XTX, installs the base wheel and its gfx110X device wheels.
+/// RX 7900 XTX, installs the base wheel and its gfx110X-dgpu device wheels.
 #[test]
 fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -644,15 +644,15 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .args(["pip-index-url", "--allow-http", "--base", server.root_url(), "--sysfs-root"])
         .arg(&sysfs));
     let url = url.trim().to_string();
-    assert_eq!(url, format!("{}families/gfx110x/", server.root_url()));
+    assert_eq!(url, format!("{}families/gfx110x-dgpu/", server.root_url()));
     // The view exists for every family, also those without device wheels.
     assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
 
     let expect = |listed: &str| {
-        for d in ["kpkg==1.0", "kpkg-device-gfx110x==1.0", "kpkg-device-gfx11-generic==1.0"] {
+        for d in ["kpkg==1.0", "kpkg-device-gfx110x-dgpu==1.0", "kpkg-device-gfx11-generic==1.0"] {
             assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
         }
-        assert!(!listed.contains("gfx90x"), "{listed}");
+        assert!(!listed.contains("gfx90a"), "{listed}");
     };
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
@@ -669,7 +669,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
     );
     // The documented uninstall leaves nothing.
-    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
+    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu", "kpkg-device-gfx11-generic", "kpkg"]);
     let sp = rocm_kpack_test_support::site_packages(&venv);
     assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e.expect("e").file_name().to_string_lossy().starts_with("kpkg")));
 
@@ -709,5 +709,198 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .expect("bash");
     let out = text(&o);
     assert!(o.status.success(), "README block `sh pip` failed:\n{block}\n---\n{out}");
-    assert!(out.contains("kpkg-device-gfx110x-1.0"), "{out}");
+    assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0"), "{out}");
+}
+
+// ------------------------------------------- upgrades from the 2025 families
+
+/// Debian's librocrand1 split and packaged (debs and rpms) twice: into
+/// `dir/old` with the 2025 family table (`tests/fixtures/specs/
+/// families-2025.toml`, version 5.3.3-4: `librocrand1-gfx90x` carries
+/// gfx900, gfx906, gfx908 and gfx90a), and into `dir/new` with the built-in
+/// table (5.3.3-4+kpack1, sorting above), each with the base-provides rpm.
+fn family_table_packages(dir: &Path) {
+    let old_spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs/families-2025.toml");
+    let tree = debian::extracted("librocrand1").expect("extracted");
+    for (name, spec, version) in [("old", Some(&old_spec), "5.3.3-4"), ("new", None, "5.3.3-4+kpack1")] {
+        let split = dir.join(format!("{name}-split"));
+        let pkgs = dir.join(name);
+        let mut c = bins::command("rocm-kpack");
+        c.arg("split").arg(&tree).arg("--out").arg(&split).arg("-q");
+        spec.map(|s| c.arg("--spec").arg(s));
+        ok(&mut c);
+        let mut c = bins::command("rocm-kpack");
+        c.arg("package")
+            .arg(&split)
+            .args(["--name", "librocrand1", "--version", version, "--format", "deb,rpm", "-q", "--out"])
+            .arg(&pkgs);
+        spec.map(|s| c.arg("--spec").arg(s));
+        ok(&mut c);
+        base_provides_rpm(&pkgs);
+    }
+}
+
+/// Publishes `dir/<name>` (apt, yum, kpack store) into `repo`, replacing
+/// what is there.
+fn publish_packages(dir: &Path, name: &str, repo: &Path, server: &Server) {
+    ok(bins::command("rocm-kpack")
+        .arg("publish")
+        .arg(dir.join(name))
+        .arg("--out")
+        .arg(repo)
+        .args(["--apt", "--yum", "--kpack-store", "--force", "-q", "--store-url", server.root_url(), "--fetcher-bin"])
+        .arg(fetcher_bin()));
+}
+
+/// The gfx9 archives of librocrand1 installed below `root`.
+fn gfx9_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
+    units.iter().map(|u| root.join(KPACK_DIR).join(format!("librocrand_{u}.kpack"))).collect()
+}
+
+/// `Package Version` of the installed packages whose name starts with
+/// librocrand1, sorted (dpkg's database, or rpm's with `rpm`).
+fn installed_rocrand(root: &Path, rpm: bool) -> Vec<String> {
+    let out = if rpm {
+        ok(chroot(root, "mi210").args(["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"]))
+    } else {
+        ok(chroot(root, "mi210").args(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package} ${Version}\\n"]))
+            .lines()
+            .filter_map(|l| l.strip_prefix("ii "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let mut v: Vec<String> = out.lines().filter(|l| l.starts_with("librocrand1")).map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// Every archive below the root's /usr belongs to an installed package
+/// (`owner` = `dpkg -S` or `rpm -qf`): none is orphaned.
+fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
+    let mut owners = Vec::new();
+    for a in archives_below(&root.join("usr")) {
+        let inside = format!("/{}", a.strip_prefix(root).expect("below root").display());
+        let o = chroot(root, "mi210").args(owner).arg(&inside).output().expect("owner");
+        assert!(o.status.success(), "{inside} belongs to no package: {}", text(&o));
+        owners.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
+    }
+    owners
+}
+
+/// A machine that installed librocrand1 and the 2025 family package
+/// librocrand1-gfx90x (MI210) moves to the current families: `apt-get
+/// upgrade` holds the transition back (it installs no new package) and
+/// leaves a working install; `apt-get dist-upgrade` installs the
+/// transitional librocrand1-gfx90x and the per-processor packages it
+/// depends on, whose Replaces/Breaks take the archives over without a file
+/// conflict; keeping the GPU's package and removing the transitional one
+/// leaves exactly gfx90a's archive, owned by librocrand1-gfx90a.
+#[test]
+fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    family_table_packages(t);
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish_packages(t, "old", &repo, &server);
+    let root = debian_root(t, Some(server.root_url()));
+    let apt = |args: &[&str]| ok(chroot(&root, "mi210").args(["apt-get", "-q", "-y"]).args(args));
+    apt(&["update"]);
+    apt(&["install", "librocrand1", "librocrand1-gfx90x"]);
+    let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
+    assert_eq!(archives_below(&root.join("usr")), all);
+    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+
+    publish_packages(t, "new", &repo, &server);
+    apt(&["update"]);
+    let out = apt(&["upgrade"]);
+    assert!(out.contains("kept back"), "{out}");
+    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+    assert_mi210_loads(&root);
+
+    let out = apt(&["dist-upgrade"]);
+    assert!(!out.contains("trying to overwrite"), "{out}");
+    assert_eq!(
+        installed_rocrand(&root, false),
+        [
+            "librocrand1 5.3.3-4+kpack1",
+            "librocrand1-gfx900 5.3.3-4+kpack1",
+            "librocrand1-gfx906 5.3.3-4+kpack1",
+            "librocrand1-gfx908 5.3.3-4+kpack1",
+            "librocrand1-gfx90a 5.3.3-4+kpack1",
+            "librocrand1-gfx90x 5.3.3-4+kpack1",
+        ]
+    );
+    assert_eq!(archives_below(&root.join("usr")), all);
+    let owners = assert_archives_owned(&root, &["dpkg", "-S"]);
+    for (o, unit) in owners.iter().zip(["gfx900", "gfx906", "gfx908", "gfx90a"]) {
+        assert!(o.starts_with(&format!("librocrand1-{unit}: ")), "{o}");
+    }
+    assert_mi210_loads(&root);
+
+    // Keep the package this GPU needs, drop the transitional one and what
+    // only it needed.
+    apt(&["install", "librocrand1-gfx90a"]);
+    apt(&["autoremove", "--purge", "librocrand1-gfx90x"]);
+    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4+kpack1", "librocrand1-gfx90a 5.3.3-4+kpack1"]);
+    assert_eq!(archives_below(&root.join("usr")), gfx9_archives(&root, &["gfx90a"]));
+    assert_archives_owned(&root, &["dpkg", "-S"]);
+    assert_mi210_loads(&root);
+}
+
+/// The same machine with dnf: `dnf upgrade` moves it to the current
+/// families (Obsoletes on the per-processor rpms, the transitional rpm's
+/// Requires) without a file conflict, and every archive belongs to a
+/// package.
+#[test]
+fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    family_table_packages(t);
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish_packages(t, "old", &repo, &server);
+    let root = debian_root(t, None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    fs::write(
+        root.join("etc/yum.repos.d/rocm-kpack.repo"),
+        format!("[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n", server.root_url()),
+    )
+    .expect("repo");
+    let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y", "-q"]).args(args));
+    dnf(&["install", "rocm-kpack-fetch", "librocrand1", "librocrand1-gfx90x"]);
+    let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
+    assert_eq!(archives_below(&root.join("usr")), all);
+    assert_eq!(installed_rocrand(&root, true), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+
+    publish_packages(t, "new", &repo, &server);
+    dnf(&["clean", "all"]);
+    let out = dnf(&["upgrade", "--refresh"]);
+    let installed = installed_rocrand(&root, true);
+    assert!(installed.contains(&"librocrand1 5.3.3-4+kpack1".to_string()), "{installed:?}\n{out}");
+    assert!(installed.contains(&"librocrand1-gfx90a 5.3.3-4+kpack1".to_string()), "{installed:?}\n{out}");
+    assert!(!installed.contains(&"librocrand1-gfx90x 5.3.3-4".to_string()), "{installed:?}\n{out}");
+    assert_archives_owned(&root, &["rpm", "-qf"]);
+    assert!(archives_below(&root.join("usr")).contains(&root.join(KPACK_DIR).join("librocrand_gfx90a.kpack")));
+    assert_mi210_loads(&root);
+}
+
+/// The MI210's code object is found in the installed tree by AMD's
+/// lookup, and the fetcher's `verify` passes.
+fn assert_mi210_loads(root: &Path) {
+    let fat = debian::extracted("librocrand1").expect("extracted").join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    assert_gfxarch_finds(
+        &root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
+        &fat,
+        "gfx90a:sramecc+:xnack-",
+        "librocrand_gfx90a.kpack",
+    );
+    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
 }

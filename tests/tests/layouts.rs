@@ -93,7 +93,7 @@ fn family_layout_moves_to_per_processor_archives_with_recombine() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("new");
     let r = recombine(&[family_dir()], &out, &RecombineOptions::default()).map_err(|e| chain(&e)).unwrap();
-    assert_eq!(r.outputs, ["generic", "gfx103X", "gfx11-generic", "gfx110X", "gfx90X", "gfx94X"]);
+    assert_eq!(r.outputs, ["generic", "gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
     // Every family archive is cut into processors: nothing is copied as is.
     assert!(r.archives.iter().all(|a| a.copied_from.is_none()), "{:?}", r.archives);
     let kpm = Manifest::read(&out.join("generic/.kpack/libfixture.kpm")).unwrap();
@@ -105,11 +105,11 @@ fn family_layout_moves_to_per_processor_archives_with_recombine() {
     assert_eq!(
         files,
         [
-            ("libfixture_gfx1030.kpack", "gfx103X", vec!["gfx1030"]),
+            ("libfixture_gfx1030.kpack", "gfx103X-dgpu", vec!["gfx1030"]),
             ("libfixture_gfx11-generic.kpack", "gfx11-generic", vec!["gfx11-generic"]),
-            ("libfixture_gfx1100.kpack", "gfx110X", vec!["gfx1100"]),
-            ("libfixture_gfx1101.kpack", "gfx110X", vec!["gfx1101"]),
-            ("libfixture_gfx90a.kpack", "gfx90X", vec!["gfx90a:xnack+", "gfx90a:xnack-"]),
+            ("libfixture_gfx1100.kpack", "gfx110X-dgpu", vec!["gfx1100"]),
+            ("libfixture_gfx1101.kpack", "gfx110X-dgpu", vec!["gfx1101"]),
+            ("libfixture_gfx90a.kpack", "gfx90a", vec!["gfx90a:xnack+", "gfx90a:xnack-"]),
             ("libfixture_gfx942.kpack", "gfx94X", vec!["gfx942:sramecc+"]),
         ]
     );

@@ -55,14 +55,25 @@ fn dpkg_installed_size(root: &Path) -> u64 {
 fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, groups) = rocrand_split(tmp.path());
-    assert_eq!(groups, ["gfx103X", "gfx80X", "gfx90X"]);
+    assert_eq!(groups, ["gfx103X-dgpu", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"]);
     let out = tmp.path().join("out");
     let report = build(&split, &out, &rocrand_options(&[Format::Deb]));
     let debs = by_name(&report, Format::Deb);
     let names: Vec<&str> = debs.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
+        [
+            "librocrand1",
+            "librocrand1-gfx103x",
+            "librocrand1-gfx103x-dgpu",
+            "librocrand1-gfx803",
+            "librocrand1-gfx80x",
+            "librocrand1-gfx900",
+            "librocrand1-gfx906",
+            "librocrand1-gfx908",
+            "librocrand1-gfx90a",
+            "librocrand1-gfx90x"
+        ]
     );
     let original = DebReader::open(&rocrand_deb()).expect("original");
 
@@ -81,9 +92,12 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     // Device packages: relations, targets, one archive per processor
     // under the name `@GFXARCH@` expands to, no alias symlinks.
     let expected_targets = [
-        ("librocrand1-gfx80x", "gfx803"),
-        ("librocrand1-gfx90x", "gfx900 gfx906 gfx908 gfx90a"),
-        ("librocrand1-gfx103x", "gfx1030"),
+        ("librocrand1-gfx803", "gfx803"),
+        ("librocrand1-gfx900", "gfx900"),
+        ("librocrand1-gfx906", "gfx906"),
+        ("librocrand1-gfx908", "gfx908"),
+        ("librocrand1-gfx90a", "gfx90a"),
+        ("librocrand1-gfx103x-dgpu", "gfx1030"),
     ];
     for (name, targets) in expected_targets {
         let d = DebReader::open(&debs[name]).expect("device deb");
@@ -128,9 +142,9 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "--force-depends", "-i"])
         .arg(&debs["librocrand1"])
-        .arg(&debs["librocrand1-gfx90x"]));
+        .arg(&debs["librocrand1-gfx90a"]));
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
-    for pkg in ["librocrand1", "librocrand1-gfx90x"] {
+    for pkg in ["librocrand1", "librocrand1-gfx90a"] {
         assert!(
             status.contains(&format!("Package: {pkg}\nStatus: install ok installed")),
             "{pkg} not installed:\n{status}"
@@ -140,7 +154,7 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         .arg(format!("--root={}", root.display()))
         .arg("--verify"));
     let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for pkg in ["librocrand1", "librocrand1-gfx90x"] {
+    for pkg in ["librocrand1", "librocrand1-gfx90a"] {
         let list = ok(Command::new("dpkg")
             .arg(format!("--root={}", root.display()))
             .args(["-L", pkg]));
@@ -182,12 +196,12 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     let m = Manifest::read(&kdir.join("librocrand.kpm")).expect("manifest");
     let entry = m.file_for_arch("gfx90a:xnack-").expect("gfx90a:xnack- in manifest");
     assert_eq!(entry.filename, "librocrand_gfx90a.kpack");
-    assert_eq!(entry.family, "gfx90X");
+    assert_eq!(entry.family, "gfx90a");
     assert!(!kdir.join("librocrand_gfx90a:xnack-.kpack").exists());
     let path = kdir.join("librocrand_gfx90a.kpack");
     assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file());
     let archive = Archive::open(&path).expect("archive");
-    assert_eq!(archive.gfx_arch_family(), "gfx90X");
+    assert_eq!(archive.gfx_arch_family(), "gfx90a");
     let key = "librocrand.so.1.1#0";
     let fat = split.join("generic").join(LIBDIR).join("librocrand.so.1.1");
     assert_eq!(
@@ -202,7 +216,7 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     let o = run(Command::new("dpkg")
         .arg(format!("--root={}", root2.display()))
         .args(["--force-not-root", "-i"])
-        .arg(&debs["librocrand1-gfx80x"]));
+        .arg(&debs["librocrand1-gfx803"]));
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4)"));
 }
@@ -254,7 +268,13 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         [
             "librocrand1-5.3.3-4.x86_64.rpm",
             "librocrand1-gfx103x-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx103x-dgpu-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx803-5.3.3-4.noarch.rpm",
             "librocrand1-gfx80x-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx900-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx906-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx908-5.3.3-4.noarch.rpm",
+            "librocrand1-gfx90a-5.3.3-4.noarch.rpm",
             "librocrand1-gfx90x-5.3.3-4.noarch.rpm",
         ]
     );
@@ -268,24 +288,22 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         let extra: Vec<String> = rpmlint_errors(path).difference(&baseline).cloned().collect();
         assert!(extra.is_empty(), "rpmlint errors in {name} beyond an rpmbuild package's: {extra:?}");
     }
-    let dev = &rpms["librocrand1-gfx90x"];
+    let dev = &rpms["librocrand1-gfx90a"];
     let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(dev));
     assert!(req.lines().any(|l| l == "librocrand1 = 5.3.3-4"), "{req}");
     let prov = ok(Command::new("rpm").args(["-qp", "--provides"]).arg(dev));
-    for p in [
-        "librocrand1-device-code",
-        "rocm-kpack(gfx900)",
-        "rocm-kpack(gfx906)",
-        "rocm-kpack(gfx908)",
-        "rocm-kpack(gfx90a)",
-        "librocrand1-gfx90x = 5.3.3-4",
-    ] {
+    for p in ["librocrand1-device-code", "rocm-kpack(gfx90a)", "librocrand1-gfx90a = 5.3.3-4"] {
         assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
     }
-    assert_eq!(
-        payload_archives(dev),
-        ["librocrand_gfx900.kpack", "librocrand_gfx906.kpack", "librocrand_gfx908.kpack", "librocrand_gfx90a.kpack"]
-    );
+    let obs = ok(Command::new("rpm").args(["-qp", "--obsoletes"]).arg(dev));
+    assert_eq!(obs.trim(), "librocrand1-gfx90x < 5.3.3-4", "{obs}");
+    assert_eq!(payload_archives(dev), ["librocrand_gfx90a.kpack"]);
+    let transitional = &rpms["librocrand1-gfx90x"];
+    let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(transitional));
+    for r in ["librocrand1 = 5.3.3-4", "librocrand1-gfx900 = 5.3.3-4", "librocrand1-gfx90a = 5.3.3-4"] {
+        assert!(req.lines().any(|l| l == r), "missing {r}: {req}");
+    }
+    assert!(payload_archives(transitional).is_empty());
     for p in &report.packages {
         assert_no_alias_symlinks(p);
     }
@@ -318,7 +336,7 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, groups) = wheel_split(tmp.path());
     // gfx11-generic code has a tree (and a package) of its own.
-    assert_eq!(groups, ["gfx103X", "gfx11-generic", "gfx110X", "gfx90X", "gfx94X"]);
+    assert_eq!(groups, ["gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
     let out = tmp.path().join("out");
     let report = build(&split, &out, &wheel_options());
     let mut files: Vec<String> = report
@@ -331,10 +349,10 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         files,
         [
             "kpkg-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx103x-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx103x_dgpu-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx90x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
             "kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl",
         ]
     );
@@ -356,18 +374,31 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     let extras: Vec<&str> = md.get_all("Provides-Extra").collect();
     assert_eq!(
         extras,
-        ["device-gfx103x", "device-gfx11-generic", "device-gfx110x", "device-gfx90x", "device-gfx94x", "device-all"]
+        [
+            "device-gfx103x-dgpu",
+            "device-gfx11-generic",
+            "device-gfx110x-dgpu",
+            "device-gfx90a",
+            "device-gfx94x",
+            "device-all",
+            // The 2025 families' extras, served by the wheels now carrying them.
+            "device-gfx90x",
+            "device-gfx103x",
+            "device-gfx110x"
+        ]
     );
     let reqs: Vec<&str> = md.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-device-gfx110x==1.0; extra == \"device-gfx110x\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx110x==1.0; extra == \"device-all\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x-dgpu\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-all\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx90a==1.0; extra == \"device-gfx90x\""), "{reqs:?}");
     assert!(base.members.contains(&"kpkg/.kpack/kpkg.kpm".to_string()));
     assert!(base.members.contains(&"kpkg-1.0.dist-info/top_level.txt".to_string()));
     assert!(!base.members.iter().any(|m| m.ends_with(".kpack") && m.contains("_gfx")));
 
-    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl"))
+    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl"))
         .expect("device");
-    assert_eq!(dev.name(), "kpkg-device-gfx110x");
+    assert_eq!(dev.name(), "kpkg-device-gfx110x-dgpu");
     // The family carries gfx11-generic, whose code is in its own wheel.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
@@ -391,7 +422,7 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     .expect("files");
     assert_eq!(
         archive_bytes,
-        fs::read(split.join("gfx110X/kpkg/.kpack/kpkg_gfx1101.kpack")).expect("read")
+        fs::read(split.join("gfx110X-dgpu/kpkg/.kpack/kpkg_gfx1101.kpack")).expect("read")
     );
     let isa = WheelReader::open(&out.join("kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl"))
         .expect("generic-ISA wheel");
@@ -493,7 +524,7 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
 
     // A corrupt archive in a device tree.
     let (split, _) = fixture_split(&tmp.path().join("s3"));
-    let bad = split.join("gfx110X").join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack");
+    let bad = split.join("gfx110X-dgpu").join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack");
     let mut bytes = fs::read(&bad).expect("read");
     bytes.truncate(40);
     fs::write(&bad, bytes).expect("write");
@@ -504,9 +535,9 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
 
     // A manifest that does not match the device tree's archive.
     let (split, _) = fixture_split(&tmp.path().join("s4"));
-    let arch = split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack");
+    let arch = split.join("gfx90a").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack");
     // Replace the archive with another valid one: not what the .kpm lists.
-    let other = fs::read(split.join("gfx103X").join(LIBDIR).join(".kpack/libfixture_gfx1030.kpack"))
+    let other = fs::read(split.join("gfx103X-dgpu").join(LIBDIR).join(".kpack/libfixture_gfx1030.kpack"))
         .expect("read");
     fs::write(&arch, other).expect("write");
     let out = tmp.path().join("out4");
@@ -666,13 +697,13 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     build(&wsplit, &wout, &wheel_options());
     let dest = tmp.path().join("x6");
     fs::create_dir_all(&dest).expect("mkdir");
-    WheelReader::open(&wout.join("kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl"))
+    WheelReader::open(&wout.join("kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl"))
         .expect("open")
         .extract(&dest)
         .expect("extract wheel");
     assert_eq!(
         fs::read(dest.join("kpkg/hsa/gfx1100/fixture.co")).expect("read"),
-        fs::read(wsplit.join("gfx110X/kpkg/hsa/gfx1100/fixture.co")).expect("read")
+        fs::read(wsplit.join("gfx110X-dgpu/kpkg/hsa/gfx1100/fixture.co")).expect("read")
     );
     let e = chain(&DebReader::open(&deb).expect("open").extract(&dest).expect_err("not empty"));
     assert!(e.contains("not empty"), "{e}");
@@ -725,8 +756,8 @@ source_url = "https://example.org/kpack/"
     let out = tmp.path().join("out");
     let report = build(&split, &out, &opts);
     let debs = by_name(&report, Format::Deb);
-    assert!(debs.contains_key("libfixture1-kpack-gfx110x"), "{:?}", debs.keys());
-    let dev = DebReader::open(&debs["libfixture1-kpack-gfx110x"]).expect("deb");
+    assert!(debs.contains_key("libfixture1-kpack-gfx110x-dgpu"), "{:?}", debs.keys());
+    let dev = DebReader::open(&debs["libfixture1-kpack-gfx110x-dgpu"]).expect("deb");
     // The generic-ISA package the family depends on follows the template too.
     assert_eq!(
         dev.control.get("Depends"),
@@ -735,7 +766,7 @@ source_url = "https://example.org/kpack/"
     assert!(debs.contains_key("libfixture1-kpack-gfx11-generic"), "{:?}", debs.keys());
     assert_eq!(dev.control.get("Maintainer"), Some("Spec Maintainer <spec@example.org>"));
     let rpms = by_name(&report, Format::Rpm);
-    assert!(rpms.contains_key("libfixture1-kpack-gfx90x"), "{:?}", rpms.keys());
+    assert!(rpms.contains_key("libfixture1-kpack-gfx90a"), "{:?}", rpms.keys());
     // The generic packages tell the fetcher where the archives are.
     let x = tmp.path().join("x");
     ok(Command::new("dpkg-deb").arg("-x").arg(&debs["libfixture1"]).arg(&x));
@@ -758,6 +789,6 @@ source_url = "https://example.org/kpack/"
     build(&wsplit, &wout, &wopts);
     let base = WheelReader::open(&wout.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("wheel");
     let reqs: Vec<&str> = base.metadata.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-gpu-gfx110x==1.0; extra == \"gpu-gfx110x\""), "{reqs:?}");
-    assert!(wout.join("kpkg_gpu_gfx110x-1.0-py3-none-linux_x86_64.whl").is_file());
+    assert!(reqs.contains(&"kpkg-gpu-gfx110x-dgpu==1.0; extra == \"gpu-gfx110x-dgpu\""), "{reqs:?}");
+    assert!(wout.join("kpkg_gpu_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl").is_file());
 }

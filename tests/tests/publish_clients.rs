@@ -63,7 +63,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
     assert_eq!(stanzas.len(), 6);
     let dev = stanzas
         .iter()
-        .find(|s| s.get("Package") == Some("libfixture1-gfx110x"))
+        .find(|s| s.get("Package") == Some("libfixture1-gfx110x-dgpu"))
         .expect("device stanza");
     assert_eq!(dev.get("X-Kpack-Gfx"), Some("gfx1100 gfx1101"));
     assert_eq!(dev.get("Depends"), Some("libfixture1 (= 1.0-1), libfixture1-gfx11-generic (= 1.0-1)"));
@@ -77,7 +77,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
     );
     assert_eq!(
         dev.get("Filename"),
-        Some("pool/main/libf/libfixture1/libfixture1-gfx110x_1.0-1_amd64.deb")
+        Some("pool/main/libf/libfixture1/libfixture1-gfx110x-dgpu_1.0-1_amd64.deb")
     );
     assert_eq!(
         sha256(&repo.join(dev.get("Filename").expect("filename"))),
@@ -94,15 +94,15 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
     ok(Command::new("apt-get").args(&opts).arg("update"));
     ok(Command::new("apt-get")
         .args(&opts)
-        .args(["-y", "--no-install-recommends", "install", "libfixture1-gfx110x"]));
+        .args(["-y", "--no-install-recommends", "install", "libfixture1-gfx110x-dgpu"]));
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
-    for pkg in ["libfixture1", "libfixture1-gfx110x", "libfixture1-gfx11-generic"] {
+    for pkg in ["libfixture1", "libfixture1-gfx110x-dgpu", "libfixture1-gfx11-generic"] {
         assert!(
             status.contains(&format!("Package: {pkg}\nStatus: install ok installed")),
             "{pkg} missing:\n{status}"
         );
     }
-    assert!(!status.contains("libfixture1-gfx90x"));
+    assert!(!status.contains("libfixture1-gfx90a"));
     // Installed under the names `@GFXARCH@` expands to, as regular files.
     let kdir = root.join(LIBDIR).join(".kpack");
     assert!(kdir.join("libfixture.kpm").is_file());
@@ -111,7 +111,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
         assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file(), "{}", path.display());
         assert!(Archive::open(&path).expect("archive").has_arch(arch));
     }
-    assert!(server.requests().iter().any(|r| r.path.ends_with("libfixture1-gfx110x_1.0-1_amd64.deb") && r.status == 200));
+    assert!(server.requests().iter().any(|r| r.path.ends_with("libfixture1-gfx110x-dgpu_1.0-1_amd64.deb") && r.status == 200));
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
     );
     assert_eq!(report.rpms, 6);
     assert!(repo.join("x86_64/libfixture1-1.0-1.x86_64.rpm").is_file());
-    assert!(repo.join("noarch/libfixture1-gfx110x-1.0-1.noarch.rpm").is_file());
+    assert!(repo.join("noarch/libfixture1-gfx110x-dgpu-1.0-1.noarch.rpm").is_file());
     let repomd = fs::read_to_string(repo.join("repodata/repomd.xml")).expect("repomd");
     for kind in ["primary", "filelists", "other"] {
         assert!(repomd.contains(&format!("<data type=\"{kind}\">")), "{repomd}");
@@ -144,20 +144,20 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
         .arg(format!("--installroot={}", root.display()))
         .args(["--releasever=1", "--setopt=reposdir=/dev/null", "--setopt=local.gpgcheck=0"])
         .arg(format!("--repofrompath=local,{}", server.root_url()))
-        .args(["install", "libfixture1-gfx110x"]));
+        .args(["install", "libfixture1-gfx110x-dgpu"]));
     let q = ok(Command::new("rpm")
         .arg("--root")
         .arg(&root)
         .args(["-qa", "--qf", "%{NAME}\n"]));
     let installed: BTreeSet<&str> = q.lines().collect();
-    assert!(installed.contains("libfixture1") && installed.contains("libfixture1-gfx110x"), "{q}");
-    assert!(!installed.contains("libfixture1-gfx90x"));
+    assert!(installed.contains("libfixture1") && installed.contains("libfixture1-gfx110x-dgpu"), "{q}");
+    assert!(!installed.contains("libfixture1-gfx90a"));
     // The family rpm requires the generic-ISA rpm of the ISA it carries.
     assert!(installed.contains("libfixture1-gfx11-generic"), "{q}");
     ok(Command::new("rpm")
         .arg("--root")
         .arg(&root)
-        .args(["-V", "libfixture1", "libfixture1-gfx110x", "libfixture1-gfx11-generic"]));
+        .args(["-V", "libfixture1", "libfixture1-gfx110x-dgpu", "libfixture1-gfx11-generic"]));
     let a = Archive::open(&root.join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack")).expect("archive");
     assert!(a.has_arch("gfx1100"));
     // The provides a user asks dnf for: a processor with code of its own
@@ -169,7 +169,7 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
             .args(["-q", "--whatprovides", &format!("rocm-kpack({target})"), "--qf", "%{NAME}\n"]));
         o.lines().map(str::to_string).collect::<BTreeSet<String>>()
     };
-    assert!(who("gfx1101").contains("libfixture1-gfx110x"), "{:?}", who("gfx1101"));
+    assert!(who("gfx1101").contains("libfixture1-gfx110x-dgpu"), "{:?}", who("gfx1101"));
     assert_eq!(who("gfx1102"), BTreeSet::from(["libfixture1-gfx11-generic".to_string()]));
 }
 
@@ -190,8 +190,8 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
         },
     );
     assert_eq!(report.wheels, 6);
-    let page = fs::read_to_string(repo.join("simple/kpkg-device-gfx110x/index.html")).expect("page");
-    let whl = "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl";
+    let page = fs::read_to_string(repo.join("simple/kpkg-device-gfx110x-dgpu/index.html")).expect("page");
+    let whl = "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl";
     let sha = sha256(&repo.join("files").join(whl));
     assert!(page.contains(&format!("href=\"../../files/{whl}#sha256={sha}\"")), "{page}");
     assert!(page.contains("data-requires-python=\"&gt;=3.8\""), "{page}");
@@ -211,13 +211,13 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     ok(Command::new(&pip)
         .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
         .arg(&index)
-        .arg("kpkg[device-gfx110x]")
+        .arg("kpkg[device-gfx110x-dgpu]")
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
-    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x==1.0"), "{listed}");
+    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x-dgpu==1.0"), "{listed}");
     assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
-    assert!(!listed.contains("gfx90x"), "{listed}");
+    assert!(!listed.contains("gfx90a"), "{listed}");
     let out = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(
@@ -225,7 +225,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
         "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
     );
     let sp = rocm_kpack_test_support::site_packages(&venv);
-    for (tree, unit) in [("gfx110X", "gfx1101"), ("gfx11-generic", "gfx11-generic")] {
+    for (tree, unit) in [("gfx110X-dgpu", "gfx1101"), ("gfx11-generic", "gfx11-generic")] {
         let name = format!("kpkg_{unit}.kpack");
         assert_eq!(
             fs::read(sp.join("kpkg/.kpack").join(&name)).expect("installed archive"),
@@ -246,7 +246,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     // (pip removes only directories that directly hold a listed file, so
     // removing the base first would leave the device wheel's empty
     // `kpkg/hsa/` parent behind; no file either way.)
-    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
+    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu", "kpkg-device-gfx11-generic", "kpkg"]);
     let left: Vec<String> = fs::read_dir(&sp)
         .expect("site-packages")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -266,7 +266,7 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     let loose = pkgs.join("loose");
     fs::create_dir_all(&loose).expect("mkdir");
     fs::copy(
-        split.join("gfx90X").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack"),
+        split.join("gfx90a").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack"),
         loose.join("libfixture_gfx90a.kpack"),
     )
     .expect("copy");
@@ -304,24 +304,24 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
         .iter()
         .find(|a| a["component"] == "libfixture" && a["filename"] == "libfixture_gfx1101.kpack")
         .expect("libfixture gfx1101");
-    assert_eq!(gfx1101["group"], "gfx110X");
+    assert_eq!(gfx1101["group"], "gfx110X-dgpu");
     assert_eq!(gfx1101["arches"], serde_json::json!(["gfx1101"]));
     assert_eq!(gfx1101["version"], "1.0-1");
     assert_eq!(gfx1101["targets"], serde_json::json!(["gfx1101"]));
     assert_eq!(
         gfx1101["packages"],
-        serde_json::json!(["libfixture1-gfx110x-1.0-1.noarch.rpm", "libfixture1-gfx110x_1.0-1_amd64.deb"])
+        serde_json::json!(["libfixture1-gfx110x-dgpu-1.0-1.noarch.rpm", "libfixture1-gfx110x-dgpu_1.0-1_amd64.deb"])
     );
     let gfx90a = archives
         .iter()
         .find(|a| a["filename"] == "libfixture_gfx90a.kpack" && !a["version"].is_null())
         .expect("libfixture gfx90a");
-    assert_eq!(gfx90a["group"], "gfx90X");
+    assert_eq!(gfx90a["group"], "gfx90a");
     assert_eq!(gfx90a["arches"], serde_json::json!(["gfx90a:xnack+", "gfx90a:xnack-"]));
     assert_eq!(gfx90a["targets"], serde_json::json!(["gfx90a"]));
     let loose_entry = archives
         .iter()
-        .find(|a| a["group"] == "gfx90X" && a["version"].is_null())
+        .find(|a| a["group"] == "gfx90a" && a["version"].is_null())
         .expect("loose archive");
     assert_eq!(loose_entry["filename"], "libfixture_gfx90a.kpack");
     assert_eq!(loose_entry["packages"], serde_json::json!([]));
@@ -368,10 +368,10 @@ fn publishing_is_deterministic_and_replaces_previous_output() {
     assert!(sa == snapshot(&b), "two publishes differ");
     // Rerun over the old output, after a package disappeared: replaced,
     // nothing stale left.
-    fs::remove_file(pkgs.join("libfixture1-gfx80x_1.0-1_amd64.deb")).ok();
+    fs::remove_file(pkgs.join("libfixture1-gfx90x_1.0-1_amd64.deb")).expect("the transitional deb");
     publish_ok(&pkgs, &a, &opts);
     let sa2 = snapshot(&a);
-    assert!(!sa2.keys().any(|k| k.contains("libfixture1-gfx80x_")), "stale deb kept");
+    assert!(!sa2.keys().any(|k| k.contains("libfixture1-gfx90x_")), "stale deb kept");
     assert!(!sa2.keys().any(|k| k.contains(".publish-staging")));
     publish_ok(&pkgs, &b, &opts);
     assert!(sa2 == snapshot(&b));
@@ -544,17 +544,17 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
         }
         c
     };
-    assert_eq!(ok(fetch().arg("--dry-run")), "dnf install libfixture1-gfx110x\n");
+    assert_eq!(ok(fetch().arg("--dry-run")), "dnf install libfixture1-gfx110x-dgpu\n");
     ok(&mut fetch());
     let q = ok(Command::new("rpm").arg("--root").arg(&root).args(["-qa", "--qf", "%{NAME}\n"]));
     let installed: BTreeSet<&str> = q.lines().collect();
-    assert!(installed.contains("libfixture1-gfx110x"), "{q}");
-    assert!(!installed.contains("libfixture1-gfx90x"), "{q}");
+    assert!(installed.contains("libfixture1-gfx110x-dgpu"), "{q}");
+    assert!(!installed.contains("libfixture1-gfx90a"), "{q}");
     let owner = ok(Command::new("rpm")
         .arg("--root")
         .arg(&root)
         .arg("-qf")
         .arg(format!("/{LIBDIR}/.kpack/libfixture_gfx1100.kpack"))
         .args(["--qf", "%{NAME}\n"]));
-    assert_eq!(owner.trim(), "libfixture1-gfx110x");
+    assert_eq!(owner.trim(), "libfixture1-gfx110x-dgpu");
 }

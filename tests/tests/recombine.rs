@@ -115,7 +115,7 @@ fn two_family_builds_become_one_generic_and_every_group() {
     let b = shard(d.path(), "b", &SHARD_B);
     let out = d.path().join("out");
     let r = run(&[&a, &b], &out, spec(LENIENT)).unwrap();
-    assert_eq!(r.outputs, ["generic", "gfx103X", "gfx11-generic", "gfx110X", "gfx90X"]);
+    assert_eq!(r.outputs, ["generic", "gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a"]);
     // The two builds' host-only binaries differ (layout follows the device
     // code size): reported, first shard's generic used.
     assert!(r.warnings.iter().any(|w| w.contains("contents differ")), "{:?}", r.warnings);
@@ -128,17 +128,17 @@ fn two_family_builds_become_one_generic_and_every_group() {
         assert_eq!(
             files,
             [
-                (format!("{component}_gfx1030.kpack").as_str(), "gfx103X"),
+                (format!("{component}_gfx1030.kpack").as_str(), "gfx103X-dgpu"),
                 (format!("{component}_gfx11-generic.kpack").as_str(), "gfx11-generic"),
-                (format!("{component}_gfx1100.kpack").as_str(), "gfx110X"),
-                (format!("{component}_gfx1101.kpack").as_str(), "gfx110X"),
-                (format!("{component}_gfx90a.kpack").as_str(), "gfx90X"),
+                (format!("{component}_gfx1100.kpack").as_str(), "gfx110X-dgpu"),
+                (format!("{component}_gfx1101.kpack").as_str(), "gfx110X-dgpu"),
+                (format!("{component}_gfx90a.kpack").as_str(), "gfx90a"),
             ]
         );
     }
     // Databases of both shards, in their groups; generic from shard a.
-    assert!(out.join("gfx90X/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat").is_file());
-    assert!(out.join("gfx110X/lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat").is_file());
+    assert!(out.join("gfx90a/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat").is_file());
+    assert!(out.join("gfx110X-dgpu/lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat").is_file());
     assert_eq!(
         fs::read(out.join("generic/lib/libfixture.so")).unwrap(),
         fs::read(a.join("generic/lib/libfixture.so")).unwrap()
@@ -146,9 +146,9 @@ fn two_family_builds_become_one_generic_and_every_group() {
     // Each group with the generic host code works for its targets, even
     // for device code that came from the other build.
     for (group, targets) in [
-        ("gfx90X", &["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+"][..]),
-        ("gfx103X", &["gfx1030"][..]),
-        ("gfx110X", &["gfx1100", "gfx1101"][..]),
+        ("gfx90a", &["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+"][..]),
+        ("gfx103X-dgpu", &["gfx1030"][..]),
+        ("gfx110X-dgpu", &["gfx1100", "gfx1101"][..]),
         ("gfx11-generic", &["gfx1151", "gfx1150", "gfx1103"][..]),
     ] {
         let o = d.path().join(format!("o-{group}"));
@@ -249,7 +249,7 @@ fn duplicate_device_code_fails_or_warns() {
     assert!(e.warnings.iter().any(|w| w.contains("app_pie#0 for gfx1100")));
     // Kept the first: the output is shard a again.
     let same = |x: &Path, y: &Path| assert_eq!(fs::read(x).unwrap(), fs::read(y).unwrap(), "{}", x.display());
-    same(&out.join("gfx110X/.kpack/libfixture_gfx1100.kpack"), &a.join("gfx110X/.kpack/libfixture_gfx1100.kpack"));
+    same(&out.join("gfx110X-dgpu/.kpack/libfixture_gfx1100.kpack"), &a.join("gfx110X-dgpu/.kpack/libfixture_gfx1100.kpack"));
 
     // Identical generic-ISA code from two family builds is not a duplicate.
     let c = shard(d.path(), "c", &SHARD_C);
@@ -288,7 +288,7 @@ fn shards_are_regrouped_into_the_specs_groups() {
     assert_eq!(dc.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
     assert_eq!(Archive::open(&out.join("dc/.kpack/libfixture_gfx1030.kpack")).unwrap().gfx_arch_family(), "dc");
     // Code objects are the shards' own bytes.
-    let src = Archive::open(&b.join("gfx90X/.kpack/libfixture_gfx90a.kpack")).unwrap();
+    let src = Archive::open(&b.join("gfx90a/.kpack/libfixture_gfx90a.kpack")).unwrap();
     assert_eq!(
         dc.kernel("lib/libfixture.so#0", "gfx90a:xnack-").unwrap(),
         src.kernel("lib/libfixture.so#0", "gfx90a:xnack-").unwrap()
@@ -330,7 +330,7 @@ fn one_shard_recombines_to_itself() {
 fn artifact_shards() {
     let d = tempfile::tempdir().unwrap();
     let mut shards = Vec::new();
-    for (name, arches, suffix) in [("sa", &SHARD_A[..], "gfx110X"), ("sb", &SHARD_B[..], "gfx90X")] {
+    for (name, arches, suffix) in [("sa", &SHARD_A[..], "gfx110X-dgpu"), ("sb", &SHARD_B[..], "gfx90a")] {
         let tree = d.path().join(format!("{name}-tree"));
         build_shard_tree(&tree, arches);
         let art = d.path().join(format!("{name}-in/fix_lib_{suffix}"));
@@ -346,7 +346,7 @@ fn artifact_shards() {
     let r = run(&refs, &out, spec(LENIENT)).unwrap();
     assert_eq!(
         r.outputs,
-        ["fix_lib_generic", "fix_lib_gfx103X", "fix_lib_gfx11-generic", "fix_lib_gfx110X", "fix_lib_gfx90X"]
+        ["fix_lib_generic", "fix_lib_gfx103X-dgpu", "fix_lib_gfx11-generic", "fix_lib_gfx110X-dgpu", "fix_lib_gfx90a"]
     );
     for n in &r.outputs {
         assert_eq!(fs::read_to_string(out.join(n).join(MANIFEST_TXT)).unwrap(), "core/fix/stage\n", "{n}");
@@ -354,7 +354,7 @@ fn artifact_shards() {
     let m = Manifest::read(&out.join("fix_lib_generic/core/fix/stage/.kpack/fix_lib.kpm")).unwrap();
     assert_eq!(m.kpack_files.len(), 5);
     let o = d.path().join("o");
-    overlay(&[&out.join("fix_lib_generic"), &out.join("fix_lib_gfx90X")], &o).unwrap();
+    overlay(&[&out.join("fix_lib_generic"), &out.join("fix_lib_gfx90a")], &o).unwrap();
     let v = verify(&o, &["gfx90a:sramecc+:xnack-"]);
     assert!(v.ok(), "{v}");
 }

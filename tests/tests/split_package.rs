@@ -38,6 +38,22 @@ fn split_ok(input: &Path, out: &Path) -> SplitPackageReport {
     split_package(input, out, &opts()).unwrap_or_else(|e| panic!("split-package {}: {}", input.display(), chain(&e)))
 }
 
+/// The packages of Debian's librocrand1 under the built-in families: the
+/// generic, one per family the build has code for, and the transitional
+/// packages of the 2025 families (gfx80x, gfx90x, gfx103x).
+const ROCRAND_PACKAGES: [&str; 10] = [
+    "librocrand1",
+    "librocrand1-gfx900",
+    "librocrand1-gfx906",
+    "librocrand1-gfx908",
+    "librocrand1-gfx90a",
+    "librocrand1-gfx103x-dgpu",
+    "librocrand1-gfx803",
+    "librocrand1-gfx80x",
+    "librocrand1-gfx90x",
+    "librocrand1-gfx103x",
+];
+
 fn names(r: &SplitPackageReport) -> Vec<String> {
     r.packages.iter().map(|p| p.name.clone()).collect()
 }
@@ -89,10 +105,7 @@ fn librocrand_deb_splits_installs_and_loads() {
     let r = split_ok(&deb, &out);
     assert_eq!(r.kind, PackageKind::Deb);
     assert!(!r.passed_through);
-    assert_eq!(
-        names(&r),
-        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
-    );
+    assert_eq!(names(&r), ROCRAND_PACKAGES);
     // Nothing but the packages in --out (work directory gone).
     let mut files: Vec<String> = r
         .packages
@@ -109,26 +122,43 @@ fn librocrand_deb_splits_installs_and_loads() {
     for f in ["Package", "Version", "Depends", "Description", "Maintainer", "Source", "Multi-Arch"] {
         assert_eq!(generic.control.get(f), orig.control.get(f), "{f}");
     }
-    for g in ["gfx80x", "gfx90x", "gfx103x"] {
+    for g in ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx103x-dgpu"] {
         let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
         // Debian's build has no generic-ISA code: nothing else to depend on.
         assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
         assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
     }
+    // Packages of the 2025 families: files move over (Replaces, Breaks),
+    // and a transitional package of the old name pulls in the new ones.
+    let d = DebReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("device");
+    assert_eq!(d.control.get("Replaces"), Some("librocrand1-gfx90x (<< 5.3.3-4)"));
+    assert_eq!(d.control.get("Breaks"), Some("librocrand1-gfx90x (<< 5.3.3-4)"));
+    let t = DebReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("transitional");
+    assert_eq!(
+        t.control.get("Depends"),
+        Some(
+            "librocrand1 (= 5.3.3-4), librocrand1-gfx900 (= 5.3.3-4), librocrand1-gfx906 (= 5.3.3-4), \
+             librocrand1-gfx908 (= 5.3.3-4), librocrand1-gfx90a (= 5.3.3-4)"
+        )
+    );
+    assert_eq!(t.control.get("Section"), Some("oldlibs"));
+    assert!(payload_archives(&by_name(&r, "librocrand1-gfx90x").path).is_empty());
+    let t = DebReader::open(&by_name(&r, "librocrand1-gfx103x").path).expect("transitional");
+    assert_eq!(
+        t.control.get("Depends"),
+        Some("librocrand1 (= 5.3.3-4), librocrand1-gfx103x-dgpu (= 5.3.3-4)")
+    );
     // Each family deb ships one archive per processor, no alias symlinks.
     for p in &r.packages {
         assert_no_alias_symlinks(p);
     }
-    assert_eq!(
-        payload_archives(&by_name(&r, "librocrand1-gfx90x").path),
-        ["librocrand_gfx900.kpack", "librocrand_gfx906.kpack", "librocrand_gfx908.kpack", "librocrand_gfx90a.kpack"]
-    );
+    assert_eq!(payload_archives(&by_name(&r, "librocrand1-gfx90a").path), ["librocrand_gfx90a.kpack"]);
 
-    // `dpkg -x` of the generic and the gfx90x deb: AMD's loader, expanding
-    // `@GFXARCH@` only, finds each processor's archive.
+    // `dpkg -x` of the generic and the gfx90a and gfx906 debs: AMD's
+    // loader, expanding `@GFXARCH@` only, finds each processor's archive.
     let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
     let x = tmp.path().join("x");
-    for name in ["librocrand1", "librocrand1-gfx90x"] {
+    for name in ["librocrand1", "librocrand1-gfx90a", "librocrand1-gfx906"] {
         ok(Command::new("dpkg-deb").arg("-x").arg(&by_name(&r, name).path).arg(&x));
     }
     let xlib = x.join(LIBDIR).join("librocrand.so.1.1");
@@ -137,7 +167,7 @@ fn librocrand_deb_splits_installs_and_loads() {
     assert_gfxarch_finds(&xlib, &fat, "gfx906:xnack-", "librocrand_gfx906.kpack");
     assert!(!gfxarch_finds_any(&xlib, "gfx1030"), "gfx103x was not extracted");
     let a = Archive::open(&x.join(LIBDIR).join(".kpack/librocrand_gfx90a.kpack")).expect("archive");
-    assert_eq!(a.gfx_arch_family(), "gfx90X");
+    assert_eq!(a.gfx_arch_family(), "gfx90a");
     assert_eq!(a.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
 
     // lintian: no errors beyond the input's.
@@ -150,14 +180,15 @@ fn librocrand_deb_splits_installs_and_loads() {
         assert!(extra.is_empty(), "{}: lintian errors {extra:?} (input: {baseline:?})", p.name);
     }
 
-    // dpkg installs generic + gfx90x; dpkg -S owns every file.
+    // dpkg installs generic + gfx90a + gfx906; dpkg -S owns every file.
     let root = tmp.path().join("root");
     dpkg_root(&root);
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
         .arg(&by_name(&r, "librocrand1").path)
-        .arg(&by_name(&r, "librocrand1-gfx90x").path));
+        .arg(&by_name(&r, "librocrand1-gfx90a").path)
+        .arg(&by_name(&r, "librocrand1-gfx906").path));
     let mut installed = Vec::new();
     for e in walk(&root) {
         let rel = e.strip_prefix(&root).expect("prefix");
@@ -223,10 +254,7 @@ fn librocrand_rpm_round_trip() {
     let out = tmp.path().join("out");
     let r = split_ok(&fat_rpm, &out);
     assert_eq!(r.kind, PackageKind::Rpm);
-    assert_eq!(
-        names(&r),
-        ["librocrand1", "librocrand1-gfx103x", "librocrand1-gfx80x", "librocrand1-gfx90x"]
-    );
+    assert_eq!(names(&r), ROCRAND_PACKAGES);
     let orig = RpmReader::open(&fat_rpm).expect("fat");
     let g = RpmReader::open(&by_name(&r, "librocrand1").path).expect("generic");
     assert_eq!((g.version(), g.release()), (orig.version(), orig.release()));
@@ -240,9 +268,19 @@ fn librocrand_rpm_round_trip() {
         ok(Command::new("rpm").arg("-K").arg("--nosignature").arg(&p.path));
         assert_no_alias_symlinks(p);
     }
-    let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("device");
+    let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("device");
     let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
     assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
+    let obsoletes: Vec<String> = d.obsoletes().iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+    assert_eq!(obsoletes, [format!("librocrand1-gfx90x {}-{}", g.version(), g.release())]);
+    let t = RpmReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("transitional");
+    let mut requires: Vec<String> = t.requires().iter().map(|d| d.name.clone()).filter(|n| !n.starts_with("rpmlib(")).collect();
+    requires.sort();
+    assert_eq!(
+        requires,
+        ["librocrand1", "librocrand1-gfx900", "librocrand1-gfx906", "librocrand1-gfx908", "librocrand1-gfx90a"]
+    );
+    assert!(t.files().is_empty(), "{:?}", t.files());
     let archive = format!("/{LIBDIR}/.kpack/librocrand_gfx90a.kpack");
     let files = d.files();
     let f = files.iter().find(|f| f.path == archive).expect("per-processor archive");
@@ -357,10 +395,10 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         n,
         [
             "kpkg",
-            "kpkg-device-gfx103x",
+            "kpkg-device-gfx103x-dgpu",
             "kpkg-device-gfx11-generic",
-            "kpkg-device-gfx110x",
-            "kpkg-device-gfx90x",
+            "kpkg-device-gfx110x-dgpu",
+            "kpkg-device-gfx90a",
             "kpkg-device-gfx94x"
         ]
     );
@@ -372,9 +410,14 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert!(base.members.iter().any(|m| m == "kpkg/.kpack/libfixture.kpm"), "{:?}", base.members);
     assert!(!base.members.iter().any(|m| m.starts_with("kpkg/hsa/")), "{:?}", base.members);
     assert_eq!(base.metadata.get("Summary"), Some("Fixture package with a HIP library"));
-    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx110x"));
+    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx110x-dgpu"));
     assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx11-generic"));
-    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x").path).expect("device");
+    // The 2025 family's extra asks for the wheels that now carry it.
+    assert!(base
+        .metadata
+        .get_all("Requires-Dist")
+        .any(|r| r == "kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x\""));
+    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
     assert!(dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"), "{:?}", dev.members);
     for unit in ["gfx1100", "gfx1101"] {
         let m = format!("kpkg/.kpack/libfixture_{unit}.kpack");
@@ -391,7 +434,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         "{:?}",
         generic_isa.members
     );
-    let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90x").path).expect("device");
+    let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90a").path).expect("device");
     assert!(dev90.members.iter().any(|m| m == "kpkg/hsa/gfx90a/k.co"), "{:?}", dev90.members);
 
     // Rerun: byte-identical.
@@ -420,13 +463,14 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     ok(Command::new(&pip)
         .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
         .arg(format!("{}simple/", server.root_url()))
+        // The 2025 family's extra keeps working.
         .arg("kpkg[device-gfx110x]")
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
-    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x==1.0"), "{listed}");
+    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x-dgpu==1.0"), "{listed}");
     assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
-    assert!(!listed.contains("gfx90x"), "{listed}");
+    assert!(!listed.contains("gfx90a"), "{listed}");
     let printed = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
     assert_eq!(
@@ -448,8 +492,8 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert_loader_finds(&lib, &fat, &["gfx1100"]);
     assert_gfxarch_finds(&lib, &fat, "gfx1101", "libfixture_gfx1101.kpack");
     assert_gfxarch_finds(&lib, &fat, "gfx1102", "libfixture_gfx11-generic.kpack");
-    assert!(!gfxarch_finds_any(&lib, "gfx90a:xnack-"), "device-gfx90x was not installed");
-    pip_uninstall(&pip, &["kpkg-device-gfx110x", "kpkg-device-gfx11-generic", "kpkg"]);
+    assert!(!gfxarch_finds_any(&lib, "gfx90a:xnack-"), "device-gfx90a was not installed");
+    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu", "kpkg-device-gfx11-generic", "kpkg"]);
     let left: Vec<PathBuf> = walk(&sp)
         .into_iter()
         .filter(|p| p.strip_prefix(&sp).is_ok_and(|r| r.to_string_lossy().starts_with("kpkg")))
@@ -667,7 +711,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     assert_eq!(SplitPackageOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
     let lib_out = tmp.path().join("lib-out");
     split_package(&whl, &lib_out, &SplitPackageOptions::default()).unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let dev = "kpkg_device_gfx110x-1.0-py3-none-linux_x86_64.whl";
+    let dev = "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl";
     assert_eq!(sha256(&out.join(dev)), sha256(&lib_out.join(dev)));
     let fast = tmp.path().join("fast");
     let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
@@ -692,4 +736,77 @@ fn cli_splits_a_wheel_and_reports_errors() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bad-1.0-py3-none-any.whl") && err.contains("zip"), "{err}");
     assert!(ls(&out2).is_empty());
+}
+
+/// `granularity = "per-target"` gives AMD's per-target packages: one deb
+/// and one rpm per processor (`librocrand1-gfx90a`, like AMD's
+/// `amdrocm-blas<ver>-gfx1100`), and per-target extras on the generic wheel
+/// (`kpkg[device-gfx942]`, like AMD's `rocm[device-gfx942]`).
+#[test]
+fn per_target_specs_give_amds_per_target_packages_and_extras() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let per_target = |targets: &str| SplitPackageOptions {
+        spec: rocm_kpack_pkgspec::Spec::from_toml_str(&format!(
+            "granularity = \"per-target\"\ntargets = [{targets}]\nreplaces = []\n"
+        ))
+        .expect("spec"),
+        ..opts()
+    };
+    let rocrand = per_target("\"gfx803\", \"gfx900\", \"gfx906\", \"gfx908\", \"gfx90a\", \"gfx1030\"");
+    let units = ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"];
+
+    // deb
+    let out = tmp.path().join("deb");
+    let r = split_package(&debian::package("librocrand1").expect("deb"), &out, &rocrand)
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let mut n = names(&r);
+    n.sort();
+    let want: Vec<String> = std::iter::once("librocrand1".to_string())
+        .chain(units.iter().map(|u| format!("librocrand1-{u}")))
+        .collect();
+    assert_eq!(n, want);
+    for u in units {
+        let p = by_name(&r, &format!("librocrand1-{u}"));
+        let d = DebReader::open(&p.path).expect("deb");
+        assert_eq!(d.control.get("X-Kpack-Gfx"), Some(u));
+        assert_eq!(payload_archives(&p.path), [format!("librocrand_{u}.kpack")]);
+    }
+
+    // rpm, from the same tree as a fat rpm
+    let split = tmp.path().join("fat");
+    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
+    let made = package(&split, &tmp.path().join("fatpkg"), &rocrand_options(&[Format::Rpm])).expect("fat rpm");
+    let out = tmp.path().join("rpm");
+    let r = split_package(&made.packages[0].path, &out, &rocrand).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let mut n = names(&r);
+    n.sort();
+    assert_eq!(n, want);
+    let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("rpm");
+    let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
+    assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
+    assert!(!provides.iter().any(|p| p.starts_with("rocm-kpack(gfx90") && p != "rocm-kpack(gfx90a)"), "{provides:?}");
+    assert_eq!(payload_archives(&by_name(&r, "librocrand1-gfx90a").path), ["librocrand_gfx90a.kpack"]);
+
+    // wheel
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let whl = src.join(KPKG_WHL);
+    write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
+    let out = tmp.path().join("whl");
+    let targets = fixtures::ARCHES_CLANG19.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
+    let r = split_package(&whl, &out, &per_target(&targets)).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
+    let extras: Vec<&str> = base.metadata.get_all("Provides-Extra").collect();
+    for e in ["device-gfx90a", "device-gfx942", "device-gfx1030", "device-gfx1100", "device-gfx1101", "device-gfx11-generic"] {
+        assert!(extras.contains(&e), "{e} not in {extras:?}");
+    }
+    assert!(!extras.iter().any(|e| e.ends_with('x') || e.contains("gpu")), "{extras:?}");
+    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx1100").path).expect("device");
+    assert!(dev.members.contains(&"kpkg/.kpack/libfixture_gfx1100.kpack".to_string()), "{:?}", dev.members);
+    assert!(!dev.members.iter().any(|m| m.ends_with("libfixture_gfx1101.kpack")), "{:?}", dev.members);
+    // The processor's wheel pulls in the generic ISA serving it.
+    assert_eq!(
+        dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
+        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+    );
 }

@@ -46,12 +46,12 @@ fn is_split_binary(path: &Path) -> bool {
 /// Device trees of the fixture tree overlaid together, the targets (as a
 /// GPU reports them) they must serve, and one they must not.
 const GROUP_TARGETS: [(&[&str], &[&str], &str); 6] = [
-    (&["gfx103X"], &["gfx1030"], "gfx1100"),
-    (&["gfx110X"], &["gfx1100", "gfx1101"], "gfx1030"),
+    (&["gfx103X-dgpu"], &["gfx1030"], "gfx1100"),
+    (&["gfx110X-dgpu"], &["gfx1100", "gfx1101"], "gfx1030"),
     // gfx1102 has no native code: the generic ISA's tree serves it.
-    (&["gfx110X", "gfx11-generic"], &["gfx1100", "gfx1101", "gfx1102"], "gfx1030"),
+    (&["gfx110X-dgpu", "gfx11-generic"], &["gfx1100", "gfx1101", "gfx1102"], "gfx1030"),
     (&["gfx11-generic"], &["gfx1151", "gfx1100"], "gfx1030"),
-    (&["gfx90X"], &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"], "gfx942:sramecc+:xnack-"),
+    (&["gfx90a"], &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"], "gfx942:sramecc+:xnack-"),
     (&["gfx94X"], &["gfx942:sramecc+:xnack-"], "gfx90a:sramecc+:xnack-"),
 ];
 
@@ -71,7 +71,7 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["generic", "gfx103X", "gfx11-generic", "gfx110X", "gfx90X", "gfx94X"]);
+    assert_eq!(names, ["generic", "gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
     assert_eq!(listing(&input).unwrap(), before, "the input was modified");
     assert_eq!(report.binaries.len(), tree::BINARIES.len());
     assert_eq!(report.databases.len(), tree::DATABASES.len());
@@ -321,7 +321,7 @@ fn one_component_for_the_whole_tree() {
     assert_eq!(r.archives.len(), 6);
     let kpm = Manifest::read(&out.join("generic/.kpack/fixture_lib.kpm")).unwrap();
     assert_eq!(kpm.kpack_files.len(), 6);
-    let a = Archive::open(&out.join("gfx110X/.kpack/fixture_lib_gfx1100.kpack")).unwrap();
+    let a = Archive::open(&out.join("gfx110X-dgpu/.kpack/fixture_lib_gfx1100.kpack")).unwrap();
     assert_eq!(
         a.binaries(),
         [
@@ -335,7 +335,7 @@ fn one_component_for_the_whole_tree() {
         ]
     );
     let o = d.path().join("o");
-    overlay(&[&out.join("generic"), &out.join("gfx110X"), &out.join("gfx11-generic")], &o).unwrap();
+    overlay(&[&out.join("generic"), &out.join("gfx110X-dgpu"), &out.join("gfx11-generic")], &o).unwrap();
     let v = verify(&o, &["gfx1100", "gfx1103"]);
     assert!(v.ok(), "{v}");
 }
@@ -349,7 +349,7 @@ fn debian_multiarch_tree() {
     let r = split(&root, &out, &SplitOptions::default());
     assert_eq!(r.binaries.len(), 1);
     let groups: Vec<&str> = r.outputs.iter().map(|o| o.name.as_str()).collect();
-    assert_eq!(groups, ["generic", "gfx80X", "gfx90X", "gfx103X"]);
+    assert_eq!(groups, ["generic", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx103X-dgpu", "gfx803"]);
     let lib = "usr/lib/x86_64-linux-gnu";
     let kpm = Manifest::read(&out.join(format!("generic/{lib}/.kpack/librocrand.kpm"))).unwrap();
     // gfx803 gfx900 gfx906 gfx908 gfx90a gfx1030.
@@ -363,9 +363,11 @@ fn debian_multiarch_tree() {
         Path::new("librocrand.so.1.1")
     );
     let o = d.path().join("o");
-    overlay(&[&out.join("generic"), &out.join("gfx90X")], &o).unwrap();
-    let v = verify(&o, &["gfx90a:sramecc+:xnack-", "gfx906:sramecc+:xnack-", "gfx908:sramecc+:xnack-"]);
+    overlay(&[&out.join("generic"), &out.join("gfx90a")], &o).unwrap();
+    let v = verify(&o, &["gfx90a:sramecc+:xnack-"]);
     assert!(v.ok(), "{v}");
+    let v = verify(&o, &["gfx906:sramecc+:xnack-"]);
+    assert!(!v.ok() && v.to_string().contains("gfx906"), "{v}");
     let v = verify(&o, &["gfx803"]);
     assert!(!v.ok() && v.to_string().contains("gfx803"), "{v}");
 }
@@ -394,7 +396,18 @@ fn debian_rocrand_as_a_build_artifact() {
     let out = d.path().join("out");
     let r = split_artifact(&art, &out, &SplitOptions::default()).unwrap();
     let names: Vec<&str> = r.outputs.iter().map(|o| o.name.as_str()).collect();
-    assert_eq!(names, ["rand_lib_generic", "rand_lib_gfx80X", "rand_lib_gfx90X", "rand_lib_gfx103X"]);
+    assert_eq!(
+        names,
+        [
+            "rand_lib_generic",
+            "rand_lib_gfx900",
+            "rand_lib_gfx906",
+            "rand_lib_gfx908",
+            "rand_lib_gfx90a",
+            "rand_lib_gfx103X-dgpu",
+            "rand_lib_gfx803"
+        ]
+    );
     let stage = "math-libs/rocRAND/stage";
     for n in &names {
         assert_eq!(fs::read_to_string(out.join(n).join(MANIFEST_TXT)).unwrap(), format!("{stage}\n"), "{n}");
@@ -405,24 +418,24 @@ fn debian_rocrand_as_a_build_artifact() {
     assert_eq!(
         files,
         [
-            ("rand_lib_gfx1030.kpack", "gfx103X"),
-            ("rand_lib_gfx803.kpack", "gfx80X"),
-            ("rand_lib_gfx900.kpack", "gfx90X"),
-            ("rand_lib_gfx906.kpack", "gfx90X"),
-            ("rand_lib_gfx908.kpack", "gfx90X"),
-            ("rand_lib_gfx90a.kpack", "gfx90X")
+            ("rand_lib_gfx1030.kpack", "gfx103X-dgpu"),
+            ("rand_lib_gfx803.kpack", "gfx803"),
+            ("rand_lib_gfx900.kpack", "gfx900"),
+            ("rand_lib_gfx906.kpack", "gfx906"),
+            ("rand_lib_gfx908.kpack", "gfx908"),
+            ("rand_lib_gfx90a.kpack", "gfx90a")
         ]
     );
-    let a = Archive::open(&out.join(format!("rand_lib_gfx90X/{stage}/.kpack/rand_lib_gfx90a.kpack"))).unwrap();
-    assert_eq!((a.group_name(), a.gfx_arch_family()), ("rand_lib", "gfx90X"));
+    let a = Archive::open(&out.join(format!("rand_lib_gfx90a/{stage}/.kpack/rand_lib_gfx90a.kpack"))).unwrap();
+    assert_eq!((a.group_name(), a.gfx_arch_family()), ("rand_lib", "gfx90a"));
     assert_eq!(a.binaries(), [format!("{stage}/lib/librocrand.so.1.1#0")]);
     let host = fs::read(out.join(format!("rand_lib_generic/{stage}/lib/librocrand.so.1.1"))).unwrap();
     let m = inspect_elf(&host).unwrap().marker.unwrap();
     assert_eq!(m.kpack_search_paths[0], "../.kpack/rand_lib.kpm");
     assert_eq!(m.kernel_name, format!("{stage}/lib/librocrand.so.1.1"));
-    // Overlay generic + gfx90X, as the build system's bootstrap does.
+    // Overlay generic + gfx90a, as the build system's bootstrap does.
     let o = d.path().join("o");
-    overlay(&[&out.join("rand_lib_generic"), &out.join("rand_lib_gfx90X")], &o).unwrap();
+    overlay(&[&out.join("rand_lib_generic"), &out.join("rand_lib_gfx90a")], &o).unwrap();
     let v = verify(&o, &["gfx90a:sramecc+:xnack-"]);
     assert!(v.ok(), "{v}");
     assert!(!verify(&o, &["gfx1030"]).ok());
@@ -482,15 +495,18 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         names,
         [
             "fixture_lib_generic",
-            "fixture_lib_gfx103X",
+            "fixture_lib_gfx103X-dgpu",
             "fixture_lib_gfx11-generic",
-            "fixture_lib_gfx110X",
-            "fixture_lib_gfx90X",
+            "fixture_lib_gfx110X-dgpu",
+            "fixture_lib_gfx90a",
             "fixture_lib_gfx94X",
             "rand_lib_generic",
-            "rand_lib_gfx103X",
-            "rand_lib_gfx80X",
-            "rand_lib_gfx90X"
+            "rand_lib_gfx103X-dgpu",
+            "rand_lib_gfx803",
+            "rand_lib_gfx900",
+            "rand_lib_gfx906",
+            "rand_lib_gfx908",
+            "rand_lib_gfx90a"
         ]
     );
     assert_eq!(
@@ -498,13 +514,13 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         "core/fixture/stage\ncore/extra/stage\n"
     );
     assert_eq!(
-        fs::read_to_string(out.join("fixture_lib_gfx110X").join(MANIFEST_TXT)).unwrap(),
+        fs::read_to_string(out.join("fixture_lib_gfx110X-dgpu").join(MANIFEST_TXT)).unwrap(),
         "core/fixture/stage\n"
     );
     assert!(out.join("fixture_lib_generic/core/extra/stage/share/notes.txt").is_file());
     let o = d.path().join("o");
     overlay(
-        &[&out.join("fixture_lib_generic"), &out.join("fixture_lib_gfx110X"), &out.join("fixture_lib_gfx11-generic")],
+        &[&out.join("fixture_lib_generic"), &out.join("fixture_lib_gfx110X-dgpu"), &out.join("fixture_lib_gfx11-generic")],
         &o,
     )
     .unwrap();

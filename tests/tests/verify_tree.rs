@@ -86,7 +86,7 @@ fn orphans_unlisted_archives_and_bad_manifests() {
     assert!(has(&r, ".kpack/app_nopie_gfx1100.kpack", "belongs to no split binary"), "{r}");
     assert!(has(&r, ".kpack/stray_gfx942.kpack", "listed in no .kpm"), "{r}");
     assert!(has(&r, ".kpack/app_rdc.kpm", "app_rdc_gfx90a.kpack: sha256"), "{r}");
-    assert!(has(&r, ".kpack/app_rdc.kpm", "archive family \"gfx103X\""), "{r}");
+    assert!(has(&r, ".kpack/app_rdc.kpm", "archive family \"gfx103X-dgpu\""), "{r}");
     assert!(has(&r, ".kpack/libfixture.kpm", "unreadable manifest"), "{r}");
     assert!(has(&r, ".kpack/stray_gfx942.kpack", "bin/app_pie#0"), "{r}");
     // Without its manifest, the marker's pattern still finds every
@@ -138,7 +138,7 @@ fn command_line() {
     let report: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
     assert_eq!(report["binaries"].as_array().unwrap().len(), 5);
     let o = d.path().join("o");
-    overlay(&[&out.join("generic"), &out.join("gfx110X"), &out.join("gfx11-generic")], &o).unwrap();
+    overlay(&[&out.join("generic"), &out.join("gfx110X-dgpu"), &out.join("gfx11-generic")], &o).unwrap();
     let ok = bins::command("rocm-kpack").arg("verify").arg(&o).args(["--target", "gfx1100", "--target", "gfx1102"]).status().unwrap();
     assert!(ok.success());
     // Problems in the tree: exit 4 (the shared table), not 1.

@@ -1021,9 +1021,9 @@ fn windows_wheel_splits_into_base_and_device_wheels_that_pip_installs_and_run() 
         names,
         [
             "kpwin",
-            "kpwin-device-gfx103x",
-            "kpwin-device-gfx110x",
-            "kpwin-device-gfx90x"
+            "kpwin-device-gfx103x-dgpu",
+            "kpwin-device-gfx110x-dgpu",
+            "kpwin-device-gfx90a"
         ]
     );
     for p in &r.packages {
@@ -1055,7 +1055,7 @@ fn windows_wheel_splits_into_base_and_device_wheels_that_pip_installs_and_run() 
     let dev = r
         .packages
         .iter()
-        .find(|p| p.name == "kpwin-device-gfx110x")
+        .find(|p| p.name == "kpwin-device-gfx110x-dgpu")
         .unwrap();
     run_ok(
         Command::new(venv.join("bin/pip"))

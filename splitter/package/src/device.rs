@@ -198,10 +198,10 @@ impl SplitDir {
                     archives.push(read_archive(e)?);
                 }
             }
-            let spec_group = spec.group(&name).or_else(|| {
+            let spec_group = spec.group_or_replaced(&name).or_else(|| {
                 archives
                     .first()
-                    .and_then(|a| spec.group(&a.family))
+                    .and_then(|a| spec.group_or_replaced(&a.family))
             });
             let generic_isa = is_generic_isa(&name);
             let all_arches: Vec<String> = archives.iter().flat_map(|a| a.arches.clone()).collect();

@@ -35,22 +35,22 @@ pub const PLAIN_HARD_LINK: (&str, &str) = ("share/doc/fixture/README.alias", "sh
 /// Kernel database files: tree path, the device group of the built-in
 /// spec they belong to, and the arch read from the path.
 pub const DATABASES: [(&str, &str, &str); 9] = [
-    ("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat", "gfx110X", "gfx1100"),
-    ("lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat", "gfx90X", "gfx90a"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a.co", "gfx90X", "gfx90a"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a_xnack+.co", "gfx90X", "gfx90a:xnack+"),
-    ("lib/rocblas/library/Kernels.so-000-gfx1030.hsaco", "gfx103X", "gfx1030"),
+    ("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat", "gfx110X-dgpu", "gfx1100"),
+    ("lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat", "gfx90a", "gfx90a"),
+    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a.co", "gfx90a", "gfx90a"),
+    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a_xnack+.co", "gfx90a", "gfx90a:xnack+"),
+    ("lib/rocblas/library/Kernels.so-000-gfx1030.hsaco", "gfx103X-dgpu", "gfx1030"),
     ("lib/aotriton/kernels/gfx942/attn_fwd.hsaco", "gfx94X", "gfx942"),
     ("lib/aotriton/kernels/gfx942/attn_fwd.json", "gfx94X", "gfx942"),
-    ("lib/aotriton/kernels/gfx1100/attn_fwd.hsaco", "gfx110X", "gfx1100"),
-    ("share/miopen/db/gfx90a68.kdb", "gfx90X", "gfx90a"),
+    ("lib/aotriton/kernels/gfx1100/attn_fwd.hsaco", "gfx110X-dgpu", "gfx1100"),
+    ("share/miopen/db/gfx90a68.kdb", "gfx90a", "gfx90a"),
 ];
 
 /// A database symlink (moves with its group): path, target, group.
 pub const DATABASE_SYMLINK: (&str, &str, &str) = (
     "lib/rocblas/library/TensileLibrary_lazy_gfx1101.dat",
     "TensileLibrary_lazy_gfx1100.dat",
-    "gfx110X",
+    "gfx110X-dgpu",
 );
 
 /// Library symlink chains: link -> target.

@@ -307,7 +307,7 @@ pub fn lintian_errors(deb: &Path) -> Vec<String> {
 /// A wheel-shaped split directory built by hand from the clang19
 /// `libfixture.so`: generic `kpkg/` (module, fat library, `.kpack/kpkg.kpm`)
 /// and `kpkg-1.0.dist-info/`; device trees as [`write_archives`] lays them
-/// out under `kpkg/`, and for gfx110X a kernel-database style
+/// out under `kpkg/`, and for gfx110X-dgpu a kernel-database style
 /// `kpkg/hsa/gfx1100/fixture.co`.
 pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
     let split = dir.join("wsplit");
@@ -338,7 +338,7 @@ pub fn wheel_split(dir: &Path) -> (PathBuf, Vec<String>) {
     let co = code_objects(&fat)
         .remove(&(0, "gfx1100".to_string()))
         .expect("gfx1100 code object");
-    let db = split.join("gfx110X/kpkg/hsa/gfx1100");
+    let db = split.join("gfx110X-dgpu/kpkg/hsa/gfx1100");
     fs::create_dir_all(&db).expect("mkdir");
     fs::write(db.join("fixture.co"), co).expect("write");
     (split, groups)

@@ -169,7 +169,7 @@ impl Store<'_> {
         let entry = StoreEntry {
             component: archive.group_name().to_string(),
             group: archive.gfx_arch_family().to_string(),
-            targets: targets_of(&arches, self.spec.group(archive.gfx_arch_family())),
+            targets: targets_of(&arches, self.spec.group_or_replaced(archive.gfx_arch_family())),
             arches,
             filename: filename.to_string(),
             version: version.map(str::to_string),
