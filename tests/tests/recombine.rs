@@ -273,11 +273,11 @@ fn shards_are_regrouped_into_the_specs_groups() {
     let b = shard(d.path(), "b", &SHARD_B);
     let out = d.path().join("out");
     let custom = "[validation]\ngeneric_must_match = false\nmissing_device_code = \"error\"\n\
-        [[groups]]\nname = \"gfx110X-dgpu\"\ntargets = [\"gfx1100\", \"gfx1101\"]\ngeneric_isas = [\"gfx11-generic\"]\n\
+        [[groups]]\nname = \"navi3\"\ntargets = [\"gfx1100\", \"gfx1101\"]\ngeneric_isas = [\"gfx11-generic\"]\n\
         [[groups]]\nname = \"dc\"\ntargets = [\"gfx90a\", \"gfx1030\"]\n";
     let r = run(&[&a, &b], &out, spec(custom)).unwrap();
-    assert_eq!(r.outputs, ["dc", "generic", "gfx11-generic", "gfx110X-dgpu"]);
-    // Processor archives move to other trees (dc, gfx110X-dgpu): rewritten,
+    assert_eq!(r.outputs, ["dc", "generic", "gfx11-generic", "navi3"]);
+    // Processor archives move to other trees (dc, navi3): rewritten,
     // their family relabelled; the generic ISA keeps its own tree: copied.
     for x in &r.archives {
         let generic_isa = x.archive.unit == "gfx11-generic";
