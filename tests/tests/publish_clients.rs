@@ -54,13 +54,14 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
             ..PublishOptions::default()
         },
     );
-    assert_eq!(report.debs, 6);
+    // generic, 5 device debs, 3 transitional debs of the 2025 families.
+    assert_eq!(report.debs, 9);
     assert_eq!(report.kinds, ["apt"]);
     // The index keeps the device stanzas' X-Kpack-Gfx, and Release lists
     // the index files with their hashes.
     let packages = fs::read_to_string(repo.join("dists/stable/main/binary-amd64/Packages")).expect("Packages");
     let stanzas = ControlFields::parse_all(&packages).expect("parse Packages");
-    assert_eq!(stanzas.len(), 6);
+    assert_eq!(stanzas.len(), 9);
     let dev = stanzas
         .iter()
         .find(|s| s.get("Package") == Some("libfixture1-gfx110x-dgpu"))
@@ -129,7 +130,7 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
             ..PublishOptions::default()
         },
     );
-    assert_eq!(report.rpms, 6);
+    assert_eq!(report.rpms, 9);
     assert!(repo.join("x86_64/libfixture1-1.0-1.x86_64.rpm").is_file());
     assert!(repo.join("noarch/libfixture1-gfx110x-dgpu-1.0-1.noarch.rpm").is_file());
     let repomd = fs::read_to_string(repo.join("repodata/repomd.xml")).expect("repomd");

@@ -43,12 +43,12 @@ fn split_ok(input: &Path, out: &Path) -> SplitPackageReport {
 /// packages of the 2025 families (gfx80x, gfx90x, gfx103x).
 const ROCRAND_PACKAGES: [&str; 10] = [
     "librocrand1",
+    "librocrand1-gfx103x-dgpu",
+    "librocrand1-gfx803",
     "librocrand1-gfx900",
     "librocrand1-gfx906",
     "librocrand1-gfx908",
     "librocrand1-gfx90a",
-    "librocrand1-gfx103x-dgpu",
-    "librocrand1-gfx803",
     "librocrand1-gfx80x",
     "librocrand1-gfx90x",
     "librocrand1-gfx103x",
