@@ -843,7 +843,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     // Keep the package this GPU needs, drop the transitional one and what
     // only it needed.
     apt(&["install", "librocrand1-gfx90a"]);
-    apt(&["autoremove", "--purge", "librocrand1-gfx90x"]);
+    apt(&["remove", "--purge", "librocrand1-gfx90x", "librocrand1-gfx900", "librocrand1-gfx906", "librocrand1-gfx908"]);
     assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4+kpack1", "librocrand1-gfx90a 5.3.3-4+kpack1"]);
     assert_eq!(archives_below(&root.join("usr")), gfx9_archives(&root, &["gfx90a"]));
     assert_archives_owned(&root, &["dpkg", "-S"]);
