@@ -392,7 +392,7 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
     publish_version("2.0", true);
     ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "update", "-q"]));
     let out = ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
-    assert!(out.contains("Unpacking libfixture1 (2.0)"), "{out}");
+    assert!(out.contains("Unpacking libfixture1 (2.0+kpack1)"), "{out}");
     assert_eq!(archives_below(&root.join("usr")), [kdir.join("libfixture_gfx1100.kpack")], "{out}");
     let v2 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v2 archive");
     let v2_split = split_archives[1]
@@ -649,7 +649,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
 
     let expect = |listed: &str| {
-        for d in ["kpkg==1.0", "kpkg-device-gfx110x==1.0", "kpkg-device-gfx11-generic==1.0"] {
+        for d in ["kpkg==1.0+kpack1", "kpkg-device-gfx110x==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"] {
             assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
         }
         assert!(!listed.contains("gfx90x"), "{listed}");
@@ -709,5 +709,5 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .expect("bash");
     let out = text(&o);
     assert!(o.status.success(), "README block `sh pip` failed:\n{block}\n---\n{out}");
-    assert!(out.contains("kpkg-device-gfx110x-1.0"), "{out}");
+    assert!(out.contains("kpkg-device-gfx110x-1.0+kpack1"), "{out}");
 }
