@@ -599,6 +599,107 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
     assert_eq!(fetched.len(), 1, "{fetched:?}");
 }
 
+/// dnf with the distribution's repository beside ours. A Debian root has no
+/// Fedora repository: a second repository on 127.0.0.1 stands in for it,
+/// holding the fat librocrand1 rpm (Debian's files, version 5.3.3-4, as a
+/// distribution would ship it). The fat package installs from it, `dnf
+/// upgrade` moves to ours (5.3.3-4.kpack1) with no file conflict, and
+/// without our repository `dnf downgrade` gives the fat one back.
+#[test]
+fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    // The distribution's repository.
+    let fat_tree = tmp.path().join("fat");
+    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &fat_tree.join("generic"), &[]);
+    let distro_pkgs = tmp.path().join("distro-pkgs");
+    build(&fat_tree, &distro_pkgs, &distribution_options(&[Format::Rpm]));
+    base_provides_rpm(&distro_pkgs);
+    let distro_repo = tmp.path().join("distro-repo");
+    fs::create_dir_all(&distro_repo).expect("mkdir");
+    let distro = http::serve_dir(&distro_repo).expect("serve");
+    publish(&distro_pkgs, &distro_repo, &PublishOptions { yum: true, ..PublishOptions::default() })
+        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    // Ours.
+    let (split, _) = rocrand_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    build(&split, &pkgs, &rocrand_options(&[Format::Rpm]));
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish(
+        &pkgs,
+        &repo,
+        &PublishOptions {
+            yum: true,
+            kpack_store: true,
+            fetcher: Some(FetcherOptions {
+                binary: fetcher_bin().to_path_buf(),
+                store_url: Some(server.root_url().to_string()),
+                level: Some(0),
+            }),
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+
+    let root = debian_root(tmp.path(), None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    let repo_file = |name: &str, url: &str| {
+        fs::write(
+            root.join(format!("etc/yum.repos.d/{name}.repo")),
+            format!("[{name}]\nname={name}\nbaseurl={url}\ngpgcheck=0\nmetadata_expire=0\n"),
+        )
+        .expect("repo file");
+    };
+    let dnf = |args: &[&str]| {
+        let o = chroot(&root, "mi210").arg("dnf").args(args).output().expect("dnf");
+        let out = text(&o);
+        assert!(o.status.success(), "dnf {args:?}:\n{out}");
+        out
+    };
+    // The installed EVR (the root has dnf but no rpm command).
+    let installed = || {
+        let list = ok(chroot(&root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1"]));
+        let line = list.lines().find(|l| l.starts_with("librocrand1.x86_64")).unwrap_or_else(|| panic!("{list}"));
+        line.split_whitespace().nth(1).unwrap_or_default().to_string()
+    };
+    repo_file("distro", distro.root_url());
+    dnf(&["install", "-y", "librocrand1"]);
+    assert_eq!(installed(), "5.3.3-4");
+    assert_debian_fat_files(&root);
+
+    // Ours beside it: ours is the newer EVR, for an install as for an
+    // upgrade; the upgrade replaces the fat package's files with no
+    // conflict, and the fetcher's file trigger fetches the device code.
+    repo_file("rocm-kpack", server.root_url());
+    let info = dnf(&["list", "--showduplicates", "librocrand1"]);
+    assert!(info.contains("5.3.3-4.kpack1") && info.contains("rocm-kpack"), "{info}");
+    let out = dnf(&["upgrade", "-y"]);
+    assert_eq!(installed(), "5.3.3-4.kpack1", "{out}");
+    let out = dnf(&["install", "-y", "rocm-kpack-fetch"]);
+    let o = chroot(&root, "mi210")
+        .args(["rocm-kpack-fetch", "install", "--auto", "--allow-http", "--sysfs-root", "/srv/sysfs/mi210"])
+        .output()
+        .expect("install --auto");
+    assert!(o.status.success(), "{out}\n{}", text(&o));
+    // (rocrand_split's generic tree keeps the fat library, so only the
+    // fetched archive is checked here, not the loader's lookup.)
+    let kdir = root.join(KPACK_DIR);
+    assert_eq!(archives_below(&root.join("usr")), [kdir.join("librocrand_gfx90a.kpack")]);
+    let o = chroot(&root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Without our repository, `dnf downgrade` gives the fat package back,
+    // Debian's files byte for byte.
+    fs::remove_file(root.join("etc/yum.repos.d/rocm-kpack.repo")).expect("rm");
+    let out = dnf(&["downgrade", "-y", "librocrand1"]);
+    assert_eq!(installed(), "5.3.3-4", "{out}");
+    assert_debian_fat_files(&root);
+}
+
 /// The fetcher packages `publish` builds: contents, the dpkg trigger and
 /// postinst, the rpm file triggers, lintian and rpmlint clean; the wheel
 /// installs with pip and runs.
