@@ -3,7 +3,7 @@
 //! validation switches used when a spec file does not say otherwise.
 
 use crate::databases::{ArchSource, DatabaseRule};
-use crate::{Fetch, Group, Naming, PackageDefaults, Spec, Validation};
+use crate::{Fetch, Group, Naming, PackageDefaults, Spec, Validation, Versioning};
 
 /// Every AMDGPU processor LLVM knows (AMDGPUUsage "Processors" table), the
 /// names a spec may list and database file names are searched for.
@@ -228,5 +228,6 @@ pub fn builtin() -> Spec {
         package: package_defaults(),
         fetch: Fetch::default(),
         validation: Validation::default(),
+        version: Versioning::default(),
     }
 }

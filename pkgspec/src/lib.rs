@@ -6,7 +6,8 @@
 //! it also carries, `gfx11-generic`, so every group's archive is
 //! self-sufficient), the kernel-database rules ([`databases`]), package
 //! naming templates ([`naming`]), package metadata defaults, the kpack
-//! source generic packages advertise, and validation switches.
+//! source generic packages advertise, validation switches, and the version
+//! suffix that makes split packages newer than their input ([`version`]).
 //!
 //! [`Spec::builtin`] is docs/packaging.md's family table with the built-in rules
 //! ([`defaults`]); [`Spec::per_target`] builds one group per target; a TOML
@@ -22,6 +23,7 @@ pub mod naming;
 pub mod schema;
 pub mod targets;
 pub mod validate;
+pub mod version;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +35,7 @@ pub use naming::{NameKind, Naming};
 /// LLVM's generic ISA table, owned by the runtime crate (target ids).
 pub use rocm_kpack_format::target::{GenericIsa, GENERIC_ISAS};
 pub use schema::{Granularity, SpecFile};
+pub use version::Versioning;
 
 /// Everything that can be wrong with a spec or a lookup in it.
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +186,9 @@ pub struct Spec {
     pub fetch: Fetch,
     /// Validation switches.
     pub validation: Validation,
+    /// The suffix that makes split packages newer than their input
+    /// ([`version`]).
+    pub version: Versioning,
 }
 
 /// One group of [`Spec::replaces`] and what replaces its packages.

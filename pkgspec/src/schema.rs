@@ -42,6 +42,9 @@
 //! [fetch]
 //! source_url = "https://example.org/kpack"
 //!
+//! [version]           # split packages are newer than their input
+//! suffix = "kpack1"   # deb 5.3.3-4+kpack1, rpm release 4.kpack1, wheel 1.0+kpack1
+//!
 //! [validation]
 //! duplicate_device_code = "error"     # or "warn"
 //! missing_device_code = "warn"        # or "error", "ignore"
@@ -59,7 +62,7 @@ use crate::naming::{NameKind, Naming};
 use crate::validate::{self, Loc};
 use crate::{
     defaults, per_target_groups, Fetch, Group, OnDuplicate, OnMissing, PackageDefaults, Spec,
-    SpecError, Validation,
+    SpecError, Validation, Versioning,
 };
 
 /// How a spec file chooses its groups.
@@ -112,6 +115,9 @@ pub struct SpecFile {
     /// Validation switches (missing keys: built-in).
     #[serde(default)]
     pub validation: Option<ValidationFile>,
+    /// The version suffix (missing: built-in).
+    #[serde(default)]
+    pub version: Option<VersionFile>,
 }
 
 /// `[[groups]]` as written.
@@ -178,6 +184,13 @@ pub struct FetchFile {
     pub source_url: Option<Spanned<String>>,
 }
 
+/// `[version]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionFile {
+    pub suffix: Option<Spanned<String>>,
+}
+
 /// `[validation]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +215,7 @@ struct Spans {
     rule_includes: Vec<Vec<Range<usize>>>,
     rule_excludes: Vec<Vec<Range<usize>>>,
     fetch_url: Option<Range<usize>>,
+    version_suffix: Option<Range<usize>>,
 }
 
 impl Spans {
@@ -227,6 +241,7 @@ impl Spans {
             Loc::RuleInclude(i, j) => nested(&self.rule_includes, i, j),
             Loc::RuleExclude(i, j) => nested(&self.rule_excludes, i, j),
             Loc::FetchUrl => self.fetch_url.clone(),
+            Loc::VersionSuffix => self.version_suffix.clone(),
         }
     }
 }
@@ -370,6 +385,12 @@ impl SpecFile {
                 .unwrap_or(validation.generic_must_match);
         }
 
+        let mut version = Versioning::default();
+        if let Some(suffix) = self.version.and_then(|v| v.suffix) {
+            spans.version_suffix = Some(suffix.span());
+            version.suffix = suffix.into_inner();
+        }
+
         Ok((
             Spec {
                 groups,
@@ -379,6 +400,7 @@ impl SpecFile {
                 package,
                 fetch,
                 validation,
+                version,
             },
             spans,
         ))
@@ -466,6 +488,7 @@ pub struct SpecDocument<'a> {
     pub package: &'a PackageDefaults,
     pub fetch: &'a Fetch,
     pub validation: &'a Validation,
+    pub version: &'a Versioning,
 }
 
 /// One `[[replaces]]` entry of a [`SpecDocument`].
@@ -493,6 +516,7 @@ impl<'a> From<&'a Spec> for SpecDocument<'a> {
             package: &s.package,
             fetch: &s.fetch,
             validation: &s.validation,
+            version: &s.version,
         }
     }
 }
@@ -576,12 +600,10 @@ mod tests {
         assert!(e.contains("line 2") && e.contains("gfx7777"), "{e}");
         let e = err("[fetch]\nsource_url = \"ftp://x\"\n");
         assert!(e.contains("line 2") && e.contains("source_url"), "{e}");
-        let e =
-            err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
-        assert!(
-            e.contains("line 1") && e.contains("mutually exclusive"),
-            "{e}"
-        );
+        let e = err("[fetch]\nsource_url = \"https://x\"\n[version]\nsuffix = \"KPACK\"\n");
+        assert!(e.contains("line 4, column 10") && e.contains("version.suffix"), "{e}");
+        let e = err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
+        assert!(e.contains("line 1") && e.contains("mutually exclusive"), "{e}");
     }
 
     #[test]
@@ -591,9 +613,20 @@ mod tests {
              [[kernel_databases]]\nname = \"mine\"\ninclude = [\"**/k/*.co\"]\narch = [\"file-name\"]\n\
              [package]\nmaintainer = \"A <a@example.org>\"\n\
              [fetch]\nsource_url = \"https://example.org/kpack\"\n\
-             [validation]\nduplicate_device_code = \"warn\"\nmissing_device_code = \"ignore\"\ngeneric_must_match = true\n",
+             [validation]\nduplicate_device_code = \"warn\"\nmissing_device_code = \"ignore\"\ngeneric_must_match = true\n\
+             [version]\nsuffix = \"site.2\"\n",
         )
         .unwrap();
+        assert_eq!(s.version.suffix, "site.2");
+        assert_eq!(Spec::builtin().version.suffix, "kpack1");
+        assert_eq!(
+            Spec::from_toml_str("[version]\nsuffix = \"\"\n")
+                .unwrap()
+                .version
+                .deb("1.0-1")
+                .unwrap(),
+            "1.0-1"
+        );
         assert_eq!(s.kernel_databases.len(), 1);
         assert_eq!(s.package.maintainer.as_deref(), Some("A <a@example.org>"));
         assert_eq!(s.package.section.as_deref(), Some("libs"));

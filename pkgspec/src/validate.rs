@@ -31,6 +31,8 @@ pub enum Loc {
     RuleExclude(usize, usize),
     /// `fetch.source_url`.
     FetchUrl,
+    /// `version.suffix`.
+    VersionSuffix,
 }
 
 /// One problem: what is wrong and where (byte range in the file, if known).
@@ -53,7 +55,8 @@ pub struct Problem {
 /// - naming templates are well formed ([`crate::naming::check_template`]);
 /// - database rules have a unique name, include globs that compile, and
 ///   at least one arch source;
-/// - the fetch URL is `http://`, `https://` or `file://`.
+/// - the fetch URL is `http://`, `https://` or `file://`;
+/// - the version suffix is well formed ([`crate::version::check_suffix`]).
 pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Result<(), Problem> {
     let fail = |loc: Loc, message: String| Problem {
         span: locate(loc),
@@ -216,6 +219,9 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
             ));
         }
     }
+    spec.version
+        .check()
+        .map_err(|m| fail(Loc::VersionSuffix, m))?;
     Ok(())
 }
 

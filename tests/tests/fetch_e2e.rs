@@ -327,7 +327,7 @@ fn via_apt_plans_and_installs_the_device_package() {
     }
     let other = format!("{}/{LIBDIR}/{KPACK_DIR}/{}", root.display(), layout::archive_file_name("librocrand", "gfx906"));
     assert!(!Path::new(&other).exists(), "{other}");
-    assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90a_5.3.3-4_amd64.deb") && r.status == 200));
+    assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb") && r.status == 200));
     // Installed: the plan is now empty of new work for apt (it is a no-op).
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
     assert!(!status.contains("Package: librocrand1-gfx103x"));
@@ -381,7 +381,7 @@ fn python_installs_the_device_extra_into_a_venv() {
     let prefix = format!("{} -m pip install kpkg[", python.display());
     let extras: Vec<String> = plan
         .strip_prefix(&prefix)
-        .and_then(|r| r.strip_suffix("]==1.0\n"))
+        .and_then(|r| r.strip_suffix("]==1.0+kpack1\n"))
         .unwrap_or_else(|| panic!("unexpected plan: {plan}"))
         .split(',')
         .map(str::to_string)
@@ -391,7 +391,7 @@ fn python_installs_the_device_extra_into_a_venv() {
     ok(&mut base());
     let listed = ok(Command::new(&python).args(["-m", "pip", "list", "--disable-pip-version-check", "--format=freeze"]));
     for e in &extras {
-        assert!(listed.contains(&format!("kpkg-{e}==1.0")), "{e} not installed:\n{listed}");
+        assert!(listed.contains(&format!("kpkg-{e}==1.0+kpack1")), "{e} not installed:\n{listed}");
     }
     assert!(!listed.contains("gfx90a") && !listed.contains("gfx103x"), "{listed}");
     // Installed: exactly the archives the manifest files under the device
@@ -403,7 +403,7 @@ fn python_installs_the_device_extra_into_a_venv() {
     let want: BTreeSet<String> = manifest
         .kpack_files
         .iter()
-        .filter(|f| listed.lines().any(|l| l == format!("kpkg-device-{}==1.0", f.family.to_lowercase())))
+        .filter(|f| listed.lines().any(|l| l == format!("kpkg-device-{}==1.0+kpack1", f.family.to_lowercase())))
         .map(|f| f.filename.clone())
         .collect();
     assert!(want.contains(&layout::archive_file_name("kpkg", "gfx1101")), "{listed}");

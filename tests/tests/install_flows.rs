@@ -6,7 +6,11 @@
 //! - apt-get and plain `dpkg -i` in a throwaway Debian root (mmdebstrap,
 //!   built once and cached under `target/install-flows/`) install Debian's
 //!   librocrand1 split: the fetcher deb's dpkg file trigger fetches the
-//!   archive the GPU needs; `apt-get remove` takes it away;
+//!   archive the GPU needs; `apt-get remove` takes it away. The root keeps
+//!   Debian's own sources beside ours, as users have it: the split package
+//!   (`5.3.3-4+kpack1`) wins over Debian's fat `5.3.3-4`, a machine with the
+//!   fat one upgrades to it, and without our repository a downgrade gives
+//!   the fat one back;
 //! - dnf in the same kind of root does the same with the rpms and their
 //!   file triggers;
 //! - pip and uv install a base wheel and its family's device wheels in one
@@ -38,15 +42,22 @@ use rocm_kpack_test_support::{bins, debian};
 const KPACK_DIR: &str = "usr/lib/x86_64-linux-gnu/.kpack";
 
 /// The cached Debian root (bookworm, apt, and librocrand1's runtime
-/// dependencies so that the split package installs from our repository
-/// alone; dnf for the README's dnf block), built once by mmdebstrap from
-/// the machine's apt sources.
+/// dependencies; dnf for the README's dnf block), built once by mmdebstrap
+/// from the machine's apt sources, which it keeps, with their package
+/// lists fetched once (each test's `apt-get update` then only revalidates).
 fn cached_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
         let dir = bins::profile_dir().join("../install-flows");
         let root = dir.join("bookworm-apt");
+        let has_lists = |root: &Path| {
+            fs::read_dir(root.join("var/lib/apt/lists"))
+                .is_ok_and(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().ends_with("_Packages")))
+        };
         if root.join("usr/bin/apt-get").is_file() && root.join("usr/bin/dnf").is_file() {
+            if !has_lists(&root) {
+                ok(chroot(&root, "cpu-only").args(["apt-get", "update", "-q"]));
+            }
             return root;
         }
         fs::create_dir_all(&dir).expect("mkdir");
@@ -60,34 +71,45 @@ fn cached_root() -> &'static Path {
             .args(["--variant=apt", "--include=libamdhip64-5,ca-certificates,dnf", "--mode=root", "bookworm"])
             .arg(&part)
             .arg(sources));
+        ok(chroot(&part, "cpu-only").args(["apt-get", "update", "-q"]));
         let _ = fs::remove_dir_all(&root);
         fs::rename(&part, &root).expect("rename");
         root
     })
 }
 
-/// A fresh copy of the cached root whose only apt source is `repo_url`
-/// (none: no apt source at all), with the sysfs fixture trees at
+/// A fresh copy of the cached root with Debian's sources and, given
+/// `repo_url`, ours beside them, with the sysfs fixture trees at
 /// /srv/sysfs/.
 fn debian_root(tmp: &Path, repo_url: Option<&str>) -> PathBuf {
     let root = tmp.join("root");
     ok(Command::new("cp").arg("-a").arg(cached_root()).arg(&root));
-    for entry in fs::read_dir(root.join("etc/apt/sources.list.d")).expect("sources.list.d") {
-        fs::remove_file(entry.expect("entry").path()).expect("rm");
-    }
-    let _ = fs::remove_file(root.join("etc/apt/sources.list"));
     if let Some(url) = repo_url {
-        fs::write(
-            root.join("etc/apt/sources.list.d/kpack.list"),
-            format!("deb [trusted=yes] {url} stable main\n"),
-        )
-        .expect("sources");
+        add_apt_repo(&root, url);
     }
     ok(Command::new("cp")
         .arg("-a")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs"))
         .arg(root.join("srv/sysfs")));
     root
+}
+
+/// Our repository as an apt source of the root (`remove_apt_repo` undoes it).
+fn add_apt_repo(root: &Path, url: &str) {
+    fs::write(
+        root.join("etc/apt/sources.list.d/kpack.list"),
+        format!("deb [trusted=yes] {url} stable main\n"),
+    )
+    .expect("sources");
+}
+
+fn remove_apt_repo(root: &Path) {
+    fs::remove_file(root.join("etc/apt/sources.list.d/kpack.list")).expect("rm kpack.list");
+}
+
+/// The installed version of a package in the root.
+fn installed_version(root: &Path, package: &str) -> String {
+    ok(chroot(root, "cpu-only").args(["dpkg-query", "-W", "-f=${Version}", package]))
 }
 
 /// `chroot ROOT ARGS...` with the machine given to the hooks.
@@ -227,6 +249,11 @@ fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
     let out = run_block(&root, "mi210", "apt", server.root_url());
     assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
     assert_mi210_device_code(&root);
+    // Debian's fat 5.3.3-4 was a candidate too (its sources stay
+    // configured); ours is newer, so apt took ours.
+    let policy = ok(chroot(&root, "mi210").args(["apt-cache", "policy", "librocrand1"]));
+    assert!(policy.contains("5.3.3-4 500") && policy.contains("deb.debian.org"), "{policy}");
+    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4+kpack1", "{policy}");
     let sources = fs::read_to_string(root.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml")).expect("sources");
     assert!(sources.contains(&format!("url = \"{}\"", server.root_url())), "{sources}");
     // Only the gfx90a archive was downloaded, by content.
@@ -239,6 +266,87 @@ fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
     assert!(out.contains("removed 1 archive(s) of removed packages"), "{out}");
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
     assert!(!root.join(KPACK_DIR).exists(), "{out}");
+}
+
+/// Every regular file and symlink of Debian's fat librocrand1 is in the
+/// root, byte for byte (symlinks: same target).
+fn assert_debian_fat_files(root: &Path) {
+    let fat = debian::extracted("librocrand1").expect("extracted");
+    let mut stack = vec![fat.clone()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(&fat).expect("rel");
+            let ft = e.file_type().expect("type");
+            let mine = root.join(rel);
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_symlink() {
+                assert_eq!(fs::read_link(&mine).ok(), fs::read_link(&p).ok(), "{}", rel.display());
+            } else {
+                assert!(fs::read(&mine).ok() == fs::read(&p).ok(), "{} differs from Debian's", rel.display());
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 3, "{files} files");
+}
+
+#[test]
+fn debians_fat_package_upgrades_to_the_split_one_and_back() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
+    // Debian's fat librocrand1, from Debian's archive.
+    let root = debian_root(tmp.path(), None);
+    let out = apt_install(&root, "mi210");
+    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4", "{out}");
+    assert_debian_fat_files(&root);
+
+    // Our repository added. The split package is the upgrade candidate;
+    // it brings a new package (its Recommends: rocm-kpack-fetch), which
+    // `apt-get upgrade` never installs, so it keeps the fat one back rather
+    // than leave the library without device code ...
+    add_apt_repo(&root, server.root_url());
+    ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
+    let out = ok(chroot(&root, "mi210").args(["apt-get", "upgrade", "-y", "-q"]));
+    assert!(out.contains("kept back:\n  librocrand1"), "{out}");
+    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4");
+    // ... and `apt upgrade` (apt-get upgrade --with-new-pkgs; likewise
+    // dist-upgrade) moves to it with no file conflict (dpkg would stop on
+    // one), bringing the fetcher, whose trigger fetches the device code.
+    let o = chroot(&root, "mi210").args(["apt", "upgrade", "-y", "-q"]).output().expect("upgrade");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("Unpacking librocrand1 (5.3.3-4+kpack1) over (5.3.3-4)"), "{out}");
+    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4+kpack1");
+    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
+    let audit = ok(chroot(&root, "mi210").args(["dpkg", "--audit"]));
+    assert_eq!(audit, "", "{audit}");
+    assert_mi210_device_code(&root);
+
+    // Our repository removed: a downgrade to Debian's version gives the
+    // fat package back, its files Debian's, byte for byte; what the
+    // fetcher installed for the split package goes with it.
+    remove_apt_repo(&root);
+    ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
+    let o = chroot(&root, "mi210")
+        .args(["apt-get", "install", "-y", "-q", "--allow-downgrades", "librocrand1=5.3.3-4"])
+        .output()
+        .expect("downgrade");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4", "{out}");
+    assert_debian_fat_files(&root);
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new(), "{out}");
+    // And `--reinstall` of Debian's package works from Debian's archive alone.
+    let o = chroot(&root, "mi210")
+        .args(["apt-get", "install", "-y", "-q", "--reinstall", "librocrand1"])
+        .output()
+        .expect("reinstall");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_debian_fat_files(&root);
 }
 
 #[test]
@@ -392,7 +500,7 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
     publish_version("2.0", true);
     ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "update", "-q"]));
     let out = ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
-    assert!(out.contains("Unpacking libfixture1 (2.0)"), "{out}");
+    assert!(out.contains("Unpacking libfixture1 (2.0+kpack1)"), "{out}");
     assert_eq!(archives_below(&root.join("usr")), [kdir.join("libfixture_gfx1100.kpack")], "{out}");
     let v2 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v2 archive");
     let v2_split = split_archives[1]
@@ -489,6 +597,107 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
     assert!(!root.join(KPACK_DIR).exists(), "{out}");
     let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
     assert_eq!(fetched.len(), 1, "{fetched:?}");
+}
+
+/// dnf with the distribution's repository beside ours. A Debian root has no
+/// Fedora repository: a second repository on 127.0.0.1 stands in for it,
+/// holding the fat librocrand1 rpm (Debian's files, version 5.3.3-4, as a
+/// distribution would ship it). The fat package installs from it, `dnf
+/// upgrade` moves to ours (5.3.3-4.kpack1) with no file conflict, and
+/// without our repository `dnf downgrade` gives the fat one back.
+#[test]
+fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    // The distribution's repository.
+    let fat_tree = tmp.path().join("fat");
+    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &fat_tree.join("generic"), &[]);
+    let distro_pkgs = tmp.path().join("distro-pkgs");
+    build(&fat_tree, &distro_pkgs, &distribution_options(&[Format::Rpm]));
+    base_provides_rpm(&distro_pkgs);
+    let distro_repo = tmp.path().join("distro-repo");
+    fs::create_dir_all(&distro_repo).expect("mkdir");
+    let distro = http::serve_dir(&distro_repo).expect("serve");
+    publish(&distro_pkgs, &distro_repo, &PublishOptions { yum: true, ..PublishOptions::default() })
+        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    // Ours.
+    let (split, _) = rocrand_split(tmp.path());
+    let pkgs = tmp.path().join("pkgs");
+    build(&split, &pkgs, &rocrand_options(&[Format::Rpm]));
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish(
+        &pkgs,
+        &repo,
+        &PublishOptions {
+            yum: true,
+            kpack_store: true,
+            fetcher: Some(FetcherOptions {
+                binary: fetcher_bin().to_path_buf(),
+                store_url: Some(server.root_url().to_string()),
+                level: Some(0),
+            }),
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+
+    let root = debian_root(tmp.path(), None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    let repo_file = |name: &str, url: &str| {
+        fs::write(
+            root.join(format!("etc/yum.repos.d/{name}.repo")),
+            format!("[{name}]\nname={name}\nbaseurl={url}\ngpgcheck=0\nmetadata_expire=0\n"),
+        )
+        .expect("repo file");
+    };
+    let dnf = |args: &[&str]| {
+        let o = chroot(&root, "mi210").arg("dnf").args(args).output().expect("dnf");
+        let out = text(&o);
+        assert!(o.status.success(), "dnf {args:?}:\n{out}");
+        out
+    };
+    // The installed EVR (the root has dnf but no rpm command).
+    let installed = || {
+        let list = ok(chroot(&root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1"]));
+        let line = list.lines().find(|l| l.starts_with("librocrand1.x86_64")).unwrap_or_else(|| panic!("{list}"));
+        line.split_whitespace().nth(1).unwrap_or_default().to_string()
+    };
+    repo_file("distro", distro.root_url());
+    dnf(&["install", "-y", "librocrand1"]);
+    assert_eq!(installed(), "5.3.3-4");
+    assert_debian_fat_files(&root);
+
+    // Ours beside it: ours is the newer EVR, for an install as for an
+    // upgrade; the upgrade replaces the fat package's files with no
+    // conflict, and the fetcher's file trigger fetches the device code.
+    repo_file("rocm-kpack", server.root_url());
+    let info = dnf(&["list", "--showduplicates", "librocrand1"]);
+    assert!(info.contains("5.3.3-4.kpack1") && info.contains("rocm-kpack"), "{info}");
+    let out = dnf(&["upgrade", "-y"]);
+    assert_eq!(installed(), "5.3.3-4.kpack1", "{out}");
+    let out = dnf(&["install", "-y", "rocm-kpack-fetch"]);
+    let o = chroot(&root, "mi210")
+        .args(["rocm-kpack-fetch", "install", "--auto", "--allow-http", "--sysfs-root", "/srv/sysfs/mi210"])
+        .output()
+        .expect("install --auto");
+    assert!(o.status.success(), "{out}\n{}", text(&o));
+    // (rocrand_split's generic tree keeps the fat library, so only the
+    // fetched archive is checked here, not the loader's lookup.)
+    let kdir = root.join(KPACK_DIR);
+    assert_eq!(archives_below(&root.join("usr")), [kdir.join("librocrand_gfx90a.kpack")]);
+    let o = chroot(&root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Without our repository, `dnf downgrade` gives the fat package back,
+    // Debian's files byte for byte.
+    fs::remove_file(root.join("etc/yum.repos.d/rocm-kpack.repo")).expect("rm");
+    let out = dnf(&["downgrade", "-y", "librocrand1"]);
+    assert_eq!(installed(), "5.3.3-4", "{out}");
+    assert_debian_fat_files(&root);
 }
 
 /// The fetcher packages `publish` builds: contents, the dpkg trigger and
@@ -626,12 +835,74 @@ fn uv() -> &'static Path {
     })
 }
 
+/// six from PyPI, the fixture wheel's upstream dependency: downloaded once
+/// with pip into the test-data cache, pinned by sha256.
+fn six_wheel() -> PathBuf {
+    const FILE: &str = "six-1.17.0-py2.py3-none-any.whl";
+    const SHA256: &str = "4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274";
+    let dir = debian::cache_dir().join("pypi");
+    let path = dir.join(FILE);
+    if path.is_file() && sha256(&path) == SHA256 {
+        return path;
+    }
+    fs::create_dir_all(&dir).expect("mkdir");
+    let part = tempfile::tempdir_in(&dir).expect("tmp");
+    ok(Command::new("python3")
+        .args(["-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:", "six==1.17.0", "-d"])
+        .arg(part.path())
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    assert_eq!(sha256(&part.path().join(FILE)), SHA256, "PyPI's {FILE} changed");
+    fs::rename(part.path().join(FILE), &path).expect("rename");
+    path
+}
+
+/// The upstream index standing in for PyPI (PEP 503 simple pages under
+/// `simple/`, files under `files/`): the fat fixture wheel, which depends
+/// on six, and six.
+fn upstream_index(dir: &Path, fat_wheel: &Path) -> Server {
+    for whl in [fat_wheel.to_path_buf(), six_wheel()] {
+        let name = whl.file_name().expect("name").to_string_lossy().into_owned();
+        let project = name.split('-').next().expect("project").to_string();
+        fs::create_dir_all(dir.join("files")).expect("mkdir");
+        fs::copy(&whl, dir.join("files").join(&name)).expect("copy");
+        let page = dir.join("simple").join(&project);
+        fs::create_dir_all(&page).expect("mkdir");
+        fs::write(
+            page.join("index.html"),
+            format!("<!DOCTYPE html><html><body><a href=\"../../files/{name}#sha256={}\">{name}</a></body></html>\n", sha256(&whl)),
+        )
+        .expect("page");
+    }
+    http::serve_dir(dir).expect("serve")
+}
+
 /// pip and uv: one command, with the index URL the fetcher prints for the
-/// RX 7900 XTX, installs the base wheel and its gfx110X-dgpu device wheels.
+/// RX 7900 XTX, installs the base wheel and its gfx110X-dgpu device wheels; with
+/// an upstream index too (standing in for PyPI, holding the fat wheel and
+/// its dependency six), ours win and six comes from upstream.
 #[test]
 fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, _) = wheel_split(tmp.path());
+    // The fixture's upstream metadata depends on a real PyPI package.
+    let metadata = split.join("generic/kpkg-1.0.dist-info/METADATA");
+    let upstream_md = fs::read_to_string(&metadata).expect("METADATA");
+    fs::write(&metadata, upstream_md.replace("Requires-Python: >=3.8\n", "Requires-Python: >=3.8\nRequires-Dist: six>=1.16\n"))
+        .expect("METADATA");
+    // The fat wheel as upstream has it: everything in one wheel, version
+    // 1.0 (the same tree packaged whole, without the suffix).
+    // (wheel_split's generic tree holds the fat library; the archives
+    // stay out, the database file goes in.)
+    let fat_tree = tmp.path().join("fat");
+    copy_tree(&split.join("generic"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
+    copy_tree(&split.join("gfx110X"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
+    let mut fat_opts = wheel_options();
+    fat_opts.spec.version.suffix.clear();
+    let fat_out = tmp.path().join("fat-out");
+    let fat_wheel = build(&fat_tree, &fat_out, &fat_opts).packages[0].path.clone();
+    assert!(fat_wheel.ends_with("kpkg-1.0-py3-none-linux_x86_64.whl"), "{}", fat_wheel.display());
+    let upstream = upstream_index(&tmp.path().join("upstream"), &fat_wheel);
+    let upstream_url = format!("{}simple/", upstream.root_url());
     let pkgs = tmp.path().join("pkgs");
     build(&split, &pkgs, &wheel_options());
     let repo = tmp.path().join("repo");
@@ -649,7 +920,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
 
     let expect = |listed: &str| {
-        for d in ["kpkg==1.0", "kpkg-device-gfx110x-dgpu==1.0", "kpkg-device-gfx11-generic==1.0"] {
+        for d in ["kpkg==1.0+kpack1", "kpkg-device-gfx110x-dgpu==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1", "six==1.17.0"] {
             assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
         }
         assert!(!listed.contains("gfx90a"), "{listed}");
@@ -657,8 +928,10 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let pip = venv.join("bin/pip");
+    // pip takes the highest version from all indexes: 1.0+kpack1 > 1.0.
     ok(Command::new(&pip)
-        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url", &url, "kpkg"])
+        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url", &upstream_url])
+        .args(["--extra-index-url", &url, "kpkg"])
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     expect(&ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"])));
@@ -673,7 +946,9 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let sp = rocm_kpack_test_support::site_packages(&venv);
     assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e.expect("e").file_name().to_string_lossy().starts_with("kpkg")));
 
-    // uv, the same one command.
+    // uv takes a package from the first index that has it (its default
+    // first-index strategy): ours goes in `--index`, which comes before the
+    // `--default-index`.
     let uv = uv();
     let venv2 = tmp.path().join("venv2");
     ok(Command::new(uv).arg("venv").arg(&venv2).arg("--python").arg("python3"));
@@ -681,10 +956,21 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     ok(Command::new(uv)
         .args(["pip", "install", "--no-cache", "--python"])
         .arg(&py)
-        .args(["--index-url", &url, "kpkg"])
+        .args(["--index", &url, "--default-index", &upstream_url, "kpkg"])
         .env("UV_NO_CONFIG", "1"));
     ok(Command::new(uv).args(["pip", "check", "--python"]).arg(&py));
     expect(&ok(Command::new(uv).args(["pip", "freeze", "--python"]).arg(&py)));
+    // The other way round, uv takes upstream's fat wheel: the order matters.
+    let venv3 = tmp.path().join("venv3");
+    ok(Command::new(uv).arg("venv").arg(&venv3).arg("--python").arg("python3"));
+    let py3 = venv3.join("bin/python");
+    ok(Command::new(uv)
+        .args(["pip", "install", "--no-cache", "--python"])
+        .arg(&py3)
+        .args(["--index", &upstream_url, "--default-index", &url, "kpkg"])
+        .env("UV_NO_CONFIG", "1"));
+    let frozen = ok(Command::new(uv).args(["pip", "freeze", "--python"]).arg(&py3));
+    assert!(frozen.lines().any(|l| l == "kpkg==1.0") && !frozen.contains("device"), "{frozen}");
 
     // The README's pip block as written (the GPU given by the override
     // variable, which detection honours like a real RX 7900 XTX's sysfs).
@@ -698,6 +984,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let o = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &block])
         .env("REPO", server.root_url())
+        .env("PYPI", &upstream_url)
         // The test's store is plain http on 127.0.0.1.
         .env("ROCM_KPACK_ALLOW_HTTP", "1")
         .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100")
@@ -709,7 +996,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .expect("bash");
     let out = text(&o);
     assert!(o.status.success(), "README block `sh pip` failed:\n{block}\n---\n{out}");
-    assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0"), "{out}");
+    assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0+kpack1"), "{out}");
 }
 
 // ------------------------------------------- upgrades from the 2025 families
@@ -718,11 +1005,12 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
 /// `dir/old` with the 2025 family table (`tests/fixtures/specs/
 /// families-2025.toml`, version 5.3.3-4: `librocrand1-gfx90x` carries
 /// gfx900, gfx906, gfx908 and gfx90a), and into `dir/new` with the built-in
-/// table (5.3.3-4+kpack1, sorting above), each with the base-provides rpm.
+/// table (the default suffix: 5.3.3-4+kpack1 and 5.3.3-4.kpack1, sorting
+/// above; the old spec sets `suffix = ""`), each with the base-provides rpm.
 fn family_table_packages(dir: &Path) {
     let old_spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs/families-2025.toml");
     let tree = debian::extracted("librocrand1").expect("extracted");
-    for (name, spec, version) in [("old", Some(&old_spec), "5.3.3-4"), ("new", None, "5.3.3-4+kpack1")] {
+    for (name, spec) in [("old", Some(&old_spec)), ("new", None)] {
         let split = dir.join(format!("{name}-split"));
         let pkgs = dir.join(name);
         let mut c = bins::command("rocm-kpack");
@@ -732,7 +1020,7 @@ fn family_table_packages(dir: &Path) {
         let mut c = bins::command("rocm-kpack");
         c.arg("package")
             .arg(&split)
-            .args(["--name", "librocrand1", "--version", version, "--format", "deb,rpm", "-q", "--out"])
+            .args(["--name", "librocrand1", "--version", "5.3.3-4", "--format", "deb,rpm", "-q", "--out"])
             .arg(&pkgs);
         spec.map(|s| c.arg("--spec").arg(s));
         ok(&mut c);
@@ -761,7 +1049,15 @@ fn gfx9_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
 /// librocrand1, sorted (dpkg's database, or rpm's with `rpm`).
 fn installed_rocrand(root: &Path, rpm: bool) -> Vec<String> {
     let out = if rpm {
-        ok(chroot(root, "mi210").args(["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"]))
+        // The root has dnf but no rpm command: dnf lists `NAME.ARCH EVR REPO`.
+        ok(chroot(root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1*"]))
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let name = f.next()?.rsplit_once('.')?.0;
+                Some(format!("{name} {}\n", f.next()?))
+            })
+            .collect()
     } else {
         ok(chroot(root, "mi210").args(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package} ${Version}\\n"]))
             .lines()
@@ -781,7 +1077,7 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
     for a in archives_below(&root.join("usr")) {
         let inside = format!("/{}", a.strip_prefix(root).expect("below root").display());
         let o = chroot(root, "mi210").args(owner).arg(&inside).output().expect("owner");
-        assert!(o.status.success(), "{inside} belongs to no package: {}", text(&o));
+        assert!(o.status.success() && !o.stdout.is_empty(), "{inside} belongs to no package: {}", text(&o));
         owners.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
     }
     owners
@@ -883,10 +1179,10 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
     dnf(&["clean", "all"]);
     let out = dnf(&["upgrade", "--refresh"]);
     let installed = installed_rocrand(&root, true);
-    assert!(installed.contains(&"librocrand1 5.3.3-4+kpack1".to_string()), "{installed:?}\n{out}");
-    assert!(installed.contains(&"librocrand1-gfx90a 5.3.3-4+kpack1".to_string()), "{installed:?}\n{out}");
+    assert!(installed.contains(&"librocrand1 5.3.3-4.kpack1".to_string()), "{installed:?}\n{out}");
+    assert!(installed.contains(&"librocrand1-gfx90a 5.3.3-4.kpack1".to_string()), "{installed:?}\n{out}");
     assert!(!installed.contains(&"librocrand1-gfx90x 5.3.3-4".to_string()), "{installed:?}\n{out}");
-    assert_archives_owned(&root, &["rpm", "-qf"]);
+    assert_archives_owned(&root, &["dnf", "-q", "repoquery", "--installed", "--whatprovides"]);
     assert!(archives_below(&root.join("usr")).contains(&root.join(KPACK_DIR).join("librocrand_gfx90a.kpack")));
     assert_mi210_loads(&root);
 }

@@ -79,9 +79,19 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
 
     // Generic: the original's fields, files and scripts.
     let generic = DebReader::open(&debs["librocrand1"]).expect("generic");
-    for field in ["Version", "Depends", "Source", "Section", "Maintainer", "Description", "Homepage"] {
+    for field in ["Depends", "Section", "Maintainer", "Description", "Homepage"] {
         assert_eq!(generic.control.get(field), original.control.get(field), "{field}");
     }
+    // Newer than Debian's in dpkg's own ordering (so apt prefers it and
+    // upgrades the fat package to it), older than Debian's next revision;
+    // the source version stays Debian's, as a binNMU says it.
+    assert_eq!(generic.control.get("Version"), Some("5.3.3-4+kpack1"));
+    assert_eq!(generic.control.get("Source"), Some("rocrand (5.3.3-4)"));
+    let newer = |a: &str, b: &str| {
+        Command::new("dpkg").args(["--compare-versions", a, "gt", b]).status().expect("dpkg").success()
+    };
+    assert!(newer("5.3.3-4+kpack1", original.control.get("Version").expect("version")));
+    assert!(newer("5.3.3-5", "5.3.3-4+kpack1"));
     assert_eq!(generic.control.get("Recommends"), Some("rocm-kpack-fetch"));
     for name in ["shlibs", "symbols", "triggers"] {
         let a = original.control_files.iter().find(|f| f.name == name).expect("original file");
@@ -101,10 +111,10 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     ];
     for (name, targets) in expected_targets {
         let d = DebReader::open(&debs[name]).expect("device deb");
-        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
+        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4+kpack1)"));
         assert_eq!(d.control.get("Provides"), Some("librocrand1-device-code"));
         assert_eq!(d.control.get("X-Kpack-Gfx"), Some(targets));
-        assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
+        assert_eq!(d.control.get("Version"), Some("5.3.3-4+kpack1"));
         let expected: Vec<String> = targets.split(' ').map(|t| format!("librocrand_{t}.kpack")).collect();
         assert_eq!(payload_archives(&debs[name]), expected, "{name}");
         ok(Command::new("dpkg-deb").arg("-I").arg(&debs[name]));
@@ -218,7 +228,7 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         .args(["--force-not-root", "-i"])
         .arg(&debs["librocrand1-gfx803"]));
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4)"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4+kpack1)"));
 }
 
 /// rpmlint's E: tags for a package.
@@ -266,16 +276,16 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
             .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
             .collect::<Vec<_>>(),
         [
-            "librocrand1-5.3.3-4.x86_64.rpm",
-            "librocrand1-gfx103x-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx103x-dgpu-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx803-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx80x-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx900-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx906-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx908-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx90a-5.3.3-4.noarch.rpm",
-            "librocrand1-gfx90x-5.3.3-4.noarch.rpm",
+            "librocrand1-5.3.3-4.kpack1.x86_64.rpm",
+            "librocrand1-gfx103x-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx103x-dgpu-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx803-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx80x-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx900-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx906-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx908-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx90a-5.3.3-4.kpack1.noarch.rpm",
+            "librocrand1-gfx90x-5.3.3-4.kpack1.noarch.rpm",
         ]
     );
     let baseline = rpmbuild_baseline(tmp.path());
@@ -284,15 +294,24 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         assert!(k.trim_end().ends_with("digests OK"), "{name}: {k}");
         let info = ok(Command::new("rpm").arg("-qip").arg(path));
         assert!(info.contains(&format!("Name        : {name}\n")), "{info}");
-        assert!(info.contains("Version     : 5.3.3\nRelease     : 4\n"), "{info}");
+        assert!(info.contains("Version     : 5.3.3\nRelease     : 4.kpack1\n"), "{info}");
         let extra: Vec<String> = rpmlint_errors(path).difference(&baseline).cloned().collect();
         assert!(extra.is_empty(), "rpmlint errors in {name} beyond an rpmbuild package's: {extra:?}");
     }
+    // The release suffix is newer in rpm's own ordering than the fat
+    // package's release, older than the next one.
+    let vercmp = |a: &str, b: &str| {
+        ok(Command::new("rpm").args(["--eval", &format!("%{{lua: print(rpm.vercmp(\"{a}\", \"{b}\"))}}")]))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(vercmp("5.3.3-4.kpack1", "5.3.3-4"), "1");
+    assert_eq!(vercmp("5.3.3-4.kpack1", "5.3.3-5"), "-1");
     let dev = &rpms["librocrand1-gfx90a"];
     let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(dev));
-    assert!(req.lines().any(|l| l == "librocrand1 = 5.3.3-4"), "{req}");
+    assert!(req.lines().any(|l| l == "librocrand1 = 5.3.3-4.kpack1"), "{req}");
     let prov = ok(Command::new("rpm").args(["-qp", "--provides"]).arg(dev));
-    for p in ["librocrand1-device-code", "rocm-kpack(gfx90a)", "librocrand1-gfx90a = 5.3.3-4"] {
+    for p in ["librocrand1-device-code", "rocm-kpack(gfx90a)", "librocrand1-gfx90a = 5.3.3-4.kpack1"] {
         assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
     }
     let obs = ok(Command::new("rpm").args(["-qp", "--obsoletes"]).arg(dev));
@@ -348,12 +367,12 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     assert_eq!(
         files,
         [
-            "kpkg-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx103x_dgpu-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
-            "kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl",
+            "kpkg-1.0+kpack1-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx103x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx11_generic-1.0+kpack1-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx90a-1.0+kpack1-py3-none-linux_x86_64.whl",
+            "kpkg_device_gfx94x-1.0+kpack1-py3-none-linux_x86_64.whl",
         ]
     );
     for p in &report.packages {
@@ -368,7 +387,7 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         let record_last = w.members.last().expect("members");
         assert!(record_last.ends_with(".dist-info/RECORD"), "{record_last}");
     }
-    let base = WheelReader::open(&out.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("base");
+    let base = WheelReader::open(&out.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("base");
     let md = &base.metadata;
     assert_eq!(md.get("Requires-Python"), Some(">=3.8"));
     let extras: Vec<&str> = md.get_all("Provides-Extra").collect();
@@ -388,21 +407,21 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         ]
     );
     let reqs: Vec<&str> = md.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x-dgpu\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-all\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx90a==1.0; extra == \"device-gfx90x\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x-dgpu\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-all\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""), "{reqs:?}");
+    assert!(reqs.contains(&"kpkg-device-gfx90a==1.0+kpack1; extra == \"device-gfx90x\""), "{reqs:?}");
     assert!(base.members.contains(&"kpkg/.kpack/kpkg.kpm".to_string()));
-    assert!(base.members.contains(&"kpkg-1.0.dist-info/top_level.txt".to_string()));
+    assert!(base.members.contains(&"kpkg-1.0+kpack1.dist-info/top_level.txt".to_string()));
     assert!(!base.members.iter().any(|m| m.ends_with(".kpack") && m.contains("_gfx")));
 
-    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl"))
+    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl"))
         .expect("device");
     assert_eq!(dev.name(), "kpkg-device-gfx110x-dgpu");
     // The family carries gfx11-generic, whose code is in its own wheel.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
-        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+        ["kpkg==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"]
     );
     // Members outside the dist-info directory.
     let payload = |w: &WheelReader| -> Vec<String> {
@@ -424,14 +443,14 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         archive_bytes,
         fs::read(split.join("gfx110X-dgpu/kpkg/.kpack/kpkg_gfx1101.kpack")).expect("read")
     );
-    let isa = WheelReader::open(&out.join("kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl"))
+    let isa = WheelReader::open(&out.join("kpkg_device_gfx11_generic-1.0+kpack1-py3-none-linux_x86_64.whl"))
         .expect("generic-ISA wheel");
     assert_eq!(isa.name(), "kpkg-device-gfx11-generic");
-    assert_eq!(isa.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
+    assert_eq!(isa.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0+kpack1"]);
     assert_eq!(payload(&isa), ["kpkg/.kpack/kpkg_gfx11-generic.kpack"]);
     // Families without a generic-ISA tree depend on the base wheel only.
-    let dev94 = WheelReader::open(&out.join("kpkg_device_gfx94x-1.0-py3-none-linux_x86_64.whl")).expect("gfx94x");
-    assert_eq!(dev94.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0"]);
+    let dev94 = WheelReader::open(&out.join("kpkg_device_gfx94x-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("gfx94x");
+    assert_eq!(dev94.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0+kpack1"]);
     // Python's zipfile agrees on every entry and its date.
     let py = "import zipfile,sys\nz=zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\nprint(sorted(set(i.date_time for i in z.infolist())))";
     let dates = ok(Command::new("python3").arg("-c").arg(py).arg(out.join(&files[0])));
@@ -469,7 +488,7 @@ fn packaging_is_deterministic() {
     let c = tmp.path().join("c");
     build(&split, &c, &later);
     let sc = snapshot(&c);
-    let deb = "libfixture1_1.0-1_amd64.deb";
+    let deb = "libfixture1_1.0-1+kpack1_amd64.deb";
     assert_ne!(sa[deb], sc[deb]);
     // Other compressions work and are deterministic too.
     for comp in [Compression::Gzip, Compression::Zstd, Compression::None] {
@@ -485,7 +504,7 @@ fn packaging_is_deterministic() {
         assert!(snapshot(&d1) == snapshot(&d2), "{comp:?}");
         let x = tmp.path().join(format!("x{comp:?}"));
         ok(Command::new("dpkg-deb").arg("-x").arg(d1.join(deb)).arg(&x));
-        let k = ok(Command::new("rpm").arg("-K").arg(d1.join("libfixture1-1.0-1.x86_64.rpm")));
+        let k = ok(Command::new("rpm").arg("-K").arg(d1.join("libfixture1-1.0-1.kpack1.x86_64.rpm")));
         assert!(k.contains("digests OK"), "{comp:?}: {k}");
     }
 }
@@ -590,8 +609,8 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     let (split, _) = fixture_split(tmp.path());
     let out = tmp.path().join("out");
     build(&split, &out, &fixture_options(&[Format::Deb, Format::Rpm]));
-    let deb = out.join("libfixture1_1.0-1_amd64.deb");
-    let rpm = out.join("libfixture1-1.0-1.x86_64.rpm");
+    let deb = out.join("libfixture1_1.0-1+kpack1_amd64.deb");
+    let rpm = out.join("libfixture1-1.0-1.kpack1.x86_64.rpm");
 
     // Truncated deb, garbage deb.
     let t = tmp.path().join("trunc.deb");
@@ -699,7 +718,7 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     build(&wsplit, &wout, &wheel_options());
     let dest = tmp.path().join("x6");
     fs::create_dir_all(&dest).expect("mkdir");
-    WheelReader::open(&wout.join("kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl"))
+    WheelReader::open(&wout.join("kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl"))
         .expect("open")
         .extract(&dest)
         .expect("extract wheel");
@@ -752,6 +771,8 @@ rpm_device = "{name}-kpack-{group_lower}"
 maintainer = "Spec Maintainer <spec@example.org>"
 [fetch]
 source_url = "https://example.org/kpack/"
+[version]
+suffix = "site.2"
 "#,
     )
     .expect("spec");
@@ -763,12 +784,17 @@ source_url = "https://example.org/kpack/"
     // The generic-ISA package the family depends on follows the template too.
     assert_eq!(
         dev.control.get("Depends"),
-        Some("libfixture1 (= 1.0-1), libfixture1-kpack-gfx11-generic (= 1.0-1)")
+        Some("libfixture1 (= 1.0-1+site.2), libfixture1-kpack-gfx11-generic (= 1.0-1+site.2)")
     );
     assert!(debs.contains_key("libfixture1-kpack-gfx11-generic"), "{:?}", debs.keys());
     assert_eq!(dev.control.get("Maintainer"), Some("Spec Maintainer <spec@example.org>"));
     let rpms = by_name(&report, Format::Rpm);
     assert!(rpms.contains_key("libfixture1-kpack-gfx90a"), "{:?}", rpms.keys());
+    // The spec's version suffix: rpm's release, which the device rpm pins.
+    let rel = ok(Command::new("rpm").args(["-qp", "--qf", "%{RELEASE}"]).arg(&rpms["libfixture1"]));
+    assert_eq!(rel, "1.site.2");
+    let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(&rpms["libfixture1-kpack-gfx90a"]));
+    assert!(req.lines().any(|l| l == "libfixture1 = 1.0-1.site.2"), "{req}");
     // The generic packages tell the fetcher where the archives are.
     let x = tmp.path().join("x");
     ok(Command::new("dpkg-deb").arg("-x").arg(&debs["libfixture1"]).arg(&x));
@@ -789,8 +815,8 @@ source_url = "https://example.org/kpack/"
     .expect("spec");
     let wout = tmp.path().join("wout");
     build(&wsplit, &wout, &wopts);
-    let base = WheelReader::open(&wout.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("wheel");
+    let base = WheelReader::open(&wout.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("wheel");
     let reqs: Vec<&str> = base.metadata.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-gpu-gfx110x-dgpu==1.0; extra == \"gpu-gfx110x-dgpu\""), "{reqs:?}");
-    assert!(wout.join("kpkg_gpu_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl").is_file());
+    assert!(reqs.contains(&"kpkg-gpu-gfx110x-dgpu==1.0+kpack1; extra == \"gpu-gfx110x-dgpu\""), "{reqs:?}");
+    assert!(wout.join("kpkg_gpu_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl").is_file());
 }

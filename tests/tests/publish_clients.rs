@@ -67,7 +67,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
         .find(|s| s.get("Package") == Some("libfixture1-gfx110x-dgpu"))
         .expect("device stanza");
     assert_eq!(dev.get("X-Kpack-Gfx"), Some("gfx1100 gfx1101"));
-    assert_eq!(dev.get("Depends"), Some("libfixture1 (= 1.0-1), libfixture1-gfx11-generic (= 1.0-1)"));
+    assert_eq!(dev.get("Depends"), Some("libfixture1 (= 1.0-1+kpack1), libfixture1-gfx11-generic (= 1.0-1+kpack1)"));
     let isa = stanzas
         .iter()
         .find(|s| s.get("Package") == Some("libfixture1-gfx11-generic"))
@@ -78,7 +78,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
     );
     assert_eq!(
         dev.get("Filename"),
-        Some("pool/main/libf/libfixture1/libfixture1-gfx110x-dgpu_1.0-1_amd64.deb")
+        Some("pool/main/libf/libfixture1/libfixture1-gfx110x-dgpu_1.0-1+kpack1_amd64.deb")
     );
     assert_eq!(
         sha256(&repo.join(dev.get("Filename").expect("filename"))),
@@ -112,7 +112,7 @@ fn apt_installs_the_device_package_and_pulls_in_the_generic_one() {
         assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file(), "{}", path.display());
         assert!(Archive::open(&path).expect("archive").has_arch(arch));
     }
-    assert!(server.requests().iter().any(|r| r.path.ends_with("libfixture1-gfx110x-dgpu_1.0-1_amd64.deb") && r.status == 200));
+    assert!(server.requests().iter().any(|r| r.path.ends_with("libfixture1-gfx110x-dgpu_1.0-1+kpack1_amd64.deb") && r.status == 200));
 }
 
 #[test]
@@ -131,8 +131,8 @@ fn dnf_installs_generic_and_device_rpms_from_a_published_repo() {
         },
     );
     assert_eq!(report.rpms, 9);
-    assert!(repo.join("x86_64/libfixture1-1.0-1.x86_64.rpm").is_file());
-    assert!(repo.join("noarch/libfixture1-gfx110x-dgpu-1.0-1.noarch.rpm").is_file());
+    assert!(repo.join("x86_64/libfixture1-1.0-1.kpack1.x86_64.rpm").is_file());
+    assert!(repo.join("noarch/libfixture1-gfx110x-dgpu-1.0-1.kpack1.noarch.rpm").is_file());
     let repomd = fs::read_to_string(repo.join("repodata/repomd.xml")).expect("repomd");
     for kind in ["primary", "filelists", "other"] {
         assert!(repomd.contains(&format!("<data type=\"{kind}\">")), "{repomd}");
@@ -192,7 +192,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     );
     assert_eq!(report.wheels, 6);
     let page = fs::read_to_string(repo.join("simple/kpkg-device-gfx110x-dgpu/index.html")).expect("page");
-    let whl = "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl";
+    let whl = "kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl";
     let sha = sha256(&repo.join("files").join(whl));
     assert!(page.contains(&format!("href=\"../../files/{whl}#sha256={sha}\"")), "{page}");
     assert!(page.contains("data-requires-python=\"&gt;=3.8\""), "{page}");
@@ -210,7 +210,7 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     )
     .expect("parse");
     assert_eq!(json["meta"]["api-version"], "1.1");
-    assert_eq!(json["files"][0]["filename"], "kpkg-1.0-py3-none-linux_x86_64.whl");
+    assert_eq!(json["files"][0]["filename"], "kpkg-1.0+kpack1-py3-none-linux_x86_64.whl");
     assert_eq!(json["files"][0]["requires-python"], ">=3.8");
 
     let server = http::serve_dir(&repo).expect("serve");
@@ -225,8 +225,8 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
-    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x-dgpu==1.0"), "{listed}");
-    assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
+    assert!(listed.contains("kpkg==1.0+kpack1") && listed.contains("kpkg-device-gfx110x-dgpu==1.0+kpack1"), "{listed}");
+    assert!(listed.contains("kpkg-device-gfx11-generic==1.0+kpack1"), "{listed}");
     assert!(!listed.contains("gfx90a"), "{listed}");
     let out = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
@@ -297,11 +297,12 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     let archives = index["archives"].as_array().expect("archives");
     assert!(archives.iter().all(|a| a["encoding"] == "identity"), "archives are stored as they are");
     assert_eq!(archives.len(), report.archives);
-    // One entry per processor or generic ISA. libfixture: gfx90a,
-    // gfx1030, gfx1100, gfx1101, gfx942 and gfx11-generic from debs+rpms
-    // (same bytes: one entry each, both packages listed) + 1 loose; kpkg:
-    // the same 6 from wheels.
-    assert_eq!(archives.len(), 13);
+    // One entry per processor or generic ISA and version. libfixture:
+    // gfx90a, gfx1030, gfx1100, gfx1101, gfx942 and gfx11-generic from the
+    // debs (1.0-1+kpack1) and from the rpms (1.0-1.kpack1: each ecosystem
+    // spells the split version its own way) + 1 loose; kpkg: the same 6
+    // from wheels.
+    assert_eq!(archives.len(), 19);
     for a in archives {
         let p = repo.join(a["path"].as_str().expect("path"));
         assert_eq!(sha256(&p), a["sha256"].as_str().expect("sha"));
@@ -310,18 +311,23 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     }
     // A processor's archive: its family is the group (the archive
     // header's `gfx_arch_family`), it serves that processor alone.
-    let gfx1101 = archives
-        .iter()
-        .find(|a| a["component"] == "libfixture" && a["filename"] == "libfixture_gfx1101.kpack")
-        .expect("libfixture gfx1101");
-    assert_eq!(gfx1101["group"], "gfx110X-dgpu");
-    assert_eq!(gfx1101["arches"], serde_json::json!(["gfx1101"]));
-    assert_eq!(gfx1101["version"], "1.0-1");
-    assert_eq!(gfx1101["targets"], serde_json::json!(["gfx1101"]));
-    assert_eq!(
-        gfx1101["packages"],
-        serde_json::json!(["libfixture1-gfx110x-dgpu-1.0-1.noarch.rpm", "libfixture1-gfx110x-dgpu_1.0-1_amd64.deb"])
-    );
+    let gfx1101 = |version: &str| {
+        archives
+            .iter()
+            .find(|a| a["component"] == "libfixture" && a["filename"] == "libfixture_gfx1101.kpack" && a["version"] == version)
+            .unwrap_or_else(|| panic!("libfixture gfx1101 {version}"))
+    };
+    for (version, package) in [
+        ("1.0-1+kpack1", "libfixture1-gfx110x-dgpu_1.0-1+kpack1_amd64.deb"),
+        ("1.0-1.kpack1", "libfixture1-gfx110x-dgpu-1.0-1.kpack1.noarch.rpm"),
+    ] {
+        let e = gfx1101(version);
+        assert_eq!(e["group"], "gfx110X-dgpu");
+        assert_eq!(e["arches"], serde_json::json!(["gfx1101"]));
+        assert_eq!(e["targets"], serde_json::json!(["gfx1101"]));
+        assert_eq!(e["packages"], serde_json::json!([package]));
+        assert_eq!(e["sha256"], gfx1101("1.0-1+kpack1")["sha256"], "same bytes in both formats");
+    }
     let gfx90a = archives
         .iter()
         .find(|a| a["filename"] == "libfixture_gfx90a.kpack" && !a["version"].is_null())
@@ -342,14 +348,14 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
         .find(|a| a["component"] == "kpkg" && a["group"] == "gfx11-generic")
         .expect("kpkg gfx11-generic");
     assert_eq!(wheel_entry["filename"], "kpkg_gfx11-generic.kpack");
-    assert_eq!(wheel_entry["version"], "1.0");
+    assert_eq!(wheel_entry["version"], "1.0+kpack1");
     assert_eq!(
         wheel_entry["targets"],
         serde_json::json!(["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"])
     );
     assert_eq!(
         wheel_entry["packages"],
-        serde_json::json!(["kpkg_device_gfx11_generic-1.0-py3-none-linux_x86_64.whl"])
+        serde_json::json!(["kpkg_device_gfx11_generic-1.0+kpack1-py3-none-linux_x86_64.whl"])
     );
     let by_hash: Vec<_> = fs::read_dir(repo.join("by-hash/sha256")).expect("by-hash").collect();
     assert_eq!(by_hash.len(), 12, "one file per distinct archive");
@@ -378,7 +384,7 @@ fn publishing_is_deterministic_and_replaces_previous_output() {
     assert!(sa == snapshot(&b), "two publishes differ");
     // Rerun over the old output, after a package disappeared: replaced,
     // nothing stale left.
-    fs::remove_file(pkgs.join("libfixture1-gfx90x_1.0-1_amd64.deb")).expect("the transitional deb");
+    fs::remove_file(pkgs.join("libfixture1-gfx90x_1.0-1+kpack1_amd64.deb")).expect("the transitional deb");
     publish_ok(&pkgs, &a, &opts);
     let sa2 = snapshot(&a);
     assert!(!sa2.keys().any(|k| k.contains("libfixture1-gfx90x_")), "stale deb kept");
@@ -488,9 +494,9 @@ fn corrupt_packages_stop_publishing_without_touching_the_repository() {
     let (wsplit, _) = wheel_split(tmp.path());
     let wheels = tmp.path().join("wheels");
     build(&wsplit, &wheels, &wheel_options());
-    let good = WheelReader::open(&wheels.join("kpkg-1.0-py3-none-linux_x86_64.whl")).expect("wheel");
+    let good = WheelReader::open(&wheels.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("wheel");
     // Same members, but RECORD claims another size for __init__.py.
-    let bad = pkgs.join("kpkg-1.0-py3-none-linux_x86_64.whl");
+    let bad = pkgs.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl");
     let mut z = ZipWriter::new(fs::File::create(&bad).expect("create"), 0);
     good.for_each_file(|name, mode, _, data| {
         let mut v = Vec::new();
@@ -509,7 +515,7 @@ fn corrupt_packages_stop_publishing_without_touching_the_repository() {
     z.finish().expect("zip");
     let err = publish(&pkgs, &repo, &PublishOptions::default()).expect_err("bad wheel");
     let msg = chain(&err);
-    assert!(msg.contains("kpkg-1.0-py3-none-linux_x86_64.whl"), "{msg}");
+    assert!(msg.contains("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl"), "{msg}");
     assert!(before == snapshot(&repo));
     // A package directory inside the output is refused.
     let inside = repo.join("incoming");

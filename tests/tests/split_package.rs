@@ -114,19 +114,24 @@ fn librocrand_deb_splits_installs_and_loads() {
         .collect();
     files.sort();
     assert_eq!(ls(&out), files);
-    assert!(files.contains(&"librocrand1_5.3.3-4_amd64.deb".to_string()));
+    // The split packages are newer than Debian's (docs/packaging.md "Versions").
+    assert!(files.contains(&"librocrand1_5.3.3-4+kpack1_amd64.deb".to_string()));
 
-    // Generic: same version, same Depends, original description.
+    // Generic: the version with the suffix, the source version Debian's
+    // (as a binNMU says it), same Depends, original description.
     let orig = DebReader::open(&deb).expect("original");
     let generic = DebReader::open(&by_name(&r, "librocrand1").path).expect("generic");
-    for f in ["Package", "Version", "Depends", "Description", "Maintainer", "Source", "Multi-Arch"] {
+    for f in ["Package", "Depends", "Description", "Maintainer", "Multi-Arch"] {
         assert_eq!(generic.control.get(f), orig.control.get(f), "{f}");
     }
+    assert_eq!(generic.control.get("Version"), Some("5.3.3-4+kpack1"));
+    assert_eq!(generic.control.get("Source"), Some("rocrand (5.3.3-4)"));
     for g in ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx103x-dgpu"] {
         let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
         // Debian's build has no generic-ISA code: nothing else to depend on.
-        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4)"));
-        assert_eq!(d.control.get("Version"), Some("5.3.3-4"));
+        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4+kpack1)"));
+        assert_eq!(d.control.get("Version"), Some("5.3.3-4+kpack1"));
+        assert_eq!(d.control.get("Source"), Some("rocrand (5.3.3-4)"));
     }
     // Packages of the 2025 families: files move over (Replaces, Breaks),
     // and a transitional package of the old name pulls in the new ones.
@@ -249,7 +254,7 @@ fn librocrand_rpm_round_trip() {
     let split = tmp.path().join("fat");
     copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
     let fat_dir = tmp.path().join("fatpkg");
-    let made = package(&split, &fat_dir, &rocrand_options(&[Format::Rpm])).expect("fat rpm");
+    let made = package(&split, &fat_dir, &distribution_options(&[Format::Rpm])).expect("fat rpm");
     let fat_rpm = made.packages.first().expect("rpm").path.clone();
     let out = tmp.path().join("out");
     let r = split_ok(&fat_rpm, &out);
@@ -257,7 +262,8 @@ fn librocrand_rpm_round_trip() {
     assert_eq!(names(&r), ROCRAND_PACKAGES);
     let orig = RpmReader::open(&fat_rpm).expect("fat");
     let g = RpmReader::open(&by_name(&r, "librocrand1").path).expect("generic");
-    assert_eq!((g.version(), g.release()), (orig.version(), orig.release()));
+    assert_eq!((g.version(), g.release()), (orig.version(), "4.kpack1"));
+    assert_eq!(orig.release(), "4");
     let dep_names = |r: &RpmReader| {
         let mut v: Vec<String> = r.requires().iter().map(|d| d.name.clone()).filter(|n| !n.starts_with("rpmlib(")).collect();
         v.sort();
@@ -373,6 +379,8 @@ fn kpkg_files() -> Vec<(String, Vec<u8>)> {
 }
 
 const KPKG_WHL: &str = "kpkg-1.0-py3-none-linux_x86_64.whl";
+/// What KPKG_WHL's split wheels are versioned (the PEP 440 local suffix).
+const KPKG_SPLIT_VERSION: &str = "1.0+kpack1";
 
 
 #[test]
@@ -426,7 +434,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     // The family's wheel pulls in the generic-ISA wheel it carries.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
-        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+        ["kpkg==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"]
     );
     let generic_isa = WheelReader::open(&by_name(&r, "kpkg-device-gfx11-generic").path).expect("device");
     assert!(
@@ -468,8 +476,9 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
-    assert!(listed.contains("kpkg==1.0") && listed.contains("kpkg-device-gfx110x-dgpu==1.0"), "{listed}");
-    assert!(listed.contains("kpkg-device-gfx11-generic==1.0"), "{listed}");
+    let v = KPKG_SPLIT_VERSION;
+    assert!(listed.contains(&format!("kpkg=={v}")) && listed.contains(&format!("kpkg-device-gfx110x-dgpu=={v}")), "{listed}");
+    assert!(listed.contains(&format!("kpkg-device-gfx11-generic=={v}")), "{listed}");
     assert!(!listed.contains("gfx90a"), "{listed}");
     let printed = ok(Command::new(venv.join("bin/python"))
         .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
@@ -711,7 +720,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     assert_eq!(SplitPackageOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
     let lib_out = tmp.path().join("lib-out");
     split_package(&whl, &lib_out, &SplitPackageOptions::default()).unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let dev = "kpkg_device_gfx110x_dgpu-1.0-py3-none-linux_x86_64.whl";
+    let dev = "kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl";
     assert_eq!(sha256(&out.join(dev)), sha256(&lib_out.join(dev)));
     let fast = tmp.path().join("fast");
     let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")

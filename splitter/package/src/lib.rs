@@ -52,7 +52,7 @@ use std::fs::{self, File};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_pkgspec::{NameKind, Spec};
+use rocm_kpack_pkgspec::{NameKind, Spec, Versioning};
 use serde::Serialize;
 
 pub use error::PackageError;
@@ -472,6 +472,25 @@ fn version_for_file(version: &str) -> &str {
 
 // ---------------------------------------------------------------- deb
 
+/// The metadata of the split debs: the version with the spec's suffix
+/// (pkgspec `version`), and `Source: <name> (<input version>)` when that
+/// differs from the binary version, as binNMUs say it, so the source
+/// version stays the input's.
+fn deb_meta(meta: &PackageMeta, versioning: &Versioning) -> Result<PackageMeta, PackageError> {
+    let version = versioning
+        .deb(&meta.version)
+        .map_err(PackageError::Invalid)?;
+    let mut out = meta.clone();
+    if version != meta.version {
+        let source = meta.source.as_deref().unwrap_or(&meta.name).trim();
+        if !source.contains('(') {
+            out.source = Some(format!("{source} ({})", meta.version));
+        }
+    }
+    out.version = version;
+    Ok(out)
+}
+
 fn generic_deb_control(
     meta: &PackageMeta,
     name: &str,
@@ -504,6 +523,9 @@ fn generic_deb_control(
     } else {
         let mut c = meta.deb.control.clone();
         c.set("Package", name.to_string());
+        if let Some(s) = &meta.source {
+            c.set_before("Source", s.clone(), "Version");
+        }
         c.set("Version", meta.version.clone());
         c
     };
@@ -708,6 +730,7 @@ fn build_debs(
     out_dir: &Path,
     pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
+    let meta = &deb_meta(meta, &opts.spec.version)?;
     let arch = &meta.architecture;
     let ver = version_for_file(&meta.version);
     let deb_name_ok = |n: &str| {
@@ -846,10 +869,14 @@ fn build_debs(
 
 // ---------------------------------------------------------------- rpm
 
-/// rpm (epoch, version, release) for package metadata: the Debian epoch
+/// rpm (epoch, version, release) of the split packages: the Debian epoch
 /// and revision become rpm's unless the metadata sets them; `-` left in
-/// the upstream version becomes `_`.
-pub fn rpm_evr(meta: &PackageMeta) -> (Option<u32>, String, String) {
+/// the upstream version becomes `_`; the release gets the spec's suffix
+/// (pkgspec `version`: `4` -> `4.kpack1`, newer in rpm's ordering).
+pub fn rpm_evr(
+    meta: &PackageMeta,
+    versioning: &Versioning,
+) -> Result<(Option<u32>, String, String), PackageError> {
     let (epoch, version, revision) = rpm::split_evr(&meta.version);
     let epoch = meta.rpm.epoch.or_else(|| epoch.and_then(|e| e.parse().ok()));
     let release = meta
@@ -858,11 +885,14 @@ pub fn rpm_evr(meta: &PackageMeta) -> (Option<u32>, String, String) {
         .clone()
         .or_else(|| revision.map(str::to_string))
         .unwrap_or_else(|| "1".into());
-    (epoch, version.replace('-', "_"), release.replace('-', "_"))
+    let release = versioning
+        .rpm_release(&release.replace('-', "_"))
+        .map_err(PackageError::Invalid)?;
+    Ok((epoch, version.replace('-', "_"), release))
 }
 
 fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSpec, PackageError> {
-    let (epoch, version, release) = rpm_evr(meta);
+    let (epoch, version, release) = rpm_evr(meta, &opts.spec.version)?;
     let source = meta
         .source
         .as_deref()
@@ -1085,7 +1115,11 @@ fn build_wheels(
     });
     let naming_t = &opts.spec.naming;
     let dist = naming::generic(naming_t, NameKind::WheelGeneric, &base);
-    let version = meta.version.clone();
+    let version = opts
+        .spec
+        .version
+        .wheel(&meta.version)
+        .map_err(PackageError::Invalid)?;
     let tags: Vec<String> = if !meta.wheel.tags.is_empty() {
         meta.wheel.tags.clone()
     } else if let Some(w) = &src.wheel {

@@ -8,7 +8,7 @@
 //!
 //! ```toml
 //! name = "librocrand1"
-//! version = "5.3.3-4"            # copied exactly; rpm splits it (see RpmMeta)
+//! version = "5.3.3-4"            # the input's; packages add the spec's suffix (rocm_kpack_pkgspec::version)
 //! architecture = "amd64"         # Debian spelling; rpm maps it (x86_64)
 //! maintainer = "ROCm Team <rocm@example.org>"
 //! summary = "one line"
@@ -257,7 +257,8 @@ pub struct WheelMeta {
 pub struct PackageMeta {
     /// Package name (deb/rpm), the generic package's name.
     pub name: String,
-    /// Version, copied exactly from the input package.
+    /// Version of the input package (the packages written get the spec's
+    /// suffix, rocm_kpack_pkgspec::version).
     pub version: String,
     /// Debian architecture (`amd64`, `arm64`, `all`).
     pub architecture: String,

@@ -325,7 +325,7 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     )?;
 
     // 4. The user installs the generic package only.
-    let generic_deb = find_package(&work.split, &format!("{DEB_NAME}_{VERSION}_"))?;
+    let generic_deb = find_package(&work.split, &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?))?;
     report.step(
         "install the generic (host-only) package into a throwaway root",
         &format!("dpkg --root={} --force-not-root -i {}", work.install_root.display(), generic_deb.display()),
@@ -497,6 +497,7 @@ fn cached_librocrand() -> Option<PathBuf> {
 /// "Package naming", so apt downloads them too).
 fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[String]) -> anyhow::Result<String> {
     let spec = rocm_kpack_pkgspec::Spec::builtin();
+    let version = &split_deb_version(version)?;
     let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
     let (fat_dl, fat_inst) = sizes(fat)?;
     let (gen_dl, gen_inst) = sizes(&find_package(split, &format!("{name}_{version}_"))?)?;
@@ -537,7 +538,7 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
 /// device code has in the fat package, with the same figures measured on a
 /// real library for comparison.
 fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
-    let generic = find_package(&work.split, &format!("{DEB_NAME}_{VERSION}_"))?;
+    let generic = find_package(&work.split, &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?))?;
     let state_path = work.install_root.join(PREFIX).join(".kpack/.rocm-kpack-fetch-state.json");
     let state: serde_json::Value = serde_json::from_str(&fs::read_to_string(&state_path)?)?;
     let index: serde_json::Value = serde_json::from_str(&fs::read_to_string(work.repo.join("index.json"))?)?;
@@ -697,6 +698,12 @@ fn source_date_epoch() -> anyhow::Result<u64> {
 }
 
 /// The one package in `dir` whose file name starts with `prefix`.
+/// The version of the split debs of a fat deb at `version` (the built-in
+/// spec's suffix, as the demo splits with it).
+fn split_deb_version(version: &str) -> anyhow::Result<String> {
+    rocm_kpack_pkgspec::Spec::builtin().version.deb(version).map_err(anyhow::Error::msg)
+}
+
 fn find_package(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
     let mut found = Vec::new();
     for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {

@@ -172,6 +172,15 @@ pub fn rocrand_options(formats: &[Format]) -> PackageOptions {
     o
 }
 
+/// Options that build a fat package as the distribution ships it: the
+/// input's version unchanged (`[version] suffix = ""`), for tests that need
+/// the distribution's package in a format Debian does not ship.
+pub fn distribution_options(formats: &[Format]) -> PackageOptions {
+    let mut o = rocrand_options(formats);
+    o.spec.version.suffix.clear();
+    o
+}
+
 /// A small split directory from the clang19 `libfixture.so` in a
 /// Debian-style layout (`usr/lib/x86_64-linux-gnu`, symlink chain, doc dir).
 pub fn fixture_split(dir: &Path) -> (PathBuf, Vec<String>) {

@@ -8,18 +8,18 @@
 //!                   "targets": ["gfx90a"],
 //!                   "arches": ["gfx90a:xnack+", "gfx90a:xnack-"],
 //!                   "filename": "librocrand_gfx90a.kpack",
-//!                   "version": "5.3.3-4",          // null for loose archives
+//!                   "version": "5.3.3-4+kpack1",   // null for loose archives
 //!                   "size": 123, "sha256": "<hex>", "encoding": "identity",
 //!                   "path": "by-hash/sha256/<hex>",
-//!                   "packages": ["librocrand1-gfx90a_5.3.3-4_amd64.deb"] } ],
+//!                   "packages": ["librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb"] } ],
 //!   "database_files": [ { "component": "librocblas", "family": "gfx90a",
 //!                   "architectures": ["gfx90a"],
 //!                   "install_path": "rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
-//!                   "version": "5.5.1+dfsg-7",
+//!                   "version": "5.5.1+dfsg-7+kpack1",
 //!                   "size": 395981312, "sha256": "<hex of the installed bytes>",
 //!                   "encoding": "zstd", "stored_size": 9603211,
 //!                   "path": "by-hash/sha256/<hex>.zst",
-//!                   "packages": ["librocblas0-gfx90a_5.5.1+dfsg-7_amd64.deb"] } ] }
+//!                   "packages": ["librocblas0-gfx90a_5.5.1+dfsg-7+kpack1_amd64.deb"] } ] }
 //! ```
 //!
 //! Database files are the files the packages' `.kpm` manifests list under
