@@ -290,6 +290,11 @@ pub struct ListArgs {
 /// `verify` options.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The targets whose archives trees without a .kpm must hold (the
+    /// loader's search through each host binary's marker); detected
+    /// unless --target is given, none checked without a GPU.
+    #[command(flatten)]
+    pub targets: TargetArgs,
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,

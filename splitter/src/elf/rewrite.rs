@@ -28,7 +28,7 @@ pub use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 /// Size of one `__CudaFatBinaryWrapper`.
 pub const WRAPPER_SIZE: u64 = rocm_kpack_format::wrapper::WRAPPER_SIZE as u64;
 /// The name of the marker section.
-pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+pub const MARKER_SECTION: &str = rocm_kpack_format::marker::ELF_SECTION;
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
 
