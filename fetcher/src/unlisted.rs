@@ -13,11 +13,16 @@
 //! database or our naming rule can tell, the device package that provides
 //! it (docs/packaging.md, "Trees without a `.kpm`").
 //!
-//! Where host binaries are looked for: below the directory holding each
-//! `.kpack` directory that has no manifest, and below each `--prefix`, up
-//! to [`DEPTH`] directory levels (`lib/`, `lib/x86_64-linux-gnu/`), skipping
-//! hidden directories and never following a symlink. A binary whose marker
-//! names a `.kpm` that exists is left to the manifest checks.
+//! Where host binaries are looked for: in the directories where `.kpack`
+//! directories are looked for ([`ScanConfig::bases`]: `/opt/rocm*` and two
+//! levels below, `/usr/lib` and one level below, site-packages, each
+//! `--prefix`), whether or not one is there (a host package installed
+//! without its device package has none), and below the directory holding
+//! each `.kpack` directory that has no manifest, up to [`DEPTH`] levels
+//! (`lib/`, `lib/x86_64-linux-gnu/`). Hidden directories are skipped and
+//! no symlink is followed; only ELF files are read past their first bytes.
+//! A binary whose marker names a `.kpm` that exists is left to the
+//! manifest checks.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -134,26 +139,29 @@ pub fn marked_binaries(
     config: &ScanConfig,
     warnings: &mut Vec<String>,
 ) -> Vec<MarkedBinary> {
+    // (directory, levels below it).
     let mut prefixes = BTreeSet::new();
     for dir in &scan.kpack_dirs {
         if !scan.manifests.iter().any(|m| &m.kpack_dir == dir) {
             if let Some(parent) = dir.parent() {
-                prefixes.insert(parent.to_path_buf());
+                prefixes.insert((parent.to_path_buf(), DEPTH));
             }
         }
     }
-    for p in &config.prefixes {
-        let p = if p.file_name().is_some_and(|n| n == KPACK_DIR) {
-            p.parent().unwrap_or(p)
+    for (base, depth) in config.bases() {
+        let base = if base.file_name().is_some_and(|n| n == KPACK_DIR) {
+            base.parent().map(Path::to_path_buf).unwrap_or(base)
         } else {
-            p
+            base
         };
-        prefixes.insert(fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+        if base.is_dir() {
+            prefixes.insert((fs::canonicalize(&base).unwrap_or(base), depth));
+        }
     }
     let mut files = Vec::new();
-    for prefix in &prefixes {
+    for (prefix, depth) in &prefixes {
         let before = files.len();
-        collect_files(prefix, DEPTH, &mut files, before + MAX_FILES);
+        collect_files(prefix, *depth, &mut files, before + MAX_FILES);
         if files.len() >= before + MAX_FILES {
             warnings.push(format!(
                 "{}: stopped looking for host binaries after {MAX_FILES} files; pass --prefix for the package's own tree",
@@ -174,7 +182,7 @@ pub fn marked_binaries(
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
                 Err(e) => {
-                    warnings.push(format!("cannot read the marker of {}: {e}", path.display()));
+                    warnings.push(format!("cannot read a marker: {e}"));
                     continue;
                 }
             },
