@@ -17,7 +17,7 @@ use std::process::Command;
 
 use rocm_kpack::select::may_load;
 use rocm_kpack_format::archive::Archive;
-use rocm_kpack_format::layout::KPACK_DIR;
+use rocm_kpack_format::layout::{archive_file_name, GFXARCH_PLACEHOLDER, KPACK_DIR};
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Spec};
 use rocm_kpack_test_support::{fixtures, gfxarch};
@@ -157,7 +157,8 @@ fn reference_tree_status_follows_the_markers() {
                 removed.iter().any(|gone| searched.iter().any(|s| Path::new(s).file_name() == gone.file_name())),
                 "{machine} {t}: the search names a removed archive ({removed:?}): {searched:?}"
             );
-            let candidates = gfxarch::candidates(&format!("{}/{KPACK_DIR}/libfixture_@GFXARCH@.kpack", env.root.join(PREFIX).display()), &target(&m["target"]));
+            let pattern = env.root.join(PREFIX).join(KPACK_DIR).join(archive_file_name("libfixture", GFXARCH_PLACEHOLDER));
+            let candidates = gfxarch::candidates(&pattern.to_string_lossy(), &target(&m["target"]));
             for c in candidates {
                 assert!(
                     searched.iter().any(|s| Path::new(s).file_name() == Path::new(&c).file_name()),
