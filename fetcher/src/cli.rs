@@ -61,14 +61,18 @@ pub enum Command {
     /// packages' manifests (.kpm) list for the local GPU targets.
     #[command(after_help = install_help())]
     Install(InstallArgs),
-    /// Show, per installed manifest, whether the local targets are covered
-    /// (exit 4 when archives are missing, 3 without a GPU).
+    /// Show, per installed manifest, whether the local targets are covered,
+    /// and for host binaries without a .kpm (AMD's reference layout) which
+    /// archives the loader would not find through their markers (exit 4
+    /// when device code is missing, 3 without a GPU).
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Status(StatusArgs),
     /// List the archives of every installed manifest and who installed them.
     #[command(after_help = exit_codes(&[Success, Failure, Usage]))]
     List(ListArgs),
-    /// Re-hash installed archives against their manifests (exit 4 on problems).
+    /// Re-hash installed archives against their manifests; with targets,
+    /// also check host binaries without a .kpm as status does (exit 4 on
+    /// problems).
     #[command(after_help = exit_codes(&[Success, Failure, Usage, Problems]))]
     Verify(VerifyArgs),
     /// Remove archives rocm-kpack-fetch installed, by component or file
@@ -80,7 +84,8 @@ pub enum Command {
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
     Gc(GcArgs),
     /// Check that device code can be used here: driver, /dev/kfd, container,
-    /// and every local target covered for every installed manifest.
+    /// and every local target covered for every installed manifest and
+    /// every host binary without a .kpm.
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
     Doctor(DoctorArgs),
     /// Run by the package hooks after a transaction that installed or
@@ -290,6 +295,11 @@ pub struct ListArgs {
 /// `verify` options.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The targets whose archives trees without a .kpm must hold (the
+    /// loader's search through each host binary's marker); detected
+    /// unless --target is given, none checked without a GPU.
+    #[command(flatten)]
+    pub targets: TargetArgs,
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,

@@ -28,3 +28,4 @@ pub mod progress;
 pub mod resolve;
 pub mod sources;
 pub mod state;
+pub mod unlisted;

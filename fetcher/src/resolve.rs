@@ -98,7 +98,7 @@ pub struct Scan {
 
 impl ScanConfig {
     /// Search bases and how many directory levels below each to look.
-    fn bases(&self) -> Vec<(PathBuf, u32)> {
+    pub fn bases(&self) -> Vec<(PathBuf, u32)> {
         let mut bases = Vec::new();
         if self.default_prefixes {
             let under = |p: &str| self.root.join(p.trim_start_matches('/'));

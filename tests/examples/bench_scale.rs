@@ -7,11 +7,15 @@
 //! RSS, bytes in and out, the split/zstd ratio and the 1 -> N speedup.
 //!
 //! ```text
-//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--level N] [--no-jobs1] [--no-budget-run] [--before BIN] [--kpack BIN]
+//! cargo run --release -p rocm-kpack-tests --example bench_scale -- INPUT... [--level N] [--repeat N] [--no-jobs1] [--no-budget-run] [--before BIN] [--kpack BIN]
 //! ```
 //! INPUT is a path or one of `ccob` (the >= 1 GB many-bundle CCOB library,
-//! built by clang-19 once and cached), `librocsparse0`, `librocsolver0`
-//! (Debian packages, fetched, pinned and cached like the test data).
+//! built by clang-19 once and cached), `ccob-half` (the same with half the
+//! bundles), `librocsparse0`, `librocsolver0` (Debian packages, fetched,
+//! pinned and cached like the test data). With both `ccob-half` and `ccob`,
+//! the last line is the time ratio for twice the input (goal <= 2.1x).
+//! `--repeat N` (default 1) runs zstd and each split N times, printing every
+//! wall time (the spread) and ratios of the means.
 //! `--level N` (default 19) is the level of both the split and zstd;
 //! `--kpack BIN` the `rocm-kpack` measured (default: this profile's build).
 //! `--before BIN` also runs another `rocm-kpack` (say, a build of an older
@@ -75,6 +79,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn input(name: &str) -> anyhow::Result<PathBuf> {
     Ok(match name {
         "ccob" => ccob::library(ccob::Shape::LARGE)?,
+        "ccob-half" => ccob::library(ccob::Shape::HALF)?,
         "librocsparse0" => debian::librocsparse_so()?,
         "librocsolver0" => debian::librocsolver_so()?,
         path => PathBuf::from(path),
@@ -117,11 +122,18 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| "19".to_string());
     let before = args.iter().position(|a| a == "--before").and_then(|i| args.get(i + 1)).map(PathBuf::from);
     let kpack = args.iter().position(|a| a == "--kpack").and_then(|i| args.get(i + 1)).map(PathBuf::from);
+    let repeat: usize = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let inputs: Vec<&String> = args
         .iter()
         .enumerate()
         .filter(|(i, a)| {
-            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| !matches!(p.as_str(), "--before" | "--level" | "--kpack"))
+            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| !matches!(p.as_str(), "--before" | "--level" | "--kpack" | "--repeat"))
         })
         .map(|(_, a)| a)
         .collect();
@@ -129,24 +141,66 @@ fn main() -> ExitCode {
         eprintln!("usage: bench_scale INPUT... [--no-jobs1] [--before BIN]   (INPUT: ccob, librocsparse0, librocsolver0 or a path)");
         return ExitCode::from(2);
     }
+    // Input name -> (mean split wall with every core, device bytes).
+    let mut results = std::collections::BTreeMap::new();
     for name in inputs {
         let kpack = kpack.clone().unwrap_or_else(|| bins::bin("rocm-kpack"));
-        if let Err(e) = run(name, &kpack, &level, jobs1, budget_run, before.as_deref()) {
-            eprintln!("bench_scale: {name}: {e:#}");
-            return ExitCode::FAILURE;
+        match run(name, &kpack, &level, repeat, jobs1, budget_run, before.as_deref()) {
+            Ok(r) => {
+                results.insert(name.as_str(), r);
+            }
+            Err(e) => {
+                eprintln!("bench_scale: {name}: {e:#}");
+                return ExitCode::FAILURE;
+            }
         }
+    }
+    if let (Some(&(half, half_bytes)), Some(&(full, full_bytes))) = (results.get("ccob-half"), results.get("ccob")) {
+        println!(
+            "== scaling: ccob is {:.2}x ccob-half's device bytes and takes {:.2}x its split time (goal <= 2.1x for 2x)",
+            full_bytes as f64 / half_bytes as f64,
+            full / half
+        );
     }
     ExitCode::SUCCESS
 }
 
+/// `repeat` measurements of `cmd` (a fresh command each time): every
+/// wall time, their mean, and the largest peak RSS.
+fn repeated(repeat: usize, mut cmd: impl FnMut() -> anyhow::Result<(f64, u64)>) -> anyhow::Result<(Vec<f64>, f64, u64)> {
+    let mut walls = Vec::with_capacity(repeat);
+    let mut rss = 0;
+    for _ in 0..repeat {
+        let (w, r) = cmd()?;
+        walls.push(w);
+        rss = rss.max(r);
+    }
+    let mean = walls.iter().sum::<f64>() / walls.len() as f64;
+    Ok((walls, mean, rss))
+}
+
+/// Wall times for the report: `12.3 s` or `12.3 s (12.1 .. 12.6, 3 runs)`.
+fn walls_text(walls: &[f64], mean: f64) -> String {
+    if walls.len() < 2 {
+        return format!("{mean:7.1} s");
+    }
+    let min = walls.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = walls.iter().copied().fold(0.0, f64::max);
+    format!("{mean:7.1} s ({min:.1} .. {max:.1}, {} runs)", walls.len())
+}
+
+/// Measures one input; returns the mean split wall time with every core
+/// and the decompressed device bytes.
+#[allow(clippy::too_many_arguments)]
 fn run(
     name: &str,
     kpack: &Path,
     level: &str,
+    repeat: usize,
     jobs1: bool,
     budget_run: bool,
     before: Option<&Path>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(f64, u64)> {
     let lib = input(name)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let work = tempfile::tempdir()?;
@@ -158,10 +212,11 @@ fn run(
     let (dev_bytes, count) = device_bytes(&lib, &dev)?;
     println!("== {name}: {} ({:.1} MiB in; {count} code objects, {:.1} MiB decompressed device code; {cores} cores)", lib.display(), mib(in_size), mib(dev_bytes));
 
-    let (zwall, zrss) = measure(Command::new("zstd").args([&format!("-{level}"), "-T0", "-q", "-f", "-o"]).arg(work.path().join("device.zst")).arg(&dev))?;
-    let zsize = std::fs::metadata(work.path().join("device.zst"))?.len();
-    std::fs::remove_file(work.path().join("device.zst"))?;
-    println!("zstd -{level} -T0       : wall {zwall:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB", mib(zrss), mib(zsize));
+    let zst = work.path().join("device.zst");
+    let (zwalls, zwall, zrss) = repeated(repeat, || measure(Command::new("zstd").args([&format!("-{level}"), "-T0", "-q", "-f", "-o"]).arg(&zst).arg(&dev)))?;
+    let zsize = std::fs::metadata(&zst)?.len();
+    std::fs::remove_file(&zst)?;
+    println!("zstd -{level} -T0       : wall {}, peak RSS {:7.1} MiB, out {:.1} MiB", walls_text(&zwalls, zwall), mib(zrss), mib(zsize));
 
     let split = |bin: &Path, jobs: Option<usize>, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
         let out = work.path().join(format!("out-{tag}"));
@@ -175,20 +230,27 @@ fn run(
         std::fs::remove_dir_all(&out)?;
         Ok((wall, rss, bytes))
     };
-    let (wall_n, rss_n, out_n) = split(kpack, Some(cores), level, "n")?;
+    let mut out_n = 0;
+    let (walls_n, wall_n, rss_n) = repeated(repeat, || {
+        let (w, r, o) = split(kpack, Some(cores), level, "n")?;
+        out_n = o;
+        Ok((w, r))
+    })?;
     println!(
-        "split --jobs {cores:<2}    : wall {wall_n:7.1} s, peak RSS {:7.1} MiB, out {:.1} MiB (host + archives); {:.2}x zstd's time (goal <= 1.2x)",
+        "split --jobs {cores:<2}    : wall {}, peak RSS {:7.1} MiB, out {:.1} MiB (host + archives); {:.2}x zstd's time (goal <= 1.2x)",
+        walls_text(&walls_n, wall_n),
         mib(rss_n),
         mib(out_n),
         wall_n / zwall
     );
     if jobs1 {
-        let (wall_1, rss_1, _) = split(kpack, Some(1), level, "1")?;
+        let (walls_1, wall_1, rss_1) = repeated(repeat, || split(kpack, Some(1), level, "1").map(|(w, r, _)| (w, r)))?;
         let speedup = wall_1 / wall_n;
         // Amdahl: the parallel fraction this speedup implies on `cores`.
         let p = if cores > 1 { (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64) } else { 1.0 };
         println!(
-            "split --jobs 1     : wall {wall_1:7.1} s, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
+            "split --jobs 1     : wall {}, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
+            walls_text(&walls_1, wall_1),
             mib(rss_1),
             p,
             1.0 / ((1.0 - p) + p / 16.0),
@@ -210,5 +272,5 @@ fn run(
         let (wb, rb, _) = split(b, None, level, "before")?;
         println!("before ({})    : wall {wb:7.1} s, peak RSS {:7.1} MiB", b.display(), mib(rb));
     }
-    Ok(())
+    Ok((wall_n, dev_bytes))
 }

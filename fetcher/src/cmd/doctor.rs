@@ -10,12 +10,16 @@ use crate::cli::DoctorArgs;
 /// Runs `doctor`.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let scan = scan_config(&args.scan).scan();
+    let config = scan_config(&args.scan);
+    let scan = config.scan();
     let visible: Vec<(String, String)> = VISIBLE_DEVICE_VARS
         .iter()
         .filter_map(|var| std::env::var(var).ok().map(|v| (var.to_string(), v)))
         .collect();
-    let out = ops::doctor::doctor(&local, &scan, &visible);
+    let mut warnings = Vec::new();
+    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    super::print_warnings(&warnings);
+    let out = ops::doctor::doctor(&local, &scan, &visible, &unlisted);
     if args.json.enabled {
         print_json(&out)?;
     } else {

@@ -10,7 +10,7 @@ mod install;
 mod list;
 pub mod pip_index_url;
 mod remove;
-mod status;
+pub mod status;
 pub mod trigger;
 mod verify;
 

@@ -8,22 +8,30 @@ use rocm_kpack_cli::iec_size;
 
 use super::{local_targets, print_warnings, scan_config};
 use crate::cli::StatusArgs;
+use rocm_kpack_fetch::unlisted::BinaryCoverage;
 
 /// Runs `status`.
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let scan = scan_config(&args.scan).scan();
+    let config = scan_config(&args.scan);
+    let scan = config.scan();
     let cache = Cache::new(
         args.cache_dir
             .clone()
             .unwrap_or_else(|| default_cache_dir(&args.scan.root)),
     );
-    let out = ops::status::status(&local, &scan, &cache);
+    let mut warnings = Vec::new();
+    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    let mut out = ops::status::status(&local, &scan, &cache, unlisted);
+    out.warnings.extend(warnings);
     // The exit code says what the text says: 3 without a GPU, 4 with
     // archives missing (or manifests refused), else 0; the same with --json.
     let status = if out.targets.is_empty() {
         ExitStatus::NoGpu
-    } else if out.components.iter().any(|c| !c.complete) || !out.refused_manifests.is_empty() {
+    } else if out.components.iter().any(|c| !c.complete)
+        || out.unlisted.iter().any(|b| !b.complete)
+        || !out.refused_manifests.is_empty()
+    {
         ExitStatus::Problems
     } else {
         ExitStatus::Success
@@ -43,7 +51,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             targets_origin(&local.detection)
         ));
     }
-    if out.components.is_empty() {
+    if out.components.is_empty() && out.unlisted.is_empty() {
         text.push_str("no installed .kpm manifests found\n");
     }
     for c in &out.components {
@@ -77,6 +85,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             ));
         }
     }
+    text.push_str(&unlisted_text(&out.unlisted));
     for r in &out.refused_manifests {
         text.push_str(&format!(
             "refused manifest {}: {}\n",
@@ -95,4 +104,42 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     }
     print_stdout(&text)?;
     Ok(status)
+}
+
+/// The coverage of host binaries without a `.kpm`, for people: one line
+/// per binary, one per missing archive with its provider, what to do.
+pub fn unlisted_text(unlisted: &[BinaryCoverage]) -> String {
+    let mut text = String::new();
+    for b in unlisted {
+        let owner = b.package.as_deref().map(|p| format!(", package {p}")).unwrap_or_default();
+        if b.complete {
+            text.push_str(&format!(
+                "{} (no .kpm{owner}): complete ({} target setting(s) find an archive)\n",
+                b.binary.display(),
+                b.found.len()
+            ));
+            continue;
+        }
+        text.push_str(&format!(
+            "{} (no .kpm{owner}): {} of {} target setting(s) find no archive\n",
+            b.binary.display(),
+            b.missing.len(),
+            b.missing.len() + b.found.len()
+        ));
+        for m in &b.missing {
+            text.push_str(&format!(
+                "  missing for {}: {}: {}\n",
+                m.target,
+                m.searched.first().map_or("an archive", String::as_str),
+                m.advice()
+            ));
+            if m.searched.len() > 1 {
+                text.push_str(&format!("    (also looked for {})\n", m.searched[1..].join(", ")));
+            }
+            if let Some(d) = &m.detail {
+                text.push_str(&format!("    {d}\n"));
+            }
+        }
+    }
+    text
 }

@@ -9,7 +9,13 @@ use crate::cli::VerifyArgs;
 
 /// Runs `verify`.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
-    let out = ops::verify::verify(&scan_config(&args.scan).scan());
+    let config = scan_config(&args.scan);
+    let scan = config.scan();
+    let local = super::local_targets(&args.targets)?;
+    let mut warnings = Vec::new();
+    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    let mut out = ops::verify::verify(&scan, unlisted);
+    out.warnings.extend(warnings);
     if args.json.enabled {
         print_json(&out)?;
     } else {
@@ -28,6 +34,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
                 None => text.push_str(&format!("{word:<10} {}\n", c.path.display())),
             }
         }
+        text.push_str(&super::status::unlisted_text(&out.unlisted));
         for r in &out.refused_manifests {
             text.push_str(&format!("REFUSED    {}: {}\n", r.path.display(), r.error));
         }

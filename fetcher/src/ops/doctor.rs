@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::detect::LocalTargets;
 use crate::resolve::{arch_serves, needs, Scan};
+use crate::unlisted::BinaryCoverage;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,11 +58,13 @@ pub const VISIBLE_DEVICE_VARS: [&str; 3] = [
 
 /// Runs every check for `local`'s targets and the manifests of `scan`;
 /// `visible_devices` are the [`VISIBLE_DEVICE_VARS`] that are set, with
-/// their values.
+/// their values; `unlisted` is the coverage of the host binaries without
+/// a manifest ([`crate::unlisted::check`]).
 pub fn doctor(
     local: &LocalTargets,
     scan: &Scan,
     visible_devices: &[(String, String)],
+    unlisted: &[BinaryCoverage],
 ) -> DoctorReport {
     let d = &local.detection;
     let overridden = d.arch_override.is_some();
@@ -272,6 +275,28 @@ pub fn doctor(
                     ),
                 );
             }
+        }
+    }
+    // Trees without a manifest: what the loader finds, setting by setting.
+    for b in unlisted {
+        let shown = b.binary.display();
+        for f in &b.found {
+            add(
+                &format!("coverage {shown} {}", f.target),
+                Outcome::Ok,
+                format!("{} ({})", f.archive.display(), f.arch),
+            );
+        }
+        for m in &b.missing {
+            add(
+                &format!("coverage {shown} {}", m.target),
+                Outcome::Problem,
+                format!(
+                    "no .kpm and no archive ({}): {}",
+                    m.searched.join(", "),
+                    m.advice()
+                ),
+            );
         }
     }
 

@@ -10,6 +10,7 @@ use crate::detect::LocalTargets;
 use crate::download::Cache;
 use crate::plan::{Action, InstallPlan};
 use crate::resolve::{RefusedManifest, Scan};
+use crate::unlisted::BinaryCoverage;
 
 /// Coverage of one installed manifest.
 #[derive(Debug, Serialize)]
@@ -51,6 +52,9 @@ pub struct StatusReport {
     pub targets: Vec<String>,
     /// Coverage per installed manifest.
     pub components: Vec<Component>,
+    /// Host binaries of trees without a `.kpm`: what the loader finds
+    /// for every local target ([`crate::unlisted`]).
+    pub unlisted: Vec<BinaryCoverage>,
     /// Manifests that could not be read.
     pub refused_manifests: Vec<RefusedManifest>,
     /// Partial downloads in the cache.
@@ -60,8 +64,9 @@ pub struct StatusReport {
 }
 
 /// Coverage of the manifests of `scan` for `local`'s targets, and the
-/// partial downloads in `cache`.
-pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache) -> StatusReport {
+/// partial downloads in `cache`; `unlisted` is the coverage of the host
+/// binaries without a manifest ([`crate::unlisted::check`]).
+pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache, unlisted: Vec<BinaryCoverage>) -> StatusReport {
     let mut warnings = local.detection.warnings.clone();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let plan = InstallPlan::build(scan, &local.ids, &states);
@@ -93,6 +98,7 @@ pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache) -> StatusReport 
     StatusReport {
         targets: local.detection.targets.clone(),
         components,
+        unlisted,
         refused_manifests: scan.refused.clone(),
         partial_downloads,
         warnings,

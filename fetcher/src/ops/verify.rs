@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::load_states;
 use crate::install::hash_file;
 use crate::resolve::{RefusedManifest, Scan};
+use crate::unlisted::BinaryCoverage;
 
 /// Result for one archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -56,7 +57,11 @@ pub struct VerifyReport {
     pub archives: Vec<Checked>,
     /// Listed archives that are not installed (and were not by this tool).
     pub not_installed: usize,
-    /// Problem archives plus refused manifests.
+    /// Host binaries of trees without a `.kpm`, checked for the targets
+    /// (detected or `--target`): what the loader finds ([`crate::unlisted`]).
+    pub unlisted: Vec<BinaryCoverage>,
+    /// Problem archives, refused manifests and target settings of
+    /// `unlisted` without an archive.
     pub problems: usize,
     /// Manifests that could not be read.
     pub refused_manifests: Vec<RefusedManifest>,
@@ -64,8 +69,10 @@ pub struct VerifyReport {
     pub warnings: Vec<String>,
 }
 
-/// Checks every archive the manifests of `scan` list.
-pub fn verify(scan: &Scan) -> VerifyReport {
+/// Checks every archive the manifests of `scan` list; `unlisted` is the
+/// coverage of the host binaries without a manifest
+/// ([`crate::unlisted::check`], empty without targets).
+pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
     let mut warnings = Vec::new();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut archives = Vec::new();
@@ -121,10 +128,13 @@ pub fn verify(scan: &Scan) -> VerifyReport {
             });
         }
     }
-    let problems = archives.iter().filter(|c| c.verdict.is_problem()).count() + scan.refused.len();
+    let problems = archives.iter().filter(|c| c.verdict.is_problem()).count()
+        + scan.refused.len()
+        + unlisted.iter().map(|b| b.missing.len()).sum::<usize>();
     VerifyReport {
         archives,
         not_installed,
+        unlisted,
         problems,
         refused_manifests: scan.refused.clone(),
         warnings,

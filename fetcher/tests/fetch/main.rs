@@ -10,6 +10,7 @@ mod faults;
 mod install;
 mod layouts;
 mod process;
+mod unlisted;
 
 use std::borrow::BorrowMut;
 use std::fs;

@@ -474,9 +474,11 @@ fn magic_inside_code_objects_does_not_split_bundles() {
     assert_eq!(bundles[1].offset as usize, one.len().next_multiple_of(4096));
 }
 
-/// Every code object of a section, read by streaming: (bundle index,
-/// target id) -> bytes.
-fn streamed(section: &[u8]) -> Result<Vec<((usize, String), Vec<u8>)>, rocm_kpack_format::Error> {
+/// (bundle index, target id) -> bytes.
+type Streamed = Vec<((usize, String), Vec<u8>)>;
+
+/// Every code object of a section, read by streaming.
+fn streamed(section: &[u8]) -> Result<Streamed, rocm_kpack_format::Error> {
     let mut out = Vec::new();
     for (i, b) in scan_fatbin(section)?.iter().enumerate() {
         b.stream_code_objects(|e, d| -> Result<(), rocm_kpack_format::Error> {

@@ -17,7 +17,7 @@ use rocm_kpack_format::msgpack;
 use crate::{Error, Result};
 
 /// Largest marker accepted (the reference library uses the same bound).
-pub const MAX_MARKER_LEN: usize = 64 * 1024;
+pub const MAX_MARKER_LEN: usize = rocm_kpack_format::marker::MAX_LEN;
 
 /// Parse the marker at `ptr`.
 ///

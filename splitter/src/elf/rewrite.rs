@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use super::image::Image;
 use super::read::*;
 use super::{ElfError, Result};
 
@@ -28,7 +29,7 @@ pub use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 /// Size of one `__CudaFatBinaryWrapper`.
 pub const WRAPPER_SIZE: u64 = rocm_kpack_format::wrapper::WRAPPER_SIZE as u64;
 /// The name of the marker section.
-pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+pub const MARKER_SECTION: &str = rocm_kpack_format::marker::ELF_SECTION;
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
 
@@ -85,8 +86,10 @@ pub struct WrapperInfo {
 
 /// The rewritten host-only binary.
 #[derive(Debug)]
-pub struct Rewritten {
-    pub bytes: Vec<u8>,
+pub struct Rewritten<'a> {
+    /// Its bytes, described over the input ([`Image::write_to`] streams
+    /// them; nothing of the size of the host code is held).
+    pub image: Image<'a>,
     pub wrappers: Vec<WrapperInfo>,
     /// Address of `.rocm_kpack_ref`.
     pub marker_vaddr: u64,
@@ -334,7 +337,7 @@ fn overlaps(a0: u64, a1: u64, b0: u64, b1: u64) -> bool {
 /// `bundle_offsets` are the offsets (within `.hip_fatbin`) of the bundles in
 /// section order: a wrapper's `co_index` is the position of the bundle its
 /// original pointer targets. `marker` is the `.rocm_kpack_ref` content.
-pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten> {
+pub fn rewrite<'a>(fat: &FatElf<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten<'a>> {
     let elf = &fat.elf;
     let data = elf.data;
     let file_len = data.len() as u64;
@@ -577,14 +580,15 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
 
     // --- Output bytes ---------------------------------------------------
     let kept_len = keep_end - delta;
-    let mut out: Vec<u8> = Vec::with_capacity(
-        usize::try_from(kept_len + pht_size + marker.len() as u64 + 4096)
-            .unwrap_or(0)
-            .min(data.len().saturating_add(1 << 20)),
-    );
-    out.extend_from_slice(get(data, 0, fo, "file")?);
-    out.resize(out.len() + fill as usize, 0);
-    out.extend_from_slice(get(data, cut_end, keep_end - cut_end, "file")?);
+    let mut out = Image::new(data);
+    let copy = |out: &mut Image<'a>, off: u64, len: u64, what: &str| -> Result<()> {
+        get(data, off, len, what)?;
+        out.copy(off as usize, len as usize)
+            .ok_or_else(|| ElfError::Malformed(format!("{what} out of range")))
+    };
+    copy(&mut out, 0, fo, "file")?;
+    out.pad_to(out.len() + fill as usize);
+    copy(&mut out, cut_end, keep_end - cut_end, "file")?;
     debug_assert_eq!(out.len() as u64, kept_len);
 
     // Zero what the new layout replaces (no stale copies): the old program
@@ -595,10 +599,8 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
         }
         match (map_off(from), from.checked_add(len).and_then(map_off)) {
             (Some(a), Some(b)) if b >= a => {
-                out.get_mut(a as usize..b as usize)
-                    .ok_or_else(|| ElfError::Malformed(format!("{what} out of range")))?
-                    .fill(0);
-                Ok(())
+                out.zero(a as usize, (b - a) as usize)
+                    .ok_or_else(|| ElfError::Malformed(format!("{what} out of range")))
             }
             _ if from >= keep_end => Ok(()), // in the dropped tail anyway
             _ => Err(ElfError::Unsupported(format!(
@@ -682,11 +684,9 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
         .unwrap_or(phdrs.len().saturating_sub(1));
     phdrs.insert(last_load + 1, new_load);
 
-    out.resize(n0 as usize, 0);
-    for p in &phdrs {
-        out.extend_from_slice(&p.to_bytes());
-    }
-    out.resize(marker_off as usize, 0);
+    out.pad_to(n0 as usize);
+    out.extend_from_slice(&phdrs.iter().flat_map(|p| p.to_bytes()).collect::<Vec<u8>>());
+    out.pad_to(marker_off as usize);
     out.extend_from_slice(marker);
 
     // Tail: non-loaded sections that followed every segment, then .shstrtab
@@ -704,11 +704,11 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
         let s = &elf.shdrs[i];
         let a = s.sh_addralign.clamp(1, PAGE);
         let pos = align_up(out.len() as u64, if a.is_power_of_two() { a } else { 1 })?;
-        out.resize(pos as usize, 0);
+        out.pad_to(pos as usize);
         if i == shstrndx {
             out.extend_from_slice(&new_shstrtab);
         } else {
-            out.extend_from_slice(get(data, s.sh_offset, s.sh_size, "section")?);
+            copy(&mut out, s.sh_offset, s.sh_size, "section")?;
         }
         new_offsets.insert(i, pos);
     }
@@ -755,19 +755,16 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
         .filter(|&n| n < 0xff00)
         .ok_or_else(|| ElfError::Unsupported("too many sections".into()))?;
     let shoff = align_up(out.len() as u64, 8)?;
-    out.resize(shoff as usize, 0);
-    for s in &shdrs {
-        out.extend_from_slice(&s.to_bytes());
-    }
+    out.pad_to(shoff as usize);
+    out.extend_from_slice(&shdrs.iter().flat_map(|s| s.to_bytes()).collect::<Vec<u8>>());
 
     let mut header = elf.header.clone();
     header.e_phoff = n0;
     header.e_phnum = new_phnum_u16;
     header.e_shoff = shoff;
     header.e_shnum = new_shnum;
-    out.get_mut(..EHDR_SIZE)
-        .ok_or_else(|| ElfError::Malformed("output shorter than an ELF header".into()))?
-        .copy_from_slice(&header.to_bytes());
+    out.patch(0, &header.to_bytes()[..EHDR_SIZE])
+        .ok_or_else(|| ElfError::Malformed("output shorter than an ELF header".into()))?;
 
     // --- Wrappers: HIPK, marker address, co_index; and their relocations.
     let wfile = map_off(wsh.sh_offset).ok_or_else(|| {
@@ -777,12 +774,10 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
     })?;
     for w in &wrappers {
         let o = (wfile + w.index as u64 * WRAPPER_SIZE) as usize;
-        let slot = out
-            .get_mut(o..o + WRAPPER_SIZE as usize)
-            .ok_or_else(|| ElfError::Malformed("wrapper out of range".into()))?;
-        slot[0..4].copy_from_slice(&HIPK_MAGIC.to_le_bytes());
-        slot[8..16].copy_from_slice(&marker_vaddr.to_le_bytes());
-        slot[16..24].copy_from_slice(&u64::from(w.co_index).to_le_bytes());
+        let range = || ElfError::Malformed("wrapper out of range".into());
+        out.patch(o, &HIPK_MAGIC.to_le_bytes()).ok_or_else(range)?;
+        out.patch(o + 8, &marker_vaddr.to_le_bytes()).ok_or_else(range)?;
+        out.patch(o + 16, &u64::from(w.co_index).to_le_bytes()).ok_or_else(range)?;
     }
     for (&ri, &wi) in &wrapper_relocs {
         let r = &relocs[ri];
@@ -796,23 +791,21 @@ pub fn rewrite(fat: &FatElf<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Resul
                 let o = map_off(e + 16).ok_or_else(|| {
                     ElfError::Unsupported("relocation table overlaps the device code".into())
                 })? as usize;
-                out.get_mut(o..o + 8)
-                    .ok_or_else(|| ElfError::Malformed("relocation out of range".into()))?
-                    .copy_from_slice(&value.to_le_bytes());
+                out.patch(o, &value.to_le_bytes())
+                    .ok_or_else(|| ElfError::Malformed("relocation out of range".into()))?;
             }
             _ => {
                 // REL and RELR keep the addend in place: the slot.
                 let o = (wfile + wrappers[wi].index as u64 * WRAPPER_SIZE + 8) as usize;
-                out.get_mut(o..o + 8)
-                    .ok_or_else(|| ElfError::Malformed("wrapper out of range".into()))?
-                    .copy_from_slice(&value.to_le_bytes());
+                out.patch(o, &value.to_le_bytes())
+                    .ok_or_else(|| ElfError::Malformed("wrapper out of range".into()))?;
             }
         }
     }
 
     let removed = file_len.saturating_sub(out.len() as u64);
     Ok(Rewritten {
-        bytes: out,
+        image: out,
         wrappers,
         marker_vaddr,
         removed,

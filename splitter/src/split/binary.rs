@@ -238,11 +238,111 @@ pub fn validate_component(component: &str) -> Result<(), SplitError> {
     }
 }
 
-/// A fat binary split in memory: the host-only bytes and the device code.
+/// The host-only binary of a split.
+#[derive(Debug)]
+pub enum HostOutput<'a> {
+    /// ELF: described over the input ([`elf::image::Image`]), streamed out
+    /// and verified as written: memory does not grow with the host code.
+    Elf {
+        image: elf::image::Image<'a>,
+        /// What the verification expects.
+        marker: Vec<u8>,
+        marker_vaddr: u64,
+        co_indices: Vec<u32>,
+    },
+    /// PE: built and verified in memory.
+    Bytes(Vec<u8>),
+}
+
+impl HostOutput<'_> {
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            HostOutput::Elf { image, .. } => image.len() as u64,
+            HostOutput::Bytes(b) => b.len() as u64,
+        }
+    }
+
+    /// Whether it is empty (never, for a split).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Memory it holds and takes to write (for the budget).
+    pub fn memory(&self) -> u64 {
+        match self {
+            HostOutput::Elf { image, .. } => image.memory(),
+            HostOutput::Bytes(b) => b.len() as u64,
+        }
+    }
+
+    /// Writes it into `file` (named `path` in errors), an empty file open
+    /// for writing and reading; an ELF output is then verified from the
+    /// file, mapped back ([`verify::verify`] reads headers and tables,
+    /// not the code).
+    pub fn write_into(&self, file: &mut File, path: &Path) -> Result<(), SplitError> {
+        use std::io::Write as _;
+        let mut w = BufWriter::new(&mut *file);
+        let written = match self {
+            HostOutput::Elf { image, .. } => image.write_to(&mut w),
+            HostOutput::Bytes(b) => w.write_all(b),
+        };
+        written
+            .and_then(|()| w.flush())
+            .map_err(|e| SplitError::io("cannot write", path, e))?;
+        drop(w);
+        if let HostOutput::Elf {
+            marker,
+            marker_vaddr,
+            co_indices,
+            ..
+        } = self
+        {
+            // SAFETY: read-only map of the file this function just wrote
+            // and still holds open.
+            let map = unsafe { memmap2::Mmap::map(&*file) }.map_err(|e| SplitError::io("cannot map", path, e))?;
+            verify::verify(
+                &map,
+                &verify::Expected {
+                    marker,
+                    marker_vaddr: *marker_vaddr,
+                    co_indices,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The whole output in memory, verified (tests, small inputs).
+    pub fn to_vec(&self) -> Result<Vec<u8>, SplitError> {
+        match self {
+            HostOutput::Bytes(b) => Ok(b.clone()),
+            HostOutput::Elf {
+                image,
+                marker,
+                marker_vaddr,
+                co_indices,
+            } => {
+                let bytes = image.to_vec();
+                verify::verify(
+                    &bytes,
+                    &verify::Expected {
+                        marker,
+                        marker_vaddr: *marker_vaddr,
+                        co_indices,
+                    },
+                )?;
+                Ok(bytes)
+            }
+        }
+    }
+}
+
+/// A fat binary split: the host-only output and the device code.
 #[derive(Debug)]
 pub struct SplitElf<'a> {
-    /// The host-only binary, verified.
-    pub host: Vec<u8>,
+    /// The host-only binary (verified as it is written).
+    pub host: HostOutput<'a>,
     /// Bundles of `.hip_fatbin` in section order (index = `co_index`),
     /// located but not read ([`bundle::scan_fatbin`]): [`add_bundles`]
     /// streams their code objects.
@@ -306,8 +406,9 @@ pub enum ElfSplit<'a> {
 /// x86-64 image (DLL/EXE, recognised by its `MZ`/`PE` headers; see
 /// [`coff`]). `kernel_name` goes into the marker (TOC keys are
 /// `<kernel_name>#<co_index>`), `search_paths` are the marker's archive
-/// locations (see [`marker_search_paths`]). The host-only bytes are verified
-/// before they are returned.
+/// locations (see [`marker_search_paths`]). PE host-only bytes are verified
+/// before they are returned, ELF ones as they are written
+/// ([`HostOutput::write_into`]).
 pub fn split_fat_elf<'a>(
     data: &'a [u8],
     kernel_name: &str,
@@ -327,16 +428,13 @@ pub fn split_fat_elf<'a>(
     let marker = marker_bytes(kernel_name, search_paths)?;
     let rw = elf::rewrite(&fat, &marker, &offsets)?;
     let co_indices: Vec<u32> = rw.wrappers.iter().map(|w| w.co_index).collect();
-    verify::verify(
-        &rw.bytes,
-        &verify::Expected {
-            marker: &marker,
-            marker_vaddr: rw.marker_vaddr,
-            co_indices: &co_indices,
-        },
-    )?;
     Ok(ElfSplit::Split(SplitElf {
-        host: rw.bytes,
+        host: HostOutput::Elf {
+            image: rw.image,
+            marker,
+            marker_vaddr: rw.marker_vaddr,
+            co_indices,
+        },
         bundles,
         wrappers: rw.wrappers,
         marker_address: rw.marker_vaddr,
@@ -394,7 +492,7 @@ fn split_fat_pe<'a>(
         );
     }
     Ok(ElfSplit::Split(SplitElf {
-        host: rw.bytes,
+        host: HostOutput::Bytes(rw.bytes),
         bundles,
         wrappers: rw.wrappers,
         marker_address: rw.marker_va,
@@ -972,7 +1070,11 @@ fn split_binary_inner(
     }
     let code_objects = add_bundles(&mut set, &file_name, &bundles, |b| release_pages(&map, b), || {})?;
     let pending = set.finish()?;
-    let host_file = PendingFile::write(&output, &host, Some(meta.permissions()))?;
+    let mut host_file = PendingFile::create(&output)?;
+    let temp = host_file.temp_path().to_path_buf();
+    host.write_into(host_file.file_mut(), &temp)?;
+    release_pages(&map, data);
+    host_file.set_permissions(meta.permissions())?;
     // Archives first: whoever sees the host-only binary finds its archives.
     let mut committed = pending.commit()?;
     if let Err(e) = host_file.commit() {
@@ -981,7 +1083,7 @@ fn split_binary_inner(
     }
     let CommittedArchives { archives, manifest } = committed;
 
-    report.output_size = host.len() as u64;
+    report.output_size = host.len();
     report.fatbin_size = fatbin_size;
     report.bundles = nbundles;
     report.code_objects = code_objects;

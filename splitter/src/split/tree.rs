@@ -654,8 +654,23 @@ fn run_set(
         match split_fat_elf(&map, &b.kernel_name, b.search_paths.clone()).map_err(in_file)? {
             ElfSplit::Split(split) => {
                 release_pages(&map, &map);
-                resize(queue + split.host.len() as u64 + split.streaming_memory(), &mut archive_set)?;
+                resize(queue + split.host.memory() + split.streaming_memory(), &mut archive_set)?;
                 let SplitElf { host, bundles, notes, .. } = split;
+                // The host part first: its pages of the input are read
+                // once, and a rewrite that fails verification stops the
+                // split before any device code is compressed.
+                // Read back for the verification: read and write.
+                let mut out = fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&dst)
+                    .map_err(|e| TreeError::io("cannot create", &dst, e))?;
+                host.write_into(&mut out, &dst).map_err(in_file)?;
+                drop(out);
+                release_pages(&map, &map);
+                rep.output_size = host.len();
                 rep.notes = notes;
                 archive_set
                     .check_targets(bundles.iter().flat_map(|bu| bu.targets().map(|(t, _)| t)))
@@ -669,8 +684,6 @@ fn run_set(
                     || opts.progress.code_objects(1),
                 )
                 .map_err(in_file)?;
-                fs::write(&dst, &host).map_err(|e| TreeError::io("cannot write", &dst, e))?;
-                rep.output_size = host.len() as u64;
             }
             ElfSplit::AlreadySplit(_) | ElfSplit::HostOnly => {
                 fs::write(&dst, &map[..]).map_err(|e| TreeError::io("cannot write", &dst, e))?;

@@ -116,6 +116,6 @@ pub fn write_reference_layout(fat: &Path, out: &Path) -> io::Result<()> {
     }
     let host = out.join(&kernel_name);
     fs::create_dir_all(host.parent().unwrap_or(out))?;
-    fs::write(&host, &split.host)?;
+    fs::write(&host, split.host.to_vec().map_err(io::Error::other)?)?;
     fs::set_permissions(&host, fs::Permissions::from_mode(0o755))
 }
