@@ -68,7 +68,7 @@ pub fn code_like_bytes(seed: u64, len: usize) -> Vec<u8> {
     while out.len() < len {
         let r = next();
         // Small indices far more often than large ones.
-        let idx = ((r & 0xfff) * ((r >> 12) & 0xfff) >> 12) as usize;
+        let idx = (((r & 0xfff) * ((r >> 12) & 0xfff)) >> 12) as usize;
         out.extend_from_slice(&dict[idx % dict.len()].to_le_bytes());
     }
     out.truncate(len);
