@@ -292,6 +292,17 @@ fn record(states: &Shared, d: &Dest, entry: Option<StateEntry>) -> Result<Option
     Ok(previous)
 }
 
+/// Records directories made for a database file of `d` (relative to the
+/// prefix) in its state, so that removing the file removes them once empty.
+fn record_created_dirs(states: &Shared, d: &Dest, created: Vec<String>) -> Result<(), String> {
+    let mut guard = states.lock().map_err(|_| "state lock poisoned".to_string())?;
+    let state = guard.entry(d.kpack_dir.clone()).or_default();
+    state.created_dirs.extend(created);
+    state
+        .save(&d.kpack_dir)
+        .map_err(|e| format!("recording the directories made: {e}"))
+}
+
 fn place_all(
     fetched: Fetched,
     dests: &[Dest],
@@ -334,10 +345,18 @@ fn place_all(
         // (never through a symlink).
         if a.kind == ItemKind::Database {
             let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
-            if let Err(e) = crate::install::make_database_dirs(prefix, &a.filename) {
-                let _ = record(states, d, previous);
-                fails.push(failed(d, e.to_string()));
-                continue;
+            match crate::install::make_database_dirs(prefix, &a.filename) {
+                Ok(created) if !created.is_empty() => {
+                    if let Err(e) = record_created_dirs(states, d, created) {
+                        tracing::warn!("{}: {e}", a.path.display());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = record(states, d, previous);
+                    fails.push(failed(d, e.to_string()));
+                    continue;
+                }
             }
         }
         // Every destination but the last gets a copy; the last takes the

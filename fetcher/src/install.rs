@@ -461,11 +461,14 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
 /// manifest's prefix) that are missing, refusing any that exists as a
 /// symlink or non-directory: a path in a manifest never leads the fetcher
 /// outside its prefix. `rel` must pass the database-path validator.
-pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<()> {
+/// Returns the directories it created, relative to `prefix`, shallowest
+/// first (recorded in the state so that removal takes them away again).
+pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<Vec<String>> {
     names::check(NameKind::DatabasePath, rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut dir = prefix.to_path_buf();
+    let mut created = Vec::new();
     let parents: Vec<&str> = rel.split('/').collect();
-    for comp in parents.iter().take(parents.len().saturating_sub(1)) {
+    for (depth, comp) in parents.iter().take(parents.len().saturating_sub(1)).enumerate() {
         dir.push(comp);
         match fs::symlink_metadata(&dir) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -483,6 +486,7 @@ pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<()> {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 fs::DirBuilder::new().mode(0o755).create(&dir)?;
+                created.push(parents.get(..=depth).unwrap_or_default().join("/"));
             }
             Err(e) => return Err(e),
         }
@@ -494,7 +498,50 @@ pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<()> {
             format!("{} is a symlink or directory; not replacing it", dest.display()),
         ));
     }
-    Ok(())
+    Ok(created)
+}
+
+/// After the database file `rel` below the prefix of `kpack_dir` is
+/// removed: removes its parent directories that `created` (the state's
+/// record of directories this tool made) lists, deepest first, each only
+/// if empty, reached without following symlinks; stops at the first one
+/// that is not recorded, not empty or not removable. Drops the removed
+/// (or already gone) ones from `created`. The caller holds the lock.
+pub fn remove_created_dirs(kpack_dir: &Path, rel: &str, created: &mut std::collections::BTreeSet<String>) {
+    use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags, CWD};
+    let Some(prefix) = kpack_dir.parent() else {
+        return;
+    };
+    let comps: Vec<&str> = rel.split('/').collect();
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for depth in (1..comps.len()).rev() {
+        let dir_rel = comps.get(..depth).unwrap_or_default().join("/");
+        if !created.contains(&dir_rel) || names::check(NameKind::DatabasePath, &dir_rel).is_err() {
+            return;
+        }
+        // Open the parent of the directory component by component.
+        let mut parent = match openat(CWD, prefix, dir_flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(_) => return,
+        };
+        for c in comps.get(..depth - 1).unwrap_or_default() {
+            parent = match openat(&parent, *c, dir_flags, Mode::empty()) {
+                Ok(d) => d,
+                Err(_) => return,
+            };
+        }
+        let Some(name) = comps.get(depth - 1) else {
+            return;
+        };
+        match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {
+                created.remove(&dir_rel);
+            }
+            // Not empty (another file, ours or not), a symlink or a file
+            // now: keep it, and everything above it.
+            Err(_) => return,
+        }
+    }
 }
 
 /// Why a recorded archive was not deleted.

@@ -21,11 +21,17 @@
 //!       "reason": "gfx90a:sramecc+ may load gfx90a, gfx90a:xnack+",
 //!       "file": { "inode": 42, "mtime_ns": 1732200000123456789 }
 //!     }
-//!   }
+//!   },
+//!   "databases": { "rocblas/library/TensileLibrary_gfx90a.co": { ... } },
+//!   "created_dirs": ["rocblas", "rocblas/library"]
 //! }
 //! ```
+//!
+//! `databases` and `created_dirs` (directories below the prefix made for
+//! database files, removed again once empty) are written only when not
+//! empty.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -55,6 +61,13 @@ pub struct State {
     /// some, so a state without them stays readable by earlier versions.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub databases: BTreeMap<String, StateEntry>,
+    /// Directories below the prefix that this tool created for database
+    /// files (paths like the database paths): removing a database file
+    /// also removes these, deepest first, once empty; a directory not
+    /// listed here (a package's, the user's) is never removed. Written only
+    /// when there are some.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub created_dirs: BTreeSet<String>,
 }
 
 impl Default for State {
@@ -63,6 +76,7 @@ impl Default for State {
             format_version: STATE_VERSION,
             archives: BTreeMap::new(),
             databases: BTreeMap::new(),
+            created_dirs: BTreeSet::new(),
         }
     }
 }
@@ -202,6 +216,10 @@ impl State {
                     return Err(at("sha256", &"not 64 hex digits"));
                 }
             }
+        }
+        for dir in &self.created_dirs {
+            names::check(NameKind::DatabasePath, dir)
+                .map_err(|err| format!("created_dirs[{}]: {err}", names::shown(dir)))?;
         }
         Ok(())
     }

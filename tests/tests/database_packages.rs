@@ -7,6 +7,8 @@
 //! `rocm-kpack-fetch` on a root holding only the generic deb fetches, for
 //! gfx90a, exactly the files the fat deb installs for gfx90a,
 //! byte-identical; `status` exits 4 before and 0 after, `verify` passes.
+//! `install --via apt` installs the family deb carrying the gfx90a
+//! database files in a dpkg root, after which `status` is complete.
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 mod package_common;
@@ -15,11 +17,11 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use package_common::{chain, ok};
+use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
-use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions, SplitPackageReport};
 use rocm_kpack_test_support::{bins, fixtures};
 
 /// (path below opt/rocm, the rule that must move it, target).
@@ -51,10 +53,10 @@ fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn database_rules_split_publish_fetch_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
+/// The fixture's fat deb with a database file per rule, written in `dir`,
+/// and its split (xz -0) into `dir/pkgs`.
+fn split_fixture(dir: &Path) -> SplitPackageReport {
+    let tree = dir.join("tree");
     let rocm = tree.join("opt/rocm");
     fs::create_dir_all(tree.join("DEBIAN")).unwrap();
     fs::write(
@@ -71,20 +73,25 @@ fn database_rules_split_publish_fetch_verify() {
     }
     fs::create_dir_all(rocm.join("share/doc")).unwrap();
     fs::write(rocm.join("share/doc/README"), "generic\n").unwrap();
-    let src = tmp.path().join("src");
+    let src = dir.join("src");
     fs::create_dir(&src).unwrap();
     let fat = src.join("libdbfixture1_1.0-1_amd64.deb");
     ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "--build"]).arg(&tree).arg(&fat));
-
-    // Split: every database file is listed in the manifest, with the rule's
-    // arch and the group's family.
-    let out = tmp.path().join("pkgs");
-    let report = split_package(&fat, &out, &SplitPackageOptions {
+    split_package(&fat, &dir.join("pkgs"), &SplitPackageOptions {
         package_compression: Compression::Xz,
         package_level: Some(0),
         ..SplitPackageOptions::default()
     })
-    .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)));
+    .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)))
+}
+
+#[test]
+fn database_rules_split_publish_fetch_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Split: every database file is listed in the manifest, with the rule's
+    // arch and the group's family.
+    let report = split_fixture(tmp.path());
+    let out = tmp.path().join("pkgs");
     let generic = report.packages.iter().find(|p| p.name == "libdbfixture1").unwrap();
     let root = tmp.path().join("root");
     fs::create_dir_all(&root).unwrap();
@@ -150,4 +157,57 @@ fn database_rules_split_publish_fetch_verify() {
     assert!(stdout.contains("complete"), "{stdout}");
     let (code, stdout, _) = fetch(&root, &["verify"]);
     assert_eq!(code, 0, "{stdout}");
+}
+
+/// `install --via apt` with database files: the family deb carries them at
+/// the fat deb's paths, apt installs it, and `status` is then complete
+/// (the package's files count as present: same bytes, verified).
+#[test]
+fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = split_fixture(tmp.path());
+    let repo = tmp.path().join("repo");
+    publish(&tmp.path().join("pkgs"), &repo, &PublishOptions {
+        apt: true,
+        ..PublishOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let server = rocm_kpack_test_support::http::serve_dir(&repo).unwrap();
+    let root = tmp.path().join("root");
+    dpkg_root(&root);
+    apt_dirs(&root);
+    let generic = report.packages.iter().find(|p| p.name == "libdbfixture1").unwrap();
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
+        .arg(&generic.path));
+    fs::write(
+        root.join("etc/apt/sources.list"),
+        format!("deb [trusted=yes] {} stable main\n", server.root_url()),
+    )
+    .unwrap();
+    ok(Command::new("apt-get").args(apt_opts(&root)).arg("update"));
+
+    let (code, stdout, _) = fetch(&root, &["status", "--target", "gfx90a"]);
+    assert_eq!(code, 4, "{stdout}");
+    let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a", "--dry-run"]);
+    assert_eq!((code, stdout.as_str()), (0, "apt-get install libdbfixture1-gfx90x\n"), "{stderr}");
+    let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for (rel, _, target) in DATABASES {
+        let got = root.join("opt/rocm").join(rel);
+        if target == "gfx90a" {
+            assert_eq!(fs::read(&got).unwrap(), content(rel), "{rel}");
+            let owner = ok(Command::new("dpkg")
+                .arg(format!("--root={}", root.display()))
+                .arg("-S")
+                .arg(format!("/opt/rocm/{rel}")));
+            assert!(owner.starts_with("libdbfixture1-gfx90x:"), "{owner}");
+        } else {
+            assert!(!got.exists(), "{rel} installed for gfx90a");
+        }
+    }
+    let (code, stdout, stderr) = fetch(&root, &["status", "--target", "gfx90a"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("complete"), "{stdout}");
 }

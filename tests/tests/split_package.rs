@@ -816,6 +816,83 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
     // The processor's wheel pulls in the generic ISA serving it.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
-        ["kpkg==1.0", "kpkg-device-gfx11-generic==1.0"]
+        ["kpkg==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"]
     );
+}
+
+/// A wheel carrying a Tensile-style kernel database (the layout rocBLAS
+/// wheels use, `<pkg>/lib/rocblas/library/`): the base wheel keeps the
+/// all-target `TensileLibrary.dat` and lists the per-processor files in its
+/// manifest, relative to the manifest's prefix; each device wheel keeps
+/// its processors' files at the fat wheel's paths, and pip installs them
+/// there byte-identical.
+#[test]
+fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let lib = "kpkg/lib/rocblas/library";
+    let dbs = [
+        (format!("{lib}/TensileLibrary_gfx90a.co"), "gfx90a", gfx_code_object("gfx90a")),
+        (format!("{lib}/Kernels.so-000-gfx90a-xnack-.hsaco"), "gfx90a:xnack-", gfx_code_object("gfx90a")),
+        (format!("{lib}/TensileLibrary_gfx1100.co"), "gfx1100", gfx_code_object("gfx1100")),
+    ];
+    let dat = (format!("{lib}/TensileLibrary.dat"), b"all targets\n".to_vec());
+    let mut files: Vec<(String, Vec<u8>)> = kpkg_files().into_iter().filter(|(n, _)| !n.starts_with("kpkg/hsa/")).collect();
+    files.extend(dbs.iter().map(|(p, _, b)| (p.clone(), b.clone())));
+    files.push(dat.clone());
+    let whl = src.join(KPKG_WHL);
+    write_wheel(&whl, &files, "kpkg-1.0.dist-info", None);
+    let out = tmp.path().join("out");
+    let r = split_ok(&whl, &out);
+
+    let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
+    assert!(base.members.contains(&dat.0), "{:?}", base.members);
+    let unpacked = tmp.path().join("base");
+    ok(Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&by_name(&r, "kpkg").path)
+        .arg(&unpacked));
+    let kpm = rocm_kpack_format::manifest::Manifest::read(&unpacked.join("kpkg/.kpack/libfixture.kpm")).expect("kpm");
+    let mut listed: Vec<(String, Vec<String>)> =
+        kpm.database_files.iter().map(|f| (f.path.clone(), f.architectures.clone())).collect();
+    listed.sort();
+    let mut want: Vec<(String, Vec<String>)> = dbs
+        .iter()
+        .map(|(p, a, _)| (p.strip_prefix("kpkg/").expect("prefix").to_string(), vec![a.to_string()]))
+        .collect();
+    want.sort();
+    assert_eq!(listed, want);
+    for (p, _, _) in &dbs {
+        assert!(!base.members.contains(p), "{p} in the base wheel");
+    }
+    let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90a").path).expect("device");
+    let dev110 = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
+    for (p, a, _) in &dbs {
+        let (has, hasnt) = if a.starts_with("gfx90a") { (&dev90, &dev110) } else { (&dev110, &dev90) };
+        assert!(has.members.contains(p) && !hasnt.members.contains(p), "{p}");
+    }
+
+    // pip: base + the gfx90a extra puts the gfx90a files where the fat
+    // wheel had them, and nothing for gfx1100.
+    let repo = tmp.path().join("repo");
+    publish(&out, &repo, &PublishOptions { pip: true, ..PublishOptions::default() })
+        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let server = http::serve_dir(&repo).expect("serve");
+    let venv = tmp.path().join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    ok(Command::new(venv.join("bin/pip"))
+        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .arg(format!("{}simple/", server.root_url()))
+        .arg("kpkg[device-gfx90a]")
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    let sp = rocm_kpack_test_support::site_packages(&venv);
+    for (p, a, bytes) in &dbs {
+        if a.starts_with("gfx90a") {
+            assert_eq!(&fs::read(sp.join(p)).expect("database file"), bytes, "{p}");
+        } else {
+            assert!(!sp.join(p).exists(), "{p}");
+        }
+    }
+    assert_eq!(fs::read(sp.join(&dat.0)).expect("dat"), dat.1);
 }

@@ -134,6 +134,9 @@ pub(crate) fn remove_recorded(dir: &Path, names: &[(ItemKind, &str)]) -> anyhow:
         match deleted {
             Ok(_) => {
                 records.remove(name);
+                if kind == ItemKind::Database {
+                    crate::install::remove_created_dirs(dir, name, &mut state.created_dirs);
+                }
                 removed.push(item_path(kind, dir, name));
             }
             Err(e @ crate::install::DeleteError::Refused { .. }) => refused.push(e.to_string()),

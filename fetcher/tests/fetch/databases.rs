@@ -320,3 +320,35 @@ fn verify_remove_and_gc_handle_database_files_and_spare_package_owned_ones() {
     assert_eq!(fs::read(b.installed(0)).expect("package's file stays"), b.dbs[0].bytes);
     assert!(!b.installed(1).exists() && !b.installed(2).exists(), "the others go");
 }
+
+#[test]
+fn directories_made_for_database_files_go_with_them_and_no_others() {
+    let b = blas();
+    let env = &b.env;
+    let prefix = b.prefix();
+    assert!(!prefix.join("rocblas").exists());
+    // The install makes rocblas/ and rocblas/library/ and records them.
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    assert!(b.installed(0).is_file());
+    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas", "rocblas/library"]));
+    let out = ok(env.sub("remove", &["rocblas", "--yes"]));
+    assert!(!prefix.join("rocblas").exists(), "the directories it made are gone: {out}");
+    assert!(env.state().get("created_dirs").is_none(), "{}", env.state());
+
+    // A directory that was there before (a package's, the user's) stays,
+    // and so does one the fetcher made that holds a file not its own.
+    fs::create_dir(prefix.join("rocblas")).expect("mkdir");
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas/library"]));
+    let notes = prefix.join("rocblas/library/notes.txt");
+    fs::write(&notes, "the user's\n").expect("write");
+    ok(env.sub("remove", &["rocblas", "--yes"]));
+    assert!(!b.installed(0).exists());
+    assert_eq!(fs::read_to_string(&notes).expect("user's file stays"), "the user's\n");
+    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas/library"]), "kept while not empty");
+    fs::remove_file(&notes).expect("rm");
+    ok(env.install("gfx90a", &[b.server.url()], &[]));
+    ok(env.sub("remove", &["rocblas", "--yes"]));
+    assert!(!prefix.join("rocblas/library").exists());
+    assert!(prefix.join("rocblas").is_dir(), "not made by the fetcher: kept");
+}

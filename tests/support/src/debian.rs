@@ -52,12 +52,21 @@ pub const PACKAGES: [Package; 3] = [
 ];
 
 /// Packages bookworm lacks, from Debian 13 trixie through a private apt
-/// configuration ([`trixie_apt_args`]); only benchmarks use them.
-pub const TRIXIE_PACKAGES: [Package; 1] = [Package {
-    name: "librocsolver0",
-    version: "5.5.1-7",
-    sha256: "8b3763a18c7bebc244337432bbef5e1ff4ac4dcf56bba32e766b4070c3afaee0",
-}];
+/// configuration ([`trixie_apt_args`]): librocsolver0 for the scaling
+/// benchmark, librocblas0 (166 MB deb, 2.26 GB installed, most of it the
+/// Tensile kernel database) for the kernel-database test and benchmark.
+pub const TRIXIE_PACKAGES: [Package; 2] = [
+    Package {
+        name: "librocsolver0",
+        version: "5.5.1-7",
+        sha256: "8b3763a18c7bebc244337432bbef5e1ff4ac4dcf56bba32e766b4070c3afaee0",
+    },
+    Package {
+        name: "librocblas0",
+        version: "5.5.1+dfsg-7",
+        sha256: "951dfa1a46ee275dace455f396640cfc63a47927455a0903b73c4e50030574c1",
+    },
+];
 
 /// apt options of a private configuration under `<cache>/apt-trixie/`
 /// (its own sources.list, state and cache; the machine's sources are
