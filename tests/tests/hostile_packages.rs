@@ -143,6 +143,7 @@ fn rpm_spec(name: &str, version: &str, release: &str, arch: &str) -> RpmSpec {
         requires: Vec::new(),
         conflicts: Vec::new(),
         obsoletes: Vec::new(),
+        recommends: Vec::new(),
         scripts: Default::default(),
         config_files: Vec::new(),
         file_triggers: Vec::new(),

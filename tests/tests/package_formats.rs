@@ -327,8 +327,13 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         assert_no_alias_symlinks(p);
     }
 
+    // The generic rpm recommends the fetcher, as the generic deb does (rpm
+    // reads the weak dependency back; our reader too).
+    let rec = ok(Command::new("rpm").args(["-qp", "--recommends"]).arg(&rpms["librocrand1"]));
+    assert_eq!(rec.trim(), "rocm-kpack-fetch");
     // Read back: the generic payload is the generic tree, byte for byte.
     let generic = RpmReader::open(&rpms["librocrand1"]).expect("open");
+    assert_eq!(generic.recommends().iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["rocm-kpack-fetch"]);
     let mut seen = BTreeMap::new();
     generic
         .for_each_entry(|path, mode, size, data| {

@@ -929,6 +929,7 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
         requires,
         conflicts: meta.rpm.conflicts.clone(),
         obsoletes: meta.rpm.obsoletes.clone(),
+        recommends: Vec::new(),
         scripts: meta.rpm.scripts.clone(),
         config_files: meta.rpm.config_files.clone(),
         file_triggers: Vec::new(),
@@ -952,6 +953,12 @@ fn build_rpms(
     let naming_t = &opts.spec.naming;
     let mut generic = base_rpm_spec(meta, opts)?;
     generic.name = naming::generic(naming_t, NameKind::RpmGeneric, &meta.name);
+    // As the generic deb's Recommends: dnf installs the fetcher with the
+    // generic package, and its file trigger fetches the device code.
+    generic.recommends = meta.rpm.recommends.clone();
+    if !generic.recommends.iter().any(|d| d.name == naming::FETCH_PACKAGE) {
+        generic.recommends.push(rpm::Dep::any(naming::FETCH_PACKAGE));
+    }
     let mut payload = split.generic.clone();
     add_fetch_sources(&mut payload, &opts.spec)?;
     payload.add_parent_dirs();

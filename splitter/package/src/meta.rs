@@ -231,6 +231,8 @@ pub struct RpmMeta {
     pub conflicts: Vec<crate::rpm::Dep>,
     /// Obsoletes.
     pub obsoletes: Vec<crate::rpm::Dep>,
+    /// Recommends.
+    pub recommends: Vec<crate::rpm::Dep>,
     /// Scriptlets of the generic rpm: script tag -> (interpreter, body).
     pub scripts: BTreeMap<u32, (String, String)>,
     /// %config files of the generic rpm (relative install paths).
@@ -379,6 +381,7 @@ impl PackageMeta {
                 provides: r.provides().into_iter().filter(|d| !self_provide(d)).collect(),
                 conflicts: r.conflicts(),
                 obsoletes: r.obsoletes(),
+                recommends: r.recommends(),
                 scripts: r.scripts(),
                 config_files: r.config_files(),
             },

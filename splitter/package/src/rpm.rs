@@ -109,6 +109,9 @@ pub mod tag {
     pub const PROVIDEFLAGS: u32 = 1112;
     pub const PROVIDEVERSION: u32 = 1113;
     pub const OBSOLETENAME: u32 = 1090;
+    pub const RECOMMENDNAME: u32 = 5046;
+    pub const RECOMMENDVERSION: u32 = 5047;
+    pub const RECOMMENDFLAGS: u32 = 5048;
     pub const OBSOLETEFLAGS: u32 = 1114;
     pub const OBSOLETEVERSION: u32 = 1115;
     pub const DIRINDEXES: u32 = 1116;
@@ -335,6 +338,9 @@ pub struct RpmSpec {
     pub conflicts: Vec<Dep>,
     /// Obsoletes.
     pub obsoletes: Vec<Dep>,
+    /// Recommends (weak dependencies: dnf installs them by default, and
+    /// `--setopt=install_weak_deps=False` skips them).
+    pub recommends: Vec<Dep>,
     /// Scriptlets: script tag ([`SCRIPT_TAGS`]) -> (interpreter, body).
     pub scripts: BTreeMap<u32, (String, String)>,
     /// Install paths (relative, as in the payload) marked %config.
@@ -770,6 +776,7 @@ pub fn write_rpm<W: Write>(
     deps_into(&mut h, &requires, tag::REQUIRENAME, tag::REQUIREFLAGS, tag::REQUIREVERSION);
     deps_into(&mut h, &spec.conflicts, tag::CONFLICTNAME, tag::CONFLICTFLAGS, tag::CONFLICTVERSION);
     deps_into(&mut h, &spec.obsoletes, tag::OBSOLETENAME, tag::OBSOLETEFLAGS, tag::OBSOLETEVERSION);
+    deps_into(&mut h, &spec.recommends, tag::RECOMMENDNAME, tag::RECOMMENDFLAGS, tag::RECOMMENDVERSION);
     for (script, prog) in SCRIPT_TAGS {
         if let Some((interp, body)) = spec.scripts.get(&script) {
             h.set(script, Value::Str(body.clone()));
@@ -1216,6 +1223,10 @@ impl RpmReader {
     /// Obsoletes.
     pub fn obsoletes(&self) -> Vec<Dep> {
         self.deps(tag::OBSOLETENAME, tag::OBSOLETEFLAGS, tag::OBSOLETEVERSION)
+    }
+    /// Recommends.
+    pub fn recommends(&self) -> Vec<Dep> {
+        self.deps(tag::RECOMMENDNAME, tag::RECOMMENDFLAGS, tag::RECOMMENDVERSION)
     }
 
     /// The file list.

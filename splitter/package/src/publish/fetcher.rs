@@ -306,6 +306,7 @@ fn rpm(bin: &[u8], g: &Generated, opts: &FetcherOptions, epoch: u64, out: &Path)
         requires: vec![Dep::any("/bin/sh"), Dep::any("libc.so.6()(64bit)")],
         conflicts: Vec::new(),
         obsoletes: Vec::new(),
+        recommends: Vec::new(),
         scripts: BTreeMap::new(),
         config_files: sources_path(opts).into_iter().collect(),
         file_triggers: vec![

@@ -174,6 +174,7 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
         dep_xml(&mut primary, "requires", &r.requires(), true);
         dep_xml(&mut primary, "conflicts", &r.conflicts(), false);
         dep_xml(&mut primary, "obsoletes", &r.obsoletes(), false);
+        dep_xml(&mut primary, "recommends", &r.recommends(), false);
         for f in p.files.iter().filter(|f| primary_file(&f.path)) {
             file_xml(&mut primary, f, "    ");
         }
