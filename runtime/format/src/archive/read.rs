@@ -3,7 +3,7 @@
 
 use super::{
     CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE,
-    MAX_TOC_SIZE, MAX_ZSTD_RATIO, SPARSE_CHECK_MIN,
+    MAX_TOC_SIZE, MAX_ZSTD_RATIO,
 };
 use crate::error::{Error, Result};
 use crate::msgpack::{Reader, Value};
@@ -830,6 +830,7 @@ impl Archive {
         let len = meta.len();
         #[cfg(unix)]
         {
+            use super::SPARSE_CHECK_MIN;
             use std::os::unix::fs::MetadataExt;
             let allocated = meta.blocks().saturating_mul(512);
             if len > SPARSE_CHECK_MIN && allocated < len / 2 {
