@@ -191,7 +191,7 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
     let (code, stdout, _) = fetch(&root, &["status", "--target", "gfx90a"]);
     assert_eq!(code, 4, "{stdout}");
     let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a", "--dry-run"]);
-    assert_eq!((code, stdout.as_str()), (0, "apt-get install libdbfixture1-gfx90x\n"), "{stderr}");
+    assert_eq!((code, stdout.as_str()), (0, "apt-get install libdbfixture1-gfx90a\n"), "{stderr}");
     let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     for (rel, _, target) in DATABASES {
@@ -202,7 +202,7 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
                 .arg(format!("--root={}", root.display()))
                 .arg("-S")
                 .arg(format!("/opt/rocm/{rel}")));
-            assert!(owner.starts_with("libdbfixture1-gfx90x:"), "{owner}");
+            assert!(owner.starts_with("libdbfixture1-gfx90a:"), "{owner}");
         } else {
             assert!(!got.exists(), "{rel} installed for gfx90a");
         }

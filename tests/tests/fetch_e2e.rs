@@ -101,7 +101,7 @@ fn root_with_generic(root: &Path) {
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "--force-script-chrootless", "-i"])
-        .arg(published().pkgs.join("librocrand1_5.3.3-4_amd64.deb")));
+        .arg(published().pkgs.join("librocrand1_5.3.3-4+kpack1_amd64.deb")));
 }
 
 /// (bundle index, bytes) of target `target` in the fat Debian library.

@@ -198,13 +198,13 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
     assert!(page.contains("data-requires-python=\"&gt;=3.8\""), "{page}");
     // The 2025 family's view (an index URL printed before the families
     // changed): its base wheel requires the wheels now carrying gfx110X.
-    let old_view = fs::read_to_string(repo.join("families/gfx110x/files/kpkg-1.0-py3-none-linux_x86_64.whl.metadata"))
+    let old_view = fs::read_to_string(repo.join("families/gfx110x/files/kpkg-1.0+kpack1-py3-none-linux_x86_64.whl.metadata"))
         .expect("the gfx110x view's base wheel");
-    assert!(old_view.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx110x-dgpu==1.0"), "{old_view}");
-    assert!(!old_view.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx90a==1.0"), "{old_view}");
-    let old90 = fs::read_to_string(repo.join("families/gfx90x/files/kpkg-1.0-py3-none-linux_x86_64.whl.metadata"))
+    assert!(old_view.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx110x-dgpu==1.0+kpack1"), "{old_view}");
+    assert!(!old_view.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx90a==1.0+kpack1"), "{old_view}");
+    let old90 = fs::read_to_string(repo.join("families/gfx90x/files/kpkg-1.0+kpack1-py3-none-linux_x86_64.whl.metadata"))
         .expect("the gfx90x view's base wheel");
-    assert!(old90.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx90a==1.0"), "{old90}");
+    assert!(old90.lines().any(|l| l.trim_end() == "Requires-Dist: kpkg-device-gfx90a==1.0+kpack1"), "{old90}");
     let json: Value = serde_json::from_str(
         &fs::read_to_string(repo.join("simple/kpkg/index.json")).expect("json"),
     )
