@@ -895,7 +895,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     // stay out, the database file goes in.)
     let fat_tree = tmp.path().join("fat");
     copy_tree(&split.join("generic"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
-    copy_tree(&split.join("gfx110X"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
+    copy_tree(&split.join("gfx110X-dgpu"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
     let mut fat_opts = wheel_options();
     fat_opts.spec.version.suffix.clear();
     let fat_out = tmp.path().join("fat-out");
@@ -1102,6 +1102,12 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     let server = http::serve_dir(&repo).expect("serve");
     publish_packages(t, "old", &repo, &server);
     let root = debian_root(t, Some(server.root_url()));
+    // The 2025 packages copied Debian's version (5.3.3-4), so with Debian's
+    // sources beside ours apt could take Debian's fat librocrand1; the
+    // machine being upgraded is one where ours were installed: pinned here
+    // for the old install only (the new packages win on their version).
+    let pin = root.join("etc/apt/preferences.d/rocm-kpack-2025");
+    fs::write(&pin, "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n").expect("pin");
     let apt = |args: &[&str]| ok(chroot(&root, "mi210").args(["apt-get", "-q", "-y"]).args(args));
     apt(&["update"]);
     apt(&["install", "librocrand1", "librocrand1-gfx90x"]);
@@ -1109,6 +1115,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     assert_eq!(archives_below(&root.join("usr")), all);
     assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
 
+    fs::remove_file(&pin).expect("unpin");
     publish_packages(t, "new", &repo, &server);
     apt(&["update"]);
     let out = apt(&["upgrade"]);

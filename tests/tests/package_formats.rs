@@ -315,7 +315,7 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
     }
     let obs = ok(Command::new("rpm").args(["-qp", "--obsoletes"]).arg(dev));
-    assert_eq!(obs.trim(), "librocrand1-gfx90x < 5.3.3-4", "{obs}");
+    assert_eq!(obs.trim(), "librocrand1-gfx90x < 5.3.3-4.kpack1", "{obs}");
     assert_eq!(payload_archives(dev), ["librocrand_gfx90a.kpack"]);
     let transitional = &rpms["librocrand1-gfx90x"];
     let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(transitional));
