@@ -1048,7 +1048,7 @@ fn gfx9_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
 /// `Package Version` of the installed packages whose name starts with
 /// librocrand1, sorted (dpkg's database, or rpm's with `rpm`).
 fn installed_rocrand(root: &Path, rpm: bool) -> Vec<String> {
-    let out = if rpm {
+    let out: String = if rpm {
         // The root has dnf but no rpm command: dnf lists `NAME.ARCH EVR REPO`.
         ok(chroot(root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1*"]))
             .lines()
