@@ -136,7 +136,7 @@ fn librocrand_deb_splits_installs_and_loads() {
     // Packages of the 2025 families: files move over (Replaces, Breaks),
     // and a transitional package of the old name pulls in the new ones.
     let d = DebReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("device");
-    assert_eq!(d.control.get("Replaces"), Some("librocrand1-gfx90x (<< 5.3.3-4)"));
+    assert_eq!(d.control.get("Replaces"), Some("librocrand1-gfx90x (<< 5.3.3-4+kpack1)"));
     assert_eq!(d.control.get("Breaks"), Some("librocrand1-gfx90x (<< 5.3.3-4)"));
     let t = DebReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("transitional");
     assert_eq!(
@@ -424,7 +424,7 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert!(base
         .metadata
         .get_all("Requires-Dist")
-        .any(|r| r == "kpkg-device-gfx110x-dgpu==1.0; extra == \"device-gfx110x\""));
+        .any(|r| r == "kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""));
     let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
     assert!(dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"), "{:?}", dev.members);
     for unit in ["gfx1100", "gfx1101"] {
@@ -784,7 +784,7 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
     // rpm, from the same tree as a fat rpm
     let split = tmp.path().join("fat");
     copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
-    let made = package(&split, &tmp.path().join("fatpkg"), &rocrand_options(&[Format::Rpm])).expect("fat rpm");
+    let made = package(&split, &tmp.path().join("fatpkg"), &distribution_options(&[Format::Rpm])).expect("fat rpm");
     let out = tmp.path().join("rpm");
     let r = split_package(&made.packages[0].path, &out, &rocrand).unwrap_or_else(|e| panic!("{}", chain(&e)));
     let mut n = names(&r);
