@@ -142,8 +142,8 @@ fn librocrand_deb_splits_installs_and_loads() {
     assert_eq!(
         t.control.get("Depends"),
         Some(
-            "librocrand1 (= 5.3.3-4), librocrand1-gfx900 (= 5.3.3-4), librocrand1-gfx906 (= 5.3.3-4), \
-             librocrand1-gfx908 (= 5.3.3-4), librocrand1-gfx90a (= 5.3.3-4)"
+            "librocrand1 (= 5.3.3-4+kpack1), librocrand1-gfx900 (= 5.3.3-4+kpack1), librocrand1-gfx906 (= 5.3.3-4+kpack1), \
+             librocrand1-gfx908 (= 5.3.3-4+kpack1), librocrand1-gfx90a (= 5.3.3-4+kpack1)"
         )
     );
     assert_eq!(t.control.get("Section"), Some("oldlibs"));
