@@ -151,7 +151,7 @@ fn librocrand_deb_splits_installs_and_loads() {
     let t = DebReader::open(&by_name(&r, "librocrand1-gfx103x").path).expect("transitional");
     assert_eq!(
         t.control.get("Depends"),
-        Some("librocrand1 (= 5.3.3-4), librocrand1-gfx103x-dgpu (= 5.3.3-4)")
+        Some("librocrand1 (= 5.3.3-4+kpack1), librocrand1-gfx103x-dgpu (= 5.3.3-4+kpack1)")
     );
     // Each family deb ships one archive per processor, no alias symlinks.
     for p in &r.packages {
