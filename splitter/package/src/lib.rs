@@ -758,21 +758,9 @@ fn build_debs(
     add_fetch_sources(&mut payload, &opts.spec)?;
     payload.add_parent_dirs();
     let (control, files) = generic_deb_control(meta, &gname, &payload);
-    let spec = deb::DebSpec {
-        control,
-        control_files: &files,
-        payload: &payload,
-        compression: opts.compression,
-        level: opts.level,
-        mtime: opts.source_date_epoch,
-    };
-    write_package(
-        out_dir,
-        format!("{gname}_{ver}_{arch}.deb"),
-        built(Format::Deb, &gname, &meta.version, None, payload.len()),
-        pending,
-        |w| deb::write_deb(w, &spec),
-    )?;
+    let built_deb = built(Format::Deb, &gname, &meta.version, None, payload.len());
+    let deb_file = DebFile { control, control_files: &files, payload: &payload, compression: (opts.compression, opts.level) };
+    write_deb_pending(deb_file, format!("{gname}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
     let generic_doc = format!("usr/share/doc/{gname}");
     let has_doc = split
         .generic
@@ -792,21 +780,9 @@ fn build_debs(
         let isa_pkgs = generic_isa_packages(opts, NameKind::DebDevice, &meta.name, g);
         let replaced = replaced_packages(opts, NameKind::DebDevice, &meta.name, g);
         let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs, &replaced);
-        let spec = deb::DebSpec {
-            control,
-            control_files: &[],
-            payload: &payload,
-            compression: device_compression(opts, g).0,
-            level: device_compression(opts, g).1,
-            mtime: opts.source_date_epoch,
-        };
-        write_package(
-            out_dir,
-            format!("{name}_{ver}_{arch}.deb"),
-            built(Format::Deb, &name, &meta.version, Some(g), payload.len()),
-            pending,
-            |w| deb::write_deb(w, &spec),
-        )?;
+        let built_deb = built(Format::Deb, &name, &meta.version, Some(g), payload.len());
+        let deb_file = DebFile { control, control_files: &[], payload: &payload, compression: device_compression(opts, g) };
+        write_deb_pending(deb_file, format!("{name}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
     }
     for (old, successors) in transitions(split, opts) {
         let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, old);
@@ -848,23 +824,41 @@ fn build_debs(
                 &transitional_description(meta, old, &succ),
             ),
         );
-        let spec = deb::DebSpec {
-            control: c,
-            control_files: &[],
-            payload: &payload,
-            compression: opts.compression,
-            level: opts.level,
-            mtime: opts.source_date_epoch,
-        };
-        write_package(
-            out_dir,
-            format!("{name}_{ver}_{arch}.deb"),
-            built_transitional(Format::Deb, &name, &meta.version, old, payload.len()),
-            pending,
-            |w| deb::write_deb(w, &spec),
-        )?;
+        let built_deb = built_transitional(Format::Deb, &name, &meta.version, old, payload.len());
+        let deb_file = DebFile { control: c, control_files: &[], payload: &payload, compression: (opts.compression, opts.level) };
+        write_deb_pending(deb_file, format!("{name}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
     }
     Ok(())
+}
+
+/// One deb of a split: what differs between the generic, device and
+/// transitional debs (the rest comes from the options).
+struct DebFile<'a> {
+    control: ControlFields,
+    control_files: &'a [meta::ControlFile],
+    payload: &'a Payload,
+    compression: (Compression, Option<u32>),
+}
+
+/// Writes `file` as `out_dir/file_name` (pending until the whole set is
+/// written), every entry at SOURCE_DATE_EPOCH.
+fn write_deb_pending(
+    file: DebFile<'_>,
+    file_name: String,
+    built: BuiltPackage,
+    opts: &PackageOptions,
+    out_dir: &Path,
+    pending: &mut PendingPackages,
+) -> Result<(), PackageError> {
+    let spec = deb::DebSpec {
+        control: file.control,
+        control_files: file.control_files,
+        payload: file.payload,
+        compression: file.compression.0,
+        level: file.compression.1,
+        mtime: opts.source_date_epoch,
+    };
+    write_package(out_dir, file_name, built, pending, |w| deb::write_deb(w, &spec))
 }
 
 // ---------------------------------------------------------------- rpm
