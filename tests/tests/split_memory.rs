@@ -102,6 +102,39 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     assert_eq!(seen, report.code_objects);
 }
 
+/// A PE image's host-only output is streamed too: splitting a DLL whose
+/// host data is 160 MiB takes a few MiB of heap, not a copy of the image,
+/// and the output is the one `to_vec` builds in memory.
+#[test]
+fn pe_split_peak_heap_does_not_grow_with_the_host_code() {
+    use rocm_kpack_splitter::split::binary::{marker_search_paths, split_fat_elf, ElfSplit};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const HOST_MIB: usize = 160;
+    let dll = rocm_kpack_test_support::pe::big_dll(HOST_MIB).expect("build the DLL (clang-19, lld-link-19, llvm-dlltool-19)");
+    let input_len = std::fs::metadata(&dll).unwrap().len();
+    assert!(input_len > (HOST_MIB as u64) << 20, "{input_len}");
+
+    let out = tempfile::tempdir().unwrap();
+    let opts = SplitBinaryOptions {
+        spec: Spec::builtin(),
+        jobs: Some(1),
+        ..SplitBinaryOptions::default()
+    };
+    let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&dll, out.path(), &opts));
+    let report = report.unwrap();
+    eprintln!("peak live heap {:.1} MiB for a {:.1} MiB DLL", peak as f64 / 1048576.0, input_len as f64 / 1048576.0);
+    assert!(peak < 16 << 20, "peak live heap {peak} bytes for a {input_len}-byte DLL");
+
+    // The streamed file is the image built in memory, byte for byte.
+    let data = std::fs::read(&dll).unwrap();
+    let ElfSplit::Split(split) = split_fat_elf(&data, &report.kernel_name, marker_search_paths(&report.component, 0)).unwrap() else {
+        panic!("kpbig.dll is fat");
+    };
+    let written = std::fs::read(&report.output).unwrap();
+    assert_eq!(written.len() as u64, split.host.len());
+    assert!(written == split.host.to_vec().unwrap(), "streamed and in-memory outputs differ");
+}
+
 #[test]
 fn outputs_are_identical_whatever_the_jobs_and_memory() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

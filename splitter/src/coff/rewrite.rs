@@ -17,16 +17,21 @@
 //! which now hold `ImageBase + RVA(.kpackrf)`. Nothing else may point into
 //! `.hip_fat`; that is checked before anything is written.
 
+use std::io;
+
 use super::read::*;
 use super::{PeError, Result};
 use crate::elf::read::u32_at;
 use crate::elf::WrapperInfo;
+use crate::image::Image;
 use rocm_kpack_format::wrapper::FatbinWrapper;
 
 /// The rewritten host-only image.
 #[derive(Debug)]
-pub struct Rewritten {
-    pub bytes: Vec<u8>,
+pub struct Rewritten<'a> {
+    /// Its bytes, described over the input ([`Image::write_to`] streams
+    /// them), so the rewrite's memory does not grow with the image.
+    pub image: Image<'a>,
     pub wrappers: Vec<WrapperInfo>,
     /// RVA of `.kpackrf`.
     pub marker_rva: u32,
@@ -42,33 +47,98 @@ fn align_up(v: u64, a: u64) -> u64 {
     v.div_ceil(a) * a
 }
 
-fn put_u32(out: &mut [u8], at: usize, v: u32) -> Result<()> {
-    out.get_mut(at..at + 4)
-        .ok_or_else(|| PeError::Malformed(format!("field at {at:#x} is outside the image")))?
-        .copy_from_slice(&v.to_le_bytes());
-    Ok(())
+fn put(out: &mut Image<'_>, at: usize, bytes: &[u8]) -> Result<()> {
+    out.patch(at, bytes)
+        .ok_or_else(|| PeError::Malformed(format!("field at {at:#x} is outside the image")))
 }
 
-/// The PE checksum (the `CheckSumMappedFile` algorithm): 16-bit one's
-/// complement style sum of the file with the checksum field taken as 0,
-/// plus the file length.
-pub fn pe_checksum(data: &[u8], checksum_offset: usize) -> u32 {
-    let mut sum: u64 = 0;
-    for (i, chunk) in data.chunks(2).enumerate() {
-        let at = i * 2;
-        if at >= checksum_offset && at < checksum_offset + 4 {
-            continue;
+fn put_u32(out: &mut Image<'_>, at: usize, v: u32) -> Result<()> {
+    put(out, at, &v.to_le_bytes())
+}
+
+fn get_u32(out: &Image<'_>, at: usize) -> Result<u32> {
+    let mut b = [0u8; 4];
+    out.read(at, &mut b)
+        .ok_or_else(|| PeError::Malformed(format!("field at {at:#x} is outside the image")))?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// The PE checksum (the `CheckSumMappedFile` algorithm), fed the file's
+/// bytes in order so that a streamed image need not be built: a 16-bit
+/// one's complement style sum of the file with the checksum field taken
+/// as 0, plus the file length.
+#[derive(Debug, Clone)]
+pub struct PeChecksum {
+    checksum_offset: usize,
+    /// Bytes fed so far.
+    len: usize,
+    sum: u64,
+    /// The first byte of a word split between two writes.
+    pending: Option<u8>,
+}
+
+impl PeChecksum {
+    pub fn new(checksum_offset: usize) -> Self {
+        PeChecksum {
+            checksum_offset,
+            len: 0,
+            sum: 0,
+            pending: None,
         }
-        let word = match chunk {
-            [a, b] => u16::from_le_bytes([*a, *b]),
-            [a] => u16::from(*a),
-            _ => 0,
-        };
-        sum += u64::from(word);
-        sum = (sum & 0xffff) + (sum >> 16);
     }
-    sum = (sum & 0xffff) + (sum >> 16);
-    (sum as u32).wrapping_add(data.len() as u32)
+
+    fn word(&mut self, at: usize, word: u16) {
+        if at >= self.checksum_offset && at < self.checksum_offset + 4 {
+            return;
+        }
+        self.sum += u64::from(word);
+        self.sum = (self.sum & 0xffff) + (self.sum >> 16);
+    }
+
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        if let (Some(lo), Some((&hi, rest))) = (self.pending, bytes.split_first()) {
+            self.pending = None;
+            self.word(self.len - 1, u16::from_le_bytes([lo, hi]));
+            self.len += 1;
+            bytes = rest;
+        }
+        let mut pairs = bytes.chunks_exact(2);
+        for pair in &mut pairs {
+            self.word(self.len, u16::from_le_bytes([pair[0], pair[1]]));
+            self.len += 2;
+        }
+        if let [last] = pairs.remainder() {
+            self.pending = Some(*last);
+            self.len += 1;
+        }
+    }
+
+    /// The checksum of everything fed (an odd last byte counts as a word).
+    pub fn finish(mut self) -> u32 {
+        if let Some(lo) = self.pending.take() {
+            self.word(self.len - 1, u16::from(lo));
+        }
+        let sum = (self.sum & 0xffff) + (self.sum >> 16);
+        (sum as u32).wrapping_add(self.len as u32)
+    }
+}
+
+impl io::Write for PeChecksum {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// [`PeChecksum`] of bytes in memory.
+pub fn pe_checksum(data: &[u8], checksum_offset: usize) -> u32 {
+    let mut sum = PeChecksum::new(checksum_offset);
+    sum.update(data);
+    sum.finish()
 }
 
 /// Maps input file offsets to output file offsets.
@@ -106,7 +176,7 @@ impl OffsetMap {
 /// Rewrites a fat image: `marker` goes into `.kpackrf`, each wrapper gets
 /// the co_index of the bundle it pointed at (`bundle_offsets` are the
 /// bundles' offsets in `.hip_fat`).
-pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten> {
+pub fn rewrite<'a>(fat: &FatPe<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten<'a>> {
     let pe = &fat.pe;
     let data = pe.data;
     let fs = pe.sections[fat.fatbin];
@@ -291,31 +361,26 @@ pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result
     let new_size_of_image = align_up(u64::from(marker_rva) + marker.len() as u64, sa);
     let marker_va = pe.image_base + u64::from(marker_rva);
 
-    // Assemble.
-    let mut out =
-        Vec::with_capacity(data.len() - fat_raw as usize + marker_raw as usize + grow as usize);
-    out.extend_from_slice(data.get(..headers as usize).unwrap_or_default());
-    out.resize((headers + grow) as usize, 0);
-    out.extend_from_slice(
-        data.get(headers as usize..fat_start as usize)
-            .unwrap_or_default(),
-    );
-    out.extend_from_slice(
-        data.get(fat_end as usize..raw_end as usize)
-            .unwrap_or_default(),
-    );
+    // Assemble: runs of the input around the reclaimed bytes.
+    let mut out = Image::new(data);
+    let copy = |out: &mut Image<'a>, from: u64, to: u64, what: &str| -> Result<()> {
+        let len = to.checked_sub(from).ok_or_else(|| PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is reversed")))?;
+        out.copy(from as usize, len as usize)
+            .ok_or_else(|| PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is outside the file")))
+    };
+    copy(&mut out, 0, headers, "headers")?;
+    out.pad_to((headers + grow) as usize);
+    copy(&mut out, headers, fat_start, "raw data before .hip_fat")?;
+    copy(&mut out, fat_end, raw_end, "raw data after .hip_fat")?;
     debug_assert_eq!(out.len() as u64, marker_raw_ptr);
     out.extend_from_slice(marker);
-    out.resize((marker_raw_ptr + marker_raw) as usize, 0);
+    out.pad_to((marker_raw_ptr + marker_raw) as usize);
     match cert {
         Some((start, end)) => {
-            out.extend_from_slice(
-                data.get(raw_end as usize..start as usize)
-                    .unwrap_or_default(),
-            );
-            out.extend_from_slice(data.get(end as usize..).unwrap_or_default());
+            copy(&mut out, raw_end, start, "data before the certificate table")?;
+            copy(&mut out, end, file_len, "data after the certificate table")?;
         }
-        None => out.extend_from_slice(data.get(raw_end as usize..).unwrap_or_default()),
+        None => copy(&mut out, raw_end, file_len, "trailing data")?,
     }
 
     // Section table.
@@ -354,17 +419,13 @@ pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result
         {
             bytes[24..36].copy_from_slice(&orig[24..36]);
         }
-        out.get_mut(at..at + SECTION_HEADER_SIZE)
-            .ok_or_else(|| PeError::Malformed("section table".into()))?
-            .copy_from_slice(&bytes);
+        put(&mut out, at, &bytes)?;
     }
 
     // File header.
     let count = u16::try_from(new_sections.len())
         .map_err(|_| PeError::Refused("too many sections".into()))?;
-    out.get_mut(pe.nt_offset + 6..pe.nt_offset + 8)
-        .ok_or_else(|| PeError::Malformed("file header".into()))?
-        .copy_from_slice(&count.to_le_bytes());
+    put(&mut out, pe.nt_offset + 6, &count.to_le_bytes())?;
     if pe.pointer_to_symbol_table != 0 {
         let mapped = map
             .map(u64::from(pe.pointer_to_symbol_table))
@@ -416,7 +477,7 @@ pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result
         })?;
         for e in 0..size as usize / DEBUG_ENTRY_SIZE {
             let field = at + e * DEBUG_ENTRY_SIZE + 24;
-            let ptr = u32_at(&out, field);
+            let ptr = get_u32(&out, field)?;
             if ptr != 0 {
                 let mapped = map
                     .map(u64::from(ptr))
@@ -438,17 +499,18 @@ pub fn rewrite(fat: &FatPe<'_>, marker: &[u8], bundle_offsets: &[u64]) -> Result
         )?;
         let mut w = FatbinWrapper::hipk(marker_va, info.co_index);
         w.version = slot.wrapper.version;
-        out.get_mut(at..at + rocm_kpack_format::wrapper::WRAPPER_SIZE)
-            .ok_or_else(|| PeError::Malformed("wrapper".into()))?
-            .copy_from_slice(&w.to_bytes());
+        put(&mut out, at, &w.to_bytes())?;
     }
 
-    let checksum = pe_checksum(&out, opt + OPT_CHECKSUM);
-    put_u32(&mut out, opt + OPT_CHECKSUM, checksum)?;
+    // One pass over the image, through the write buffer only.
+    let mut checksum = PeChecksum::new(opt + OPT_CHECKSUM);
+    out.write_to(&mut checksum)
+        .map_err(|e| PeError::Malformed(format!("image: {e}")))?;
+    put_u32(&mut out, opt + OPT_CHECKSUM, checksum.finish())?;
 
     Ok(Rewritten {
         removed: fat_raw,
-        bytes: out,
+        image: out,
         wrappers,
         marker_rva,
         marker_va,
@@ -477,6 +539,21 @@ mod tests {
         }
         // Odd length: the last byte counts as a word.
         assert_eq!(pe_checksum(&[1, 0, 2], 100), 1 + 2 + 3);
+    }
+
+    /// Fed in pieces of any size (odd splits included), the checksum is
+    /// the one of the whole buffer.
+    #[test]
+    fn checksum_streams() {
+        let data: Vec<u8> = (0..70_001u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        let whole = pe_checksum(&data, 0x58);
+        for step in [1, 2, 3, 7, 4096, 65_537] {
+            let mut sum = PeChecksum::new(0x58);
+            for piece in data.chunks(step) {
+                sum.update(piece);
+            }
+            assert_eq!(sum.finish(), whole, "step {step}");
+        }
     }
 
     #[test]

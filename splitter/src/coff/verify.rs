@@ -1,4 +1,4 @@
-//! Structural checks of a rewritten PE image before it is written: the
+//! Structural checks of a rewritten PE image, as written (mapped back): the
 //! `object` crate must accept it, every section other than the three the
 //! split touches must be byte-identical to the input's, the wrappers must be
 //! HIPK wrappers pointing at the marker with the expected co_index, the base

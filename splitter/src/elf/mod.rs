@@ -6,7 +6,6 @@
 //! the result (with the `object` crate and our own checks) before anything is
 //! written to disk; [`inspect`] reports what a fat or split binary carries.
 
-pub mod image;
 pub mod inspect;
 pub mod read;
 pub mod rewrite;

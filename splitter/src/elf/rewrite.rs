@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use super::image::Image;
+use crate::image::Image;
 use super::read::*;
 use super::{ElfError, Result};
 

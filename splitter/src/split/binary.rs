@@ -28,6 +28,7 @@ use rocm_kpack_format::fsutil::{self, PendingFile};
 
 use crate::coff::{self, PeError};
 use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
+use crate::image::Image;
 
 /// Everything that can stop a split. Messages carry context; the
 /// underlying error is the `source`.
@@ -238,29 +239,38 @@ pub fn validate_component(component: &str) -> Result<(), SplitError> {
     }
 }
 
-/// The host-only binary of a split.
+/// The host-only binary of a split, described over the input
+/// ([`Image`]), streamed out and verified as written: memory does not grow
+/// with the host code.
 #[derive(Debug)]
 pub enum HostOutput<'a> {
-    /// ELF: described over the input ([`elf::image::Image`]), streamed out
-    /// and verified as written: memory does not grow with the host code.
     Elf {
-        image: elf::image::Image<'a>,
+        image: Image<'a>,
         /// What the verification expects.
         marker: Vec<u8>,
         marker_vaddr: u64,
         co_indices: Vec<u32>,
     },
-    /// PE: built and verified in memory.
-    Bytes(Vec<u8>),
+    Pe {
+        image: Image<'a>,
+        /// The input, which the verification compares the output with.
+        input: Box<coff::FatPe<'a>>,
+        marker: Vec<u8>,
+        marker_rva: u32,
+        co_indices: Vec<u32>,
+    },
 }
 
 impl HostOutput<'_> {
+    fn image(&self) -> &Image<'_> {
+        match self {
+            HostOutput::Elf { image, .. } | HostOutput::Pe { image, .. } => image,
+        }
+    }
+
     /// Its size in bytes.
     pub fn len(&self) -> u64 {
-        match self {
-            HostOutput::Elf { image, .. } => image.len() as u64,
-            HostOutput::Bytes(b) => b.len() as u64,
-        }
+        self.image().len() as u64
     }
 
     /// Whether it is empty (never, for a split).
@@ -270,71 +280,68 @@ impl HostOutput<'_> {
 
     /// Memory it holds and takes to write (for the budget).
     pub fn memory(&self) -> u64 {
-        match self {
-            HostOutput::Elf { image, .. } => image.memory(),
-            HostOutput::Bytes(b) => b.len() as u64,
-        }
+        self.image().memory()
     }
 
-    /// Writes it into `file` (named `path` in errors), an empty file open
-    /// for writing and reading; an ELF output is then verified from the
-    /// file, mapped back ([`verify::verify`] reads headers and tables,
-    /// not the code).
-    pub fn write_into(&self, file: &mut File, path: &Path) -> Result<(), SplitError> {
-        use std::io::Write as _;
-        let mut w = BufWriter::new(&mut *file);
-        let written = match self {
-            HostOutput::Elf { image, .. } => image.write_to(&mut w),
-            HostOutput::Bytes(b) => w.write_all(b),
-        };
-        written
-            .and_then(|()| w.flush())
-            .map_err(|e| SplitError::io("cannot write", path, e))?;
-        drop(w);
-        if let HostOutput::Elf {
-            marker,
-            marker_vaddr,
-            co_indices,
-            ..
-        } = self
-        {
-            // SAFETY: read-only map of the file this function just wrote
-            // and still holds open.
-            let map = unsafe { memmap2::Mmap::map(&*file) }.map_err(|e| SplitError::io("cannot map", path, e))?;
-            verify::verify(
-                &map,
+    /// Checks `bytes`, the output as written (mapped back) or built.
+    /// ELF verification reads headers and tables, not the code; PE
+    /// verification compares the sections with the input's.
+    fn verify(&self, bytes: &[u8]) -> Result<(), SplitError> {
+        match self {
+            HostOutput::Elf {
+                marker,
+                marker_vaddr,
+                co_indices,
+                ..
+            } => verify::verify(
+                bytes,
                 &verify::Expected {
                     marker,
                     marker_vaddr: *marker_vaddr,
                     co_indices,
                 },
-            )?;
+            )?,
+            HostOutput::Pe {
+                input,
+                marker,
+                marker_rva,
+                co_indices,
+                ..
+            } => coff::verify::verify(
+                input,
+                bytes,
+                &coff::verify::Expected {
+                    marker,
+                    marker_rva: *marker_rva,
+                    co_indices,
+                },
+            )?,
         }
         Ok(())
     }
 
+    /// Writes it into `file` (named `path` in errors), an empty file open
+    /// for writing and reading, then verifies it from the file, mapped
+    /// back.
+    pub fn write_into(&self, file: &mut File, path: &Path) -> Result<(), SplitError> {
+        use std::io::Write as _;
+        let mut w = BufWriter::new(&mut *file);
+        self.image()
+            .write_to(&mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| SplitError::io("cannot write", path, e))?;
+        drop(w);
+        // SAFETY: read-only map of the file this function just wrote and
+        // still holds open.
+        let map = unsafe { memmap2::Mmap::map(&*file) }.map_err(|e| SplitError::io("cannot map", path, e))?;
+        self.verify(&map)
+    }
+
     /// The whole output in memory, verified (tests, small inputs).
     pub fn to_vec(&self) -> Result<Vec<u8>, SplitError> {
-        match self {
-            HostOutput::Bytes(b) => Ok(b.clone()),
-            HostOutput::Elf {
-                image,
-                marker,
-                marker_vaddr,
-                co_indices,
-            } => {
-                let bytes = image.to_vec();
-                verify::verify(
-                    &bytes,
-                    &verify::Expected {
-                        marker,
-                        marker_vaddr: *marker_vaddr,
-                        co_indices,
-                    },
-                )?;
-                Ok(bytes)
-            }
-        }
+        let bytes = self.image().to_vec();
+        self.verify(&bytes)?;
+        Ok(bytes)
     }
 }
 
@@ -392,6 +399,8 @@ impl SplitElf<'_> {
 }
 
 /// What [`split_fat_elf`] found.
+// One per binary, moved once: boxing the split would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ElfSplit<'a> {
     /// No `.hip_fatbin`: keep the file as it is.
@@ -406,9 +415,8 @@ pub enum ElfSplit<'a> {
 /// x86-64 image (DLL/EXE, recognised by its `MZ`/`PE` headers; see
 /// [`coff`]). `kernel_name` goes into the marker (TOC keys are
 /// `<kernel_name>#<co_index>`), `search_paths` are the marker's archive
-/// locations (see [`marker_search_paths`]). PE host-only bytes are verified
-/// before they are returned, ELF ones as they are written
-/// ([`HostOutput::write_into`]).
+/// locations (see [`marker_search_paths`]). The host-only output is
+/// verified as it is written ([`HostOutput::write_into`]).
 pub fn split_fat_elf<'a>(
     data: &'a [u8],
     kernel_name: &str,
@@ -473,15 +481,7 @@ fn split_fat_pe<'a>(
     let marker = marker_bytes(kernel_name, search_paths)?;
     let rw = coff::rewrite(&fat, &marker, &offsets)?;
     let co_indices: Vec<u32> = rw.wrappers.iter().map(|w| w.co_index).collect();
-    coff::verify::verify(
-        &fat,
-        &rw.bytes,
-        &coff::verify::Expected {
-            marker: &marker,
-            marker_rva: rw.marker_rva,
-            co_indices: &co_indices,
-        },
-    )?;
+    let fatbin_range = fat.fatbin_file_range();
     let mut notes = Vec::new();
     if rw.signature_removed {
         tracing::warn!(kernel_name, "Authenticode signature removed by the split");
@@ -492,11 +492,17 @@ fn split_fat_pe<'a>(
         );
     }
     Ok(ElfSplit::Split(SplitElf {
-        host: HostOutput::Bytes(rw.bytes),
+        host: HostOutput::Pe {
+            image: rw.image,
+            input: Box::new(fat),
+            marker,
+            marker_rva: rw.marker_rva,
+            co_indices,
+        },
         bundles,
         wrappers: rw.wrappers,
         marker_address: rw.marker_va,
-        fatbin_range: fat.fatbin_file_range(),
+        fatbin_range,
         notes,
     }))
 }

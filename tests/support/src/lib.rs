@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod gfxarch;
 pub mod http;
 pub mod layouts;
+pub mod pe;
 pub mod snapshot;
 pub mod tree;
 

@@ -1,7 +1,8 @@
 //! The host-only output of a rewrite, described instead of built: runs of
-//! the input file, zero fill and small owned parts (headers, the marker,
-//! the grown section-name table), with byte patches on top (wrapper slots,
-//! relocation addends, zeroed old tables). Writing it streams the input
+//! the input file, zero fill and small owned parts (ELF headers, the marker,
+//! the grown section-name table; PE headers and `.kpackrf`), with byte
+//! patches on top (wrapper slots, relocation addends, zeroed old tables,
+//! PE section table and checksum). Both the ELF and the PE rewrite use it. Writing it streams the input
 //! through a fixed-size buffer, so the memory a split takes for its host
 //! output does not grow with the host code (a 459 MB plugin library keeps
 //! 430 MB of it), and the bytes are the ones an in-memory copy would hold.
@@ -101,6 +102,43 @@ impl<'a> Image<'a> {
     /// Zeros `len` existing bytes at `offset`; `None` when out of range.
     pub fn zero(&mut self, offset: usize, len: usize) -> Option<()> {
         self.patch(offset, &vec![0; len])
+    }
+
+    /// The `buf.len()` output bytes at `offset`, patches applied (a few
+    /// bytes: rewrites read back fields they placed); `None` when out of
+    /// range.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Option<()> {
+        let end = offset.checked_add(buf.len())?;
+        if end > self.len {
+            return None;
+        }
+        let mut at = 0usize; // output offset of the current piece
+        for piece in &self.pieces {
+            let (p0, p1) = (at, at + piece.len());
+            let (a, b) = (p0.max(offset), p1.min(end));
+            if a < b {
+                let dst = &mut buf[a - offset..b - offset];
+                match piece {
+                    Piece::Input { offset: src, .. } => {
+                        dst.copy_from_slice(self.src.get(src + (a - p0)..src + (b - p0))?)
+                    }
+                    Piece::Zeros(_) => dst.fill(0),
+                    Piece::Owned(bytes) => dst.copy_from_slice(&bytes[a - p0..b - p0]),
+                }
+            }
+            if p1 >= end {
+                break;
+            }
+            at = p1;
+        }
+        for (off, bytes) in &self.patches {
+            let (p0, p1) = (*off, off + bytes.len());
+            let (a, b) = (p0.max(offset), p1.min(end));
+            if a < b {
+                buf[a - offset..b - offset].copy_from_slice(&bytes[a - p0..b - p0]);
+            }
+        }
+        Some(())
     }
 
     /// Memory the image holds besides the input: its own parts and
@@ -203,6 +241,18 @@ mod tests {
         v[n - 8..n - 2].copy_from_slice(b"abcdef");
         img.patch(n - 8, b"abcdef").expect("in range");
         assert!(img.patch(n - 1, b"xy").is_none());
+        for (off, len) in [
+            (0, 16),
+            (CHUNK - 8, 40),
+            (CHUNK + 4990, 30),
+            (n - 10, 10),
+            (n - 8, 6),
+        ] {
+            let mut got = vec![0xaa; len];
+            img.read(off, &mut got).expect("in range");
+            assert_eq!(got, v[off..off + len], "read at {off}");
+        }
+        assert!(img.read(n - 1, &mut [0; 2]).is_none());
         assert!(img.copy(src.len() - 1, 2).is_none());
         assert_eq!(img.len(), v.len());
         assert!(img.to_vec() == v);
