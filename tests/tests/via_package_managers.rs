@@ -297,6 +297,42 @@ impl Case {
     }
 }
 
+impl Case {
+    /// The installed package that owns `rel` (below the prefix), as the
+    /// client's database says (`dpkg -S`, `rpm -qf`, the RECORD of a pip
+    /// distribution; pip names normalized).
+    fn owner(&self, rel: &str) -> String {
+        match self.pm {
+            Pm::Apt => {
+                let out = ok(Command::new("dpkg-query")
+                    .arg(format!(
+                        "--admindir={}",
+                        self.root.join("var/lib/dpkg").display()
+                    ))
+                    .arg("-S")
+                    .arg(format!("/{ROCM_PREFIX}/{rel}")));
+                out.split(':').next().unwrap_or_default().trim().to_string()
+            }
+            Pm::Dnf => ok(Command::new("rpm")
+                .arg("--root")
+                .arg(&self.root)
+                .args(["-qf", "--qf", "%{NAME}\n"])
+                .arg(format!("/{ROCM_PREFIX}/{rel}")))
+            .trim()
+            .to_string(),
+            Pm::Pip => {
+                let script = "import sys\nfrom importlib import metadata\nfor d in metadata.distributions():\n    if any(str(f) == sys.argv[1] for f in (d.files or [])):\n        print(d.metadata['Name'])\n";
+                ok(Command::new(self.python())
+                    .args(["-I", "-c", script])
+                    .arg(format!("kpkg/{rel}")))
+                .trim()
+                .to_lowercase()
+                .replace(['_', '.'], "-")
+            }
+        }
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -436,13 +472,18 @@ fn via(pm: Pm, g: Granularity) {
         );
     }
     // The database files: the fat package's bytes for the processors the
-    // packages serve, nothing for the others.
+    // packages serve, owned by the device package, nothing for the others.
     for (rel, target) in TENSILE {
         let got = case.prefix.join(rel);
         if want.database_targets.contains(&target) {
             assert_eq!(
                 fs::read(&got).unwrap_or_else(|e| panic!("{rel}: {e}")),
                 content(rel),
+                "{rel}"
+            );
+            assert_eq!(
+                case.owner(rel),
+                case.device_package(want.groups[0]),
                 "{rel}"
             );
         } else {
