@@ -48,36 +48,55 @@ enum Granularity {
     PerTarget,
 }
 
-/// The sysfs fixture: one RX 7900 XTX (gfx1100).
-const MACHINE: &str = "sysfs/rx7900xtx";
-
-/// What gfx1100 needs under a granularity: the device groups (package
+/// What a machine needs under a granularity: the device groups (package
 /// name suffixes, extras without `device-`) the plan names (the loader
-/// finds gfx1100's own code, so not the generic ISA), and the archive
-/// units and database processors those packages install.
+/// finds gfx1100's own code, so not the generic ISA), the generic-ISA
+/// packages they depend on, and the archive units and database processors
+/// those packages install.
 struct Expect {
+    /// The sysfs fixture.
+    machine: &'static str,
+    /// Its one processor.
+    target: &'static str,
     groups: &'static [&'static str],
-    /// Installed with them: the generic-ISA package they depend on.
     dependencies: &'static [&'static str],
     units: &'static [&'static str],
     database_targets: &'static [&'static str],
 }
 
-fn expect(g: Granularity) -> Expect {
+/// An RX 7900 XTX (gfx1100).
+fn rx7900xtx(g: Granularity) -> Expect {
     match g {
         // The family package carries its sibling gfx1101 too.
         Granularity::Family => Expect {
+            machine: "sysfs/rx7900xtx",
+            target: "gfx1100",
             groups: &["gfx110x-dgpu"],
             dependencies: &["gfx11-generic"],
             units: &["gfx1100", "gfx1101", "gfx11-generic"],
             database_targets: &["gfx1100", "gfx1101"],
         },
         Granularity::PerTarget => Expect {
+            machine: "sysfs/rx7900xtx",
+            target: "gfx1100",
             groups: &["gfx1100"],
             dependencies: &["gfx11-generic"],
             units: &["gfx1100", "gfx11-generic"],
             database_targets: &["gfx1100"],
         },
+    }
+}
+
+/// An RX 9070 XT (gfx1201): the library has no code for it, the kernel
+/// database has, so its family package carries database files only.
+fn rx9070xt() -> Expect {
+    Expect {
+        machine: "sysfs/rx9070xt",
+        target: "gfx1201",
+        groups: &["gfx120x"],
+        dependencies: &[],
+        units: &[],
+        database_targets: &["gfx1201"],
     }
 }
 
@@ -196,14 +215,14 @@ impl Case {
     }
 
     /// `rocm-kpack-fetch <args>` for this case's root or interpreter, on
-    /// the sysfs fixture. pip: the venv's site-packages is the only prefix
-    /// scanned, not the machine's.
-    fn fetch(&self, args: &[&str]) -> Output {
+    /// the sysfs fixture `machine`. pip: the venv's site-packages is the
+    /// only prefix scanned, not the machine's.
+    fn fetch(&self, machine: &str, args: &[&str]) -> Output {
         let mut c = bins::command("rocm-kpack-fetch");
         bins::isolate_fetcher(&mut c);
         c.args(args)
             .arg("--sysfs-root")
-            .arg(fixtures::fixture(MACHINE));
+            .arg(fixtures::fixture(machine));
         match self.pm {
             Pm::Apt | Pm::Dnf => {
                 c.arg("--root").arg(&self.root);
@@ -220,7 +239,7 @@ impl Case {
     }
 
     /// `install --via X` (plus `more`), with the client's options.
-    fn install(&self, more: &[&str]) -> Output {
+    fn install(&self, machine: &str, more: &[&str]) -> Output {
         let mut args: Vec<String> = vec!["install".into(), "--auto".into(), "--via".into()];
         args.push(format!("{:?}", self.pm).to_lowercase());
         for o in self.pm_opts() {
@@ -232,7 +251,7 @@ impl Case {
         }
         args.extend(more.iter().map(|s| s.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.fetch(&args)
+        self.fetch(machine, &args)
     }
 
     /// The device package (apt, dnf) or extra (pip) of one group.
@@ -346,9 +365,8 @@ fn archives_below(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-fn via(pm: Pm, g: Granularity) {
+fn via(pm: Pm, g: Granularity, want: Expect) {
     let case = Case::new(pm, g);
-    let want = expect(g);
     let generic = match pm {
         Pm::Apt | Pm::Dnf => "libfixture1",
         Pm::Pip => "kpkg",
@@ -360,7 +378,7 @@ fn via(pm: Pm, g: Granularity) {
     );
 
     // Before: incomplete, naming the missing database file.
-    let before = case.fetch(&["status"]);
+    let before = case.fetch(want.machine, &["status"]);
     assert_eq!(
         before.status.code(),
         Some(4),
@@ -369,7 +387,10 @@ fn via(pm: Pm, g: Granularity) {
         text(&before.stderr)
     );
     assert!(
-        text(&before.stdout).contains("missing: lib/rocblas/library/TensileLibrary_gfx1100.co"),
+        text(&before.stdout).contains(&format!(
+            "missing: lib/rocblas/library/TensileLibrary_{}.co",
+            want.target
+        )),
         "{}",
         text(&before.stdout)
     );
@@ -377,7 +398,7 @@ fn via(pm: Pm, g: Granularity) {
     // The plan names the device packages (extras) chosen, as the command
     // line a user would type and in --json.
     let names: Vec<String> = want.groups.iter().map(|g| case.device_name(g)).collect();
-    let dry = case.install(&["--dry-run"]);
+    let dry = case.install(want.machine, &["--dry-run"]);
     assert!(dry.status.success(), "{}", text(&dry.stderr));
     let line = match pm {
         Pm::Apt => format!("apt-get install {}\n", names.join(" ")),
@@ -389,11 +410,11 @@ fn via(pm: Pm, g: Granularity) {
         ),
     };
     assert_eq!(text(&dry.stdout), line, "{}", text(&dry.stderr));
-    let json = case.install(&["--dry-run", "--json"]);
+    let json = case.install(want.machine, &["--dry-run", "--json"]);
     assert!(json.status.success(), "{}", text(&json.stderr));
     let json: Value = serde_json::from_slice(&json.stdout).expect("json");
     assert_eq!(json["dry_run"], true);
-    assert_eq!(json["targets"], serde_json::json!(["gfx1100"]));
+    assert_eq!(json["targets"], serde_json::json!([want.target]));
     assert_eq!(
         json["command"].as_str().map(|c| format!("{c}\n")),
         Some(line.clone())
@@ -431,7 +452,7 @@ fn via(pm: Pm, g: Granularity) {
     );
 
     // Installed through the client: exactly the device packages named.
-    let out = case.install(&[]);
+    let out = case.install(want.machine, &[]);
     assert!(
         out.status.success(),
         "{}{}",
@@ -457,18 +478,12 @@ fn via(pm: Pm, g: Granularity) {
     assert_eq!(archives_below(&case.prefix), units);
     let lib = case.prefix.join("lib/libfixture.so");
     let fat_lib = fixtures::fixture("clang19/libfixture.so");
-    assert_gfxarch_finds(
-        &lib,
-        &fat_lib,
-        "gfx1100",
-        &layout::archive_file_name("libfixture", "gfx1100"),
-    );
-    if want.units.contains(&"gfx1101") {
+    for unit in want.units.iter().filter(|u| !u.contains("generic")) {
         assert_gfxarch_finds(
             &lib,
             &fat_lib,
-            "gfx1101",
-            &layout::archive_file_name("libfixture", "gfx1101"),
+            unit,
+            &layout::archive_file_name("libfixture", unit),
         );
     }
     // The database files: the fat package's bytes for the processors the
@@ -487,7 +502,7 @@ fn via(pm: Pm, g: Granularity) {
                 "{rel}"
             );
         } else {
-            assert!(!got.exists(), "{rel} installed for gfx1100");
+            assert!(!got.exists(), "{rel} installed for {}", want.target);
         }
     }
     assert_eq!(
@@ -496,7 +511,7 @@ fn via(pm: Pm, g: Granularity) {
     );
 
     // Complete, counting the package-owned database files as present.
-    let after = case.fetch(&["status"]);
+    let after = case.fetch(want.machine, &["status"]);
     assert_eq!(
         after.status.code(),
         Some(0),
@@ -509,21 +524,21 @@ fn via(pm: Pm, g: Granularity) {
         "{}",
         text(&after.stdout)
     );
-    let report = case.fetch(&["status", "--json"]);
+    let report = case.fetch(want.machine, &["status", "--json"]);
     let report: Value = serde_json::from_slice(&report.stdout).expect("status json");
     let comps = report["components"].as_array().expect("components");
     assert_eq!(comps.len(), 1, "{report}");
     let c = &comps[0];
     assert_eq!(c["complete"], true, "{report}");
-    // Needed: gfx1100's own; the sibling's files a family package brings
-    // are not needed here.
-    let databases_needed = TENSILE.iter().filter(|(_, t)| *t == "gfx1100").count();
+    // Needed: the processor's own; the sibling's files a family package
+    // brings are not needed here.
+    let databases_needed = TENSILE.iter().filter(|(_, t)| *t == want.target).count();
     assert_eq!(c["databases_needed"], databases_needed as u64, "{report}");
     assert_eq!(c["present"], c["needed"], "{report}");
     assert_eq!(c["missing"], serde_json::json!([]), "{report}");
 
     // A second run installs nothing new.
-    let again = case.install(&[]);
+    let again = case.install(want.machine, &[]);
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert_eq!(case.installed(), packages);
     // No request for another processor's device package.
@@ -539,30 +554,59 @@ fn via(pm: Pm, g: Granularity) {
 
 #[test]
 fn via_apt_per_family() {
-    via(Pm::Apt, Granularity::Family);
+    via(Pm::Apt, Granularity::Family, rx7900xtx(Granularity::Family));
 }
 
 #[test]
 fn via_apt_per_target() {
-    via(Pm::Apt, Granularity::PerTarget);
+    via(
+        Pm::Apt,
+        Granularity::PerTarget,
+        rx7900xtx(Granularity::PerTarget),
+    );
 }
 
 #[test]
 fn via_dnf_per_family() {
-    via(Pm::Dnf, Granularity::Family);
+    via(Pm::Dnf, Granularity::Family, rx7900xtx(Granularity::Family));
 }
 
 #[test]
 fn via_dnf_per_target() {
-    via(Pm::Dnf, Granularity::PerTarget);
+    via(
+        Pm::Dnf,
+        Granularity::PerTarget,
+        rx7900xtx(Granularity::PerTarget),
+    );
 }
 
 #[test]
 fn via_pip_per_family() {
-    via(Pm::Pip, Granularity::Family);
+    via(Pm::Pip, Granularity::Family, rx7900xtx(Granularity::Family));
 }
 
 #[test]
 fn via_pip_per_target() {
-    via(Pm::Pip, Granularity::PerTarget);
+    via(
+        Pm::Pip,
+        Granularity::PerTarget,
+        rx7900xtx(Granularity::PerTarget),
+    );
+}
+
+/// A family whose device code is only kernel-database files (gfx1201: the
+/// library has no code object for it) is planned and installed as well.
+#[test]
+fn via_apt_database_only_family() {
+    via(Pm::Apt, Granularity::Family, rx9070xt());
+}
+
+#[test]
+fn via_dnf_database_only_family() {
+    via(Pm::Dnf, Granularity::Family, rx9070xt());
+}
+
+#[test]
+fn via_pip_database_only_family() {
+    via(Pm::Pip, Granularity::Family, rx9070xt());
 }

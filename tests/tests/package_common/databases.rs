@@ -22,7 +22,8 @@ pub const ROCM_PREFIX: &str = "opt/rocm";
 /// A Tensile-style kernel database (the layout rocBLAS installs):
 /// (path below the prefix, the processor it serves). The database rule
 /// moves these out of the generic package.
-pub const TENSILE: [(&str, &str); 4] = [
+/// gfx1201 has database files only: the fixture library has no code for it.
+pub const TENSILE: [(&str, &str); 5] = [
     ("lib/rocblas/library/TensileLibrary_gfx90a.co", "gfx90a"),
     (
         "lib/rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco",
@@ -30,6 +31,7 @@ pub const TENSILE: [(&str, &str); 4] = [
     ),
     ("lib/rocblas/library/TensileLibrary_gfx1100.co", "gfx1100"),
     ("lib/rocblas/library/TensileLibrary_gfx1101.co", "gfx1101"),
+    ("lib/rocblas/library/TensileLibrary_gfx1201.co", "gfx1201"),
 ];
 
 /// The all-target index of the database: stays in the generic package.
@@ -126,10 +128,12 @@ pub fn fat_wheel(dir: &Path, databases: &[&str]) -> PathBuf {
 }
 
 /// `granularity = "per-target"` over every processor of the fixture
-/// library: one device package per processor (and per generic ISA).
+/// library and of [`TENSILE`]: one device package per processor (and per
+/// generic ISA).
 pub fn per_target_spec() -> Spec {
     let targets = fixtures::ARCHES_CLANG19
         .iter()
+        .chain(&["gfx1201"])
         .map(|t| format!("\"{t}\""))
         .collect::<Vec<_>>()
         .join(", ");
