@@ -15,7 +15,9 @@
 //! the archives hold the fat library's code objects and the database files
 //! are the fat package's bytes; nothing for another processor is
 //! installed; `status` is complete (exit 0) counting the package-owned
-//! database files as present.
+//! database files as present, which dpkg / rpm / pip name the device
+//! package as owning. A third case per client, the RX 9070 XT (gfx1201),
+//! needs a family whose only device code is a database file.
 
 mod package_common;
 
