@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::install::hash_file;
 use rocm_kpack_cli::iec_size;
-use crate::resolve::{arch_serves, needs, InstalledManifest, RefusedManifest, Scan};
+use crate::resolve::{database_needs, needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
 
 /// What to do with one needed archive.
@@ -234,30 +234,18 @@ pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> 
 }
 
 /// The database files of `m` the local `targets` may load (the loader's
-/// rule, [`arch_serves`], on each file's architectures), each judged like an
+/// rule, [`crate::resolve::arch_serves`], on each file's architectures), each judged like an
 /// archive. A file found at its path that this tool did not install and
 /// that differs is not ours to replace: it is reported, not fetched. A path
 /// another manifest of the same prefix lists too is refused.
 fn plan_databases(scan: &Scan, m: &InstalledManifest, targets: &[TargetId], state: Option<&State>) -> Vec<PlannedArchive> {
     let prefix = m.prefix();
     let mut out = Vec::new();
-    for f in &m.manifest.database_files {
-        let mut need_targets = Vec::new();
-        let mut arches: Vec<String> = Vec::new();
-        for t in targets {
-            let serving: Vec<&String> = f.architectures.iter().filter(|a| arch_serves(t, a)).collect();
-            if !serving.is_empty() {
-                need_targets.push(t.to_string());
-                for a in serving {
-                    if !arches.contains(a) {
-                        arches.push(a.clone());
-                    }
-                }
-            }
-        }
-        if need_targets.is_empty() {
+    for need in database_needs(&m.manifest, targets) {
+        let Some(f) = m.manifest.database_files.get(need.index) else {
             continue;
-        }
+        };
+        let (need_targets, arches) = (need.targets, need.arches);
         let path = prefix.join(&f.path);
         let recorded = state.and_then(|s| s.databases.get(&f.path));
         let stamp = recorded

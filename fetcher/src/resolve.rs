@@ -267,7 +267,11 @@ pub struct Need {
 pub struct Needs {
     /// Archives to have, in manifest order.
     pub archives: Vec<Need>,
-    /// Local targets none of its archives serves.
+    /// Kernel-database files to have, in manifest order ([`Need::index`]
+    /// into `database_files`): those with an architecture the loader's rule
+    /// lets a local target load ([`database_needs`]).
+    pub databases: Vec<Need>,
+    /// Local targets none of its archives or database files serves.
     pub uncovered: Vec<String>,
 }
 
@@ -312,6 +316,39 @@ pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
         }
         if !need.targets.is_empty() {
             out.archives.push(need);
+        }
+    }
+    out.databases = database_needs(manifest, targets);
+    // A target whose device code is only database files is covered.
+    out.uncovered
+        .retain(|t| !out.databases.iter().any(|d| d.targets.contains(t)));
+    out
+}
+
+/// The database files of `manifest` the local `targets` may load: each
+/// file with an architecture [`arch_serves`] a target, with those targets
+/// and architectures.
+pub fn database_needs(manifest: &Manifest, targets: &[TargetId]) -> Vec<Need> {
+    let mut out = Vec::new();
+    for (index, f) in manifest.database_files.iter().enumerate() {
+        let mut need = Need {
+            index,
+            targets: Vec::new(),
+            arches: Vec::new(),
+        };
+        for t in targets {
+            let serving: Vec<&String> = f.architectures.iter().filter(|a| arch_serves(t, a)).collect();
+            if !serving.is_empty() {
+                need.targets.push(t.to_string());
+                for a in serving {
+                    if !need.arches.contains(a) {
+                        need.arches.push(a.clone());
+                    }
+                }
+            }
+        }
+        if !need.targets.is_empty() {
+            out.push(need);
         }
     }
     out
@@ -383,6 +420,42 @@ mod tests {
                     arches: vec!["gfx11-generic".into()],
                 },
             ]
+        );
+        assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
+    }
+
+    fn database(path: &str, family: &str, arches: &[&str]) -> rocm_kpack_format::manifest::DatabaseFile {
+        rocm_kpack_format::manifest::DatabaseFile {
+            path: path.into(),
+            family: family.into(),
+            architectures: arches.iter().map(|s| s.to_string()).collect(),
+            size: 1,
+            sha256: [0; 32],
+        }
+    }
+
+    /// Database files are needed by the loader's rule too, and a target
+    /// whose only device code is database files is covered.
+    #[test]
+    fn needs_lists_database_files_and_they_cover_their_targets() {
+        let m = Manifest {
+            component: "miopen".into(),
+            kpack_files: vec![file("m_gfx90a.kpack", &["gfx90a"])],
+            database_files: vec![
+                database("share/miopen/db/gfx90a68.kdb", "gfx90a", &["gfx90a"]),
+                database("share/miopen/db/gfx1100_48.kdb", "gfx110X-dgpu", &["gfx1100"]),
+                database("share/miopen/db/gfx1030_36.kdb", "gfx103X-dgpu", &["gfx1030"]),
+            ],
+        };
+        let n = needs(&m, &[t("gfx1100"), t("gfx803")]);
+        assert!(n.archives.is_empty());
+        assert_eq!(
+            n.databases,
+            vec![Need {
+                index: 1,
+                targets: vec!["gfx1100".into()],
+                arches: vec!["gfx1100".into()],
+            }]
         );
         assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
     }

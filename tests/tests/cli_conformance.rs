@@ -597,5 +597,5 @@ fn row_lists(row: &str, sub: &str) -> bool {
     let Some((_, fetch)) = row.split_once("rocm-kpack-fetch") else {
         return false;
     };
-    fetch.split(',').any(|part| part.trim().split_whitespace().next() == Some(sub))
+    fetch.split(',').any(|part| part.split_whitespace().next() == Some(sub))
 }

@@ -17,12 +17,12 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use package_common::databases::{self, content};
 use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
-use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions, SplitPackageReport};
-use rocm_kpack_test_support::{bins, fixtures};
+use rocm_kpack_splitter::split_package::SplitPackageReport;
+use rocm_kpack_test_support::bins;
 
 /// (path below opt/rocm, the rule that must move it, target).
 const DATABASES: [(&str, &str, &str); 8] = [
@@ -35,11 +35,6 @@ const DATABASES: [(&str, &str, &str); 8] = [
     ("lib/aotriton/kernels/gfx90a/attn_fwd.hsaco", "aotriton", "gfx90a"),
     ("lib/aotriton/kernels/gfx1100/attn_fwd.hsaco", "aotriton", "gfx1100"),
 ];
-
-/// Code-object-sized, compressible content naming its path.
-fn content(path: &str) -> Vec<u8> {
-    path.bytes().cycle().take(40_000 + path.len() * 100).collect()
-}
 
 fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
     let mut cmd = bins::command("rocm-kpack-fetch");
@@ -56,33 +51,9 @@ fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
 /// The fixture's fat deb with a database file per rule, written in `dir`,
 /// and its split (xz -0) into `dir/pkgs`.
 fn split_fixture(dir: &Path) -> SplitPackageReport {
-    let tree = dir.join("tree");
-    let rocm = tree.join("opt/rocm");
-    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    fs::write(
-        tree.join("DEBIAN/control"),
-        "Package: libdbfixture1\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture with kernel databases\n test\n",
-    )
-    .unwrap();
-    fs::create_dir_all(rocm.join("lib")).unwrap();
-    fs::copy(fixtures::fixture("clang19/libfixture.so"), rocm.join("lib/libfixture.so")).unwrap();
-    for (rel, _, _) in DATABASES {
-        let p = rocm.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, content(rel)).unwrap();
-    }
-    fs::create_dir_all(rocm.join("share/doc")).unwrap();
-    fs::write(rocm.join("share/doc/README"), "generic\n").unwrap();
-    let src = dir.join("src");
-    fs::create_dir(&src).unwrap();
-    let fat = src.join("libdbfixture1_1.0-1_amd64.deb");
-    ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "--build"]).arg(&tree).arg(&fat));
-    split_package(&fat, &dir.join("pkgs"), &SplitPackageOptions {
-        package_compression: Compression::Xz,
-        package_level: Some(0),
-        ..SplitPackageOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)))
+    let rels: Vec<&str> = DATABASES.iter().map(|(rel, _, _)| *rel).collect();
+    let fat = databases::fat_deb(dir, "libdbfixture1", &rels);
+    databases::split(&fat, &dir.join("pkgs"), None)
 }
 
 #[test]

@@ -302,48 +302,6 @@ fn librocrand_rpm_round_trip() {
 
 // ------------------------------------------------------------- wheels
 
-/// Writes a wheel with python's zipfile: `files` (name, bytes) plus a
-/// dist-info; `record_override` replaces the computed RECORD.
-fn write_wheel(path: &Path, files: &[(String, Vec<u8>)], dist_info: &str, record_override: Option<&str>) {
-    let stage = path.with_extension("stage");
-    fs::create_dir_all(&stage).expect("stage");
-    let mut list = String::new();
-    for (i, (name, data)) in files.iter().enumerate() {
-        let f = stage.join(format!("{i}"));
-        fs::write(&f, data).expect("write");
-        list.push_str(&format!("{}\t{}\n", name, f.display()));
-    }
-    fs::write(stage.join("list"), &list).expect("list");
-    if let Some(r) = record_override {
-        fs::write(stage.join("record"), r).expect("record");
-    }
-    let script = r#"
-import base64, hashlib, sys, zipfile, os
-out, stage, di = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = []
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-    for line in open(os.path.join(stage, "list")):
-        name, src = line.rstrip("\n").split("\t")
-        data = open(src, "rb").read()
-        info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
-        info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
-        z.writestr(info, data, zipfile.ZIP_DEFLATED)
-        h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        rows.append(f"{name},sha256={h},{len(data)}")
-    rows.append(f"{di}/RECORD,,")
-    rec = os.path.join(stage, "record")
-    text = open(rec).read() if os.path.exists(rec) else "\n".join(rows) + "\n"
-    z.writestr(zipfile.ZipInfo(f"{di}/RECORD", (2024, 1, 1, 0, 0, 0)), text)
-"#;
-    ok(Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(path)
-        .arg(&stage)
-        .arg(dist_info));
-    fs::remove_dir_all(&stage).expect("cleanup");
-}
-
 fn gfx_code_object(target: &str) -> Vec<u8> {
     code_objects(&fixtures::fixture("clang19/libfixture.so"))
         .into_iter()

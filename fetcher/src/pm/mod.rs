@@ -14,6 +14,7 @@ pub mod pip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::Serialize;
@@ -121,29 +122,7 @@ pub struct NeededGroups {
 pub fn needed_groups(scan: &Scan, targets: &[TargetId], warnings: &mut Vec<String>) -> Vec<NeededGroups> {
     let mut out = Vec::new();
     for m in &scan.manifests {
-        let n = needs(&m.manifest, targets);
-        for t in &n.uncovered {
-            warnings.push(format!(
-                "{} publishes no device code for {t}",
-                m.manifest.component
-            ));
-        }
-        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-        for need in &n.archives {
-            let Some(file) = m.manifest.kpack_files.get(need.index) else {
-                continue;
-            };
-            match groups.iter_mut().find(|(g, _)| *g == file.family) {
-                Some((_, ts)) => {
-                    for t in &need.targets {
-                        if !ts.contains(t) {
-                            ts.push(t.clone());
-                        }
-                    }
-                }
-                None => groups.push((file.family.clone(), need.targets.clone())),
-            }
-        }
+        let groups = manifest_groups(&m.manifest, &m.manifest.component, targets, warnings);
         if !groups.is_empty() {
             out.push(NeededGroups {
                 kpm: m.path.clone(),
@@ -153,6 +132,45 @@ pub fn needed_groups(scan: &Scan, targets: &[TargetId], warnings: &mut Vec<Strin
         }
     }
     out
+}
+
+/// The device groups (families) of one manifest the local targets need,
+/// in manifest order, with the targets each serves: the groups of the
+/// needed archives and of the needed kernel-database files (a group may
+/// carry only database files). Targets the manifest has no code for
+/// become warnings naming `who`.
+pub fn manifest_groups(
+    manifest: &Manifest,
+    who: &str,
+    targets: &[TargetId],
+    warnings: &mut Vec<String>,
+) -> Vec<(String, Vec<String>)> {
+    let n = needs(manifest, targets);
+    for t in &n.uncovered {
+        warnings.push(format!("{who} publishes no device code for {t}"));
+    }
+    let archives = n
+        .archives
+        .iter()
+        .filter_map(|need| Some((manifest.kpack_files.get(need.index)?.family.as_str(), need)));
+    let databases = n
+        .databases
+        .iter()
+        .filter_map(|need| Some((manifest.database_files.get(need.index)?.family.as_str(), need)));
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for (family, need) in archives.chain(databases) {
+        match groups.iter_mut().find(|(g, _)| g == family) {
+            Some((_, ts)) => {
+                for t in &need.targets {
+                    if !ts.contains(t) {
+                        ts.push(t.clone());
+                    }
+                }
+            }
+            None => groups.push((family.to_string(), need.targets.clone())),
+        }
+    }
+    groups
 }
 
 /// Device package names for one owner and its groups, from a template kind.
@@ -285,5 +303,48 @@ pub fn path_in_root(root: &Path, path: &Path) -> PathBuf {
     match path.strip_prefix(root) {
         Ok(rel) => Path::new("/").join(rel),
         Err(_) => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocm_kpack_format::manifest::{DatabaseFile, ManifestFile};
+
+    /// A group whose device code is only database files (a kernel-database
+    /// package) is a device package to install, as one with archives is.
+    #[test]
+    fn groups_of_database_files_are_needed_too() {
+        let m = Manifest {
+            component: "lib".into(),
+            kpack_files: vec![ManifestFile {
+                filename: "lib_gfx90a.kpack".into(),
+                family: "gfx90a".into(),
+                architectures: vec!["gfx90a".into()],
+                size: 1,
+                sha256: None,
+            }],
+            database_files: vec![DatabaseFile {
+                path: "lib/rocblas/library/TensileLibrary_gfx1100.co".into(),
+                family: "gfx1100".into(),
+                architectures: vec!["gfx1100".into()],
+                size: 1,
+                sha256: [0; 32],
+            }],
+        };
+        let target = |s: &str| TargetId::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        let mut warnings = Vec::new();
+        let groups = manifest_groups(&m, "lib1", &[target("gfx1100"), target("gfx90a")], &mut warnings);
+        assert_eq!(
+            groups,
+            [
+                ("gfx90a".to_string(), vec!["gfx90a".to_string()]),
+                ("gfx1100".to_string(), vec!["gfx1100".to_string()]),
+            ]
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let groups = manifest_groups(&m, "lib1", &[target("gfx1030")], &mut warnings);
+        assert!(groups.is_empty());
+        assert_eq!(warnings, ["lib1 publishes no device code for gfx1030"]);
     }
 }

@@ -11,8 +11,7 @@ use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::Deserialize;
 
-use super::{checked, passthrough, DevicePackage, PmError, PmPlan};
-use crate::resolve::needs;
+use super::{checked, manifest_groups, passthrough, DevicePackage, PmError, PmPlan};
 
 /// Lists distributions with `device-*` extras and the manifests they own.
 const LIST_SCRIPT: &str = r#"
@@ -82,30 +81,23 @@ impl Pip {
                         continue;
                     }
                 };
-                let n = needs(&manifest, targets);
-                for t in &n.uncovered {
-                    plan.warnings.push(format!("{} publishes no device code for {t}", dist.name));
-                }
-                for need in &n.archives {
-                    let Some(file) = manifest.kpack_files.get(need.index) else {
-                        continue;
-                    };
-                    let extra = naming.render(NameKind::WheelExtra, &dist.name, Some(&file.family));
+                for (group, group_targets) in manifest_groups(&manifest, &dist.name, targets, &mut plan.warnings) {
+                    let extra = naming.render(NameKind::WheelExtra, &dist.name, Some(&group));
                     if !dist.extras.contains(&extra) {
                         plan.warnings.push(format!(
                             "{} does not declare the extra {extra} (for {})",
                             dist.name,
-                            need.targets.join(", ")
+                            group_targets.join(", ")
                         ));
                         continue;
                     }
-                    if !wanted.iter().any(|w| w.group == file.family) {
+                    if !wanted.iter().any(|w| w.group == group) {
                         wanted.push(DevicePackage {
                             name: extra,
                             generic: dist.name.clone(),
                             component: manifest.component.clone(),
-                            group: file.family.clone(),
-                            targets: need.targets.clone(),
+                            group,
+                            targets: group_targets,
                         });
                     }
                 }

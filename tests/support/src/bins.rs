@@ -32,6 +32,20 @@ pub fn built() -> &'static PathBuf {
         if profile == "release" {
             cmd.arg("--release");
         }
+        // `cargo test` gives this process the test package's variables
+        // (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...). Build scripts that
+        // declare `rerun-if-env-changed` on them (ring does) would see them
+        // change between `cargo test` and this build and rebuild each time,
+        // with everything above them.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"]
+                .iter()
+                .any(|p| key.starts_with(p))
+            {
+                cmd.env_remove(key.as_ref());
+            }
+        }
         let status = cmd
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
