@@ -202,7 +202,7 @@ impl State {
     fn check_names(&self) -> Result<(), String> {
         let lists = [
             ("archives", NameKind::ArchiveFile, &self.archives),
-            ("databases", NameKind::DatabasePath, &self.databases),
+            ("databases", NameKind::DatabaseKey, &self.databases),
         ];
         for (list, kind, entries) in lists {
             for (name, e) in entries {
@@ -218,7 +218,7 @@ impl State {
             }
         }
         for dir in &self.created_dirs {
-            names::check(NameKind::DatabasePath, dir)
+            names::check(NameKind::DatabaseKey, dir)
                 .map_err(|err| format!("created_dirs[{}]: {err}", names::shown(dir)))?;
         }
         Ok(())

@@ -110,6 +110,7 @@ fn legacy_schema_is_read() {
                 },
             ],
             database_files: Vec::new(),
+            prefix_path: None,
         }
     );
     // v1 output needs hashes the legacy schema never had.
@@ -366,7 +367,7 @@ proptest! {
                 filename, family, architectures, size, sha256: Some(sha),
             })
             .collect();
-        let m = Manifest { component, kpack_files, database_files: Vec::new() };
+        let m = Manifest { component, kpack_files, database_files: Vec::new(), prefix_path: None };
         prop_assert_eq!(Manifest::parse(&m.to_msgpack().unwrap()).unwrap(), m);
     }
 }
