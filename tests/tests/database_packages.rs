@@ -327,7 +327,7 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     assert_eq!(code, 4, "{stdout}");
     assert!(stdout.contains("../../share/miopen/db/gfx90a68.kdb"), "{stdout}");
     let (code, stdout, stderr) =
-        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", &url, "--allow-http"]);
+        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     for (rel, target) in MULTIARCH_DBS {
         let got = root.join(rel);
@@ -366,6 +366,23 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
     let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
     assert_eq!(code, 4, "{stdout}");
+
+    // Fetched again, then the generic package goes (its manifest with it):
+    // the package trigger takes the files above the prefix away too.
+    let (code, stdout, stderr) =
+        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(root.join(MULTIARCH_DBS[0].0).is_file());
+    fs::remove_file(&kpm_path).unwrap();
+    let mut trigger = bins::command("rocm-kpack-fetch");
+    bins::isolate_fetcher(&mut trigger);
+    let o = trigger.arg("trigger").arg("--removed").arg(kpm_path.parent().unwrap()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    for (rel, _) in MULTIARCH_DBS {
+        assert!(!root.join(rel).exists(), "{rel} left after the package went");
+    }
+    assert!(!root.join("usr/share/miopen").exists(), "directories made for the files stay");
+    assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
 }
 
 /// A manifest whose database root is not where it claims (the prefix does
