@@ -58,31 +58,12 @@ fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
 fn split_fixture(dir: &Path) -> SplitPackageReport {
     let tree = dir.join("tree");
     let rocm = tree.join("opt/rocm");
-    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    fs::write(
-        tree.join("DEBIAN/control"),
-        "Package: libdbfixture1\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture with kernel databases\n test\n",
-    )
-    .unwrap();
     fs::create_dir_all(rocm.join("lib")).unwrap();
     fs::copy(fixtures::fixture("clang19/libfixture.so"), rocm.join("lib/libfixture.so")).unwrap();
-    for (rel, _, _) in DATABASES {
-        let p = rocm.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, content(rel)).unwrap();
-    }
+    write_databases(&rocm, DATABASES.iter().map(|(rel, _, _)| *rel));
     fs::create_dir_all(rocm.join("share/doc")).unwrap();
     fs::write(rocm.join("share/doc/README"), "generic\n").unwrap();
-    let src = dir.join("src");
-    fs::create_dir(&src).unwrap();
-    let fat = src.join("libdbfixture1_1.0-1_amd64.deb");
-    ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "--build"]).arg(&tree).arg(&fat));
-    split_package(&fat, &dir.join("pkgs"), &SplitPackageOptions {
-        package_compression: Compression::Xz,
-        package_level: Some(0),
-        ..SplitPackageOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)))
+    build_and_split(dir, "libdbfixture1", "fixture with kernel databases")
 }
 
 #[test]
@@ -230,24 +211,48 @@ const MULTIARCH_LIB: &str = "usr/lib/x86_64-linux-gnu";
 /// `dir/pkgs`.
 fn split_multiarch_fixture(dir: &Path) -> SplitPackageReport {
     let tree = dir.join("tree");
-    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    fs::write(
-        tree.join("DEBIAN/control"),
-        "Package: libmiopen-fixture1\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture in the multiarch MIOpen layout\n test\n",
-    )
-    .unwrap();
     fs::create_dir_all(tree.join(MULTIARCH_LIB)).unwrap();
     fs::copy(fixtures::fixture("clang19/libfixture.so"), tree.join(MULTIARCH_LIB).join("libMIOpen.so.1")).unwrap();
-    for (rel, _) in MULTIARCH_DBS {
-        let p = tree.join(rel);
+    write_databases(&tree, MULTIARCH_DBS.iter().map(|(rel, _)| *rel));
+    fs::create_dir_all(tree.join("usr/share/doc/libmiopen-fixture1")).unwrap();
+    fs::write(tree.join("usr/share/doc/libmiopen-fixture1/README"), "generic\n").unwrap();
+    build_and_split(dir, "libmiopen-fixture1", "fixture in the multiarch MIOpen layout")
+}
+
+/// `dir/pkgs` published as a kpack store (zstd -3) in `dir/repo`.
+fn publish_store(dir: &Path) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    publish(&dir.join("pkgs"), &repo, &PublishOptions {
+        kpack_store: true,
+        store_zstd_level: 3,
+        ..PublishOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    repo
+}
+
+/// Each database file `rel` below `base`, with its [`content`].
+fn write_databases<'a>(base: &Path, rels: impl Iterator<Item = &'a str>) {
+    for rel in rels {
+        let p = base.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, content(rel)).unwrap();
     }
-    fs::create_dir_all(tree.join("usr/share/doc/libmiopen-fixture1")).unwrap();
-    fs::write(tree.join("usr/share/doc/libmiopen-fixture1/README"), "generic\n").unwrap();
+}
+
+/// `dir/tree` built as the fat deb `package` 1.0-1 (xz) in `dir/src`, and
+/// split (xz -0) into `dir/pkgs`.
+fn build_and_split(dir: &Path, package: &str, description: &str) -> SplitPackageReport {
+    let tree = dir.join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        format!("Package: {package}\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: {description}\n test\n"),
+    )
+    .unwrap();
     let src = dir.join("src");
     fs::create_dir(&src).unwrap();
-    let fat = src.join("libmiopen-fixture1_1.0-1_amd64.deb");
+    let fat = src.join(format!("{package}_1.0-1_amd64.deb"));
     ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "--build"]).arg(&tree).arg(&fat));
     split_package(&fat, &dir.join("pkgs"), &SplitPackageOptions {
         package_compression: Compression::Xz,
@@ -308,13 +313,7 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
         assert_eq!(contents.contains(&format!("./{rel}\n")), target == "gfx90a", "{rel}: {contents}");
     }
 
-    let repo = tmp.path().join("repo");
-    publish(&tmp.path().join("pkgs"), &repo, &PublishOptions {
-        kpack_store: true,
-        store_zstd_level: 3,
-        ..PublishOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let repo = publish_store(tmp.path());
     let index: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(repo.join("index.json")).unwrap()).unwrap();
     assert_eq!(index["database_files"].as_array().unwrap().len(), MULTIARCH_DBS.len(), "{index}");
@@ -394,13 +393,7 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let report = split_multiarch_fixture(tmp.path());
     let generic = report.packages.iter().find(|p| p.name == "libmiopen-fixture1").unwrap();
-    let repo = tmp.path().join("repo");
-    publish(&tmp.path().join("pkgs"), &repo, &PublishOptions {
-        kpack_store: true,
-        store_zstd_level: 3,
-        ..PublishOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let repo = publish_store(tmp.path());
     let source = format!("file://{}", repo.display());
     let unpack = |name: &str| {
         let root = tmp.path().join(name);
