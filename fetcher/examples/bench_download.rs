@@ -338,7 +338,9 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     let mut database_len = 0;
     for (prefix, m) in &manifests {
         for f in &m.database_files {
-            let rel = prefix.strip_prefix(&generic_root)?.join(&f.path);
+            let prefix = prefix.strip_prefix(&generic_root)?.to_string_lossy().into_owned();
+            let rel = rocm_kpack_format::layout::database_tree_path(&prefix, m.prefix_path.as_deref(), &f.path)
+                .context("a manifest's prefix does not end in its prefix_path")?;
             database_len += std::io::copy(&mut File::open(extracted.join(&rel))?, &mut device_bytes)?;
         }
     }

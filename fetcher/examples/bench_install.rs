@@ -224,7 +224,7 @@ fn main() -> anyhow::Result<()> {
         server.add(&format!("/{by_hash}"), it.bytes.clone());
     }
     for (component, files) in &by_component {
-        let m = Manifest { component: component.to_string(), kpack_files: files.clone(), database_files: Vec::new() };
+        let m = Manifest { component: component.to_string(), kpack_files: files.clone(), database_files: Vec::new(), prefix_path: None };
         fs::write(kpack.join(layout::manifest_file_name(component)), m.to_msgpack()?)?;
     }
     let url = server.url();

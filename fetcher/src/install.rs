@@ -457,15 +457,19 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
     fs::metadata(dest).map_err(io_err)
 }
 
-/// Makes the directories of the database file `rel` below `prefix` (a
-/// manifest's prefix) that are missing, refusing any that exists as a
-/// symlink or non-directory: a path in a manifest never leads the fetcher
-/// outside its prefix. `rel` must pass the database-path validator.
-/// Returns the directories it created, relative to `prefix`, shallowest
-/// first (recorded in the state so that removal takes them away again).
-pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<Vec<String>> {
-    names::check(NameKind::DatabasePath, rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let mut dir = prefix.to_path_buf();
+/// Makes the directories of the database file `key` (relative to `prefix`,
+/// a manifest's prefix, `../` for each level above it: see
+/// [`crate::resolve::database_base`]) that are missing below the directory
+/// the key climbs to, refusing any that exists as a symlink or
+/// non-directory: a path in a manifest never leads the fetcher outside that
+/// directory. `key` must pass the database-key validator. Returns the
+/// directories it created, as keys like `key`, shallowest first (recorded
+/// in the state so that removal takes them away again).
+pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
+    names::check(NameKind::DatabaseKey, key).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let (base, rel) = crate::resolve::database_base(prefix, key);
+    let up = key.len() - rel.len();
+    let mut dir = base.clone();
     let mut created = Vec::new();
     let parents: Vec<&str> = rel.split('/').collect();
     for (depth, comp) in parents.iter().take(parents.len().saturating_sub(1)).enumerate() {
@@ -486,12 +490,13 @@ pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<Vec<String>> {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 fs::DirBuilder::new().mode(0o755).create(&dir)?;
-                created.push(parents.get(..=depth).unwrap_or_default().join("/"));
+                let made = parents.get(..=depth).unwrap_or_default().join("/");
+                created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
             }
             Err(e) => return Err(e),
         }
     }
-    let dest = prefix.join(rel);
+    let dest = base.join(rel);
     if fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink() || m.is_dir()) {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -501,26 +506,32 @@ pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<Vec<String>> {
     Ok(created)
 }
 
-/// After the database file `rel` below the prefix of `kpack_dir` is
-/// removed: removes its parent directories that `created` (the state's
-/// record of directories this tool made) lists, deepest first, each only
-/// if empty, reached without following symlinks; stops at the first one
-/// that is not recorded, not empty or not removable. Drops the removed
-/// (or already gone) ones from `created`. The caller holds the lock.
-pub fn remove_created_dirs(kpack_dir: &Path, rel: &str, created: &mut std::collections::BTreeSet<String>) {
+/// After the database file `key` of the prefix of `kpack_dir` is removed:
+/// removes its parent directories that `created` (the state's record of
+/// directories this tool made, keys like `key`) lists, deepest first, each
+/// only if empty, reached without following symlinks below the directory
+/// the key climbs to; stops at the first one that is not recorded, not
+/// empty or not removable. Drops the removed (or already gone) ones from
+/// `created`. The caller holds the lock.
+pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::collections::BTreeSet<String>) {
     use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags, CWD};
     let Some(prefix) = kpack_dir.parent() else {
         return;
     };
+    if names::check(NameKind::DatabaseKey, key).is_err() {
+        return;
+    }
+    let (base, rel) = crate::resolve::database_base(prefix, key);
+    let climb = key.get(..key.len() - rel.len()).unwrap_or_default();
     let comps: Vec<&str> = rel.split('/').collect();
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     for depth in (1..comps.len()).rev() {
-        let dir_rel = comps.get(..depth).unwrap_or_default().join("/");
-        if !created.contains(&dir_rel) || names::check(NameKind::DatabasePath, &dir_rel).is_err() {
+        let dir_key = format!("{climb}{}", comps.get(..depth).unwrap_or_default().join("/"));
+        if !created.contains(&dir_key) {
             return;
         }
         // Open the parent of the directory component by component.
-        let mut parent = match openat(CWD, prefix, dir_flags, Mode::empty()) {
+        let mut parent = match openat(CWD, &base, dir_flags, Mode::empty()) {
             Ok(d) => d,
             Err(_) => return,
         };
@@ -535,7 +546,7 @@ pub fn remove_created_dirs(kpack_dir: &Path, rel: &str, created: &mut std::colle
         };
         match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {
-                created.remove(&dir_rel);
+                created.remove(&dir_key);
             }
             // Not empty (another file, ours or not), a symlink or a file
             // now: keep it, and everything above it.
@@ -567,8 +578,8 @@ pub enum DeleteError {
 }
 
 /// The one way the fetcher deletes a kernel-database file (`remove`, `gc`,
-/// package removal): `rel`, a valid database path, below the prefix of
-/// `kpack_dir`, reached without following any symlink, and only a regular
+/// package removal): `rel`, a valid database key relative to the prefix of
+/// `kpack_dir` ([`crate::resolve::database_base`]), reached without following any symlink, and only a regular
 /// file whose size and sha256 are those `entry` recorded, and that no
 /// installed package owns (the user may have installed the family's device
 /// package since: then its copy is the package manager's). The caller holds
@@ -622,10 +633,18 @@ pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Resu
 fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
     use crate::plan::ItemKind;
     use rustix::fs::{openat, Mode, OFlags, CWD};
-    let (base, name_kind) = match kind {
-        ItemKind::Archive => (kpack_dir, NameKind::ArchiveFile),
-        ItemKind::Database => (kpack_dir.parent().unwrap_or(Path::new("/")), NameKind::DatabasePath),
+    let (base, name, name_kind) = match kind {
+        ItemKind::Archive => (kpack_dir.to_path_buf(), name, NameKind::ArchiveFile),
+        ItemKind::Database => {
+            names::check(NameKind::DatabaseKey, name).map_err(|e| DeleteError::Refused {
+                path: kpack_dir.join(name),
+                reason: e.to_string(),
+            })?;
+            let (base, rel) = crate::resolve::database_base(kpack_dir.parent().unwrap_or(Path::new("/")), name);
+            (base, rel, NameKind::DatabasePath)
+        }
     };
+    let base = base.as_path();
     let path = base.join(name);
     let refused = |reason: String| DeleteError::Refused {
         path: path.clone(),

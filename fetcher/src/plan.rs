@@ -246,7 +246,7 @@ fn plan_databases(scan: &Scan, m: &InstalledManifest, targets: &[TargetId], stat
             continue;
         };
         let (need_targets, arches) = (need.targets, need.arches);
-        let path = prefix.join(&f.path);
+        let path = crate::resolve::database_path(prefix, &f.path);
         let recorded = state.and_then(|s| s.databases.get(&f.path));
         let stamp = recorded
             .filter(|e| e.sha256 == hex::encode(f.sha256))
@@ -507,6 +507,7 @@ mod tests {
                 file("d.kpack", &["gfx1201"], b"dddd"),
             ],
             database_files: Vec::new(),
+            prefix_path: None,
         };
         fs::write(kpack.join("a.kpack"), &good).expect("write");
         fs::write(kpack.join("b.kpack"), b"BBBB").expect("write");
@@ -561,6 +562,7 @@ mod tests {
                 sha256: Some(Sha256::digest(&bytes).into()),
             }],
             database_files: Vec::new(),
+            prefix_path: None,
         };
         let entry = |manifest: &str| StateEntry {
             component: "r".into(),
@@ -629,6 +631,7 @@ mod tests {
                     component: "l".into(),
                     kpack_files: vec![legacy("old.kpack", "gfx90a"), legacy("new.kpack", "gfx1100")],
                     database_files: Vec::new(),
+                    prefix_path: None,
                 },
             }],
             refused: vec![],

@@ -28,7 +28,7 @@ use rocm_kpack::select;
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
-use rocm_kpack_format::layout::{KPACK_DIR, MANIFEST_EXT};
+use rocm_kpack_format::layout::{self, KPACK_DIR, MANIFEST_EXT};
 
 /// Where to look.
 #[derive(Debug, Clone)]
@@ -68,6 +68,13 @@ impl InstalledManifest {
     /// directory, below which its database files are installed.
     pub fn prefix(&self) -> &Path {
         self.kpack_dir.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// Where the database file `key` of this manifest lives (its path as
+    /// [`ScanConfig::scan`] rewrote it: relative to the prefix, `../` for
+    /// each level above it).
+    pub fn database_path(&self, key: &str) -> PathBuf {
+        database_path(self.prefix(), key)
     }
 
     /// Where an archive of this manifest lives.
@@ -138,6 +145,9 @@ impl ScanConfig {
             }
             find_kpack_dirs(&base, depth, &mut dirs, &mut refused);
         }
+        // Database files never go above the root (compared canonical, as
+        // the `.kpack` directories are).
+        let root = fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
         let mut scan = Scan {
             kpack_dirs: dirs.into_iter().collect(),
             refused,
@@ -154,21 +164,75 @@ impl ScanConfig {
                 .collect();
             paths.sort();
             for path in paths {
-                match Manifest::read(&path) {
+                match Manifest::read(&path).map_err(|e| e.to_string()).and_then(|mut m| {
+                    database_keys(&mut m, dir, &root)?;
+                    Ok(m)
+                }) {
                     Ok(manifest) => scan.manifests.push(InstalledManifest {
                         path,
                         kpack_dir: dir.clone(),
                         manifest,
                     }),
-                    Err(e) => scan.refused.push(RefusedManifest {
-                        path,
-                        error: e.to_string(),
-                    }),
+                    Err(error) => scan.refused.push(RefusedManifest { path, error }),
                 }
             }
         }
         scan
     }
+}
+
+/// Where the database file `key` (relative to `prefix`, `../` for each
+/// level above it: [`rocm_kpack_format::layout::database_key`]) lives. A key
+/// the state validator let through climbs at most
+/// [`rocm_kpack_format::layout::MAX_DATABASE_UP`] levels; past `/` it stays at `/`.
+pub fn database_path(prefix: &Path, key: &str) -> PathBuf {
+    let (base, rel) = database_base(prefix, key);
+    base.join(rel)
+}
+
+/// [`database_path`] taken apart: the directory `key` climbs to, and the
+/// database path below it.
+pub fn database_base<'k>(prefix: &Path, key: &'k str) -> (PathBuf, &'k str) {
+    let (up, rel) = layout::split_database_key(key).unwrap_or((0, key));
+    let base = prefix.ancestors().nth(up).unwrap_or(Path::new("/"));
+    (base.to_path_buf(), rel)
+}
+
+/// Rewrites the database paths of `m`, found in `kpack_dir`, as keys
+/// relative to its prefix. A manifest with a `prefix_path` is honoured only
+/// where the prefix really ends in that path and the root it names is
+/// `root` or below it: it cannot send its files into an ancestor of its
+/// prefix that is not the install root it was built for, nor above the
+/// `--root`.
+fn database_keys(m: &mut Manifest, kpack_dir: &Path, root: &Path) -> Result<(), String> {
+    let Some(prefix_path) = m.prefix_path.clone() else {
+        return Ok(());
+    };
+    let prefix = kpack_dir.parent().unwrap_or(Path::new("/"));
+    let install_root = prefix_path
+        .split('/')
+        .rev()
+        .try_fold(prefix, |dir, comp| {
+            (dir.file_name().is_some_and(|n| n == comp)).then(|| dir.parent()).flatten()
+        })
+        .ok_or_else(|| {
+            format!(
+                "its database files are relative to the install root {} lies in, but that directory is not below a {prefix_path:?} (moved, or reached through a symlink?); not installing them",
+                prefix.display()
+            )
+        })?;
+    if !install_root.starts_with(root) {
+        return Err(format!(
+            "its database files are relative to {}, which is not below the root {}; not installing them",
+            install_root.display(),
+            root.display()
+        ));
+    }
+    for f in &mut m.database_files {
+        f.path = layout::database_key(Some(&prefix_path), &f.path)
+            .ok_or_else(|| format!("database file {:?} is not below {:?}", f.path, prefix_path))?;
+    }
+    Ok(())
 }
 
 /// Whether `kpack` is a `.kpack` directory to use. A `.kpack` that is a
@@ -404,6 +468,7 @@ mod tests {
                 file("r_gfx11-generic.kpack", &["gfx11-generic"]),
             ],
             database_files: Vec::new(),
+            prefix_path: None,
         };
         let n = needs(&m, &[t("gfx90a:xnack-"), t("gfx1151"), t("gfx803")]);
         assert_eq!(
@@ -472,6 +537,7 @@ mod tests {
                 file("d_gfx115X.kpack", &["gfx11-generic"]),
             ],
             database_files: Vec::new(),
+            prefix_path: None,
         };
         let n = needs(&m, &[t("gfx1100")]);
         assert_eq!(
@@ -501,6 +567,7 @@ mod tests {
             component: "rocrand".into(),
             kpack_files: vec![file("rocrand_gfx90X.kpack", &["gfx90a"])],
             database_files: Vec::new(),
+            prefix_path: None,
         };
         let bytes = m.to_msgpack().expect("encode");
         fs::write(good.join("rocrand.kpm"), &bytes).expect("write");

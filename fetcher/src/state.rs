@@ -27,9 +27,13 @@
 //! }
 //! ```
 //!
-//! `databases` and `created_dirs` (directories below the prefix made for
-//! database files, removed again once empty) are written only when not
-//! empty.
+//! `databases` and `created_dirs` (directories made for database files,
+//! removed again once empty) are written only when not empty. Both are
+//! keyed by the path relative to the prefix; a file above it (a manifest
+//! with a `prefix_path`) climbs with one `../` per level, as few as needed
+//! (`../../share/miopen/db/gfx90a68.kdb`,
+//! [`rocm_kpack_format::layout::database_key`]), checked as one
+//! `DatabaseKey` name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -202,7 +206,7 @@ impl State {
     fn check_names(&self) -> Result<(), String> {
         let lists = [
             ("archives", NameKind::ArchiveFile, &self.archives),
-            ("databases", NameKind::DatabasePath, &self.databases),
+            ("databases", NameKind::DatabaseKey, &self.databases),
         ];
         for (list, kind, entries) in lists {
             for (name, e) in entries {
@@ -218,7 +222,7 @@ impl State {
             }
         }
         for dir in &self.created_dirs {
-            names::check(NameKind::DatabasePath, dir)
+            names::check(NameKind::DatabaseKey, dir)
                 .map_err(|err| format!("created_dirs[{}]: {err}", names::shown(dir)))?;
         }
         Ok(())

@@ -41,6 +41,7 @@ fn root_with_unowned_manifest(root: &Path) {
             sha256: Some([7; 32]),
         }],
         database_files: Vec::new(),
+        prefix_path: None,
     };
     fs::write(kdir.join("libdemo.kpm"), m.to_msgpack().expect("kpm")).expect("write");
 }

@@ -82,6 +82,7 @@ impl Install {
             component: "demo".into(),
             kpack_files: files,
             database_files: Vec::new(),
+            prefix_path: None,
         };
         let encoded = manifest.to_msgpack().expect("encode manifest");
         fs::write(dir.path().join(".kpack/demo.kpm"), encoded).expect("write manifest");

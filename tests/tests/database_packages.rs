@@ -22,7 +22,7 @@ use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
-use rocm_kpack_test_support::bins;
+use rocm_kpack_test_support::{bins, fixtures};
 
 /// (path below opt/rocm, the rule that must move it, target).
 const DATABASES: [(&str, &str, &str); 8] = [
@@ -181,4 +181,221 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
     let (code, stdout, stderr) = fetch(&root, &["status", "--target", "gfx90a"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("complete"), "{stdout}");
+}
+
+/// Debian's multiarch MIOpen layout: the library in
+/// `usr/lib/x86_64-linux-gnu/`, its databases in `usr/share/miopen/db/`,
+/// outside the library's prefix. (path, target).
+const MULTIARCH_DBS: [(&str, &str); 4] = [
+    ("usr/share/miopen/db/gfx90a68.kdb", "gfx90a"),
+    ("usr/share/miopen/db/gfx90a68.HIP.fdb.txt", "gfx90a"),
+    ("usr/share/miopen/db/gfx1100_48.kdb", "gfx1100"),
+    ("usr/share/miopen/db/gfx1100_48.HIP.fdb.txt", "gfx1100"),
+];
+
+/// The library's directory: the manifest's prefix.
+const MULTIARCH_LIB: &str = "usr/lib/x86_64-linux-gnu";
+
+/// A fat deb in Debian's multiarch MIOpen layout (the fixture library as
+/// `libMIOpen.so.1`), written in `dir`, and its split (xz -0) into
+/// `dir/pkgs`.
+fn split_multiarch_fixture(dir: &Path) -> SplitPackageReport {
+    let tree = dir.join("tree");
+    fs::create_dir_all(tree.join(MULTIARCH_LIB)).unwrap();
+    fs::copy(fixtures::fixture("clang19/libfixture.so"), tree.join(MULTIARCH_LIB).join("libMIOpen.so.1")).unwrap();
+    let rels: Vec<&str> = MULTIARCH_DBS.iter().map(|(rel, _)| *rel).collect();
+    databases::write_databases(&tree, &rels);
+    fs::create_dir_all(tree.join("usr/share/doc/libmiopen-fixture1")).unwrap();
+    fs::write(tree.join("usr/share/doc/libmiopen-fixture1/README"), "generic\n").unwrap();
+    let fat = databases::deb_from_tree(dir, &tree, "libmiopen-fixture1", "fixture in the multiarch MIOpen layout");
+    databases::split(&fat, &dir.join("pkgs"), None)
+}
+
+/// `dir/pkgs` published as a kpack store (zstd -3) in `dir/repo`.
+fn publish_store(dir: &Path) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    publish(&dir.join("pkgs"), &repo, &PublishOptions {
+        kpack_store: true,
+        store_zstd_level: 3,
+        ..PublishOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    repo
+}
+
+/// The one manifest in the multiarch prefix below `root`.
+fn multiarch_kpm(root: &Path) -> std::path::PathBuf {
+    let dir = root.join(MULTIARCH_LIB).join(rocm_kpack_format::layout::KPACK_DIR);
+    let kpms: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == rocm_kpack_format::layout::MANIFEST_EXT))
+        .collect();
+    assert_eq!(kpms.len(), 1, "{kpms:?}");
+    kpms.into_iter().next().unwrap()
+}
+
+/// Database files outside the manifest's prefix: the splitter moves them
+/// like any database file (device debs at their original paths), the
+/// manifest (version 3) declares the prefix's path below the install root
+/// and lists them from there; `install --auto` on an MI210 fetches the
+/// gfx90a ones from the store on 127.0.0.1 to their original paths,
+/// byte-identical, and none for gfx1100; `status` is 4 before and 0 after,
+/// `verify` passes, and `remove` takes the files and the directories it
+/// made away, leaving the package's own directories.
+#[test]
+fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = split_multiarch_fixture(tmp.path());
+    let warnings = &report.split.as_ref().unwrap().warnings;
+    assert!(!warnings.iter().any(|w| w.contains("miopen")), "{warnings:?}");
+    let generic = report.packages.iter().find(|p| p.name == "libmiopen-fixture1").unwrap();
+    let root = tmp.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    ok(Command::new("dpkg-deb").arg("-x").arg(&generic.path).arg(&root));
+    let kpm_path = multiarch_kpm(&root);
+    let kpm = Manifest::read(&kpm_path).unwrap();
+    assert_eq!(kpm.format_version(), 3);
+    assert_eq!(kpm.prefix_path.as_deref(), Some(MULTIARCH_LIB));
+    let mut listed: Vec<(String, Vec<String>)> =
+        kpm.database_files.iter().map(|f| (f.path.clone(), f.architectures.clone())).collect();
+    listed.sort();
+    let mut want: Vec<(String, Vec<String>)> =
+        MULTIARCH_DBS.iter().map(|(p, t)| (p.to_string(), vec![t.to_string()])).collect();
+    want.sort();
+    assert_eq!(listed, want);
+    for (rel, _) in MULTIARCH_DBS {
+        assert!(!root.join(rel).exists(), "{rel} left in the generic package");
+    }
+    // The device deb carries them at the fat deb's paths.
+    let dev90 = report.packages.iter().find(|p| p.name == "libmiopen-fixture1-gfx90a").unwrap();
+    let contents = ok(Command::new("dpkg-deb").arg("-c").arg(&dev90.path));
+    for (rel, target) in MULTIARCH_DBS {
+        assert_eq!(contents.contains(&format!("./{rel}\n")), target == "gfx90a", "{rel}: {contents}");
+    }
+
+    let repo = publish_store(tmp.path());
+    let index: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(repo.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["database_files"].as_array().unwrap().len(), MULTIARCH_DBS.len(), "{index}");
+    let server = rocm_kpack_test_support::http::serve_dir(&repo).unwrap();
+    let url = server.root_url();
+    let mi210 = fixtures::fixture("sysfs/mi210");
+    let mi210 = mi210.to_str().unwrap();
+
+    let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
+    assert_eq!(code, 4, "{stdout}");
+    assert!(stdout.contains("../../share/miopen/db/gfx90a68.kdb"), "{stdout}");
+    let (code, stdout, stderr) =
+        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for (rel, target) in MULTIARCH_DBS {
+        let got = root.join(rel);
+        if target == "gfx90a" {
+            assert_eq!(fs::read(&got).unwrap(), content(rel), "{rel}");
+        } else {
+            assert!(!got.exists(), "{rel} fetched for an MI210");
+        }
+    }
+    assert!(!root.join(MULTIARCH_LIB).join("share").exists(), "nothing below the prefix");
+    let state = fs::read_to_string(
+        root.join(MULTIARCH_LIB)
+            .join(rocm_kpack_format::layout::KPACK_DIR)
+            .join(rocm_kpack_format::layout::fetch::STATE_FILE),
+    )
+    .unwrap();
+    assert!(state.contains("\"../../share/miopen/db/gfx90a68.kdb\""), "{state}");
+    assert!(state.contains("\"../../share/miopen\""), "{state}");
+    let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("complete"), "{stdout}");
+    let (code, stdout, stderr) = fetch(&root, &["verify"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, stdout, _) = fetch(&root, &["list"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("gfx90a68.kdb"), "{stdout}");
+
+    // `remove` takes the fetched files and the directories it made; the
+    // package's `usr/share` stays.
+    let (code, stdout, stderr) = fetch(&root, &["remove", &kpm.component, "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    for (rel, _) in MULTIARCH_DBS {
+        assert!(!root.join(rel).exists(), "{rel} left by remove");
+    }
+    assert!(!root.join("usr/share/miopen").exists(), "directories made for the files stay");
+    assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
+    let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
+    assert_eq!(code, 4, "{stdout}");
+
+    // Fetched again, then the generic package goes (its manifest with it):
+    // the package trigger takes the files above the prefix away too.
+    let (code, stdout, stderr) =
+        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(root.join(MULTIARCH_DBS[0].0).is_file());
+    fs::remove_file(&kpm_path).unwrap();
+    let mut trigger = bins::command("rocm-kpack-fetch");
+    bins::isolate_fetcher(&mut trigger);
+    let o = trigger.arg("trigger").arg("--removed").arg(kpm_path.parent().unwrap()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    for (rel, _) in MULTIARCH_DBS {
+        assert!(!root.join(rel).exists(), "{rel} left after the package went");
+    }
+    assert!(!root.join("usr/share/miopen").exists(), "directories made for the files stay");
+    assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
+}
+
+/// A manifest whose database root is not where it claims (the prefix does
+/// not end in its `prefix_path`, here after the tree was moved), or lies
+/// above `--root`, is refused whole; a symlinked directory on the way to a
+/// database file is not followed: nothing is written through it.
+#[test]
+fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = split_multiarch_fixture(tmp.path());
+    let generic = report.packages.iter().find(|p| p.name == "libmiopen-fixture1").unwrap();
+    let repo = publish_store(tmp.path());
+    let source = format!("file://{}", repo.display());
+    let unpack = |name: &str| {
+        let root = tmp.path().join(name);
+        fs::create_dir_all(&root).unwrap();
+        ok(Command::new("dpkg-deb").arg("-x").arg(&generic.path).arg(&root));
+        root
+    };
+
+    // Moved: the library directory is now opt/moved/lib.
+    let root = unpack("moved");
+    let moved = root.join("opt/moved/lib");
+    fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    fs::rename(root.join(MULTIARCH_LIB), &moved).unwrap();
+    let prefix = moved.to_str().unwrap();
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &["install", "--target", "gfx90a", "--no-default-prefixes", "--prefix", prefix, "--source", &source],
+    );
+    assert_ne!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("{MULTIARCH_LIB:?}")) || stdout.contains(&format!("{MULTIARCH_LIB:?}")), "{stdout}{stderr}");
+    assert!(!root.join("usr/share/miopen").exists() && !root.join("opt/share").exists());
+
+    // Above --root: the prefix given, the root below the install root.
+    let root = unpack("above");
+    let prefix = root.join(MULTIARCH_LIB);
+    let (code, stdout, stderr) = fetch(
+        &root.join("usr/lib"),
+        &["install", "--target", "gfx90a", "--no-default-prefixes", "--prefix", prefix.to_str().unwrap(), "--source", &source],
+    );
+    assert_ne!(code, 0, "{stdout}{stderr}");
+    assert!(format!("{stdout}{stderr}").contains("not below the root"), "{stdout}{stderr}");
+    assert!(!root.join("usr/share/miopen").exists());
+
+    // A symlinked directory on the way: refused, the target untouched.
+    let root = unpack("symlinked");
+    let elsewhere = tmp.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::create_dir_all(root.join("usr/share/miopen")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("usr/share/miopen/db")).unwrap();
+    let (code, stdout, stderr) = fetch(&root, &["install", "--target", "gfx90a", "--source", &source]);
+    assert_ne!(code, 0, "{stdout}{stderr}");
+    assert!(format!("{stdout}{stderr}").contains("symlink"), "{stdout}{stderr}");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "written through the symlink");
 }

@@ -87,7 +87,7 @@ impl Removal {
 pub fn item_path(kind: ItemKind, kpack_dir: &Path, name: &str) -> PathBuf {
     match kind {
         ItemKind::Archive => kpack_dir.join(name),
-        ItemKind::Database => kpack_dir.parent().unwrap_or(Path::new("/")).join(name),
+        ItemKind::Database => crate::resolve::database_path(kpack_dir.parent().unwrap_or(Path::new("/")), name),
     }
 }
 

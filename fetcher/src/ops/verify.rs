@@ -86,7 +86,7 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
         });
         let databases_of = m.manifest.database_files.iter().map(|f| {
             let recorded = state.is_some_and(|s| s.databases.contains_key(&f.path));
-            (m.prefix().join(&f.path), recorded, f.size, Some(f.sha256))
+            (m.database_path(&f.path), recorded, f.size, Some(f.sha256))
         });
         for (path, recorded, size, sha256) in archives_of.chain(databases_of) {
             let (verdict, detail) = if !path.exists() {

@@ -78,6 +78,7 @@ impl Blas {
             component: "rocblas".into(),
             kpack_files: vec![self.archive.file.clone()],
             database_files: self.dbs.iter().map(|d| d.file.clone()).collect(),
+            prefix_path: None,
         };
         fs::write(self.env.kpack.join("rocblas.kpm"), m.to_msgpack().expect("encode")).expect("write kpm");
     }
@@ -226,6 +227,7 @@ fn hostile_database_paths_and_prefixes_are_refused() {
             component: "rocblas".into(),
             kpack_files: vec![b.archive.file.clone()],
             database_files: vec![b.dbs[0].file.clone()],
+            prefix_path: None,
         };
         let mut v = rocm_kpack_format::msgpack::decode(&m.to_msgpack().expect("encode")).expect("decode");
         let rocm_kpack_format::msgpack::Value::Map(top) = &mut v else { panic!() };
@@ -248,6 +250,7 @@ fn hostile_database_paths_and_prefixes_are_refused() {
         component: "rocsolver".into(),
         kpack_files: vec![],
         database_files: vec![b.dbs[0].file.clone()],
+        prefix_path: None,
     };
     fs::write(b.env.kpack.join("rocsolver.kpm"), other.to_msgpack().expect("encode")).expect("write");
     let (code, stdout, stderr) = run(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));

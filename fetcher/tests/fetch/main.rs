@@ -110,6 +110,7 @@ impl Env {
             component: component.to_string(),
             kpack_files: archives.iter().map(|a| a.file.clone()).collect(),
             database_files: Vec::new(),
+            prefix_path: None,
         };
         fs::create_dir_all(kpack).expect("mkdir");
         fs::write(kpack.join(format!("{component}.kpm")), m.to_msgpack().expect("encode")).expect("write kpm");

@@ -547,6 +547,7 @@ fn malformed_manifests_fall_through() {
         component: "foo".into(),
         kpack_files: vec![manifest_file(&l.kpack("foo_gfx1100.kpack"), "gfx1100", &["gfx1100"])],
         database_files: Vec::new(),
+        prefix_path: None,
     }
     .to_msgpack()
     .expect("encode");

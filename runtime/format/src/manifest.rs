@@ -5,7 +5,12 @@
 //! Version 2 adds `database_files`; a manifest without database files is
 //! written as version 1, which every earlier reader honours in full, and
 //! one with database files as version 2, which an earlier reader refuses
-//! (it could not fetch those files). The legacy schema of some
+//! (it could not fetch those files). Version 3 adds `prefix_path`, for
+//! database files outside the prefix (Debian's MIOpen keeps its databases
+//! in `usr/share/miopen/db/`, its library in `usr/lib/<triplet>/`): the
+//! prefix's path below an install root, which the database paths are then
+//! relative to. It is written only when needed, and a version-2 reader
+//! refuses it (it would install those files below the prefix). The legacy schema of some
 //! reference-tool versions (`component_name`, `prefix`, `kpack_files` keyed
 //! by arch) is read too.
 
@@ -16,7 +21,10 @@ use std::path::Path;
 use crate::layout::names::NameKind;
 
 /// The newest manifest format version this crate reads and writes.
-pub const MANIFEST_VERSION: u64 = 2;
+pub const MANIFEST_VERSION: u64 = 3;
+
+/// The version of manifests whose database paths are below the prefix.
+pub const MANIFEST_VERSION_DATABASES: u64 = 2;
 
 /// The version of manifests that list archives only.
 pub const MANIFEST_VERSION_ARCHIVES_ONLY: u64 = 1;
@@ -65,6 +73,11 @@ pub struct Manifest {
     pub kpack_files: Vec<ManifestFile>,
     /// Kernel-database files, in manifest order (empty before version 2).
     pub database_files: Vec<DatabaseFile>,
+    /// Version 3: the prefix's path below the install root its database
+    /// paths are relative to (`usr/lib/x86_64-linux-gnu`; checked by
+    /// [`validate_database_path`]); `None`: they are relative to the prefix.
+    /// The fetcher installs only where the prefix really ends in this path.
+    pub prefix_path: Option<String>,
 }
 
 fn bad(detail: impl Into<String>) -> Error {
@@ -161,7 +174,7 @@ impl Manifest {
             return Err(Error::UnsupportedVersion {
                 what: "kpm manifest",
                 found: version,
-                supported: "1 and 2; a newer rocm-kpack wrote it, so upgrade rocm-kpack-fetch and the runtime",
+                supported: "1 to 3; a newer rocm-kpack wrote it, so upgrade rocm-kpack-fetch and the runtime",
             });
         }
         let manifest = if version == 1 && top.iter().any(|(k, _)| *k == "component_name") {
@@ -180,6 +193,16 @@ impl Manifest {
                 "archive {:?} listed twice",
                 w.first().copied().unwrap_or_default()
             )));
+        }
+        for f in &manifest.database_files {
+            if crate::layout::database_key(manifest.prefix_path.as_deref(), &f.path).is_none() {
+                return Err(bad(format!(
+                    "database file {:?} is the prefix {:?}, one of its directories, or more than {} levels above it",
+                    f.path,
+                    manifest.prefix_path.as_deref().unwrap_or_default(),
+                    crate::layout::MAX_DATABASE_UP
+                )));
+            }
         }
         let mut paths: Vec<&str> = manifest.database_files.iter().map(|f| f.path.as_str()).collect();
         paths.sort_unstable();
@@ -239,10 +262,23 @@ impl Manifest {
             }
             Some((_, v)) => parse_database_files(v)?,
         };
+        let prefix_path = match top.iter().find(|(k, _)| *k == "prefix_path") {
+            None if version >= 3 => return Err(bad("manifest: missing key \"prefix_path\"")),
+            None => None,
+            Some(_) if version < 3 => return Err(bad("prefix_path needs format_version 3")),
+            Some((_, v)) => {
+                let p = v
+                    .as_str()
+                    .ok_or_else(|| bad(format!("prefix_path must be a str, found {}", v.type_name())))?;
+                check_name(NameKind::DatabasePath, p, "prefix path")?;
+                Some(p.to_string())
+            }
+        };
         Ok(Manifest {
             component,
             kpack_files,
             database_files,
+            prefix_path,
         })
     }
 
@@ -300,6 +336,7 @@ impl Manifest {
             component,
             kpack_files,
             database_files: Vec::new(),
+            prefix_path: None,
         })
     }
 
@@ -323,12 +360,15 @@ impl Manifest {
     }
 
     /// The format version [`Self::to_msgpack`] writes: 1 while the manifest
-    /// lists archives only (every reader honours it), 2 with database files.
+    /// lists archives only (every reader honours it), 2 with database files
+    /// below the prefix, 3 with a `prefix_path`.
     pub fn format_version(&self) -> u64 {
-        if self.database_files.is_empty() {
+        if self.prefix_path.is_some() {
+            MANIFEST_VERSION
+        } else if self.database_files.is_empty() {
             MANIFEST_VERSION_ARCHIVES_ONLY
         } else {
-            MANIFEST_VERSION
+            MANIFEST_VERSION_DATABASES
         }
     }
 
@@ -338,7 +378,11 @@ impl Manifest {
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
         let mut b = Vec::new();
         let version = self.format_version();
-        msgpack::write_map_len(&mut b, if version >= 2 { 4 } else { 3 })?;
+        msgpack::write_map_len(&mut b, match version {
+            1 => 3,
+            2 => 4,
+            _ => 5,
+        })?;
         msgpack::write_str(&mut b, "format_version")?;
         msgpack::write_uint(&mut b, version)?;
         msgpack::write_str(&mut b, "component")?;
@@ -360,6 +404,11 @@ impl Manifest {
                 validate_database_path(&f.path)?;
                 write_entry(&mut b, ("path", &f.path), &f.family, &f.architectures, f.size, &f.sha256)?;
             }
+        }
+        if let Some(p) = &self.prefix_path {
+            validate_database_path(p)?;
+            msgpack::write_str(&mut b, "prefix_path")?;
+            msgpack::write_str(&mut b, p)?;
         }
         Ok(b)
     }

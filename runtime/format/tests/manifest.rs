@@ -7,6 +7,7 @@ use archive_common::{legacy_manifest_bytes, sample_manifest};
 use proptest::prelude::*;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_format::msgpack::{self, Value};
+use rocm_kpack_format::layout;
 use rocm_kpack_format::Error;
 
 fn s(x: &str) -> Value {
@@ -110,6 +111,7 @@ fn legacy_schema_is_read() {
                 },
             ],
             database_files: Vec::new(),
+            prefix_path: None,
         }
     );
     // v1 output needs hashes the legacy schema never had.
@@ -181,9 +183,9 @@ fn hostile_components_are_rejected() {
 fn wrong_types_and_versions() {
     type Mutation = (&'static str, fn(&mut Value));
     let cases: &[Mutation] = &[
-        ("version 3", |v| {
+        ("version 4", |v| {
             let Value::Map(top) = v else { panic!() };
-            top[0].1 = Value::UInt(3);
+            top[0].1 = Value::UInt(4);
         }),
         ("version 2 without database_files", |v| {
             let Value::Map(top) = v else { panic!() };
@@ -242,9 +244,9 @@ fn wrong_types_and_versions() {
         mutate(&mut v);
         let e = Manifest::parse(&msgpack::encode(&v).unwrap());
         assert!(e.is_err(), "{why}");
-        if *why == "version 3" {
+        if *why == "version 4" {
             let e = e.unwrap_err();
-            assert!(matches!(e, Error::UnsupportedVersion { found: 3, .. }), "{e}");
+            assert!(matches!(e, Error::UnsupportedVersion { found: 4, .. }), "{e}");
             assert!(e.to_string().contains("upgrade rocm-kpack-fetch"), "{e}");
         }
     }
@@ -333,6 +335,86 @@ fn hostile_database_paths_are_rejected() {
     }
 }
 
+/// Debian's multiarch MIOpen: databases outside the prefix. The manifest
+/// is version 3 and carries the prefix's path below the install root; the
+/// database paths are relative to that root, and their keys relative to
+/// the prefix climb the fewest levels.
+fn multiarch() -> Manifest {
+    let mut m = with_databases();
+    m.prefix_path = Some("usr/lib/x86_64-linux-gnu".into());
+    m.database_files[0].path = "usr/share/miopen/db/gfx90a68.kdb".into();
+    m.database_files[1].path = "usr/lib/x86_64-linux-gnu/rocblas/library/TensileLibrary_gfx90a.co".into();
+    m
+}
+
+#[test]
+fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
+    let m = multiarch();
+    let bytes = m.to_msgpack().unwrap();
+    assert_eq!(Manifest::parse(&bytes).unwrap(), m);
+    let v = msgpack::decode(&bytes).unwrap();
+    assert_eq!(v.get("format_version"), Some(&Value::UInt(3)));
+    let keys: Vec<&str> = v.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(keys, ["format_version", "component", "kpack_files", "database_files", "prefix_path"]);
+    let keys: Vec<Option<String>> = m
+        .database_files
+        .iter()
+        .map(|f| layout::database_key(m.prefix_path.as_deref(), &f.path))
+        .collect();
+    assert_eq!(
+        keys,
+        [Some("../../share/miopen/db/gfx90a68.kdb".into()), Some("rocblas/library/TensileLibrary_gfx90a.co".into())]
+    );
+    for key in keys.iter().flatten() {
+        layout::names::check(layout::names::NameKind::DatabaseKey, key).unwrap();
+    }
+    assert_eq!(layout::split_database_key("../../share/x.kdb"), Some((2, "share/x.kdb")));
+    assert_eq!(
+        layout::database_tree_path("usr/lib/x86_64-linux-gnu", m.prefix_path.as_deref(), "usr/share/x.kdb").as_deref(),
+        Some("usr/share/x.kdb")
+    );
+    assert_eq!(layout::database_tree_path("opt/lib", m.prefix_path.as_deref(), "usr/share/x.kdb"), None);
+    // A version-2 manifest has no prefix_path, a version-3 one must.
+    let Value::Map(top) = msgpack::decode(&bytes).unwrap() else { panic!() };
+    let mut v2 = top.clone();
+    v2[0].1 = Value::UInt(2);
+    let e = Manifest::parse(&msgpack::encode(&Value::Map(v2)).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("prefix_path"), "{e}");
+    let mut v3 = top;
+    v3.pop();
+    let e = Manifest::parse(&msgpack::encode(&Value::Map(v3)).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("prefix_path"), "{e}");
+}
+
+#[test]
+fn hostile_prefix_paths_and_paths_at_the_prefix_are_rejected() {
+    // The root is one validated relative path: no `..`, not absolute.
+    for prefix in ["", "/usr/lib", "../usr/lib", "usr/../lib", "usr//lib", "usr/lib/", "usr/.kpack", "usr/lib\\x"] {
+        let mut m = multiarch();
+        m.prefix_path = Some(prefix.into());
+        assert!(m.to_msgpack().is_err(), "writer accepted {prefix:?}");
+        let mut v = msgpack::decode(&multiarch().to_msgpack().unwrap()).unwrap();
+        let Value::Map(top) = &mut v else { panic!() };
+        top[4].1 = s(prefix);
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("prefix path"), "{prefix:?}: {e}");
+    }
+    // A database file at the prefix or one of the directories above it.
+    for path in ["usr/lib/x86_64-linux-gnu", "usr/lib", "usr"] {
+        let mut m = multiarch();
+        m.database_files[0].path = path.into();
+        let e = Manifest::parse(&m.to_msgpack().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("is the prefix"), "{path}: {e}");
+    }
+    // Still the database-path validator for every path.
+    let mut m = multiarch();
+    m.database_files[0].path = "usr/../etc/passwd".into();
+    assert!(m.to_msgpack().is_err());
+    for key in ["../../../../../../../../../../../../../../../../../x", "../a/../b", "../../", "/x", "../.kpack/x.kpm"] {
+        assert!(layout::names::check(layout::names::NameKind::DatabaseKey, key).is_err(), "{key}");
+    }
+}
+
 #[test]
 fn truncation_at_every_offset() {
     for bytes in [
@@ -366,7 +448,7 @@ proptest! {
                 filename, family, architectures, size, sha256: Some(sha),
             })
             .collect();
-        let m = Manifest { component, kpack_files, database_files: Vec::new() };
+        let m = Manifest { component, kpack_files, database_files: Vec::new(), prefix_path: None };
         prop_assert_eq!(Manifest::parse(&m.to_msgpack().unwrap()).unwrap(), m);
     }
 }

@@ -753,6 +753,7 @@ impl<'s> ArchiveSet<'s> {
                 component: self.component.clone(),
                 kpack_files: manifest_files,
                 database_files: Vec::new(),
+                prefix_path: None,
             }
             .to_msgpack()
             .map_err(|source| SplitError::Format {

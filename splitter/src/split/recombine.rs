@@ -676,6 +676,8 @@ fn recombine_unit(
             // own build; the reduced manifest lists them all (first shard
             // wins a path, as for the files themselves).
             let mut database_files: BTreeMap<String, DatabaseFile> = BTreeMap::new();
+            // Every shard of one package layout declares the same prefix path.
+            let mut prefix_path = None;
             for &(_, g) in &generics {
                 let shard_kpm = g.join(&rel);
                 if !shard_kpm.is_file() {
@@ -685,6 +687,7 @@ fn recombine_unit(
                     path: shard_kpm.clone(),
                     source,
                 })?;
+                prefix_path = prefix_path.or(m.prefix_path);
                 for f in m.database_files {
                     database_files.entry(f.path.clone()).or_insert(f);
                 }
@@ -693,6 +696,7 @@ fn recombine_unit(
                 component: component.clone(),
                 kpack_files: manifest_files.clone(),
                 database_files: database_files.into_values().collect(),
+                prefix_path,
             }
             .to_msgpack()
             .map_err(|source| TreeError::Format {

@@ -742,8 +742,13 @@ fn run_set(
 /// `.kpack/`) is the deepest one above the file, so the fetcher can fetch
 /// it (docs/formats.md section 3). Where several components share that
 /// prefix, the one whose name (without `lib`) is a component of the file's
-/// path takes it, else the first. Returns a warning per database file no
-/// manifest covers (it still ships in its device tree).
+/// path takes it, else the first. A file below no prefix (Debian's MIOpen
+/// databases in `usr/share/miopen/db/`, its library in `usr/lib/<triplet>/`)
+/// goes to the manifest so named, or to the only component there is: that
+/// manifest then declares its prefix's path in the tree (`prefix_path`,
+/// format version 3) and lists every database path from the tree's root.
+/// Returns a warning per database file no manifest covers (it still ships
+/// in its device tree).
 fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
     let generic = root.join(plan.layout.dir_name(&Dest::Generic));
     // (prefix, component, manifest path) of every manifest written.
@@ -757,7 +762,8 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    let mut listed: BTreeMap<usize, Vec<rocm_kpack_format::manifest::DatabaseFile>> = BTreeMap::new();
+    // (out path, family, arch, size, sha256) per manifest index.
+    let mut listed: BTreeMap<usize, Vec<(&str, rocm_kpack_format::manifest::DatabaseFile)>> = BTreeMap::new();
     let mut warnings = Vec::new();
     for e in &plan.entries {
         let (Dest::Group(family), Some(arch)) = (&e.dest, &e.database_arch) else {
@@ -781,36 +787,65 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
                 e.out.split('/').any(|part| part.to_ascii_lowercase() == stem)
             })
         };
-        let Some(&index) = candidates.iter().find(named).or(candidates.first()) else {
+        // Above every prefix: only in a package tree (an artifact's
+        // prefixes are its install roots), and only to a component the
+        // path names or the only one there is.
+        let above = || {
+            if !plan.prefixes.is_empty() {
+                return None;
+            }
+            let all: Vec<usize> = (0..manifests.len()).collect();
+            let mut components: Vec<&str> = manifests.iter().map(|(_, c, _)| *c).collect();
+            components.sort_unstable();
+            components.dedup();
+            all.iter().find(named).or(all.first().filter(|_| components.len() == 1)).copied()
+        };
+        let Some(index) = candidates.iter().find(named).or(candidates.first()).copied().or_else(above) else {
             warnings.push(format!(
-                "{}: kernel database not below any .kpack manifest's prefix; it ships in the {family} tree but `rocm-kpack-fetch` cannot fetch it",
+                "{}: kernel database not below any .kpack manifest's prefix, and no component's name is in its path; it ships in the {family} tree but `rocm-kpack-fetch` cannot fetch it",
                 e.out
             ));
             continue;
         };
-        let prefix = manifests.get(index).map(|(p, _, _)| p.as_str()).unwrap_or_default();
-        let rel = e.out.strip_prefix(prefix).map_or(e.out.as_str(), |r| r.trim_start_matches('/'));
         let file = root.join(plan.layout.dir_name(&e.dest)).join(&e.out);
         let (size, sha256) = fs::File::open(&file)
             .and_then(rocm_kpack_format::fsutil::sha256_reader)
             .map_err(|err| TreeError::io("cannot read back", &file, err))?;
-        listed.entry(index).or_default().push(rocm_kpack_format::manifest::DatabaseFile {
-            path: rel.to_string(),
-            family: family.clone(),
-            architectures: vec![arch.clone()],
-            size,
-            sha256,
-        });
+        listed.entry(index).or_default().push((
+            e.out.as_str(),
+            rocm_kpack_format::manifest::DatabaseFile {
+                path: String::new(),
+                family: family.clone(),
+                architectures: vec![arch.clone()],
+                size,
+                sha256,
+            },
+        ));
     }
-    for (index, mut files) in listed {
-        let Some((_, _, path)) = manifests.get(index) else { continue };
+    for (index, files) in listed {
+        let Some((prefix, _, path)) = manifests.get(index) else { continue };
         let format_err = |source| TreeError::Format {
             path: path.clone(),
             source,
         };
         let mut m = rocm_kpack_format::manifest::Manifest::read(path).map_err(format_err)?;
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        m.database_files = files;
+        let below = |out: &str| prefix.is_empty() || out.starts_with(&format!("{prefix}/"));
+        // One root for the whole manifest: the tree's, when any file lies
+        // outside the prefix.
+        let rooted = files.iter().any(|(out, _)| !below(out));
+        m.prefix_path = rooted.then(|| prefix.clone());
+        m.database_files = files
+            .into_iter()
+            .map(|(out, mut f)| {
+                f.path = if rooted {
+                    out.to_string()
+                } else {
+                    out.strip_prefix(prefix.as_str()).map_or(out, |r| r.trim_start_matches('/')).to_string()
+                };
+                f
+            })
+            .collect();
+        m.database_files.sort_by(|a, b| a.path.cmp(&b.path));
         let bytes = m.to_msgpack().map_err(format_err)?;
         fs::write(path, bytes).map_err(|err| TreeError::io("cannot write", path, err))?;
         set_mode(path, 0o644)?;

@@ -55,11 +55,8 @@ pub fn write_fat_payload(prefix: &Path, databases: &[&str]) {
         prefix.join("lib/libfixture.so"),
     )
     .expect("copy");
-    for rel in databases.iter().copied().chain([TENSILE_DAT]) {
-        let p = prefix.join(rel);
-        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        fs::write(&p, content(rel)).expect("write");
-    }
+    write_databases(prefix, databases);
+    write_databases(prefix, &[TENSILE_DAT]);
     fs::create_dir_all(prefix.join("share/doc")).expect("mkdir");
     fs::write(prefix.join("share/doc/README"), "generic\n").expect("write");
 }
@@ -69,10 +66,25 @@ pub fn write_fat_payload(prefix: &Path, databases: &[&str]) {
 pub fn fat_deb(dir: &Path, package: &str, databases: &[&str]) -> PathBuf {
     let tree = dir.join("fat-deb");
     write_fat_payload(&tree.join(ROCM_PREFIX), databases);
+    deb_from_tree(dir, &tree, package, "fixture with kernel databases")
+}
+
+/// Each of `databases` (paths below `base`) with its [`content`].
+pub fn write_databases(base: &Path, databases: &[&str]) {
+    for rel in databases {
+        let p = base.join(rel);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(&p, content(rel)).expect("write");
+    }
+}
+
+/// `tree` (a package's files) built by dpkg-deb as the fat deb
+/// `<package>_1.0-1_amd64.deb` in `dir/src`, no dependencies.
+pub fn deb_from_tree(dir: &Path, tree: &Path, package: &str, description: &str) -> PathBuf {
     fs::create_dir_all(tree.join("DEBIAN")).expect("mkdir");
     fs::write(
         tree.join("DEBIAN/control"),
-        format!("Package: {package}\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture with kernel databases\n test\n"),
+        format!("Package: {package}\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: {description}\n test\n"),
     )
     .expect("control");
     let src = dir.join("src");
@@ -80,7 +92,7 @@ pub fn fat_deb(dir: &Path, package: &str, databases: &[&str]) -> PathBuf {
     let fat = src.join(format!("{package}_1.0-1_amd64.deb"));
     ok(Command::new("dpkg-deb")
         .args(["--root-owner-group", "-Zxz", "--build"])
-        .arg(&tree)
+        .arg(tree)
         .arg(&fat));
     fat
 }

@@ -138,6 +138,7 @@ pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) 
         component: component.to_string(),
         kpack_files: files,
         database_files: Vec::new(),
+        prefix_path: None,
     };
     fs::write(kpm_dir.join(layout::manifest_file_name(component)), m.to_msgpack().expect("kpm"))
         .expect("write kpm");

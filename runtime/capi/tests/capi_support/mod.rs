@@ -101,6 +101,7 @@ pub fn write_manifest(path: &Path, component: &str, files: Vec<ManifestFile>) {
         component: component.to_owned(),
         kpack_files: files,
         database_files: Vec::new(),
+        prefix_path: None,
     };
     fs::write(path, m.to_msgpack().expect("manifest encodes")).expect("write manifest");
 }

@@ -169,6 +169,7 @@ pub fn sample_manifest() -> Manifest {
             },
         ],
         database_files: Vec::new(),
+        prefix_path: None,
     }
 }
 

@@ -97,7 +97,8 @@ pub struct DatabaseEntry {
     pub family: String,
     /// The processors or generic ISA it serves.
     pub architectures: Vec<String>,
-    /// Install path below the manifest's prefix.
+    /// Install path as the manifest lists it: below the manifest's prefix,
+    /// or below the root its `prefix_path` names.
     pub install_path: String,
     /// Version of the package it came from.
     pub version: String,
@@ -371,7 +372,8 @@ const MAX_MANIFEST: u64 = 16 << 20;
 
 /// Every database file the packages' manifests list, by its path in the
 /// package (`<prefix>/<path>`, the prefix being the directory holding the
-/// manifest's `.kpack/`), with its component.
+/// manifest's `.kpack/`, or below the root a `prefix_path` names), with its
+/// component.
 fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, DatabaseFile)>, PublishError> {
     let mut out = BTreeMap::new();
     for_each_package_file(inputs, |path, _version, label, origin, data| {
@@ -393,11 +395,12 @@ fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, Databas
         })?;
         let prefix = layout::kpack_prefix_of(path);
         for f in m.database_files {
-            let full = if prefix.is_empty() {
-                f.path.clone()
-            } else {
-                format!("{prefix}/{}", f.path)
-            };
+            let full = layout::database_tree_path(prefix, m.prefix_path.as_deref(), &f.path).ok_or_else(|| {
+                PublishError::Invalid(format!(
+                    "{label}: {path} lies in {prefix:?}, which does not end in its prefix_path {:?}",
+                    m.prefix_path.as_deref().unwrap_or_default()
+                ))
+            })?;
             out.insert(full, (m.component.clone(), f));
         }
         Ok(())
