@@ -508,28 +508,20 @@ pub fn make_database_dirs(prefix: &Path, rel: &str) -> io::Result<Vec<String>> {
 /// that is not recorded, not empty or not removable. Drops the removed
 /// (or already gone) ones from `created`. The caller holds the lock.
 pub fn remove_created_dirs(kpack_dir: &Path, rel: &str, created: &mut std::collections::BTreeSet<String>) {
-    use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags, CWD};
+    use rustix::fs::{unlinkat, AtFlags};
     let Some(prefix) = kpack_dir.parent() else {
         return;
     };
     let comps: Vec<&str> = rel.split('/').collect();
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     for depth in (1..comps.len()).rev() {
         let dir_rel = comps.get(..depth).unwrap_or_default().join("/");
         if !created.contains(&dir_rel) || names::check(NameKind::DatabasePath, &dir_rel).is_err() {
             return;
         }
         // Open the parent of the directory component by component.
-        let mut parent = match openat(CWD, prefix, dir_flags, Mode::empty()) {
-            Ok(d) => d,
-            Err(_) => return,
+        let Some(parent) = open_below(prefix, comps.get(..depth - 1).unwrap_or_default()) else {
+            return;
         };
-        for c in comps.get(..depth - 1).unwrap_or_default() {
-            parent = match openat(&parent, *c, dir_flags, Mode::empty()) {
-                Ok(d) => d,
-                Err(_) => return,
-            };
-        }
         let Some(name) = comps.get(depth - 1) else {
             return;
         };
@@ -542,6 +534,56 @@ pub fn remove_created_dirs(kpack_dir: &Path, rel: &str, created: &mut std::colle
             Err(_) => return,
         }
     }
+}
+
+/// After the database file `rel` below the prefix of `kpack_dir` was
+/// removed because the package that listed it is gone: removes its parent
+/// directories below the prefix, deepest first, that are empty and that
+/// no installed package owns. The package manager skipped them when it
+/// removed that package because the fetched file was still inside; they
+/// are on the path the removed package's manifest named, so they were
+/// its. Stops at the first one that is not empty, is owned by a package
+/// (dpkg or rpm), is a symlink or cannot be removed. Only for orphans
+/// (the trigger's pass after a removal): while a manifest lists the file,
+/// its directories are the package's.
+pub fn remove_orphaned_dirs(kpack_dir: &Path, rel: &str) {
+    use rustix::fs::{unlinkat, AtFlags};
+    let Some(prefix) = kpack_dir.parent() else {
+        return;
+    };
+    if names::check(NameKind::DatabasePath, rel).is_err() {
+        return;
+    }
+    let comps: Vec<&str> = rel.split('/').collect();
+    for depth in (1..comps.len()).rev() {
+        let (Some(parents), Some(name)) = (comps.get(..depth - 1), comps.get(depth - 1)) else {
+            return;
+        };
+        let Some(parent) = open_below(prefix, parents) else {
+            return;
+        };
+        let dir = prefix.join(comps.get(..depth).unwrap_or_default().join("/"));
+        if package_owner(prefix, &dir).is_some() {
+            return;
+        }
+        match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The directory `prefix/comps...`, opened component by component without
+/// following a symlink; `None` when one is missing, a symlink or no
+/// directory.
+fn open_below(prefix: &Path, comps: &[&str]) -> Option<rustix::fd::OwnedFd> {
+    use rustix::fs::{openat, Mode, OFlags, CWD};
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = openat(CWD, prefix, dir_flags, Mode::empty()).ok()?;
+    for c in comps {
+        dir = openat(&dir, *c, dir_flags, Mode::empty()).ok()?;
+    }
+    Some(dir)
 }
 
 /// Why a recorded archive was not deleted.
