@@ -763,6 +763,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn orphaned_dirs_go_once_empty_and_never_through_a_symlink() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let prefix = top.path();
+        let kdir = prefix.join(KPACK_DIR);
+        fs::create_dir(&kdir).expect("mkdir");
+        // a/b/c held the removed file; a/keep still holds another one.
+        fs::create_dir_all(prefix.join("a/b/c")).expect("mkdir");
+        fs::write(prefix.join("a/keep"), b"x").expect("write");
+        remove_orphaned_dirs(&kdir, "a/b/c/TensileLibrary_gfx90a.co");
+        assert!(!prefix.join("a/b").exists());
+        assert!(prefix.join("a/keep").is_file(), "a directory with a file stays");
+        // A symlinked directory on the way is not followed.
+        let elsewhere = top.path().join("elsewhere");
+        fs::create_dir_all(elsewhere.join("d")).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, prefix.join("s")).expect("symlink");
+        remove_orphaned_dirs(&kdir, "s/d/x.co");
+        assert!(elsewhere.join("d").is_dir());
+        // A path the validator refuses does nothing.
+        fs::create_dir_all(prefix.join("e")).expect("mkdir");
+        remove_orphaned_dirs(&kdir, "e/../e/x.co");
+        assert!(prefix.join("e").is_dir());
+    }
+
+    #[test]
     fn atomic_write_leaves_no_temp() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f.json");

@@ -1346,7 +1346,8 @@ fn assert_blas_database_fetched(root: &Path) {
 fn assert_blas_gone(root: &Path, out: &str) {
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new(), "{out}");
     let lib = root.join(BLAS_LIBDIR);
-    assert!(!lib.join("kpackblas").exists(), "{:?}\n{out}", fs::read_dir(&lib.join("kpackblas")).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>()));
+    let left = fs::read_dir(lib.join("kpackblas")).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>());
+    assert!(!lib.join("kpackblas").exists(), "{left:?}\n{out}");
     assert!(!lib.join(".kpack").exists(), "{out}");
     assert!(!lib.join("libkpackblas.so.0").exists(), "{out}");
 }
