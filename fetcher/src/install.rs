@@ -514,7 +514,7 @@ pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
 /// empty or not removable. Drops the removed (or already gone) ones from
 /// `created`. The caller holds the lock.
 pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::collections::BTreeSet<String>) {
-    use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags, CWD};
+    use rustix::fs::{unlinkat, AtFlags};
     let Some(prefix) = kpack_dir.parent() else {
         return;
     };
@@ -524,23 +524,15 @@ pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::colle
     let (base, rel) = crate::resolve::database_base(prefix, key);
     let climb = key.get(..key.len() - rel.len()).unwrap_or_default();
     let comps: Vec<&str> = rel.split('/').collect();
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     for depth in (1..comps.len()).rev() {
         let dir_key = format!("{climb}{}", comps.get(..depth).unwrap_or_default().join("/"));
         if !created.contains(&dir_key) {
             return;
         }
         // Open the parent of the directory component by component.
-        let mut parent = match openat(CWD, &base, dir_flags, Mode::empty()) {
-            Ok(d) => d,
-            Err(_) => return,
+        let Some(parent) = open_below(&base, comps.get(..depth - 1).unwrap_or_default()) else {
+            return;
         };
-        for c in comps.get(..depth - 1).unwrap_or_default() {
-            parent = match openat(&parent, *c, dir_flags, Mode::empty()) {
-                Ok(d) => d,
-                Err(_) => return,
-            };
-        }
         let Some(name) = comps.get(depth - 1) else {
             return;
         };
@@ -553,6 +545,61 @@ pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::colle
             Err(_) => return,
         }
     }
+}
+
+/// After the database file `key` of the prefix of `kpack_dir` was
+/// removed because the package that listed it is gone: removes its parent
+/// directories below the prefix (or the directory the key climbs to),
+/// deepest first, that are empty and that
+/// no installed package owns. The package manager skipped them when it
+/// removed that package because the fetched file was still inside; they
+/// are on the path the removed package's manifest named, so they were
+/// its. Stops at the first one that is not empty, is owned by a package
+/// (dpkg or rpm), is a symlink or cannot be removed. Only for orphans
+/// (the trigger's pass after a removal): while a manifest lists the file,
+/// its directories are the package's.
+pub fn remove_orphaned_dirs(kpack_dir: &Path, key: &str) {
+    use rustix::fs::{unlinkat, AtFlags};
+    let Some(prefix) = kpack_dir.parent() else {
+        return;
+    };
+    if names::check(NameKind::DatabaseKey, key).is_err() {
+        return;
+    }
+    // A key that climbs above the prefix (files outside it, such as
+    // Debian's multiarch MIOpen databases) is handled below the directory
+    // it climbs to, never above it.
+    let (base, rel) = crate::resolve::database_base(prefix, key);
+    let comps: Vec<&str> = rel.split('/').collect();
+    for depth in (1..comps.len()).rev() {
+        let (Some(parents), Some(name)) = (comps.get(..depth - 1), comps.get(depth - 1)) else {
+            return;
+        };
+        let Some(parent) = open_below(&base, parents) else {
+            return;
+        };
+        let dir = base.join(comps.get(..depth).unwrap_or_default().join("/"));
+        if package_owner(prefix, &dir).is_some() {
+            return;
+        }
+        match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The directory `prefix/comps...`, opened component by component without
+/// following a symlink; `None` when one is missing, a symlink or no
+/// directory.
+fn open_below(prefix: &Path, comps: &[&str]) -> Option<rustix::fd::OwnedFd> {
+    use rustix::fs::{openat, Mode, OFlags, CWD};
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = openat(CWD, prefix, dir_flags, Mode::empty()).ok()?;
+    for c in comps {
+        dir = openat(&dir, *c, dir_flags, Mode::empty()).ok()?;
+    }
+    Some(dir)
 }
 
 /// Why a recorded archive was not deleted.
@@ -738,6 +785,30 @@ fn check_and_unlink(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn orphaned_dirs_go_once_empty_and_never_through_a_symlink() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let prefix = top.path();
+        let kdir = prefix.join(KPACK_DIR);
+        fs::create_dir(&kdir).expect("mkdir");
+        // a/b/c held the removed file; a/keep still holds another one.
+        fs::create_dir_all(prefix.join("a/b/c")).expect("mkdir");
+        fs::write(prefix.join("a/keep"), b"x").expect("write");
+        remove_orphaned_dirs(&kdir, "a/b/c/TensileLibrary_gfx90a.co");
+        assert!(!prefix.join("a/b").exists());
+        assert!(prefix.join("a/keep").is_file(), "a directory with a file stays");
+        // A symlinked directory on the way is not followed.
+        let elsewhere = top.path().join("elsewhere");
+        fs::create_dir_all(elsewhere.join("d")).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, prefix.join("s")).expect("symlink");
+        remove_orphaned_dirs(&kdir, "s/d/x.co");
+        assert!(elsewhere.join("d").is_dir());
+        // A path the validator refuses does nothing.
+        fs::create_dir_all(prefix.join("e")).expect("mkdir");
+        remove_orphaned_dirs(&kdir, "e/../e/x.co");
+        assert!(prefix.join("e").is_dir());
+    }
 
     #[test]
     fn atomic_write_leaves_no_temp() {

@@ -505,6 +505,7 @@ mod tests {
     fn needs_lists_database_files_and_they_cover_their_targets() {
         let m = Manifest {
             component: "miopen".into(),
+            prefix_path: None,
             kpack_files: vec![file("m_gfx90a.kpack", &["gfx90a"])],
             database_files: vec![
                 database("share/miopen/db/gfx90a68.kdb", "gfx90a", &["gfx90a"]),

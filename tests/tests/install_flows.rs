@@ -1180,7 +1180,7 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
         format!("[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n", server.root_url()),
     )
     .expect("repo");
-    let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y", "-q"]).args(args));
+    let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
     dnf(&["install", "rocm-kpack-fetch", "librocrand1", "librocrand1-gfx90x"]);
     let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), all);
@@ -1210,4 +1210,250 @@ fn assert_mi210_loads(root: &Path) {
     );
     let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// The library directory of the fixture-sized rocBLAS below.
+const BLAS_LIBDIR: &str = "usr/lib/x86_64-linux-gnu";
+
+/// Its Tensile-style kernel database, below [`BLAS_LIBDIR`], laid out as
+/// Debian's librocblas0 has it: `TensileLibrary.dat` serves every target
+/// and stays in the generic package, the others are one processor's.
+const BLAS_DATABASE: [&str; 5] = [
+    "kpackblas/1.0/library/TensileLibrary.dat",
+    "kpackblas/1.0/library/TensileLibrary_gfx90a.co",
+    "kpackblas/1.0/library/Kernels.so-000-gfx90a-xnack+.hsaco",
+    "kpackblas/1.0/library/Kernels.so-000-gfx90a-xnack-.hsaco",
+    "kpackblas/1.0/library/TensileLibrary_gfx1100.co",
+];
+
+/// Code-object-sized, compressible bytes naming their file.
+fn blas_content(rel: &str) -> Vec<u8> {
+    rel.bytes().cycle().take(60_000 + rel.len() * 100).collect()
+}
+
+/// Whether a database file of [`BLAS_DATABASE`] is the MI210's.
+fn for_gfx90a(rel: &str) -> bool {
+    rel.contains("gfx90a")
+}
+
+/// A fixture-sized rocBLAS as a distribution ships it, fat: the clang-19
+/// fixture library (gfx90a, gfx1100, ... code) as `libkpackblas.so.0` and
+/// the kernel database beside it; written as a deb (`Format::Deb`) or an
+/// rpm and split by `split-package` into `pkgs`. Returns the split's report.
+fn blas_split(dir: &Path, format: Format, pkgs: &Path) -> rocm_kpack_splitter::split_package::SplitPackageReport {
+    use rocm_kpack_package::compress::Compression;
+    use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+    let tree = dir.join("fat-tree");
+    let lib = tree.join(BLAS_LIBDIR);
+    fs::create_dir_all(&lib).expect("mkdir");
+    fs::copy(rocm_kpack_test_support::fixtures::fixture("clang19/libfixture.so"), lib.join("libkpackblas.so.0"))
+        .expect("copy");
+    for rel in BLAS_DATABASE {
+        let p = lib.join(rel);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(&p, blas_content(rel)).expect("write");
+    }
+    let fat = match format {
+        Format::Rpm => {
+            use rocm_kpack_package::rpm::{write_rpm, RpmSpec};
+            use rocm_kpack_package::tree::Payload;
+            let spec = RpmSpec {
+                name: "libkpackblas0".into(),
+                epoch: None,
+                version: "1.0".into(),
+                release: "1".into(),
+                arch: "x86_64".into(),
+                summary: "fixture-sized BLAS with a kernel database".into(),
+                description: "The fixture library and a Tensile-style database.".into(),
+                license: "MIT".into(),
+                group: "System Environment/Libraries".into(),
+                url: None,
+                packager: None,
+                source_rpm: "libkpackblas0-1.0-1.src.rpm".into(),
+                provides: Vec::new(),
+                requires: Vec::new(),
+                conflicts: Vec::new(),
+                obsoletes: Vec::new(),
+                recommends: Vec::new(),
+                scripts: Default::default(),
+                config_files: Vec::new(),
+                file_triggers: Vec::new(),
+                build_time: 1_704_067_200,
+                changelog: None,
+                compression: Compression::Xz,
+                level: Some(0),
+            };
+            // The library's own directories only, as a distribution's rpm
+            // owns them (not /usr/lib/x86_64-linux-gnu).
+            let payload = Payload::scan(&tree).expect("scan");
+            let out = dir.join(spec.file_name());
+            write_rpm(fs::File::create(&out).expect("create"), &spec, &payload, dir).expect("rpm");
+            out
+        }
+        _ => {
+            fs::create_dir_all(tree.join("DEBIAN")).expect("mkdir");
+            fs::write(
+                tree.join("DEBIAN/control"),
+                "Package: libkpackblas0\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: T <t@example.org>\n\
+                 Description: fixture-sized BLAS with a kernel database\n test\n",
+            )
+            .expect("control");
+            let out = dir.join("libkpackblas0_1.0-1_amd64.deb");
+            ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "-z0", "--build"]).arg(&tree).arg(&out));
+            out
+        }
+    };
+    let report = split_package(
+        &fat,
+        pkgs,
+        &SplitPackageOptions {
+            package_compression: Compression::Xz,
+            package_level: Some(0),
+            ..SplitPackageOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)));
+    let _ = fs::remove_dir_all(&tree);
+    report
+}
+
+/// Every file of the kernel database the MI210 needs is in the root, byte
+/// for byte, the gfx1100 one is not; `status` is complete and `verify`
+/// passes.
+fn assert_blas_database_fetched(root: &Path) {
+    let lib = root.join(BLAS_LIBDIR);
+    for rel in BLAS_DATABASE {
+        let p = lib.join(rel);
+        if for_gfx90a(rel) || !rel.contains("gfx") {
+            assert!(fs::read(&p).ok() == Some(blas_content(rel)), "{rel} missing or not the fat package's");
+        } else {
+            assert!(!p.exists(), "{rel} installed on an MI210");
+        }
+    }
+    assert!(lib.join(".kpack/libkpackblas_gfx90a.kpack").is_file());
+    let o = chroot(root, "mi210")
+        .args(["rocm-kpack-fetch", "status", "--sysfs-root", "/srv/sysfs/mi210"])
+        .output()
+        .expect("status");
+    assert!(o.status.success() && text(&o).contains("complete"), "{}", text(&o));
+    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Nothing the fetcher installed for the fixture-sized rocBLAS is left:
+/// no archive, no database file, no directory of the library's (the
+/// package manager removed them, or left them to the trigger).
+fn assert_blas_gone(root: &Path, out: &str) {
+    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new(), "{out}");
+    let lib = root.join(BLAS_LIBDIR);
+    let left = fs::read_dir(lib.join("kpackblas")).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>());
+    assert!(!lib.join("kpackblas").exists(), "{left:?}\n{out}");
+    assert!(!lib.join(".kpack").exists(), "{out}");
+    assert!(!lib.join("libkpackblas.so.0").exists(), "{out}");
+}
+
+/// apt with kernel-database files: the dpkg trigger fetches the gfx90a
+/// archive and database files; the family device package installed after
+/// the fetch takes the files over (docs/packaging.md "Installing the
+/// family device package after a fetch") and its removal leaves the
+/// generic complete again; `apt-get remove` of the generic package leaves
+/// none of it, and no file a package owns was touched (`dpkg --verify`).
+#[test]
+fn apt_fetches_database_files_through_the_trigger_and_remove_takes_them_away() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pkgs = tmp.path().join("pkgs");
+    let report = blas_split(tmp.path(), Format::Deb, &pkgs);
+    let device = report
+        .packages
+        .iter()
+        .find(|p| p.group.is_some() && p.targets.iter().any(|t| t.starts_with("gfx90a")))
+        .expect("the gfx90a device deb")
+        .name
+        .clone();
+    let server = publish_served(tmp.path(), &pkgs, &["--apt"]);
+    let root = debian_root(tmp.path(), Some(server.root_url()));
+    ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
+    let out = ok(chroot(&root, "mi210").args(["apt-get", "install", "-y", "-q", "libkpackblas0"]));
+    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"), "{out}");
+    assert_blas_database_fetched(&root);
+    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
+    assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+
+    // The family device package after the fetch: the same bytes, now the
+    // package's; still complete.
+    let out = ok(chroot(&root, "mi210").args(["apt-get", "install", "-y", "-q", &device]));
+    assert_blas_database_fetched(&root);
+    let owner = ok(chroot(&root, "mi210").args([
+        "dpkg-query",
+        "-S",
+        &format!("/{BLAS_LIBDIR}/{}", BLAS_DATABASE[1]),
+    ]));
+    assert!(owner.starts_with(&format!("{device}:")), "{owner}\n{out}");
+    // Its removal takes its files; the trigger fetches them again.
+    let out = ok(chroot(&root, "mi210").args(["apt-get", "remove", "-y", "-q", &device]));
+    assert_blas_database_fetched(&root);
+    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
+    assert!(o.status.success() && o.stdout.is_empty(), "{}\n{out}", text(&o));
+
+    let out = ok(chroot(&root, "mi210").args(["apt-get", "remove", "-y", "-q", "libkpackblas0"]));
+    assert!(out.contains("removed"), "{out}");
+    assert_blas_gone(&root, &out);
+    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
+    assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    assert!(!fetched.is_empty(), "{fetched:?}");
+}
+
+/// dnf with kernel-database files: the rpm file triggers fetch the gfx90a
+/// archive and database files at `dnf install`, the family device rpm
+/// installed after the fetch takes them over, and `dnf remove` of the
+/// generic rpm (which takes the device rpm with it) leaves none of them;
+/// `rpm -Va` finds no package file changed.
+#[test]
+fn dnf_fetches_database_files_through_the_rpm_triggers_and_remove_takes_them_away() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pkgs = tmp.path().join("pkgs");
+    let report = blas_split(tmp.path(), Format::Rpm, &pkgs);
+    let device = report
+        .packages
+        .iter()
+        .find(|p| p.group.is_some() && p.targets.iter().any(|t| t.starts_with("gfx90a")))
+        .expect("the gfx90a device rpm")
+        .name
+        .clone();
+    base_provides_rpm(&pkgs);
+    let server = publish_served(tmp.path(), &pkgs, &["--yum"]);
+    let root = debian_root(tmp.path(), None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    fs::write(
+        root.join("etc/yum.repos.d/rocm-kpack.repo"),
+        format!("[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\n", server.root_url()),
+    )
+    .expect("repo");
+    let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
+    let out = dnf(&["install", "rocm-kpack-fetch", "libkpackblas0"]);
+    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"), "{out}");
+    assert_blas_database_fetched(&root);
+
+    let out = dnf(&["install", &device]);
+    assert_blas_database_fetched(&root);
+    // The root has dnf but no rpm command: this machine's rpm reads its
+    // database.
+    let rpm = |args: &[&str]| Command::new("rpm").arg("--root").arg(&root).args(args).output().expect("rpm");
+    let o = rpm(&["-qf", "--qf", "%{NAME}\n", &format!("/{BLAS_LIBDIR}/{}", BLAS_DATABASE[1])]);
+    assert_eq!(text(&o).trim(), device, "{out}");
+    let o = rpm(&["-V", &device, "libkpackblas0"]);
+    assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+
+    let out = dnf(&["remove", "libkpackblas0"]);
+    assert!(out.contains("removed"), "{out}");
+    assert_blas_gone(&root, &out);
+    let installed = text(&rpm(&["-qa", "--qf", "%{NAME}\n"]));
+    assert!(!installed.contains("libkpackblas0"), "{installed}");
+    let o = rpm(&["-V", "rocm-kpack-fetch"]);
+    assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
 }

@@ -198,6 +198,14 @@ fn prune(config: &ScanConfig) -> anyhow::Result<usize> {
     } else {
         ops::apply_removals(&orphans)?.len()
     };
+    // The package manager left the removed package's directories that
+    // held a fetched database file; they go once empty.
+    let gone = |o: &&ops::Removal| {
+        o.kind == rocm_kpack_fetch::plan::ItemKind::Database && std::fs::symlink_metadata(o.path()).is_err()
+    };
+    for o in orphans.iter().filter(gone) {
+        rocm_kpack_fetch::install::remove_orphaned_dirs(&o.kpack_dir, &o.filename);
+    }
     ops::gc::tidy_abandoned(&scan.kpack_dirs);
     Ok(removed)
 }

@@ -317,6 +317,7 @@ mod tests {
     fn groups_of_database_files_are_needed_too() {
         let m = Manifest {
             component: "lib".into(),
+            prefix_path: None,
             kpack_files: vec![ManifestFile {
                 filename: "lib_gfx90a.kpack".into(),
                 family: "gfx90a".into(),
