@@ -33,7 +33,8 @@
 //! Goals (issues 12, 20 and 22): every librocsparse processor at or below
 //! 50% of the fat deb through `install` and through `--via apt` (the
 //! built-in families); rocBLAS on an MI210 (gfx90a) at or below 20% through
-//! `install`; no device deb larger than the fat deb; split at or below 1.5x
+//! `install` and every rocBLAS family deb at or below 50%; no device deb
+//! larger than the fat deb; split at or below 1.5x
 //! `zstd -T0`; peak RSS at or below 1 GiB.
 
 use std::collections::{BTreeMap, BTreeSet};
