@@ -488,11 +488,20 @@ pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
                 ))
             }
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::DirBuilder::new().mode(0o755).create(&dir)?;
-                let made = parents.get(..=depth).unwrap_or_default().join("/");
-                created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::DirBuilder::new().mode(0o755).create(&dir) {
+                Ok(()) => {
+                    let made = parents.get(..=depth).unwrap_or_default().join("/");
+                    created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
+                }
+                // Another download of the same run (files of one directory
+                // are fetched in parallel) made it between the check and
+                // the mkdir; it records it. Anything but a real directory
+                // is still refused.
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {}
+                Err(e) => return Err(e),
+            },
             Err(e) => return Err(e),
         }
     }
@@ -785,6 +794,30 @@ fn check_and_unlink(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Database files of one directory are fetched in parallel: each
+    /// download making the same missing directories succeeds, and between
+    /// them every directory is recorded exactly once.
+    #[test]
+    fn concurrent_downloads_make_the_same_database_dirs() {
+        for round in 0..20 {
+            let top = tempfile::tempdir().expect("tempdir");
+            let prefix = top.path();
+            let made: Vec<Vec<String>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|i| s.spawn(move || make_database_dirs(prefix, &format!("rocblas/library/deep/f{i}.co"))))
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("thread").expect("make dirs")).collect()
+            });
+            let mut all: Vec<String> = made.into_iter().flatten().collect();
+            all.sort();
+            assert_eq!(all, ["rocblas", "rocblas/library", "rocblas/library/deep"], "round {round}");
+        }
+        // A file where a directory belongs is still refused.
+        let top = tempfile::tempdir().expect("tempdir");
+        fs::write(top.path().join("rocblas"), b"x").expect("write");
+        assert!(make_database_dirs(top.path(), "rocblas/library/f.co").is_err());
+    }
 
     #[test]
     fn orphaned_dirs_go_once_empty_and_never_through_a_symlink() {
