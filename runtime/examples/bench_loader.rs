@@ -277,19 +277,22 @@ fn main() -> AnyResult<()> {
 #[allow(non_camel_case_types)]
 type kpack_cache_t = *mut c_void;
 
+/// `kpack_load_code_object`.
+type LoadFn = unsafe extern "C" fn(
+    kpack_cache_t,
+    *const c_void,
+    *const c_char,
+    u32,
+    *const *const c_char,
+    usize,
+    *mut *mut c_void,
+    *mut usize,
+) -> u32;
+
 struct CApi {
     cache_create: unsafe extern "C" fn(*mut kpack_cache_t) -> u32,
     cache_destroy: unsafe extern "C" fn(kpack_cache_t),
-    load: unsafe extern "C" fn(
-        kpack_cache_t,
-        *const c_void,
-        *const c_char,
-        u32,
-        *const *const c_char,
-        usize,
-        *mut *mut c_void,
-        *mut usize,
-    ) -> u32,
+    load: LoadFn,
     free: unsafe extern "C" fn(*mut c_void),
 }
 
@@ -327,7 +330,7 @@ fn capi() -> &'static CApi {
                 cache_destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(kpack_cache_t)>(sym(
                     "kpack_cache_destroy",
                 )),
-                load: std::mem::transmute::<*mut c_void, _>(sym("kpack_load_code_object")),
+                load: std::mem::transmute::<*mut c_void, LoadFn>(sym("kpack_load_code_object")),
                 free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(sym(
                     "kpack_free_code_object",
                 )),

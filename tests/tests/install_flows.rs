@@ -515,34 +515,12 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
 /// An rpm that provides what the fetcher rpm needs from the base system
 /// (the Debian root's libc and /bin/sh, which no rpm owns there).
 fn base_provides_rpm(dir: &Path) -> PathBuf {
-    use rocm_kpack_package::compress::Compression;
     use rocm_kpack_package::rpm::{write_rpm, Dep, RpmSpec};
     use rocm_kpack_package::tree::Payload;
     let spec = RpmSpec {
-        name: "debian-base".into(),
-        epoch: None,
-        version: "12".into(),
-        release: "1".into(),
-        arch: "x86_64".into(),
-        summary: "The Debian base system of the test root".into(),
-        description: "Provides the libc and shell the root already has.".into(),
-        license: "MIT".into(),
         group: "System Environment/Base".into(),
-        url: None,
-        packager: None,
-        source_rpm: "debian-base-12-1.src.rpm".into(),
         provides: vec![Dep::any("/bin/sh"), Dep::any("libc.so.6()(64bit)")],
-        requires: Vec::new(),
-        conflicts: Vec::new(),
-        obsoletes: Vec::new(),
-        recommends: Vec::new(),
-        scripts: Default::default(),
-        config_files: Vec::new(),
-        file_triggers: Vec::new(),
-        build_time: 1_704_067_200,
-        changelog: None,
-        compression: Compression::Xz,
-        level: Some(0),
+        ..rpm_spec("debian-base", "12", "The Debian base system of the test root")
     };
     fs::create_dir_all(dir).expect("mkdir");
     let path = dir.join(spec.file_name());
@@ -1236,6 +1214,17 @@ fn for_gfx90a(rel: &str) -> bool {
     rel.contains("gfx90a")
 }
 
+/// The name of the split's device package for gfx90a.
+fn gfx90a_device(report: &rocm_kpack_splitter::split_package::SplitPackageReport) -> String {
+    report
+        .packages
+        .iter()
+        .find(|p| p.group.is_some() && p.targets.iter().any(|t| t.starts_with("gfx90a")))
+        .expect("the gfx90a device package")
+        .name
+        .clone()
+}
+
 /// A fixture-sized rocBLAS as a distribution ships it, fat: the clang-19
 /// fixture library (gfx90a, gfx1100, ... code) as `libkpackblas.so.0` and
 /// the kernel database beside it; written as a deb (`Format::Deb`) or an
@@ -1255,34 +1244,9 @@ fn blas_split(dir: &Path, format: Format, pkgs: &Path) -> rocm_kpack_splitter::s
     }
     let fat = match format {
         Format::Rpm => {
-            use rocm_kpack_package::rpm::{write_rpm, RpmSpec};
+            use rocm_kpack_package::rpm::write_rpm;
             use rocm_kpack_package::tree::Payload;
-            let spec = RpmSpec {
-                name: "libkpackblas0".into(),
-                epoch: None,
-                version: "1.0".into(),
-                release: "1".into(),
-                arch: "x86_64".into(),
-                summary: "fixture-sized BLAS with a kernel database".into(),
-                description: "The fixture library and a Tensile-style database.".into(),
-                license: "MIT".into(),
-                group: "System Environment/Libraries".into(),
-                url: None,
-                packager: None,
-                source_rpm: "libkpackblas0-1.0-1.src.rpm".into(),
-                provides: Vec::new(),
-                requires: Vec::new(),
-                conflicts: Vec::new(),
-                obsoletes: Vec::new(),
-                recommends: Vec::new(),
-                scripts: Default::default(),
-                config_files: Vec::new(),
-                file_triggers: Vec::new(),
-                build_time: 1_704_067_200,
-                changelog: None,
-                compression: Compression::Xz,
-                level: Some(0),
-            };
+            let spec = rpm_spec("libkpackblas0", "1.0", "fixture-sized BLAS with a kernel database");
             // The library's own directories only, as a distribution's rpm
             // owns them (not /usr/lib/x86_64-linux-gnu).
             let payload = Payload::scan(&tree).expect("scan");
@@ -1364,13 +1328,7 @@ fn apt_fetches_database_files_through_the_trigger_and_remove_takes_them_away() {
     let tmp = tempfile::tempdir().expect("tmp");
     let pkgs = tmp.path().join("pkgs");
     let report = blas_split(tmp.path(), Format::Deb, &pkgs);
-    let device = report
-        .packages
-        .iter()
-        .find(|p| p.group.is_some() && p.targets.iter().any(|t| t.starts_with("gfx90a")))
-        .expect("the gfx90a device deb")
-        .name
-        .clone();
+    let device = gfx90a_device(&report);
     let server = publish_served(tmp.path(), &pkgs, &["--apt"]);
     let root = debian_root(tmp.path(), Some(server.root_url()));
     ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
@@ -1416,13 +1374,7 @@ fn dnf_fetches_database_files_through_the_rpm_triggers_and_remove_takes_them_awa
     let tmp = tempfile::tempdir().expect("tmp");
     let pkgs = tmp.path().join("pkgs");
     let report = blas_split(tmp.path(), Format::Rpm, &pkgs);
-    let device = report
-        .packages
-        .iter()
-        .find(|p| p.group.is_some() && p.targets.iter().any(|t| t.starts_with("gfx90a")))
-        .expect("the gfx90a device rpm")
-        .name
-        .clone();
+    let device = gfx90a_device(&report);
     base_provides_rpm(&pkgs);
     let server = publish_served(tmp.path(), &pkgs, &["--yum"]);
     let root = debian_root(tmp.path(), None);

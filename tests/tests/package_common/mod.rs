@@ -519,3 +519,35 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         .arg(dist_info));
     fs::remove_dir_all(&stage).expect("cleanup");
 }
+
+/// A binary rpm's header for test inputs: x86_64, no dependencies, xz -0,
+/// a fixed build time; callers override what they test.
+#[allow(dead_code)] // not every test binary that includes this module builds rpms
+pub fn rpm_spec(name: &str, version: &str, summary: &str) -> rocm_kpack_package::rpm::RpmSpec {
+    rocm_kpack_package::rpm::RpmSpec {
+        name: name.into(),
+        epoch: None,
+        version: version.into(),
+        release: "1".into(),
+        arch: "x86_64".into(),
+        summary: summary.into(),
+        description: format!("{summary}."),
+        license: "MIT".into(),
+        group: "System Environment/Libraries".into(),
+        url: None,
+        packager: None,
+        source_rpm: format!("{name}-{version}-1.src.rpm"),
+        provides: Vec::new(),
+        requires: Vec::new(),
+        conflicts: Vec::new(),
+        obsoletes: Vec::new(),
+        recommends: Vec::new(),
+        scripts: Default::default(),
+        config_files: Vec::new(),
+        file_triggers: Vec::new(),
+        build_time: 1_704_067_200,
+        changelog: None,
+        compression: Compression::Xz,
+        level: Some(0),
+    }
+}
