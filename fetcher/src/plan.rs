@@ -239,14 +239,13 @@ pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> 
 /// that differs is not ours to replace: it is reported, not fetched. A path
 /// another manifest of the same prefix lists too is refused.
 fn plan_databases(scan: &Scan, m: &InstalledManifest, targets: &[TargetId], state: Option<&State>) -> Vec<PlannedArchive> {
-    let prefix = m.prefix();
     let mut out = Vec::new();
     for need in database_needs(&m.manifest, targets) {
         let Some(f) = m.manifest.database_files.get(need.index) else {
             continue;
         };
         let (need_targets, arches) = (need.targets, need.arches);
-        let path = crate::resolve::database_path(prefix, &f.path);
+        let path = m.database_path(&f.path);
         let recorded = state.and_then(|s| s.databases.get(&f.path));
         let stamp = recorded
             .filter(|e| e.sha256 == hex::encode(f.sha256))
