@@ -111,7 +111,10 @@ fn measure(cmd: &Command, scratch: &Path) -> anyhow::Result<Measured> {
     for p in [&out_path, &err_path, &rss_path] {
         let _ = fs::remove_file(p);
     }
-    ensure!(status.success(), "{cmd:?} failed ({status})\n{stdout}{stderr}");
+    ensure!(
+        status.success(),
+        "{cmd:?} failed ({status})\n{stdout}{stderr}"
+    );
     // The last line is the figure (KiB); a line before it may say how the
     // command ended.
     let kib: u64 = rss
@@ -167,7 +170,10 @@ fn tree_bytes(dir: &Path) -> u64 {
 
 /// The ELF files below `dir` with a `.hip_fatbin` section, whose bytes
 /// are appended to `sink`; returns the files and the bytes written.
-fn fat_libraries(dir: &Path, sink: &mut impl std::io::Write) -> anyhow::Result<(Vec<PathBuf>, u64)> {
+fn fat_libraries(
+    dir: &Path,
+    sink: &mut impl std::io::Write,
+) -> anyhow::Result<(Vec<PathBuf>, u64)> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -204,12 +210,18 @@ fn deb_package(deb: &Path) -> anyhow::Result<String> {
 }
 
 fn deb_field(deb: &Path, field: &str) -> anyhow::Result<String> {
-    Ok(run(Command::new("dpkg-deb").arg("-f").arg(deb).arg(field))?.trim().to_owned())
+    Ok(run(Command::new("dpkg-deb").arg("-f").arg(deb).arg(field))?
+        .trim()
+        .to_owned())
 }
 
 /// The device debs apt installs for `wanted`: those packages and the
 /// device packages they depend on (generic-ISA packages), each once.
-fn apt_closure(wanted: &BTreeSet<String>, debs: &BTreeMap<String, (PathBuf, u64, String)>, generic: &str) -> BTreeSet<String> {
+fn apt_closure(
+    wanted: &BTreeSet<String>,
+    debs: &BTreeMap<String, (PathBuf, u64, String)>,
+    generic: &str,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut todo: Vec<String> = wanted.iter().cloned().collect();
     while let Some(p) = todo.pop() {
@@ -259,7 +271,12 @@ struct Row {
     installed: u64,
 }
 
-fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyhow::Result<Vec<(String, f64, f64)>> {
+fn bench_package(
+    name: &str,
+    args: &Args,
+    work: &Path,
+    out: &mut String,
+) -> anyhow::Result<Vec<(String, f64, f64)>> {
     let level = args.level;
     let pin = debian::pinned(name)?;
     let deb = debian::package(name)?;
@@ -305,7 +322,10 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     }
     let pkgs = dir.join("pkgs");
     let help = run(Command::new(&rk).args(["split-package", "--help"]))?;
-    ensure!(help.contains("--level"), "rocm-kpack split-package has no --level yet");
+    ensure!(
+        help.contains("--level"),
+        "rocm-kpack split-package has no --level yet"
+    );
     let split = measure(
         Command::new(&rk)
             .arg("split-package")
@@ -319,7 +339,12 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
 
     // 2. Publish and serve.
     let repo = dir.join("repo");
-    run(Command::new(&rk).arg("publish").arg(&pkgs).arg("--out").arg(&repo).args(["--apt", "--kpack-store"]))?;
+    run(Command::new(&rk)
+        .arg("publish")
+        .arg(&pkgs)
+        .arg("--out")
+        .arg(&repo)
+        .args(["--apt", "--kpack-store"]))?;
     let server = http::serve_dir(&repo)?;
     let mut debs: BTreeMap<String, (PathBuf, u64, String)> = BTreeMap::new();
     for e in fs::read_dir(&pkgs)?.flatten() {
@@ -332,17 +357,28 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     }
     let (generic_deb, generic_size, _) = debs.get(name).cloned().context("no generic deb")?;
     let generic_root = dir.join("generic-root");
-    run(Command::new("dpkg-deb").arg("-x").arg(&generic_deb).arg(&generic_root))?;
+    run(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&generic_deb)
+        .arg(&generic_root))?;
     let generic_installed = tree_bytes(&generic_root);
     let manifests = manifests(&generic_root)?;
     // The database files, from the fat package, at the manifests' paths.
     let mut database_len = 0;
     for (prefix, m) in &manifests {
         for f in &m.database_files {
-            let prefix = prefix.strip_prefix(&generic_root)?.to_string_lossy().into_owned();
-            let rel = rocm_kpack_format::layout::database_tree_path(&prefix, m.prefix_path.as_deref(), &f.path)
-                .context("a manifest's prefix does not end in its prefix_path")?;
-            database_len += std::io::copy(&mut File::open(extracted.join(&rel))?, &mut device_bytes)?;
+            let prefix = prefix
+                .strip_prefix(&generic_root)?
+                .to_string_lossy()
+                .into_owned();
+            let rel = rocm_kpack_format::layout::database_tree_path(
+                &prefix,
+                m.prefix_path.as_deref(),
+                &f.path,
+            )
+            .context("a manifest's prefix does not end in its prefix_path")?;
+            database_len +=
+                std::io::copy(&mut File::open(extracted.join(&rel))?, &mut device_bytes)?;
         }
     }
     drop(device_bytes);
@@ -395,7 +431,10 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
         )?;
         let json: Value = serde_json::from_str(&m.stdout).context("install --json")?;
         let installed = json["installed"].as_array().context("installed")?;
-        let transferred: u64 = installed.iter().filter_map(|i| i["transferred"].as_u64()).sum();
+        let transferred: u64 = installed
+            .iter()
+            .filter_map(|i| i["transferred"].as_u64())
+            .sum();
         let archive_bytes: u64 = installed.iter().filter_map(|i| i["size"].as_u64()).sum();
         let archives: Vec<String> = installed
             .iter()
@@ -404,7 +443,11 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
             .collect();
         let mut families = BTreeSet::new();
         for c in json["plan"]["components"].as_array().into_iter().flatten() {
-            let items = c["archives"].as_array().into_iter().chain(c["databases"].as_array()).flatten();
+            let items = c["archives"]
+                .as_array()
+                .into_iter()
+                .chain(c["databases"].as_array())
+                .flatten();
             for a in items {
                 if let Some(f) = a["family"].as_str() {
                     families.insert(f.to_owned());
@@ -420,7 +463,11 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
             wanted.insert(pkg);
         }
         let apt_debs = apt_closure(&wanted, &debs, name);
-        let apt_device: u64 = apt_debs.iter().filter_map(|p| debs.get(p)).map(|d| d.1).sum();
+        let apt_device: u64 = apt_debs
+            .iter()
+            .filter_map(|p| debs.get(p))
+            .map(|d| d.1)
+            .sum();
         let families: BTreeSet<String> = apt_debs
             .iter()
             .map(|p| p.strip_prefix(&format!("{name}-")).unwrap_or(p).to_owned())
@@ -437,7 +484,10 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     }
 
     // The table.
-    let targets: BTreeSet<&String> = manifests.iter().flat_map(|m| m.kpack_files.iter().flat_map(|f| &f.architectures)).collect();
+    let targets: BTreeSet<&String> = manifests
+        .iter()
+        .flat_map(|m| m.kpack_files.iter().flat_map(|f| &f.architectures))
+        .collect();
     writeln!(
         out,
         "\n## {name} {}: fat deb {}, generic deb {}, {} processors ({} targets), zstd level {level}\n",
@@ -448,7 +498,10 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
         targets.len()
     )?;
     if !per_processor_names {
-        writeln!(out, "**archives are not named per processor** (`<component>_<processor>.kpack`)\n")?;
+        writeln!(
+            out,
+            "**archives are not named per processor** (`<component>_<processor>.kpack`)\n"
+        )?;
     }
     writeln!(out, "| processor | fetched | install --auto (generic + archives) | vs fat | --via apt (generic + family deb) | vs fat | installed |")?;
     writeln!(out, "|---|---|---|---|---|---|---|")?;
@@ -477,8 +530,17 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     writeln!(out, "\nfamily debs (as they are):")?;
     for (pkg, (_, len, _)) in debs.iter().filter(|(p, _)| *p != name) {
         let section = deb_field(&debs[pkg].0, "Section")?;
-        let note = if section == "oldlibs" { ", transitional (2025 family)" } else { "" };
-        writeln!(out, "- {pkg}: {} ({:.0}% of the fat deb{note})", mb(*len), pct(*len, fat_deb))?;
+        let note = if section == "oldlibs" {
+            ", transitional (2025 family)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "- {pkg}: {} ({:.0}% of the fat deb{note})",
+            mb(*len),
+            pct(*len, fat_deb)
+        )?;
     }
     writeln!(out, "\n| step (same run) | wall | vs zstd | peak RSS |")?;
     writeln!(out, "|---|---|---|---|")?;
@@ -494,11 +556,22 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     )?;
     let mut steps = vec![(format!("rocm-kpack split-package --level {level}"), &split)];
     if !args.no_split_binary {
-        steps.insert(0, (format!("rocm-kpack split-binary --level {level}"), &split_binary));
+        steps.insert(
+            0,
+            (
+                format!("rocm-kpack split-binary --level {level}"),
+                &split_binary,
+            ),
+        );
     }
     for (what, m) in steps {
         let w = m.wall.as_secs_f64();
-        writeln!(out, "| {what} | {w:.1} s | {:.2}x | {} |", w / z.max(1e-9), mib(m.peak_rss))?;
+        writeln!(
+            out,
+            "| {what} | {w:.1} s | {:.2}x | {} |",
+            w / z.max(1e-9),
+            mib(m.peak_rss)
+        )?;
     }
     let worst = results.iter().map(|r| r.1).fold(0.0, f64::max);
     let worst_apt = results.iter().map(|r| r.2).fold(0.0, f64::max);
@@ -514,10 +587,19 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
     // The download goals: librocsparse0 (issue 12) every processor at or
     // below 50%; librocblas0 (issue 20) MI210 (gfx90a) at or below 20%.
     let download_goal = match name {
-        "librocsparse0" => format!("install --auto <= 50% of the fat deb for every processor: {} (worst {worst:.0}%)", met(worst <= 50.0)),
+        "librocsparse0" => format!(
+            "install --auto <= 50% of the fat deb for every processor: {} (worst {worst:.0}%)",
+            met(worst <= 50.0)
+        ),
         "librocblas0" => {
-            let mi210 = results.iter().find(|r| r.0 == "gfx90a").map_or(f64::INFINITY, |r| r.1);
-            format!("install --auto on an MI210 (gfx90a) <= 20% of the fat deb: {} ({mi210:.0}%)", met(mi210 <= 20.0))
+            let mi210 = results
+                .iter()
+                .find(|r| r.0 == "gfx90a")
+                .map_or(f64::INFINITY, |r| r.1);
+            format!(
+                "install --auto on an MI210 (gfx90a) <= 20% of the fat deb: {} ({mi210:.0}%)",
+                met(mi210 <= 20.0)
+            )
         }
         _ => "no download goal for this package".to_owned(),
     };
@@ -540,7 +622,12 @@ fn bench_package(name: &str, args: &Args, work: &Path, out: &mut String) -> anyh
         ),
         _ => format!("--via apt: no goal for this package (worst {worst_apt:.0}%)"),
     };
-    let largest = debs.iter().filter(|(p, _)| *p != name).map(|(_, d)| d.1).max().unwrap_or(0);
+    let largest = debs
+        .iter()
+        .filter(|(p, _)| *p != name)
+        .map(|(_, d)| d.1)
+        .max()
+        .unwrap_or(0);
     writeln!(
         out,
         "\ngoals: {download_goal}; {apt_goal}; no device deb larger than the fat deb: {} (largest {}); \
@@ -575,7 +662,10 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("# bench-download (zstd level {}, {cores} cores)", args.level);
+    println!(
+        "# bench-download (zstd level {}, {cores} cores)",
+        args.level
+    );
     for name in &packages {
         let mut out = String::new();
         if let Err(e) = bench_package(name, &args, &work, &mut out) {

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use sha2::{Digest, Sha256};
 
@@ -60,10 +60,20 @@ fn generated() -> anyhow::Result<Vec<Item>> {
     ];
     let mut items = Vec::new();
     for (i, (family, arch, mb)) in families.iter().enumerate() {
-        let mut w = ArchiveWriter::new(Cursor::new(Vec::new()), "rocsparse", family, CompressionScheme::None, 0)?;
+        let mut w = ArchiveWriter::new(
+            Cursor::new(Vec::new()),
+            "rocsparse",
+            family,
+            CompressionScheme::None,
+            0,
+        )?;
         // Kernels of 1 MB, as libraries have many.
         for k in 0..*mb {
-            w.add_kernel(&format!("lib/librocsparse.so#{k}"), arch, noise(1 << 20, (i * 1000 + k) as u64))?;
+            w.add_kernel(
+                &format!("lib/librocsparse.so#{k}"),
+                arch,
+                noise(1 << 20, (i * 1000 + k) as u64),
+            )?;
         }
         let bytes = w.finish()?.into_inner();
         items.push(item("rocsparse", family, vec![arch.to_string()], bytes));
@@ -102,7 +112,10 @@ fn from_dir(dir: &Path) -> anyhow::Result<Vec<Item>> {
             archive.gfx_arches().to_vec(),
             bytes,
         );
-        it.file.filename = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        it.file.filename = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         items.push(it);
     }
     if items.is_empty() {
@@ -118,14 +131,20 @@ const ROCSPARSE_DEB: &str = "/var/cache/rocm-kpack-debs/librocsparse0_5.3.0+dfsg
 fn librocsparse(deb: &Path, scratch: &Path, per_family: bool) -> anyhow::Result<Vec<Item>> {
     use object::{Object, ObjectSection};
     let tree = scratch.join("deb");
-    let st = Command::new("dpkg-deb").arg("-x").arg(deb).arg(&tree).status()?;
+    let st = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(deb)
+        .arg(&tree)
+        .status()?;
     if !st.success() {
         bail!("dpkg-deb -x {} failed", deb.display());
     }
     let so = tree.join("usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
     let data = fs::read(&so).with_context(|| so.display().to_string())?;
     let elf = object::File::parse(&*data)?;
-    let section = elf.section_by_name(".hip_fatbin").context("no .hip_fatbin")?;
+    let section = elf
+        .section_by_name(".hip_fatbin")
+        .context("no .hip_fatbin")?;
     let bytes = section.data()?;
     let bundles = rocm_kpack_format::bundle::parse_fatbin(bytes)?;
     let spec = if per_family {
@@ -133,7 +152,10 @@ fn librocsparse(deb: &Path, scratch: &Path, per_family: bool) -> anyhow::Result<
     } else {
         let mut processors: Vec<String> = bundles
             .iter()
-            .flat_map(|b| b.code_objects().map(|(t, _)| rocm_kpack_pkgspec::processor_of(t).to_string()))
+            .flat_map(|b| {
+                b.code_objects()
+                    .map(|(t, _)| rocm_kpack_pkgspec::processor_of(t).to_string())
+            })
             .collect();
         processors.sort();
         processors.dedup();
@@ -161,7 +183,12 @@ fn librocsparse(deb: &Path, scratch: &Path, per_family: bool) -> anyhow::Result<
     for (family, w) in writers {
         let bytes = w.finish()?.into_inner();
         let archive = Archive::from_bytes(bytes.clone())?;
-        items.push(item("librocsparse", &family, archive.gfx_arches().to_vec(), bytes));
+        items.push(item(
+            "librocsparse",
+            &family,
+            archive.gfx_arches().to_vec(),
+            bytes,
+        ));
     }
     let _ = fs::remove_dir_all(&tree);
     Ok(items)
@@ -199,7 +226,11 @@ fn main() -> anyhow::Result<()> {
         (None, Some(deb)) => {
             let start = Instant::now();
             let items = librocsparse(deb, tmp.path(), args.per_family)?;
-            println!("split librocsparse into {} archives in {:.1}s", items.len(), start.elapsed().as_secs_f64());
+            println!(
+                "split librocsparse into {} archives in {:.1}s",
+                items.len(),
+                start.elapsed().as_secs_f64()
+            );
             items
         }
         (None, None) => generated()?,
@@ -212,7 +243,10 @@ fn main() -> anyhow::Result<()> {
     let mut arches: Vec<String> = Vec::new();
     let server = rocm_kpack_test_support::http::Server::start();
     for it in &items {
-        by_component.entry(&it.component).or_default().push(it.file.clone());
+        by_component
+            .entry(&it.component)
+            .or_default()
+            .push(it.file.clone());
         for a in &it.file.architectures {
             // Install for every processor so that every archive is needed.
             let processor = a.split(':').next().unwrap_or(a).to_string();
@@ -224,8 +258,16 @@ fn main() -> anyhow::Result<()> {
         server.add(&format!("/{by_hash}"), it.bytes.clone());
     }
     for (component, files) in &by_component {
-        let m = Manifest { component: component.to_string(), kpack_files: files.clone(), database_files: Vec::new(), prefix_path: None };
-        fs::write(kpack.join(layout::manifest_file_name(component)), m.to_msgpack()?)?;
+        let m = Manifest {
+            component: component.to_string(),
+            kpack_files: files.clone(),
+            database_files: Vec::new(),
+            prefix_path: None,
+        };
+        fs::write(
+            kpack.join(layout::manifest_file_name(component)),
+            m.to_msgpack()?,
+        )?;
     }
     let url = server.url();
     // The binary next to this example's directory (cargo build --release
@@ -239,7 +281,10 @@ fn main() -> anyhow::Result<()> {
             .context("locating rocm-kpack-fetch")?,
     };
     if !fetch_bin.is_file() {
-        bail!("{} not found: cargo build --release -p rocm-kpack-fetch", fetch_bin.display());
+        bail!(
+            "{} not found: cargo build --release -p rocm-kpack-fetch",
+            fetch_bin.display()
+        );
     }
     let cache = tmp.path().join("cache");
     println!(
@@ -299,7 +344,11 @@ fn main() -> anyhow::Result<()> {
         }
         let start = Instant::now();
         for (u, path) in &curl_files {
-            let st = Command::new("curl").args(["-s", "-o"]).arg(path).arg(u).status()?;
+            let st = Command::new("curl")
+                .args(["-s", "-o"])
+                .arg(path)
+                .arg(u)
+                .status()?;
             if !st.success() {
                 bail!("curl {u} failed");
             }
@@ -335,8 +384,15 @@ fn main() -> anyhow::Result<()> {
     println!(
         "--jobs 1 vs curl + sha256sum: {:.2}x the throughput ({})",
         curl_sha.as_secs_f64() / jobs1.as_secs_f64(),
-        if jobs1 <= curl_sha { "target met" } else { "TARGET MISSED" }
+        if jobs1 <= curl_sha {
+            "target met"
+        } else {
+            "TARGET MISSED"
+        }
     );
-    println!("--jobs 4 vs --jobs 1: {:.2}x", jobs1.as_secs_f64() / jobs4.as_secs_f64());
+    println!(
+        "--jobs 4 vs --jobs 1: {:.2}x",
+        jobs1.as_secs_f64() / jobs4.as_secs_f64()
+    );
     Ok(())
 }

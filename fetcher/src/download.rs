@@ -57,7 +57,8 @@ impl Cache {
 
     /// The partial file for an archive with this sha256.
     pub fn partial_path(&self, sha256: &[u8; 32]) -> PathBuf {
-        self.partial_dir().join(format!("{}.part", hex::encode(sha256)))
+        self.partial_dir()
+            .join(format!("{}.part", hex::encode(sha256)))
     }
 
     /// Kept partial downloads: (path, bytes held). Missing cache: none.
@@ -361,7 +362,16 @@ pub async fn fetch(
         loop {
             let before = partial.len();
             let mut wire = 0u64;
-            let result = attempt(client, url, &mut partial, want, reporter, &mut transfer, &mut wire).await;
+            let result = attempt(
+                client,
+                url,
+                &mut partial,
+                want,
+                reporter,
+                &mut transfer,
+                &mut wire,
+            )
+            .await;
             transferred += wire;
             let error = match result {
                 Ok(()) => {
@@ -409,7 +419,9 @@ pub async fn fetch(
             }
             if matches!(
                 error,
-                FetchError::Oversize { .. } | FetchError::Encoding { .. } | FetchError::TooSlow { .. }
+                FetchError::Oversize { .. }
+                    | FetchError::Encoding { .. }
+                    | FetchError::TooSlow { .. }
             ) {
                 partial.truncate().map_err(|e| local_err(local(&path, e)))?;
             }
@@ -431,7 +443,12 @@ pub async fn fetch(
                 continue;
             }
             if !matches!(error, FetchError::NotFound { .. }) {
-                reporter.note(&format!("{}: {}: {}", want.name, error.host(), error.brief()));
+                reporter.note(&format!(
+                    "{}: {}: {}",
+                    want.name,
+                    error.host(),
+                    error.brief()
+                ));
             }
             attempts.push(Attempted { error, retries });
             break;
@@ -797,13 +814,22 @@ impl Sink {
     fn wire_limit(&self, want: &Wanted) -> u64 {
         match self {
             Sink::Plain => want.size,
-            Sink::Zstd(_) => want.size.saturating_add(want.size / 8).saturating_add(64 << 10),
+            Sink::Zstd(_) => want
+                .size
+                .saturating_add(want.size / 8)
+                .saturating_add(64 << 10),
         }
     }
 
     /// Takes `chunk` from the wire; returns how many of its bytes were
     /// taken (the transfer's progress).
-    fn put(&mut self, chunk: &[u8], partial: &mut Partial, want: &Wanted, url: &str) -> Result<u64, FetchError> {
+    fn put(
+        &mut self,
+        chunk: &[u8],
+        partial: &mut Partial,
+        want: &Wanted,
+        url: &str,
+    ) -> Result<u64, FetchError> {
         let limit = self.wire_limit(want);
         let oversize = || FetchError::Oversize {
             url: url.to_string(),
@@ -834,7 +860,8 @@ impl Sink {
         let magic = rocm_kpack_format::layout::store::ZSTD_MAGIC;
         if d.head.len() < magic.len() {
             let need = magic.len() - d.head.len();
-            d.head.extend_from_slice(chunk.get(..need.min(chunk.len())).unwrap_or_default());
+            d.head
+                .extend_from_slice(chunk.get(..need.min(chunk.len())).unwrap_or_default());
             if !magic.starts_with(&d.head) {
                 return Err(encoding(format!(
                     "store object in an unknown encoding (starts with {}); this rocm-kpack-fetch reads {}-encoded database objects only",
@@ -884,7 +911,11 @@ mod tests {
     fn content_range_parsing() {
         assert_eq!(content_range("bytes 100-199/200"), Some((100, 200)));
         assert_eq!(content_range("bytes 0-0/1"), Some((0, 1)));
-        assert_eq!(content_range("bytes 100-150/200"), None, "must run to the end");
+        assert_eq!(
+            content_range("bytes 100-150/200"),
+            None,
+            "must run to the end"
+        );
         assert_eq!(content_range("bytes */200"), None);
         assert_eq!(content_range("bytes 5-4/5"), None);
         assert_eq!(content_range(""), None);

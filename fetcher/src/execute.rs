@@ -186,9 +186,10 @@ pub fn execute(
         let mut set = JoinSet::new();
         for job in jobs {
             // Destinations in directories we could not lock fail now.
-            let (ok, blocked): (Vec<Dest>, Vec<Dest>) = job.dests.into_iter().partition(|d| {
-                matches!(locked.get(&d.kpack_dir), Some(Ok(())))
-            });
+            let (ok, blocked): (Vec<Dest>, Vec<Dest>) = job
+                .dests
+                .into_iter()
+                .partition(|d| matches!(locked.get(&d.kpack_dir), Some(Ok(()))));
             for d in &blocked {
                 let why = match locked.get(&d.kpack_dir) {
                     Some(Err(e)) => e.clone(),
@@ -199,7 +200,10 @@ pub fn execute(
             if ok.is_empty() {
                 continue;
             }
-            let job = Job { want: job.want, dests: ok };
+            let job = Job {
+                want: job.want,
+                dests: ok,
+            };
             let client = client.clone();
             let cache = options.cache.clone();
             let reporter = reporter.clone();
@@ -274,8 +278,14 @@ fn now_secs() -> u64 {
 
 /// Records `entry` for `d` in its state (or removes the record when
 /// `None`) and saves it. Returns the previous record.
-fn record(states: &Shared, d: &Dest, entry: Option<StateEntry>) -> Result<Option<StateEntry>, String> {
-    let mut guard = states.lock().map_err(|_| "state lock poisoned".to_string())?;
+fn record(
+    states: &Shared,
+    d: &Dest,
+    entry: Option<StateEntry>,
+) -> Result<Option<StateEntry>, String> {
+    let mut guard = states
+        .lock()
+        .map_err(|_| "state lock poisoned".to_string())?;
     let state = guard.entry(d.kpack_dir.clone()).or_default();
     let name = d.archive.filename.clone();
     let map = match d.archive.kind {
@@ -295,7 +305,9 @@ fn record(states: &Shared, d: &Dest, entry: Option<StateEntry>) -> Result<Option
 /// Records directories made for a database file of `d` (relative to the
 /// prefix) in its state, so that removing the file removes them once empty.
 fn record_created_dirs(states: &Shared, d: &Dest, created: Vec<String>) -> Result<(), String> {
-    let mut guard = states.lock().map_err(|_| "state lock poisoned".to_string())?;
+    let mut guard = states
+        .lock()
+        .map_err(|_| "state lock poisoned".to_string())?;
     let state = guard.entry(d.kpack_dir.clone()).or_default();
     state.created_dirs.extend(created);
     state

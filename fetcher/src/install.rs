@@ -17,7 +17,6 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-
 use sha2::{Digest, Sha256};
 
 use crate::download::Partial;
@@ -63,7 +62,10 @@ impl DirLock {
     /// Refuses (`PermissionDenied`) a directory that is not a `.kpack`
     /// directory or that another user may write ([`check_permissions`]),
     /// and a lock file that is a symlink or not a regular file.
-    pub fn acquire(kpack_dir: &Path, on_wait: impl FnOnce(&Path, Option<u32>)) -> io::Result<DirLock> {
+    pub fn acquire(
+        kpack_dir: &Path,
+        on_wait: impl FnOnce(&Path, Option<u32>),
+    ) -> io::Result<DirLock> {
         if !UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
             check_permissions(kpack_dir)?;
         }
@@ -99,7 +101,13 @@ impl DirLock {
                     h.uid.unwrap_or_default()
                 );
                 if same_file(&file, &path)? {
-                    fs::remove_file(&path).or_else(|e| if e.kind() == io::ErrorKind::NotFound { Ok(()) } else { Err(e) })?;
+                    fs::remove_file(&path).or_else(|e| {
+                        if e.kind() == io::ErrorKind::NotFound {
+                            Ok(())
+                        } else {
+                            Err(e)
+                        }
+                    })?;
                 }
                 continue;
             }
@@ -143,7 +151,10 @@ pub fn say_waiting(path: &Path, pid: Option<u32>) {
 fn open_lock(path: &Path) -> io::Result<File> {
     // Said plainly here; O_NOFOLLOW below is what enforces it.
     if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(denied(format!("{} is a symlink; not following it", path.display())));
+        return Err(denied(format!(
+            "{} is a symlink; not following it",
+            path.display()
+        )));
     }
     let file = OpenOptions::new()
         .read(true)
@@ -160,8 +171,13 @@ fn open_lock(path: &Path) -> io::Result<File> {
     }
     let me = rustix::process::geteuid();
     if meta.uid() != me.as_raw() {
-        rustix::fs::fchown(&file, Some(me), Some(rustix::process::getegid()))
-            .map_err(|e| denied(format!("{} is owned by uid {}, not this user: {e}", path.display(), meta.uid())))?;
+        rustix::fs::fchown(&file, Some(me), Some(rustix::process::getegid())).map_err(|e| {
+            denied(format!(
+                "{} is owned by uid {}, not this user: {e}",
+                path.display(),
+                meta.uid()
+            ))
+        })?;
     }
     if meta.mode() & 0o7777 != LOCK_MODE {
         file.set_permissions(fs::Permissions::from_mode(LOCK_MODE))?;
@@ -197,13 +213,18 @@ fn lock_holders(file: &File) -> Vec<Holder> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .or_else(|_| fs::read_to_string("/proc/locks"))
         .unwrap_or_default();
-    parse_lock_holders(&text, rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()), meta.ino())
-        .into_iter()
-        .map(|pid| Holder {
-            pid,
-            uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
-        })
-        .collect()
+    parse_lock_holders(
+        &text,
+        rustix::fs::major(meta.dev()),
+        rustix::fs::minor(meta.dev()),
+        meta.ino(),
+    )
+    .into_iter()
+    .map(|pid| Holder {
+        pid,
+        uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
+    })
+    .collect()
 }
 
 /// Pids holding (not waiting for) a FLOCK on device `major:minor`, inode
@@ -237,7 +258,8 @@ fn parse_lock_holders(text: &str, major: u32, minor: u32, ino: u64) -> Vec<u32> 
 }
 
 /// How long a run waits for another one's lock, in milliseconds.
-static LOCK_WAIT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(DEFAULT_LOCK_WAIT_SECS * 1000);
+static LOCK_WAIT_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_LOCK_WAIT_SECS * 1000);
 
 /// Default of `--wait`: seconds an interactive command waits for a
 /// `.kpack` directory another rocm-kpack-fetch holds.
@@ -247,7 +269,10 @@ pub const DEFAULT_LOCK_WAIT_SECS: u64 = 300;
 /// (`--wait`; the package trigger's few seconds), like
 /// [`set_unsafe_permissions`].
 pub fn set_lock_wait(wait: std::time::Duration) {
-    LOCK_WAIT_MS.store(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    LOCK_WAIT_MS.store(
+        u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
 }
 
 /// See [`set_lock_wait`].
@@ -293,11 +318,17 @@ fn refuse_symlink(path: &Path, e: io::Error) -> io::Error {
 pub fn check_permissions(kpack_dir: &Path) -> io::Result<()> {
     let meta = fs::symlink_metadata(kpack_dir)?;
     if !meta.is_dir() {
-        return Err(denied(format!("{} is not a directory (a symlink?)", kpack_dir.display())));
+        return Err(denied(format!(
+            "{} is not a directory (a symlink?)",
+            kpack_dir.display()
+        )));
     }
     let real = fs::canonicalize(kpack_dir)?;
     if real.file_name().is_none_or(|n| n != KPACK_DIR) {
-        return Err(denied(format!("{} is not a {KPACK_DIR} directory", real.display())));
+        return Err(denied(format!(
+            "{} is not a {KPACK_DIR} directory",
+            real.display()
+        )));
     }
     let me = rustix::process::geteuid().as_raw();
     let hint = "fix its permissions or pass --unsafe-permissions";
@@ -345,7 +376,6 @@ fn remove_stale_temps(dir: &Path) -> io::Result<()> {
     }
     Ok(())
 }
-
 
 pub use rocm_kpack_format::fsutil::sync_dir;
 
@@ -404,7 +434,8 @@ pub fn place_from_partial(
         source,
     };
     let dir = dest.parent().unwrap_or(Path::new("."));
-    let same_fs = fs::metadata(dir).map_err(io_err)?.dev() == partial.file().metadata().map_err(io_err)?.dev();
+    let same_fs = fs::metadata(dir).map_err(io_err)?.dev()
+        == partial.file().metadata().map_err(io_err)?.dev();
     if !same_fs {
         let meta = place_copy(partial.path(), dest, sha256)?;
         let _ = partial.remove();
@@ -466,19 +497,27 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
 /// directories it created, as keys like `key`, shallowest first (recorded
 /// in the state so that removal takes them away again).
 pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
-    names::check(NameKind::DatabaseKey, key).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    names::check(NameKind::DatabaseKey, key)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let (base, rel) = crate::resolve::database_base(prefix, key);
     let up = key.len() - rel.len();
     let mut dir = base.clone();
     let mut created = Vec::new();
     let parents: Vec<&str> = rel.split('/').collect();
-    for (depth, comp) in parents.iter().take(parents.len().saturating_sub(1)).enumerate() {
+    for (depth, comp) in parents
+        .iter()
+        .take(parents.len().saturating_sub(1))
+        .enumerate()
+    {
         dir.push(comp);
         match fs::symlink_metadata(&dir) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
-                    format!("{} is a symlink; not installing a database file through it", dir.display()),
+                    format!(
+                        "{} is a symlink; not installing a database file through it",
+                        dir.display()
+                    ),
                 ))
             }
             Ok(m) if !m.is_dir() => {
@@ -488,20 +527,22 @@ pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
                 ))
             }
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::DirBuilder::new().mode(0o755).create(&dir) {
-                Ok(()) => {
-                    let made = parents.get(..=depth).unwrap_or_default().join("/");
-                    created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match fs::DirBuilder::new().mode(0o755).create(&dir) {
+                    Ok(()) => {
+                        let made = parents.get(..=depth).unwrap_or_default().join("/");
+                        created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
+                    }
+                    // Another download of the same run (files of one directory
+                    // are fetched in parallel) made it between the check and
+                    // the mkdir; it records it. Anything but a real directory
+                    // is still refused.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::AlreadyExists
+                            && fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {}
+                    Err(e) => return Err(e),
                 }
-                // Another download of the same run (files of one directory
-                // are fetched in parallel) made it between the check and
-                // the mkdir; it records it. Anything but a real directory
-                // is still refused.
-                Err(e)
-                    if e.kind() == io::ErrorKind::AlreadyExists
-                        && fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {}
-                Err(e) => return Err(e),
-            },
+            }
             Err(e) => return Err(e),
         }
     }
@@ -509,7 +550,10 @@ pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
     if fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink() || m.is_dir()) {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!("{} is a symlink or directory; not replacing it", dest.display()),
+            format!(
+                "{} is a symlink or directory; not replacing it",
+                dest.display()
+            ),
         ));
     }
     Ok(created)
@@ -522,7 +566,11 @@ pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
 /// the key climbs to; stops at the first one that is not recorded, not
 /// empty or not removable. Drops the removed (or already gone) ones from
 /// `created`. The caller holds the lock.
-pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::collections::BTreeSet<String>) {
+pub fn remove_created_dirs(
+    kpack_dir: &Path,
+    key: &str,
+    created: &mut std::collections::BTreeSet<String>,
+) {
     use rustix::fs::{unlinkat, AtFlags};
     let Some(prefix) = kpack_dir.parent() else {
         return;
@@ -534,7 +582,10 @@ pub fn remove_created_dirs(kpack_dir: &Path, key: &str, created: &mut std::colle
     let climb = key.get(..key.len() - rel.len()).unwrap_or_default();
     let comps: Vec<&str> = rel.split('/').collect();
     for depth in (1..comps.len()).rev() {
-        let dir_key = format!("{climb}{}", comps.get(..depth).unwrap_or_default().join("/"));
+        let dir_key = format!(
+            "{climb}{}",
+            comps.get(..depth).unwrap_or_default().join("/")
+        );
         if !created.contains(&dir_key) {
             return;
         }
@@ -641,7 +692,11 @@ pub enum DeleteError {
 /// package since: then its copy is the package manager's). The caller holds
 /// the directory's [`DirLock`]. Returns `false` when the file is already
 /// gone.
-pub fn delete_recorded_database(kpack_dir: &Path, rel: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+pub fn delete_recorded_database(
+    kpack_dir: &Path,
+    rel: &str,
+    entry: &StateEntry,
+) -> Result<bool, DeleteError> {
     delete_item(crate::plan::ItemKind::Database, kpack_dir, rel, entry)
 }
 
@@ -679,14 +734,23 @@ fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
 /// regular file (never a symlink, which is not followed) whose size and
 /// sha256 are those `entry` recorded. The caller holds the directory's
 /// [`DirLock`]. Returns `false` when the file is already gone.
-pub fn delete_recorded(kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+pub fn delete_recorded(
+    kpack_dir: &Path,
+    name: &str,
+    entry: &StateEntry,
+) -> Result<bool, DeleteError> {
     delete_item(crate::plan::ItemKind::Archive, kpack_dir, name, entry)
 }
 
 /// [`delete_recorded`] and [`delete_recorded_database`]: an archive lies
 /// directly in `kpack_dir`, a database file at its path below the prefix;
 /// every directory on the way is opened without following symlinks.
-fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry: &StateEntry) -> Result<bool, DeleteError> {
+fn delete_item(
+    kind: crate::plan::ItemKind,
+    kpack_dir: &Path,
+    name: &str,
+    entry: &StateEntry,
+) -> Result<bool, DeleteError> {
     use crate::plan::ItemKind;
     use rustix::fs::{openat, Mode, OFlags, CWD};
     let (base, name, name_kind) = match kind {
@@ -696,7 +760,8 @@ fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry:
                 path: kpack_dir.join(name),
                 reason: e.to_string(),
             })?;
-            let (base, rel) = crate::resolve::database_base(kpack_dir.parent().unwrap_or(Path::new("/")), name);
+            let (base, rel) =
+                crate::resolve::database_base(kpack_dir.parent().unwrap_or(Path::new("/")), name);
             (base, rel, NameKind::DatabasePath)
         }
     };
@@ -712,7 +777,10 @@ fn delete_item(kind: crate::plan::ItemKind, kpack_dir: &Path, name: &str, entry:
     };
     names::check(name_kind, name).map_err(|e| refused(e.to_string()))?;
     if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
-        return Err(refused(format!("{} is not a {KPACK_DIR} directory", kpack_dir.display())));
+        return Err(refused(format!(
+            "{} is not a {KPACK_DIR} directory",
+            kpack_dir.display()
+        )));
     }
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let not_dir = |shown: &str| refused(format!("{shown} is a symlink or not a directory"));
@@ -754,7 +822,12 @@ fn check_and_unlink(
     let want = hex::decode(&entry.sha256)
         .ok()
         .and_then(|v| <[u8; 32]>::try_from(v).ok())
-        .ok_or_else(|| refused(format!("the recorded sha256 {:?} is not 64 hex digits", entry.sha256)))?;
+        .ok_or_else(|| {
+            refused(format!(
+                "the recorded sha256 {:?} is not 64 hex digits",
+                entry.sha256
+            ))
+        })?;
     let file_flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
     let fd = match openat(dir, name, file_flags, Mode::empty()) {
         Ok(fd) => fd,
@@ -805,13 +878,24 @@ mod tests {
             let prefix = top.path();
             let made: Vec<Vec<String>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..4)
-                    .map(|i| s.spawn(move || make_database_dirs(prefix, &format!("rocblas/library/deep/f{i}.co"))))
+                    .map(|i| {
+                        s.spawn(move || {
+                            make_database_dirs(prefix, &format!("rocblas/library/deep/f{i}.co"))
+                        })
+                    })
                     .collect();
-                handles.into_iter().map(|h| h.join().expect("thread").expect("make dirs")).collect()
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread").expect("make dirs"))
+                    .collect()
             });
             let mut all: Vec<String> = made.into_iter().flatten().collect();
             all.sort();
-            assert_eq!(all, ["rocblas", "rocblas/library", "rocblas/library/deep"], "round {round}");
+            assert_eq!(
+                all,
+                ["rocblas", "rocblas/library", "rocblas/library/deep"],
+                "round {round}"
+            );
         }
         // A file where a directory belongs is still refused.
         let top = tempfile::tempdir().expect("tempdir");
@@ -830,7 +914,10 @@ mod tests {
         fs::write(prefix.join("a/keep"), b"x").expect("write");
         remove_orphaned_dirs(&kdir, "a/b/c/TensileLibrary_gfx90a.co");
         assert!(!prefix.join("a/b").exists());
-        assert!(prefix.join("a/keep").is_file(), "a directory with a file stays");
+        assert!(
+            prefix.join("a/keep").is_file(),
+            "a directory with a file stays"
+        );
         // A symlinked directory on the way is not followed.
         let elsewhere = top.path().join("elsewhere");
         fs::create_dir_all(elsewhere.join("d")).expect("mkdir");
@@ -912,7 +999,13 @@ mod tests {
         let victim = top.path().join("victim");
         fs::write(&victim, b"archive").expect("write");
         std::os::unix::fs::symlink(&victim, kdir.join("link.kpack")).expect("symlink");
-        for name in ["changed.kpack", "longer.kpack", "link.kpack", "../victim", "/etc/passwd"] {
+        for name in [
+            "changed.kpack",
+            "longer.kpack",
+            "link.kpack",
+            "../victim",
+            "/etc/passwd",
+        ] {
             let err = delete_recorded(&kdir, name, &entry).expect_err(name);
             assert!(matches!(err, DeleteError::Refused { .. }), "{name}: {err}");
         }
@@ -961,6 +1054,9 @@ mod tests {
         let link = prefix.join("lib");
         fs::create_dir(&link).expect("mkdir");
         std::os::unix::fs::symlink(&kdir, link.join(KPACK_DIR)).expect("symlink");
-        assert!(check_permissions(&link.join(KPACK_DIR)).is_err(), "a symlinked .kpack is refused");
+        assert!(
+            check_permissions(&link.join(KPACK_DIR)).is_err(),
+            "a symlinked .kpack is refused"
+        );
     }
 }

@@ -18,7 +18,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() && is_trigger(std::env::args_os().skip(1)) => {
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
             let _ = rocm_kpack_cli::print_stdout(&format!(
                 "rocm-kpack-fetch: trigger: {first}; doing nothing (`rocm-kpack-fetch trigger --help` shows the usage)\n"
             ));

@@ -14,9 +14,9 @@ use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 use crate::install::hash_file;
-use rocm_kpack_cli::iec_size;
 use crate::resolve::{database_needs, needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
+use rocm_kpack_cli::iec_size;
 
 /// What to do with one needed archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,7 +102,11 @@ impl PlannedArchive {
 
     /// "why" in words: which local target may load which arch keys.
     pub fn reason(&self) -> String {
-        format!("{} may load {}", self.targets.join(", "), self.arches.join(", "))
+        format!(
+            "{} may load {}",
+            self.targets.join(", "),
+            self.arches.join(", ")
+        )
     }
 }
 
@@ -178,16 +182,30 @@ pub struct Summary {
 }
 
 /// How an already-present file was judged.
-fn check_present(path: &Path, size: u64, sha256: Option<&[u8; 32]>, stamp: Option<FileStamp>) -> (bool, Option<String>) {
+fn check_present(
+    path: &Path,
+    size: u64,
+    sha256: Option<&[u8; 32]>,
+    stamp: Option<FileStamp>,
+) -> (bool, Option<String>) {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(_) => return (false, None),
     };
     if meta.len() != size {
-        return (false, Some(format!("present file has {} bytes, manifest says {size}", meta.len())));
+        return (
+            false,
+            Some(format!(
+                "present file has {} bytes, manifest says {size}",
+                meta.len()
+            )),
+        );
     }
     let Some(sha256) = sha256 else {
-        return (true, Some("size matches; no sha256 in the (legacy) manifest".into()));
+        return (
+            true,
+            Some("size matches; no sha256 in the (legacy) manifest".into()),
+        );
     };
     // A file we installed and that has not changed since need not be re-read.
     if stamp.is_some_and(|s| s == FileStamp::of(&meta)) {
@@ -238,7 +256,12 @@ pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> 
 /// archive. A file found at its path that this tool did not install and
 /// that differs is not ours to replace: it is reported, not fetched. A path
 /// another manifest of the same prefix lists too is refused.
-fn plan_databases(scan: &Scan, m: &InstalledManifest, targets: &[TargetId], state: Option<&State>) -> Vec<PlannedArchive> {
+fn plan_databases(
+    scan: &Scan,
+    m: &InstalledManifest,
+    targets: &[TargetId],
+    state: Option<&State>,
+) -> Vec<PlannedArchive> {
     let mut out = Vec::new();
     for need in database_needs(&m.manifest, targets) {
         let Some(f) = m.manifest.database_files.get(need.index) else {
@@ -294,7 +317,11 @@ impl InstallPlan {
     /// Plans for `targets`. `states` holds the loaded state of each `.kpack`
     /// directory (missing entries count as empty). Reads (and may hash)
     /// present archives; no network.
-    pub fn build(scan: &Scan, targets: &[TargetId], states: &BTreeMap<PathBuf, State>) -> InstallPlan {
+    pub fn build(
+        scan: &Scan,
+        targets: &[TargetId],
+        states: &BTreeMap<PathBuf, State>,
+    ) -> InstallPlan {
         let mut components = Vec::new();
         for m in &scan.manifests {
             let n = needs(&m.manifest, targets);
@@ -388,7 +415,11 @@ impl InstallPlan {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for r in &self.refused_manifests {
-            out.push(format!("refusing manifest {}: {}", r.path.display(), r.error));
+            out.push(format!(
+                "refusing manifest {}: {}",
+                r.path.display(),
+                r.error
+            ));
         }
         for c in &self.components {
             for t in &c.no_device_code {
@@ -398,7 +429,11 @@ impl InstallPlan {
                     c.manifest.display()
                 ));
             }
-            for a in c.archives.iter().filter(|a| a.action == Action::Unverifiable) {
+            for a in c
+                .archives
+                .iter()
+                .filter(|a| a.action == Action::Unverifiable)
+            {
                 out.push(format!(
                     "{}: not fetching {}: its manifest (legacy schema) has no sha256",
                     c.component, a.filename
@@ -446,11 +481,18 @@ impl fmt::Display for InstallPlan {
                     f,
                     "  remove   {}  (installed for an earlier {}, which no longer lists it)",
                     a.filename,
-                    c.manifest.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                    c.manifest
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default()
                 )?;
             }
             for t in &c.no_device_code {
-                writeln!(f, "  warning: {} publishes no device code for {t}", c.component)?;
+                writeln!(
+                    f,
+                    "  warning: {} publishes no device code for {t}",
+                    c.component
+                )?;
             }
         }
         for r in &self.refused_manifests {
@@ -525,19 +567,37 @@ mod tests {
             .collect();
         let plan = InstallPlan::build(&scan, &targets, &BTreeMap::new());
         let c = plan.components.first().expect("component");
-        let actions: Vec<(&str, Action)> = c.archives.iter().map(|a| (a.filename.as_str(), a.action)).collect();
+        let actions: Vec<(&str, Action)> = c
+            .archives
+            .iter()
+            .map(|a| (a.filename.as_str(), a.action))
+            .collect();
         assert_eq!(
             actions,
-            [("a.kpack", Action::Present), ("b.kpack", Action::Replace), ("c.kpack", Action::Fetch)]
+            [
+                ("a.kpack", Action::Present),
+                ("b.kpack", Action::Replace),
+                ("c.kpack", Action::Fetch)
+            ]
         );
         let b = c.archives.get(1).expect("b");
-        assert!(b.detail.as_deref().is_some_and(|d| d.contains("sha256")), "{:?}", b.detail);
+        assert!(
+            b.detail.as_deref().is_some_and(|d| d.contains("sha256")),
+            "{:?}",
+            b.detail
+        );
         assert_eq!(c.no_device_code, ["gfx803"]);
         let s = plan.summary();
-        assert_eq!((s.to_fetch, s.bytes_to_fetch, s.present, s.no_device_code), (2, 8, 1, 1));
+        assert_eq!(
+            (s.to_fetch, s.bytes_to_fetch, s.present, s.no_device_code),
+            (2, 8, 1, 1)
+        );
         let text = plan.to_string();
         assert!(text.contains("fetch    c.kpack"), "{text}");
-        assert!(text.contains("warning: c publishes no device code for gfx803"), "{text}");
+        assert!(
+            text.contains("warning: c publishes no device code for gfx803"),
+            "{text}"
+        );
     }
 
     /// A package upgraded from family-named archives to per-processor ones:
@@ -577,9 +637,15 @@ mod tests {
             file: None,
         };
         let mut state = State::default();
-        state.archives.insert("r_gfx90X.kpack".into(), entry("r.kpm"));
-        state.archives.insert("r_gfx90a.kpack".into(), entry("r.kpm"));
-        state.archives.insert("o_gfx90X.kpack".into(), entry("o.kpm"));
+        state
+            .archives
+            .insert("r_gfx90X.kpack".into(), entry("r.kpm"));
+        state
+            .archives
+            .insert("r_gfx90a.kpack".into(), entry("r.kpm"));
+        state
+            .archives
+            .insert("o_gfx90X.kpack".into(), entry("o.kpm"));
         let scan = Scan {
             kpack_dirs: vec![kpack.clone()],
             manifests: vec![InstalledManifest {
@@ -628,18 +694,34 @@ mod tests {
                 kpack_dir: kpack.clone(),
                 manifest: Manifest {
                     component: "l".into(),
-                    kpack_files: vec![legacy("old.kpack", "gfx90a"), legacy("new.kpack", "gfx1100")],
+                    kpack_files: vec![
+                        legacy("old.kpack", "gfx90a"),
+                        legacy("new.kpack", "gfx1100"),
+                    ],
                     database_files: Vec::new(),
                     prefix_path: None,
                 },
             }],
             refused: vec![],
         };
-        let targets = [TargetId::parse("gfx90a").expect("t"), TargetId::parse("gfx1100").expect("t")];
+        let targets = [
+            TargetId::parse("gfx90a").expect("t"),
+            TargetId::parse("gfx1100").expect("t"),
+        ];
         let plan = InstallPlan::build(&scan, &targets, &BTreeMap::new());
-        let actions: Vec<Action> = plan.components.iter().flat_map(|c| c.archives.iter().map(|a| a.action)).collect();
+        let actions: Vec<Action> = plan
+            .components
+            .iter()
+            .flat_map(|c| c.archives.iter().map(|a| a.action))
+            .collect();
         assert_eq!(actions, [Action::Present, Action::Unverifiable]);
         assert_eq!(plan.fetches().count(), 0);
-        assert!(plan.warnings().iter().any(|w| w.contains("not fetching new.kpack")), "{:?}", plan.warnings());
+        assert!(
+            plan.warnings()
+                .iter()
+                .any(|w| w.contains("not fetching new.kpack")),
+            "{:?}",
+            plan.warnings()
+        );
     }
 }

@@ -77,7 +77,10 @@ impl Reporter for Lines {
         } else {
             String::new()
         };
-        line(&format!("fetching {name} ({}) from {url}{resume}", iec_size(total)));
+        line(&format!(
+            "fetching {name} ({}) from {url}{resume}",
+            iec_size(total)
+        ));
         Box::new(LineTransfer {
             name: name.to_string(),
             started: Instant::now(),
@@ -86,8 +89,17 @@ impl Reporter for Lines {
     }
     fn note(&self, message: &str) {
         let after_file = message.split_once(": ").map_or(message, |(_, rest)| rest);
-        let key = after_file.split("; retrying").next().unwrap_or(after_file).to_string();
-        if self.seen.lock().map(|mut seen| seen.insert(key)).unwrap_or(true) {
+        let key = after_file
+            .split("; retrying")
+            .next()
+            .unwrap_or(after_file)
+            .to_string();
+        if self
+            .seen
+            .lock()
+            .map(|mut seen| seen.insert(key))
+            .unwrap_or(true)
+        {
             line(message);
         }
     }
@@ -181,7 +193,8 @@ impl Transfer for BarTransfer {
         match outcome {
             Ok(()) => self.bar.finish_with_message(format!("{} ok", self.name)),
             Err(why) => {
-                self.bar.abandon_with_message(format!("{} failed", self.name));
+                self.bar
+                    .abandon_with_message(format!("{} failed", self.name));
                 let _ = self.multi.println(format!("failed {}: {why}", self.name));
             }
         }

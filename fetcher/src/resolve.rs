@@ -23,8 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack::select;
+use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
@@ -164,10 +164,12 @@ impl ScanConfig {
                 .collect();
             paths.sort();
             for path in paths {
-                match Manifest::read(&path).map_err(|e| e.to_string()).and_then(|mut m| {
-                    database_keys(&mut m, dir, &root)?;
-                    Ok(m)
-                }) {
+                match Manifest::read(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut m| {
+                        database_keys(&mut m, dir, &root)?;
+                        Ok(m)
+                    }) {
                     Ok(manifest) => scan.manifests.push(InstalledManifest {
                         path,
                         kpack_dir: dir.clone(),
@@ -269,7 +271,12 @@ fn insert_canonical(dirs: &mut BTreeSet<PathBuf>, dir: &Path) {
 
 /// Adds `base/.kpack` and, `depth` levels down, `*/.kpack`. Symlinked
 /// directories are not descended (no loops); hidden ones are skipped.
-fn find_kpack_dirs(base: &Path, depth: u32, dirs: &mut BTreeSet<PathBuf>, refused: &mut Vec<RefusedManifest>) {
+fn find_kpack_dirs(
+    base: &Path,
+    depth: u32,
+    dirs: &mut BTreeSet<PathBuf>,
+    refused: &mut Vec<RefusedManifest>,
+) {
     let kpack = base.join(KPACK_DIR);
     if usable_kpack_dir(&kpack, refused) {
         insert_canonical(dirs, &kpack);
@@ -300,7 +307,10 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
     let out = match Command::new(python).args(["-c", script]).output() {
         Ok(o) if o.status.success() => o.stdout,
         Ok(o) => {
-            tracing::debug!("{python}: exit {:?}; not scanning site-packages", o.status.code());
+            tracing::debug!(
+                "{python}: exit {:?}; not scanning site-packages",
+                o.status.code()
+            );
             return Vec::new();
         }
         Err(e) => {
@@ -347,7 +357,11 @@ pub struct Needs {
 /// archive whose code the loader never picks (a generic copy in a sibling
 /// family when native code exists, a second copy of a key) is not needed.
 pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
-    let lists: Vec<&[String]> = manifest.kpack_files.iter().map(|f| f.architectures.as_slice()).collect();
+    let lists: Vec<&[String]> = manifest
+        .kpack_files
+        .iter()
+        .map(|f| f.architectures.as_slice())
+        .collect();
     let mut out = Needs::default();
     // Per target: (archive index, arch key) the loader may load.
     let mut loads = Vec::with_capacity(targets.len());
@@ -401,7 +415,11 @@ pub fn database_needs(manifest: &Manifest, targets: &[TargetId]) -> Vec<Need> {
             arches: Vec::new(),
         };
         for t in targets {
-            let serving: Vec<&String> = f.architectures.iter().filter(|a| arch_serves(t, a)).collect();
+            let serving: Vec<&String> = f
+                .architectures
+                .iter()
+                .filter(|a| arch_serves(t, a))
+                .collect();
             if !serving.is_empty() {
                 need.targets.push(t.to_string());
                 for a in serving {
@@ -444,7 +462,10 @@ mod tests {
         assert!(arch_serves(&mi300, "gfx942:xnack-"));
         assert!(arch_serves(&mi300, "gfx942:sramecc+:xnack+"));
         assert!(arch_serves(&mi300, "gfx9-4-generic"));
-        assert!(arch_serves(&mi300, "amdgcn-amd-amdhsa--gfx9-4-generic:xnack-"));
+        assert!(arch_serves(
+            &mi300,
+            "amdgcn-amd-amdhsa--gfx9-4-generic:xnack-"
+        ));
         assert!(!arch_serves(&mi300, "gfx942:sramecc-"));
         assert!(!arch_serves(&mi300, "gfx90a"));
         assert!(!arch_serves(&mi300, "gfx9-generic"));
@@ -489,7 +510,11 @@ mod tests {
         assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
     }
 
-    fn database(path: &str, family: &str, arches: &[&str]) -> rocm_kpack_format::manifest::DatabaseFile {
+    fn database(
+        path: &str,
+        family: &str,
+        arches: &[&str],
+    ) -> rocm_kpack_format::manifest::DatabaseFile {
         rocm_kpack_format::manifest::DatabaseFile {
             path: path.into(),
             family: family.into(),
@@ -509,8 +534,16 @@ mod tests {
             kpack_files: vec![file("m_gfx90a.kpack", &["gfx90a"])],
             database_files: vec![
                 database("share/miopen/db/gfx90a68.kdb", "gfx90a", &["gfx90a"]),
-                database("share/miopen/db/gfx1100_48.kdb", "gfx110X-dgpu", &["gfx1100"]),
-                database("share/miopen/db/gfx1030_36.kdb", "gfx103X-dgpu", &["gfx1030"]),
+                database(
+                    "share/miopen/db/gfx1100_48.kdb",
+                    "gfx110X-dgpu",
+                    &["gfx1100"],
+                ),
+                database(
+                    "share/miopen/db/gfx1030_36.kdb",
+                    "gfx103X-dgpu",
+                    &["gfx1030"],
+                ),
             ],
         };
         let n = needs(&m, &[t("gfx1100"), t("gfx803")]);
@@ -591,9 +624,18 @@ mod tests {
         let scan = cfg.scan();
         assert_eq!(scan.kpack_dirs.len(), 2, "{:?}", scan.kpack_dirs);
         assert_eq!(scan.manifests.len(), 1);
-        assert_eq!(scan.manifests.first().map(|m| m.manifest.component.as_str()), Some("rocrand"));
+        assert_eq!(
+            scan.manifests
+                .first()
+                .map(|m| m.manifest.component.as_str()),
+            Some("rocrand")
+        );
         assert_eq!(scan.refused.len(), 1);
         let refused = scan.refused.first().expect("refused");
-        assert!(refused.error.contains("unsafe archive filename"), "{}", refused.error);
+        assert!(
+            refused.error.contains("unsafe archive filename"),
+            "{}",
+            refused.error
+        );
     }
 }

@@ -31,7 +31,9 @@ use reqwest::Url;
 
 use crate::client::{masked, scheme_allowed};
 
-use rocm_kpack_format::layout::fetch::{component_sources_file_name, SourcesFile, SOURCES_D, SOURCES_EXT};
+use rocm_kpack_format::layout::fetch::{
+    component_sources_file_name, SourcesFile, SOURCES_D, SOURCES_EXT,
+};
 use rocm_kpack_format::layout::store;
 
 /// One configured source.
@@ -184,8 +186,11 @@ pub fn parse_source_url(text: &str, origin: &str, allow_http: bool) -> Result<Ur
             // `mirror/` or `./kpack`: a directory relative to the current
             // one, as a user typing a path means.
             Err(url::ParseError::RelativeUrlWithoutBase) => {
-                let cwd = std::env::current_dir()
-                    .map_err(|e| bad(format!("relative path, and the current directory is unknown: {e}")))?;
+                let cwd = std::env::current_dir().map_err(|e| {
+                    bad(format!(
+                        "relative path, and the current directory is unknown: {e}"
+                    ))
+                })?;
                 directory(&cwd.join(text))?
             }
             Err(e) => return Err(bad(e.to_string())),
@@ -288,7 +293,12 @@ impl Sources {
     /// to try.
     pub fn database_urls_for(&self, component: &str, sha256: &[u8; 32]) -> Vec<Url> {
         let mut urls: Vec<Url> = Vec::new();
-        for url in self.list.iter().filter(|s| s.serves(component)).filter_map(|s| s.database_url(sha256)) {
+        for url in self
+            .list
+            .iter()
+            .filter(|s| s.serves(component))
+            .filter_map(|s| s.database_url(sha256))
+        {
             if !urls.contains(&url) {
                 urls.push(url);
             }
@@ -332,8 +342,9 @@ fn read_file(
         path: path.to_path_buf(),
         detail,
     };
-    let bytes = rocm_kpack_format::fsutil::read_limited(path, rocm_kpack_format::fsutil::MAX_SOURCES_FILE)
-        .map_err(|e| file_err(e.source.to_string()))?;
+    let bytes =
+        rocm_kpack_format::fsutil::read_limited(path, rocm_kpack_format::fsutil::MAX_SOURCES_FILE)
+            .map_err(|e| file_err(e.source.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| file_err("not UTF-8 text".into()))?;
     let parsed: SourcesFile = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
     let origin = path.display().to_string();
@@ -376,7 +387,11 @@ mod tests {
             origin: "--source".into(),
         };
         let sha = [0xab; 32];
-        let urls: Vec<String> = s.urls_for("r_gfx90X.kpack", &sha).iter().map(|u| u.to_string()).collect();
+        let urls: Vec<String> = s
+            .urls_for("r_gfx90X.kpack", &sha)
+            .iter()
+            .map(|u| u.to_string())
+            .collect();
         assert_eq!(
             urls,
             vec![
@@ -388,28 +403,60 @@ mod tests {
 
     #[test]
     fn joins_stay_below_the_source() {
-        for base in ["https://m.example/kpack/", "file:///srv/mirror/", "http://127.0.0.1:8/a/b/"] {
+        for base in [
+            "https://m.example/kpack/",
+            "file:///srv/mirror/",
+            "http://127.0.0.1:8/a/b/",
+        ] {
             let base = Url::parse(base).expect("url");
             let ok = join_below(&base, "x_gfx90a:xnack-.kpack").expect("join");
             assert!(ok.as_str().starts_with(base.as_str()), "{ok}");
             assert_eq!(ok.scheme(), base.scheme());
             // Spellings that would leave the source if parsed as URLs stay
             // plain names (encoded) or are refused.
-            for rel in ["http:host", "file:x", "javascript:x", "//evil.example/x", "@evil.example"] {
+            for rel in [
+                "http:host",
+                "file:x",
+                "javascript:x",
+                "//evil.example/x",
+                "@evil.example",
+            ] {
                 match join_below(&base, rel) {
                     Ok(u) => {
-                        assert_eq!((u.scheme(), u.host()), (base.scheme(), base.host()), "{rel}: {u}");
+                        assert_eq!(
+                            (u.scheme(), u.host()),
+                            (base.scheme(), base.host()),
+                            "{rel}: {u}"
+                        );
                         assert!(u.path().starts_with(base.path()), "{rel}: {u}");
                     }
                     Err(e) => assert!(e.to_string().contains("refusing"), "{e}"),
                 }
             }
-            for rel in ["..", "../x", "a/../../x", "%2e%2e/x", "%2F..", "a\\..", "x\n", "x\0", "", "a//b", "/etc/passwd"] {
-                assert!(join_below(&base, rel).is_err(), "{base} + {rel:?} must be refused");
+            for rel in [
+                "..",
+                "../x",
+                "a/../../x",
+                "%2e%2e/x",
+                "%2F..",
+                "a\\..",
+                "x\n",
+                "x\0",
+                "",
+                "a//b",
+                "/etc/passwd",
+            ] {
+                assert!(
+                    join_below(&base, rel).is_err(),
+                    "{base} + {rel:?} must be refused"
+                );
             }
         }
         let signed = Url::parse("https://m.example/k/?token=s").expect("url");
-        assert_eq!(join_below(&signed, "a.kpack").expect("join").as_str(), "https://m.example/k/a.kpack");
+        assert_eq!(
+            join_below(&signed, "a.kpack").expect("join").as_str(),
+            "https://m.example/k/a.kpack"
+        );
         assert!(join_below(&Url::parse("mailto:x@y").expect("url"), "a").is_err());
     }
 
@@ -460,19 +507,34 @@ mod tests {
         let urls: Vec<&str> = s.list.iter().map(|x| x.url.as_str()).collect();
         assert_eq!(
             urls,
-            ["https://cli.example/", "https://a.example/", "https://b.example/", "https://pkg.example/"]
+            [
+                "https://cli.example/",
+                "https://a.example/",
+                "https://b.example/",
+                "https://pkg.example/"
+            ]
         );
         assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
         let sha = [1; 32];
         let for_rocrand = s.urls_for("rocrand", "x.kpack", &sha);
-        assert!(for_rocrand.iter().any(|u| u.host_str() == Some("a.example")));
-        assert!(!for_rocrand.iter().any(|u| u.host_str() == Some("pkg.example")));
+        assert!(for_rocrand
+            .iter()
+            .any(|u| u.host_str() == Some("a.example")));
+        assert!(!for_rocrand
+            .iter()
+            .any(|u| u.host_str() == Some("pkg.example")));
         let for_sparse = s.urls_for("rocsparse", "x.kpack", &sha);
         assert!(!for_sparse.iter().any(|u| u.host_str() == Some("a.example")));
-        assert!(for_sparse.iter().any(|u| u.host_str() == Some("pkg.example")));
+        assert!(for_sparse
+            .iter()
+            .any(|u| u.host_str() == Some("pkg.example")));
 
-        let off = Sources::load(&[], Some(Path::new("/srv/m")), root.path(), &[], false).expect("offline");
+        let off = Sources::load(&[], Some(Path::new("/srv/m")), root.path(), &[], false)
+            .expect("offline");
         assert_eq!(off.list.len(), 1);
-        assert_eq!(off.list.first().map(|s| s.url.as_str()), Some("file:///srv/m/"));
+        assert_eq!(
+            off.list.first().map(|s| s.url.as_str()),
+            Some("file:///srv/m/")
+        );
     }
 }

@@ -159,8 +159,14 @@ pub enum StateError {
 impl State {
     /// Every record: archives, then database files.
     pub fn items(&self) -> impl Iterator<Item = (crate::plan::ItemKind, &String, &StateEntry)> {
-        let archives = self.archives.iter().map(|(n, e)| (crate::plan::ItemKind::Archive, n, e));
-        let databases = self.databases.iter().map(|(n, e)| (crate::plan::ItemKind::Database, n, e));
+        let archives = self
+            .archives
+            .iter()
+            .map(|(n, e)| (crate::plan::ItemKind::Archive, n, e));
+        let databases = self
+            .databases
+            .iter()
+            .map(|(n, e)| (crate::plan::ItemKind::Database, n, e));
         archives.chain(databases)
     }
 
@@ -181,7 +187,12 @@ impl State {
                 let source = io::Error::new(io::ErrorKind::PermissionDenied, e.source.to_string());
                 return Err(StateError::Io { path, source });
             }
-            Err(e) => return Err(StateError::Io { path, source: e.source }),
+            Err(e) => {
+                return Err(StateError::Io {
+                    path,
+                    source: e.source,
+                })
+            }
         };
         let state: State = serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid {
             path: path.clone(),
@@ -196,7 +207,9 @@ impl State {
                 ),
             });
         }
-        state.check_names().map_err(|detail| StateError::Invalid { path, detail })?;
+        state
+            .check_names()
+            .map_err(|detail| StateError::Invalid { path, detail })?;
         Ok(state)
     }
 
@@ -214,8 +227,10 @@ impl State {
                     format!("{list}[{}].{field}: {err}", names::shown(name))
                 };
                 names::check(kind, name).map_err(|err| at("(key)", &err))?;
-                names::check(NameKind::Component, &e.component).map_err(|err| at("component", &err))?;
-                names::check(NameKind::ManifestFile, &e.manifest).map_err(|err| at("manifest", &err))?;
+                names::check(NameKind::Component, &e.component)
+                    .map_err(|err| at("component", &err))?;
+                names::check(NameKind::ManifestFile, &e.manifest)
+                    .map_err(|err| at("manifest", &err))?;
                 if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(at("sha256", &"not 64 hex digits"));
                 }
@@ -230,7 +245,10 @@ impl State {
 
     /// Loads the state; an unreadable or invalid file is moved aside
     /// (`.corrupt` suffix) and replaced by an empty state, with a warning.
-    pub fn load_or_reset(kpack_dir: &Path, warnings: &mut Vec<String>) -> Result<State, StateError> {
+    pub fn load_or_reset(
+        kpack_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<State, StateError> {
         match Self::load(kpack_dir) {
             Err(StateError::Invalid { path, detail }) => {
                 let aside = path.with_extension("json.corrupt");
@@ -277,7 +295,10 @@ mod tests {
             installed_at: 1,
             targets: vec!["gfx90a".into()],
             reason: "gfx90a may load gfx90a".into(),
-            file: Some(FileStamp { inode: 3, mtime_ns: 4 }),
+            file: Some(FileStamp {
+                inode: 3,
+                mtime_ns: 4,
+            }),
         }
     }
 
@@ -308,7 +329,11 @@ mod tests {
                 _ => e.sha256 = value.into(),
             }
             bad.archives.insert(key.into(), e);
-            fs::write(State::path(dir.path()), serde_json::to_vec(&bad).expect("json")).expect("write");
+            fs::write(
+                State::path(dir.path()),
+                serde_json::to_vec(&bad).expect("json"),
+            )
+            .expect("write");
             let err = State::load(dir.path()).expect_err(key);
             assert!(matches!(err, StateError::Invalid { .. }), "{err}");
             assert!(err.to_string().contains("archives["), "{err}");
@@ -317,15 +342,28 @@ mod tests {
         fs::write(&link, serde_json::to_vec(&s).expect("json")).expect("write");
         fs::remove_file(State::path(dir.path())).expect("rm");
         std::os::unix::fs::symlink(&link, State::path(dir.path())).expect("symlink");
-        assert!(matches!(State::load(dir.path()), Err(StateError::Io { .. })), "symlinked state is not followed");
+        assert!(
+            matches!(State::load(dir.path()), Err(StateError::Io { .. })),
+            "symlinked state is not followed"
+        );
         fs::remove_file(State::path(dir.path())).expect("rm");
 
-        fs::write(State::path(dir.path()), b"{\"format_version\": 1, \"archives\": 3}").expect("write");
-        assert!(matches!(State::load(dir.path()), Err(StateError::Invalid { .. })));
+        fs::write(
+            State::path(dir.path()),
+            b"{\"format_version\": 1, \"archives\": 3}",
+        )
+        .expect("write");
+        assert!(matches!(
+            State::load(dir.path()),
+            Err(StateError::Invalid { .. })
+        ));
         let mut warnings = Vec::new();
         let reset = State::load_or_reset(dir.path(), &mut warnings).expect("reset");
         assert_eq!(reset, State::default());
         assert_eq!(warnings.len(), 1);
-        assert!(dir.path().join(".rocm-kpack-fetch-state.json.corrupt").exists());
+        assert!(dir
+            .path()
+            .join(".rocm-kpack-fetch-state.json.corrupt")
+            .exists());
     }
 }

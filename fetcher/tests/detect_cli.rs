@@ -221,7 +221,10 @@ fn arch_override_from_option_and_environment() {
         .env("ROCM_KPACK_ARCH_OVERRIDE", ","),
     );
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("targets: gfx942 (from --target"), "{stdout}");
+    assert!(
+        stdout.contains("targets: gfx942 (from --target"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -295,7 +298,10 @@ fn missing_root_is_a_usage_error() {
     ]));
     assert_eq!(code, 2);
     assert_eq!(stdout, "");
-    assert!(stderr.contains("/nonexistent/kpack-root: no such directory"), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent/kpack-root: no such directory"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@ use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 
 fn fetch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rocm-kpack-fetch"));
-    c.env("ROCM_KPACK_PYTHON", "").env_remove("ROCM_KPACK_ARCH_OVERRIDE").env_remove("HSA_OVERRIDE_GFX_VERSION");
+    c.env("ROCM_KPACK_PYTHON", "")
+        .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION");
     c
 }
 
@@ -56,11 +58,22 @@ fn via_apt_refuses_inside_a_dpkg_transaction() {
         .env("DPKG_RUNNING_VERSION", "1.21.22"));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let err = text(&o.stderr);
-    assert!(err.contains("refusing to run apt-get from inside a dpkg"), "{err}");
+    assert!(
+        err.contains("refusing to run apt-get from inside a dpkg"),
+        "{err}"
+    );
     assert!(err.contains("file mode"), "{err}");
     // The plan alone is fine inside a transaction.
     let o = run(fetch()
-        .args(["install", "--via", "apt", "--dry-run", "--target", "gfx90a", "--root"])
+        .args([
+            "install",
+            "--via",
+            "apt",
+            "--dry-run",
+            "--target",
+            "gfx90a",
+            "--root",
+        ])
         .arg(tmp.path())
         .env("DPKG_RUNNING_VERSION", "1.21.22"));
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -71,15 +84,39 @@ fn via_apt_names_a_manifest_no_package_owns() {
     let tmp = tempfile::tempdir().expect("tmp");
     root_with_unowned_manifest(tmp.path());
     let o = run(fetch()
-        .args(["install", "--via", "apt", "--dry-run", "--target", "gfx90a", "--root"])
+        .args([
+            "install",
+            "--via",
+            "apt",
+            "--dry-run",
+            "--target",
+            "gfx90a",
+            "--root",
+        ])
         .arg(tmp.path()));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
-    assert!(err.contains("no installed package owns") && err.contains("libdemo.kpm"), "{err}");
-    assert!(text(&o.stdout).starts_with("nothing to install"), "{}", text(&o.stdout));
+    assert!(
+        err.contains("no installed package owns") && err.contains("libdemo.kpm"),
+        "{err}"
+    );
+    assert!(
+        text(&o.stdout).starts_with("nothing to install"),
+        "{}",
+        text(&o.stdout)
+    );
     // --json carries the same.
     let o = run(fetch()
-        .args(["install", "--via", "apt", "--dry-run", "--json", "--target", "gfx90a", "--root"])
+        .args([
+            "install",
+            "--via",
+            "apt",
+            "--dry-run",
+            "--json",
+            "--target",
+            "gfx90a",
+            "--root",
+        ])
         .arg(tmp.path()));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["plan"]["packages"], serde_json::json!([]));
@@ -90,14 +127,30 @@ fn via_apt_names_a_manifest_no_package_owns() {
 fn python_with_no_device_extras_installs_nothing() {
     let tmp = tempfile::tempdir().expect("tmp");
     let o = run(fetch()
-        .args(["install", "--python", "--dry-run", "--target", "gfx1100", "--no-default-prefixes", "--prefix"])
+        .args([
+            "install",
+            "--python",
+            "--dry-run",
+            "--target",
+            "gfx1100",
+            "--no-default-prefixes",
+            "--prefix",
+        ])
         .arg(tmp.path())
         .args(["--python-exe", "python3"]));
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).starts_with("nothing to install"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).starts_with("nothing to install"),
+        "{}",
+        text(&o.stdout)
+    );
     let o = run(fetch()
         .args(["install", "--python", "--target", "gfx1100", "--python-exe"])
         .arg(tmp.path().join("no-such-python")));
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("cannot run"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("cannot run"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -20,13 +20,21 @@ fn bin() -> &'static str {
 #[test]
 fn deb_triggers_declare_noawait_interest_in_kpack_directories() {
     let text = fs::read_to_string(templates().join("deb/triggers")).expect("read");
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
     assert!(lines.len() >= 5, "{text}");
     for l in &lines {
-        let path = l.strip_prefix("interest-noawait /").unwrap_or_else(|| panic!("not a noawait interest: {l}"));
+        let path = l
+            .strip_prefix("interest-noawait /")
+            .unwrap_or_else(|| panic!("not a noawait interest: {l}"));
         assert!(!path.contains(' ') && !path.ends_with('/'), "{l}");
     }
-    assert!(lines.contains(&"interest-noawait /usr/lib/x86_64-linux-gnu/.kpack"), "{text}");
+    assert!(
+        lines.contains(&"interest-noawait /usr/lib/x86_64-linux-gnu/.kpack"),
+        "{text}"
+    );
     assert!(lines.contains(&"interest-noawait /opt"), "{text}");
 }
 
@@ -35,11 +43,27 @@ fn deb_triggers_declare_noawait_interest_in_kpack_directories() {
 /// exit 0 whatever the fetcher does.
 #[test]
 fn hook_scripts_parse_and_run_file_mode_only() {
-    for name in ["deb/postinst", "rpm/transfiletriggerin.sh", "rpm/filetriggerpostun.sh"] {
+    for name in [
+        "deb/postinst",
+        "rpm/transfiletriggerin.sh",
+        "rpm/filetriggerpostun.sh",
+    ] {
         let script = fs::read_to_string(templates().join(name)).expect("read");
-        let o = Command::new("sh").arg("-n").arg(templates().join(name)).output().expect("sh");
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
-        let code: String = script.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
+        let o = Command::new("sh")
+            .arg("-n")
+            .arg(templates().join(name))
+            .output()
+            .expect("sh");
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let code: String = script
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
         for forbidden in ["apt-get", "apt ", "dpkg ", "rpm ", "dnf", "--via"] {
             assert!(!code.contains(forbidden), "{name}: {forbidden:?} in {code}");
         }
@@ -51,7 +75,10 @@ fn hook_scripts_parse_and_run_file_mode_only() {
     fs::write(&fake, "#!/bin/sh\necho \"called: $*\"\nexit 7\n").expect("write");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).expect("chmod");
-    for args in [&["configure", "0.0"][..], &["triggered", "/usr/lib/x86_64-linux-gnu/.kpack /opt"][..]] {
+    for args in [
+        &["configure", "0.0"][..],
+        &["triggered", "/usr/lib/x86_64-linux-gnu/.kpack /opt"][..],
+    ] {
         let o = Command::new("sh")
             .arg(templates().join("deb/postinst"))
             .args(args)
@@ -62,7 +89,10 @@ fn hook_scripts_parse_and_run_file_mode_only() {
         assert!(o.status.success(), "{args:?}: {out}");
         assert!(out.starts_with("called: trigger"), "{out}");
         if args[0] == "triggered" {
-            assert_eq!(out.trim(), "called: trigger -- /usr/lib/x86_64-linux-gnu/.kpack /opt");
+            assert_eq!(
+                out.trim(),
+                "called: trigger -- /usr/lib/x86_64-linux-gnu/.kpack /opt"
+            );
         }
     }
 }
@@ -93,20 +123,30 @@ fn trigger_never_fails_and_says_one_line() {
             input.write_all(stdin.as_bytes()).expect("write stdin");
         }
         let out = child.wait_with_output().expect("wait");
-        (out.status.code().expect("exit code"), String::from_utf8_lossy(&out.stdout).into_owned())
+        (
+            out.status.code().expect("exit code"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     };
     let (code, out) = run(&["--stdin"], "/opt/rocm/lib/librocrand.so.1\n", &[]);
     assert_eq!((code, out.as_str()), (0, ""), "no manifest, nothing done");
     let (code, out) = run(&[], "", &[("ROCM_KPACK_FETCH_SKIP", "1")]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("rocm-kpack-fetch: ROCM_KPACK_FETCH_SKIP=1"), "{out}");
+    assert!(
+        out.starts_with("rocm-kpack-fetch: ROCM_KPACK_FETCH_SKIP=1"),
+        "{out}"
+    );
     // A prefix with a manifest, on a machine without GPU.
     let dir = tempfile::tempdir().expect("tmp");
     let kdir = dir.path().join(".kpack");
     fs::create_dir_all(&kdir).expect("mkdir");
     let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/cpu-only");
     let sysfs = sysfs.to_str().expect("utf-8");
-    let (code, out) = run(&["--no-systemd", kdir.to_str().expect("utf-8")], "", &[("ROCM_KPACK_SYSFS_ROOT", sysfs)]);
+    let (code, out) = run(
+        &["--no-systemd", kdir.to_str().expect("utf-8")],
+        "",
+        &[("ROCM_KPACK_SYSFS_ROOT", sysfs)],
+    );
     assert_eq!(code, 0, "{out}");
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.contains("no AMD GPU found"), "{out}");
@@ -146,7 +186,10 @@ fn systemd_units_verify() {
     );
     let service = fs::read_to_string(&units[0]).expect("read");
     assert!(service.contains("ExecStart=/usr/bin/rocm-kpack-fetch install --auto"));
-    assert!(service.contains("SuccessExitStatus=3"), "no GPU is not a failure");
+    assert!(
+        service.contains("SuccessExitStatus=3"),
+        "no GPU is not a failure"
+    );
 }
 
 #[test]
@@ -154,14 +197,29 @@ fn example_sources_file_is_valid() {
     let root = tempfile::tempdir().expect("tempdir");
     let d = root.path().join("etc/rocm-kpack/sources.d");
     fs::create_dir_all(&d).expect("mkdir");
-    fs::copy(templates().join("sources.d/50-example.toml"), d.join("50-example.toml")).expect("copy");
+    fs::copy(
+        templates().join("sources.d/50-example.toml"),
+        d.join("50-example.toml"),
+    )
+    .expect("copy");
     let out = Command::new(bin())
-        .args(["install", "--target", "gfx90a", "--dry-run", "--json", "--root"])
+        .args([
+            "install",
+            "--target",
+            "gfx90a",
+            "--dry-run",
+            "--json",
+            "--root",
+        ])
         .arg(root.path())
         .env("ROCM_KPACK_PYTHON", "")
         .output()
         .expect("run");
     assert!(out.status.success());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(json["warnings"], serde_json::json!([]), "the example parses cleanly");
+    assert_eq!(
+        json["warnings"],
+        serde_json::json!([]),
+        "the example parses cleanly"
+    );
 }

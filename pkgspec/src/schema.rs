@@ -601,9 +601,16 @@ mod tests {
         let e = err("[fetch]\nsource_url = \"ftp://x\"\n");
         assert!(e.contains("line 2") && e.contains("source_url"), "{e}");
         let e = err("[fetch]\nsource_url = \"https://x\"\n[version]\nsuffix = \"KPACK\"\n");
-        assert!(e.contains("line 4, column 10") && e.contains("version.suffix"), "{e}");
-        let e = err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
-        assert!(e.contains("line 1") && e.contains("mutually exclusive"), "{e}");
+        assert!(
+            e.contains("line 4, column 10") && e.contains("version.suffix"),
+            "{e}"
+        );
+        let e =
+            err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
+        assert!(
+            e.contains("line 1") && e.contains("mutually exclusive"),
+            "{e}"
+        );
     }
 
     #[test]

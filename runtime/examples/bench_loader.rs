@@ -29,16 +29,21 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rocm_kpack_format::layout;
-use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::layout;
 use rocm_kpack_format::marker::Marker;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let target_arg = opt("--target");
     let _tmp;
     let archives: Vec<PathBuf> = if let Some(fat) = opt("--from-fat") {
@@ -51,7 +56,10 @@ fn main() -> AnyResult<()> {
         };
         archives_from_fat(Path::new(&fat), &out)?
     } else {
-        let p = PathBuf::from(args.first().ok_or("usage: bench_loader <archive|dir> | --from-fat <elf>")?);
+        let p = PathBuf::from(
+            args.first()
+                .ok_or("usage: bench_loader <archive|dir> | --from-fat <elf>")?,
+        );
         if p.is_dir() {
             let mut v: Vec<PathBuf> = std::fs::read_dir(&p)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -83,7 +91,12 @@ fn main() -> AnyResult<()> {
     }
     let (path, target, count) = best.ok_or("target not found in any archive")?;
     let size = std::fs::metadata(&path)?.len();
-    println!("archive  {} ({:.1} MiB, {} archives in the set)", path.display(), mib(size), archives.len());
+    println!(
+        "archive  {} ({:.1} MiB, {} archives in the set)",
+        path.display(),
+        mib(size),
+        archives.len()
+    );
     println!("target   {target}: {count} code objects");
 
     // Page cache warm-up: read the file once.
@@ -134,7 +147,9 @@ fn main() -> AnyResult<()> {
     let first = median((0..21).map(|_| {
         let t = Instant::now();
         let cache = Cache::with_config(config.clone());
-        let co = cache.load_code_object(m0, &binary, *c0, &[target.as_str()]).map(|c| c.data.len());
+        let co = cache
+            .load_code_object(m0, &binary, *c0, &[target.as_str()])
+            .map(|c| c.data.len());
         let d = t.elapsed();
         assert!(co.is_ok(), "first load failed: {co:?}");
         d
@@ -189,18 +204,25 @@ fn main() -> AnyResult<()> {
     if let Some(host) = opt("--binary") {
         let host = PathBuf::from(host);
         let elf = std::fs::read(&host)?;
-        let marker = Marker::parse(elf_section(&elf, ".rocm_kpack_ref").ok_or("no .rocm_kpack_ref")?)?;
+        let marker =
+            Marker::parse(elf_section(&elf, ".rocm_kpack_ref").ok_or("no .rocm_kpack_ref")?)?;
         let d = median((0..21).map(|_| {
             let t = Instant::now();
             let cache = Cache::with_config(config.clone());
             let co = cache.load_code_object(&marker, &host, 0, &[target.as_str()]);
             let d = t.elapsed();
-            assert!(co.is_ok(), "first load through the marker failed: {:?}", co.err());
+            assert!(
+                co.is_ok(),
+                "first load through the marker failed: {:?}",
+                co.err()
+            );
             d
         }));
         println!(
             "first    through {}'s marker and manifest: {:.3} ms",
-            host.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            host.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             ms(d)
         );
     }
@@ -244,7 +266,10 @@ fn main() -> AnyResult<()> {
     );
 
     // Throughput over every kernel of the archive, 1 vs 2 threads.
-    let every: Vec<(String, String)> = archive.entries().map(|(b, a, _)| (b.to_owned(), a.to_owned())).collect();
+    let every: Vec<(String, String)> = archive
+        .entries()
+        .map(|(b, a, _)| (b.to_owned(), a.to_owned()))
+        .collect();
     let out_bytes: u64 = archive.entries().map(|(_, _, e)| e.original_size).sum();
     for threads in [1usize, 2] {
         let d = best_of(3, || {
@@ -324,12 +349,14 @@ fn capi() -> &'static CApi {
                 p
             };
             CApi {
-                cache_create: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut kpack_cache_t) -> u32>(sym(
-                    "kpack_cache_create",
-                )),
-                cache_destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(kpack_cache_t)>(sym(
-                    "kpack_cache_destroy",
-                )),
+                cache_create: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut kpack_cache_t) -> u32,
+                >(sym("kpack_cache_create")),
+                cache_destroy: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(kpack_cache_t),
+                >(sym("kpack_cache_destroy")),
                 load: std::mem::transmute::<*mut c_void, LoadFn>(sym("kpack_load_code_object")),
                 free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(sym(
                     "kpack_free_code_object",
@@ -352,7 +379,16 @@ fn c_first_load(m: &Marker, binary: &Path, co: u32, target: &str) -> Duration {
     // SAFETY: valid pointers; buffers released once.
     unsafe {
         (api.cache_create)(&mut cache);
-        let rc = (api.load)(cache, marker.as_ptr().cast(), bin.as_ptr(), co, list.as_ptr(), 1, &mut out, &mut n);
+        let rc = (api.load)(
+            cache,
+            marker.as_ptr().cast(),
+            bin.as_ptr(),
+            co,
+            list.as_ptr(),
+            1,
+            &mut out,
+            &mut n,
+        );
         let d = t.elapsed();
         assert_eq!(rc, rocm_kpack_format::ErrorCode::Success as u32);
         (api.free)(out);
@@ -363,7 +399,10 @@ fn c_first_load(m: &Marker, binary: &Path, co: u32, target: &str) -> Duration {
 
 fn c_load_all(requests: &[(Marker, u32)], binary: &Path, target: &str) -> Duration {
     let api = capi();
-    let markers: Vec<Vec<u8>> = requests.iter().map(|(m, _)| m.to_msgpack().expect("marker")).collect();
+    let markers: Vec<Vec<u8>> = requests
+        .iter()
+        .map(|(m, _)| m.to_msgpack().expect("marker"))
+        .collect();
     let bin = CString::new(binary.display().to_string()).expect("path");
     let arch = CString::new(target).expect("arch");
     let list: [*const c_char; 1] = [arch.as_ptr()];
@@ -374,11 +413,29 @@ fn c_load_all(requests: &[(Marker, u32)], binary: &Path, target: &str) -> Durati
         // Open the archive outside the timed loop, like the Rust run.
         let mut out: *mut c_void = std::ptr::null_mut();
         let mut n = 0usize;
-        (api.load)(cache, markers[0].as_ptr().cast(), bin.as_ptr(), requests[0].1, list.as_ptr(), 1, &mut out, &mut n);
+        (api.load)(
+            cache,
+            markers[0].as_ptr().cast(),
+            bin.as_ptr(),
+            requests[0].1,
+            list.as_ptr(),
+            1,
+            &mut out,
+            &mut n,
+        );
         (api.free)(out);
         let t = Instant::now();
         for (m, (_, co)) in markers.iter().zip(requests) {
-            let rc = (api.load)(cache, m.as_ptr().cast(), bin.as_ptr(), *co, list.as_ptr(), 1, &mut out, &mut n);
+            let rc = (api.load)(
+                cache,
+                m.as_ptr().cast(),
+                bin.as_ptr(),
+                *co,
+                list.as_ptr(),
+                1,
+                &mut out,
+                &mut n,
+            );
             assert_eq!(rc, rocm_kpack_format::ErrorCode::Success as u32);
             (api.free)(out);
         }
@@ -391,9 +448,13 @@ fn c_load_all(requests: &[(Marker, u32)], binary: &Path, target: &str) -> Durati
 /// The zstd frames (and decompressed sizes) of the target's code objects,
 /// read straight from the file's zstd region.
 fn zstd_frames(path: &Path, archive: &Archive, target: &str) -> AnyResult<Vec<(Vec<u8>, usize)>> {
-    let (off, len) = archive.zstd_region().ok_or("archive is not zstd-per-kernel")?;
+    let (off, len) = archive
+        .zstd_region()
+        .ok_or("archive is not zstd-per-kernel")?;
     let bytes = std::fs::read(path)?;
-    let region = bytes.get(off as usize..(off + len) as usize).ok_or("region out of range")?;
+    let region = bytes
+        .get(off as usize..(off + len) as usize)
+        .ok_or("region out of range")?;
     let count = u32::from_le_bytes(region.get(0..4).ok_or("short")?.try_into()?) as usize;
     let mut spans = Vec::with_capacity(count);
     let mut pos = 4usize;
@@ -411,8 +472,14 @@ fn zstd_frames(path: &Path, archive: &Archive, target: &str) -> AnyResult<Vec<(V
     entries
         .into_iter()
         .map(|(ord, size)| {
-            let (s, n) = spans.get(ord as usize).copied().ok_or("ordinal out of range")?;
-            Ok((region.get(s..s + n).ok_or("frame out of range")?.to_vec(), size as usize))
+            let (s, n) = spans
+                .get(ord as usize)
+                .copied()
+                .ok_or("ordinal out of range")?;
+            Ok((
+                region.get(s..s + n).ok_or("frame out of range")?.to_vec(),
+                size as usize,
+            ))
         })
         .collect()
 }
@@ -424,7 +491,11 @@ fn archives_from_fat(elf: &Path, out: &Path) -> AnyResult<Vec<PathBuf>> {
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let section = elf_section(&map, ".hip_fatbin").ok_or("no .hip_fatbin section")?;
     let bundles = rocm_kpack_format::bundle::parse_fatbin(section)?;
-    let name = elf.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
+    let name = elf
+        .file_name()
+        .ok_or("no file name")?
+        .to_string_lossy()
+        .into_owned();
     let mut by_target: std::collections::BTreeMap<String, Vec<(usize, &[u8])>> = Default::default();
     for (i, b) in bundles.iter().enumerate() {
         for (t, data) in b.code_objects() {
@@ -435,7 +506,10 @@ fn archives_from_fat(elf: &Path, out: &Path) -> AnyResult<Vec<PathBuf>> {
     let t = Instant::now();
     let mut paths = Vec::new();
     for (target, objects) in by_target {
-        let p = out.join(layout::archive_file_name("bench", &target.replace(':', "_")));
+        let p = out.join(layout::archive_file_name(
+            "bench",
+            &target.replace(':', "_"),
+        ));
         let f = std::io::BufWriter::new(std::fs::File::create(&p)?);
         let mut w = ArchiveWriter::new(f, "bench", &target, CompressionScheme::ZstdPerKernel, 3)?;
         for (i, data) in objects {
@@ -444,7 +518,12 @@ fn archives_from_fat(elf: &Path, out: &Path) -> AnyResult<Vec<PathBuf>> {
         w.finish()?;
         paths.push(p);
     }
-    eprintln!("wrote {} archives from {} bundles in {:.1} s", paths.len(), bundles.len(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {} archives from {} bundles in {:.1} s",
+        paths.len(),
+        bundles.len(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(paths)
 }
 

@@ -4,7 +4,8 @@
 //!
 //! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack --test detect` rewrites
 //! each fixture's expected.json; review the diff before committing.
-#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
+#![allow(clippy::unwrap_used)]
+// tests: a panic is the failure report
 // Linux only: KFD sysfs exists only there, and the golden outputs hold
 // Linux's error texts ("No such file or directory"); under Wine 6 of these
 // tests differ only in those texts.

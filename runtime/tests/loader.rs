@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capi_support::*;
-use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack::{Error, ErrorCode};
+use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 
 fn cache() -> Cache {
     Cache::with_config(LoaderConfig::default())
@@ -57,7 +57,10 @@ fn manifest_resolves_family_archive() {
         .expect("load");
     assert_eq!(got.data, b"co1 gfx1100");
     assert_eq!(got.arch, "gfx1100");
-    assert_eq!(fs::canonicalize(&got.archive_path).ok(), fs::canonicalize(&a).ok());
+    assert_eq!(
+        fs::canonicalize(&got.archive_path).ok(),
+        fs::canonicalize(&a).ok()
+    );
     assert_eq!(load(&c, &l, 0, &["gfx1101"]).expect("load"), b"co0 gfx1101");
     // One archive, opened once, shared by both requests.
     assert_eq!(c.open_archive_count(), 1);
@@ -66,8 +69,15 @@ fn manifest_resolves_family_archive() {
 #[test]
 fn missing_manifest_falls_through_to_the_pattern() {
     let l = Layout::new();
-    l.archive("gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"per-target".to_vec())]);
-    assert_eq!(load(&cache(), &l, 0, &["gfx1100"]).expect("load"), b"per-target");
+    l.archive(
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"per-target".to_vec())],
+    );
+    assert_eq!(
+        load(&cache(), &l, 0, &["gfx1100"]).expect("load"),
+        b"per-target"
+    );
 }
 
 #[test]
@@ -83,7 +93,10 @@ fn per_processor_archives_are_found_through_the_pattern_alone() {
         COMPONENT,
         "gfx90X",
         Zstd,
-        &[kernel(&key(0), "gfx90a:xnack+", b"xnack on".to_vec()), kernel(&key(0), "gfx90a:xnack-", b"xnack off".to_vec())],
+        &[
+            kernel(&key(0), "gfx90a:xnack+", b"xnack on".to_vec()),
+            kernel(&key(0), "gfx90a:xnack-", b"xnack off".to_vec()),
+        ],
     );
     write_archive(
         &l.kpack("foo_gfx11-generic.kpack"),
@@ -93,20 +106,41 @@ fn per_processor_archives_are_found_through_the_pattern_alone() {
         &[kernel(&key(0), "gfx11-generic", b"generic".to_vec())],
     );
     let c = cache();
-    assert_eq!(load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack-"), b"xnack off");
-    assert_eq!(load(&c, &l, 0, &["gfx90a:sramecc+:xnack+"]).expect("xnack+"), b"xnack on");
+    assert_eq!(
+        load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack-"),
+        b"xnack off"
+    );
+    assert_eq!(
+        load(&c, &l, 0, &["gfx90a:sramecc+:xnack+"]).expect("xnack+"),
+        b"xnack on"
+    );
     // No feature-free build: a device that has not settled xnack finds none.
     assert_eq!(code(load(&c, &l, 0, &["gfx90a"])), ErrorCode::ArchNotFound);
     // A processor without native code falls back to its generic ISA's archive.
-    assert_eq!(load(&c, &l, 0, &["gfx1151", "gfx11-generic"]).expect("generic"), b"generic");
+    assert_eq!(
+        load(&c, &l, 0, &["gfx1151", "gfx11-generic"]).expect("generic"),
+        b"generic"
+    );
     // A manifest that lists only other archives (the last of several shards
     // overlaid) does not hide them.
     let other = l.kpack("foo_gfx1030.kpack");
-    write_archive(&other, COMPONENT, "gfx103X", Zstd, &[kernel(&key(0), "gfx1030", b"rdna2".to_vec())]);
+    write_archive(
+        &other,
+        COMPONENT,
+        "gfx103X",
+        Zstd,
+        &[kernel(&key(0), "gfx1030", b"rdna2".to_vec())],
+    );
     l.manifest(&[(&other, "gfx103X", &["gfx1030"])]);
     let c = cache();
-    assert_eq!(load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack- with manifest"), b"xnack off");
-    assert_eq!(load(&c, &l, 0, &["gfx1100", "gfx11-generic"]).expect("generic with manifest"), b"generic");
+    assert_eq!(
+        load(&c, &l, 0, &["gfx90a:xnack-"]).expect("xnack- with manifest"),
+        b"xnack off"
+    );
+    assert_eq!(
+        load(&c, &l, 0, &["gfx1100", "gfx11-generic"]).expect("generic with manifest"),
+        b"generic"
+    );
     assert_eq!(load(&c, &l, 0, &["gfx1030"]).expect("listed"), b"rdna2");
 }
 
@@ -117,14 +151,27 @@ fn stale_manifest_falls_through_to_the_pattern() {
     let l = Layout::new();
     let other = l.archive("gfx90X", Plain, &[kernel(&key(0), "gfx90a", b"x".to_vec())]);
     let gone = l.kpack("foo_gone.kpack");
-    l.archive("gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"from pattern".to_vec())]);
+    l.archive(
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"from pattern".to_vec())],
+    );
     fs::write(&gone, b"").expect("placeholder");
-    l.manifest(&[(&gone, "gfx110X", &["gfx1100"]), (&other, "gfx90X", &["gfx1100", "gfx90a"])]);
+    l.manifest(&[
+        (&gone, "gfx110X", &["gfx1100"]),
+        (&other, "gfx90X", &["gfx1100", "gfx90a"]),
+    ]);
     fs::remove_file(&gone).expect("rm");
-    assert_eq!(load(&cache(), &l, 0, &["gfx1100"]).expect("load"), b"from pattern");
+    assert_eq!(
+        load(&cache(), &l, 0, &["gfx1100"]).expect("load"),
+        b"from pattern"
+    );
     // A manifest that is not a manifest is skipped the same way.
     fs::write(l.kpack("foo.kpm"), b"\xc1garbage").expect("write");
-    assert_eq!(load(&cache(), &l, 0, &["gfx1100"]).expect("load"), b"from pattern");
+    assert_eq!(
+        load(&cache(), &l, 0, &["gfx1100"]).expect("load"),
+        b"from pattern"
+    );
 }
 
 #[test]
@@ -147,9 +194,15 @@ fn manifest_listing_a_missing_archive_is_archive_not_found() {
     // (a device package missing): that is a missing archive, not a missing arch.
     let (l, a) = family_layout();
     fs::remove_file(&a).expect("rm");
-    assert_eq!(code(load(&cache(), &l, 0, &["gfx1100"])), ErrorCode::ArchiveNotFound);
+    assert_eq!(
+        code(load(&cache(), &l, 0, &["gfx1100"])),
+        ErrorCode::ArchiveNotFound
+    );
     // ...while an arch the manifest does not list is a missing arch.
-    assert_eq!(code(load(&cache(), &l, 0, &["gfx90a"])), ErrorCode::ArchNotFound);
+    assert_eq!(
+        code(load(&cache(), &l, 0, &["gfx90a"])),
+        ErrorCode::ArchNotFound
+    );
 }
 
 #[test]
@@ -168,13 +221,20 @@ fn nothing_openable_is_archive_not_found_listing_the_paths() {
     let Error::ArchiveNotFound { searched } = err else {
         panic!("unexpected {err:?}");
     };
-    assert!(searched.iter().any(|s| s.contains("foo_gfx1100.kpack (")), "{searched:?}");
+    assert!(
+        searched.iter().any(|s| s.contains("foo_gfx1100.kpack (")),
+        "{searched:?}"
+    );
 }
 
 #[test]
 fn xnack_device_uses_plain_code_object() {
     let l = Layout::new();
-    l.archive("gfx90a", Plain, &[kernel(&key(0), "gfx90a", b"plain".to_vec())]);
+    l.archive(
+        "gfx90a",
+        Plain,
+        &[kernel(&key(0), "gfx90a", b"plain".to_vec())],
+    );
     let c = cache();
     for device in ["gfx90a:xnack+", "gfx90a:xnack-", "gfx90a"] {
         let got = c
@@ -190,24 +250,41 @@ fn feature_code_object_needs_the_same_setting() {
     let l = Layout::new();
     // Only an xnack+ build, installed under the processor name the way
     // device packages do.
-    l.archive("gfx90a", Plain, &[kernel(&key(0), "gfx90a:xnack+", b"xnack on".to_vec())]);
+    l.archive(
+        "gfx90a",
+        Plain,
+        &[kernel(&key(0), "gfx90a:xnack+", b"xnack on".to_vec())],
+    );
     let c = cache();
-    assert_eq!(load(&c, &l, 0, &["gfx90a:xnack+"]).expect("same setting"), b"xnack on");
-    assert_eq!(code(load(&c, &l, 0, &["gfx90a:xnack-"])), ErrorCode::ArchNotFound);
+    assert_eq!(
+        load(&c, &l, 0, &["gfx90a:xnack+"]).expect("same setting"),
+        b"xnack on"
+    );
+    assert_eq!(
+        code(load(&c, &l, 0, &["gfx90a:xnack-"])),
+        ErrorCode::ArchNotFound
+    );
     assert_eq!(code(load(&c, &l, 0, &["gfx90a"])), ErrorCode::ArchNotFound);
 }
 
 #[test]
 fn most_specific_variant_wins_over_archive_order() {
     let l = Layout::new();
-    let generic = l.archive("gfx942", Plain, &[kernel(&key(0), "gfx942", b"any".to_vec())]);
+    let generic = l.archive(
+        "gfx942",
+        Plain,
+        &[kernel(&key(0), "gfx942", b"any".to_vec())],
+    );
     let specific = l.archive(
         "gfx94X",
         Plain,
         &[kernel(&key(0), "gfx942:sramecc+", b"sramecc on".to_vec())],
     );
     // The manifest lists the less specific archive first.
-    l.manifest(&[(&generic, "gfx942", &["gfx942"]), (&specific, "gfx94X", &["gfx942:sramecc+"])]);
+    l.manifest(&[
+        (&generic, "gfx942", &["gfx942"]),
+        (&specific, "gfx94X", &["gfx942:sramecc+"]),
+    ]);
     let got = cache()
         .load_code_object(&l.marker(), &l.binary(), 0, &["gfx942:sramecc+:xnack-"])
         .expect("load");
@@ -227,18 +304,45 @@ fn triple_prefix_is_accepted() {
 #[test]
 fn arch_priority_comes_before_archive_order() {
     let l = Layout::new();
-    let first = l.archive("gfx90X", Plain, &[kernel(&key(0), "gfx906", b"906".to_vec())]);
-    let second = l.archive("gfx110X", Plain, &[kernel(&key(0), "gfx1100", b"1100".to_vec())]);
-    l.manifest(&[(&first, "gfx90X", &["gfx906"]), (&second, "gfx110X", &["gfx1100"])]);
+    let first = l.archive(
+        "gfx90X",
+        Plain,
+        &[kernel(&key(0), "gfx906", b"906".to_vec())],
+    );
+    let second = l.archive(
+        "gfx110X",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"1100".to_vec())],
+    );
+    l.manifest(&[
+        (&first, "gfx90X", &["gfx906"]),
+        (&second, "gfx110X", &["gfx1100"]),
+    ]);
     let c = cache();
-    assert_eq!(load(&c, &l, 0, &["gfx1100", "gfx906"]).expect("load"), b"1100");
-    assert_eq!(load(&c, &l, 0, &["gfx906", "gfx1100"]).expect("load"), b"906");
+    assert_eq!(
+        load(&c, &l, 0, &["gfx1100", "gfx906"]).expect("load"),
+        b"1100"
+    );
+    assert_eq!(
+        load(&c, &l, 0, &["gfx906", "gfx1100"]).expect("load"),
+        b"906"
+    );
     // Generic ISAs are entries of their own, after the native one.
     let g = Layout::new();
-    g.archive("gfx11-generic", Zstd, &[kernel(&key(0), "gfx11-generic", b"generic".to_vec())]);
-    assert_eq!(load(&c, &g, 0, &["gfx1100", "gfx11-generic"]).expect("load"), b"generic");
+    g.archive(
+        "gfx11-generic",
+        Zstd,
+        &[kernel(&key(0), "gfx11-generic", b"generic".to_vec())],
+    );
+    assert_eq!(
+        load(&c, &g, 0, &["gfx1100", "gfx11-generic"]).expect("load"),
+        b"generic"
+    );
     // Nothing for gfx1100 alone: no archive to open at all.
-    assert_eq!(code(load(&c, &g, 0, &["gfx1100"])), ErrorCode::ArchiveNotFound);
+    assert_eq!(
+        code(load(&c, &g, 0, &["gfx1100"])),
+        ErrorCode::ArchiveNotFound
+    );
 }
 
 #[test]
@@ -246,19 +350,33 @@ fn first_archive_holding_the_arch_decides() {
     // Both archives hold gfx1100; the first lacks this binary's kernel. The
     // first decides (KERNEL_NOT_FOUND), the second is never consulted.
     let l = Layout::new();
-    let a = l.archive("a", Plain, &[kernel("lib/other.so#0", "gfx1100", b"other".to_vec())]);
+    let a = l.archive(
+        "a",
+        Plain,
+        &[kernel("lib/other.so#0", "gfx1100", b"other".to_vec())],
+    );
     let b = l.archive("b", Plain, &[kernel(&key(0), "gfx1100", b"ours".to_vec())]);
     l.manifest(&[(&a, "a", &["gfx1100"]), (&b, "b", &["gfx1100"])]);
-    assert_eq!(code(load(&cache(), &l, 0, &["gfx1100"])), ErrorCode::KernelNotFound);
+    assert_eq!(
+        code(load(&cache(), &l, 0, &["gfx1100"])),
+        ErrorCode::KernelNotFound
+    );
     // co_index selects the key: #3 exists nowhere.
     let (f, _) = family_layout();
-    assert_eq!(code(load(&cache(), &f, 3, &["gfx1100"])), ErrorCode::KernelNotFound);
+    assert_eq!(
+        code(load(&cache(), &f, 3, &["gfx1100"])),
+        ErrorCode::KernelNotFound
+    );
 }
 
 #[test]
 fn corrupt_payload_of_the_deciding_archive_is_reported() {
     let l = Layout::new();
-    let a = l.archive("gfx1100", Zstd, &[kernel(&key(0), "gfx1100", vec![7u8; 4096])]);
+    let a = l.archive(
+        "gfx1100",
+        Zstd,
+        &[kernel(&key(0), "gfx1100", vec![7u8; 4096])],
+    );
     let mut bytes = fs::read(&a).expect("read");
     let archive = rocm_kpack_format::archive::Archive::open(&a).expect("open");
     let (zoff, _) = archive.zstd_region().expect("zstd");
@@ -268,7 +386,10 @@ fn corrupt_payload_of_the_deciding_archive_is_reported() {
     bytes[at] ^= 0xff;
     bytes[at + 1] ^= 0xff;
     fs::write(&a, &bytes).expect("write");
-    assert_eq!(code(load(&cache(), &l, 0, &["gfx1100"])), ErrorCode::DecompressionFailed);
+    assert_eq!(
+        code(load(&cache(), &l, 0, &["gfx1100"])),
+        ErrorCode::DecompressionFailed
+    );
 }
 
 #[test]
@@ -276,7 +397,13 @@ fn path_override_replaces_every_search_path() {
     let (l, _) = family_layout();
     let elsewhere = tempfile::tempdir().expect("tmp");
     let other = elsewhere.path().join("x.kpack");
-    write_archive(&other, "x", "gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"override".to_vec())]);
+    write_archive(
+        &other,
+        "x",
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"override".to_vec())],
+    );
     let c = Cache::with_config(LoaderConfig {
         path_override: Some(vec![PathBuf::from("/nonexistent/a.kpack"), other.clone()]),
         path_prefix: vec![l.kpack("foo_gfx110X.kpack")],
@@ -292,7 +419,13 @@ fn path_prefix_is_searched_first() {
     let (l, _) = family_layout();
     let elsewhere = tempfile::tempdir().expect("tmp");
     let other = elsewhere.path().join("x.kpack");
-    write_archive(&other, "x", "gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"prefix".to_vec())]);
+    write_archive(
+        &other,
+        "x",
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"prefix".to_vec())],
+    );
     let c = Cache::with_config(LoaderConfig {
         path_prefix: vec![PathBuf::from("/nonexistent/p.kpack"), other],
         ..LoaderConfig::default()
@@ -309,12 +442,18 @@ fn disabled_and_arch_override() {
         disabled: true,
         ..LoaderConfig::default()
     });
-    assert_eq!(code(load(&off, &l, 0, &["gfx1100"])), ErrorCode::NotImplemented);
+    assert_eq!(
+        code(load(&off, &l, 0, &["gfx1100"])),
+        ErrorCode::NotImplemented
+    );
     let over = Cache::with_config(LoaderConfig {
         arch_override: Some(vec!["gfx1101".into()]),
         ..LoaderConfig::default()
     });
-    assert_eq!(load(&over, &l, 0, &["gfx1100"]).expect("load"), b"co0 gfx1101");
+    assert_eq!(
+        load(&over, &l, 0, &["gfx1100"]).expect("load"),
+        b"co0 gfx1101"
+    );
 }
 
 // Unix only: the symlinks are what Debian/RPM device packages install;
@@ -341,7 +480,7 @@ fn bad_markers_are_invalid_metadata() {
         b"",
         b"this is not valid msgpack data!",
         b"\x91\xa1x",                                              // array, not map
-        b"\x81\xabkernel_name\xa3lib",                              // no search paths
+        b"\x81\xabkernel_name\xa3lib",                             // no search paths
         b"\x82\xb2kpack_search_paths\x90\xabkernel_name\xa1x",     // empty paths
         b"\x82\xb2kpack_search_paths\xa1x\xabkernel_name\xa1x",    // paths not array
         b"\x82\xb2kpack_search_paths\x91\xa1x\xabkernel_name\x05", // name not str
@@ -350,8 +489,13 @@ fn bad_markers_are_invalid_metadata() {
         let err = parse_marker(bytes).expect_err("must fail");
         assert_eq!(err.code(), ErrorCode::InvalidMetadata, "{bytes:?}: {err}");
     }
-    let good = marker("lib/x.so", &["a.kpack"]).to_msgpack().expect("encode");
-    assert_eq!(parse_marker(&good).expect("parses"), marker("lib/x.so", &["a.kpack"]));
+    let good = marker("lib/x.so", &["a.kpack"])
+        .to_msgpack()
+        .expect("encode");
+    assert_eq!(
+        parse_marker(&good).expect("parses"),
+        marker("lib/x.so", &["a.kpack"])
+    );
     // Read through a raw pointer: exactly the value's bytes, trailing data ignored.
     let mut padded = good.clone();
     padded.extend_from_slice(b"\xc1\xc1 trailing junk");
@@ -387,13 +531,22 @@ fn sixteen_threads_load_from_one_cache() {
     let deadline = Instant::now() + Duration::from_secs(2);
     let threads: Vec<_> = (0..16u64)
         .map(|t| {
-            let (cache, expected, marker, binary) = (cache.clone(), expected.clone(), marker.clone(), binary.clone());
+            let (cache, expected, marker, binary) = (
+                cache.clone(),
+                expected.clone(),
+                marker.clone(),
+                binary.clone(),
+            );
             std::thread::spawn(move || {
                 let mut rng = Rng::new(t);
                 let mut loads = 0u64;
                 while Instant::now() < deadline || loads < 50 {
                     // Even threads hammer one shared kernel, odd ones roam.
-                    let i = if t % 2 == 0 { 0 } else { rng.below(expected.len()) };
+                    let i = if t % 2 == 0 {
+                        0
+                    } else {
+                        rng.below(expected.len())
+                    };
                     let (co, arch, data) = &expected[i];
                     let got = cache
                         .load_code_object(&marker, &binary, *co, &[*arch])
@@ -418,6 +571,7 @@ fn discovers_binary_of_a_data_address() {
     assert_eq!(fs::canonicalize(&found.path).expect("canonical"), exe);
     assert!(found.offset > 0);
     let heap = Box::new(0u64);
-    let err = rocm_kpack::loader::discover_binary_path(&*heap as *const u64 as usize).expect_err("heap");
+    let err =
+        rocm_kpack::loader::discover_binary_path(&*heap as *const u64 as usize).expect_err("heap");
     assert_eq!(err.code(), ErrorCode::PathDiscoveryFailed);
 }

@@ -87,8 +87,8 @@ fn make_split(root: &Path, split: &Path, scheme: CompressionScheme) -> Result<f6
             compression: scheme,
             ..SplitBinaryOptions::default()
         };
-        let report = split_binary(elf, &scratch, &opts)
-            .map_err(|e| format!("{}: {e}", elf.display()))?;
+        let report =
+            split_binary(elf, &scratch, &opts).map_err(|e| format!("{}: {e}", elf.display()))?;
         if report.outcome == SplitOutcome::Split {
             fs::rename(&report.output, generic.join(rel)).map_err(|e| e.to_string())?;
             for a in &report.archives {
@@ -121,7 +121,10 @@ struct Comp {
 fn package_only(split: &Path, out: &Path, deb: &Path, c: &Comp) -> Result<(), String> {
     let t = Instant::now();
     let r = DebReader::open(deb).map_err(|e| e.to_string())?;
-    let mut opts = PackageOptions::new(PackageMeta::from_control(&r.control, r.control_files.clone()));
+    let mut opts = PackageOptions::new(PackageMeta::from_control(
+        &r.control,
+        r.control_files.clone(),
+    ));
     opts.formats = vec![Format::Deb];
     opts.compression = c.generic;
     opts.level = c.level;
@@ -203,7 +206,11 @@ fn main() -> ExitCode {
     let extracted = work.join("extracted");
     let split = work.join("split");
     let out = work.join("out");
-    let status = Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&extracted).status();
+    let status = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&extracted)
+        .status();
     if !status.is_ok_and(|s| s.success()) {
         eprintln!("dpkg-deb -x {} failed", deb.display());
         return ExitCode::FAILURE;
@@ -224,9 +231,11 @@ fn main() -> ExitCode {
     };
     let mut cmd = Command::new(exe);
     cmd.arg(&deb).arg("--package-only").arg(&split).arg(&out);
-    cmd.arg("--compression").arg(format!("{:?}", c.generic).to_lowercase());
+    cmd.arg("--compression")
+        .arg(format!("{:?}", c.generic).to_lowercase());
     if let Some(d) = c.device {
-        cmd.arg("--device-compression").arg(format!("{d:?}").to_lowercase());
+        cmd.arg("--device-compression")
+            .arg(format!("{d:?}").to_lowercase());
     }
     if let Some(l) = c.level {
         cmd.arg("--level").arg(l.to_string());
@@ -247,7 +256,10 @@ fn main() -> ExitCode {
     };
     let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
     let mut parts = line.split_whitespace();
-    let wall: f64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+    let wall: f64 = parts
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
     let rss: i64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(-1);
     let fat = fs::metadata(&deb).map(|m| m.len()).unwrap_or(0);
     println!("input            {}", deb.display());
@@ -265,7 +277,12 @@ fn main() -> ExitCode {
     let mut debs: Vec<(String, u64)> = fs::read_dir(&out)
         .map(|rd| {
             rd.filter_map(Result::ok)
-                .filter_map(|e| Some((e.file_name().to_string_lossy().into_owned(), e.metadata().ok()?.len())))
+                .filter_map(|e| {
+                    Some((
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.metadata().ok()?.len(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default();

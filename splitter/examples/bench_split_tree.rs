@@ -77,7 +77,12 @@ fn child(args: &[String]) -> anyhow::Result<()> {
 fn find_extracted(cache: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let dir = cache.join("extracted");
     let mut hits: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| anyhow::anyhow!("{}: {e}; run tests/scripts/fetch-debian-testdata.sh librocrand1 librocsparse0", dir.display()))?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {e}; run tests/scripts/fetch-debian-testdata.sh librocrand1 librocsparse0",
+                dir.display()
+            )
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -118,14 +123,30 @@ fn build_tree(cache: &Path, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
         std::os::unix::fs::symlink(file, root.join(lib).join(link))?;
         for doc in std::fs::read_dir(src.join("usr/share/doc"))?.flatten() {
             for f in std::fs::read_dir(doc.path())?.flatten() {
-                link_or_copy(&f.path(), &root.join("usr/share/doc").join(doc.file_name()).join(f.file_name()))?;
+                link_or_copy(
+                    &f.path(),
+                    &root
+                        .join("usr/share/doc")
+                        .join(doc.file_name())
+                        .join(f.file_name()),
+                )?;
             }
         }
         inputs.push(dst);
     }
     let fixtures = workspace().join("tests/fixtures/clang19");
-    for name in ["app_pie", "app_nopie", "app_rdc", "libfixture.so", "libmulti.so"] {
-        let dir = if name.starts_with("lib") { "lib" } else { "bin" };
+    for name in [
+        "app_pie",
+        "app_nopie",
+        "app_rdc",
+        "libfixture.so",
+        "libmulti.so",
+    ] {
+        let dir = if name.starts_with("lib") {
+            "lib"
+        } else {
+            "bin"
+        };
         let dst = root.join("opt/fixtures").join(dir).join(name);
         link_or_copy(&fixtures.join(name), &dst)?;
         inputs.push(dst);
@@ -176,7 +197,10 @@ fn parent(cache: Option<PathBuf>) -> anyhow::Result<()> {
             String::from_utf8_lossy(&o.stderr)
         );
         let text = String::from_utf8_lossy(&o.stdout);
-        let f: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let f: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         let [wall, cpu, rss, files, bytes_in, bytes_out] = f[..] else {
             anyhow::bail!("child printed {text:?}");
         };
@@ -209,7 +233,11 @@ fn parent(cache: Option<PathBuf>) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&out)?;
     }
     if let [one, two] = walls[..] {
-        println!("scaling 1 -> 2 threads: {:.2}x faster ({:.0}% parallel efficiency)", one / two, 50.0 * one / two);
+        println!(
+            "scaling 1 -> 2 threads: {:.2}x faster ({:.0}% parallel efficiency)",
+            one / two,
+            50.0 * one / two
+        );
     }
     Ok(())
 }

@@ -59,7 +59,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "m" => 20,
         "g" => 30,
         "t" => 40,
-        _ => return Err(format!("{text:?}: unknown unit (use K, M, G or T, e.g. 512M)")),
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit (use K, M, G or T, e.g. 512M)"
+            ))
+        }
     };
     let value: f64 = num
         .parse()

@@ -126,10 +126,15 @@ impl JobsArg {
     /// least [`rocm_kpack_splitter::budget::MIN_BUDGET`].
     pub fn memory(&self) -> anyhow::Result<Option<u64>> {
         use rocm_kpack_splitter::budget::{parse_size, MIN_BUDGET};
-        let Some(text) = &self.memory else { return Ok(None) };
+        let Some(text) = &self.memory else {
+            return Ok(None);
+        };
         let bytes = parse_size(text).map_err(|e| anyhow::anyhow!("--memory {e}"))?;
         if bytes < MIN_BUDGET {
-            anyhow::bail!("--memory {text}: at least {} MiB are needed", MIN_BUDGET >> 20);
+            anyhow::bail!(
+                "--memory {text}: at least {} MiB are needed",
+                MIN_BUDGET >> 20
+            );
         }
         Ok(Some(bytes))
     }
@@ -205,7 +210,15 @@ mod tests {
     fn extract_takes_out_and_the_old_output() {
         for flag in ["--out", "-o", "--output"] {
             let cli = Cli::try_parse_from([
-                "rocm-kpack", "extract", "a.kpack", "--binary", "b#0", "--arch", "gfx90a", flag, "f",
+                "rocm-kpack",
+                "extract",
+                "a.kpack",
+                "--binary",
+                "b#0",
+                "--arch",
+                "gfx90a",
+                flag,
+                "f",
             ])
             .expect("parse");
             match cli.command {
@@ -226,17 +239,43 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         };
-        assert_eq!(level(&["rocm-kpack", "split", "in", "--out", "o"]), RELEASE_ZSTD_LEVEL);
-        assert_eq!(level(&["rocm-kpack", "recombine", "a", "--out", "o"]), RELEASE_ZSTD_LEVEL);
-        assert_eq!(level(&["rocm-kpack", "split", "in", "--out", "o", "--level", "3"]), 3);
-        assert_eq!(level(&["rocm-kpack", "split-binary", "f", "--out", "o"]), DEFAULT_ZSTD_LEVEL);
-        assert_eq!(level(&["rocm-kpack", "split-binary", "f", "--out", "o", "--level", "19"]), 19);
+        assert_eq!(
+            level(&["rocm-kpack", "split", "in", "--out", "o"]),
+            RELEASE_ZSTD_LEVEL
+        );
+        assert_eq!(
+            level(&["rocm-kpack", "recombine", "a", "--out", "o"]),
+            RELEASE_ZSTD_LEVEL
+        );
+        assert_eq!(
+            level(&["rocm-kpack", "split", "in", "--out", "o", "--level", "3"]),
+            3
+        );
+        assert_eq!(
+            level(&["rocm-kpack", "split-binary", "f", "--out", "o"]),
+            DEFAULT_ZSTD_LEVEL
+        );
+        assert_eq!(
+            level(&[
+                "rocm-kpack",
+                "split-binary",
+                "f",
+                "--out",
+                "o",
+                "--level",
+                "19"
+            ]),
+            19
+        );
         let mut cmd = Cli::command();
         let help = cmd
             .find_subcommand_mut("split-binary")
             .expect("split-binary")
             .render_long_help()
             .to_string();
-        assert!(help.contains("split-binary defaults to 3") && help.contains("[default: 3]"), "{help}");
+        assert!(
+            help.contains("split-binary defaults to 3") && help.contains("[default: 3]"),
+            "{help}"
+        );
     }
 }

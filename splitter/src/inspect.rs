@@ -155,7 +155,9 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
     let head = &head[..n];
     if head.starts_with(&rocm_kpack_format::archive::MAGIC) {
         let archive = Archive::open(path).map_err(format)?;
-        return archive_report(&archive).map(Report::Archive).map_err(format);
+        return archive_report(&archive)
+            .map(Report::Archive)
+            .map_err(format);
     }
     let data = read_regular(path).map_err(|source| InspectError::Read {
         path: shown.clone(),

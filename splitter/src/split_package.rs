@@ -25,14 +25,16 @@ use rocm_kpack_format::fsutil::check_replaceable;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
+use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
-use rocm_kpack_package::{package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH};
-use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
+use rocm_kpack_package::{
+    package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH,
+};
 
 /// Why a package could not be split.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +73,10 @@ impl From<TreeError> for SplitPackageError {
     }
 }
 
-fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SplitPackageError + 'a {
+fn io_err<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> SplitPackageError + 'a {
     move |source| SplitPackageError::Io {
         what,
         path: path.to_path_buf(),
@@ -256,7 +261,10 @@ impl Opened {
         for item in fs::read_dir(root).map_err(io_err("cannot list", root))? {
             let item = item.map_err(io_err("cannot list", root))?;
             let name = item.file_name().to_string_lossy().into_owned();
-            let is_dir = item.file_type().map_err(io_err("cannot stat", &item.path()))?.is_dir();
+            let is_dir = item
+                .file_type()
+                .map_err(io_err("cannot stat", &item.path()))?
+                .is_dir();
             if is_dir && !name.ends_with(".dist-info") && !name.ends_with(".data") {
                 dirs.push(name);
             }
@@ -305,11 +313,17 @@ fn split_into(
     // Outputs keep the input's name (generic deb/rpm, pass-through), so
     // writing next to the input would replace it.
     let out_c = fs::canonicalize(out).map_err(io_err("cannot read", out))?;
-    let in_dir = input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let in_dir = input
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if fs::canonicalize(in_dir).map_err(io_err("cannot read", in_dir))? == out_c {
         return Err(SplitPackageError::Input {
             path: input.to_path_buf(),
-            why: format!("is in the output directory {}; choose another --out", out.display()),
+            why: format!(
+                "is in the output directory {}; choose another --out",
+                out.display()
+            ),
         });
     }
     // Work directory inside --out: extraction and split trees never leave it.
@@ -366,10 +380,16 @@ fn split_into(
             .map_err(|e| io_err(e.action, &e.path)(e.source))?;
         let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
         std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;
-        let mode = fs::metadata(input).map_err(io_err("cannot stat", input))?.permissions();
-        copy.set_permissions(mode).map_err(|e| io_err(e.action, &e.path)(e.source))?;
-        copy.commit().map_err(|e| io_err(e.action, &e.path)(e.source))?;
-        let size = fs::metadata(&dest).map_err(io_err("cannot stat", &dest))?.len();
+        let mode = fs::metadata(input)
+            .map_err(io_err("cannot stat", input))?
+            .permissions();
+        copy.set_permissions(mode)
+            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        copy.commit()
+            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        let size = fs::metadata(&dest)
+            .map_err(io_err("cannot stat", &dest))?
+            .len();
         report.passed_through = true;
         report.notes.push(format!(
             "{} has no device code (no fat binaries, no kernel databases): copied unchanged",

@@ -60,7 +60,11 @@ fn measure(cmd: &mut Command) -> anyhow::Result<(f64, u64)> {
 }
 
 fn tree_bytes(dir: &Path) -> u64 {
-    walk(dir).iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum()
+    walk(dir)
+        .iter()
+        .filter_map(|p| p.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -120,8 +124,16 @@ fn main() -> ExitCode {
         .and_then(|i| args.get(i + 1))
         .cloned()
         .unwrap_or_else(|| "19".to_string());
-    let before = args.iter().position(|a| a == "--before").and_then(|i| args.get(i + 1)).map(PathBuf::from);
-    let kpack = args.iter().position(|a| a == "--kpack").and_then(|i| args.get(i + 1)).map(PathBuf::from);
+    let before = args
+        .iter()
+        .position(|a| a == "--before")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
+    let kpack = args
+        .iter()
+        .position(|a| a == "--kpack")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
     let repeat: usize = args
         .iter()
         .position(|a| a == "--repeat")
@@ -133,7 +145,10 @@ fn main() -> ExitCode {
         .iter()
         .enumerate()
         .filter(|(i, a)| {
-            !a.starts_with("--") && args.get(i.wrapping_sub(1)).is_none_or(|p| !matches!(p.as_str(), "--before" | "--level" | "--kpack" | "--repeat"))
+            !a.starts_with("--")
+                && args.get(i.wrapping_sub(1)).is_none_or(|p| {
+                    !matches!(p.as_str(), "--before" | "--level" | "--kpack" | "--repeat")
+                })
         })
         .map(|(_, a)| a)
         .collect();
@@ -145,7 +160,15 @@ fn main() -> ExitCode {
     let mut results = std::collections::BTreeMap::new();
     for name in inputs {
         let kpack = kpack.clone().unwrap_or_else(|| bins::bin("rocm-kpack"));
-        match run(name, &kpack, &level, repeat, jobs1, budget_run, before.as_deref()) {
+        match run(
+            name,
+            &kpack,
+            &level,
+            repeat,
+            jobs1,
+            budget_run,
+            before.as_deref(),
+        ) {
             Ok(r) => {
                 results.insert(name.as_str(), r);
             }
@@ -155,7 +178,9 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let (Some(&(half, half_bytes)), Some(&(full, full_bytes))) = (results.get("ccob-half"), results.get("ccob")) {
+    if let (Some(&(half, half_bytes)), Some(&(full, full_bytes))) =
+        (results.get("ccob-half"), results.get("ccob"))
+    {
         println!(
             "== scaling: ccob is {:.2}x ccob-half's device bytes and takes {:.2}x its split time (goal <= 2.1x for 2x)",
             full_bytes as f64 / half_bytes as f64,
@@ -167,7 +192,10 @@ fn main() -> ExitCode {
 
 /// `repeat` measurements of `cmd` (a fresh command each time): every
 /// wall time, their mean, and the largest peak RSS.
-fn repeated(repeat: usize, mut cmd: impl FnMut() -> anyhow::Result<(f64, u64)>) -> anyhow::Result<(Vec<f64>, f64, u64)> {
+fn repeated(
+    repeat: usize,
+    mut cmd: impl FnMut() -> anyhow::Result<(f64, u64)>,
+) -> anyhow::Result<(Vec<f64>, f64, u64)> {
     let mut walls = Vec::with_capacity(repeat);
     let mut rss = 0;
     for _ in 0..repeat {
@@ -207,18 +235,37 @@ fn run(
     let mib = |b: u64| b as f64 / 1048576.0;
     let in_size = std::fs::metadata(&lib)?.len();
     // Warm the page cache: both sides read from memory.
-    Command::new("cat").arg(&lib).stdout(Stdio::null()).status()?;
+    Command::new("cat")
+        .arg(&lib)
+        .stdout(Stdio::null())
+        .status()?;
     let dev = work.path().join("device.bin");
     let (dev_bytes, count) = device_bytes(&lib, &dev)?;
     println!("== {name}: {} ({:.1} MiB in; {count} code objects, {:.1} MiB decompressed device code; {cores} cores)", lib.display(), mib(in_size), mib(dev_bytes));
 
     let zst = work.path().join("device.zst");
-    let (zwalls, zwall, zrss) = repeated(repeat, || measure(Command::new("zstd").args([&format!("-{level}"), "-T0", "-q", "-f", "-o"]).arg(&zst).arg(&dev)))?;
+    let (zwalls, zwall, zrss) = repeated(repeat, || {
+        measure(
+            Command::new("zstd")
+                .args([&format!("-{level}"), "-T0", "-q", "-f", "-o"])
+                .arg(&zst)
+                .arg(&dev),
+        )
+    })?;
     let zsize = std::fs::metadata(&zst)?.len();
     std::fs::remove_file(&zst)?;
-    println!("zstd -{level} -T0       : wall {}, peak RSS {:7.1} MiB, out {:.1} MiB", walls_text(&zwalls, zwall), mib(zrss), mib(zsize));
+    println!(
+        "zstd -{level} -T0       : wall {}, peak RSS {:7.1} MiB, out {:.1} MiB",
+        walls_text(&zwalls, zwall),
+        mib(zrss),
+        mib(zsize)
+    );
 
-    let split = |bin: &Path, jobs: Option<usize>, level: &str, tag: &str| -> anyhow::Result<(f64, u64, u64)> {
+    let split = |bin: &Path,
+                 jobs: Option<usize>,
+                 level: &str,
+                 tag: &str|
+     -> anyhow::Result<(f64, u64, u64)> {
         let out = work.path().join(format!("out-{tag}"));
         let mut cmd = Command::new(bin);
         cmd.args(["split-binary", "-q", "--level", level]);
@@ -244,10 +291,16 @@ fn run(
         wall_n / zwall
     );
     if jobs1 {
-        let (walls_1, wall_1, rss_1) = repeated(repeat, || split(kpack, Some(1), level, "1").map(|(w, r, _)| (w, r)))?;
+        let (walls_1, wall_1, rss_1) = repeated(repeat, || {
+            split(kpack, Some(1), level, "1").map(|(w, r, _)| (w, r))
+        })?;
         let speedup = wall_1 / wall_n;
         // Amdahl: the parallel fraction this speedup implies on `cores`.
-        let p = if cores > 1 { (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64) } else { 1.0 };
+        let p = if cores > 1 {
+            (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64)
+        } else {
+            1.0
+        };
         println!(
             "split --jobs 1     : wall {}, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
             walls_text(&walls_1, wall_1),
@@ -261,16 +314,31 @@ fn run(
         let out = work.path().join("out-m");
         let (w, r) = measure(
             Command::new(kpack)
-                .args(["split-binary", "-q", "--level", level, "--memory", "256M", "--out"])
+                .args([
+                    "split-binary",
+                    "-q",
+                    "--level",
+                    level,
+                    "--memory",
+                    "256M",
+                    "--out",
+                ])
                 .arg(&out)
                 .arg(&lib),
         )?;
         std::fs::remove_dir_all(&out)?;
-        println!("split --memory 256M: wall {w:7.1} s, peak RSS {:7.1} MiB (goal <= 256 MiB)", mib(r));
+        println!(
+            "split --memory 256M: wall {w:7.1} s, peak RSS {:7.1} MiB (goal <= 256 MiB)",
+            mib(r)
+        );
     }
     if let Some(b) = before {
         let (wb, rb, _) = split(b, None, level, "before")?;
-        println!("before ({})    : wall {wb:7.1} s, peak RSS {:7.1} MiB", b.display(), mib(rb));
+        println!(
+            "before ({})    : wall {wb:7.1} s, peak RSS {:7.1} MiB",
+            b.display(),
+            mib(rb)
+        );
     }
     Ok((wall_n, dev_bytes))
 }

@@ -99,7 +99,10 @@ fn every_subcommand_accepts_quiet_and_verbose() {
             }
             // One overwrite rule: whatever writes to --out takes --force.
             if help.contains("--out <") {
-                assert!(help.contains("--force"), "{program} {path:?} has --out but no --force:\n{help}");
+                assert!(
+                    help.contains("--force"),
+                    "{program} {path:?} has --out but no --force:\n{help}"
+                );
             }
             // Accepted after the subcommand as well as before it.
             for flag in ["-q", "-v", "-vv"] {
@@ -266,13 +269,40 @@ fn closed_stdout_is_a_quiet_success() {
     let writing: [Vec<String>; 4] = [
         owned(&["split-binary", fixture, "--out", &w("one")]),
         owned(&["split", &w("tree"), "--out", &w("split")]),
-        owned(&["package", &w("split"), "--out", &w("pkgs"), "--name", "fixture", "--version", "1.0", "--format", "deb,rpm"]),
-        owned(&["extract", &w("one/.kpack/libfixture_gfx1100.kpack"), "--binary", "libfixture.so#0", "--target", "gfx1100", "--out", "-"]),
+        owned(&[
+            "package",
+            &w("split"),
+            "--out",
+            &w("pkgs"),
+            "--name",
+            "fixture",
+            "--version",
+            "1.0",
+            "--format",
+            "deb,rpm",
+        ]),
+        owned(&[
+            "extract",
+            &w("one/.kpack/libfixture_gfx1100.kpack"),
+            "--binary",
+            "libfixture.so#0",
+            "--target",
+            "gfx1100",
+            "--out",
+            "-",
+        ]),
     ];
     for args in &writing {
         assert_quiet_into_closed_pipe("rocm-kpack", args, &repo);
     }
-    assert!(work.path().join("pkgs").read_dir().expect("packages").count() > 2);
+    assert!(
+        work.path()
+            .join("pkgs")
+            .read_dir()
+            .expect("packages")
+            .count()
+            > 2
+    );
 }
 
 /// The demo's narration goes to stdout; a closed stdout does not stop the
@@ -373,9 +403,26 @@ fn invalid_targets_are_usage_errors_with_a_hint() {
     let sysfs = fixtures::fixture("sysfs/mi210");
     let tree = tempfile::tempdir().expect("tempdir");
     let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
-        ("rocm-kpack", vec!["verify".as_ref(), tree.path().as_os_str()]),
-        ("rocm-kpack-fetch", vec!["detect".as_ref(), "--sysfs-root".as_ref(), sysfs.as_os_str()]),
-        ("rocm-kpack-fetch", vec!["status".as_ref(), "--root".as_ref(), tree.path().as_os_str()]),
+        (
+            "rocm-kpack",
+            vec!["verify".as_ref(), tree.path().as_os_str()],
+        ),
+        (
+            "rocm-kpack-fetch",
+            vec![
+                "detect".as_ref(),
+                "--sysfs-root".as_ref(),
+                sysfs.as_os_str(),
+            ],
+        ),
+        (
+            "rocm-kpack-fetch",
+            vec![
+                "status".as_ref(),
+                "--root".as_ref(),
+                tree.path().as_os_str(),
+            ],
+        ),
     ];
     for (program, args) in &runs {
         for (target, expect) in [
@@ -389,15 +436,28 @@ fn invalid_targets_are_usage_errors_with_a_hint() {
                 .output()
                 .expect("run the program");
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{program} {args:?} --target {target}: {stderr}");
-            assert!(stderr.contains(expect), "{program} --target {target}: {stderr}");
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{program} {args:?} --target {target}: {stderr}"
+            );
+            assert!(
+                stderr.contains(expect),
+                "{program} --target {target}: {stderr}"
+            );
         }
         // Repeatable and comma-separated alike.
         let help = run(bins::command(program).args(&args[..1]).arg("--help"));
         assert!(String::from_utf8_lossy(&help.stdout).contains("--target <TARGET>"));
     }
-    let ok = run(bins::command("rocm-kpack-fetch")
-        .args(["detect", "--json", "--target", "gfx1100", "--target", "gfx90a:xnack-,gfx942"]));
+    let ok = run(bins::command("rocm-kpack-fetch").args([
+        "detect",
+        "--json",
+        "--target",
+        "gfx1100",
+        "--target",
+        "gfx90a:xnack-,gfx942",
+    ]));
     let json: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("json");
     assert_eq!(
         json["targets"],
@@ -422,14 +482,28 @@ fn outputs_are_replaced_only_with_force() {
         c.output().expect("run the program")
     };
     assert!(split(false).status.success());
-    let before = std::fs::read_dir(out.join(".kpack")).expect("kpack").count();
+    let before = std::fs::read_dir(out.join(".kpack"))
+        .expect("kpack")
+        .count();
     let again = split(false);
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert_eq!(again.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("refusing to replace") && stderr.contains("--force"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line, each cause once: {stderr}");
+    assert!(
+        stderr.contains("refusing to replace") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one line, each cause once: {stderr}"
+    );
     assert!(split(true).status.success());
-    assert_eq!(std::fs::read_dir(out.join(".kpack")).expect("kpack").count(), before);
+    assert_eq!(
+        std::fs::read_dir(out.join(".kpack"))
+            .expect("kpack")
+            .count(),
+        before
+    );
 
     // extract: a file.
     let archive = std::fs::read_dir(out.join(".kpack"))
@@ -437,7 +511,9 @@ fn outputs_are_replaced_only_with_force() {
         .map(|e| e.expect("entry").path())
         .find(|p| p.extension().is_some_and(|x| x == "kpack"))
         .expect("an archive");
-    let listing = run(bins::command("rocm-kpack").args(["inspect", "--json"]).arg(&archive));
+    let listing = run(bins::command("rocm-kpack")
+        .args(["inspect", "--json"])
+        .arg(&archive));
     let json: serde_json::Value = serde_json::from_slice(&listing.stdout).expect("json");
     let entry = &json["entries"][0];
     let (key, target) = (
@@ -447,7 +523,10 @@ fn outputs_are_replaced_only_with_force() {
     let co = dir.path().join("co.o");
     let extract = |force: bool| {
         let mut c = bins::command("rocm-kpack");
-        c.arg("extract").arg(&archive).args(["--binary", key, "--target", target, "--out"]).arg(&co);
+        c.arg("extract")
+            .arg(&archive)
+            .args(["--binary", key, "--target", target, "--out"])
+            .arg(&co);
         if force {
             c.arg("--force");
         }
@@ -466,17 +545,32 @@ fn exit_codes_follow_the_table() {
     let root = empty.path().to_str().expect("UTF-8");
     let cpu_only = fixtures::fixture("sysfs/cpu-only");
     let mi210 = fixtures::fixture("sysfs/mi210");
-    let (cpu_only, mi210) = (cpu_only.to_str().expect("UTF-8"), mi210.to_str().expect("UTF-8"));
+    let (cpu_only, mi210) = (
+        cpu_only.to_str().expect("UTF-8"),
+        mi210.to_str().expect("UTF-8"),
+    );
     let cases: [(&str, &[&str], i32); 10] = [
         ("rocm-kpack", &["spec", "show"], 0),
         ("rocm-kpack", &["inspect", "/nonexistent/file.kpack"], 1),
         ("rocm-kpack", &["no-such-command"], 2),
         ("rocm-kpack", &["verify", root, "--target", "gfx9999"], 2),
         ("rocm-kpack-fetch", &["detect", "--sysfs-root", mi210], 0),
-        ("rocm-kpack-fetch", &["list", "--root", "/nonexistent/root"], 2),
+        (
+            "rocm-kpack-fetch",
+            &["list", "--root", "/nonexistent/root"],
+            2,
+        ),
         ("rocm-kpack-fetch", &["detect", "--sysfs-root", cpu_only], 3),
-        ("rocm-kpack-fetch", &["status", "--root", root, "--sysfs-root", cpu_only], 3),
-        ("rocm-kpack-fetch", &["doctor", "--root", root, "--sysfs-root", cpu_only], 3),
+        (
+            "rocm-kpack-fetch",
+            &["status", "--root", root, "--sysfs-root", cpu_only],
+            3,
+        ),
+        (
+            "rocm-kpack-fetch",
+            &["doctor", "--root", root, "--sysfs-root", cpu_only],
+            3,
+        ),
         ("rocm-kpack-fetch", &["install", "--root", root], 2),
     ];
     for (program, args, code) in cases {
@@ -505,14 +599,21 @@ fn exit_rows(help: &str) -> Vec<(u8, String)> {
         .filter_map(|l| {
             let t = l.trim_start();
             let (code, rest) = t.split_once("  ")?;
-            Some((code.parse().ok()?, rest.split([';', '(', ':']).next()?.trim().to_string()))
+            Some((
+                code.parse().ok()?,
+                rest.split([';', '(', ':']).next()?.trim().to_string(),
+            ))
         })
         .collect()
 }
 
 /// Exit codes a help text names in prose: "exit 4", "exits 0", "(exit 3 ...".
 fn codes_in_prose(help: &str) -> Vec<u8> {
-    let prose: String = help.split("Exit status:").next().unwrap_or(help).replace('\n', " ");
+    let prose: String = help
+        .split("Exit status:")
+        .next()
+        .unwrap_or(help)
+        .replace('\n', " ");
     let words: Vec<&str> = prose.split_whitespace().collect();
     let mut out = Vec::new();
     for pair in words.windows(2) {
@@ -533,7 +634,12 @@ fn codes_in_prose(help: &str) -> Vec<u8> {
 #[test]
 fn every_help_text_matches_the_exit_code_table() {
     use rocm_kpack_cli::ExitStatus;
-    let name_of = |code: u8| ExitStatus::ALL.iter().find(|s| s.code() == code).map(|s| s.name());
+    let name_of = |code: u8| {
+        ExitStatus::ALL
+            .iter()
+            .find(|s| s.code() == code)
+            .map(|s| s.name())
+    };
     let table = ExitStatus::table();
     for program in PROGRAMS {
         for path in command_paths(program) {
@@ -542,11 +648,18 @@ fn every_help_text_matches_the_exit_code_table() {
             let what = format!("{program} {}", path.join(" "));
             let rows = exit_rows(&help);
             if path.is_empty() {
-                assert!(help.contains(&table), "{what}: the top-level help carries the table:\n{help}");
+                assert!(
+                    help.contains(&table),
+                    "{what}: the top-level help carries the table:\n{help}"
+                );
                 continue;
             }
             for (code, name) in &rows {
-                assert_eq!(name_of(*code), Some(name.as_str()), "{what}: row {code} {name:?} is not the table's");
+                assert_eq!(
+                    name_of(*code),
+                    Some(name.as_str()),
+                    "{what}: row {code} {name:?} is not the table's"
+                );
             }
             let listed: Vec<u8> = rows.iter().map(|(c, _)| *c).collect();
             for code in codes_in_prose(&help) {
@@ -562,16 +675,25 @@ fn every_help_text_matches_the_exit_code_table() {
                 let row = table_row(&table, status.code());
                 let mentioned = row.contains(&format!("{program} {sub} "))
                     || row.contains(&format!("{program} {sub}\n"))
-                    || (program == "rocm-kpack-fetch" && status == ExitStatus::Problems && row_lists(&row, &sub));
+                    || (program == "rocm-kpack-fetch"
+                        && status == ExitStatus::Problems
+                        && row_lists(&row, &sub));
                 if mentioned && !rows.is_empty() {
-                    assert!(listed.contains(&status.code()), "{what}: the table names it under {}, its help does not:\n{help}", status.code());
+                    assert!(
+                        listed.contains(&status.code()),
+                        "{what}: the table names it under {}, its help does not:\n{help}",
+                        status.code()
+                    );
                 }
             }
         }
     }
     // The table itself: `rocm-kpack verify` finds problems with 4, not 1.
     assert!(!table_row(&table, 1).contains("verify"), "{table}");
-    assert!(table_row(&table, 4).contains("rocm-kpack verify"), "{table}");
+    assert!(
+        table_row(&table, 4).contains("rocm-kpack verify"),
+        "{table}"
+    );
 }
 
 /// The lines of the table's row for `code` (its first line and the
@@ -597,5 +719,7 @@ fn row_lists(row: &str, sub: &str) -> bool {
     let Some((_, fetch)) = row.split_once("rocm-kpack-fetch") else {
         return false;
     };
-    fetch.split(',').any(|part| part.split_whitespace().next() == Some(sub))
+    fetch
+        .split(',')
+        .any(|part| part.split_whitespace().next() == Some(sub))
 }

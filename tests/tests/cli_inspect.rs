@@ -46,8 +46,16 @@ fn check_entries(report: &Value, expected: &[(&str, &str, u64, Vec<u8>)]) {
         assert_eq!(entry["binary"], *binary);
         assert_eq!(entry["arch"], *arch);
         assert_eq!(entry["ordinal"], *ordinal);
-        assert_eq!(entry["original_size"], content.len() as u64, "{binary} {arch}");
-        assert_eq!(entry["sha256"], sha(content), "{binary} {arch}: bytes differ");
+        assert_eq!(
+            entry["original_size"],
+            content.len() as u64,
+            "{binary} {arch}"
+        );
+        assert_eq!(
+            entry["sha256"],
+            sha(content),
+            "{binary} {arch}: bytes differ"
+        );
     }
 }
 
@@ -63,9 +71,24 @@ fn inspect_reports_the_noop_vector_exactly() {
     check_entries(
         &r,
         &[
-            ("lib/libtest.so#0", "gfx900", 0, bytes("KERNEL1_GFX900_DATA", 0, 100)),
-            ("lib/libtest.so#0", "gfx906", 1, bytes("KERNEL2_GFX906_DATA", 0, 200)),
-            ("bin/testapp#0", "gfx900", 2, bytes("KERNEL3_APP_GFX900", 0xff, 150)),
+            (
+                "lib/libtest.so#0",
+                "gfx900",
+                0,
+                bytes("KERNEL1_GFX900_DATA", 0, 100),
+            ),
+            (
+                "lib/libtest.so#0",
+                "gfx906",
+                1,
+                bytes("KERNEL2_GFX906_DATA", 0, 200),
+            ),
+            (
+                "bin/testapp#0",
+                "gfx900",
+                2,
+                bytes("KERNEL3_APP_GFX900", 0xff, 150),
+            ),
         ],
     );
 }
@@ -86,7 +109,12 @@ fn inspect_reports_the_zstd_vector_exactly() {
         &[
             ("lib/libhip.so#0", "gfx1100", 0, k1),
             ("lib/libhip.so#0", "gfx1101", 1, k2),
-            ("bin/hiptest#0", "gfx1100", 2, bytes("TEST_APP_KERNEL___", 0x42, 1000)),
+            (
+                "bin/hiptest#0",
+                "gfx1100",
+                2,
+                bytes("TEST_APP_KERNEL___", 0x42, 1000),
+            ),
         ],
     );
 }
@@ -117,7 +145,10 @@ fn extract_writes_one_code_object() {
         .expect("run extract");
     assert_eq!(fail.status.code(), Some(1));
     let err = String::from_utf8_lossy(&fail.stderr);
-    assert!(err.contains("gfx1101") && err.contains("lib/libhip.so#0"), "{err}");
+    assert!(
+        err.contains("gfx1101") && err.contains("lib/libhip.so#0"),
+        "{err}"
+    );
     assert!(!dir.path().join("none.co").exists());
 }
 
@@ -158,7 +189,12 @@ fn bundler_view(bundle: &Path, work: &Path) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = triples
         .iter()
         .zip(data)
-        .map(|(t, d)| (t.rsplit("--").next().unwrap_or(t).to_owned(), d.len() as u64))
+        .map(|(t, d)| {
+            (
+                t.rsplit("--").next().unwrap_or(t).to_owned(),
+                d.len() as u64,
+            )
+        })
         .collect();
     out.sort();
     out
@@ -205,16 +241,36 @@ fn inspect_lists_every_fixture_bundle_and_wrapper() {
     for fixture in fixtures::all_fat() {
         let r = inspect_json(&fixture.path);
         let bundles = bundle_targets(&r);
-        assert_eq!(bundles.len(), fixture.binary.bundles, "{}", fixture.path.display());
-        for (i, b) in r["hip_fatbin"]["bundles"].as_array().expect("bundles").iter().enumerate() {
-            assert_eq!(b["compressed"], fixture.compressed, "{} bundle {i}", fixture.path.display());
+        assert_eq!(
+            bundles.len(),
+            fixture.binary.bundles,
+            "{}",
+            fixture.path.display()
+        );
+        for (i, b) in r["hip_fatbin"]["bundles"]
+            .as_array()
+            .expect("bundles")
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(
+                b["compressed"],
+                fixture.compressed,
+                "{} bundle {i}",
+                fixture.path.display()
+            );
             let targets: Vec<&str> = bundles[i].iter().map(|(t, _)| t.as_str()).collect();
             let mut want: Vec<&str> = fixture.arches().to_vec();
             want.sort();
             assert_eq!(targets, want, "{} bundle {i}", fixture.path.display());
         }
         let wrappers = r["wrappers"].as_array().expect("wrappers");
-        assert_eq!(wrappers.len(), fixture.binary.wrappers, "{}", fixture.path.display());
+        assert_eq!(
+            wrappers.len(),
+            fixture.binary.wrappers,
+            "{}",
+            fixture.path.display()
+        );
         for w in wrappers {
             assert_eq!(w["magic"], "HIPF");
             let co = w["co_index"].as_u64().expect("co_index resolved");
@@ -271,9 +327,18 @@ fn inspect_shows_the_marker_of_a_split_binary() {
     assert_eq!(kpm["kind"], "manifest");
     assert_eq!(kpm["component"], "libmulti");
     for f in kpm["kpack_files"].as_array().expect("files") {
-        let archive = dir.path().join(".kpack").join(f["filename"].as_str().expect("name"));
-        assert_eq!(std::fs::metadata(&archive).expect("archive").len(), f["size"].as_u64().expect("size"));
-        assert_eq!(debian::sha256_file(&archive).expect("hash"), f["sha256"].as_str().expect("sha"));
+        let archive = dir
+            .path()
+            .join(".kpack")
+            .join(f["filename"].as_str().expect("name"));
+        assert_eq!(
+            std::fs::metadata(&archive).expect("archive").len(),
+            f["size"].as_u64().expect("size")
+        );
+        assert_eq!(
+            debian::sha256_file(&archive).expect("hash"),
+            f["sha256"].as_str().expect("sha")
+        );
     }
 }
 

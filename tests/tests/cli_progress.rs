@@ -33,7 +33,8 @@ fn on_a_terminal(args: &[&str], dir: &Path) -> String {
 
 #[test]
 fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
-    let lib = debian::librocsparse_so().expect("Debian's librocsparse (tests/scripts/fetch-debian-testdata.sh)");
+    let lib = debian::librocsparse_so()
+        .expect("Debian's librocsparse (tests/scripts/fetch-debian-testdata.sh)");
     let dir = tempfile::tempdir().expect("tempdir");
     let tree = dir.path().join("tree");
     fs::create_dir_all(tree.join("lib")).expect("mkdir");
@@ -42,15 +43,33 @@ fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
     let tree_arg = tree.to_str().expect("UTF-8");
     // The fastest level: the point is the display, not the archive size.
     let out = dir.path().join("out").to_str().expect("UTF-8").to_owned();
-    let drawn = on_a_terminal(&["split", tree_arg, "--out", &out, "--level", "1"], dir.path());
-    assert!(drawn.contains("split [") && drawn.contains("/2"), "no bar:\n{drawn}");
-    assert!(drawn.contains("code objects;"), "no code-object count:\n{drawn}");
-    assert!(drawn.contains("split 2 files, 777 code objects moved in "), "no summary:\n{drawn}");
+    let drawn = on_a_terminal(
+        &["split", tree_arg, "--out", &out, "--level", "1"],
+        dir.path(),
+    );
+    assert!(
+        drawn.contains("split [") && drawn.contains("/2"),
+        "no bar:\n{drawn}"
+    );
+    assert!(
+        drawn.contains("code objects;"),
+        "no code-object count:\n{drawn}"
+    );
+    assert!(
+        drawn.contains("split 2 files, 777 code objects moved in "),
+        "no summary:\n{drawn}"
+    );
 
     let quiet_out = dir.path().join("quiet").to_str().expect("UTF-8").to_owned();
-    let quiet = on_a_terminal(&["-q", "split", tree_arg, "--out", &quiet_out, "--level", "1"], dir.path());
+    let quiet = on_a_terminal(
+        &["-q", "split", tree_arg, "--out", &quiet_out, "--level", "1"],
+        dir.path(),
+    );
     assert!(!quiet.contains("split ["), "a bar with -q:\n{quiet}");
-    assert!(quiet.contains("split 2 files, 777 code objects moved in "), "{quiet}");
+    assert!(
+        quiet.contains("split 2 files, 777 code objects moved in "),
+        "{quiet}"
+    );
 
     // Off a terminal: no bar, no escape codes, the same summary on stdout.
     let piped = bins::command("rocm-kpack")
@@ -61,6 +80,9 @@ fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
         .expect("run rocm-kpack");
     assert!(piped.status.success());
     let stdout = String::from_utf8_lossy(&piped.stdout);
-    assert!(stdout.contains("split 2 files, 777 code objects moved in "), "{stdout}");
+    assert!(
+        stdout.contains("split 2 files, 777 code objects moved in "),
+        "{stdout}"
+    );
     assert!(!piped.stderr.contains(&0x1b) && !piped.stdout.contains(&0x1b));
 }

@@ -26,14 +26,34 @@ use rocm_kpack_test_support::{bins, fixtures};
 
 /// (path below opt/rocm, the rule that must move it, target).
 const DATABASES: [(&str, &str, &str); 8] = [
-    ("lib/hipblaslt/library/TensileLibrary_lazy_gfx90a.dat", "tensile", "gfx90a"),
-    ("lib/hipblaslt/library/Kernels.so-000-gfx1100.hsaco", "tensile", "gfx1100"),
+    (
+        "lib/hipblaslt/library/TensileLibrary_lazy_gfx90a.dat",
+        "tensile",
+        "gfx90a",
+    ),
+    (
+        "lib/hipblaslt/library/Kernels.so-000-gfx1100.hsaco",
+        "tensile",
+        "gfx1100",
+    ),
     ("share/miopen/db/gfx90a68.kdb", "miopen-db", "gfx90a"),
-    ("share/miopen/db/gfx1100_48.HIP.fdb.txt", "miopen-db", "gfx1100"),
+    (
+        "share/miopen/db/gfx1100_48.HIP.fdb.txt",
+        "miopen-db",
+        "gfx1100",
+    ),
     ("lib/libMIOpenCK_fwd_gfx90a.so.1", "miopen-ck", "gfx90a"),
     ("lib/libMIOpenCK_fwd_gfx1100.so.1", "miopen-ck", "gfx1100"),
-    ("lib/aotriton/kernels/gfx90a/attn_fwd.hsaco", "aotriton", "gfx90a"),
-    ("lib/aotriton/kernels/gfx1100/attn_fwd.hsaco", "aotriton", "gfx1100"),
+    (
+        "lib/aotriton/kernels/gfx90a/attn_fwd.hsaco",
+        "aotriton",
+        "gfx90a",
+    ),
+    (
+        "lib/aotriton/kernels/gfx1100/attn_fwd.hsaco",
+        "aotriton",
+        "gfx1100",
+    ),
 ];
 
 fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
@@ -63,34 +83,57 @@ fn database_rules_split_publish_fetch_verify() {
     // arch and the group's family.
     let report = split_fixture(tmp.path());
     let out = tmp.path().join("pkgs");
-    let generic = report.packages.iter().find(|p| p.name == "libdbfixture1").unwrap();
+    let generic = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libdbfixture1")
+        .unwrap();
     let root = tmp.path().join("root");
     fs::create_dir_all(&root).unwrap();
-    ok(Command::new("dpkg-deb").arg("-x").arg(&generic.path).arg(&root));
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&generic.path)
+        .arg(&root));
     let kpm = Manifest::read(&root.join("opt/rocm/.kpack/libfixture.kpm")).unwrap();
-    let mut listed: Vec<(String, Vec<String>)> =
-        kpm.database_files.iter().map(|f| (f.path.clone(), f.architectures.clone())).collect();
+    let mut listed: Vec<(String, Vec<String>)> = kpm
+        .database_files
+        .iter()
+        .map(|f| (f.path.clone(), f.architectures.clone()))
+        .collect();
     listed.sort();
-    let mut want: Vec<(String, Vec<String>)> =
-        DATABASES.iter().map(|(p, _, t)| (p.to_string(), vec![t.to_string()])).collect();
+    let mut want: Vec<(String, Vec<String>)> = DATABASES
+        .iter()
+        .map(|(p, _, t)| (p.to_string(), vec![t.to_string()]))
+        .collect();
     want.sort();
     assert_eq!(listed, want);
     for (rel, _, _) in DATABASES {
-        assert!(!root.join("opt/rocm").join(rel).exists(), "{rel} left in the generic package");
+        assert!(
+            !root.join("opt/rocm").join(rel).exists(),
+            "{rel} left in the generic package"
+        );
     }
 
     // A device deb carrying database files is xz, not gzip level 1.
-    let dev90 = report.packages.iter().find(|p| p.name == "libdbfixture1-gfx90a").unwrap();
+    let dev90 = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libdbfixture1-gfx90a")
+        .unwrap();
     let members = ok(Command::new("ar").arg("t").arg(&dev90.path));
     assert!(members.contains("data.tar.xz"), "{members}");
 
     // The store keeps database files zstd-encoded, by hash.
     let repo = tmp.path().join("repo");
-    publish(&out, &repo, &PublishOptions {
-        kpack_store: true,
-        store_zstd_level: 3,
-        ..PublishOptions::default()
-    })
+    publish(
+        &out,
+        &repo,
+        &PublishOptions {
+            kpack_store: true,
+            store_zstd_level: 3,
+            ..PublishOptions::default()
+        },
+    )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let index: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(repo.join("index.json")).unwrap()).unwrap();
@@ -100,16 +143,29 @@ fn database_rules_split_publish_fetch_verify() {
         assert_eq!(d["encoding"], "zstd");
         let object = fs::read(repo.join(d["path"].as_str().unwrap())).unwrap();
         assert_eq!(object.len() as u64, d["stored_size"].as_u64().unwrap());
-        assert!(object.len() * 10 < d["size"].as_u64().unwrap() as usize, "{d}");
+        assert!(
+            object.len() * 10 < d["size"].as_u64().unwrap() as usize,
+            "{d}"
+        );
     }
-    assert!(index["archives"].as_array().unwrap().iter().all(|a| a["encoding"] == "identity"));
+    assert!(index["archives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["encoding"] == "identity"));
 
     // Before the fetch: incomplete, names the missing files.
     let (code, stdout, _) = fetch(&root, &["status", "--target", "gfx90a"]);
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("missing: lib/hipblaslt/library/TensileLibrary_lazy_gfx90a.dat"), "{stdout}");
+    assert!(
+        stdout.contains("missing: lib/hipblaslt/library/TensileLibrary_lazy_gfx90a.dat"),
+        "{stdout}"
+    );
     let source = format!("file://{}", repo.display());
-    let (code, stdout, stderr) = fetch(&root, &["install", "--target", "gfx90a", "--source", &source]);
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &["install", "--target", "gfx90a", "--source", &source],
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
 
     // Every file the fat deb installs for gfx90a is there, byte for byte,
@@ -122,7 +178,10 @@ fn database_rules_split_publish_fetch_verify() {
             assert!(!got.exists(), "{rel} fetched for gfx90a");
         }
     }
-    assert_eq!(fs::read(root.join("opt/rocm/share/doc/README")).unwrap(), b"generic\n");
+    assert_eq!(
+        fs::read(root.join("opt/rocm/share/doc/README")).unwrap(),
+        b"generic\n"
+    );
     let (code, stdout, _) = fetch(&root, &["status", "--target", "gfx90a"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("complete"), "{stdout}");
@@ -138,19 +197,32 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
     let tmp = tempfile::tempdir().unwrap();
     let report = split_fixture(tmp.path());
     let repo = tmp.path().join("repo");
-    publish(&tmp.path().join("pkgs"), &repo, &PublishOptions {
-        apt: true,
-        ..PublishOptions::default()
-    })
+    publish(
+        &tmp.path().join("pkgs"),
+        &repo,
+        &PublishOptions {
+            apt: true,
+            ..PublishOptions::default()
+        },
+    )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let server = rocm_kpack_test_support::http::serve_dir(&repo).unwrap();
     let root = tmp.path().join("root");
     dpkg_root(&root);
     apt_dirs(&root);
-    let generic = report.packages.iter().find(|p| p.name == "libdbfixture1").unwrap();
+    let generic = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libdbfixture1")
+        .unwrap();
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
-        .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
+        .args([
+            "--force-not-root",
+            "--force-script-chrootless",
+            "--force-depends",
+            "-i",
+        ])
         .arg(&generic.path));
     fs::write(
         root.join("etc/apt/sources.list"),
@@ -161,8 +233,15 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
 
     let (code, stdout, _) = fetch(&root, &["status", "--target", "gfx90a"]);
     assert_eq!(code, 4, "{stdout}");
-    let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a", "--dry-run"]);
-    assert_eq!((code, stdout.as_str()), (0, "apt-get install libdbfixture1-gfx90a\n"), "{stderr}");
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &["install", "--via", "apt", "--target", "gfx90a", "--dry-run"],
+    );
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "apt-get install libdbfixture1-gfx90a\n"),
+        "{stderr}"
+    );
     let (code, stdout, stderr) = fetch(&root, &["install", "--via", "apt", "--target", "gfx90a"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     for (rel, _, target) in DATABASES {
@@ -202,34 +281,56 @@ const MULTIARCH_LIB: &str = "usr/lib/x86_64-linux-gnu";
 fn split_multiarch_fixture(dir: &Path) -> SplitPackageReport {
     let tree = dir.join("tree");
     fs::create_dir_all(tree.join(MULTIARCH_LIB)).unwrap();
-    fs::copy(fixtures::fixture("clang19/libfixture.so"), tree.join(MULTIARCH_LIB).join("libMIOpen.so.1")).unwrap();
+    fs::copy(
+        fixtures::fixture("clang19/libfixture.so"),
+        tree.join(MULTIARCH_LIB).join("libMIOpen.so.1"),
+    )
+    .unwrap();
     let rels: Vec<&str> = MULTIARCH_DBS.iter().map(|(rel, _)| *rel).collect();
     databases::write_databases(&tree, &rels);
     fs::create_dir_all(tree.join("usr/share/doc/libmiopen-fixture1")).unwrap();
-    fs::write(tree.join("usr/share/doc/libmiopen-fixture1/README"), "generic\n").unwrap();
-    let fat = databases::deb_from_tree(dir, &tree, "libmiopen-fixture1", "fixture in the multiarch MIOpen layout");
+    fs::write(
+        tree.join("usr/share/doc/libmiopen-fixture1/README"),
+        "generic\n",
+    )
+    .unwrap();
+    let fat = databases::deb_from_tree(
+        dir,
+        &tree,
+        "libmiopen-fixture1",
+        "fixture in the multiarch MIOpen layout",
+    );
     databases::split(&fat, &dir.join("pkgs"), None)
 }
 
 /// `dir/pkgs` published as a kpack store (zstd -3) in `dir/repo`.
 fn publish_store(dir: &Path) -> std::path::PathBuf {
     let repo = dir.join("repo");
-    publish(&dir.join("pkgs"), &repo, &PublishOptions {
-        kpack_store: true,
-        store_zstd_level: 3,
-        ..PublishOptions::default()
-    })
+    publish(
+        &dir.join("pkgs"),
+        &repo,
+        &PublishOptions {
+            kpack_store: true,
+            store_zstd_level: 3,
+            ..PublishOptions::default()
+        },
+    )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     repo
 }
 
 /// The one manifest in the multiarch prefix below `root`.
 fn multiarch_kpm(root: &Path) -> std::path::PathBuf {
-    let dir = root.join(MULTIARCH_LIB).join(rocm_kpack_format::layout::KPACK_DIR);
+    let dir = root
+        .join(MULTIARCH_LIB)
+        .join(rocm_kpack_format::layout::KPACK_DIR);
     let kpms: Vec<_> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == rocm_kpack_format::layout::MANIFEST_EXT))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == rocm_kpack_format::layout::MANIFEST_EXT)
+        })
         .collect();
     assert_eq!(kpms.len(), 1, "{kpms:?}");
     kpms.into_iter().next().unwrap()
@@ -248,36 +349,66 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     let tmp = tempfile::tempdir().unwrap();
     let report = split_multiarch_fixture(tmp.path());
     let warnings = &report.split.as_ref().unwrap().warnings;
-    assert!(!warnings.iter().any(|w| w.contains("miopen")), "{warnings:?}");
-    let generic = report.packages.iter().find(|p| p.name == "libmiopen-fixture1").unwrap();
+    assert!(
+        !warnings.iter().any(|w| w.contains("miopen")),
+        "{warnings:?}"
+    );
+    let generic = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libmiopen-fixture1")
+        .unwrap();
     let root = tmp.path().join("root");
     fs::create_dir_all(&root).unwrap();
-    ok(Command::new("dpkg-deb").arg("-x").arg(&generic.path).arg(&root));
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&generic.path)
+        .arg(&root));
     let kpm_path = multiarch_kpm(&root);
     let kpm = Manifest::read(&kpm_path).unwrap();
     assert_eq!(kpm.format_version(), 3);
     assert_eq!(kpm.prefix_path.as_deref(), Some(MULTIARCH_LIB));
-    let mut listed: Vec<(String, Vec<String>)> =
-        kpm.database_files.iter().map(|f| (f.path.clone(), f.architectures.clone())).collect();
+    let mut listed: Vec<(String, Vec<String>)> = kpm
+        .database_files
+        .iter()
+        .map(|f| (f.path.clone(), f.architectures.clone()))
+        .collect();
     listed.sort();
-    let mut want: Vec<(String, Vec<String>)> =
-        MULTIARCH_DBS.iter().map(|(p, t)| (p.to_string(), vec![t.to_string()])).collect();
+    let mut want: Vec<(String, Vec<String>)> = MULTIARCH_DBS
+        .iter()
+        .map(|(p, t)| (p.to_string(), vec![t.to_string()]))
+        .collect();
     want.sort();
     assert_eq!(listed, want);
     for (rel, _) in MULTIARCH_DBS {
-        assert!(!root.join(rel).exists(), "{rel} left in the generic package");
+        assert!(
+            !root.join(rel).exists(),
+            "{rel} left in the generic package"
+        );
     }
     // The device deb carries them at the fat deb's paths.
-    let dev90 = report.packages.iter().find(|p| p.name == "libmiopen-fixture1-gfx90a").unwrap();
+    let dev90 = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libmiopen-fixture1-gfx90a")
+        .unwrap();
     let contents = ok(Command::new("dpkg-deb").arg("-c").arg(&dev90.path));
     for (rel, target) in MULTIARCH_DBS {
-        assert_eq!(contents.contains(&format!("./{rel}\n")), target == "gfx90a", "{rel}: {contents}");
+        assert_eq!(
+            contents.contains(&format!("./{rel}\n")),
+            target == "gfx90a",
+            "{rel}: {contents}"
+        );
     }
 
     let repo = publish_store(tmp.path());
     let index: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(repo.join("index.json")).unwrap()).unwrap();
-    assert_eq!(index["database_files"].as_array().unwrap().len(), MULTIARCH_DBS.len(), "{index}");
+    assert_eq!(
+        index["database_files"].as_array().unwrap().len(),
+        MULTIARCH_DBS.len(),
+        "{index}"
+    );
     let server = rocm_kpack_test_support::http::serve_dir(&repo).unwrap();
     let url = server.root_url();
     let mi210 = fixtures::fixture("sysfs/mi210");
@@ -285,9 +416,22 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
 
     let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("../../share/miopen/db/gfx90a68.kdb"), "{stdout}");
-    let (code, stdout, stderr) =
-        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
+    assert!(
+        stdout.contains("../../share/miopen/db/gfx90a68.kdb"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &[
+            "install",
+            "--auto",
+            "--sysfs-root",
+            mi210,
+            "--source",
+            url,
+            "--allow-http",
+        ],
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
     for (rel, target) in MULTIARCH_DBS {
         let got = root.join(rel);
@@ -297,14 +441,20 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
             assert!(!got.exists(), "{rel} fetched for an MI210");
         }
     }
-    assert!(!root.join(MULTIARCH_LIB).join("share").exists(), "nothing below the prefix");
+    assert!(
+        !root.join(MULTIARCH_LIB).join("share").exists(),
+        "nothing below the prefix"
+    );
     let state = fs::read_to_string(
         root.join(MULTIARCH_LIB)
             .join(rocm_kpack_format::layout::KPACK_DIR)
             .join(rocm_kpack_format::layout::fetch::STATE_FILE),
     )
     .unwrap();
-    assert!(state.contains("\"../../share/miopen/db/gfx90a68.kdb\""), "{state}");
+    assert!(
+        state.contains("\"../../share/miopen/db/gfx90a68.kdb\""),
+        "{state}"
+    );
     assert!(state.contains("\"../../share/miopen\""), "{state}");
     let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
     assert_eq!(code, 0, "{stdout}");
@@ -322,27 +472,55 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     for (rel, _) in MULTIARCH_DBS {
         assert!(!root.join(rel).exists(), "{rel} left by remove");
     }
-    assert!(!root.join("usr/share/miopen").exists(), "directories made for the files stay");
-    assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
+    assert!(
+        !root.join("usr/share/miopen").exists(),
+        "directories made for the files stay"
+    );
+    assert!(root
+        .join("usr/share/doc/libmiopen-fixture1/README")
+        .is_file());
     let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);
     assert_eq!(code, 4, "{stdout}");
 
     // Fetched again, then the generic package goes (its manifest with it):
     // the package trigger takes the files above the prefix away too.
-    let (code, stdout, stderr) =
-        fetch(&root, &["install", "--auto", "--sysfs-root", mi210, "--source", url, "--allow-http"]);
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &[
+            "install",
+            "--auto",
+            "--sysfs-root",
+            mi210,
+            "--source",
+            url,
+            "--allow-http",
+        ],
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(root.join(MULTIARCH_DBS[0].0).is_file());
     fs::remove_file(&kpm_path).unwrap();
     let mut trigger = bins::command("rocm-kpack-fetch");
     bins::isolate_fetcher(&mut trigger);
-    let o = trigger.arg("trigger").arg("--removed").arg(kpm_path.parent().unwrap()).output().unwrap();
+    let o = trigger
+        .arg("trigger")
+        .arg("--removed")
+        .arg(kpm_path.parent().unwrap())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     for (rel, _) in MULTIARCH_DBS {
-        assert!(!root.join(rel).exists(), "{rel} left after the package went");
+        assert!(
+            !root.join(rel).exists(),
+            "{rel} left after the package went"
+        );
     }
-    assert!(!root.join("usr/share/miopen").exists(), "directories made for the files stay");
-    assert!(root.join("usr/share/doc/libmiopen-fixture1/README").is_file());
+    assert!(
+        !root.join("usr/share/miopen").exists(),
+        "directories made for the files stay"
+    );
+    assert!(root
+        .join("usr/share/doc/libmiopen-fixture1/README")
+        .is_file());
 }
 
 /// A manifest whose database root is not where it claims (the prefix does
@@ -353,13 +531,20 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
 fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let report = split_multiarch_fixture(tmp.path());
-    let generic = report.packages.iter().find(|p| p.name == "libmiopen-fixture1").unwrap();
+    let generic = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libmiopen-fixture1")
+        .unwrap();
     let repo = publish_store(tmp.path());
     let source = format!("file://{}", repo.display());
     let unpack = |name: &str| {
         let root = tmp.path().join(name);
         fs::create_dir_all(&root).unwrap();
-        ok(Command::new("dpkg-deb").arg("-x").arg(&generic.path).arg(&root));
+        ok(Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&generic.path)
+            .arg(&root));
         root
     };
 
@@ -371,10 +556,23 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     let prefix = moved.to_str().unwrap();
     let (code, stdout, stderr) = fetch(
         &root,
-        &["install", "--target", "gfx90a", "--no-default-prefixes", "--prefix", prefix, "--source", &source],
+        &[
+            "install",
+            "--target",
+            "gfx90a",
+            "--no-default-prefixes",
+            "--prefix",
+            prefix,
+            "--source",
+            &source,
+        ],
     );
     assert_ne!(code, 0, "{stdout}{stderr}");
-    assert!(stderr.contains(&format!("{MULTIARCH_LIB:?}")) || stdout.contains(&format!("{MULTIARCH_LIB:?}")), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("{MULTIARCH_LIB:?}"))
+            || stdout.contains(&format!("{MULTIARCH_LIB:?}")),
+        "{stdout}{stderr}"
+    );
     assert!(!root.join("usr/share/miopen").exists() && !root.join("opt/share").exists());
 
     // Above --root: the prefix given, the root below the install root.
@@ -382,10 +580,22 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     let prefix = root.join(MULTIARCH_LIB);
     let (code, stdout, stderr) = fetch(
         &root.join("usr/lib"),
-        &["install", "--target", "gfx90a", "--no-default-prefixes", "--prefix", prefix.to_str().unwrap(), "--source", &source],
+        &[
+            "install",
+            "--target",
+            "gfx90a",
+            "--no-default-prefixes",
+            "--prefix",
+            prefix.to_str().unwrap(),
+            "--source",
+            &source,
+        ],
     );
     assert_ne!(code, 0, "{stdout}{stderr}");
-    assert!(format!("{stdout}{stderr}").contains("not below the root"), "{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("not below the root"),
+        "{stdout}{stderr}"
+    );
     assert!(!root.join("usr/share/miopen").exists());
 
     // A symlinked directory on the way: refused, the target untouched.
@@ -394,8 +604,18 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     fs::create_dir_all(&elsewhere).unwrap();
     fs::create_dir_all(root.join("usr/share/miopen")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, root.join("usr/share/miopen/db")).unwrap();
-    let (code, stdout, stderr) = fetch(&root, &["install", "--target", "gfx90a", "--source", &source]);
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &["install", "--target", "gfx90a", "--source", &source],
+    );
     assert_ne!(code, 0, "{stdout}{stderr}");
-    assert!(format!("{stdout}{stderr}").contains("symlink"), "{stdout}{stderr}");
-    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "written through the symlink");
+    assert!(
+        format!("{stdout}{stderr}").contains("symlink"),
+        "{stdout}{stderr}"
+    );
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the symlink"
+    );
 }

@@ -27,9 +27,9 @@ use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_test_support::{bins, debian, fixtures, gfxarch, http};
 use serde_json::Value;
@@ -57,7 +57,8 @@ fn published() -> &'static Published {
             package_level: Some(0),
             ..SplitPackageOptions::default()
         };
-        split_package(&rocrand_deb(), &pkgs, &opts).unwrap_or_else(|e| panic!("split-package: {}", chain(&e)));
+        split_package(&rocrand_deb(), &pkgs, &opts)
+            .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)));
         let repo = base.join("repo");
         publish(
             &pkgs,
@@ -83,7 +84,9 @@ fn published() -> &'static Published {
 fn fetch() -> Command {
     let mut c = bins::command("rocm-kpack-fetch");
     // Manifests only from the throwaway roots, not this interpreter.
-    c.env("ROCM_KPACK_PYTHON", "").env_remove("ROCM_KPACK_ARCH_OVERRIDE").env_remove("HSA_OVERRIDE_GFX_VERSION");
+    c.env("ROCM_KPACK_PYTHON", "")
+        .env_remove("ROCM_KPACK_ARCH_OVERRIDE")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION");
     c
 }
 
@@ -101,17 +104,32 @@ fn root_with_generic(root: &Path) {
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "--force-script-chrootless", "-i"])
-        .arg(published().pkgs.join("librocrand1_5.3.3-4+kpack1_amd64.deb")));
+        .arg(
+            published()
+                .pkgs
+                .join("librocrand1_5.3.3-4+kpack1_amd64.deb"),
+        ));
 }
 
 /// (bundle index, bytes) of target `target` in the fat Debian library.
 fn original(target: &str) -> (u32, Vec<u8>) {
     use object::{Object, ObjectSection};
-    let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
+    let fat = debian::extracted("librocrand1")
+        .expect("extracted")
+        .join(LIBDIR)
+        .join("librocrand.so.1.1");
     let data = fs::read(fat).expect("read");
     let elf = object::File::parse(&*data).expect("ELF");
-    let section = elf.section_by_name(".hip_fatbin").expect("fatbin").data().expect("data");
-    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+    let section = elf
+        .section_by_name(".hip_fatbin")
+        .expect("fatbin")
+        .data()
+        .expect("data");
+    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section)
+        .expect("bundles")
+        .iter()
+        .enumerate()
+    {
         for (t, d) in b.code_objects() {
             if t == target || t.ends_with(&format!("--{target}")) {
                 return (i as u32, d.to_vec());
@@ -159,7 +177,10 @@ fn kpack_names(dir: &Path) -> BTreeSet<String> {
 }
 
 fn name_of(p: &Path) -> String {
-    p.file_name().expect("file name").to_string_lossy().into_owned()
+    p.file_name()
+        .expect("file name")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// After `install --auto` for `machine` in `root`: for each device, AMD's
@@ -192,30 +213,53 @@ fn check_gfxarch(root: &Path, machine: &str) -> BTreeSet<String> {
         let data = archive
             .kernel(&format!("{}#{index}", p.marker.kernel_name), &got.key)
             .expect("kernel");
-        assert!(data == original, "{what}: {} differs from Debian's", got.key);
+        assert!(
+            data == original,
+            "{what}: {} differs from Debian's",
+            got.key
+        );
         let co = cache
             .load_code_object(&p.marker, &lib, index, &device_arch_list(&device))
             .unwrap_or_else(|e| panic!("{what}: loader: {e}"));
-        assert_eq!((name_of(&co.archive_path), &co.arch), (name_of(&got.archive), &got.key), "{what}");
+        assert_eq!(
+            (name_of(&co.archive_path), &co.arch),
+            (name_of(&got.archive), &got.key),
+            "{what}"
+        );
         found.insert(name_of(&got.archive));
     }
-    assert_eq!(kpack_names(&root.join(LIBDIR).join(KPACK_DIR)), found, "{machine}: installed vs found");
+    assert_eq!(
+        kpack_names(&root.join(LIBDIR).join(KPACK_DIR)),
+        found,
+        "{machine}: installed vs found"
+    );
     found
 }
 
 /// The by-hash paths of the archives `names` of the installed manifest.
 fn store_paths(root: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
-    let kpm = root.join(LIBDIR).join(KPACK_DIR).join(layout::manifest_file_name("librocrand"));
+    let kpm = root
+        .join(LIBDIR)
+        .join(KPACK_DIR)
+        .join(layout::manifest_file_name("librocrand"));
     let m = Manifest::read(&kpm).expect("manifest");
     m.kpack_files
         .iter()
         .filter(|f| names.contains(&f.filename))
-        .map(|f| format!("/{}", layout::store::by_hash_path(&f.sha256.expect("sha256"))))
+        .map(|f| {
+            format!(
+                "/{}",
+                layout::store::by_hash_path(&f.sha256.expect("sha256"))
+            )
+        })
         .collect()
 }
 
 fn units(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|u| layout::archive_file_name("librocrand", u)).collect()
+    names
+        .iter()
+        .map(|u| layout::archive_file_name("librocrand", u))
+        .collect()
 }
 
 #[test]
@@ -223,14 +267,25 @@ fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds(
     let tmp = tempfile::tempdir().expect("tmp");
     // MI210: gfx90a only, not the rest of its family (gfx900, gfx906,
     // gfx908); old-kernel: a gfx1030 and a gfx908 in two families.
-    for (machine, want) in [("mi210", units(&["gfx90a"])), ("old-kernel", units(&["gfx1030", "gfx908"]))] {
+    for (machine, want) in [
+        ("mi210", units(&["gfx90a"])),
+        ("old-kernel", units(&["gfx1030", "gfx908"])),
+    ] {
         let (root, out, fetched) = install_auto(tmp.path(), machine);
-        assert!(out.contains(&format!("{} installed", want.len())), "{machine}: {out}");
+        assert!(
+            out.contains(&format!("{} installed", want.len())),
+            "{machine}: {out}"
+        );
         assert_eq!(check_gfxarch(&root, machine), want, "{machine}");
         let fetched: BTreeSet<String> = fetched.into_iter().collect();
         assert_eq!(fetched, store_paths(&root, &want), "{machine}: downloaded");
         let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
-        assert!(v.status.success(), "{machine}: verify: {}{}", s(&v.stdout), s(&v.stderr));
+        assert!(
+            v.status.success(),
+            "{machine}: verify: {}{}",
+            s(&v.stdout),
+            s(&v.stderr)
+        );
     }
 }
 
@@ -246,7 +301,10 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
     // The runtime, from the installed host-only library's marker.
     let lib = root.join(LIBDIR).join("librocrand.so.1.1");
     let report = inspect_elf(&fs::read(&lib).expect("lib")).expect("inspect");
-    assert!(report.hip_fatbin.is_none(), "installed library is not host-only");
+    assert!(
+        report.hip_fatbin.is_none(),
+        "installed library is not host-only"
+    );
     let m = report.marker.expect("marker");
     let marker = Marker {
         kpack_search_paths: m.kpack_search_paths,
@@ -271,8 +329,15 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
         .arg("--source")
         .arg(server.root_url())
         .arg("--allow-http"));
-    assert!(out2.contains("0 installed") && out2.contains("1 already present"), "{out2}");
-    assert!(server.requests().is_empty(), "second run made requests: {:?}", server.requests());
+    assert!(
+        out2.contains("0 installed") && out2.contains("1 already present"),
+        "{out2}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "second run made requests: {:?}",
+        server.requests()
+    );
 }
 
 fn run_cmd(c: &mut Command) -> std::process::Output {
@@ -300,12 +365,14 @@ fn via_apt_plans_and_installs_the_device_package() {
 
     let base = || {
         let mut c = fetch();
-        c.args(["install", "--via", "apt", "--target", "gfx90a", "--root"]).arg(&root);
+        c.args(["install", "--via", "apt", "--target", "gfx90a", "--root"])
+            .arg(&root);
         c
     };
     let plan = ok(base().arg("--dry-run"));
     assert_eq!(plan, "apt-get install librocrand1-gfx90a\n");
-    let json: Value = serde_json::from_str(&ok(base().args(["--dry-run", "--json"]))).expect("json");
+    let json: Value =
+        serde_json::from_str(&ok(base().args(["--dry-run", "--json"]))).expect("json");
     assert_eq!(json["plan"]["packages"][0]["group"], "gfx90a");
     assert_eq!(json["plan"]["packages"][0]["generic"], "librocrand1");
     assert!(by_hash_requests(&server).is_empty());
@@ -313,19 +380,33 @@ fn via_apt_plans_and_installs_the_device_package() {
     // Inside a dpkg run: refused, nothing called.
     let inside = run(base().env("DPKG_RUNNING_VERSION", "1.21.22"));
     assert!(!inside.status.success());
-    assert!(s(&inside.stderr).contains("file mode"), "{}", s(&inside.stderr));
+    assert!(
+        s(&inside.stderr).contains("file mode"),
+        "{}",
+        s(&inside.stderr)
+    );
 
     ok(&mut base());
     // The family deb carries its processor's archive; dpkg owns it.
-    let archive = format!("/{LIBDIR}/{KPACK_DIR}/{}", layout::archive_file_name("librocrand", "gfx90a"));
+    let archive = format!(
+        "/{LIBDIR}/{KPACK_DIR}/{}",
+        layout::archive_file_name("librocrand", "gfx90a")
+    );
     let owner = ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .arg("-S")
         .arg(&archive));
     assert_eq!(owner.trim(), format!("librocrand1-gfx90a: {archive}"));
-    let other = format!("{}/{LIBDIR}/{KPACK_DIR}/{}", root.display(), layout::archive_file_name("librocrand", "gfx906"));
+    let other = format!(
+        "{}/{LIBDIR}/{KPACK_DIR}/{}",
+        root.display(),
+        layout::archive_file_name("librocrand", "gfx906")
+    );
     assert!(!Path::new(&other).exists(), "{other}");
-    assert!(server.requests().iter().any(|r| r.path.ends_with("librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb") && r.status == 200));
+    assert!(server.requests().iter().any(|r| r
+        .path
+        .ends_with("librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb")
+        && r.status == 200));
     // Installed: the plan is now empty of new work for apt (it is a no-op).
     let status = fs::read_to_string(root.join("var/lib/dpkg/status")).expect("status");
     assert!(!status.contains("Package: librocrand1-gfx103x"));
@@ -354,7 +435,14 @@ fn python_installs_the_device_extra_into_a_venv() {
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let python = venv.join("bin/python");
     ok(Command::new(&python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+        ])
         .arg(&index)
         .arg("kpkg")
         .env("PIP_CONFIG_FILE", "/dev/null"));
@@ -363,14 +451,21 @@ fn python_installs_the_device_extra_into_a_venv() {
     fs::create_dir_all(&empty).expect("mkdir");
     let base = || {
         let mut c = fetch();
-        c.args(["install", "--python", "--target", "gfx1101", "--no-default-prefixes", "--prefix"])
-            .arg(&empty)
-            .arg("--python-exe")
-            .arg(&python)
-            .arg("--index-url")
-            .arg(&index)
-            .env("PIP_CONFIG_FILE", "/dev/null")
-            .env("PIP_NO_CACHE_DIR", "1");
+        c.args([
+            "install",
+            "--python",
+            "--target",
+            "gfx1101",
+            "--no-default-prefixes",
+            "--prefix",
+        ])
+        .arg(&empty)
+        .arg("--python-exe")
+        .arg(&python)
+        .arg("--index-url")
+        .arg(&index)
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env("PIP_NO_CACHE_DIR", "1");
         c
     };
     // gfx1101's group, plus any group holding a generic ISA the loader
@@ -384,14 +479,32 @@ fn python_installs_the_device_extra_into_a_venv() {
         .split(',')
         .map(str::to_string)
         .collect();
-    assert!(extras.contains(&"device-gfx110x-dgpu".to_string()), "{plan}");
-    assert!(extras.iter().all(|e| e.starts_with("device-gfx11")), "{plan}");
+    assert!(
+        extras.contains(&"device-gfx110x-dgpu".to_string()),
+        "{plan}"
+    );
+    assert!(
+        extras.iter().all(|e| e.starts_with("device-gfx11")),
+        "{plan}"
+    );
     ok(&mut base());
-    let listed = ok(Command::new(&python).args(["-m", "pip", "list", "--disable-pip-version-check", "--format=freeze"]));
+    let listed = ok(Command::new(&python).args([
+        "-m",
+        "pip",
+        "list",
+        "--disable-pip-version-check",
+        "--format=freeze",
+    ]));
     for e in &extras {
-        assert!(listed.contains(&format!("kpkg-{e}==1.0+kpack1")), "{e} not installed:\n{listed}");
+        assert!(
+            listed.contains(&format!("kpkg-{e}==1.0+kpack1")),
+            "{e} not installed:\n{listed}"
+        );
     }
-    assert!(!listed.contains("gfx90a") && !listed.contains("gfx103x"), "{listed}");
+    assert!(
+        !listed.contains("gfx90a") && !listed.contains("gfx103x"),
+        "{listed}"
+    );
     // Installed: exactly the archives the manifest files under the device
     // distributions pip installed (the extras and what they depend on, such
     // as the generic-ISA package of the family).
@@ -401,10 +514,17 @@ fn python_installs_the_device_extra_into_a_venv() {
     let want: BTreeSet<String> = manifest
         .kpack_files
         .iter()
-        .filter(|f| listed.lines().any(|l| l == format!("kpkg-device-{}==1.0+kpack1", f.family.to_lowercase())))
+        .filter(|f| {
+            listed
+                .lines()
+                .any(|l| l == format!("kpkg-device-{}==1.0+kpack1", f.family.to_lowercase()))
+        })
         .map(|f| f.filename.clone())
         .collect();
-    assert!(want.contains(&layout::archive_file_name("kpkg", "gfx1101")), "{listed}");
+    assert!(
+        want.contains(&layout::archive_file_name("kpkg", "gfx1101")),
+        "{listed}"
+    );
     assert_eq!(kpack_names(&kdir), want, "{listed}");
     ok(Command::new(&python).args(["-m", "pip", "check", "--disable-pip-version-check"]));
     // A rerun is harmless (pip finds the requirement satisfied).

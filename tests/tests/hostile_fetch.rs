@@ -40,9 +40,17 @@ struct Archive {
 
 impl Archive {
     fn new(component: &str, unit: &str, seed: u8, size: usize) -> Archive {
-        let mut w = ArchiveWriter::new(std::io::Cursor::new(Vec::new()), component, unit, CompressionScheme::None, 0)
-            .expect("archive writer");
-        let data: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
+        let mut w = ArchiveWriter::new(
+            std::io::Cursor::new(Vec::new()),
+            component,
+            unit,
+            CompressionScheme::None,
+            0,
+        )
+        .expect("archive writer");
+        let data: Vec<u8> = (0..size)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect();
         w.add_kernel("lib/libx.so#0", unit, data).expect("kernel");
         Archive {
             name: format!("{component}_{unit}.kpack"),
@@ -106,10 +114,24 @@ impl Env {
         fs::write(victim.join("victim.kpack"), b"precious").unwrap();
         fs::write(victim.join("secret"), b"root only").unwrap();
         // Others may traverse (the attacker tests need it); nothing else.
-        for d in [&top, &root, &root.join("opt"), &root.join("opt/rocm"), &kpack, &victim] {
+        for d in [
+            &top,
+            &root,
+            &root.join("opt"),
+            &root.join("opt/rocm"),
+            &kpack,
+            &victim,
+        ] {
             fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
         }
-        Env { cache: top.join("cache"), _tmp: tmp, top, root, kpack, victim }
+        Env {
+            cache: top.join("cache"),
+            _tmp: tmp,
+            top,
+            root,
+            kpack,
+            victim,
+        }
     }
 
     fn fetch(&self, args: &[&str]) -> Command {
@@ -121,8 +143,14 @@ impl Env {
 
     fn install(&self, sources: &[String], extra: &[&str]) -> Command {
         let mut args = vec![
-            "install", "--target", "gfx90a", "--allow-http", "--retry-base-ms", "10",
-            "--cache-dir", self.cache.to_str().unwrap(),
+            "install",
+            "--target",
+            "gfx90a",
+            "--allow-http",
+            "--retry-base-ms",
+            "10",
+            "--cache-dir",
+            self.cache.to_str().unwrap(),
         ];
         for src in sources {
             args.extend(["--source", src.as_str()]);
@@ -141,7 +169,10 @@ impl Env {
         let cache = self.cache.strip_prefix(&self.top).unwrap();
         let kpack = self.kpack.strip_prefix(&self.top).unwrap();
         let outside = diff.outside(&[cache, kpack]);
-        assert!(outside.is_empty(), "{what}: changed outside the prefix and cache: {outside:?}\n{diff}");
+        assert!(
+            outside.is_empty(),
+            "{what}: changed outside the prefix and cache: {outside:?}\n{diff}"
+        );
     }
 
     /// Names in the `.kpack` directory other than the fetcher's own files.
@@ -186,7 +217,14 @@ fn hostile_manifest_names_never_become_urls_or_paths() {
         "x\0.kpack",
         long.as_str(),
     ];
-    let components = ["../x", "/etc", "%2e%2e", "http:x", "x\ny", "a".repeat(300).leak() as &str];
+    let components = [
+        "../x",
+        "/etc",
+        "%2e%2e",
+        "http:x",
+        "x\ny",
+        "a".repeat(300).leak() as &str,
+    ];
     let env = Env::new();
     let good = Archive::new("x", "gfx90a", 1, 20_000);
     let server = Server::start();
@@ -202,14 +240,27 @@ fn hostile_manifest_names_never_become_urls_or_paths() {
         let before = env.snap();
         let (code, stdout, stderr) = run(env.install(&[server.url()], &[]));
         let what = format!("name {name:?} component {component:?}");
-        assert_eq!(code, 1, "{what}: a refused manifest fails the run\n{stdout}{stderr}");
-        assert!(stderr.contains("refusing manifest") && stderr.contains("unsafe"), "{what}: {stderr}");
+        assert_eq!(
+            code, 1,
+            "{what}: a refused manifest fails the run\n{stdout}{stderr}"
+        );
+        assert!(
+            stderr.contains("refusing manifest") && stderr.contains("unsafe"),
+            "{what}: {stderr}"
+        );
         assert!(stderr.contains("manifest(s) refused"), "{what}: {stderr}");
-        assert!(server.requests().is_empty(), "{what}: requested {:?}", server.requests());
+        assert!(
+            server.requests().is_empty(),
+            "{what}: requested {:?}",
+            server.requests()
+        );
         env.assert_confined(&before, &what);
         assert_eq!(env.kpack_files(), ["x.kpm"], "{what}");
     }
-    assert_eq!(fs::read(env.victim.join("victim.kpack")).unwrap(), b"precious");
+    assert_eq!(
+        fs::read(env.victim.join("victim.kpack")).unwrap(),
+        b"precious"
+    );
 }
 
 #[test]
@@ -227,7 +278,10 @@ fn redirects_follow_the_source_policy() {
     ] {
         server.clear_faults();
         server.set_fault(&good.by_hash(), Fault::Redirect(location.clone()));
-        server.set_fault(&format!("/{}", good.name), Fault::Redirect(location.clone()));
+        server.set_fault(
+            &format!("/{}", good.name),
+            Fault::Redirect(location.clone()),
+        );
         let before = env.snap();
         let (code, _, stderr) = run(env.install(&[server.url()], &[]));
         assert_ne!(code, 0, "{location}: {stderr}");
@@ -238,7 +292,10 @@ fn redirects_follow_the_source_policy() {
     // The same archive through an allowed (loopback) redirect installs.
     server.clear_faults();
     server.add("/elsewhere", good.bytes.clone());
-    server.set_fault(&good.by_hash(), Fault::Redirect(format!("{}/elsewhere", server.url())));
+    server.set_fault(
+        &good.by_hash(),
+        Fault::Redirect(format!("{}/elsewhere", server.url())),
+    );
     let (code, _, stderr) = run(env.install(&[server.url()], &[]));
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(fs::read(env.kpack.join(&good.name)).unwrap(), good.bytes);
@@ -251,7 +308,11 @@ fn a_bad_mirror_never_blocks_a_good_one() {
     write_manifest(&env.kpack, "x.kpm", "x", &[(&good.name, &good)]);
     let half = good.bytes.len() / 2;
     let wrong: Vec<u8> = good.bytes.iter().map(|b| b ^ 0x5a).collect();
-    for shape in ["drop-then-gone", "drop-then-5xx", "partial-from-an-earlier-run"] {
+    for shape in [
+        "drop-then-gone",
+        "drop-then-5xx",
+        "partial-from-an-earlier-run",
+    ] {
         let _ = fs::remove_dir_all(&env.cache);
         let bad = Server::start();
         let good_mirror = Server::start();
@@ -276,19 +337,37 @@ fn a_bad_mirror_never_blocks_a_good_one() {
                 // An earlier run left half the bad mirror's bytes behind.
                 let partial = env.cache.join("partial");
                 fs::create_dir_all(&partial).unwrap();
-                fs::write(partial.join(format!("{}.part", hex::encode(good.sha()))), &wrong[..half]).unwrap();
+                fs::write(
+                    partial.join(format!("{}.part", hex::encode(good.sha()))),
+                    &wrong[..half],
+                )
+                .unwrap();
                 vec![good_mirror.url()]
             }
         };
         let before = env.snap();
         let (code, _, stderr) = run(env.install(&sources, &["--retries", "1"]));
         assert_eq!(code, 0, "{shape}: {stderr}");
-        assert_eq!(fs::read(env.kpack.join(&good.name)).unwrap(), good.bytes, "{shape}");
-        assert!(stderr.contains("starting over from byte 0"), "{shape}: {stderr}");
+        assert_eq!(
+            fs::read(env.kpack.join(&good.name)).unwrap(),
+            good.bytes,
+            "{shape}"
+        );
+        assert!(
+            stderr.contains("starting over from byte 0"),
+            "{shape}: {stderr}"
+        );
         // The good mirror was asked for the rest, then for everything.
-        let asked: Vec<Option<String>> =
-            good_mirror.requests_for(&good.by_hash()).into_iter().map(|r| r.range).collect();
-        assert_eq!(asked.first().cloned().flatten(), Some(format!("bytes={half}-")), "{shape}: {asked:?}");
+        let asked: Vec<Option<String>> = good_mirror
+            .requests_for(&good.by_hash())
+            .into_iter()
+            .map(|r| r.range)
+            .collect();
+        assert_eq!(
+            asked.first().cloned().flatten(),
+            Some(format!("bytes={half}-")),
+            "{shape}: {asked:?}"
+        );
         assert_eq!(asked.last().cloned().flatten(), None, "{shape}: {asked:?}");
         env.assert_confined(&before, shape);
         fs::remove_file(env.kpack.join(&good.name)).unwrap();
@@ -310,8 +389,13 @@ fn install_offline(env: &Env, a: &Archive) {
 fn offline_install(env: &Env) -> Command {
     let offline = env.top.join("offline");
     env.fetch(&[
-        "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
-        "--cache-dir", env.cache.to_str().unwrap(),
+        "install",
+        "--target",
+        "gfx90a",
+        "--offline",
+        offline.to_str().unwrap(),
+        "--cache-dir",
+        env.cache.to_str().unwrap(),
     ])
 }
 
@@ -340,7 +424,11 @@ fn hostile_state_entries_delete_nothing() {
     forged["size"] = serde_json::json!(victim.len());
     forged["sha256"] = serde_json::json!(hex::encode(Sha256::digest(&victim)));
     forged["file"] = serde_json::Value::Null;
-    let abs = env.victim.join("victim.kpack").to_string_lossy().into_owned();
+    let abs = env
+        .victim
+        .join("victim.kpack")
+        .to_string_lossy()
+        .into_owned();
     let long = long_name();
     for key in [
         "../../../victim/victim.kpack",
@@ -353,12 +441,17 @@ fn hostile_state_entries_delete_nothing() {
     ] {
         let mut hostile = state.clone();
         hostile["archives"][key] = forged.clone();
-        fs::write(env.kpack.join(STATE), serde_json::to_vec_pretty(&hostile).unwrap()).unwrap();
+        fs::write(
+            env.kpack.join(STATE),
+            serde_json::to_vec_pretty(&hostile).unwrap(),
+        )
+        .unwrap();
         let before = env.snap();
         for (code, stdout, stderr) in remove_and_gc(&env) {
             let _ = code;
             assert!(
-                stderr.contains("not a valid rocm-kpack-fetch state file") && stderr.contains("archives["),
+                stderr.contains("not a valid rocm-kpack-fetch state file")
+                    && stderr.contains("archives["),
                 "{key:?}: {stdout}{stderr}"
             );
         }
@@ -366,10 +459,18 @@ fn hostile_state_entries_delete_nothing() {
         assert!(diff.is_empty(), "{key:?}: something changed:\n{diff}");
     }
     // A forged component or manifest name is refused the same way.
-    for (field, value) in [("component", "../x"), ("manifest", "../../x.kpm"), ("manifest", "/etc/x.kpm")] {
+    for (field, value) in [
+        ("component", "../x"),
+        ("manifest", "../../x.kpm"),
+        ("manifest", "/etc/x.kpm"),
+    ] {
         let mut hostile = state.clone();
         hostile["archives"][&a.name][field] = serde_json::json!(value);
-        fs::write(env.kpack.join(STATE), serde_json::to_vec_pretty(&hostile).unwrap()).unwrap();
+        fs::write(
+            env.kpack.join(STATE),
+            serde_json::to_vec_pretty(&hostile).unwrap(),
+        )
+        .unwrap();
         let before = env.snap();
         for (_, _, stderr) in remove_and_gc(&env) {
             assert!(stderr.contains(&format!(".{field}")), "{field}: {stderr}");
@@ -377,8 +478,15 @@ fn hostile_state_entries_delete_nothing() {
         assert!(before.diff(&env.snap()).is_empty(), "{field}={value}");
     }
     state["archives"][&a.name] = entry;
-    fs::write(env.kpack.join(STATE), serde_json::to_vec_pretty(&state).unwrap()).unwrap();
-    assert_eq!(fs::read(env.victim.join("victim.kpack")).unwrap(), b"precious");
+    fs::write(
+        env.kpack.join(STATE),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read(env.victim.join("victim.kpack")).unwrap(),
+        b"precious"
+    );
 }
 
 #[test]
@@ -419,20 +527,40 @@ fn only_unchanged_regular_files_are_deleted() {
             let diff = before.diff(&env.snap());
             // Only the state may be rewritten; the tampered file stays.
             let kpack = env.kpack.strip_prefix(&env.top).unwrap();
-            assert!(diff.outside(&[&kpack.join(STATE), &kpack.join(LOCK)]).is_empty(), "{what} [{i}]:\n{diff}");
+            assert!(
+                diff.outside(&[&kpack.join(STATE), &kpack.join(LOCK)])
+                    .is_empty(),
+                "{what} [{i}]:\n{diff}"
+            );
         }
         assert!(fs::symlink_metadata(&archive).is_ok(), "{what}");
     }
-    assert_eq!(fs::read(&victim).unwrap(), a.bytes, "the symlink's target is untouched");
+    assert_eq!(
+        fs::read(&victim).unwrap(),
+        a.bytes,
+        "the symlink's target is untouched"
+    );
 }
 
 /// Runs a shell command as `nobody` (the unprivileged attacker).
 fn as_nobody(script: &str) {
     let out = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "sh", "-c", script])
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
         .output()
         .expect("setpriv");
-    assert!(out.status.success(), "as nobody: {script}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "as nobody: {script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -446,8 +574,13 @@ fn symlinks_planted_by_an_unprivileged_user_are_never_followed() {
     fs::set_permissions(&offline, fs::Permissions::from_mode(0o755)).unwrap();
     let install = |extra: &[&str]| {
         let mut args = vec![
-            "install", "--target", "gfx90a", "--offline", offline.to_str().unwrap(),
-            "--cache-dir", env.cache.to_str().unwrap(),
+            "install",
+            "--target",
+            "gfx90a",
+            "--offline",
+            offline.to_str().unwrap(),
+            "--cache-dir",
+            env.cache.to_str().unwrap(),
         ];
         args.extend(extra);
         env.fetch(&args)
@@ -462,23 +595,40 @@ fn symlinks_planted_by_an_unprivileged_user_are_never_followed() {
         // The state: root would read, rename and rewrite elsewhere.
         format!("ln -s {} {k}/{STATE}", env.victim.join("secret").display()),
         // The archive name itself: root would write through it.
-        format!("ln -s {} {k}/{}", env.victim.join("victim.kpack").display(), a.name),
+        format!(
+            "ln -s {} {k}/{}",
+            env.victim.join("victim.kpack").display(),
+            a.name
+        ),
     ];
     for plant in &plants {
         as_nobody(plant);
-        for (label, extra) in [("default", &[][..]), ("--unsafe-permissions", &["--unsafe-permissions"][..])] {
+        for (label, extra) in [
+            ("default", &[][..]),
+            ("--unsafe-permissions", &["--unsafe-permissions"][..]),
+        ] {
             let before = env.snap();
             let (code, stdout, stderr) = run(install(extra));
             let what = format!("{plant} [{label}]");
             let diff = before.diff(&env.snap());
             let victim = env.victim.strip_prefix(&env.top).unwrap();
-            assert!(!diff.paths().any(|p| p.starts_with(victim)), "{what}: victim touched:\n{diff}");
+            assert!(
+                !diff.paths().any(|p| p.starts_with(victim)),
+                "{what}: victim touched:\n{diff}"
+            );
             assert!(!created.exists(), "{what}");
-            assert_eq!(fs::read(env.victim.join("victim.kpack")).unwrap(), b"precious", "{what}");
+            assert_eq!(
+                fs::read(env.victim.join("victim.kpack")).unwrap(),
+                b"precious",
+                "{what}"
+            );
             if label == "default" {
                 assert_ne!(code, 0, "{what}: {stdout}{stderr}");
                 assert!(stderr.contains("other users may write"), "{what}: {stderr}");
-                assert!(diff.is_empty(), "{what}: a refused prefix is not touched:\n{diff}");
+                assert!(
+                    diff.is_empty(),
+                    "{what}: a refused prefix is not touched:\n{diff}"
+                );
             } else if plant.contains(LOCK) || plant.contains(STATE) {
                 assert_ne!(code, 0, "{what}: {stdout}{stderr}");
                 assert!(stderr.contains("symlink"), "{what}: {stderr}");
@@ -486,16 +636,31 @@ fn symlinks_planted_by_an_unprivileged_user_are_never_followed() {
                 // The archive symlink is replaced by the verified file (a
                 // rename never follows it).
                 assert_eq!(code, 0, "{what}: {stderr}");
-                assert_eq!(fs::read(env.kpack.join(&a.name)).unwrap(), a.bytes, "{what}");
-                assert!(fs::symlink_metadata(env.kpack.join(&a.name)).unwrap().is_file(), "{what}");
+                assert_eq!(
+                    fs::read(env.kpack.join(&a.name)).unwrap(),
+                    a.bytes,
+                    "{what}"
+                );
+                assert!(
+                    fs::symlink_metadata(env.kpack.join(&a.name))
+                        .unwrap()
+                        .is_file(),
+                    "{what}"
+                );
             }
-            for sub in [&["remove", "x", "--yes"][..], &["gc", "--yes", "--target", "gfx1100"][..]] {
+            for sub in [
+                &["remove", "x", "--yes"][..],
+                &["gc", "--yes", "--target", "gfx1100"][..],
+            ] {
                 let mut args = sub.to_vec();
                 args.extend(extra);
                 let before = env.snap();
                 let (_, _, stderr) = run(env.fetch(&args));
                 let diff = before.diff(&env.snap());
-                assert!(!diff.paths().any(|p| p.starts_with(victim)), "{what} {sub:?}: {stderr}\n{diff}");
+                assert!(
+                    !diff.paths().any(|p| p.starts_with(victim)),
+                    "{what} {sub:?}: {stderr}\n{diff}"
+                );
                 assert!(!created.exists(), "{what} {sub:?}");
             }
         }
@@ -508,16 +673,27 @@ fn symlinks_planted_by_an_unprivileged_user_are_never_followed() {
     // nobody owns the prefix: swaps .kpack for a symlink to the victim.
     fs::set_permissions(&env.kpack, fs::Permissions::from_mode(0o755)).unwrap();
     let prefix = env.kpack.parent().unwrap().to_path_buf();
-    Command::new("chown").arg("nobody").arg(&prefix).status().unwrap();
+    Command::new("chown")
+        .arg("nobody")
+        .arg(&prefix)
+        .status()
+        .unwrap();
     as_nobody(&format!(
         "mv {k} {k}.real && ln -s {} {k}",
         env.victim.display()
     ));
-    fs::write(env.victim.join("x.kpm"), fs::read(prefix.join(".kpack.real/x.kpm")).unwrap()).unwrap();
+    fs::write(
+        env.victim.join("x.kpm"),
+        fs::read(prefix.join(".kpack.real/x.kpm")).unwrap(),
+    )
+    .unwrap();
     let before = env.snap();
     let (code, _, stderr) = run(install(&[]));
     assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("not a .kpack directory") || stderr.contains("owned by uid"), "{stderr}");
+    assert!(
+        stderr.contains("not a .kpack directory") || stderr.contains("owned by uid"),
+        "{stderr}"
+    );
     let diff = before.diff(&env.snap());
     assert!(diff.is_empty(), "swapped .kpack:\n{diff}");
 }
@@ -548,17 +724,37 @@ impl Holder {
                       time.sleep(600)\n";
         let mut cmd = if as_nobody {
             let mut c = Command::new("setpriv");
-            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/usr/bin/python3", "-c", script]);
+            c.args([
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                script,
+            ]);
             c
         } else {
             let mut c = Command::new("/usr/bin/python3");
             c.args(["-c", script]);
             c
         };
-        let mut child = cmd.arg(path).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python3");
+        let mut child = cmd
+            .arg(path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3");
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "held", "the holder could not lock {}", path.display());
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "held",
+            "the holder could not lock {}",
+            path.display()
+        );
         Holder(child)
     }
     fn pid(&self) -> u32 {
@@ -577,7 +773,12 @@ impl Drop for Holder {
 /// after `bound`: nothing another user controls may stall a root command.
 fn run_bounded(mut cmd: Command, input: &[u8], bound: Duration) -> (i32, String, String, Duration) {
     let started = Instant::now();
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     let writer = std::thread::spawn(move || {
@@ -626,14 +827,35 @@ fn a_lock_held_by_another_user_stalls_nothing() {
     let manifest = env.kpack.join("x.kpm");
     let lock = env.kpack.join(LOCK);
     let commands: Vec<(&str, Vec<String>, Vec<u8>)> = vec![
-        ("trigger (dpkg)", vec!["trigger".into(), "--removed".into(), env.kpack.display().to_string()], vec![]),
+        (
+            "trigger (dpkg)",
+            vec![
+                "trigger".into(),
+                "--removed".into(),
+                env.kpack.display().to_string(),
+            ],
+            vec![],
+        ),
         (
             "trigger (rpm)",
             vec!["trigger".into(), "--removed".into(), "--stdin".into()],
             format!("{}\n", manifest.display()).into_bytes(),
         ),
-        ("gc", vec!["gc".into(), "--yes".into(), "--target".into(), "gfx90a".into()], vec![]),
-        ("remove", vec!["remove".into(), "x".into(), "--yes".into()], vec![]),
+        (
+            "gc",
+            vec![
+                "gc".into(),
+                "--yes".into(),
+                "--target".into(),
+                "gfx90a".into(),
+            ],
+            vec![],
+        ),
+        (
+            "remove",
+            vec!["remove".into(), "x".into(), "--yes".into()],
+            vec![],
+        ),
     ];
     for (what, args, input) in commands {
         if what == "remove" {
@@ -655,12 +877,19 @@ fn a_lock_held_by_another_user_stalls_nothing() {
         bins::isolate_fetcher(&mut cmd);
         let (code, stdout, stderr, _) = run_bounded(cmd, &input, BOUND);
         assert_eq!(code, 0, "{what}: {stdout}{stderr}");
-        assert!(!env.kpack.join(&a.name).exists(), "{what}: the archive is removed\n{stdout}{stderr}");
+        assert!(
+            !env.kpack.join(&a.name).exists(),
+            "{what}: the archive is removed\n{stdout}{stderr}"
+        );
         env.assert_confined(&before, what);
         let meta = fs::metadata(&lock);
         if let Ok(m) = meta {
             use std::os::unix::fs::MetadataExt;
-            assert_eq!((m.mode() & 0o777, m.uid()), (0o600, 0), "{what}: the lock is root's and 0600 now");
+            assert_eq!(
+                (m.mode() & 0o777, m.uid()),
+                (0o600, 0),
+                "{what}: the lock is root's and 0600 now"
+            );
         }
         drop(holder);
         let _ = fs::remove_file(env.kpack.join(STATE));
@@ -690,16 +919,36 @@ fn a_busy_lock_is_waited_for_within_bounds() {
     let (code, stdout, stderr, took) = run_bounded(cmd, b"", BOUND);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
-    assert!(stdout.contains("install --auto") && stdout.contains(&format!("pid {}", holder.pid())), "{stdout}");
-    assert!(took >= TRIGGER_LOCK_WAIT, "it did wait the documented {TRIGGER_LOCK_WAIT:?}: {took:?}");
+    assert!(
+        stdout.contains("install --auto") && stdout.contains(&format!("pid {}", holder.pid())),
+        "{stdout}"
+    );
+    assert!(
+        took >= TRIGGER_LOCK_WAIT,
+        "it did wait the documented {TRIGGER_LOCK_WAIT:?}: {took:?}"
+    );
     assert!(env.kpack.join(&a.name).exists());
-    assert!(before.diff(&env.snap()).is_empty(), "nothing changed while another run held the lock");
+    assert!(
+        before.diff(&env.snap()).is_empty(),
+        "nothing changed while another run held the lock"
+    );
     // Interactive commands say who holds it and give up after --wait.
-    let (code, _, stderr, _) = run_bounded(env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]), b"", BOUND);
+    let (code, _, stderr, _) = run_bounded(
+        env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]),
+        b"",
+        BOUND,
+    );
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains(&format!("pid {}", holder.pid())) && stderr.contains("--wait"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("pid {}", holder.pid())) && stderr.contains("--wait"),
+        "{stderr}"
+    );
     drop(holder);
-    let (code, _, stderr, _) = run_bounded(env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]), b"", BOUND);
+    let (code, _, stderr, _) = run_bounded(
+        env.fetch(&["gc", "--yes", "--target", "gfx90a", "--wait", "1"]),
+        b"",
+        BOUND,
+    );
     assert_eq!(code, 0, "{stderr}");
     assert!(!env.kpack.join(&a.name).exists());
 }
@@ -709,24 +958,58 @@ fn the_trigger_never_follows_a_symlinked_kpack_directory() {
     let env = Env::new();
     let app = env.root.join("opt/app");
     fs::create_dir_all(&app).unwrap();
-    Command::new("chown").arg("nobody").arg(&app).status().unwrap();
+    Command::new("chown")
+        .arg("nobody")
+        .arg(&app)
+        .status()
+        .unwrap();
     // Root-owned directories the attacker points at: an empty one, and a
     // `.kpack` holding only an empty state (what the tidy-up removes).
     let empty = env.top.join("rootdir/empty");
     let other = env.top.join("rootdir/other/.kpack");
     fs::create_dir_all(&empty).unwrap();
     fs::create_dir_all(&other).unwrap();
-    fs::write(other.join(STATE), b"{\"format_version\": 1, \"archives\": {}}\n").unwrap();
-    for d in [env.top.join("rootdir"), env.top.join("rootdir/other"), empty.clone(), other.clone()] {
+    fs::write(
+        other.join(STATE),
+        b"{\"format_version\": 1, \"archives\": {}}\n",
+    )
+    .unwrap();
+    for d in [
+        env.top.join("rootdir"),
+        env.top.join("rootdir/other"),
+        empty.clone(),
+        other.clone(),
+    ] {
         fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
     }
     for target in [&empty, &other] {
-        as_nobody(&format!("rm -f {0}/.kpack; ln -s {1} {0}/.kpack", app.display(), target.display()));
+        as_nobody(&format!(
+            "rm -f {0}/.kpack; ln -s {1} {0}/.kpack",
+            app.display(),
+            target.display()
+        ));
         let link = app.join(".kpack");
         for (args, input) in [
-            (vec!["trigger".to_string(), "--removed".into(), app.display().to_string()], Vec::new()),
-            (vec!["trigger".to_string(), "--removed".into(), link.display().to_string()], Vec::new()),
-            (vec!["trigger".to_string(), "--removed".into(), "--stdin".into()], format!("{}/x.kpm\n", link.display()).into_bytes()),
+            (
+                vec![
+                    "trigger".to_string(),
+                    "--removed".into(),
+                    app.display().to_string(),
+                ],
+                Vec::new(),
+            ),
+            (
+                vec![
+                    "trigger".to_string(),
+                    "--removed".into(),
+                    link.display().to_string(),
+                ],
+                Vec::new(),
+            ),
+            (
+                vec!["trigger".to_string(), "--removed".into(), "--stdin".into()],
+                format!("{}/x.kpm\n", link.display()).into_bytes(),
+            ),
         ] {
             let before = env.snap();
             let mut cmd = bins::command("rocm-kpack-fetch");
@@ -767,8 +1050,14 @@ fn fifos_and_sparse_files_stall_and_bloat_nothing() {
             with(&["status", "--target", "gfx90a"]),
             with(&["verify"]),
             with(&[
-                "install", "--target", "gfx90a", "--unsafe-permissions", "--offline", offline.to_str().unwrap(),
-                "--cache-dir", env.cache.to_str().unwrap(),
+                "install",
+                "--target",
+                "gfx90a",
+                "--unsafe-permissions",
+                "--offline",
+                offline.to_str().unwrap(),
+                "--cache-dir",
+                env.cache.to_str().unwrap(),
             ]),
         ]
     };
@@ -779,7 +1068,10 @@ fn fifos_and_sparse_files_stall_and_bloat_nothing() {
         let before = env.snap();
         let (_, stdout, stderr, _) = run_bounded(cmd, b"", BOUND);
         use std::os::unix::fs::FileTypeExt;
-        assert!(fs::symlink_metadata(&state).unwrap().file_type().is_fifo(), "{what}: the FIFO stays");
+        assert!(
+            fs::symlink_metadata(&state).unwrap().file_type().is_fifo(),
+            "{what}: the FIFO stays"
+        );
         assert!(
             stdout.contains("FIFO") || stderr.contains("FIFO") || what.contains("trigger"),
             "{what}: the FIFO is named: {stdout}{stderr}"
@@ -841,16 +1133,33 @@ fn a_slow_drip_store_is_abandoned_for_the_good_mirror() {
     // one window (documented bound: --speed-time, plus connecting).
     let before = env.snap();
     let (code, _, stderr, took) = run_bounded(
-        env.install(&[slow.url(), mirror.url()], &["--speed-limit", "1000", "--speed-time", "3", "--retries", "0"]),
+        env.install(
+            &[slow.url(), mirror.url()],
+            &[
+                "--speed-limit",
+                "1000",
+                "--speed-time",
+                "3",
+                "--retries",
+                "0",
+            ],
+        ),
         b"",
         BOUND,
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("too slow"), "{stderr}");
     assert_eq!(fs::read(env.kpack.join(&good.name)).unwrap(), good.bytes);
-    let asked: Vec<Option<String>> = mirror.requests_for(&good.by_hash()).into_iter().map(|r| r.range).collect();
+    let asked: Vec<Option<String>> = mirror
+        .requests_for(&good.by_hash())
+        .into_iter()
+        .map(|r| r.range)
+        .collect();
     assert_eq!(asked, vec![None], "the good mirror is asked from byte 0");
-    assert!(took < Duration::from_secs(60), "gave up on the drip within its window: {took:?}");
+    assert!(
+        took < Duration::from_secs(60),
+        "gave up on the drip within its window: {took:?}"
+    );
     eprintln!("slow drip: whole install took {took:?} (window 3 s)");
     env.assert_confined(&before, "slow drip");
 }
@@ -869,7 +1178,10 @@ fn rpm_file_lists_are_read_path_by_path() {
     let before = env.snap();
     let (code, stdout, stderr, _) = run_bounded(cmd, &input, BOUND);
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(!env.kpack.join(&a.name).exists(), "the orphan is removed: {stdout}{stderr}");
+    assert!(
+        !env.kpack.join(&a.name).exists(),
+        "the orphan is removed: {stdout}{stderr}"
+    );
     assert!(stdout.contains("removed 1 archive"), "{stdout}");
     env.assert_confined(&before, "rpm stdin");
 }
@@ -926,15 +1238,31 @@ fn pip_index_url_accepts_only_clean_https_bases() {
         let (code, stdout, stderr) = run(cmd);
         assert_eq!(code, 2, "{base:?}: {stdout}{stderr}");
         assert!(stdout.is_empty(), "{base:?}: nothing printed: {stdout}");
-        assert!(!stderr.contains("hunter2"), "{base:?}: credentials masked: {stderr}");
+        assert!(
+            !stderr.contains("hunter2"),
+            "{base:?}: credentials masked: {stderr}"
+        );
     }
     let mut cmd = bins::command("rocm-kpack-fetch");
-    cmd.args(["pip-index-url", "--target", "gfx90a", "--allow-http", "--base", "http://user:hunter2@127.0.0.1:9/idx"]);
+    cmd.args([
+        "pip-index-url",
+        "--target",
+        "gfx90a",
+        "--allow-http",
+        "--base",
+        "http://user:hunter2@127.0.0.1:9/idx",
+    ]);
     bins::isolate_fetcher(&mut cmd);
     let (code, stdout, stderr) = run(cmd);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.starts_with("http://user:hunter2@127.0.0.1:9/idx/families/"), "{stdout}");
-    assert!(stderr.contains("http://") && !stderr.contains("hunter2"), "warned, masked: {stderr}");
+    assert!(
+        stdout.starts_with("http://user:hunter2@127.0.0.1:9/idx/families/"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("http://") && !stderr.contains("hunter2"),
+        "warned, masked: {stderr}"
+    );
 }
 
 #[test]
@@ -945,13 +1273,29 @@ fn a_skipped_configured_source_is_named() {
     let sources_d = env.root.join("etc/rocm-kpack/sources.d");
     fs::create_dir_all(&sources_d).unwrap();
     let file = sources_d.join("50-rocm-kpack-publish.toml");
-    fs::write(&file, "[[source]]\nurl = \"http://user:hunter2@127.0.0.1:9/store/\"\n").unwrap();
-    let (code, _, stderr) = run(env.fetch(&["install", "--target", "gfx90a", "--cache-dir", env.cache.to_str().unwrap()]));
+    fs::write(
+        &file,
+        "[[source]]\nurl = \"http://user:hunter2@127.0.0.1:9/store/\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = run(env.fetch(&[
+        "install",
+        "--target",
+        "gfx90a",
+        "--cache-dir",
+        env.cache.to_str().unwrap(),
+    ]));
     assert_eq!(code, 1, "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
     assert!(last.contains("no source serves"), "{stderr}");
-    assert!(last.contains(&file.display().to_string()), "names the file: {last}");
-    assert!(last.contains("****@127.0.0.1:9") && !stderr.contains("hunter2"), "masked URL: {last}");
+    assert!(
+        last.contains(&file.display().to_string()),
+        "names the file: {last}"
+    );
+    assert!(
+        last.contains("****@127.0.0.1:9") && !stderr.contains("hunter2"),
+        "masked URL: {last}"
+    );
     assert!(last.contains("--allow-http"), "says why: {last}");
 }
 
@@ -961,10 +1305,20 @@ fn publishing_an_http_store_warns_even_when_quiet() {
     let pkgs = dir.path().join("pkgs");
     fs::create_dir_all(&pkgs).unwrap();
     let mut cmd = bins::command("rocm-kpack");
-    cmd.args(["-q", "publish"]).arg(&pkgs).arg("--out").arg(dir.path().join("out"));
-    cmd.args(["--kpack-store", "--store-url", "http://user:hunter2@127.0.0.1:9/store/"]);
+    cmd.args(["-q", "publish"])
+        .arg(&pkgs)
+        .arg("--out")
+        .arg(dir.path().join("out"));
+    cmd.args([
+        "--kpack-store",
+        "--store-url",
+        "http://user:hunter2@127.0.0.1:9/store/",
+    ]);
     cmd.arg("--fetcher-bin").arg(bins::bin("rocm-kpack-fetch"));
     let (_, _, stderr) = run(cmd);
-    assert!(stderr.contains("warning: --store-url") && stderr.contains("--allow-http"), "{stderr}");
+    assert!(
+        stderr.contains("warning: --store-url") && stderr.contains("--allow-http"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }

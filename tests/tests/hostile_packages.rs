@@ -21,13 +21,19 @@ fn run(cmd: &mut Command) -> Output {
 
 fn ok(cmd: &mut Command) -> String {
     let out = run(cmd);
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn kpack(args: &[&str]) -> Command {
     let mut c = bins::command("rocm-kpack");
-    c.args(args).env("SOURCE_DATE_EPOCH", "1700000000").env_remove("RUST_LOG");
+    c.args(args)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env_remove("RUST_LOG");
     c
 }
 
@@ -68,10 +74,17 @@ fn assert_refused(top: &Path, out: &Path, args: &[&str], field: &str, what: &str
     let res = run(&mut kpack(args));
     let stderr = String::from_utf8_lossy(&res.stderr);
     assert!(!res.status.success(), "{what}: {args:?} succeeded");
-    assert!(stderr.contains("refusing") && stderr.contains(field), "{what}: {stderr}");
+    assert!(
+        stderr.contains("refusing") && stderr.contains(field),
+        "{what}: {stderr}"
+    );
     let diff = before.diff(&snapshot(top));
     let rel_out = out.strip_prefix(top).unwrap();
-    assert!(diff.outside(&[rel_out]).is_empty(), "{what}: wrote outside {}:\n{diff}", out.display());
+    assert!(
+        diff.outside(&[rel_out]).is_empty(),
+        "{what}: wrote outside {}:\n{diff}",
+        out.display()
+    );
     let files: Vec<_> = snapshot(out)
         .nodes
         .into_iter()
@@ -82,13 +95,33 @@ fn assert_refused(top: &Path, out: &Path, args: &[&str], field: &str, what: &str
 
 /// `split-package PKG --out <case>/out` and `publish <PKG's dir> --out
 /// <case>/repo KIND --kpack-store` both refuse `pkg` for `field`.
-fn refused_by_split_and_publish(top: &Path, case: &Path, pkg: &Path, kind: &str, field: &str, what: &str) {
+fn refused_by_split_and_publish(
+    top: &Path,
+    case: &Path,
+    pkg: &Path,
+    kind: &str,
+    field: &str,
+    what: &str,
+) {
     let out = case.join("out");
-    let split = ["split-package", pkg.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let split = [
+        "split-package",
+        pkg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
     assert_refused(top, &out, &split, field, what);
     let repo = case.join("repo");
     let pkgs = pkg.parent().unwrap().to_str().unwrap();
-    let publish = ["publish", pkgs, "--out", repo.to_str().unwrap(), kind, "--kpack-store", "--no-fetcher"];
+    let publish = [
+        "publish",
+        pkgs,
+        "--out",
+        repo.to_str().unwrap(),
+        kind,
+        "--kpack-store",
+        "--no-fetcher",
+    ];
     assert_refused(top, &repo, &publish, field, what);
 }
 
@@ -105,23 +138,39 @@ fn hostile_deb_control_fields_are_refused_by_split_package_and_publish() {
         ("Package", control("http:host", "1.0-1", "amd64", None)),
         ("Package", control(&long, "1.0-1", "amd64", None)),
         // Version and Architecture.
-        ("Version", control("xx", "1/../../../escaped", "amd64", None)),
+        (
+            "Version",
+            control("xx", "1/../../../escaped", "amd64", None),
+        ),
         ("Version", control("xx", "1:%2e%2e", "amd64", None)),
         ("Version", control("xx", &format!("1{long}"), "amd64", None)),
         ("Architecture", control("xx", "1.0", "../../escaped", None)),
         ("Architecture", control("xx", "1.0", "amd64/..", None)),
         ("Architecture", control("xx", "1.0", "file:x", None)),
         // Source, with and without a version.
-        ("Source", control("xx", "1.0", "amd64", Some("../../escaped"))),
+        (
+            "Source",
+            control("xx", "1.0", "amd64", Some("../../escaped")),
+        ),
         ("Source", control("xx", "1.0", "amd64", Some("/abs"))),
-        ("Source", control("xx", "1.0", "amd64", Some("ok (1/../..)"))),
+        (
+            "Source",
+            control("xx", "1.0", "amd64", Some("ok (1/../..)")),
+        ),
     ];
     for (i, (field, text)) in cases.iter().enumerate() {
         let case = top.join(format!("case{i}"));
         let pkgs = case.join("pkgs");
         fs::create_dir_all(&pkgs).unwrap();
         let deb = hostile_deb(&pkgs, "hostile", text);
-        refused_by_split_and_publish(top, &case, &deb, "--apt", field, &format!("{field} in {text:?}"));
+        refused_by_split_and_publish(
+            top,
+            &case,
+            &deb,
+            "--apt",
+            field,
+            &format!("{field} in {text:?}"),
+        );
     }
 }
 
@@ -177,8 +226,17 @@ fn hostile_rpm_tags_are_refused_by_split_package_and_publish() {
         let pkgs = case.join("pkgs");
         fs::create_dir_all(&pkgs).unwrap();
         let rpm = pkgs.join("hostile.rpm");
-        write_rpm(fs::File::create(&rpm).unwrap(), spec, &Payload::new(), &case).expect("write rpm");
-        let what = format!("{field} {:?}/{:?}/{:?}/{:?}", spec.name, spec.version, spec.release, spec.arch);
+        write_rpm(
+            fs::File::create(&rpm).unwrap(),
+            spec,
+            &Payload::new(),
+            &case,
+        )
+        .expect("write rpm");
+        let what = format!(
+            "{field} {:?}/{:?}/{:?}/{:?}",
+            spec.name, spec.version, spec.release, spec.arch
+        );
         refused_by_split_and_publish(top, &case, &rpm, "--yum", field, &what);
     }
 }
@@ -193,7 +251,11 @@ with zipfile.ZipFile(out, "w") as z:
     z.writestr(f"{di}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
     z.writestr(f"{di}/RECORD", "")
 "#;
-    ok(Command::new("python3").arg("-c").arg(script).arg(path).args([dist_info, name, version]));
+    ok(Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(path)
+        .args([dist_info, name, version]));
 }
 
 #[test]
@@ -207,8 +269,18 @@ fn hostile_wheel_names_are_refused_by_split_package() {
         ("http:host-1.0-py3-none-any.whl", "x", "1.0", "distribution"),
         ("x-..-py3-none-any.whl", "x", "1.0", "version"),
         ("x-1.0-py3-none-..%2F.whl", "x", "1.0", "tag"),
-        ("x-1.0-py3-none-any.whl", "../../escaped", "1.0", "METADATA Name"),
-        ("x-1.0-py3-none-any.whl", "x", "1.0/../../..", "METADATA Version"),
+        (
+            "x-1.0-py3-none-any.whl",
+            "../../escaped",
+            "1.0",
+            "METADATA Name",
+        ),
+        (
+            "x-1.0-py3-none-any.whl",
+            "x",
+            "1.0/../../..",
+            "METADATA Version",
+        ),
         ("x-1.0-py3-none-any.whl", &long, "1.0", "METADATA Name"),
     ];
     for (i, (file, name, version, field)) in cases.iter().enumerate() {
@@ -220,7 +292,12 @@ fn hostile_wheel_names_are_refused_by_split_package() {
         assert_refused(
             top,
             &out,
-            &["split-package", whl.to_str().unwrap(), "--out", out.to_str().unwrap()],
+            &[
+                "split-package",
+                whl.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
             field,
             &format!("{file} {name:?} {version:?}"),
         );

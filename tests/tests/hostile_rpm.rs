@@ -102,7 +102,11 @@ fn open_bounded(dir: &Path, name: &str, bytes: &[u8]) -> String {
     let (result, peak) = peak_of(|| RpmReader::open(&path).map(drop).map_err(|e| e.to_string()));
     let limit = 8 * bytes.len();
     if !name.starts_with("random") {
-        eprintln!("{name}: {} byte input, peak {peak} bytes ({:.2}x)", bytes.len(), peak as f64 / bytes.len() as f64);
+        eprintln!(
+            "{name}: {} byte input, peak {peak} bytes ({:.2}x)",
+            bytes.len(),
+            peak as f64 / bytes.len() as f64
+        );
     }
     assert!(
         peak <= limit,
@@ -122,14 +126,21 @@ fn inflating_string_arrays_are_refused_within_the_memory_bound() {
         // The report's case: many tags, each a huge array over the same bytes.
         (
             "overlapping-string-arrays",
-            (0..4096).map(|i| (5000 + i, T_STRING_ARRAY, 0, size as u32)).collect(),
+            (0..4096)
+                .map(|i| (5000 + i, T_STRING_ARRAY, 0, size as u32))
+                .collect(),
         ),
         // One array of as many empty strings as bytes.
-        ("one-huge-array", vec![(1118, T_STRING_ARRAY, 0, size as u32)]),
+        (
+            "one-huge-array",
+            vec![(1118, T_STRING_ARRAY, 0, size as u32)],
+        ),
         // Widened integers: 1 byte in, 8 bytes out, over and over.
         (
             "overlapping-int8",
-            (0..64).map(|i| (6000 + i, T_INT8, 0, size as u32)).collect(),
+            (0..64)
+                .map(|i| (6000 + i, T_INT8, 0, size as u32))
+                .collect(),
         ),
         // Shared binary blobs.
         (
@@ -139,14 +150,21 @@ fn inflating_string_arrays_are_refused_within_the_memory_bound() {
         // Many small tags, the most entries the parser takes.
         (
             "many-entries",
-            (0..65536).map(|i| (10000 + i, T_STRING, (i % 1024) as i32, 1)).collect(),
+            (0..65536)
+                .map(|i| (10000 + i, T_STRING, (i % 1024) as i32, 1))
+                .collect(),
         ),
     ];
     for (name, entries) in cases {
         let bytes = rpm(&header(&entries, &zeros));
         let err = open_bounded(dir.path(), name, &bytes);
         assert_ne!(err, "ok", "{name} must be refused");
-        assert!(err.contains(name) || err.contains(".rpm") || err.contains(&*dir.path().to_string_lossy()), "{err}");
+        assert!(
+            err.contains(name)
+                || err.contains(".rpm")
+                || err.contains(&*dir.path().to_string_lossy()),
+            "{err}"
+        );
     }
 }
 
@@ -170,7 +188,13 @@ fn plausible_headers_still_parse_and_names_are_checked() {
     }
     put(1117, T_STRING_ARRAY, &names, 20000, &mut data);
     put(1036, T_STRING_ARRAY, &vec![0u8; 20000], 20000, &mut data);
-    put(1039, T_STRING_ARRAY, &b"root\0".repeat(20000), 20000, &mut data);
+    put(
+        1039,
+        T_STRING_ARRAY,
+        &b"root\0".repeat(20000),
+        20000,
+        &mut data,
+    );
     put(1028, T_INT32, &vec![0u8; 80000], 20000, &mut data);
     let err = open_bounded(dir.path(), "plausible", &rpm(&header(&entries, &data)));
     assert_eq!(err, "ok");
@@ -230,6 +254,10 @@ fn random_headers_stay_within_the_memory_bound() {
                 (1000 + (next() % 200) as u32, ty, off, count)
             })
             .collect();
-        open_bounded(dir.path(), &format!("random-{i}"), &rpm(&header(&entries, &data)));
+        open_bounded(
+            dir.path(),
+            &format!("random-{i}"),
+            &rpm(&header(&entries, &data)),
+        );
     }
 }

@@ -51,8 +51,10 @@ fn cached_root() -> &'static Path {
         let dir = bins::profile_dir().join("../install-flows");
         let root = dir.join("bookworm-apt");
         let has_lists = |root: &Path| {
-            fs::read_dir(root.join("var/lib/apt/lists"))
-                .is_ok_and(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().ends_with("_Packages")))
+            fs::read_dir(root.join("var/lib/apt/lists")).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with("_Packages"))
+            })
         };
         if root.join("usr/bin/apt-get").is_file() && root.join("usr/bin/dnf").is_file() {
             if !has_lists(&root) {
@@ -63,12 +65,20 @@ fn cached_root() -> &'static Path {
         fs::create_dir_all(&dir).expect("mkdir");
         let part = dir.join("bookworm-apt.part");
         let _ = fs::remove_dir_all(&part);
-        let sources = ["/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"]
-            .into_iter()
-            .find(|p| Path::new(p).is_file())
-            .expect("this machine's apt sources");
+        let sources = [
+            "/etc/apt/sources.list.d/debian.sources",
+            "/etc/apt/sources.list",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .expect("this machine's apt sources");
         ok(Command::new("mmdebstrap")
-            .args(["--variant=apt", "--include=libamdhip64-5,ca-certificates,dnf", "--mode=root", "bookworm"])
+            .args([
+                "--variant=apt",
+                "--include=libamdhip64-5,ca-certificates,dnf",
+                "--mode=root",
+                "bookworm",
+            ])
             .arg(&part)
             .arg(sources));
         ok(chroot(&part, "cpu-only").args(["apt-get", "update", "-q"]));
@@ -127,7 +137,11 @@ fn chroot(root: &Path, machine: &str) -> Command {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// The fetcher binary, stripped (packaging 170 MB of debug info is slow).
@@ -136,7 +150,10 @@ fn fetcher_bin() -> &'static Path {
     BIN.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tmp").keep();
         let bin = dir.join("rocm-kpack-fetch");
-        ok(Command::new("strip").arg("-o").arg(&bin).arg(bins::bin("rocm-kpack-fetch")));
+        ok(Command::new("strip")
+            .arg("-o")
+            .arg(&bin)
+            .arg(bins::bin("rocm-kpack-fetch")));
         bin
     })
 }
@@ -166,7 +183,12 @@ fn publish_served(tmp: &Path, pkgs: &Path, kinds: &[&str]) -> Server {
         .arg("--out")
         .arg(&repo)
         .args(kinds)
-        .args(["--kpack-store", "--store-url", server.root_url(), "--fetcher-bin"])
+        .args([
+            "--kpack-store",
+            "--store-url",
+            server.root_url(),
+            "--fetcher-bin",
+        ])
         .arg(fetcher_bin()));
     assert!(out.contains("published"), "{out}");
     server
@@ -196,11 +218,21 @@ fn archives_below(dir: &Path) -> Vec<PathBuf> {
 /// and AMD's lookup finds the original code objects through it.
 fn assert_mi210_device_code(root: &Path) {
     let kdir = root.join(KPACK_DIR);
-    assert_eq!(archives_below(&root.join("usr")), [kdir.join("librocrand_gfx90a.kpack")]);
-    assert!(Archive::open(&kdir.join("librocrand_gfx90a.kpack")).expect("archive").has_arch("gfx90a:xnack-"));
-    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        [kdir.join("librocrand_gfx90a.kpack")]
+    );
+    assert!(Archive::open(&kdir.join("librocrand_gfx90a.kpack"))
+        .expect("archive")
+        .has_arch("gfx90a:xnack-"));
+    let o = chroot(root, "mi210")
+        .args(["rocm-kpack-fetch", "verify"])
+        .output()
+        .expect("verify");
     assert!(o.status.success(), "{}", text(&o));
-    let fat = debian::extracted("librocrand1").expect("extracted").join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    let fat = debian::extracted("librocrand1")
+        .expect("extracted")
+        .join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
     assert_gfxarch_finds(
         &root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
         &fat,
@@ -217,9 +249,13 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
 
 /// The README's command block with info string `sh <name>`.
 fn readme_block(name: &str) -> String {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+        .expect("README");
     let fence = format!("```sh {name}\n");
-    let start = readme.find(&fence).unwrap_or_else(|| panic!("no `sh {name}` block in README.md")) + fence.len();
+    let start = readme
+        .find(&fence)
+        .unwrap_or_else(|| panic!("no `sh {name}` block in README.md"))
+        + fence.len();
     let len = readme[start..].find("```").expect("closing fence");
     readme[start..start + len].to_string()
 }
@@ -233,7 +269,10 @@ fn run_block(root: &Path, machine: &str, name: &str, repo: &str) -> String {
         .output()
         .expect("bash");
     let out = text(&o);
-    assert!(o.status.success(), "README block `sh {name}` failed:\n{block}\n---\n{out}");
+    assert!(
+        o.status.success(),
+        "README block `sh {name}` failed:\n{block}\n---\n{out}"
+    );
     out
 }
 
@@ -247,23 +286,45 @@ fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
     // package; it recommends rocm-kpack-fetch, so one command brings both,
     // and the fetcher's trigger fetches from the store publish named.
     let out = run_block(&root, "mi210", "apt", server.root_url());
-    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        "{out}"
+    );
     assert_mi210_device_code(&root);
     // Debian's fat 5.3.3-4 was a candidate too (its sources stay
     // configured); ours is newer, so apt took ours.
     let policy = ok(chroot(&root, "mi210").args(["apt-cache", "policy", "librocrand1"]));
-    assert!(policy.contains("5.3.3-4 500") && policy.contains("deb.debian.org"), "{policy}");
-    assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4+kpack1", "{policy}");
-    let sources = fs::read_to_string(root.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml")).expect("sources");
-    assert!(sources.contains(&format!("url = \"{}\"", server.root_url())), "{sources}");
+    assert!(
+        policy.contains("5.3.3-4 500") && policy.contains("deb.debian.org"),
+        "{policy}"
+    );
+    assert_eq!(
+        installed_version(&root, "librocrand1"),
+        "5.3.3-4+kpack1",
+        "{policy}"
+    );
+    let sources =
+        fs::read_to_string(root.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml"))
+            .expect("sources");
+    assert!(
+        sources.contains(&format!("url = \"{}\"", server.root_url())),
+        "{sources}"
+    );
     // Only the gfx90a archive was downloaded, by content.
-    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    let fetched: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/by-hash/"))
+        .collect();
     assert_eq!(fetched.len(), 1, "{fetched:?}");
 
     // Removal: the trigger removes what the fetcher installed, and its
     // bookkeeping; nothing of rocm-kpack is left in the library directory.
     let out = run_block(&root, "mi210", "apt-remove", server.root_url());
-    assert!(out.contains("removed 1 archive(s) of removed packages"), "{out}");
+    assert!(
+        out.contains("removed 1 archive(s) of removed packages"),
+        "{out}"
+    );
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
     assert!(!root.join(KPACK_DIR).exists(), "{out}");
 }
@@ -283,9 +344,18 @@ fn assert_debian_fat_files(root: &Path) {
             if ft.is_dir() {
                 stack.push(p);
             } else if ft.is_symlink() {
-                assert_eq!(fs::read_link(&mine).ok(), fs::read_link(&p).ok(), "{}", rel.display());
+                assert_eq!(
+                    fs::read_link(&mine).ok(),
+                    fs::read_link(&p).ok(),
+                    "{}",
+                    rel.display()
+                );
             } else {
-                assert!(fs::read(&mine).ok() == fs::read(&p).ok(), "{} differs from Debian's", rel.display());
+                assert!(
+                    fs::read(&mine).ok() == fs::read(&p).ok(),
+                    "{} differs from Debian's",
+                    rel.display()
+                );
                 files += 1;
             }
         }
@@ -316,12 +386,21 @@ fn debians_fat_package_upgrades_to_the_split_one_and_back() {
     // ... and `apt upgrade` (apt-get upgrade --with-new-pkgs; likewise
     // dist-upgrade) moves to it with no file conflict (dpkg would stop on
     // one), bringing the fetcher, whose trigger fetches the device code.
-    let o = chroot(&root, "mi210").args(["apt", "upgrade", "-y", "-q"]).output().expect("upgrade");
+    let o = chroot(&root, "mi210")
+        .args(["apt", "upgrade", "-y", "-q"])
+        .output()
+        .expect("upgrade");
     let out = text(&o);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("Unpacking librocrand1 (5.3.3-4+kpack1) over (5.3.3-4)"), "{out}");
+    assert!(
+        out.contains("Unpacking librocrand1 (5.3.3-4+kpack1) over (5.3.3-4)"),
+        "{out}"
+    );
     assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4+kpack1");
-    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        "{out}"
+    );
     let audit = ok(chroot(&root, "mi210").args(["dpkg", "--audit"]));
     assert_eq!(audit, "", "{audit}");
     assert_mi210_device_code(&root);
@@ -332,17 +411,35 @@ fn debians_fat_package_upgrades_to_the_split_one_and_back() {
     remove_apt_repo(&root);
     ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
     let o = chroot(&root, "mi210")
-        .args(["apt-get", "install", "-y", "-q", "--allow-downgrades", "librocrand1=5.3.3-4"])
+        .args([
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--allow-downgrades",
+            "librocrand1=5.3.3-4",
+        ])
         .output()
         .expect("downgrade");
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4", "{out}");
     assert_debian_fat_files(&root);
-    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new(), "{out}");
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        Vec::<PathBuf>::new(),
+        "{out}"
+    );
     // And `--reinstall` of Debian's package works from Debian's archive alone.
     let o = chroot(&root, "mi210")
-        .args(["apt-get", "install", "-y", "-q", "--reinstall", "librocrand1"])
+        .args([
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--reinstall",
+            "librocrand1",
+        ])
         .output()
         .expect("reinstall");
     assert!(o.status.success(), "{}", text(&o));
@@ -358,7 +455,11 @@ fn dpkg_i_runs_the_trigger_too_and_purge_cleans_up() {
     let repo = tmp.path().join("repo");
     let debs: Vec<PathBuf> = ["pool/main/r/rocm-kpack-fetch", "pool/main/r/rocrand"]
         .iter()
-        .flat_map(|d| fs::read_dir(repo.join(d)).expect("pool").map(|e| e.expect("entry").path()))
+        .flat_map(|d| {
+            fs::read_dir(repo.join(d))
+                .expect("pool")
+                .map(|e| e.expect("entry").path())
+        })
         .filter(|p| {
             let n = p.file_name().expect("name").to_string_lossy().into_owned();
             n.starts_with("rocm-kpack-fetch_") || n.starts_with("librocrand1_")
@@ -377,14 +478,26 @@ fn dpkg_i_runs_the_trigger_too_and_purge_cleans_up() {
     };
     // The fetcher first, then the generic package on its own: plain dpkg,
     // no apt involved, and the file trigger still fires.
-    let o = chroot(&root, "mi210").args(["dpkg", "-i", &name("rocm-kpack-fetch_")]).output().expect("dpkg");
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "-i", &name("rocm-kpack-fetch_")])
+        .output()
+        .expect("dpkg");
     assert!(o.status.success(), "{}", text(&o));
-    let o = chroot(&root, "mi210").args(["dpkg", "-i", &name("librocrand1_")]).output().expect("dpkg");
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "-i", &name("librocrand1_")])
+        .output()
+        .expect("dpkg");
     let out = text(&o);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("Processing triggers for rocm-kpack-fetch"), "{out}");
+    assert!(
+        out.contains("Processing triggers for rocm-kpack-fetch"),
+        "{out}"
+    );
     assert_mi210_device_code(&root);
-    let o = chroot(&root, "mi210").args(["dpkg", "--purge", "librocrand1"]).output().expect("purge");
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "--purge", "librocrand1"])
+        .output()
+        .expect("purge");
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
 }
@@ -409,11 +522,17 @@ fn without_a_gpu_the_install_is_clean_and_fetches_nothing() {
     let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
     let root = debian_root(tmp.path(), Some(server.root_url()));
     let out = apt_install(&root, "cpu-only");
-    let ours: Vec<&str> = out.lines().filter(|l| l.starts_with("rocm-kpack-fetch:")).collect();
+    let ours: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("rocm-kpack-fetch:"))
+        .collect();
     assert_eq!(ours.len(), 1, "one line: {out}");
     assert!(ours[0].contains("no AMD GPU found"), "{out}");
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
-    assert!(!server.requests().iter().any(|r| r.path.starts_with("/by-hash/")));
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|r| r.path.starts_with("/by-hash/")));
 }
 
 #[test]
@@ -421,23 +540,42 @@ fn a_failing_store_does_not_fail_apt_and_install_auto_completes_later() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let server = publish_served(tmp.path(), rocrand_debs(), &["--apt"]);
-    let index: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(tmp.path().join("repo/index.json")).expect("index")).expect("json");
+    let index: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("repo/index.json")).expect("index"),
+    )
+    .expect("json");
     for a in index["archives"].as_array().expect("archives") {
-        server.set_fault(&format!("/{}", a["path"].as_str().expect("path")), Fault::Status(500, None));
+        server.set_fault(
+            &format!("/{}", a["path"].as_str().expect("path")),
+            Fault::Status(500, None),
+        );
     }
     let root = debian_root(tmp.path(), Some(server.root_url()));
     // A failing store must not fail apt.
     let out = apt_install(&root, "mi210");
-    assert!(out.contains("rocm-kpack-fetch: device code not fetched"), "{out}");
-    assert!(out.contains("rocm-kpack-fetch install --auto"), "says how to retry: {out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code not fetched"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rocm-kpack-fetch install --auto"),
+        "says how to retry: {out}"
+    );
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
-    let status = ok(chroot(&root, "mi210").args(["dpkg-query", "-W", "-f=${Status}", "librocrand1"]));
+    let status =
+        ok(chroot(&root, "mi210").args(["dpkg-query", "-W", "-f=${Status}", "librocrand1"]));
     assert_eq!(status, "install ok installed");
 
     server.clear_faults();
     let o = chroot(&root, "mi210")
-        .args(["rocm-kpack-fetch", "install", "--auto", "--allow-http", "--sysfs-root", "/srv/sysfs/mi210"])
+        .args([
+            "rocm-kpack-fetch",
+            "install",
+            "--auto",
+            "--allow-http",
+            "--sysfs-root",
+            "/srv/sysfs/mi210",
+        ])
         .output()
         .expect("install --auto");
     assert!(o.status.success(), "{}", text(&o));
@@ -456,12 +594,24 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
     let mut split_archives = Vec::new();
-    for (version, fixture) in [("1.0", "clang19/libfixture.so"), ("2.0", "clang15/libfixture.so")] {
+    for (version, fixture) in [
+        ("1.0", "clang19/libfixture.so"),
+        ("2.0", "clang15/libfixture.so"),
+    ] {
         let work = t.join(format!("v{version}"));
         let lib = work.join("install/usr/lib/x86_64-linux-gnu");
         fs::create_dir_all(&lib).expect("mkdir");
-        fs::copy(rocm_kpack_test_support::fixtures::fixture(fixture), lib.join("libfixture.so.1")).expect("copy");
-        ok(bins::command("rocm-kpack").arg("split").arg(work.join("install")).arg("--out").arg(work.join("split")).arg("-q"));
+        fs::copy(
+            rocm_kpack_test_support::fixtures::fixture(fixture),
+            lib.join("libfixture.so.1"),
+        )
+        .expect("copy");
+        ok(bins::command("rocm-kpack")
+            .arg("split")
+            .arg(work.join("install"))
+            .arg("--out")
+            .arg(work.join("split"))
+            .arg("-q"));
         ok(bins::command("rocm-kpack")
             .arg("package")
             .arg(work.join("split"))
@@ -478,7 +628,14 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
             .arg(t.join(format!("v{version}/pkgs")))
             .arg("--out")
             .arg(&repo)
-            .args(["--apt", "--kpack-store", "--store-url", server.root_url(), "-q", "--fetcher-bin"])
+            .args([
+                "--apt",
+                "--kpack-store",
+                "--store-url",
+                server.root_url(),
+                "-q",
+                "--fetcher-bin",
+            ])
             .arg(fetcher_bin());
         if force {
             c.arg("--force");
@@ -492,23 +649,37 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
     ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
     assert_eq!(
         archives_below(&root.join("usr")),
-        [kdir.join("libfixture_gfx11-generic.kpack"), kdir.join("libfixture_gfx1100.kpack")]
+        [
+            kdir.join("libfixture_gfx11-generic.kpack"),
+            kdir.join("libfixture_gfx1100.kpack")
+        ]
     );
     let v1 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v1 archive");
 
     // Version 2 republished over version 1 (`--force`), then upgraded.
     publish_version("2.0", true);
     ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "update", "-q"]));
-    let out = ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
+    let out =
+        ok(chroot(&root, "apu-plus-dgpu").args(["apt-get", "install", "-y", "-q", "libfixture1"]));
     assert!(out.contains("Unpacking libfixture1 (2.0+kpack1)"), "{out}");
-    assert_eq!(archives_below(&root.join("usr")), [kdir.join("libfixture_gfx1100.kpack")], "{out}");
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        [kdir.join("libfixture_gfx1100.kpack")],
+        "{out}"
+    );
     let v2 = fs::read(kdir.join("libfixture_gfx1100.kpack")).expect("v2 archive");
     let v2_split = split_archives[1]
         .iter()
         .find(|p| p.ends_with("libfixture_gfx1100.kpack"))
         .expect("v2 gfx1100 archive");
-    assert!(v2 != v1 && v2 == fs::read(v2_split).expect("split archive"), "the upgrade installed version 2's archive");
-    let o = chroot(&root, "apu-plus-dgpu").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(
+        v2 != v1 && v2 == fs::read(v2_split).expect("split archive"),
+        "the upgrade installed version 2's archive"
+    );
+    let o = chroot(&root, "apu-plus-dgpu")
+        .args(["rocm-kpack-fetch", "verify"])
+        .output()
+        .expect("verify");
     assert!(o.status.success(), "{}", text(&o));
 }
 
@@ -520,7 +691,11 @@ fn base_provides_rpm(dir: &Path) -> PathBuf {
     let spec = RpmSpec {
         group: "System Environment/Base".into(),
         provides: vec![Dep::any("/bin/sh"), Dep::any("libc.so.6()(64bit)")],
-        ..rpm_spec("debian-base", "12", "The Debian base system of the test root")
+        ..rpm_spec(
+            "debian-base",
+            "12",
+            "The Debian base system of the test root",
+        )
     };
     fs::create_dir_all(dir).expect("mkdir");
     let path = dir.join(spec.file_name());
@@ -555,11 +730,22 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
         },
     )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-    assert_eq!(report.fetcher_packages, ["rocm-kpack-fetch-0.1.0-1.x86_64.rpm"]);
+    assert_eq!(
+        report.fetcher_packages,
+        ["rocm-kpack-fetch-0.1.0-1.x86_64.rpm"]
+    );
     let fetcher_rpm = repo.join("x86_64/rocm-kpack-fetch-0.1.0-1.x86_64.rpm");
-    let triggers = ok(Command::new("rpm").arg("-qp").arg("--filetriggers").arg(&fetcher_rpm));
+    let triggers = ok(Command::new("rpm")
+        .arg("-qp")
+        .arg("--filetriggers")
+        .arg(&fetcher_rpm));
     assert!(triggers.contains("transfiletriggerin scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
-    assert!(triggers.contains("filetriggerpostun scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
+    assert!(
+        triggers.contains(
+            "filetriggerpostun scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"
+        ),
+        "{triggers}"
+    );
 
     // The README's dnf block, run by the dnf of a Debian root (its own
     // rpm database; debian-base from the repository provides the libc and
@@ -570,11 +756,21 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
     fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
     fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
     let out = run_block(&root, "mi210", "dnf", server.root_url());
-    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"), "{out}");
-    assert!(out.contains("removed 1 archive(s) of removed packages"), "{out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("removed 1 archive(s) of removed packages"),
+        "{out}"
+    );
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
     assert!(!root.join(KPACK_DIR).exists(), "{out}");
-    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    let fetched: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/by-hash/"))
+        .collect();
     assert_eq!(fetched.len(), 1, "{fetched:?}");
 }
 
@@ -590,15 +786,30 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
     let tmp = tempfile::tempdir().expect("tmp");
     // The distribution's repository.
     let fat_tree = tmp.path().join("fat");
-    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &fat_tree.join("generic"), &[]);
+    copy_tree(
+        &debian::extracted("librocrand1").expect("extracted"),
+        &fat_tree.join("generic"),
+        &[],
+    );
     let distro_pkgs = tmp.path().join("distro-pkgs");
-    build(&fat_tree, &distro_pkgs, &distribution_options(&[Format::Rpm]));
+    build(
+        &fat_tree,
+        &distro_pkgs,
+        &distribution_options(&[Format::Rpm]),
+    );
     base_provides_rpm(&distro_pkgs);
     let distro_repo = tmp.path().join("distro-repo");
     fs::create_dir_all(&distro_repo).expect("mkdir");
     let distro = http::serve_dir(&distro_repo).expect("serve");
-    publish(&distro_pkgs, &distro_repo, &PublishOptions { yum: true, ..PublishOptions::default() })
-        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish(
+        &distro_pkgs,
+        &distro_repo,
+        &PublishOptions {
+            yum: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     // Ours.
     let (split, _) = rocrand_split(tmp.path());
     let pkgs = tmp.path().join("pkgs");
@@ -634,16 +845,27 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
         .expect("repo file");
     };
     let dnf = |args: &[&str]| {
-        let o = chroot(&root, "mi210").arg("dnf").args(args).output().expect("dnf");
+        let o = chroot(&root, "mi210")
+            .arg("dnf")
+            .args(args)
+            .output()
+            .expect("dnf");
         let out = text(&o);
         assert!(o.status.success(), "dnf {args:?}:\n{out}");
         out
     };
     // The installed EVR (the root has dnf but no rpm command).
     let installed = || {
-        let list = ok(chroot(&root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1"]));
-        let line = list.lines().find(|l| l.starts_with("librocrand1.x86_64")).unwrap_or_else(|| panic!("{list}"));
-        line.split_whitespace().nth(1).unwrap_or_default().to_string()
+        let list =
+            ok(chroot(&root, "mi210").args(["dnf", "-q", "list", "--installed", "librocrand1"]));
+        let line = list
+            .lines()
+            .find(|l| l.starts_with("librocrand1.x86_64"))
+            .unwrap_or_else(|| panic!("{list}"));
+        line.split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
     };
     repo_file("distro", distro.root_url());
     dnf(&["install", "-y", "librocrand1"]);
@@ -655,7 +877,10 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
     // conflict, and the fetcher's file trigger fetches the device code.
     repo_file("rocm-kpack", server.root_url());
     let info = dnf(&["list", "--showduplicates", "librocrand1"]);
-    assert!(info.contains("5.3.3-4.kpack1") && info.contains("rocm-kpack"), "{info}");
+    assert!(
+        info.contains("5.3.3-4.kpack1") && info.contains("rocm-kpack"),
+        "{info}"
+    );
     // The generic rpm recommends the fetcher, but `dnf upgrade` installs no
     // new weak dependency of an upgraded package (a fresh `dnf install`
     // does): the fetcher is installed by name here, as docs/packaging.md says.
@@ -663,15 +888,28 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
     assert_eq!(installed(), "5.3.3-4.kpack1", "{out}");
     let out = dnf(&["install", "-y", "rocm-kpack-fetch"]);
     let o = chroot(&root, "mi210")
-        .args(["rocm-kpack-fetch", "install", "--auto", "--allow-http", "--sysfs-root", "/srv/sysfs/mi210"])
+        .args([
+            "rocm-kpack-fetch",
+            "install",
+            "--auto",
+            "--allow-http",
+            "--sysfs-root",
+            "/srv/sysfs/mi210",
+        ])
         .output()
         .expect("install --auto");
     assert!(o.status.success(), "{out}\n{}", text(&o));
     // (rocrand_split's generic tree keeps the fat library, so only the
     // fetched archive is checked here, not the loader's lookup.)
     let kdir = root.join(KPACK_DIR);
-    assert_eq!(archives_below(&root.join("usr")), [kdir.join("librocrand_gfx90a.kpack")]);
-    let o = chroot(&root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        [kdir.join("librocrand_gfx90a.kpack")]
+    );
+    let o = chroot(&root, "mi210")
+        .args(["rocm-kpack-fetch", "verify"])
+        .output()
+        .expect("verify");
     assert!(o.status.success(), "{}", text(&o));
 
     // Without our repository, `dnf downgrade` gives the fat package back,
@@ -696,10 +934,17 @@ fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
         store_url: Some("https://repo.example.org/rocm/".into()),
         level: Some(0),
     };
-    let kinds = Kinds { deb: true, rpm: true, wheel: true };
+    let kinds = Kinds {
+        deb: true,
+        rpm: true,
+        wheel: true,
+    };
     let paths = build_fetcher_packages(&opts, kinds, 1_704_067_200, &out).expect("build");
     let ver = env!("CARGO_PKG_VERSION");
-    let names: Vec<String> = paths.iter().map(|p| p.file_name().expect("name").to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
     assert_eq!(
         names,
         [
@@ -722,12 +967,20 @@ fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
     ] {
         assert!(contents.contains(f), "{f} missing:\n{contents}");
     }
-    assert!(!contents.contains("apt.conf.d"), "the apt hook is replaced by the dpkg trigger");
+    assert!(
+        !contents.contains("apt.conf.d"),
+        "the apt hook is replaced by the dpkg trigger"
+    );
     let ctl = tmp.path().join("control");
     ok(Command::new("dpkg-deb").arg("-e").arg(deb).arg(&ctl));
     let triggers = fs::read_to_string(ctl.join("triggers")).expect("triggers");
-    assert!(triggers.contains("interest-noawait /usr/lib/x86_64-linux-gnu/.kpack\n"), "{triggers}");
-    assert!(fs::read_to_string(ctl.join("postinst")).expect("postinst").contains("triggered)"));
+    assert!(
+        triggers.contains("interest-noawait /usr/lib/x86_64-linux-gnu/.kpack\n"),
+        "{triggers}"
+    );
+    assert!(fs::read_to_string(ctl.join("postinst"))
+        .expect("postinst")
+        .contains("triggered)"));
     assert_eq!(
         fs::read_to_string(ctl.join("conffiles")).expect("conffiles"),
         "/etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml\n"
@@ -735,26 +988,58 @@ fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
     assert_eq!(lintian_errors(deb), Vec::<String>::new());
     let sources = tmp.path().join("x");
     ok(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&sources));
-    let text = fs::read_to_string(sources.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml")).expect("sources");
-    assert!(text.contains("url = \"https://repo.example.org/rocm/\""), "{text}");
+    let text =
+        fs::read_to_string(sources.join("etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml"))
+            .expect("sources");
+    assert!(
+        text.contains("url = \"https://repo.example.org/rocm/\""),
+        "{text}"
+    );
     // The file the fetcher reads parses cleanly.
     let o = ok(bins::command("rocm-kpack-fetch")
-        .args(["install", "--target", "gfx90a", "--dry-run", "--json", "--root"])
+        .args([
+            "install",
+            "--target",
+            "gfx90a",
+            "--dry-run",
+            "--json",
+            "--root",
+        ])
         .arg(&sources)
         .env("ROCM_KPACK_PYTHON", ""));
     let json: serde_json::Value = serde_json::from_str(&o).expect("json");
     assert_eq!(json["warnings"], serde_json::json!([]));
 
-    let triggers = ok(Command::new("rpm").arg("-qp").arg("--filetriggers").arg(rpm));
+    let triggers = ok(Command::new("rpm")
+        .arg("-qp")
+        .arg("--filetriggers")
+        .arg(rpm));
     assert!(triggers.contains("transfiletriggerin scriptlet (using /bin/sh) -- /opt, /usr/lib, /usr/lib64, /usr/local"), "{triggers}");
-    assert!(triggers.contains("/usr/bin/rocm-kpack-fetch trigger --stdin"), "{triggers}");
-    assert!(triggers.contains("filetriggerpostun scriptlet (using /bin/sh)"), "{triggers}");
+    assert!(
+        triggers.contains("/usr/bin/rocm-kpack-fetch trigger --stdin"),
+        "{triggers}"
+    );
+    assert!(
+        triggers.contains("filetriggerpostun scriptlet (using /bin/sh)"),
+        "{triggers}"
+    );
     ok(Command::new("rpm").arg("-K").arg(rpm));
     let ql = ok(Command::new("rpm").arg("-qlp").arg(rpm));
-    assert!(ql.lines().any(|l| l == "/usr/lib/systemd/system/rocm-kpack-fetch.service"), "{ql}");
-    assert!(ql.lines().any(|l| l == "/usr/share/man/man1/rocm-kpack-fetch.1.gz"), "{ql}");
+    assert!(
+        ql.lines()
+            .any(|l| l == "/usr/lib/systemd/system/rocm-kpack-fetch.service"),
+        "{ql}"
+    );
+    assert!(
+        ql.lines()
+            .any(|l| l == "/usr/share/man/man1/rocm-kpack-fetch.1.gz"),
+        "{ql}"
+    );
     let qc = ok(Command::new("rpm").arg("-qcp").arg(rpm));
-    assert_eq!(qc.trim(), "/etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml");
+    assert_eq!(
+        qc.trim(),
+        "/etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml"
+    );
     let lint = run(Command::new("rpmlint").arg(rpm));
     let errors: Vec<String> = String::from_utf8_lossy(&lint.stdout)
         .lines()
@@ -762,7 +1047,10 @@ fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
         .map(str::to_string)
         .collect();
     // Unsigned, like any package rpmbuild writes without a key.
-    assert!(errors.iter().all(|e| e.contains("E: no-signature")), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("E: no-signature")),
+        "{errors:?}"
+    );
 
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
@@ -796,8 +1084,16 @@ fn publish_without_a_store_url_warns() {
         .expect("publish");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("no --store-url") && err.contains("fetches no device code"), "{err}");
-    assert!(fs::read_dir(repo.join("pool/main/r/rocm-kpack-fetch")).expect("fetcher in the pool").count() == 1);
+    assert!(
+        err.contains("no --store-url") && err.contains("fetches no device code"),
+        "{err}"
+    );
+    assert!(
+        fs::read_dir(repo.join("pool/main/r/rocm-kpack-fetch"))
+            .expect("fetcher in the pool")
+            .count()
+            == 1
+    );
 }
 
 /// A venv with uv from PyPI, kept under target/ for later runs.
@@ -830,10 +1126,24 @@ fn six_wheel() -> PathBuf {
     fs::create_dir_all(&dir).expect("mkdir");
     let part = tempfile::tempdir_in(&dir).expect("tmp");
     ok(Command::new("python3")
-        .args(["-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:", "six==1.17.0", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "six==1.17.0",
+            "-d",
+        ])
         .arg(part.path())
         .env("PIP_CONFIG_FILE", "/dev/null"));
-    assert_eq!(sha256(&part.path().join(FILE)), SHA256, "PyPI's {FILE} changed");
+    assert_eq!(
+        sha256(&part.path().join(FILE)),
+        SHA256,
+        "PyPI's {FILE} changed"
+    );
     fs::rename(part.path().join(FILE), &path).expect("rename");
     path
 }
@@ -843,7 +1153,11 @@ fn six_wheel() -> PathBuf {
 /// on six, and six.
 fn upstream_index(dir: &Path, fat_wheel: &Path) -> Server {
     for whl in [fat_wheel.to_path_buf(), six_wheel()] {
-        let name = whl.file_name().expect("name").to_string_lossy().into_owned();
+        let name = whl
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         let project = name.split('-').next().expect("project").to_string();
         fs::create_dir_all(dir.join("files")).expect("mkdir");
         fs::copy(&whl, dir.join("files").join(&name)).expect("copy");
@@ -869,20 +1183,40 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     // The fixture's upstream metadata depends on a real PyPI package.
     let metadata = split.join("generic/kpkg-1.0.dist-info/METADATA");
     let upstream_md = fs::read_to_string(&metadata).expect("METADATA");
-    fs::write(&metadata, upstream_md.replace("Requires-Python: >=3.8\n", "Requires-Python: >=3.8\nRequires-Dist: six>=1.16\n"))
-        .expect("METADATA");
+    fs::write(
+        &metadata,
+        upstream_md.replace(
+            "Requires-Python: >=3.8\n",
+            "Requires-Python: >=3.8\nRequires-Dist: six>=1.16\n",
+        ),
+    )
+    .expect("METADATA");
     // The fat wheel as upstream has it: everything in one wheel, version
     // 1.0 (the same tree packaged whole, without the suffix).
     // (wheel_split's generic tree holds the fat library; the archives
     // stay out, the database file goes in.)
     let fat_tree = tmp.path().join("fat");
-    copy_tree(&split.join("generic"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
-    copy_tree(&split.join("gfx110X-dgpu"), &fat_tree.join("generic"), &["kpkg/.kpack"]);
+    copy_tree(
+        &split.join("generic"),
+        &fat_tree.join("generic"),
+        &["kpkg/.kpack"],
+    );
+    copy_tree(
+        &split.join("gfx110X-dgpu"),
+        &fat_tree.join("generic"),
+        &["kpkg/.kpack"],
+    );
     let mut fat_opts = wheel_options();
     fat_opts.spec.version.suffix.clear();
     let fat_out = tmp.path().join("fat-out");
-    let fat_wheel = build(&fat_tree, &fat_out, &fat_opts).packages[0].path.clone();
-    assert!(fat_wheel.ends_with("kpkg-1.0-py3-none-linux_x86_64.whl"), "{}", fat_wheel.display());
+    let fat_wheel = build(&fat_tree, &fat_out, &fat_opts).packages[0]
+        .path
+        .clone();
+    assert!(
+        fat_wheel.ends_with("kpkg-1.0-py3-none-linux_x86_64.whl"),
+        "{}",
+        fat_wheel.display()
+    );
     let upstream = upstream_index(&tmp.path().join("upstream"), &fat_wheel);
     let upstream_url = format!("{}simple/", upstream.root_url());
     let pkgs = tmp.path().join("pkgs");
@@ -890,11 +1224,24 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let repo = tmp.path().join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
-    publish(&pkgs, &repo, &PublishOptions { pip: true, ..PublishOptions::default() })
-        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish(
+        &pkgs,
+        &repo,
+        &PublishOptions {
+            pip: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs/rx7900xtx");
     let url = ok(bins::command("rocm-kpack-fetch")
-        .args(["pip-index-url", "--allow-http", "--base", server.root_url(), "--sysfs-root"])
+        .args([
+            "pip-index-url",
+            "--allow-http",
+            "--base",
+            server.root_url(),
+            "--sysfs-root",
+        ])
         .arg(&sysfs));
     let url = url.trim().to_string();
     assert_eq!(url, format!("{}families/gfx110x-dgpu/", server.root_url()));
@@ -902,7 +1249,12 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
 
     let expect = |listed: &str| {
-        for d in ["kpkg==1.0+kpack1", "kpkg-device-gfx110x-dgpu==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1", "six==1.17.0"] {
+        for d in [
+            "kpkg==1.0+kpack1",
+            "kpkg-device-gfx110x-dgpu==1.0+kpack1",
+            "kpkg-device-gfx11-generic==1.0+kpack1",
+            "six==1.17.0",
+        ] {
             assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
         }
         assert!(!listed.contains("gfx90a"), "{listed}");
@@ -912,28 +1264,55 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let pip = venv.join("bin/pip");
     // pip takes the highest version from all indexes: 1.0+kpack1 > 1.0.
     ok(Command::new(&pip)
-        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url", &upstream_url])
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+            &upstream_url,
+        ])
         .args(["--extra-index-url", &url, "kpkg"])
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
-    expect(&ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"])));
-    let out = ok(Command::new(venv.join("bin/python"))
-        .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
+    expect(&ok(Command::new(&pip).args([
+        "list",
+        "--disable-pip-version-check",
+        "--format=freeze",
+    ])));
+    let out = ok(Command::new(venv.join("bin/python")).args([
+        "-c",
+        "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))",
+    ]));
     assert_eq!(
         out.trim(),
         "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
     );
     // The documented uninstall leaves nothing.
-    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu", "kpkg-device-gfx11-generic", "kpkg"]);
+    pip_uninstall(
+        &pip,
+        &[
+            "kpkg-device-gfx110x-dgpu",
+            "kpkg-device-gfx11-generic",
+            "kpkg",
+        ],
+    );
     let sp = rocm_kpack_test_support::site_packages(&venv);
-    assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e.expect("e").file_name().to_string_lossy().starts_with("kpkg")));
+    assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e
+        .expect("e")
+        .file_name()
+        .to_string_lossy()
+        .starts_with("kpkg")));
 
     // uv takes a package from the first index that has it (its default
     // first-index strategy): ours goes in `--index`, which comes before the
     // `--default-index`.
     let uv = uv();
     let venv2 = tmp.path().join("venv2");
-    ok(Command::new(uv).arg("venv").arg(&venv2).arg("--python").arg("python3"));
+    ok(Command::new(uv)
+        .arg("venv")
+        .arg(&venv2)
+        .arg("--python")
+        .arg("python3"));
     let py = venv2.join("bin/python");
     ok(Command::new(uv)
         .args(["pip", "install", "--no-cache", "--python"])
@@ -941,18 +1320,29 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .args(["--index", &url, "--default-index", &upstream_url, "kpkg"])
         .env("UV_NO_CONFIG", "1"));
     ok(Command::new(uv).args(["pip", "check", "--python"]).arg(&py));
-    expect(&ok(Command::new(uv).args(["pip", "freeze", "--python"]).arg(&py)));
+    expect(&ok(Command::new(uv)
+        .args(["pip", "freeze", "--python"])
+        .arg(&py)));
     // The other way round, uv takes upstream's fat wheel: the order matters.
     let venv3 = tmp.path().join("venv3");
-    ok(Command::new(uv).arg("venv").arg(&venv3).arg("--python").arg("python3"));
+    ok(Command::new(uv)
+        .arg("venv")
+        .arg(&venv3)
+        .arg("--python")
+        .arg("python3"));
     let py3 = venv3.join("bin/python");
     ok(Command::new(uv)
         .args(["pip", "install", "--no-cache", "--python"])
         .arg(&py3)
         .args(["--index", &upstream_url, "--default-index", &url, "kpkg"])
         .env("UV_NO_CONFIG", "1"));
-    let frozen = ok(Command::new(uv).args(["pip", "freeze", "--python"]).arg(&py3));
-    assert!(frozen.lines().any(|l| l == "kpkg==1.0") && !frozen.contains("device"), "{frozen}");
+    let frozen = ok(Command::new(uv)
+        .args(["pip", "freeze", "--python"])
+        .arg(&py3));
+    assert!(
+        frozen.lines().any(|l| l == "kpkg==1.0") && !frozen.contains("device"),
+        "{frozen}"
+    );
 
     // The README's pip block as written (the GPU given by the override
     // variable, which detection honours like a real RX 7900 XTX's sysfs).
@@ -977,7 +1367,10 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         .output()
         .expect("bash");
     let out = text(&o);
-    assert!(o.status.success(), "README block `sh pip` failed:\n{block}\n---\n{out}");
+    assert!(
+        o.status.success(),
+        "README block `sh pip` failed:\n{block}\n---\n{out}"
+    );
     assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0+kpack1"), "{out}");
 }
 
@@ -1002,7 +1395,16 @@ fn family_table_packages(dir: &Path) {
         let mut c = bins::command("rocm-kpack");
         c.arg("package")
             .arg(&split)
-            .args(["--name", "librocrand1", "--version", "5.3.3-4", "--format", "deb,rpm", "-q", "--out"])
+            .args([
+                "--name",
+                "librocrand1",
+                "--version",
+                "5.3.3-4",
+                "--format",
+                "deb,rpm",
+                "-q",
+                "--out",
+            ])
             .arg(&pkgs);
         spec.map(|s| c.arg("--spec").arg(s));
         ok(&mut c);
@@ -1018,13 +1420,25 @@ fn publish_packages(dir: &Path, name: &str, repo: &Path, server: &Server) {
         .arg(dir.join(name))
         .arg("--out")
         .arg(repo)
-        .args(["--apt", "--yum", "--kpack-store", "--force", "-q", "--store-url", server.root_url(), "--fetcher-bin"])
+        .args([
+            "--apt",
+            "--yum",
+            "--kpack-store",
+            "--force",
+            "-q",
+            "--store-url",
+            server.root_url(),
+            "--fetcher-bin",
+        ])
         .arg(fetcher_bin()));
 }
 
 /// The gfx9 archives of librocrand1 installed below `root`.
 fn gfx9_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
-    units.iter().map(|u| root.join(KPACK_DIR).join(format!("librocrand_{u}.kpack"))).collect()
+    units
+        .iter()
+        .map(|u| root.join(KPACK_DIR).join(format!("librocrand_{u}.kpack")))
+        .collect()
 }
 
 /// `Package Version` of the installed packages whose name starts with
@@ -1041,13 +1455,22 @@ fn installed_rocrand(root: &Path, rpm: bool) -> Vec<String> {
             })
             .collect()
     } else {
-        ok(chroot(root, "mi210").args(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}${Package} ${Version}\\n"]))
-            .lines()
-            .filter_map(|l| l.strip_prefix("ii "))
-            .map(|l| format!("{l}\n"))
-            .collect()
+        ok(chroot(root, "mi210").args([
+            "dpkg-query",
+            "-W",
+            "-f",
+            "${db:Status-Abbrev}${Package} ${Version}\\n",
+        ]))
+        .lines()
+        .filter_map(|l| l.strip_prefix("ii "))
+        .map(|l| format!("{l}\n"))
+        .collect()
     };
-    let mut v: Vec<String> = out.lines().filter(|l| l.starts_with("librocrand1")).map(str::to_string).collect();
+    let mut v: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("librocrand1"))
+        .map(str::to_string)
+        .collect();
     v.sort();
     v
 }
@@ -1058,8 +1481,16 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
     let mut owners = Vec::new();
     for a in archives_below(&root.join("usr")) {
         let inside = format!("/{}", a.strip_prefix(root).expect("below root").display());
-        let o = chroot(root, "mi210").args(owner).arg(&inside).output().expect("owner");
-        assert!(o.status.success() && !o.stdout.is_empty(), "{inside} belongs to no package: {}", text(&o));
+        let o = chroot(root, "mi210")
+            .args(owner)
+            .arg(&inside)
+            .output()
+            .expect("owner");
+        assert!(
+            o.status.success() && !o.stdout.is_empty(),
+            "{inside} belongs to no package: {}",
+            text(&o)
+        );
         owners.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
     }
     owners
@@ -1089,20 +1520,34 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     // machine being upgraded is one where ours were installed: pinned here
     // for the old install only (the new packages win on their version).
     let pin = root.join("etc/apt/preferences.d/rocm-kpack-2025");
-    fs::write(&pin, "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n").expect("pin");
-    let apt = |args: &[&str]| ok(chroot(&root, "mi210").args(["apt-get", "-q", "-y"]).args(args));
+    fs::write(
+        &pin,
+        "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n",
+    )
+    .expect("pin");
+    let apt = |args: &[&str]| {
+        ok(chroot(&root, "mi210")
+            .args(["apt-get", "-q", "-y"])
+            .args(args))
+    };
     apt(&["update"]);
     apt(&["install", "librocrand1", "librocrand1-gfx90x"]);
     let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), all);
-    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+    assert_eq!(
+        installed_rocrand(&root, false),
+        ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]
+    );
 
     fs::remove_file(&pin).expect("unpin");
     publish_packages(t, "new", &repo, &server);
     apt(&["update"]);
     let out = apt(&["upgrade"]);
     assert!(out.contains("kept back"), "{out}");
-    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+    assert_eq!(
+        installed_rocrand(&root, false),
+        ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]
+    );
     assert_mi210_loads(&root);
 
     let out = apt(&["dist-upgrade"]);
@@ -1128,9 +1573,25 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     // Keep the package this GPU needs, drop the transitional one and what
     // only it needed.
     apt(&["install", "librocrand1-gfx90a"]);
-    apt(&["remove", "--purge", "librocrand1-gfx90x", "librocrand1-gfx900", "librocrand1-gfx906", "librocrand1-gfx908"]);
-    assert_eq!(installed_rocrand(&root, false), ["librocrand1 5.3.3-4+kpack1", "librocrand1-gfx90a 5.3.3-4+kpack1"]);
-    assert_eq!(archives_below(&root.join("usr")), gfx9_archives(&root, &["gfx90a"]));
+    apt(&[
+        "remove",
+        "--purge",
+        "librocrand1-gfx90x",
+        "librocrand1-gfx900",
+        "librocrand1-gfx906",
+        "librocrand1-gfx908",
+    ]);
+    assert_eq!(
+        installed_rocrand(&root, false),
+        [
+            "librocrand1 5.3.3-4+kpack1",
+            "librocrand1-gfx90a 5.3.3-4+kpack1"
+        ]
+    );
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        gfx9_archives(&root, &["gfx90a"])
+    );
     assert_archives_owned(&root, &["dpkg", "-S"]);
     assert_mi210_loads(&root);
 }
@@ -1155,38 +1616,67 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
     fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
     fs::write(
         root.join("etc/yum.repos.d/rocm-kpack.repo"),
-        format!("[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n", server.root_url()),
+        format!(
+            "[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n",
+            server.root_url()
+        ),
     )
     .expect("repo");
     let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
-    dnf(&["install", "rocm-kpack-fetch", "librocrand1", "librocrand1-gfx90x"]);
+    dnf(&[
+        "install",
+        "rocm-kpack-fetch",
+        "librocrand1",
+        "librocrand1-gfx90x",
+    ]);
     let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), all);
-    assert_eq!(installed_rocrand(&root, true), ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]);
+    assert_eq!(
+        installed_rocrand(&root, true),
+        ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]
+    );
 
     publish_packages(t, "new", &repo, &server);
     dnf(&["clean", "all"]);
     let out = dnf(&["upgrade", "--refresh"]);
     let installed = installed_rocrand(&root, true);
-    assert!(installed.contains(&"librocrand1 5.3.3-4.kpack1".to_string()), "{installed:?}\n{out}");
-    assert!(installed.contains(&"librocrand1-gfx90a 5.3.3-4.kpack1".to_string()), "{installed:?}\n{out}");
-    assert!(!installed.contains(&"librocrand1-gfx90x 5.3.3-4".to_string()), "{installed:?}\n{out}");
-    assert_archives_owned(&root, &["dnf", "-q", "repoquery", "--installed", "--whatprovides"]);
-    assert!(archives_below(&root.join("usr")).contains(&root.join(KPACK_DIR).join("librocrand_gfx90a.kpack")));
+    assert!(
+        installed.contains(&"librocrand1 5.3.3-4.kpack1".to_string()),
+        "{installed:?}\n{out}"
+    );
+    assert!(
+        installed.contains(&"librocrand1-gfx90a 5.3.3-4.kpack1".to_string()),
+        "{installed:?}\n{out}"
+    );
+    assert!(
+        !installed.contains(&"librocrand1-gfx90x 5.3.3-4".to_string()),
+        "{installed:?}\n{out}"
+    );
+    assert_archives_owned(
+        &root,
+        &["dnf", "-q", "repoquery", "--installed", "--whatprovides"],
+    );
+    assert!(archives_below(&root.join("usr"))
+        .contains(&root.join(KPACK_DIR).join("librocrand_gfx90a.kpack")));
     assert_mi210_loads(&root);
 }
 
 /// The MI210's code object is found in the installed tree by AMD's
 /// lookup, and the fetcher's `verify` passes.
 fn assert_mi210_loads(root: &Path) {
-    let fat = debian::extracted("librocrand1").expect("extracted").join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    let fat = debian::extracted("librocrand1")
+        .expect("extracted")
+        .join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
     assert_gfxarch_finds(
         &root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
         &fat,
         "gfx90a:sramecc+:xnack-",
         "librocrand_gfx90a.kpack",
     );
-    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    let o = chroot(root, "mi210")
+        .args(["rocm-kpack-fetch", "verify"])
+        .output()
+        .expect("verify");
     assert!(o.status.success(), "{}", text(&o));
 }
 
@@ -1229,14 +1719,21 @@ fn gfx90a_device(report: &rocm_kpack_splitter::split_package::SplitPackageReport
 /// fixture library (gfx90a, gfx1100, ... code) as `libkpackblas.so.0` and
 /// the kernel database beside it; written as a deb (`Format::Deb`) or an
 /// rpm and split by `split-package` into `pkgs`. Returns the split's report.
-fn blas_split(dir: &Path, format: Format, pkgs: &Path) -> rocm_kpack_splitter::split_package::SplitPackageReport {
+fn blas_split(
+    dir: &Path,
+    format: Format,
+    pkgs: &Path,
+) -> rocm_kpack_splitter::split_package::SplitPackageReport {
     use rocm_kpack_package::compress::Compression;
     use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
     let tree = dir.join("fat-tree");
     let lib = tree.join(BLAS_LIBDIR);
     fs::create_dir_all(&lib).expect("mkdir");
-    fs::copy(rocm_kpack_test_support::fixtures::fixture("clang19/libfixture.so"), lib.join("libkpackblas.so.0"))
-        .expect("copy");
+    fs::copy(
+        rocm_kpack_test_support::fixtures::fixture("clang19/libfixture.so"),
+        lib.join("libkpackblas.so.0"),
+    )
+    .expect("copy");
     for rel in BLAS_DATABASE {
         let p = lib.join(rel);
         fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -1246,12 +1743,22 @@ fn blas_split(dir: &Path, format: Format, pkgs: &Path) -> rocm_kpack_splitter::s
         Format::Rpm => {
             use rocm_kpack_package::rpm::write_rpm;
             use rocm_kpack_package::tree::Payload;
-            let spec = rpm_spec("libkpackblas0", "1.0", "fixture-sized BLAS with a kernel database");
+            let spec = rpm_spec(
+                "libkpackblas0",
+                "1.0",
+                "fixture-sized BLAS with a kernel database",
+            );
             // The library's own directories only, as a distribution's rpm
             // owns them (not /usr/lib/x86_64-linux-gnu).
             let payload = Payload::scan(&tree).expect("scan");
             let out = dir.join(spec.file_name());
-            write_rpm(fs::File::create(&out).expect("create"), &spec, &payload, dir).expect("rpm");
+            write_rpm(
+                fs::File::create(&out).expect("create"),
+                &spec,
+                &payload,
+                dir,
+            )
+            .expect("rpm");
             out
         }
         _ => {
@@ -1263,7 +1770,10 @@ fn blas_split(dir: &Path, format: Format, pkgs: &Path) -> rocm_kpack_splitter::s
             )
             .expect("control");
             let out = dir.join("libkpackblas0_1.0-1_amd64.deb");
-            ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zxz", "-z0", "--build"]).arg(&tree).arg(&out));
+            ok(Command::new("dpkg-deb")
+                .args(["--root-owner-group", "-Zxz", "-z0", "--build"])
+                .arg(&tree)
+                .arg(&out));
             out
         }
     };
@@ -1289,18 +1799,33 @@ fn assert_blas_database_fetched(root: &Path) {
     for rel in BLAS_DATABASE {
         let p = lib.join(rel);
         if for_gfx90a(rel) || !rel.contains("gfx") {
-            assert!(fs::read(&p).ok() == Some(blas_content(rel)), "{rel} missing or not the fat package's");
+            assert!(
+                fs::read(&p).ok() == Some(blas_content(rel)),
+                "{rel} missing or not the fat package's"
+            );
         } else {
             assert!(!p.exists(), "{rel} installed on an MI210");
         }
     }
     assert!(lib.join(".kpack/libkpackblas_gfx90a.kpack").is_file());
     let o = chroot(root, "mi210")
-        .args(["rocm-kpack-fetch", "status", "--sysfs-root", "/srv/sysfs/mi210"])
+        .args([
+            "rocm-kpack-fetch",
+            "status",
+            "--sysfs-root",
+            "/srv/sysfs/mi210",
+        ])
         .output()
         .expect("status");
-    assert!(o.status.success() && text(&o).contains("complete"), "{}", text(&o));
-    let o = chroot(root, "mi210").args(["rocm-kpack-fetch", "verify"]).output().expect("verify");
+    assert!(
+        o.status.success() && text(&o).contains("complete"),
+        "{}",
+        text(&o)
+    );
+    let o = chroot(root, "mi210")
+        .args(["rocm-kpack-fetch", "verify"])
+        .output()
+        .expect("verify");
     assert!(o.status.success(), "{}", text(&o));
 }
 
@@ -1308,9 +1833,14 @@ fn assert_blas_database_fetched(root: &Path) {
 /// no archive, no database file, no directory of the library's (the
 /// package manager removed them, or left them to the trigger).
 fn assert_blas_gone(root: &Path, out: &str) {
-    assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new(), "{out}");
+    assert_eq!(
+        archives_below(&root.join("usr")),
+        Vec::<PathBuf>::new(),
+        "{out}"
+    );
     let lib = root.join(BLAS_LIBDIR);
-    let left = fs::read_dir(lib.join("kpackblas")).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>());
+    let left = fs::read_dir(lib.join("kpackblas"))
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>());
     assert!(!lib.join("kpackblas").exists(), "{left:?}\n{out}");
     assert!(!lib.join(".kpack").exists(), "{out}");
     assert!(!lib.join("libkpackblas.so.0").exists(), "{out}");
@@ -1333,9 +1863,15 @@ fn apt_fetches_database_files_through_the_trigger_and_remove_takes_them_away() {
     let root = debian_root(tmp.path(), Some(server.root_url()));
     ok(chroot(&root, "mi210").args(["apt-get", "update", "-q"]));
     let out = ok(chroot(&root, "mi210").args(["apt-get", "install", "-y", "-q", "libkpackblas0"]));
-    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"), "{out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"),
+        "{out}"
+    );
     assert_blas_database_fetched(&root);
-    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "--verify"])
+        .output()
+        .expect("dpkg --verify");
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
 
     // The family device package after the fetch: the same bytes, now the
@@ -1351,15 +1887,29 @@ fn apt_fetches_database_files_through_the_trigger_and_remove_takes_them_away() {
     // Its removal takes its files; the trigger fetches them again.
     let out = ok(chroot(&root, "mi210").args(["apt-get", "remove", "-y", "-q", &device]));
     assert_blas_database_fetched(&root);
-    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
-    assert!(o.status.success() && o.stdout.is_empty(), "{}\n{out}", text(&o));
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "--verify"])
+        .output()
+        .expect("dpkg --verify");
+    assert!(
+        o.status.success() && o.stdout.is_empty(),
+        "{}\n{out}",
+        text(&o)
+    );
 
     let out = ok(chroot(&root, "mi210").args(["apt-get", "remove", "-y", "-q", "libkpackblas0"]));
     assert!(out.contains("removed"), "{out}");
     assert_blas_gone(&root, &out);
-    let o = chroot(&root, "mi210").args(["dpkg", "--verify"]).output().expect("dpkg --verify");
+    let o = chroot(&root, "mi210")
+        .args(["dpkg", "--verify"])
+        .output()
+        .expect("dpkg --verify");
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
-    let fetched: Vec<_> = server.requests().into_iter().filter(|r| r.path.starts_with("/by-hash/")).collect();
+    let fetched: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/by-hash/"))
+        .collect();
     assert!(!fetched.is_empty(), "{fetched:?}");
 }
 
@@ -1383,20 +1933,38 @@ fn dnf_fetches_database_files_through_the_rpm_triggers_and_remove_takes_them_awa
     fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
     fs::write(
         root.join("etc/yum.repos.d/rocm-kpack.repo"),
-        format!("[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\n", server.root_url()),
+        format!(
+            "[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\n",
+            server.root_url()
+        ),
     )
     .expect("repo");
     let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
     let out = dnf(&["install", "rocm-kpack-fetch", "libkpackblas0"]);
-    assert!(out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"), "{out}");
+    assert!(
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+"),
+        "{out}"
+    );
     assert_blas_database_fetched(&root);
 
     let out = dnf(&["install", &device]);
     assert_blas_database_fetched(&root);
     // The root has dnf but no rpm command: this machine's rpm reads its
     // database.
-    let rpm = |args: &[&str]| Command::new("rpm").arg("--root").arg(&root).args(args).output().expect("rpm");
-    let o = rpm(&["-qf", "--qf", "%{NAME}\n", &format!("/{BLAS_LIBDIR}/{}", BLAS_DATABASE[1])]);
+    let rpm = |args: &[&str]| {
+        Command::new("rpm")
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .expect("rpm")
+    };
+    let o = rpm(&[
+        "-qf",
+        "--qf",
+        "%{NAME}\n",
+        &format!("/{BLAS_LIBDIR}/{}", BLAS_DATABASE[1]),
+    ]);
     assert_eq!(text(&o).trim(), device, "{out}");
     let o = rpm(&["-V", &device, "libkpackblas0"]);
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));

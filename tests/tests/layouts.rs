@@ -16,7 +16,9 @@ use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions, VerifyReport};
-use rocm_kpack_test_support::layouts::{check_pattern_finds, fat_code_objects, write_reference_layout};
+use rocm_kpack_test_support::layouts::{
+    check_pattern_finds, fat_code_objects, write_reference_layout,
+};
 use rocm_kpack_test_support::tree::{chain, listing, overlay, Node};
 use rocm_kpack_test_support::{bins, fixtures, gfxarch};
 
@@ -48,7 +50,9 @@ fn assert_loads(root: &Path, targets: &[&str]) {
     let cache = Cache::with_config(LoaderConfig::default());
     let fat = fat_code_objects(&fixtures::fixture(FAT)).unwrap();
     for t in targets {
-        let want = fat.get(&(0, t.to_string())).unwrap_or_else(|| panic!("fixture has no {t}"));
+        let want = fat
+            .get(&(0, t.to_string()))
+            .unwrap_or_else(|| panic!("fixture has no {t}"));
         let got = cache
             .load_code_object(&marker, &binary, 0, &[*t])
             .unwrap_or_else(|e| panic!("{}: {t}: {e}", root.display()));
@@ -70,7 +74,11 @@ fn family_layout_loads_and_verifies_family_by_family() {
     let d = tempfile::tempdir().unwrap();
     for (family, targets) in FAMILIES {
         let o = d.path().join(family);
-        overlay(&[&family_dir().join("generic"), &family_dir().join(family)], &o).unwrap();
+        overlay(
+            &[&family_dir().join("generic"), &family_dir().join(family)],
+            &o,
+        )
+        .unwrap();
         let v = verify(&o, Some(targets));
         assert!(v.ok(), "{family}: {v}");
         assert_eq!(v.not_installed.len(), FAMILIES.len() - 1, "{family}: {v}");
@@ -79,7 +87,11 @@ fn family_layout_loads_and_verifies_family_by_family() {
     let all = d.path().join("all");
     let mut trees = vec![family_dir().join("generic")];
     trees.extend(FAMILIES.iter().map(|(f, _)| family_dir().join(f)));
-    overlay(&trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &all).unwrap();
+    overlay(
+        &trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+        &all,
+    )
+    .unwrap();
     let v = verify(&all, None);
     assert!(v.ok(), "{v}");
     assert_eq!(v.binaries[0].targets.len(), fixtures::ARCHES_CLANG19.len());
@@ -92,24 +104,54 @@ fn family_layout_loads_and_verifies_family_by_family() {
 fn family_layout_moves_to_per_processor_archives_with_recombine() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("new");
-    let r = recombine(&[family_dir()], &out, &RecombineOptions::default()).map_err(|e| chain(&e)).unwrap();
-    assert_eq!(r.outputs, ["generic", "gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
+    let r = recombine(&[family_dir()], &out, &RecombineOptions::default())
+        .map_err(|e| chain(&e))
+        .unwrap();
+    assert_eq!(
+        r.outputs,
+        [
+            "generic",
+            "gfx103X-dgpu",
+            "gfx11-generic",
+            "gfx110X-dgpu",
+            "gfx90a",
+            "gfx94X"
+        ]
+    );
     // Every family archive is cut into processors: nothing is copied as is.
-    assert!(r.archives.iter().all(|a| a.copied_from.is_none()), "{:?}", r.archives);
+    assert!(
+        r.archives.iter().all(|a| a.copied_from.is_none()),
+        "{:?}",
+        r.archives
+    );
     let kpm = Manifest::read(&out.join("generic/.kpack/libfixture.kpm")).unwrap();
     let files: Vec<(&str, &str, Vec<&str>)> = kpm
         .kpack_files
         .iter()
-        .map(|f| (f.filename.as_str(), f.family.as_str(), f.architectures.iter().map(String::as_str).collect()))
+        .map(|f| {
+            (
+                f.filename.as_str(),
+                f.family.as_str(),
+                f.architectures.iter().map(String::as_str).collect(),
+            )
+        })
         .collect();
     assert_eq!(
         files,
         [
             ("libfixture_gfx1030.kpack", "gfx103X-dgpu", vec!["gfx1030"]),
-            ("libfixture_gfx11-generic.kpack", "gfx11-generic", vec!["gfx11-generic"]),
+            (
+                "libfixture_gfx11-generic.kpack",
+                "gfx11-generic",
+                vec!["gfx11-generic"]
+            ),
             ("libfixture_gfx1100.kpack", "gfx110X-dgpu", vec!["gfx1100"]),
             ("libfixture_gfx1101.kpack", "gfx110X-dgpu", vec!["gfx1101"]),
-            ("libfixture_gfx90a.kpack", "gfx90a", vec!["gfx90a:xnack+", "gfx90a:xnack-"]),
+            (
+                "libfixture_gfx90a.kpack",
+                "gfx90a",
+                vec!["gfx90a:xnack+", "gfx90a:xnack-"]
+            ),
             ("libfixture_gfx942.kpack", "gfx94X", vec!["gfx942:sramecc+"]),
         ]
     );
@@ -120,11 +162,20 @@ fn family_layout_moves_to_per_processor_archives_with_recombine() {
     );
     let all = d.path().join("all");
     let trees: Vec<PathBuf> = r.outputs.iter().map(|n| out.join(n)).collect();
-    overlay(&trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &all).unwrap();
+    overlay(
+        &trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+        &all,
+    )
+    .unwrap();
     let v = verify(&all, Some(&fixtures::ARCHES_CLANG19[..]));
     assert!(v.ok(), "{v}");
     assert_loads(&all, &fixtures::ARCHES_CLANG19);
-    let n = check_pattern_finds(&all.join(BINARY), &fixtures::fixture(FAT), &fixtures::ARCHES_CLANG19).unwrap();
+    let n = check_pattern_finds(
+        &all.join(BINARY),
+        &fixtures::fixture(FAT),
+        &fixtures::ARCHES_CLANG19,
+    )
+    .unwrap();
     assert_eq!(n, fixtures::ARCHES_CLANG19.len());
 }
 
@@ -135,7 +186,9 @@ fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
         .unwrap()
         .into_iter()
         .filter_map(|(rel, node)| match node {
-            Node::File { mode, .. } => Some((rel.clone(), (fs::read(root.join(&rel)).unwrap(), mode))),
+            Node::File { mode, .. } => {
+                Some((rel.clone(), (fs::read(root.join(&rel)).unwrap(), mode)))
+            }
             Node::Symlink(t) => panic!("{rel}: symlink to {t}"),
             Node::Dir { .. } => None,
         })
@@ -167,12 +220,24 @@ fn reference_layout_fixture_is_what_the_generator_writes() {
             "lib/libfixture.so",
         ]
     );
-    assert_eq!(files(&reference_dir()), made, "regenerate with KPACK_WRITE_FIXTURES=1");
+    assert_eq!(
+        files(&reference_dir()),
+        made,
+        "regenerate with KPACK_WRITE_FIXTURES=1"
+    );
     let a = Archive::open(&reference_dir().join(".kpack/libfixture_gfx90a:xnack-.kpack")).unwrap();
-    assert_eq!((a.group_name(), a.gfx_arch_family()), ("libfixture", "gfx90a:xnack-"));
+    assert_eq!(
+        (a.group_name(), a.gfx_arch_family()),
+        ("libfixture", "gfx90a:xnack-")
+    );
     assert_eq!(a.gfx_arches(), ["gfx90a:xnack-"]);
-    let m = gfxarch::pattern_of(&reference_dir().join(BINARY)).unwrap().marker;
-    assert_eq!(m.kpack_search_paths, ["../.kpack/libfixture_@GFXARCH@.kpack"]);
+    let m = gfxarch::pattern_of(&reference_dir().join(BINARY))
+        .unwrap()
+        .marker;
+    assert_eq!(
+        m.kpack_search_paths,
+        ["../.kpack/libfixture_@GFXARCH@.kpack"]
+    );
 }
 
 #[test]
@@ -186,31 +251,80 @@ fn reference_layout_loads_and_verifies() {
         assert_eq!(v.binaries[0].resolved, 7);
     }
     // Devices as a runtime reports them reach the per-target-id archives.
-    let v = verify(&root, Some(&["gfx90a:sramecc+:xnack-", "gfx942:sramecc+:xnack+", "gfx1151"][..]));
+    let v = verify(
+        &root,
+        Some(
+            &[
+                "gfx90a:sramecc+:xnack-",
+                "gfx942:sramecc+:xnack+",
+                "gfx1151",
+            ][..],
+        ),
+    );
     assert!(v.ok(), "{v}");
     assert_loads(&root, &fixtures::ARCHES_CLANG19);
-    let n = check_pattern_finds(&root.join(BINARY), &fixtures::fixture(FAT), &fixtures::ARCHES_CLANG19).unwrap();
+    let n = check_pattern_finds(
+        &root.join(BINARY),
+        &fixtures::fixture(FAT),
+        &fixtures::ARCHES_CLANG19,
+    )
+    .unwrap();
     assert_eq!(n, 7);
     // The command exits 0 (it used to say "listed in no .kpm manifest").
-    let out = bins::command("rocm-kpack").arg("verify").arg(&root).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = bins::command("rocm-kpack")
+        .arg("verify")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // An archive named for one target that holds another is caught, as a
     // manifest mismatch would be for a listed one.
     let d = tempfile::tempdir().unwrap();
     overlay(&[&root], d.path()).unwrap();
     let k = d.path().join(".kpack");
-    fs::copy(k.join("libfixture_gfx90a:xnack+.kpack"), k.join("libfixture_gfx90a:xnack-.kpack")).unwrap();
-    fs::copy(k.join("libfixture_gfx1030.kpack"), k.join("libfixture_gfx1101.kpack")).unwrap();
+    fs::copy(
+        k.join("libfixture_gfx90a:xnack+.kpack"),
+        k.join("libfixture_gfx90a:xnack-.kpack"),
+    )
+    .unwrap();
+    fs::copy(
+        k.join("libfixture_gfx1030.kpack"),
+        k.join("libfixture_gfx1101.kpack"),
+    )
+    .unwrap();
     let v = verify(d.path(), None);
-    let has = |path: &str, needle: &str| v.problems.iter().any(|p| p.path == path && p.message.contains(needle));
-    assert!(has(".kpack/libfixture_gfx90a:xnack-.kpack", "holds [gfx90a:xnack+]"), "{v}");
-    assert!(has(".kpack/libfixture_gfx1101.kpack", "holds [gfx1030]"), "{v}");
+    let has = |path: &str, needle: &str| {
+        v.problems
+            .iter()
+            .any(|p| p.path == path && p.message.contains(needle))
+    };
+    assert!(
+        has(
+            ".kpack/libfixture_gfx90a:xnack-.kpack",
+            "holds [gfx90a:xnack+]"
+        ),
+        "{v}"
+    );
+    assert!(
+        has(".kpack/libfixture_gfx1101.kpack", "holds [gfx1030]"),
+        "{v}"
+    );
     // A name no loader expands to (a family) needs a manifest.
-    fs::rename(k.join("libfixture_gfx1030.kpack"), k.join("libfixture_gfx103X.kpack")).unwrap();
+    fs::rename(
+        k.join("libfixture_gfx1030.kpack"),
+        k.join("libfixture_gfx103X.kpack"),
+    )
+    .unwrap();
     let v = verify(d.path(), None);
     assert!(
-        v.problems.iter().any(|p| p.path == ".kpack/libfixture_gfx103X.kpack" && p.message.contains("no .kpm")),
+        v.problems
+            .iter()
+            .any(|p| p.path == ".kpack/libfixture_gfx103X.kpack" && p.message.contains("no .kpm")),
         "{v}"
     );
 }

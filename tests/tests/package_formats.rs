@@ -55,7 +55,17 @@ fn dpkg_installed_size(root: &Path) -> u64 {
 fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, groups) = rocrand_split(tmp.path());
-    assert_eq!(groups, ["gfx103X-dgpu", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"]);
+    assert_eq!(
+        groups,
+        [
+            "gfx103X-dgpu",
+            "gfx803",
+            "gfx900",
+            "gfx906",
+            "gfx908",
+            "gfx90a"
+        ]
+    );
     let out = tmp.path().join("out");
     let report = build(&split, &out, &rocrand_options(&[Format::Deb]));
     let debs = by_name(&report, Format::Deb);
@@ -79,8 +89,18 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
 
     // Generic: the original's fields, files and scripts.
     let generic = DebReader::open(&debs["librocrand1"]).expect("generic");
-    for field in ["Depends", "Section", "Maintainer", "Description", "Homepage"] {
-        assert_eq!(generic.control.get(field), original.control.get(field), "{field}");
+    for field in [
+        "Depends",
+        "Section",
+        "Maintainer",
+        "Description",
+        "Homepage",
+    ] {
+        assert_eq!(
+            generic.control.get(field),
+            original.control.get(field),
+            "{field}"
+        );
     }
     // Newer than Debian's in dpkg's own ordering (so apt prefers it and
     // upgrades the fat package to it), older than Debian's next revision;
@@ -88,14 +108,29 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     assert_eq!(generic.control.get("Version"), Some("5.3.3-4+kpack1"));
     assert_eq!(generic.control.get("Source"), Some("rocrand (5.3.3-4)"));
     let newer = |a: &str, b: &str| {
-        Command::new("dpkg").args(["--compare-versions", a, "gt", b]).status().expect("dpkg").success()
+        Command::new("dpkg")
+            .args(["--compare-versions", a, "gt", b])
+            .status()
+            .expect("dpkg")
+            .success()
     };
-    assert!(newer("5.3.3-4+kpack1", original.control.get("Version").expect("version")));
+    assert!(newer(
+        "5.3.3-4+kpack1",
+        original.control.get("Version").expect("version")
+    ));
     assert!(newer("5.3.3-5", "5.3.3-4+kpack1"));
     assert_eq!(generic.control.get("Recommends"), Some("rocm-kpack-fetch"));
     for name in ["shlibs", "symbols", "triggers"] {
-        let a = original.control_files.iter().find(|f| f.name == name).expect("original file");
-        let b = generic.control_files.iter().find(|f| f.name == name).expect("generic file");
+        let a = original
+            .control_files
+            .iter()
+            .find(|f| f.name == name)
+            .expect("original file");
+        let b = generic
+            .control_files
+            .iter()
+            .find(|f| f.name == name)
+            .expect("generic file");
         assert_eq!(a.data, b.data, "{name}");
     }
 
@@ -111,11 +146,17 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     ];
     for (name, targets) in expected_targets {
         let d = DebReader::open(&debs[name]).expect("device deb");
-        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4+kpack1)"));
+        assert_eq!(
+            d.control.get("Depends"),
+            Some("librocrand1 (= 5.3.3-4+kpack1)")
+        );
         assert_eq!(d.control.get("Provides"), Some("librocrand1-device-code"));
         assert_eq!(d.control.get("X-Kpack-Gfx"), Some(targets));
         assert_eq!(d.control.get("Version"), Some("5.3.3-4+kpack1"));
-        let expected: Vec<String> = targets.split(' ').map(|t| format!("librocrand_{t}.kpack")).collect();
+        let expected: Vec<String> = targets
+            .split(' ')
+            .map(|t| format!("librocrand_{t}.kpack"))
+            .collect();
         assert_eq!(payload_archives(&debs[name]), expected, "{name}");
         ok(Command::new("dpkg-deb").arg("-I").arg(&debs[name]));
     }
@@ -171,7 +212,10 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         for f in list.lines() {
             let p = root.join(f.trim_start_matches('/'));
             if !fs::symlink_metadata(&p).expect("lstat").is_dir() {
-                owners.entry(f.to_string()).or_default().push(pkg.to_string());
+                owners
+                    .entry(f.to_string())
+                    .or_default()
+                    .push(pkg.to_string());
             }
         }
     }
@@ -186,7 +230,10 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
             if fs::symlink_metadata(&p).expect("lstat").is_dir() {
                 stack.push(p);
             } else {
-                on_disk.push(format!("/{}", p.strip_prefix(&root).expect("prefix").display()));
+                on_disk.push(format!(
+                    "/{}",
+                    p.strip_prefix(&root).expect("prefix").display()
+                ));
             }
         }
     }
@@ -204,12 +251,17 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
     // (`@GFXARCH@` = `gfx90a:xnack-`, then `gfx90a`), a regular file.
     let kdir = root.join(LIBDIR).join(".kpack");
     let m = Manifest::read(&kdir.join("librocrand.kpm")).expect("manifest");
-    let entry = m.file_for_arch("gfx90a:xnack-").expect("gfx90a:xnack- in manifest");
+    let entry = m
+        .file_for_arch("gfx90a:xnack-")
+        .expect("gfx90a:xnack- in manifest");
     assert_eq!(entry.filename, "librocrand_gfx90a.kpack");
     assert_eq!(entry.family, "gfx90a");
     assert!(!kdir.join("librocrand_gfx90a:xnack-.kpack").exists());
     let path = kdir.join("librocrand_gfx90a.kpack");
-    assert!(fs::symlink_metadata(&path).expect("lstat").file_type().is_file());
+    assert!(fs::symlink_metadata(&path)
+        .expect("lstat")
+        .file_type()
+        .is_file());
     let archive = Archive::open(&path).expect("archive");
     assert_eq!(archive.gfx_arch_family(), "gfx90a");
     let key = "librocrand.so.1.1#0";
@@ -228,7 +280,9 @@ fn librocrand_debs_keep_the_metadata_pass_lintian_and_install() {
         .args(["--force-not-root", "-i"])
         .arg(&debs["librocrand1-gfx803"]));
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4+kpack1)"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("depends on librocrand1 (= 5.3.3-4+kpack1)")
+    );
 }
 
 /// rpmlint's E: tags for a package.
@@ -294,32 +348,57 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         assert!(k.trim_end().ends_with("digests OK"), "{name}: {k}");
         let info = ok(Command::new("rpm").arg("-qip").arg(path));
         assert!(info.contains(&format!("Name        : {name}\n")), "{info}");
-        assert!(info.contains("Version     : 5.3.3\nRelease     : 4.kpack1\n"), "{info}");
-        let extra: Vec<String> = rpmlint_errors(path).difference(&baseline).cloned().collect();
-        assert!(extra.is_empty(), "rpmlint errors in {name} beyond an rpmbuild package's: {extra:?}");
+        assert!(
+            info.contains("Version     : 5.3.3\nRelease     : 4.kpack1\n"),
+            "{info}"
+        );
+        let extra: Vec<String> = rpmlint_errors(path)
+            .difference(&baseline)
+            .cloned()
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "rpmlint errors in {name} beyond an rpmbuild package's: {extra:?}"
+        );
     }
     // The release suffix is newer in rpm's own ordering than the fat
     // package's release, older than the next one.
     let vercmp = |a: &str, b: &str| {
-        ok(Command::new("rpm").args(["--eval", &format!("%{{lua: print(rpm.vercmp(\"{a}\", \"{b}\"))}}")]))
-            .trim()
-            .to_string()
+        ok(Command::new("rpm").args([
+            "--eval",
+            &format!("%{{lua: print(rpm.vercmp(\"{a}\", \"{b}\"))}}"),
+        ]))
+        .trim()
+        .to_string()
     };
     assert_eq!(vercmp("5.3.3-4.kpack1", "5.3.3-4"), "1");
     assert_eq!(vercmp("5.3.3-4.kpack1", "5.3.3-5"), "-1");
     let dev = &rpms["librocrand1-gfx90a"];
     let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(dev));
-    assert!(req.lines().any(|l| l == "librocrand1 = 5.3.3-4.kpack1"), "{req}");
+    assert!(
+        req.lines().any(|l| l == "librocrand1 = 5.3.3-4.kpack1"),
+        "{req}"
+    );
     let prov = ok(Command::new("rpm").args(["-qp", "--provides"]).arg(dev));
-    for p in ["librocrand1-device-code", "rocm-kpack(gfx90a)", "librocrand1-gfx90a = 5.3.3-4.kpack1"] {
+    for p in [
+        "librocrand1-device-code",
+        "rocm-kpack(gfx90a)",
+        "librocrand1-gfx90a = 5.3.3-4.kpack1",
+    ] {
         assert!(prov.lines().any(|l| l == p), "missing provide {p}: {prov}");
     }
     let obs = ok(Command::new("rpm").args(["-qp", "--obsoletes"]).arg(dev));
     assert_eq!(obs.trim(), "librocrand1-gfx90x < 5.3.3-4.kpack1", "{obs}");
     assert_eq!(payload_archives(dev), ["librocrand_gfx90a.kpack"]);
     let transitional = &rpms["librocrand1-gfx90x"];
-    let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(transitional));
-    for r in ["librocrand1 = 5.3.3-4.kpack1", "librocrand1-gfx900 = 5.3.3-4.kpack1", "librocrand1-gfx90a = 5.3.3-4.kpack1"] {
+    let req = ok(Command::new("rpm")
+        .args(["-qp", "--requires"])
+        .arg(transitional));
+    for r in [
+        "librocrand1 = 5.3.3-4.kpack1",
+        "librocrand1-gfx900 = 5.3.3-4.kpack1",
+        "librocrand1-gfx90a = 5.3.3-4.kpack1",
+    ] {
         assert!(req.lines().any(|l| l == r), "missing {r}: {req}");
     }
     assert!(payload_archives(transitional).is_empty());
@@ -329,11 +408,20 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
 
     // The generic rpm recommends the fetcher, as the generic deb does (rpm
     // reads the weak dependency back; our reader too).
-    let rec = ok(Command::new("rpm").args(["-qp", "--recommends"]).arg(&rpms["librocrand1"]));
+    let rec = ok(Command::new("rpm")
+        .args(["-qp", "--recommends"])
+        .arg(&rpms["librocrand1"]));
     assert_eq!(rec.trim(), "rocm-kpack-fetch");
     // Read back: the generic payload is the generic tree, byte for byte.
     let generic = RpmReader::open(&rpms["librocrand1"]).expect("open");
-    assert_eq!(generic.recommends().iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["rocm-kpack-fetch"]);
+    assert_eq!(
+        generic
+            .recommends()
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["rocm-kpack-fetch"]
+    );
     let mut seen = BTreeMap::new();
     generic
         .for_each_entry(|path, mode, size, data| {
@@ -349,24 +437,41 @@ fn librocrand_rpms_pass_rpm_checks_and_rpmlint() {
         seen[&lib].1,
         fs::read(split.join("generic").join(&lib)).expect("read")
     );
-    assert_eq!(seen[&format!("{LIBDIR}/librocrand.so.1")].1, b"librocrand.so.1.1");
+    assert_eq!(
+        seen[&format!("{LIBDIR}/librocrand.so.1")].1,
+        b"librocrand.so.1.1"
+    );
     let files = generic.files();
     assert_eq!(files.len(), seen.len());
 }
-
 
 #[test]
 fn wheels_carry_extras_device_files_and_exact_records() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (split, groups) = wheel_split(tmp.path());
     // gfx11-generic code has a tree (and a package) of its own.
-    assert_eq!(groups, ["gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
+    assert_eq!(
+        groups,
+        [
+            "gfx103X-dgpu",
+            "gfx11-generic",
+            "gfx110X-dgpu",
+            "gfx90a",
+            "gfx94X"
+        ]
+    );
     let out = tmp.path().join("out");
     let report = build(&split, &out, &wheel_options());
     let mut files: Vec<String> = report
         .packages
         .iter()
-        .map(|p| p.path.file_name().expect("name").to_string_lossy().into_owned())
+        .map(|p| {
+            p.path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     files.sort();
     assert_eq!(
@@ -388,11 +493,15 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         w.verify_record().expect("RECORD matches");
         assert_eq!(w.wheel.get("Root-Is-Purelib"), Some("false"));
         assert_eq!(w.wheel.get("Wheel-Version"), Some("1.0"));
-        assert_eq!(w.wheel.get_all("Tag").collect::<Vec<_>>(), ["py3-none-linux_x86_64"]);
+        assert_eq!(
+            w.wheel.get_all("Tag").collect::<Vec<_>>(),
+            ["py3-none-linux_x86_64"]
+        );
         let record_last = w.members.last().expect("members");
         assert!(record_last.ends_with(".dist-info/RECORD"), "{record_last}");
     }
-    let base = WheelReader::open(&out.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("base");
+    let base =
+        WheelReader::open(&out.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("base");
     let md = &base.metadata;
     assert_eq!(md.get("Requires-Python"), Some(">=3.8"));
     let extras: Vec<&str> = md.get_all("Provides-Extra").collect();
@@ -412,16 +521,35 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         ]
     );
     let reqs: Vec<&str> = md.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x-dgpu\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-all\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""), "{reqs:?}");
-    assert!(reqs.contains(&"kpkg-device-gfx90a==1.0+kpack1; extra == \"device-gfx90x\""), "{reqs:?}");
+    assert!(
+        reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x-dgpu\""),
+        "{reqs:?}"
+    );
+    assert!(
+        reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-all\""),
+        "{reqs:?}"
+    );
+    assert!(
+        reqs.contains(&"kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""),
+        "{reqs:?}"
+    );
+    assert!(
+        reqs.contains(&"kpkg-device-gfx90a==1.0+kpack1; extra == \"device-gfx90x\""),
+        "{reqs:?}"
+    );
     assert!(base.members.contains(&"kpkg/.kpack/kpkg.kpm".to_string()));
-    assert!(base.members.contains(&"kpkg-1.0+kpack1.dist-info/top_level.txt".to_string()));
-    assert!(!base.members.iter().any(|m| m.ends_with(".kpack") && m.contains("_gfx")));
+    assert!(base
+        .members
+        .contains(&"kpkg-1.0+kpack1.dist-info/top_level.txt".to_string()));
+    assert!(!base
+        .members
+        .iter()
+        .any(|m| m.ends_with(".kpack") && m.contains("_gfx")));
 
-    let dev = WheelReader::open(&out.join("kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl"))
-        .expect("device");
+    let dev = WheelReader::open(
+        &out.join("kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl"),
+    )
+    .expect("device");
     assert_eq!(dev.name(), "kpkg-device-gfx110x-dgpu");
     // The family carries gfx11-generic, whose code is in its own wheel.
     assert_eq!(
@@ -430,11 +558,19 @@ fn wheels_carry_extras_device_files_and_exact_records() {
     );
     // Members outside the dist-info directory.
     let payload = |w: &WheelReader| -> Vec<String> {
-        w.members.iter().filter(|m| !m.contains(".dist-info/")).cloned().collect()
+        w.members
+            .iter()
+            .filter(|m| !m.contains(".dist-info/"))
+            .cloned()
+            .collect()
     };
     assert_eq!(
         payload(&dev),
-        ["kpkg/.kpack/kpkg_gfx1100.kpack", "kpkg/.kpack/kpkg_gfx1101.kpack", "kpkg/hsa/gfx1100/fixture.co"]
+        [
+            "kpkg/.kpack/kpkg_gfx1100.kpack",
+            "kpkg/.kpack/kpkg_gfx1101.kpack",
+            "kpkg/hsa/gfx1100/fixture.co"
+        ]
     );
     let mut archive_bytes = Vec::new();
     dev.for_each_file(|name, _, _, data| {
@@ -448,17 +584,30 @@ fn wheels_carry_extras_device_files_and_exact_records() {
         archive_bytes,
         fs::read(split.join("gfx110X-dgpu/kpkg/.kpack/kpkg_gfx1101.kpack")).expect("read")
     );
-    let isa = WheelReader::open(&out.join("kpkg_device_gfx11_generic-1.0+kpack1-py3-none-linux_x86_64.whl"))
-        .expect("generic-ISA wheel");
+    let isa = WheelReader::open(
+        &out.join("kpkg_device_gfx11_generic-1.0+kpack1-py3-none-linux_x86_64.whl"),
+    )
+    .expect("generic-ISA wheel");
     assert_eq!(isa.name(), "kpkg-device-gfx11-generic");
-    assert_eq!(isa.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0+kpack1"]);
+    assert_eq!(
+        isa.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
+        ["kpkg==1.0+kpack1"]
+    );
     assert_eq!(payload(&isa), ["kpkg/.kpack/kpkg_gfx11-generic.kpack"]);
     // Families without a generic-ISA tree depend on the base wheel only.
-    let dev94 = WheelReader::open(&out.join("kpkg_device_gfx94x-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("gfx94x");
-    assert_eq!(dev94.metadata.get_all("Requires-Dist").collect::<Vec<_>>(), ["kpkg==1.0+kpack1"]);
+    let dev94 =
+        WheelReader::open(&out.join("kpkg_device_gfx94x-1.0+kpack1-py3-none-linux_x86_64.whl"))
+            .expect("gfx94x");
+    assert_eq!(
+        dev94.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
+        ["kpkg==1.0+kpack1"]
+    );
     // Python's zipfile agrees on every entry and its date.
     let py = "import zipfile,sys\nz=zipfile.ZipFile(sys.argv[1])\nassert z.testzip() is None\nprint(sorted(set(i.date_time for i in z.infolist())))";
-    let dates = ok(Command::new("python3").arg("-c").arg(py).arg(out.join(&files[0])));
+    let dates = ok(Command::new("python3")
+        .arg("-c")
+        .arg(py)
+        .arg(out.join(&files[0])));
     assert_eq!(dates.trim(), "[(2024, 1, 1, 0, 0, 0)]");
 }
 
@@ -509,7 +658,9 @@ fn packaging_is_deterministic() {
         assert!(snapshot(&d1) == snapshot(&d2), "{comp:?}");
         let x = tmp.path().join(format!("x{comp:?}"));
         ok(Command::new("dpkg-deb").arg("-x").arg(d1.join(deb)).arg(&x));
-        let k = ok(Command::new("rpm").arg("-K").arg(d1.join("libfixture1-1.0-1.kpack1.x86_64.rpm")));
+        let k = ok(Command::new("rpm")
+            .arg("-K")
+            .arg(d1.join("libfixture1-1.0-1.kpack1.x86_64.rpm")));
         assert!(k.contains("digests OK"), "{comp:?}: {k}");
     }
 }
@@ -524,7 +675,12 @@ fn expect_err(r: Result<PackageReport, PackageError>) -> String {
 fn no_packages(dir: &Path) {
     if dir.exists() {
         let left: Vec<_> = fs::read_dir(dir).expect("read_dir").collect();
-        assert!(left.is_empty(), "{} holds {} entries", dir.display(), left.len());
+        assert!(
+            left.is_empty(),
+            "{} holds {} entries",
+            dir.display(),
+            left.len()
+        );
     }
 }
 
@@ -535,8 +691,11 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
 
     // A symlink escaping the root.
     let (split, _) = fixture_split(&tmp.path().join("s1"));
-    symlink("../../../../../etc/passwd", split.join("generic").join(LIBDIR).join("evil"))
-        .expect("symlink");
+    symlink(
+        "../../../../../etc/passwd",
+        split.join("generic").join(LIBDIR).join("evil"),
+    )
+    .expect("symlink");
     let out = tmp.path().join("out1");
     let e = expect_err(package(&split, &out, &opts));
     assert!(e.contains("evil") && e.contains("escapes the root"), "{e}");
@@ -546,11 +705,17 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
     let (split, _) = fixture_split(&tmp.path().join("s2"));
     let e = expect_err(package(&split, &split.join("generic/out"), &opts));
     assert!(e.contains("inside the split directory"), "{e}");
-    assert!(!split.join("generic/out").exists(), "output created inside the split directory");
+    assert!(
+        !split.join("generic/out").exists(),
+        "output created inside the split directory"
+    );
 
     // A corrupt archive in a device tree.
     let (split, _) = fixture_split(&tmp.path().join("s3"));
-    let bad = split.join("gfx110X-dgpu").join(LIBDIR).join(".kpack/libfixture_gfx1100.kpack");
+    let bad = split
+        .join("gfx110X-dgpu")
+        .join(LIBDIR)
+        .join(".kpack/libfixture_gfx1100.kpack");
     let mut bytes = fs::read(&bad).expect("read");
     bytes.truncate(40);
     fs::write(&bad, bytes).expect("write");
@@ -561,14 +726,25 @@ fn hostile_and_corrupt_split_dirs_are_refused() {
 
     // A manifest that does not match the device tree's archive.
     let (split, _) = fixture_split(&tmp.path().join("s4"));
-    let arch = split.join("gfx90a").join(LIBDIR).join(".kpack/libfixture_gfx90a.kpack");
+    let arch = split
+        .join("gfx90a")
+        .join(LIBDIR)
+        .join(".kpack/libfixture_gfx90a.kpack");
     // Replace the archive with another valid one: not what the .kpm lists.
-    let other = fs::read(split.join("gfx103X-dgpu").join(LIBDIR).join(".kpack/libfixture_gfx1030.kpack"))
-        .expect("read");
+    let other = fs::read(
+        split
+            .join("gfx103X-dgpu")
+            .join(LIBDIR)
+            .join(".kpack/libfixture_gfx1030.kpack"),
+    )
+    .expect("read");
     fs::write(&arch, other).expect("write");
     let out = tmp.path().join("out4");
     let e = expect_err(package(&split, &out, &opts));
-    assert!(e.contains("libfixture.kpm") && e.contains("does not match"), "{e}");
+    assert!(
+        e.contains("libfixture.kpm") && e.contains("does not match"),
+        "{e}"
+    );
     no_packages(&out);
 
     // A device group directory whose name cannot be a package name.
@@ -595,10 +771,18 @@ fn craft_deb(path: &Path, entries: &[(&str, EntryType, &str, &[u8])]) {
     }
     let data = tar.finish().expect("tar");
     let mut ctl = TarWriter::new(Vec::new(), 0);
-    let control = b"Package: evil\nVersion: 1\nArchitecture: all\nMaintainer: x <x@x>\nDescription: x\n";
+    let control =
+        b"Package: evil\nVersion: 1\nArchitecture: all\nMaintainer: x <x@x>\nDescription: x\n";
     let mut r: &[u8] = control;
-    ctl.append("./control", EntryType::File, 0o644, control.len() as u64, "", Some(&mut r))
-        .expect("ctl");
+    ctl.append(
+        "./control",
+        EntryType::File,
+        0o644,
+        control.len() as u64,
+        "",
+        Some(&mut r),
+    )
+    .expect("ctl");
     let ctl = ctl.finish().expect("ctl");
     let f = fs::File::create(path).expect("create");
     let mut ar = ArWriter::new(f, 0).expect("ar");
@@ -651,7 +835,10 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     let t = tmp.path().join("bad.rpm");
     fs::write(&t, &bytes).expect("write");
     let e = chain(&RpmReader::open(&t).expect_err("header digest"));
-    assert!(e.contains("bad.rpm") && e.contains("header SHA256 digest mismatch"), "{e}");
+    assert!(
+        e.contains("bad.rpm") && e.contains("header SHA256 digest mismatch"),
+        "{e}"
+    );
     let mut bytes = fs::read(&rpm).expect("read");
     let last = bytes.len() - 100;
     bytes[last] ^= 1;
@@ -667,7 +854,12 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     craft_deb(&h, &[("./usr/../../escape", EntryType::File, "", b"x")]);
     let dest = tmp.path().join("x1");
     fs::create_dir_all(&dest).expect("mkdir");
-    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("dotdot"));
+    let e = chain(
+        &DebReader::open(&h)
+            .expect("open")
+            .extract(&dest)
+            .expect_err("dotdot"),
+    );
     assert!(e.contains("`..` path component"), "{e}");
     assert!(!tmp.path().join("escape").exists());
     let h = tmp.path().join("link.deb");
@@ -677,25 +869,43 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
         &h,
         &[
             ("./usr/", EntryType::Dir, "", b""),
-            ("./usr/lib", EntryType::Symlink, outside.to_str().expect("utf8"), b""),
+            (
+                "./usr/lib",
+                EntryType::Symlink,
+                outside.to_str().expect("utf8"),
+                b"",
+            ),
             ("./usr/lib/passwd", EntryType::File, "", b"pwned"),
         ],
     );
     let dest = tmp.path().join("x2");
     fs::create_dir_all(&dest).expect("mkdir");
-    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("below symlink"));
+    let e = chain(
+        &DebReader::open(&h)
+            .expect("open")
+            .extract(&dest)
+            .expect_err("below symlink"),
+    );
     assert!(e.contains("below a symlink"), "{e}");
     assert!(!outside.join("passwd").exists());
     let h = tmp.path().join("rel.deb");
     craft_deb(&h, &[("./a", EntryType::Symlink, "../../etc", b"")]);
     let dest = tmp.path().join("x3");
     fs::create_dir_all(&dest).expect("mkdir");
-    let e = chain(&DebReader::open(&h).expect("open").extract(&dest).expect_err("escaping link"));
+    let e = chain(
+        &DebReader::open(&h)
+            .expect("open")
+            .extract(&dest)
+            .expect_err("escaping link"),
+    );
     assert!(e.contains("escapes the root"), "{e}");
     // A good deb extracts to the payload it was built from.
     let dest = tmp.path().join("x4");
     fs::create_dir_all(&dest).expect("mkdir");
-    DebReader::open(&deb).expect("open").extract(&dest).expect("extract");
+    DebReader::open(&deb)
+        .expect("open")
+        .extract(&dest)
+        .expect("extract");
     let lib = format!("{LIBDIR}/libfixture.so.1.0");
     assert_eq!(
         fs::read(dest.join(&lib)).expect("read"),
@@ -709,7 +919,10 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     // rpm and wheel extraction reproduce their payloads.
     let dest = tmp.path().join("x5");
     fs::create_dir_all(&dest).expect("mkdir");
-    RpmReader::open(&rpm).expect("open").extract(&dest).expect("extract rpm");
+    RpmReader::open(&rpm)
+        .expect("open")
+        .extract(&dest)
+        .expect("extract rpm");
     assert_eq!(
         fs::read(dest.join(&lib)).expect("read"),
         fs::read(split.join("generic").join(&lib)).expect("read")
@@ -731,17 +944,31 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
         fs::read(dest.join("kpkg/hsa/gfx1100/fixture.co")).expect("read"),
         fs::read(wsplit.join("gfx110X-dgpu/kpkg/hsa/gfx1100/fixture.co")).expect("read")
     );
-    let e = chain(&DebReader::open(&deb).expect("open").extract(&dest).expect_err("not empty"));
+    let e = chain(
+        &DebReader::open(&deb)
+            .expect("open")
+            .extract(&dest)
+            .expect_err("not empty"),
+    );
     assert!(e.contains("not empty"), "{e}");
 
     // Wheels: RECORD mismatch, hostile member name.
     let w = tmp.path().join("w-1.0-py3-none-any.whl");
     let mut z = ZipWriter::new(fs::File::create(&w).expect("create"), 0);
-    z.add_bytes("w/__init__.py", 0o644, b"x = 1\n").expect("zip");
-    z.add_bytes("w-1.0.dist-info/METADATA", 0o644, b"Metadata-Version: 2.1\nName: w\nVersion: 1.0\n")
+    z.add_bytes("w/__init__.py", 0o644, b"x = 1\n")
         .expect("zip");
-    z.add_bytes("w-1.0.dist-info/WHEEL", 0o644, b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        .expect("zip");
+    z.add_bytes(
+        "w-1.0.dist-info/METADATA",
+        0o644,
+        b"Metadata-Version: 2.1\nName: w\nVersion: 1.0\n",
+    )
+    .expect("zip");
+    z.add_bytes(
+        "w-1.0.dist-info/WHEEL",
+        0o644,
+        b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    )
+    .expect("zip");
     z.add_bytes(
         "w-1.0.dist-info/RECORD",
         0o644,
@@ -749,8 +976,16 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     )
     .expect("zip");
     z.finish().expect("zip");
-    let e = chain(&WheelReader::open(&w).expect("open").verify_record().expect_err("record"));
-    assert!(e.contains("RECORD mismatch") && e.contains("w/__init__.py"), "{e}");
+    let e = chain(
+        &WheelReader::open(&w)
+            .expect("open")
+            .verify_record()
+            .expect_err("record"),
+    );
+    assert!(
+        e.contains("RECORD mismatch") && e.contains("w/__init__.py"),
+        "{e}"
+    );
     let w2 = tmp.path().join("h-1.0-py3-none-any.whl");
     let mut z = ZipWriter::new(fs::File::create(&w2).expect("create"), 0);
     z.add_bytes("../evil.py", 0o644, b"x").expect("zip");
@@ -784,26 +1019,52 @@ suffix = "site.2"
     let out = tmp.path().join("out");
     let report = build(&split, &out, &opts);
     let debs = by_name(&report, Format::Deb);
-    assert!(debs.contains_key("libfixture1-kpack-gfx110x-dgpu"), "{:?}", debs.keys());
+    assert!(
+        debs.contains_key("libfixture1-kpack-gfx110x-dgpu"),
+        "{:?}",
+        debs.keys()
+    );
     let dev = DebReader::open(&debs["libfixture1-kpack-gfx110x-dgpu"]).expect("deb");
     // The generic-ISA package the family depends on follows the template too.
     assert_eq!(
         dev.control.get("Depends"),
         Some("libfixture1 (= 1.0-1+site.2), libfixture1-kpack-gfx11-generic (= 1.0-1+site.2)")
     );
-    assert!(debs.contains_key("libfixture1-kpack-gfx11-generic"), "{:?}", debs.keys());
-    assert_eq!(dev.control.get("Maintainer"), Some("Spec Maintainer <spec@example.org>"));
+    assert!(
+        debs.contains_key("libfixture1-kpack-gfx11-generic"),
+        "{:?}",
+        debs.keys()
+    );
+    assert_eq!(
+        dev.control.get("Maintainer"),
+        Some("Spec Maintainer <spec@example.org>")
+    );
     let rpms = by_name(&report, Format::Rpm);
-    assert!(rpms.contains_key("libfixture1-kpack-gfx90a"), "{:?}", rpms.keys());
+    assert!(
+        rpms.contains_key("libfixture1-kpack-gfx90a"),
+        "{:?}",
+        rpms.keys()
+    );
     // The spec's version suffix: rpm's release, which the device rpm pins.
-    let rel = ok(Command::new("rpm").args(["-qp", "--qf", "%{RELEASE}"]).arg(&rpms["libfixture1"]));
+    let rel = ok(Command::new("rpm")
+        .args(["-qp", "--qf", "%{RELEASE}"])
+        .arg(&rpms["libfixture1"]));
     assert_eq!(rel, "1.site.2");
-    let req = ok(Command::new("rpm").args(["-qp", "--requires"]).arg(&rpms["libfixture1-kpack-gfx90a"]));
-    assert!(req.lines().any(|l| l == "libfixture1 = 1.0-1.site.2"), "{req}");
+    let req = ok(Command::new("rpm")
+        .args(["-qp", "--requires"])
+        .arg(&rpms["libfixture1-kpack-gfx90a"]));
+    assert!(
+        req.lines().any(|l| l == "libfixture1 = 1.0-1.site.2"),
+        "{req}"
+    );
     // The generic packages tell the fetcher where the archives are.
     let x = tmp.path().join("x");
-    ok(Command::new("dpkg-deb").arg("-x").arg(&debs["libfixture1"]).arg(&x));
-    let sources = fs::read_to_string(x.join(LIBDIR).join(".kpack/libfixture.sources.toml")).expect("sources");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&debs["libfixture1"])
+        .arg(&x));
+    let sources =
+        fs::read_to_string(x.join(LIBDIR).join(".kpack/libfixture.sources.toml")).expect("sources");
     assert_eq!(
         sources,
         "# Where rocm-kpack-fetch finds the device archives of libfixture.\n[[source]]\nurl = \"https://example.org/kpack/\"\ncomponents = [\"libfixture\"]\n"
@@ -820,8 +1081,14 @@ suffix = "site.2"
     .expect("spec");
     let wout = tmp.path().join("wout");
     build(&wsplit, &wout, &wopts);
-    let base = WheelReader::open(&wout.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("wheel");
+    let base =
+        WheelReader::open(&wout.join("kpkg-1.0+kpack1-py3-none-linux_x86_64.whl")).expect("wheel");
     let reqs: Vec<&str> = base.metadata.get_all("Requires-Dist").collect();
-    assert!(reqs.contains(&"kpkg-gpu-gfx110x-dgpu==1.0+kpack1; extra == \"gpu-gfx110x-dgpu\""), "{reqs:?}");
-    assert!(wout.join("kpkg_gpu_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl").is_file());
+    assert!(
+        reqs.contains(&"kpkg-gpu-gfx110x-dgpu==1.0+kpack1; extra == \"gpu-gfx110x-dgpu\""),
+        "{reqs:?}"
+    );
+    assert!(wout
+        .join("kpkg_gpu_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl")
+        .is_file());
 }

@@ -29,10 +29,15 @@ fn code_blocks(markdown: &str) -> Vec<(usize, String, String)> {
 
 #[test]
 fn readme_command_blocks_run() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root");
     let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
     let blocks = code_blocks(&readme);
-    let setup = blocks.iter().filter(|(_, info, _)| info == "sh setup").count();
+    let setup = blocks
+        .iter()
+        .filter(|(_, info, _)| info == "sh setup")
+        .count();
     assert_eq!(setup, 2, "the README has exactly two set-up commands");
     let runnable: Vec<_> = blocks.iter().filter(|(_, info, _)| info == "sh").collect();
     assert!(runnable.len() >= 4, "one block per kind of user at least");

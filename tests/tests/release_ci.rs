@@ -41,13 +41,23 @@ fn workflow_passes_actionlint_and_runs_the_shipped_steps() {
     let d = tempfile::tempdir().unwrap();
     let text = fs::read_to_string(&wf).unwrap();
     let broken = d.path().join("broken.yml");
-    fs::write(&broken, text.replace("${{ matrix.family }}", "${{ matrix.famly }}")).unwrap();
+    fs::write(
+        &broken,
+        text.replace("${{ matrix.family }}", "${{ matrix.famly }}"),
+    )
+    .unwrap();
     let out = actionlint(&broken);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("famly"));
     // Map and reduce are the scripts the test below runs.
-    assert!(text.contains("run: repo-templates/ci/kpack-shard.sh artifacts"), "{text}");
-    assert!(text.contains("run: repo-templates/ci/kpack-reduce.sh shards release"), "{text}");
+    assert!(
+        text.contains("run: repo-templates/ci/kpack-shard.sh artifacts"),
+        "{text}"
+    );
+    assert!(
+        text.contains("run: repo-templates/ci/kpack-reduce.sh shards release"),
+        "{text}"
+    );
 }
 
 /// `<parent>/<name>/` as an artifact directory whose one stage prefix holds
@@ -87,11 +97,18 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
     let root = d.path();
     let ccob_lib = ccob::library(ccob::Shape::SMALL).expect("build the CCOB library (clang-19)");
     let shards_in: [(&str, &str, Vec<PathBuf>); 3] = [
-        ("rand_lib_gfx90X", "math-libs/rocRAND/stage", vec![debian::librocrand_so().unwrap()]),
+        (
+            "rand_lib_gfx90X",
+            "math-libs/rocRAND/stage",
+            vec![debian::librocrand_so().unwrap()],
+        ),
         (
             "fix_lib_gfx110X",
             "core/fix/stage",
-            vec![fixtures::fixture("clang19/libmulti.so"), fixtures::fixture("clang19-compressed/libfixture.so")],
+            vec![
+                fixtures::fixture("clang19/libmulti.so"),
+                fixtures::fixture("clang19-compressed/libfixture.so"),
+            ],
         ),
         ("ccob_lib_gfx120X", "core/ccob/stage", vec![ccob_lib]),
     ];
@@ -103,7 +120,9 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
         let artifacts = root.join(format!("build-{i}"));
         artifact(&artifacts, name, prefix, files);
         artifact(&all, name, prefix, files);
-        run(script("kpack-shard.sh").arg(&artifacts).arg(tars.join(format!("shard-{i}.tar"))));
+        run(script("kpack-shard.sh")
+            .arg(&artifacts)
+            .arg(tars.join(format!("shard-{i}.tar"))));
     }
     // Reduce: recombine, lay out, package, publish.
     let release = root.join("release");
@@ -132,12 +151,27 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
     assert!(sharded.nodes.len() > 40, "{}", sharded.nodes.len());
     let one = snapshot(&single);
     let diff = sharded.diff(&one);
-    assert!(sharded == one, "sharded and single-process splits differ: {diff:?}");
-    run(Command::new("sh").arg(ci_dir().join("kpack-layout.sh")).arg(&single).arg(root.join("single-split")));
+    assert!(
+        sharded == one,
+        "sharded and single-process splits differ: {diff:?}"
+    );
+    run(Command::new("sh")
+        .arg(ci_dir().join("kpack-layout.sh"))
+        .arg(&single)
+        .arg(root.join("single-split")));
     run(Command::new(bins::bin("rocm-kpack"))
         .arg("package")
         .arg(root.join("single-split"))
-        .args(["--name", "rocm-kpack-release", "--version", "7.0.1", "--format", "deb,wheel", "-q", "--out"])
+        .args([
+            "--name",
+            "rocm-kpack-release",
+            "--version",
+            "7.0.1",
+            "--format",
+            "deb,wheel",
+            "-q",
+            "--out",
+        ])
         .arg(root.join("single-pkgs"))
         .env("SOURCE_DATE_EPOCH", "1700000000"));
     let a = snapshot(&release.join("pkgs"));

@@ -18,7 +18,13 @@ fn repo() -> PathBuf {
 /// Tracked and untracked-but-not-ignored files of the repository.
 fn files() -> Vec<PathBuf> {
     let out = Command::new("git")
-        .args(["ls-files", "--cached", "--others", "--exclude-standard", "-z"])
+        .args([
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "-z",
+        ])
         .current_dir(repo())
         .output()
         .expect("git ls-files");
@@ -50,7 +56,9 @@ fn cited_docs(text: &str) -> Vec<String> {
         let comment = line.get(at..).unwrap_or_default();
         for word in comment.split(|c: char| c.is_whitespace() || "()[]`'\",;:".contains(c)) {
             let word = word.trim_end_matches('.');
-            let name_ok = word.chars().all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c));
+            let name_ok = word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c));
             if word.ends_with(".md") && word.len() > 3 && name_ok {
                 out.push(word.to_string());
             }
@@ -74,7 +82,11 @@ fn every_cited_document_exists() {
             }
         }
     }
-    assert!(missing.is_empty(), "documents cited but not in the repository:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "documents cited but not in the repository:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
@@ -88,7 +100,10 @@ fn nothing_reads_outside_the_repository() {
             text.contains(&shared).then(|| p.display().to_string())
         })
         .collect();
-    assert!(offenders.is_empty(), "files referring to {shared}: {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "files referring to {shared}: {offenders:?}"
+    );
 }
 
 #[test]
@@ -97,7 +112,13 @@ fn file_names_are_built_only_by_the_layout_module() {
     // store path outside `layout.rs`, in library, binary or example code
     // (tests and their support crate may spell literal names: they check
     // what the library builds).
-    let needles = [".kpack\"", ".kpm\"", "@GFXARCH@", "by-hash/sha256", ".sources.toml"];
+    let needles = [
+        ".kpack\"",
+        ".kpm\"",
+        "@GFXARCH@",
+        "by-hash/sha256",
+        ".sources.toml",
+    ];
     let mut offenders = Vec::new();
     for (path, text) in rust_sources() {
         let p = path.to_string_lossy();
@@ -114,15 +135,24 @@ fn file_names_are_built_only_by_the_layout_module() {
             }
         }
     }
-    assert!(offenders.is_empty(), "names built outside layout.rs:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "names built outside layout.rs:\n{}",
+        offenders.join("\n")
+    );
 }
 
 #[test]
 fn one_crate_builds_the_c_library() {
     let mut cdylibs = Vec::new();
-    for path in files().into_iter().filter(|p| p.file_name().is_some_and(|n| n == "Cargo.toml")) {
+    for path in files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "Cargo.toml"))
+    {
         let text = fs::read_to_string(repo().join(&path)).expect("read Cargo.toml");
-        let crate_type = text.lines().find(|l| l.trim_start().starts_with("crate-type"));
+        let crate_type = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("crate-type"));
         if let Some(line) = crate_type.filter(|l| l.contains("cdylib")) {
             cdylibs.push((path.display().to_string(), line.trim().to_string()));
         }
@@ -130,24 +160,53 @@ fn one_crate_builds_the_c_library() {
     // The C library, and the LD_PRELOAD shim that is a shared object by
     // nature; neither is also an rlib others link.
     let names: Vec<&str> = cdylibs.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(names, ["runtime/capi/Cargo.toml", "runtime/preload/Cargo.toml"], "{cdylibs:?}");
-    assert!(cdylibs.iter().all(|(_, l)| !l.contains("rlib")), "{cdylibs:?}");
+    assert_eq!(
+        names,
+        ["runtime/capi/Cargo.toml", "runtime/preload/Cargo.toml"],
+        "{cdylibs:?}"
+    );
+    assert!(
+        cdylibs.iter().all(|(_, l)| !l.contains("rlib")),
+        "{cdylibs:?}"
+    );
     let capi = fs::read_to_string(repo().join("runtime/capi/Cargo.toml")).expect("capi manifest");
-    assert!(capi.contains("staticlib"), "the C ABI crate builds librocm_kpack.a too");
+    assert!(
+        capi.contains("staticlib"),
+        "the C ABI crate builds librocm_kpack.a too"
+    );
 }
 
 #[test]
 fn the_splitter_does_not_link_the_fetcher() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "--offline", "-p", "rocm-kpack-splitter", "-e", "normal", "--prefix", "none"])
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "rocm-kpack-splitter",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
         .current_dir(repo())
         .output()
         .expect("cargo tree");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let tree = String::from_utf8_lossy(&out.stdout);
     for banned in ["rocm-kpack-fetch ", "tokio ", "reqwest ", "rustls "] {
-        assert!(!tree.lines().any(|l| l.starts_with(banned)), "splitter depends on {banned}:\n{tree}");
+        assert!(
+            !tree.lines().any(|l| l.starts_with(banned)),
+            "splitter depends on {banned}:\n{tree}"
+        );
     }
-    assert!(tree.lines().any(|l| l.starts_with("rocm-kpack-format ")), "{tree}");
+    assert!(
+        tree.lines().any(|l| l.starts_with("rocm-kpack-format ")),
+        "{tree}"
+    );
 }

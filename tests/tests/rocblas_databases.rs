@@ -154,7 +154,8 @@ fn fetch(root: &Path, machine: &str, args: &[&str]) -> (i32, String, String) {
     cmd.args(args).arg("--root").arg(root);
     // `verify` checks what is installed, whatever the GPUs.
     if args.first() != Some(&"verify") {
-        cmd.arg("--sysfs-root").arg(fixtures::fixture(&format!("sysfs/{machine}")));
+        cmd.arg("--sysfs-root")
+            .arg(fixtures::fixture(&format!("sysfs/{machine}")));
     }
     let o = cmd.output().unwrap();
     (

@@ -37,7 +37,9 @@ const LOADER_ENV: [&str; 8] = [
 /// A command against the stand-in runtime, recording into `record`, with or
 /// without the shim preloaded, and a clean loader environment.
 fn with_stub(mut cmd: Command, record: &Path, shim: bool) -> Command {
-    cmd.env("LD_LIBRARY_PATH", fixtures::stub_lib_dir()).env("HIPSTUB_RECORD", record).env_remove("HIPSTUB_STRICT");
+    cmd.env("LD_LIBRARY_PATH", fixtures::stub_lib_dir())
+        .env("HIPSTUB_RECORD", record)
+        .env_remove("HIPSTUB_STRICT");
     for v in LOADER_ENV {
         cmd.env_remove(v);
     }
@@ -50,7 +52,8 @@ fn with_stub(mut cmd: Command, record: &Path, shim: bool) -> Command {
 }
 
 fn output(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
 }
 
 fn text(b: &[u8]) -> String {
@@ -63,17 +66,32 @@ fn registrations(dir: &Path) -> Vec<Registration> {
 
 /// The device entries of a recorded bundle: (triple, bytes).
 fn bundle_entries(reg: &Registration) -> Vec<(String, Vec<u8>)> {
-    assert_eq!(reg.kind, PayloadKind::Bundle, "payload is not an uncompressed bundle");
+    assert_eq!(
+        reg.kind,
+        PayloadKind::Bundle,
+        "payload is not an uncompressed bundle"
+    );
     let b = parse_bundle_at(&reg.payload, 0).expect("recorded bundle parses");
     b.entries
         .iter()
-        .map(|e| (e.triple.clone(), b.entry_data(e).unwrap_or_default().to_vec()))
+        .map(|e| {
+            (
+                e.triple.clone(),
+                b.entry_data(e).unwrap_or_default().to_vec(),
+            )
+        })
         .collect()
 }
 
 fn write_archive(path: &Path, kernels: &[(&str, &str, &[u8])]) {
-    let mut w = ArchiveWriter::new(Cursor::new(Vec::new()), "probe", "mixed", CompressionScheme::ZstdPerKernel, 3)
-        .expect("writer");
+    let mut w = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        "probe",
+        "mixed",
+        CompressionScheme::ZstdPerKernel,
+        3,
+    )
+    .expect("writer");
     for (b, a, d) in kernels {
         w.add_kernel(b, a, d.to_vec()).expect("add");
     }
@@ -115,7 +133,11 @@ fn shim_replaces_hipk_with_a_bundle_of_loaded_code_objects() {
     // had nothing and is left out.
     assert_eq!(
         triples,
-        ["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx1100", "hipv4-amdgcn-amd-amdhsa--gfx90a"]
+        [
+            "host-x86_64-unknown-linux--",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a"
+        ]
     );
     assert_eq!(entries[1].1, co_1100);
     assert_eq!(entries[2].1, co_90a);
@@ -130,10 +152,15 @@ fn shim_names_the_searched_paths_when_nothing_loads() {
     fs::create_dir_all(&record).expect("mkdir");
     let missing = tmp.path().join("gone.kpack");
     let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
-    cmd.arg("hipk").env("ROCM_KPACK_PATH", &missing).env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100");
+    cmd.arg("hipk")
+        .env("ROCM_KPACK_PATH", &missing)
+        .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx1100");
     let out = output(&mut cmd);
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("rocm-kpack preload: no device code for gfx1100"), "{stderr}");
+    assert!(
+        stderr.contains("rocm-kpack preload: no device code for gfx1100"),
+        "{stderr}"
+    );
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
     // The runtime then sees the original HIPK wrapper (and reports its own error).
     let regs = registrations(&record);
@@ -162,7 +189,10 @@ fn shim_passes_hipf_through_untouched() {
             assert_eq!(regs[0].magic, HIPF_MAGIC);
             seen.push(regs[0].payload.clone());
         }
-        assert_eq!(seen[0], seen[1], "{set}: the shim changed a HIPF registration");
+        assert_eq!(
+            seen[0], seen[1],
+            "{set}: the shim changed a HIPF registration"
+        );
     }
 }
 
@@ -175,7 +205,12 @@ fn split(fat: &Path, out: &Path) -> PathBuf {
     let mut cmd = bins::command("rocm-kpack");
     cmd.arg("split-binary").arg(fat).arg("--out").arg(out);
     let o = output(&mut cmd);
-    assert!(o.status.success(), "{cmd:?}: {}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     let host = out.join(fat.file_name().expect("name"));
     assert!(host.is_file(), "{} not written", host.display());
     host
@@ -189,17 +224,26 @@ fn original_code_objects(fat: &Path, index: usize) -> Vec<(String, Vec<u8>)> {
     let section = file.section_by_name(".hip_fatbin").expect(".hip_fatbin");
     let bytes = section.data().expect("section data");
     let bundles = rocm_kpack_format::bundle::parse_fatbin(bytes).expect("bundles");
-    bundles[index].code_objects().map(|(t, d)| (t.to_owned(), d.to_vec())).collect()
+    bundles[index]
+        .code_objects()
+        .map(|(t, d)| (t.to_owned(), d.to_vec()))
+        .collect()
 }
 
 #[test]
 fn split_executables_run_on_the_stand_in_runtime_through_the_shim() {
     let tmp = tempfile::tempdir().expect("tmp");
-    for fat in fixtures::all_fat().into_iter().filter(|f| f.binary.name == "app_pie") {
+    for fat in fixtures::all_fat()
+        .into_iter()
+        .filter(|f| f.binary.name == "app_pie")
+    {
         let dir = tmp.path().join(fat.set);
         let host = split(&fat.path, &dir);
         let original = original_code_objects(&fat.path, 0);
-        let (_, gfx1100) = original.iter().find(|(t, _)| t == "gfx1100").expect("fixture has gfx1100");
+        let (_, gfx1100) = original
+            .iter()
+            .find(|(t, _)| t == "gfx1100")
+            .expect("fixture has gfx1100");
         let run = |shim: bool, override_arch: Option<&str>, tag: &str| {
             let record = dir.join(format!("rec-{tag}"));
             fs::create_dir_all(&record).expect("mkdir");
@@ -219,7 +263,11 @@ fn split_executables_run_on_the_stand_in_runtime_through_the_shim() {
         let entries = bundle_entries(&regs[0]);
         assert_eq!(entries.len(), 2, "{}: {entries:?}", fat.set);
         assert_eq!(entries[1].0, "hipv4-amdgcn-amd-amdhsa--gfx1100");
-        assert!(entries[1].1 == *gfx1100, "{}: gfx1100 code object differs from the original", fat.set);
+        assert!(
+            entries[1].1 == *gfx1100,
+            "{}: gfx1100 code object differs from the original",
+            fat.set
+        );
 
         // Without the shim the runtime is handed the HIPK wrapper, which a
         // stock runtime rejects.
@@ -233,7 +281,10 @@ fn split_executables_run_on_the_stand_in_runtime_through_the_shim() {
         fs::rename(dir.join(".kpack"), dir.join("kpack-moved")).expect("move archives");
         let (out, regs) = run(true, Some("gfx1100"), "gone");
         let stderr = text(&out.stderr);
-        assert!(stderr.contains("rocm-kpack preload: no device code for gfx1100"), "{stderr}");
+        assert!(
+            stderr.contains("rocm-kpack preload: no device code for gfx1100"),
+            "{stderr}"
+        );
         assert!(stderr.contains(".kpack/app_pie.kpm"), "{stderr}");
         assert!(stderr.contains("app_pie_gfx1100.kpack"), "{stderr}");
         assert_eq!(regs.first().map(|r| r.magic), Some(HIPK_MAGIC));
@@ -246,13 +297,17 @@ fn split_library_with_three_translation_units_through_the_shim() {
     // libmulti.so: three wrappers, three bundles; each registration must get
     // the code object of its own co_index.
     let tmp = tempfile::tempdir().expect("tmp");
-    for fat in fixtures::all_fat().into_iter().filter(|f| f.binary.name == "libmulti.so") {
+    for fat in fixtures::all_fat()
+        .into_iter()
+        .filter(|f| f.binary.name == "libmulti.so")
+    {
         let dir = tmp.path().join(fat.set);
         let host = split(&fat.path, &dir);
         let record = dir.join("rec");
         fs::create_dir_all(&record).expect("mkdir");
         let mut cmd = with_stub(Command::new(fixtures::run_lib()), &record, true);
-        cmd.arg(&host).env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a:xnack-,gfx1101");
+        cmd.arg(&host)
+            .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a:xnack-,gfx1101");
         let out = output(&mut cmd);
         assert!(out.status.success(), "{}: {}", fat.set, text(&out.stderr));
         let regs = registrations(&record);
@@ -262,14 +317,34 @@ fn split_library_with_three_translation_units_through_the_shim() {
             assert_eq!(reg.magic, HIPF_MAGIC);
             let entries = bundle_entries(reg);
             // Which bundle was this? The one whose gfx1101 object matches.
-            let got_1101 = &entries.iter().find(|(t, _)| t.ends_with("--gfx1101")).expect("gfx1101 entry").1;
+            let got_1101 = &entries
+                .iter()
+                .find(|(t, _)| t.ends_with("--gfx1101"))
+                .expect("gfx1101 entry")
+                .1;
             let index = (0..3)
-                .find(|&i| original_code_objects(&fat.path, i).iter().any(|(t, d)| t == "gfx1101" && d == got_1101))
+                .find(|&i| {
+                    original_code_objects(&fat.path, i)
+                        .iter()
+                        .any(|(t, d)| t == "gfx1101" && d == got_1101)
+                })
                 .expect("gfx1101 object matches one original bundle");
             let original = original_code_objects(&fat.path, index);
-            let want_90a = &original.iter().find(|(t, _)| t == "gfx90a:xnack-").expect("xnack- build").1;
-            let got_90a = &entries.iter().find(|(t, _)| t.ends_with("--gfx90a:xnack-")).expect("gfx90a entry").1;
-            assert!(got_90a == want_90a, "{}: bundle {index} gfx90a:xnack- differs", fat.set);
+            let want_90a = &original
+                .iter()
+                .find(|(t, _)| t == "gfx90a:xnack-")
+                .expect("xnack- build")
+                .1;
+            let got_90a = &entries
+                .iter()
+                .find(|(t, _)| t.ends_with("--gfx90a:xnack-"))
+                .expect("gfx90a entry")
+                .1;
+            assert!(
+                got_90a == want_90a,
+                "{}: bundle {index} gfx90a:xnack- differs",
+                fat.set
+            );
             seen.push(index);
         }
         seen.sort_unstable();
@@ -309,7 +384,9 @@ fn shim_adds_the_process_xnack_mode_to_detected_gpus() {
         let record = tmp.path().join(format!("rec-{hsa_xnack:?}"));
         fs::create_dir_all(&record).expect("mkdir");
         let mut cmd = with_stub(Command::new(fixtures::stub_probe()), &record, true);
-        cmd.arg("hipk").env("ROCM_KPACK_PATH", &archive).env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
+        cmd.arg("hipk")
+            .env("ROCM_KPACK_PATH", &archive)
+            .env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
         if let Some(v) = hsa_xnack {
             cmd.env("HSA_XNACK", v);
         }
@@ -317,15 +394,26 @@ fn shim_adds_the_process_xnack_mode_to_detected_gpus() {
         assert!(out.status.success(), "{}", text(&out.stderr));
         let regs = registrations(&record);
         assert_eq!(regs.len(), 1);
-        assert_eq!(regs[0].magic, HIPF_MAGIC, "HSA_XNACK={hsa_xnack:?}: {}", text(&out.stderr));
+        assert_eq!(
+            regs[0].magic,
+            HIPF_MAGIC,
+            "HSA_XNACK={hsa_xnack:?}: {}",
+            text(&out.stderr)
+        );
         let entries = bundle_entries(&regs[0]);
         let triples: Vec<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(
             triples,
-            ["host-x86_64-unknown-linux--".to_owned(), format!("hipv4-amdgcn-amd-amdhsa--{arch}")],
+            [
+                "host-x86_64-unknown-linux--".to_owned(),
+                format!("hipv4-amdgcn-amd-amdhsa--{arch}")
+            ],
             "HSA_XNACK={hsa_xnack:?}"
         );
-        assert!(entries[1].1 == *want, "HSA_XNACK={hsa_xnack:?}: wrong bytes");
+        assert!(
+            entries[1].1 == *want,
+            "HSA_XNACK={hsa_xnack:?}: wrong bytes"
+        );
     }
 
     // ROCM_KPACK_ARCH_OVERRIDE is used as given: `gfx90a:sramecc+` stays
@@ -339,8 +427,14 @@ fn shim_adds_the_process_xnack_mode_to_detected_gpus() {
         .env("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a:sramecc+");
     let out = output(&mut cmd);
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("no device code for gfx90a:sramecc+ "), "{stderr}");
-    assert_eq!(registrations(&record).first().map(|r| r.magic), Some(HIPK_MAGIC));
+    assert!(
+        stderr.contains("no device code for gfx90a:sramecc+ "),
+        "{stderr}"
+    );
+    assert_eq!(
+        registrations(&record).first().map(|r| r.magic),
+        Some(HIPK_MAGIC)
+    );
 }
 
 /// Compiles a program that `dlopen`s its argument with lazy binding (a real
@@ -366,21 +460,28 @@ fn dlopen_lazy(dir: &Path) -> PathBuf {
 
 #[test]
 fn mi210_gets_debian_rocrand_xnack_minus_code_object_through_the_shim() {
-    let root = rocm_kpack_test_support::debian::extracted("librocrand1").expect("librocrand (scripts/test.sh fetches it)");
+    let root = rocm_kpack_test_support::debian::extracted("librocrand1")
+        .expect("librocrand (scripts/test.sh fetches it)");
     let fat = root.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
     let tmp = tempfile::tempdir().expect("tmp");
     let host = split(&fat, &tmp.path().join("split"));
     let original = original_code_objects(&fat, 0);
-    let (_, want) = original.iter().find(|(t, _)| t == "gfx90a:xnack-").expect("Debian ships gfx90a:xnack-");
+    let (_, want) = original
+        .iter()
+        .find(|(t, _)| t == "gfx90a:xnack-")
+        .expect("Debian ships gfx90a:xnack-");
 
     // librocrand links libamdhip64.so.5: the stand-in under that name.
     let hip = tmp.path().join("hip");
     fs::create_dir_all(&hip).expect("mkdir");
-    std::os::unix::fs::symlink(fixtures::stub_lib(), hip.join("libamdhip64.so.5")).expect("symlink");
+    std::os::unix::fs::symlink(fixtures::stub_lib(), hip.join("libamdhip64.so.5"))
+        .expect("symlink");
     let record = tmp.path().join("rec");
     fs::create_dir_all(&record).expect("mkdir");
     let mut cmd = with_stub(Command::new(dlopen_lazy(tmp.path())), &record, true);
-    cmd.arg(&host).env("LD_LIBRARY_PATH", &hip).env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
+    cmd.arg(&host)
+        .env("LD_LIBRARY_PATH", &hip)
+        .env("ROCM_KPACK_SYSFS_ROOT", mi210_sysfs());
     let out = output(&mut cmd);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let regs = registrations(&record);
@@ -389,5 +490,8 @@ fn mi210_gets_debian_rocrand_xnack_minus_code_object_through_the_shim() {
     let entries = bundle_entries(&regs[0]);
     assert_eq!(entries.len(), 2, "{entries:?}");
     assert_eq!(entries[1].0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
-    assert!(entries[1].1 == *want, "gfx90a:xnack- code object differs from Debian's");
+    assert!(
+        entries[1].1 == *want,
+        "gfx90a:xnack- code object differs from Debian's"
+    );
 }

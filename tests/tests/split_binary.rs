@@ -451,12 +451,19 @@ fn fixtures_split_round_trip_run_and_pass_binutils() {
                 format!("{component}_{}.kpack", a.unit),
                 "{what}"
             );
-            let processors: BTreeSet<&str> =
-                a.architectures.iter().map(|t| t.split(':').next().unwrap()).collect();
+            let processors: BTreeSet<&str> = a
+                .architectures
+                .iter()
+                .map(|t| t.split(':').next().unwrap())
+                .collect();
             assert_eq!(processors, BTreeSet::from([a.unit.as_str()]), "{what}");
         }
         let a90 = report.archives.iter().find(|a| a.unit == "gfx90a").unwrap();
-        assert_eq!(a90.architectures, ["gfx90a:xnack+", "gfx90a:xnack-"], "{what}");
+        assert_eq!(
+            a90.architectures,
+            ["gfx90a:xnack+", "gfx90a:xnack-"],
+            "{what}"
+        );
         // AMD's loader, expanding @GFXARCH@ with the target id and then its
         // processor, finds every code object without the .kpm.
         let found = check_pattern_finds(&report.output, &fx.path, fx.arches()).unwrap();
@@ -628,7 +635,11 @@ fn librocrand_round_trip_dlopen_and_binutils() {
     let r = split(&input, &out);
     assert_eq!(r.outcome, SplitOutcome::Split);
     assert_eq!((r.bundles, r.code_objects, r.wrappers.len()), (1, 7, 1));
-    let units: Vec<(&str, &str)> = r.archives.iter().map(|a| (a.unit.as_str(), a.group.as_str())).collect();
+    let units: Vec<(&str, &str)> = r
+        .archives
+        .iter()
+        .map(|a| (a.unit.as_str(), a.group.as_str()))
+        .collect();
     assert_eq!(
         units,
         [
@@ -641,7 +652,11 @@ fn librocrand_round_trip_dlopen_and_binutils() {
         ]
     );
     let back = check_round_trip(&input, &r);
-    let arches: Vec<&str> = r.archives.iter().flat_map(|a| a.architectures.iter().map(String::as_str)).collect();
+    let arches: Vec<&str> = r
+        .archives
+        .iter()
+        .flat_map(|a| a.architectures.iter().map(String::as_str))
+        .collect();
     assert_eq!(check_pattern_finds(&r.output, &input, &arches), Ok(7));
     assert_eq!(back.marker.kernel_name, "librocrand.so.1.1");
     assert_eq!(back.marker.kpack_search_paths[0], ".kpack/librocrand.kpm");
@@ -741,7 +756,11 @@ fn librocsparse_counts_size_and_compression() {
 
     // The gfx9 archives (zstd 3) <= per-kernel `zstd -3` of the same code
     // objects.
-    let family: Vec<_> = r.archives.iter().filter(|a| a.unit.starts_with("gfx90")).collect();
+    let family: Vec<_> = r
+        .archives
+        .iter()
+        .filter(|a| a.unit.starts_with("gfx90"))
+        .collect();
     assert_eq!(family.len(), 4, "gfx900 gfx906 gfx908 gfx90a");
     let kdir = tmp.path().join("kernels");
     fs::create_dir(&kdir).unwrap();

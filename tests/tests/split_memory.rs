@@ -38,7 +38,11 @@ fn fatbin(lib: &Path) -> Vec<u8> {
     use object::{Object, ObjectSection};
     let data = std::fs::read(lib).unwrap();
     let obj = object::File::parse(&*data).unwrap();
-    obj.section_by_name(".hip_fatbin").unwrap().data().unwrap().to_vec()
+    obj.section_by_name(".hip_fatbin")
+        .unwrap()
+        .data()
+        .unwrap()
+        .to_vec()
 }
 
 /// Every archive of `dir/.kpack` by file name.
@@ -47,7 +51,12 @@ fn archives(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "kpack" || x == "kpm"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -61,11 +70,18 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     assert_eq!(bundles.len(), Shape::SMALL.bundles);
     let mut decompressed = 0u64;
     for b in &bundles {
-        assert!(matches!(b.compression, Compression::Ccob { .. }), "{:?}", b.compression);
+        assert!(
+            matches!(b.compression, Compression::Ccob { .. }),
+            "{:?}",
+            b.compression
+        );
         assert_eq!(b.code_objects().count(), ccob::TARGETS.len());
         decompressed += b.data.len() as u64;
     }
-    assert!(decompressed >= Shape::SMALL.device_bytes(), "{decompressed}");
+    assert!(
+        decompressed >= Shape::SMALL.device_bytes(),
+        "{decompressed}"
+    );
     drop(bundles);
 
     let out = tempfile::tempdir().unwrap();
@@ -77,7 +93,10 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     };
     let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&lib, out.path(), &opts));
     let report = report.unwrap();
-    assert_eq!(report.code_objects, Shape::SMALL.bundles * ccob::TARGETS.len());
+    assert_eq!(
+        report.code_objects,
+        Shape::SMALL.bundles * ccob::TARGETS.len()
+    );
     eprintln!(
         "peak live heap {:.1} MiB for {:.1} MiB of decompressed bundles",
         peak as f64 / 1048576.0,
@@ -86,7 +105,10 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     // Queue (64 MiB / 8) + a unit's held code objects + the one being read
     // + writer buffers: about 14 MiB; all bundles at once: 48 MiB.
     assert!(peak < 24 << 20, "peak live heap {peak} bytes");
-    assert!((peak as u64) * 2 < decompressed, "peak {peak} vs {decompressed} decompressed");
+    assert!(
+        (peak as u64) * 2 < decompressed,
+        "peak {peak} vs {decompressed} decompressed"
+    );
 
     // Nothing lost: every code object is in its archive, byte for byte.
     let spec = Spec::builtin();
@@ -94,8 +116,17 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     for (i, b) in parse_fatbin(&section).unwrap().iter().enumerate() {
         for (target, bytes) in b.code_objects() {
             let unit = spec.placement(target).unwrap().unit;
-            let a = Archive::open(&out.path().join(".kpack").join(format!("libccob_{unit}.kpack"))).unwrap();
-            assert_eq!(a.kernel(&format!("libccob.so#{i}"), target).unwrap(), bytes, "{i} {target}");
+            let a = Archive::open(
+                &out.path()
+                    .join(".kpack")
+                    .join(format!("libccob_{unit}.kpack")),
+            )
+            .unwrap();
+            assert_eq!(
+                a.kernel(&format!("libccob.so#{i}"), target).unwrap(),
+                bytes,
+                "{i} {target}"
+            );
             seen += 1;
         }
     }
@@ -110,7 +141,8 @@ fn pe_split_peak_heap_does_not_grow_with_the_host_code() {
     use rocm_kpack_splitter::split::binary::{marker_search_paths, split_fat_elf, ElfSplit};
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const HOST_MIB: usize = 160;
-    let dll = rocm_kpack_test_support::pe::big_dll(HOST_MIB).expect("build the DLL (clang-19, lld-link-19, llvm-dlltool-19)");
+    let dll = rocm_kpack_test_support::pe::big_dll(HOST_MIB)
+        .expect("build the DLL (clang-19, lld-link-19, llvm-dlltool-19)");
     let input_len = std::fs::metadata(&dll).unwrap().len();
     assert!(input_len > (HOST_MIB as u64) << 20, "{input_len}");
 
@@ -122,17 +154,32 @@ fn pe_split_peak_heap_does_not_grow_with_the_host_code() {
     };
     let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&dll, out.path(), &opts));
     let report = report.unwrap();
-    eprintln!("peak live heap {:.1} MiB for a {:.1} MiB DLL", peak as f64 / 1048576.0, input_len as f64 / 1048576.0);
-    assert!(peak < 16 << 20, "peak live heap {peak} bytes for a {input_len}-byte DLL");
+    eprintln!(
+        "peak live heap {:.1} MiB for a {:.1} MiB DLL",
+        peak as f64 / 1048576.0,
+        input_len as f64 / 1048576.0
+    );
+    assert!(
+        peak < 16 << 20,
+        "peak live heap {peak} bytes for a {input_len}-byte DLL"
+    );
 
     // The streamed file is the image built in memory, byte for byte.
     let data = std::fs::read(&dll).unwrap();
-    let ElfSplit::Split(split) = split_fat_elf(&data, &report.kernel_name, marker_search_paths(&report.component, 0)).unwrap() else {
+    let ElfSplit::Split(split) = split_fat_elf(
+        &data,
+        &report.kernel_name,
+        marker_search_paths(&report.component, 0),
+    )
+    .unwrap() else {
         panic!("kpbig.dll is fat");
     };
     let written = std::fs::read(&report.output).unwrap();
     assert_eq!(written.len() as u64, split.host.len());
-    assert!(written == split.host.to_vec().unwrap(), "streamed and in-memory outputs differ");
+    assert!(
+        written == split.host.to_vec().unwrap(),
+        "streamed and in-memory outputs differ"
+    );
 }
 
 #[test]
@@ -166,7 +213,11 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
     }
     let expected = archives(&reference);
     assert!(expected.len() > 10, "{:?}", expected.keys());
-    for (jobs, memory) in [(Some(1), Some(32u64 << 20)), (Some(2), None), (None, Some(256 << 20))] {
+    for (jobs, memory) in [
+        (Some(1), Some(32u64 << 20)),
+        (Some(2), None),
+        (None, Some(256 << 20)),
+    ] {
         let out = d.path().join(format!("bin-{jobs:?}-{memory:?}"));
         std::fs::create_dir_all(&out).unwrap();
         let opts = SplitBinaryOptions {
@@ -176,7 +227,10 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
             ..SplitBinaryOptions::default()
         };
         split_binary(&lib, &out, &opts).unwrap();
-        assert!(archives(&out) == expected, "split-binary --jobs {jobs:?} --memory {memory:?}");
+        assert!(
+            archives(&out) == expected,
+            "split-binary --jobs {jobs:?} --memory {memory:?}"
+        );
     }
 
     // split (tree): several binaries, so several archive sets compete for
@@ -184,13 +238,21 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
     let input = d.path().join("tree");
     std::fs::create_dir_all(input.join("lib")).unwrap();
     std::fs::copy(&lib, input.join("lib/libccob.so")).unwrap();
-    for f in ["clang19-compressed/libmulti.so", "clang19/libfixture.so", "clang15/app_pie"] {
+    for f in [
+        "clang19-compressed/libmulti.so",
+        "clang19/libfixture.so",
+        "clang15/app_pie",
+    ] {
         let src = rocm_kpack_test_support::fixtures::fixture(f);
         let name = f.replace('/', "_");
         std::fs::copy(src, input.join("lib").join(name)).unwrap();
     }
     let mut first: Option<snapshot::Snapshot> = None;
-    for (jobs, memory) in [(Some(1), Some(32u64 << 20)), (Some(2), Some(64 << 20)), (None, None)] {
+    for (jobs, memory) in [
+        (Some(1), Some(32u64 << 20)),
+        (Some(2), Some(64 << 20)),
+        (None, None),
+    ] {
         let out = d.path().join(format!("tree-{jobs:?}-{memory:?}"));
         let opts = SplitOptions {
             jobs,
@@ -203,7 +265,10 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
         assert!(files.nodes.len() > 10, "{}", files.nodes.len());
         match &first {
             None => first = Some(files),
-            Some(f) => assert!(*f == files, "split --jobs {jobs:?} --memory {memory:?} differs"),
+            Some(f) => assert!(
+                *f == files,
+                "split --jobs {jobs:?} --memory {memory:?} differs"
+            ),
         }
     }
 }

@@ -13,13 +13,13 @@ use std::process::Command;
 use package_common::*;
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::{Archive, RELEASE_ZSTD_LEVEL};
-use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
+use rocm_kpack_package::publish::{publish, PublishOptions};
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageError};
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
 };
@@ -35,7 +35,8 @@ fn opts() -> SplitPackageOptions {
 }
 
 fn split_ok(input: &Path, out: &Path) -> SplitPackageReport {
-    split_package(input, out, &opts()).unwrap_or_else(|e| panic!("split-package {}: {}", input.display(), chain(&e)))
+    split_package(input, out, &opts())
+        .unwrap_or_else(|e| panic!("split-package {}: {}", input.display(), chain(&e)))
 }
 
 /// The packages of Debian's librocrand1 under the built-in families: the
@@ -68,7 +69,10 @@ fn by_name<'a>(r: &'a SplitPackageReport, name: &str) -> &'a BuiltPackage {
 /// Names of the entries of `dir` (sorted).
 fn ls(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|rd| rd.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect())
+        .map(|rd| {
+            rd.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -110,7 +114,13 @@ fn librocrand_deb_splits_installs_and_loads() {
     let mut files: Vec<String> = r
         .packages
         .iter()
-        .map(|p| p.path.file_name().expect("name").to_string_lossy().into_owned())
+        .map(|p| {
+            p.path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     files.sort();
     assert_eq!(ls(&out), files);
@@ -121,23 +131,45 @@ fn librocrand_deb_splits_installs_and_loads() {
     // (as a binNMU says it), same Depends, original description.
     let orig = DebReader::open(&deb).expect("original");
     let generic = DebReader::open(&by_name(&r, "librocrand1").path).expect("generic");
-    for f in ["Package", "Depends", "Description", "Maintainer", "Multi-Arch"] {
+    for f in [
+        "Package",
+        "Depends",
+        "Description",
+        "Maintainer",
+        "Multi-Arch",
+    ] {
         assert_eq!(generic.control.get(f), orig.control.get(f), "{f}");
     }
     assert_eq!(generic.control.get("Version"), Some("5.3.3-4+kpack1"));
     assert_eq!(generic.control.get("Source"), Some("rocrand (5.3.3-4)"));
-    for g in ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx103x-dgpu"] {
+    for g in [
+        "gfx803",
+        "gfx900",
+        "gfx906",
+        "gfx908",
+        "gfx90a",
+        "gfx103x-dgpu",
+    ] {
         let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
         // Debian's build has no generic-ISA code: nothing else to depend on.
-        assert_eq!(d.control.get("Depends"), Some("librocrand1 (= 5.3.3-4+kpack1)"));
+        assert_eq!(
+            d.control.get("Depends"),
+            Some("librocrand1 (= 5.3.3-4+kpack1)")
+        );
         assert_eq!(d.control.get("Version"), Some("5.3.3-4+kpack1"));
         assert_eq!(d.control.get("Source"), Some("rocrand (5.3.3-4)"));
     }
     // Packages of the 2025 families: files move over (Replaces, Breaks),
     // and a transitional package of the old name pulls in the new ones.
     let d = DebReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("device");
-    assert_eq!(d.control.get("Replaces"), Some("librocrand1-gfx90x (<< 5.3.3-4+kpack1)"));
-    assert_eq!(d.control.get("Breaks"), Some("librocrand1-gfx90x (<< 5.3.3-4+kpack1)"));
+    assert_eq!(
+        d.control.get("Replaces"),
+        Some("librocrand1-gfx90x (<< 5.3.3-4+kpack1)")
+    );
+    assert_eq!(
+        d.control.get("Breaks"),
+        Some("librocrand1-gfx90x (<< 5.3.3-4+kpack1)")
+    );
     let t = DebReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("transitional");
     assert_eq!(
         t.control.get("Depends"),
@@ -157,20 +189,32 @@ fn librocrand_deb_splits_installs_and_loads() {
     for p in &r.packages {
         assert_no_alias_symlinks(p);
     }
-    assert_eq!(payload_archives(&by_name(&r, "librocrand1-gfx90a").path), ["librocrand_gfx90a.kpack"]);
+    assert_eq!(
+        payload_archives(&by_name(&r, "librocrand1-gfx90a").path),
+        ["librocrand_gfx90a.kpack"]
+    );
 
     // `dpkg -x` of the generic and the gfx90a and gfx906 debs: AMD's
     // loader, expanding `@GFXARCH@` only, finds each processor's archive.
-    let fat = debian::extracted("librocrand1").expect("extracted").join(LIBDIR).join("librocrand.so.1.1");
+    let fat = debian::extracted("librocrand1")
+        .expect("extracted")
+        .join(LIBDIR)
+        .join("librocrand.so.1.1");
     let x = tmp.path().join("x");
     for name in ["librocrand1", "librocrand1-gfx90a", "librocrand1-gfx906"] {
-        ok(Command::new("dpkg-deb").arg("-x").arg(&by_name(&r, name).path).arg(&x));
+        ok(Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&by_name(&r, name).path)
+            .arg(&x));
     }
     let xlib = x.join(LIBDIR).join("librocrand.so.1.1");
     assert_gfxarch_finds(&xlib, &fat, "gfx90a:xnack-", "librocrand_gfx90a.kpack");
     assert_gfxarch_finds(&xlib, &fat, "gfx90a:xnack+", "librocrand_gfx90a.kpack");
     assert_gfxarch_finds(&xlib, &fat, "gfx906:xnack-", "librocrand_gfx906.kpack");
-    assert!(!gfxarch_finds_any(&xlib, "gfx1030"), "gfx103x was not extracted");
+    assert!(
+        !gfxarch_finds_any(&xlib, "gfx1030"),
+        "gfx103x was not extracted"
+    );
     let a = Archive::open(&x.join(LIBDIR).join(".kpack/librocrand_gfx90a.kpack")).expect("archive");
     assert_eq!(a.gfx_arch_family(), "gfx90a");
     assert_eq!(a.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
@@ -182,7 +226,11 @@ fn librocrand_deb_splits_installs_and_loads() {
             .into_iter()
             .filter(|t| !baseline.contains(t))
             .collect();
-        assert!(extra.is_empty(), "{}: lintian errors {extra:?} (input: {baseline:?})", p.name);
+        assert!(
+            extra.is_empty(),
+            "{}: lintian errors {extra:?} (input: {baseline:?})",
+            p.name
+        );
     }
 
     // dpkg installs generic + gfx90a + gfx906; dpkg -S owns every file.
@@ -190,7 +238,12 @@ fn librocrand_deb_splits_installs_and_loads() {
     dpkg_root(&root);
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
-        .args(["--force-not-root", "--force-script-chrootless", "--force-depends", "-i"])
+        .args([
+            "--force-not-root",
+            "--force-script-chrootless",
+            "--force-depends",
+            "-i",
+        ])
         .arg(&by_name(&r, "librocrand1").path)
         .arg(&by_name(&r, "librocrand1-gfx90a").path)
         .arg(&by_name(&r, "librocrand1-gfx906").path));
@@ -217,7 +270,12 @@ fn librocrand_deb_splits_installs_and_loads() {
     }
     let lib = root.join(LIBDIR).join("librocrand.so.1.1");
     let kpack = root.join(LIBDIR).join(".kpack");
-    assert_eq!(ls(&kpack).iter().filter(|n| n.ends_with(".kpm")).count(), 1, "{:?}", ls(&kpack));
+    assert_eq!(
+        ls(&kpack).iter().filter(|n| n.ends_with(".kpm")).count(),
+        1,
+        "{:?}",
+        ls(&kpack)
+    );
     assert_loader_finds(&lib, &fat, &["gfx90a:xnack-", "gfx906:xnack-"]);
 
     // Rerun: byte-identical packages.
@@ -226,7 +284,12 @@ fn librocrand_deb_splits_installs_and_loads() {
     assert_eq!(names(&r2), names(&r));
     for p in &r.packages {
         let name = p.path.file_name().expect("name");
-        assert_eq!(sha256(&p.path), sha256(&out2.join(name)), "{} differs on rerun", name.to_string_lossy());
+        assert_eq!(
+            sha256(&p.path),
+            sha256(&out2.join(name)),
+            "{} differs on rerun",
+            name.to_string_lossy()
+        );
     }
 }
 
@@ -252,7 +315,11 @@ fn librocrand_rpm_round_trip() {
     let tmp = tempfile::tempdir().expect("tmp");
     // A fat rpm: the extracted Debian tree as the only (generic) tree.
     let split = tmp.path().join("fat");
-    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
+    copy_tree(
+        &debian::extracted("librocrand1").expect("extracted"),
+        &split.join("generic"),
+        &[],
+    );
     let fat_dir = tmp.path().join("fatpkg");
     let made = package(&split, &fat_dir, &distribution_options(&[Format::Rpm])).expect("fat rpm");
     let fat_rpm = made.packages.first().expect("rpm").path.clone();
@@ -265,39 +332,83 @@ fn librocrand_rpm_round_trip() {
     assert_eq!((g.version(), g.release()), (orig.version(), "4.kpack1"));
     assert_eq!(orig.release(), "4");
     let dep_names = |r: &RpmReader| {
-        let mut v: Vec<String> = r.requires().iter().map(|d| d.name.clone()).filter(|n| !n.starts_with("rpmlib(")).collect();
+        let mut v: Vec<String> = r
+            .requires()
+            .iter()
+            .map(|d| d.name.clone())
+            .filter(|n| !n.starts_with("rpmlib("))
+            .collect();
         v.sort();
         v
     };
     assert_eq!(dep_names(&g), dep_names(&orig));
     for p in &r.packages {
-        ok(Command::new("rpm").arg("-K").arg("--nosignature").arg(&p.path));
+        ok(Command::new("rpm")
+            .arg("-K")
+            .arg("--nosignature")
+            .arg(&p.path));
         assert_no_alias_symlinks(p);
     }
     let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("device");
     let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
-    assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
-    let obsoletes: Vec<String> = d.obsoletes().iter().map(|p| format!("{} {}", p.name, p.version)).collect();
-    assert_eq!(obsoletes, [format!("librocrand1-gfx90x {}-{}", g.version(), g.release())]);
+    assert!(
+        provides.contains(&"rocm-kpack(gfx90a)".to_string()),
+        "{provides:?}"
+    );
+    let obsoletes: Vec<String> = d
+        .obsoletes()
+        .iter()
+        .map(|p| format!("{} {}", p.name, p.version))
+        .collect();
+    assert_eq!(
+        obsoletes,
+        [format!(
+            "librocrand1-gfx90x {}-{}",
+            g.version(),
+            g.release()
+        )]
+    );
     let t = RpmReader::open(&by_name(&r, "librocrand1-gfx90x").path).expect("transitional");
-    let mut requires: Vec<String> = t.requires().iter().map(|d| d.name.clone()).filter(|n| !n.starts_with("rpmlib(")).collect();
+    let mut requires: Vec<String> = t
+        .requires()
+        .iter()
+        .map(|d| d.name.clone())
+        .filter(|n| !n.starts_with("rpmlib("))
+        .collect();
     requires.sort();
     assert_eq!(
         requires,
-        ["librocrand1", "librocrand1-gfx900", "librocrand1-gfx906", "librocrand1-gfx908", "librocrand1-gfx90a"]
+        [
+            "librocrand1",
+            "librocrand1-gfx900",
+            "librocrand1-gfx906",
+            "librocrand1-gfx908",
+            "librocrand1-gfx90a"
+        ]
     );
     assert!(t.files().is_empty(), "{:?}", t.files());
     let archive = format!("/{LIBDIR}/.kpack/librocrand_gfx90a.kpack");
     let files = d.files();
-    let f = files.iter().find(|f| f.path == archive).expect("per-processor archive");
-    assert_eq!(f.mode & 0o170000, 0o100000, "{archive} is not a regular file");
+    let f = files
+        .iter()
+        .find(|f| f.path == archive)
+        .expect("per-processor archive");
+    assert_eq!(
+        f.mode & 0o170000,
+        0o100000,
+        "{archive} is not a regular file"
+    );
     // The generic rpm's library is host-only.
     let x = tmp.path().join("x");
     fs::create_dir(&x).expect("mkdir");
     g.extract(&x).expect("extract");
     let host = fs::read(x.join(LIBDIR).join("librocrand.so.1.1")).expect("lib");
     let rep = inspect_elf(&host).expect("inspect");
-    assert!(rep.hip_fatbin.is_none() && rep.marker.is_some(), "{}", rep.state);
+    assert!(
+        rep.hip_fatbin.is_none() && rep.marker.is_some(),
+        "{}",
+        rep.state
+    );
 }
 
 // ------------------------------------------------------------- wheels
@@ -340,7 +451,6 @@ const KPKG_WHL: &str = "kpkg-1.0-py3-none-linux_x86_64.whl";
 /// What KPKG_WHL's split wheels are versioned (the PEP 440 local suffix).
 const KPKG_SPLIT_VERSION: &str = "1.0+kpack1";
 
-
 #[test]
 fn fat_wheel_splits_and_pip_installs_the_extra() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -348,7 +458,10 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     fs::create_dir(&src).expect("mkdir");
     let whl = src.join(KPKG_WHL);
     write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
-    WheelReader::open(&whl).expect("input wheel").verify_record().expect("input RECORD");
+    WheelReader::open(&whl)
+        .expect("input wheel")
+        .verify_record()
+        .expect("input RECORD");
 
     let out = tmp.path().join("out");
     let r = split_ok(&whl, &out);
@@ -369,22 +482,48 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         ]
     );
     for p in &r.packages {
-        WheelReader::open(&p.path).expect("wheel").verify_record().expect("RECORD");
+        WheelReader::open(&p.path)
+            .expect("wheel")
+            .verify_record()
+            .expect("RECORD");
         assert_no_alias_symlinks(p);
     }
     let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
-    assert!(base.members.iter().any(|m| m == "kpkg/.kpack/libfixture.kpm"), "{:?}", base.members);
-    assert!(!base.members.iter().any(|m| m.starts_with("kpkg/hsa/")), "{:?}", base.members);
-    assert_eq!(base.metadata.get("Summary"), Some("Fixture package with a HIP library"));
-    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx110x-dgpu"));
-    assert!(base.metadata.get_all("Provides-Extra").any(|e| e == "device-gfx11-generic"));
+    assert!(
+        base.members
+            .iter()
+            .any(|m| m == "kpkg/.kpack/libfixture.kpm"),
+        "{:?}",
+        base.members
+    );
+    assert!(
+        !base.members.iter().any(|m| m.starts_with("kpkg/hsa/")),
+        "{:?}",
+        base.members
+    );
+    assert_eq!(
+        base.metadata.get("Summary"),
+        Some("Fixture package with a HIP library")
+    );
+    assert!(base
+        .metadata
+        .get_all("Provides-Extra")
+        .any(|e| e == "device-gfx110x-dgpu"));
+    assert!(base
+        .metadata
+        .get_all("Provides-Extra")
+        .any(|e| e == "device-gfx11-generic"));
     // The 2025 family's extra asks for the wheels that now carry it.
     assert!(base
         .metadata
         .get_all("Requires-Dist")
         .any(|r| r == "kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""));
     let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
-    assert!(dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"), "{:?}", dev.members);
+    assert!(
+        dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"),
+        "{:?}",
+        dev.members
+    );
     for unit in ["gfx1100", "gfx1101"] {
         let m = format!("kpkg/.kpack/libfixture_{unit}.kpack");
         assert!(dev.members.contains(&m), "{m} not in {:?}", dev.members);
@@ -394,21 +533,34 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
         ["kpkg==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"]
     );
-    let generic_isa = WheelReader::open(&by_name(&r, "kpkg-device-gfx11-generic").path).expect("device");
+    let generic_isa =
+        WheelReader::open(&by_name(&r, "kpkg-device-gfx11-generic").path).expect("device");
     assert!(
-        generic_isa.members.iter().any(|m| m == "kpkg/.kpack/libfixture_gfx11-generic.kpack"),
+        generic_isa
+            .members
+            .iter()
+            .any(|m| m == "kpkg/.kpack/libfixture_gfx11-generic.kpack"),
         "{:?}",
         generic_isa.members
     );
     let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90a").path).expect("device");
-    assert!(dev90.members.iter().any(|m| m == "kpkg/hsa/gfx90a/k.co"), "{:?}", dev90.members);
+    assert!(
+        dev90.members.iter().any(|m| m == "kpkg/hsa/gfx90a/k.co"),
+        "{:?}",
+        dev90.members
+    );
 
     // Rerun: byte-identical.
     let out2 = tmp.path().join("out2");
     split_ok(&whl, &out2);
     for p in &r.packages {
         let name = p.path.file_name().expect("name");
-        assert_eq!(sha256(&p.path), sha256(&out2.join(name)), "{}", name.to_string_lossy());
+        assert_eq!(
+            sha256(&p.path),
+            sha256(&out2.join(name)),
+            "{}",
+            name.to_string_lossy()
+        );
     }
 
     // pip from a published index.
@@ -427,19 +579,34 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let pip = venv.join("bin/pip");
     ok(Command::new(&pip)
-        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+        ])
         .arg(format!("{}simple/", server.root_url()))
         // The 2025 family's extra keeps working.
         .arg("kpkg[device-gfx110x]")
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
-    let listed = ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
+    let listed =
+        ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
     let v = KPKG_SPLIT_VERSION;
-    assert!(listed.contains(&format!("kpkg=={v}")) && listed.contains(&format!("kpkg-device-gfx110x-dgpu=={v}")), "{listed}");
-    assert!(listed.contains(&format!("kpkg-device-gfx11-generic=={v}")), "{listed}");
+    assert!(
+        listed.contains(&format!("kpkg=={v}"))
+            && listed.contains(&format!("kpkg-device-gfx110x-dgpu=={v}")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("kpkg-device-gfx11-generic=={v}")),
+        "{listed}"
+    );
     assert!(!listed.contains("gfx90a"), "{listed}");
-    let printed = ok(Command::new(venv.join("bin/python"))
-        .args(["-c", "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))"]));
+    let printed = ok(Command::new(venv.join("bin/python")).args([
+        "-c",
+        "import kpkg; print(sorted(p.name for p in kpkg.KPACK_DIR.iterdir()))",
+    ]));
     assert_eq!(
         printed.trim(),
         "['libfixture.kpm', 'libfixture_gfx11-generic.kpack', 'libfixture_gfx1100.kpack', 'libfixture_gfx1101.kpack']"
@@ -459,11 +626,24 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert_loader_finds(&lib, &fat, &["gfx1100"]);
     assert_gfxarch_finds(&lib, &fat, "gfx1101", "libfixture_gfx1101.kpack");
     assert_gfxarch_finds(&lib, &fat, "gfx1102", "libfixture_gfx11-generic.kpack");
-    assert!(!gfxarch_finds_any(&lib, "gfx90a:xnack-"), "device-gfx90a was not installed");
-    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu", "kpkg-device-gfx11-generic", "kpkg"]);
+    assert!(
+        !gfxarch_finds_any(&lib, "gfx90a:xnack-"),
+        "device-gfx90a was not installed"
+    );
+    pip_uninstall(
+        &pip,
+        &[
+            "kpkg-device-gfx110x-dgpu",
+            "kpkg-device-gfx11-generic",
+            "kpkg",
+        ],
+    );
     let left: Vec<PathBuf> = walk(&sp)
         .into_iter()
-        .filter(|p| p.strip_prefix(&sp).is_ok_and(|r| r.to_string_lossy().starts_with("kpkg")))
+        .filter(|p| {
+            p.strip_prefix(&sp)
+                .is_ok_and(|r| r.to_string_lossy().starts_with("kpkg"))
+        })
         .filter(|p| !fs::symlink_metadata(p).expect("stat").is_dir())
         .collect();
     assert!(left.is_empty(), "left after uninstall: {left:?}");
@@ -497,13 +677,23 @@ fn package_without_device_code_passes_through() {
     let src = tmp.path().join("src");
     fs::create_dir(&src).expect("mkdir");
     let deb = src.join("hostonly_1.0-1_all.deb");
-    ok(Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "--build"]).arg(&tree).arg(&deb));
+    ok(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-Zgzip", "--build"])
+        .arg(&tree)
+        .arg(&deb));
     let out = tmp.path().join("out");
     let r = split_ok(&deb, &out);
     assert!(r.passed_through);
-    assert!(r.notes.iter().any(|n| n.contains("no device code")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no device code")),
+        "{:?}",
+        r.notes
+    );
     assert_eq!(ls(&out), ["hostonly_1.0-1_all.deb"]);
-    assert_eq!(fs::read(out.join("hostonly_1.0-1_all.deb")).expect("copy"), fs::read(&deb).expect("deb"));
+    assert_eq!(
+        fs::read(out.join("hostonly_1.0-1_all.deb")).expect("copy"),
+        fs::read(&deb).expect("deb")
+    );
 
     // A wheel without device code too.
     let whl = src.join("pure-1.0-py3-none-any.whl");
@@ -511,15 +701,24 @@ fn package_without_device_code_passes_through() {
         &whl,
         &[
             ("pure/__init__.py".into(), b"x = 1\n".to_vec()),
-            ("pure-1.0.dist-info/METADATA".into(), b"Metadata-Version: 2.1\nName: pure\nVersion: 1.0\n".to_vec()),
-            ("pure-1.0.dist-info/WHEEL".into(), b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec()),
+            (
+                "pure-1.0.dist-info/METADATA".into(),
+                b"Metadata-Version: 2.1\nName: pure\nVersion: 1.0\n".to_vec(),
+            ),
+            (
+                "pure-1.0.dist-info/WHEEL".into(),
+                b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+            ),
         ],
         "pure-1.0.dist-info",
         None,
     );
     let r = split_ok(&whl, &out);
     assert!(r.passed_through);
-    assert_eq!(fs::read(out.join("pure-1.0-py3-none-any.whl")).expect("copy"), fs::read(&whl).expect("whl"));
+    assert_eq!(
+        fs::read(out.join("pure-1.0-py3-none-any.whl")).expect("copy"),
+        fs::read(&whl).expect("whl")
+    );
 }
 
 #[test]
@@ -544,13 +743,21 @@ fn corrupt_and_hostile_packages_are_refused() {
     junk.extend(std::iter::repeat_n(0x41u8, 200));
     fs::write(&rpm, junk).expect("write");
     let e = split_err(&rpm, &work);
-    assert!(matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })), "{}", chain(&e));
+    assert!(
+        matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })),
+        "{}",
+        chain(&e)
+    );
 
     // zip magic, then garbage.
     let whl = src.join("bad-1.0-py3-none-any.whl");
     fs::write(&whl, b"PK\x03\x04 this is not a zip archive").expect("write");
     let e = split_err(&whl, &work);
-    assert!(matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })), "{}", chain(&e));
+    assert!(
+        matches!(e, SplitPackageError::Package(PackageError::Corrupt { .. })),
+        "{}",
+        chain(&e)
+    );
 
     // Not a package at all.
     let txt = src.join("readme.deb");
@@ -563,7 +770,11 @@ fn corrupt_and_hostile_packages_are_refused() {
     let bad_record = "kpkg/__init__.py,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,10\n";
     write_wheel(&rec, &kpkg_files(), "kpkg-1.0.dist-info", Some(bad_record));
     let e = split_err(&rec, &work);
-    assert!(matches!(e, SplitPackageError::Package(PackageError::Record { .. })), "{}", chain(&e));
+    assert!(
+        matches!(e, SplitPackageError::Package(PackageError::Record { .. })),
+        "{}",
+        chain(&e)
+    );
 
     // Hostile wheel member.
     let hw = src.join("evil-1.0-py3-none-any.whl");
@@ -571,14 +782,27 @@ fn corrupt_and_hostile_packages_are_refused() {
         &hw,
         &[
             ("../../evil.py".into(), b"boom\n".to_vec()),
-            ("evil-1.0.dist-info/METADATA".into(), b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n".to_vec()),
-            ("evil-1.0.dist-info/WHEEL".into(), b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec()),
+            (
+                "evil-1.0.dist-info/METADATA".into(),
+                b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n".to_vec(),
+            ),
+            (
+                "evil-1.0.dist-info/WHEEL".into(),
+                b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+            ),
         ],
         "evil-1.0.dist-info",
         None,
     );
     let e = split_err(&hw, &work);
-    assert!(matches!(e, SplitPackageError::Package(PackageError::UnsafePath { .. })), "{}", chain(&e));
+    assert!(
+        matches!(
+            e,
+            SplitPackageError::Package(PackageError::UnsafePath { .. })
+        ),
+        "{}",
+        chain(&e)
+    );
 
     // Hostile debs: `../` member, absolute member, symlink escape then a
     // file through it.
@@ -612,7 +836,11 @@ subprocess.check_call(["ar", "rc", out, "debian-binary", "control.tar.gz", "data
     // An absolute member name is read relative to the root, as dpkg
     // does: it lands inside the work directory, never at `/tmp/...`.
     let abs = src.join("evil-absolute.deb");
-    ok(Command::new("python3").arg("-c").arg(script).arg(&abs).arg("absolute"));
+    ok(Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&abs)
+        .arg("absolute"));
     let abs_out = tmp.path().join("abs-out");
     let r = split_ok(&abs, &abs_out);
     assert!(r.passed_through);
@@ -620,10 +848,17 @@ subprocess.check_call(["ar", "rc", out, "debian-binary", "control.tar.gz", "data
     assert_eq!(ls(&abs_out), ["evil-absolute.deb"]);
     for kind in ["dotdot", "symlink"] {
         let path = src.join(format!("evil-{kind}.deb"));
-        ok(Command::new("python3").arg("-c").arg(script).arg(&path).arg(kind));
+        ok(Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(&path)
+            .arg(kind));
         let e = split_err(&path, &work);
         assert!(
-            matches!(e, SplitPackageError::Package(PackageError::UnsafePath { .. })),
+            matches!(
+                e,
+                SplitPackageError::Package(PackageError::UnsafePath { .. })
+            ),
             "{kind}: {}",
             chain(&e)
         );
@@ -675,9 +910,13 @@ fn cli_splits_a_wheel_and_reports_errors() {
     // Archives are release outputs: the default level is the release
     // level (the CLI's output equals the library's at its default), and
     // --level overrides it.
-    assert_eq!(SplitPackageOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
+    assert_eq!(
+        SplitPackageOptions::default().zstd_level,
+        RELEASE_ZSTD_LEVEL
+    );
     let lib_out = tmp.path().join("lib-out");
-    split_package(&whl, &lib_out, &SplitPackageOptions::default()).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    split_package(&whl, &lib_out, &SplitPackageOptions::default())
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
     let dev = "kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl";
     assert_eq!(sha256(&out.join(dev)), sha256(&lib_out.join(dev)));
     let fast = tmp.path().join("fast");
@@ -688,7 +927,11 @@ fn cli_splits_a_wheel_and_reports_errors() {
         .args(["--level", "1", "--out"])
         .arg(&fast));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_ne!(sha256(&fast.join(dev)), sha256(&out.join(dev)), "--level 1 wrote the same archives");
+    assert_ne!(
+        sha256(&fast.join(dev)),
+        sha256(&out.join(dev)),
+        "--level 1 wrote the same archives"
+    );
 
     // A corrupt input: exit 1, a message naming it, nothing in --out.
     let bad = src.join("bad-1.0-py3-none-any.whl");
@@ -701,7 +944,10 @@ fn cli_splits_a_wheel_and_reports_errors() {
         .arg(&out2));
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("bad-1.0-py3-none-any.whl") && err.contains("zip"), "{err}");
+    assert!(
+        err.contains("bad-1.0-py3-none-any.whl") && err.contains("zip"),
+        "{err}"
+    );
     assert!(ls(&out2).is_empty());
 }
 
@@ -719,13 +965,18 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
         .expect("spec"),
         ..opts()
     };
-    let rocrand = per_target("\"gfx803\", \"gfx900\", \"gfx906\", \"gfx908\", \"gfx90a\", \"gfx1030\"");
+    let rocrand =
+        per_target("\"gfx803\", \"gfx900\", \"gfx906\", \"gfx908\", \"gfx90a\", \"gfx1030\"");
     let units = ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"];
 
     // deb
     let out = tmp.path().join("deb");
-    let r = split_package(&debian::package("librocrand1").expect("deb"), &out, &rocrand)
-        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let r = split_package(
+        &debian::package("librocrand1").expect("deb"),
+        &out,
+        &rocrand,
+    )
+    .unwrap_or_else(|e| panic!("{}", chain(&e)));
     let mut n = names(&r);
     n.sort();
     let want: Vec<String> = std::iter::once("librocrand1".to_string())
@@ -741,18 +992,39 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
 
     // rpm, from the same tree as a fat rpm
     let split = tmp.path().join("fat");
-    copy_tree(&debian::extracted("librocrand1").expect("extracted"), &split.join("generic"), &[]);
-    let made = package(&split, &tmp.path().join("fatpkg"), &distribution_options(&[Format::Rpm])).expect("fat rpm");
+    copy_tree(
+        &debian::extracted("librocrand1").expect("extracted"),
+        &split.join("generic"),
+        &[],
+    );
+    let made = package(
+        &split,
+        &tmp.path().join("fatpkg"),
+        &distribution_options(&[Format::Rpm]),
+    )
+    .expect("fat rpm");
     let out = tmp.path().join("rpm");
-    let r = split_package(&made.packages[0].path, &out, &rocrand).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let r = split_package(&made.packages[0].path, &out, &rocrand)
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
     let mut n = names(&r);
     n.sort();
     assert_eq!(n, want);
     let d = RpmReader::open(&by_name(&r, "librocrand1-gfx90a").path).expect("rpm");
     let provides: Vec<String> = d.provides().iter().map(|p| p.name.clone()).collect();
-    assert!(provides.contains(&"rocm-kpack(gfx90a)".to_string()), "{provides:?}");
-    assert!(!provides.iter().any(|p| p.starts_with("rocm-kpack(gfx90") && p != "rocm-kpack(gfx90a)"), "{provides:?}");
-    assert_eq!(payload_archives(&by_name(&r, "librocrand1-gfx90a").path), ["librocrand_gfx90a.kpack"]);
+    assert!(
+        provides.contains(&"rocm-kpack(gfx90a)".to_string()),
+        "{provides:?}"
+    );
+    assert!(
+        !provides
+            .iter()
+            .any(|p| p.starts_with("rocm-kpack(gfx90") && p != "rocm-kpack(gfx90a)"),
+        "{provides:?}"
+    );
+    assert_eq!(
+        payload_archives(&by_name(&r, "librocrand1-gfx90a").path),
+        ["librocrand_gfx90a.kpack"]
+    );
 
     // wheel
     let src = tmp.path().join("src");
@@ -760,17 +1032,43 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
     let whl = src.join(KPKG_WHL);
     write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
     let out = tmp.path().join("whl");
-    let targets = fixtures::ARCHES_CLANG19.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
-    let r = split_package(&whl, &out, &per_target(&targets)).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let targets = fixtures::ARCHES_CLANG19
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let r = split_package(&whl, &out, &per_target(&targets))
+        .unwrap_or_else(|e| panic!("{}", chain(&e)));
     let base = WheelReader::open(&by_name(&r, "kpkg").path).expect("base");
     let extras: Vec<&str> = base.metadata.get_all("Provides-Extra").collect();
-    for e in ["device-gfx90a", "device-gfx942", "device-gfx1030", "device-gfx1100", "device-gfx1101", "device-gfx11-generic"] {
+    for e in [
+        "device-gfx90a",
+        "device-gfx942",
+        "device-gfx1030",
+        "device-gfx1100",
+        "device-gfx1101",
+        "device-gfx11-generic",
+    ] {
         assert!(extras.contains(&e), "{e} not in {extras:?}");
     }
-    assert!(!extras.iter().any(|e| e.ends_with('x') || e.contains("gpu")), "{extras:?}");
+    assert!(
+        !extras.iter().any(|e| e.ends_with('x') || e.contains("gpu")),
+        "{extras:?}"
+    );
     let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx1100").path).expect("device");
-    assert!(dev.members.contains(&"kpkg/.kpack/libfixture_gfx1100.kpack".to_string()), "{:?}", dev.members);
-    assert!(!dev.members.iter().any(|m| m.ends_with("libfixture_gfx1101.kpack")), "{:?}", dev.members);
+    assert!(
+        dev.members
+            .contains(&"kpkg/.kpack/libfixture_gfx1100.kpack".to_string()),
+        "{:?}",
+        dev.members
+    );
+    assert!(
+        !dev.members
+            .iter()
+            .any(|m| m.ends_with("libfixture_gfx1101.kpack")),
+        "{:?}",
+        dev.members
+    );
     // The processor's wheel pulls in the generic ISA serving it.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
@@ -791,12 +1089,30 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
     fs::create_dir(&src).expect("mkdir");
     let lib = "kpkg/lib/rocblas/library";
     let dbs = [
-        (format!("{lib}/TensileLibrary_gfx90a.co"), "gfx90a", gfx_code_object("gfx90a")),
-        (format!("{lib}/Kernels.so-000-gfx90a-xnack-.hsaco"), "gfx90a:xnack-", gfx_code_object("gfx90a")),
-        (format!("{lib}/TensileLibrary_gfx1100.co"), "gfx1100", gfx_code_object("gfx1100")),
+        (
+            format!("{lib}/TensileLibrary_gfx90a.co"),
+            "gfx90a",
+            gfx_code_object("gfx90a"),
+        ),
+        (
+            format!("{lib}/Kernels.so-000-gfx90a-xnack-.hsaco"),
+            "gfx90a:xnack-",
+            gfx_code_object("gfx90a"),
+        ),
+        (
+            format!("{lib}/TensileLibrary_gfx1100.co"),
+            "gfx1100",
+            gfx_code_object("gfx1100"),
+        ),
     ];
-    let dat = (format!("{lib}/TensileLibrary.dat"), b"all targets\n".to_vec());
-    let mut files: Vec<(String, Vec<u8>)> = kpkg_files().into_iter().filter(|(n, _)| !n.starts_with("kpkg/hsa/")).collect();
+    let dat = (
+        format!("{lib}/TensileLibrary.dat"),
+        b"all targets\n".to_vec(),
+    );
+    let mut files: Vec<(String, Vec<u8>)> = kpkg_files()
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("kpkg/hsa/"))
+        .collect();
     files.extend(dbs.iter().map(|(p, _, b)| (p.clone(), b.clone())));
     files.push(dat.clone());
     let whl = src.join(KPKG_WHL);
@@ -811,13 +1127,23 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
         .args(["-m", "zipfile", "-e"])
         .arg(&by_name(&r, "kpkg").path)
         .arg(&unpacked));
-    let kpm = rocm_kpack_format::manifest::Manifest::read(&unpacked.join("kpkg/.kpack/libfixture.kpm")).expect("kpm");
-    let mut listed: Vec<(String, Vec<String>)> =
-        kpm.database_files.iter().map(|f| (f.path.clone(), f.architectures.clone())).collect();
+    let kpm =
+        rocm_kpack_format::manifest::Manifest::read(&unpacked.join("kpkg/.kpack/libfixture.kpm"))
+            .expect("kpm");
+    let mut listed: Vec<(String, Vec<String>)> = kpm
+        .database_files
+        .iter()
+        .map(|f| (f.path.clone(), f.architectures.clone()))
+        .collect();
     listed.sort();
     let mut want: Vec<(String, Vec<String>)> = dbs
         .iter()
-        .map(|(p, a, _)| (p.strip_prefix("kpkg/").expect("prefix").to_string(), vec![a.to_string()]))
+        .map(|(p, a, _)| {
+            (
+                p.strip_prefix("kpkg/").expect("prefix").to_string(),
+                vec![a.to_string()],
+            )
+        })
         .collect();
     want.sort();
     assert_eq!(listed, want);
@@ -827,20 +1153,36 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
     let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90a").path).expect("device");
     let dev110 = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
     for (p, a, _) in &dbs {
-        let (has, hasnt) = if a.starts_with("gfx90a") { (&dev90, &dev110) } else { (&dev110, &dev90) };
+        let (has, hasnt) = if a.starts_with("gfx90a") {
+            (&dev90, &dev110)
+        } else {
+            (&dev110, &dev90)
+        };
         assert!(has.members.contains(p) && !hasnt.members.contains(p), "{p}");
     }
 
     // pip: base + the gfx90a extra puts the gfx90a files where the fat
     // wheel had them, and nothing for gfx1100.
     let repo = tmp.path().join("repo");
-    publish(&out, &repo, &PublishOptions { pip: true, ..PublishOptions::default() })
-        .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish(
+        &out,
+        &repo,
+        &PublishOptions {
+            pip: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let server = http::serve_dir(&repo).expect("serve");
     let venv = tmp.path().join("venv");
     ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     ok(Command::new(venv.join("bin/pip"))
-        .args(["install", "--disable-pip-version-check", "--no-cache-dir", "--index-url"])
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+        ])
         .arg(format!("{}simple/", server.root_url()))
         .arg("kpkg[device-gfx90a]")
         .env("PIP_CONFIG_FILE", "/dev/null"));

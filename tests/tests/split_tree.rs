@@ -15,9 +15,9 @@ use std::process::Command;
 use rocm_kpack_format::archive::{Archive, DEFAULT_ZSTD_LEVEL, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_splitter::split::artifact::{split_artifact, split_batch, MANIFEST_TXT};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::elf::{classify, Classification};
+use rocm_kpack_splitter::split::artifact::{split_artifact, split_batch, MANIFEST_TXT};
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions, SplitReport};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
 use rocm_kpack_test_support::layouts::check_pattern_finds;
@@ -49,10 +49,22 @@ const GROUP_TARGETS: [(&[&str], &[&str], &str); 6] = [
     (&["gfx103X-dgpu"], &["gfx1030"], "gfx1100"),
     (&["gfx110X-dgpu"], &["gfx1100", "gfx1101"], "gfx1030"),
     // gfx1102 has no native code: the generic ISA's tree serves it.
-    (&["gfx110X-dgpu", "gfx11-generic"], &["gfx1100", "gfx1101", "gfx1102"], "gfx1030"),
+    (
+        &["gfx110X-dgpu", "gfx11-generic"],
+        &["gfx1100", "gfx1101", "gfx1102"],
+        "gfx1030",
+    ),
     (&["gfx11-generic"], &["gfx1151", "gfx1100"], "gfx1030"),
-    (&["gfx90a"], &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"], "gfx942:sramecc+:xnack-"),
-    (&["gfx94X"], &["gfx942:sramecc+:xnack-"], "gfx90a:sramecc+:xnack-"),
+    (
+        &["gfx90a"],
+        &["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack-"],
+        "gfx942:sramecc+:xnack-",
+    ),
+    (
+        &["gfx94X"],
+        &["gfx942:sramecc+:xnack-"],
+        "gfx90a:sramecc+:xnack-",
+    ),
 ];
 
 #[test]
@@ -71,7 +83,17 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["generic", "gfx103X-dgpu", "gfx11-generic", "gfx110X-dgpu", "gfx90a", "gfx94X"]);
+    assert_eq!(
+        names,
+        [
+            "generic",
+            "gfx103X-dgpu",
+            "gfx11-generic",
+            "gfx110X-dgpu",
+            "gfx90a",
+            "gfx94X"
+        ]
+    );
     assert_eq!(listing(&input).unwrap(), before, "the input was modified");
     assert_eq!(report.binaries.len(), tree::BINARIES.len());
     assert_eq!(report.databases.len(), tree::DATABASES.len());
@@ -95,9 +117,15 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     for (rel, group, _) in tree::DATABASES {
         assert_eq!(owner.get(rel).map(String::as_str), Some(group), "{rel}");
     }
-    assert_eq!(owner.get(tree::DATABASE_SYMLINK.0).map(String::as_str), Some(tree::DATABASE_SYMLINK.2));
+    assert_eq!(
+        owner.get(tree::DATABASE_SYMLINK.0).map(String::as_str),
+        Some(tree::DATABASE_SYMLINK.2)
+    );
     assert!(!out.join("generic/lib/aotriton").exists());
-    assert!(out.join("generic").join(tree::EMPTY_DIR).is_dir(), "empty directory dropped");
+    assert!(
+        out.join("generic").join(tree::EMPTY_DIR).is_dir(),
+        "empty directory dropped"
+    );
     // Manifests in generic, archives in the groups, all at the tree root's .kpack/.
     for (rel, _) in tree::BINARIES {
         let file = rel.rsplit('/').next().unwrap();
@@ -106,7 +134,11 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         assert_eq!(kpm.component, component);
         for f in &kpm.kpack_files {
             let a = Archive::open(&out.join(&f.family).join(".kpack").join(&f.filename)).unwrap();
-            assert!(a.binaries().contains(&format!("{rel}#0").as_str()), "{rel} in {}", f.filename);
+            assert!(
+                a.binaries().contains(&format!("{rel}#0").as_str()),
+                "{rel} in {}",
+                f.filename
+            );
         }
         // Markers point from bin/ and lib/ one level up.
         let host = fs::read(out.join("generic").join(rel)).unwrap();
@@ -114,7 +146,10 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         assert_eq!(m.kernel_name, rel);
         assert_eq!(
             m.kpack_search_paths,
-            [format!("../.kpack/{component}.kpm"), format!("../.kpack/{component}_@GFXARCH@.kpack")]
+            [
+                format!("../.kpack/{component}.kpm"),
+                format!("../.kpack/{component}_@GFXARCH@.kpack")
+            ]
         );
     }
     // Every moved database file is listed, once, in a manifest of the
@@ -124,7 +159,10 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     let mut listed: BTreeMap<String, (String, Vec<String>, u64, [u8; 32])> = BTreeMap::new();
     for kpm in &report.manifests {
         for f in Manifest::read(&out.join(kpm)).unwrap().database_files {
-            let prev = listed.insert(f.path.clone(), (f.family, f.architectures, f.size, f.sha256));
+            let prev = listed.insert(
+                f.path.clone(),
+                (f.family, f.architectures, f.size, f.sha256),
+            );
             assert!(prev.is_none(), "{} listed twice", f.path);
         }
     }
@@ -133,7 +171,15 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         .map(|(rel, group, arch)| {
             let bytes = fs::read(out.join(group).join(rel)).unwrap();
             let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
-            (rel.to_string(), (group.to_string(), vec![arch.to_string()], bytes.len() as u64, sha))
+            (
+                rel.to_string(),
+                (
+                    group.to_string(),
+                    vec![arch.to_string()],
+                    bytes.len() as u64,
+                    sha,
+                ),
+            )
         })
         .collect();
     assert_eq!(listed, want);
@@ -145,8 +191,14 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         Some(Node::File { inode, .. }) => *inode,
         other => panic!("{p}: {other:?}"),
     };
-    assert_eq!(inode(&g, tree::FAT_HARD_LINK.0), inode(&g, tree::FAT_HARD_LINK.1));
-    assert_eq!(inode(&g, tree::PLAIN_HARD_LINK.0), inode(&g, tree::PLAIN_HARD_LINK.1));
+    assert_eq!(
+        inode(&g, tree::FAT_HARD_LINK.0),
+        inode(&g, tree::FAT_HARD_LINK.1)
+    );
+    assert_eq!(
+        inode(&g, tree::PLAIN_HARD_LINK.0),
+        inode(&g, tree::PLAIN_HARD_LINK.1)
+    );
     for (link, target) in tree::SYMLINKS {
         assert_eq!(g.get(link), Some(&Node::Symlink(target.to_string())));
     }
@@ -165,22 +217,46 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
                 .find(|(p, _, _)| p == rel)
                 .map(|(_, g, _)| *g)
                 .or((rel == tree::DATABASE_SYMLINK.0).then_some(tree::DATABASE_SYMLINK.2));
-            let is_binary = tree::BINARIES.iter().any(|(p, _)| p == rel) || rel == tree::FAT_HARD_LINK.0;
+            let is_binary =
+                tree::BINARIES.iter().any(|(p, _)| p == rel) || rel == tree::FAT_HARD_LINK.0;
             match (db_group, is_binary) {
                 (Some(g), _) if !trees.contains(&g) => {
                     assert!(!after.contains_key(rel), "{group}: {rel} of {g} present")
                 }
                 (_, true) => {
-                    assert!(is_split_binary(&o.join(rel)), "{group}: {rel} not host-only");
+                    assert!(
+                        is_split_binary(&o.join(rel)),
+                        "{group}: {rel} not host-only"
+                    );
                     match (node, after.get(rel)) {
-                        (Node::File { mode, mtime, .. }, Some(Node::File { mode: m2, mtime: t2, .. })) => {
+                        (
+                            Node::File { mode, mtime, .. },
+                            Some(Node::File {
+                                mode: m2,
+                                mtime: t2,
+                                ..
+                            }),
+                        ) => {
                             assert_eq!((mode, mtime), (m2, t2), "{rel}")
                         }
                         other => panic!("{rel}: {other:?}"),
                     }
                 }
                 _ => match (node, after.get(rel)) {
-                    (Node::File { mode, mtime, sha256, .. }, Some(Node::File { mode: m2, mtime: t2, sha256: s2, .. })) => {
+                    (
+                        Node::File {
+                            mode,
+                            mtime,
+                            sha256,
+                            ..
+                        },
+                        Some(Node::File {
+                            mode: m2,
+                            mtime: t2,
+                            sha256: s2,
+                            ..
+                        }),
+                    ) => {
                         assert_eq!((mode, mtime, sha256), (m2, t2, s2), "{group}: {rel}")
                     }
                     // Directories that only held other groups' databases
@@ -206,7 +282,11 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
             .filter(|t| trees.contains(&Spec::builtin().placement(t).unwrap().tree.as_str()))
             .collect();
         for (rel, fixture) in tree::BINARIES {
-            let bundles = fixtures::BINARIES.iter().find(|b| fixture.rsplit('/').next() == Some(b.name)).unwrap().bundles;
+            let bundles = fixtures::BINARIES
+                .iter()
+                .find(|b| fixture.rsplit('/').next() == Some(b.name))
+                .unwrap()
+                .bundles;
             let found = check_pattern_finds(&o.join(rel), &fixtures::fixture(fixture), &carried);
             assert_eq!(found, Ok(bundles * carried.len()), "{group}: {rel}");
         }
@@ -217,7 +297,10 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         assert!(!bad.ok(), "{group} verified for {lacking}");
         assert_eq!(bad.problems.len(), 8, "{group}: {bad}");
         for p in &bad.problems {
-            assert!(p.message.contains(lacking) && p.message.contains('#'), "{p:?}");
+            assert!(
+                p.message.contains(lacking) && p.message.contains('#'),
+                "{p:?}"
+            );
         }
         assert!(bad.problems.iter().any(|p| p.path == "lib/libmulti.so.1.2"));
 
@@ -246,7 +329,12 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     bytes.push(0);
     fs::write(&victim, bytes).unwrap();
     let bad = verify_tree(&all, &VerifyOptions::default()).unwrap();
-    assert!(bad.problems.iter().any(|p| p.path == ".kpack/libmulti.kpm" && p.message.contains("size")), "{bad}");
+    assert!(
+        bad.problems
+            .iter()
+            .any(|p| p.path == ".kpack/libmulti.kpm" && p.message.contains("size")),
+        "{bad}"
+    );
 }
 
 /// The release level (the default of tree splits) only makes archives
@@ -261,21 +349,46 @@ fn compression_level_changes_sizes_never_code_objects() {
     let mut sizes = Vec::new();
     for level in [DEFAULT_ZSTD_LEVEL, RELEASE_ZSTD_LEVEL] {
         let out = d.path().join(format!("split-{level}"));
-        let r = split(&root, &out, &SplitOptions { zstd_level: level, ..SplitOptions::default() });
+        let r = split(
+            &root,
+            &out,
+            &SplitOptions {
+                zstd_level: level,
+                ..SplitOptions::default()
+            },
+        );
         let mut names: Vec<&str> = r.archives.iter().map(|a| a.path.as_str()).collect();
         names.sort_unstable();
-        sizes.push((names.join(" "), r.archives.iter().map(|a| a.size).sum::<u64>()));
+        sizes.push((
+            names.join(" "),
+            r.archives.iter().map(|a| a.size).sum::<u64>(),
+        ));
         let all = d.path().join(format!("all-{level}"));
         let trees: Vec<PathBuf> = r.outputs.iter().map(|o| out.join(&o.name)).collect();
-        overlay(&trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &all).unwrap();
-        let arches: Vec<&str> = r.archives.iter().flat_map(|a| a.architectures.iter().map(String::as_str)).collect();
-        assert_eq!(check_pattern_finds(&all.join(lib), &root.join(lib), &arches), Ok(7), "level {level}");
+        overlay(
+            &trees.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+            &all,
+        )
+        .unwrap();
+        let arches: Vec<&str> = r
+            .archives
+            .iter()
+            .flat_map(|a| a.architectures.iter().map(String::as_str))
+            .collect();
+        assert_eq!(
+            check_pattern_finds(&all.join(lib), &root.join(lib), &arches),
+            Ok(7),
+            "level {level}"
+        );
         let v = verify(&all, &arches);
         assert!(v.ok(), "level {level}: {v}");
     }
     let ((fast_names, fast), (release_names, release)) = (&sizes[0], &sizes[1]);
     assert_eq!(fast_names, release_names);
-    assert!(release < fast, "level {RELEASE_ZSTD_LEVEL}: {release} bytes, level {DEFAULT_ZSTD_LEVEL}: {fast}");
+    assert!(
+        release < fast,
+        "level {RELEASE_ZSTD_LEVEL}: {release} bytes, level {DEFAULT_ZSTD_LEVEL}: {fast}"
+    );
 }
 
 #[test]
@@ -297,7 +410,20 @@ fn split_is_deterministic_and_independent_of_threads() {
     let strip = |l: BTreeMap<String, Node>| -> BTreeMap<String, Node> {
         l.into_iter()
             .map(|(k, n)| match n {
-                Node::File { mode, mtime, sha256, .. } => (k, Node::File { mode, mtime, sha256, inode: 0 }),
+                Node::File {
+                    mode,
+                    mtime,
+                    sha256,
+                    ..
+                } => (
+                    k,
+                    Node::File {
+                        mode,
+                        mtime,
+                        sha256,
+                        inode: 0,
+                    },
+                ),
                 other => (k, other),
             })
             .collect()
@@ -335,7 +461,15 @@ fn one_component_for_the_whole_tree() {
         ]
     );
     let o = d.path().join("o");
-    overlay(&[&out.join("generic"), &out.join("gfx110X-dgpu"), &out.join("gfx11-generic")], &o).unwrap();
+    overlay(
+        &[
+            &out.join("generic"),
+            &out.join("gfx110X-dgpu"),
+            &out.join("gfx11-generic"),
+        ],
+        &o,
+    )
+    .unwrap();
     let v = verify(&o, &["gfx1100", "gfx1103"]);
     assert!(v.ok(), "{v}");
 }
@@ -349,7 +483,18 @@ fn debian_multiarch_tree() {
     let r = split(&root, &out, &SplitOptions::default());
     assert_eq!(r.binaries.len(), 1);
     let groups: Vec<&str> = r.outputs.iter().map(|o| o.name.as_str()).collect();
-    assert_eq!(groups, ["generic", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx103X-dgpu", "gfx803"]);
+    assert_eq!(
+        groups,
+        [
+            "generic",
+            "gfx900",
+            "gfx906",
+            "gfx908",
+            "gfx90a",
+            "gfx103X-dgpu",
+            "gfx803"
+        ]
+    );
     let lib = "usr/lib/x86_64-linux-gnu";
     let kpm = Manifest::read(&out.join(format!("generic/{lib}/.kpack/librocrand.kpm"))).unwrap();
     // gfx803 gfx900 gfx906 gfx908 gfx90a gfx1030.
@@ -381,10 +526,18 @@ fn rocrand_artifact(dir: &Path) -> PathBuf {
     fs::create_dir_all(stage.join("lib")).unwrap();
     fs::create_dir_all(stage.join("share/doc/rocrand")).unwrap();
     let lib = src.join("usr/lib/x86_64-linux-gnu");
-    fs::copy(lib.join("librocrand.so.1.1"), stage.join("lib/librocrand.so.1.1")).unwrap();
+    fs::copy(
+        lib.join("librocrand.so.1.1"),
+        stage.join("lib/librocrand.so.1.1"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("librocrand.so.1.1", stage.join("lib/librocrand.so.1")).unwrap();
     std::os::unix::fs::symlink("librocrand.so.1", stage.join("lib/librocrand.so")).unwrap();
-    fs::copy(src.join("usr/share/doc/librocrand1/copyright"), stage.join("share/doc/rocrand/copyright")).unwrap();
+    fs::copy(
+        src.join("usr/share/doc/librocrand1/copyright"),
+        stage.join("share/doc/rocrand/copyright"),
+    )
+    .unwrap();
     fs::write(art.join(MANIFEST_TXT), "math-libs/rocRAND/stage\n").unwrap();
     art
 }
@@ -410,11 +563,20 @@ fn debian_rocrand_as_a_build_artifact() {
     );
     let stage = "math-libs/rocRAND/stage";
     for n in &names {
-        assert_eq!(fs::read_to_string(out.join(n).join(MANIFEST_TXT)).unwrap(), format!("{stage}\n"), "{n}");
+        assert_eq!(
+            fs::read_to_string(out.join(n).join(MANIFEST_TXT)).unwrap(),
+            format!("{stage}\n"),
+            "{n}"
+        );
     }
-    let kpm = Manifest::read(&out.join(format!("rand_lib_generic/{stage}/.kpack/rand_lib.kpm"))).unwrap();
+    let kpm =
+        Manifest::read(&out.join(format!("rand_lib_generic/{stage}/.kpack/rand_lib.kpm"))).unwrap();
     assert_eq!(kpm.component, "rand_lib");
-    let files: Vec<(&str, &str)> = kpm.kpack_files.iter().map(|f| (f.filename.as_str(), f.family.as_str())).collect();
+    let files: Vec<(&str, &str)> = kpm
+        .kpack_files
+        .iter()
+        .map(|f| (f.filename.as_str(), f.family.as_str()))
+        .collect();
     assert_eq!(
         files,
         [
@@ -426,16 +588,27 @@ fn debian_rocrand_as_a_build_artifact() {
             ("rand_lib_gfx90a.kpack", "gfx90a")
         ]
     );
-    let a = Archive::open(&out.join(format!("rand_lib_gfx90a/{stage}/.kpack/rand_lib_gfx90a.kpack"))).unwrap();
-    assert_eq!((a.group_name(), a.gfx_arch_family()), ("rand_lib", "gfx90a"));
+    let a = Archive::open(&out.join(format!(
+        "rand_lib_gfx90a/{stage}/.kpack/rand_lib_gfx90a.kpack"
+    )))
+    .unwrap();
+    assert_eq!(
+        (a.group_name(), a.gfx_arch_family()),
+        ("rand_lib", "gfx90a")
+    );
     assert_eq!(a.binaries(), [format!("{stage}/lib/librocrand.so.1.1#0")]);
-    let host = fs::read(out.join(format!("rand_lib_generic/{stage}/lib/librocrand.so.1.1"))).unwrap();
+    let host =
+        fs::read(out.join(format!("rand_lib_generic/{stage}/lib/librocrand.so.1.1"))).unwrap();
     let m = inspect_elf(&host).unwrap().marker.unwrap();
     assert_eq!(m.kpack_search_paths[0], "../.kpack/rand_lib.kpm");
     assert_eq!(m.kernel_name, format!("{stage}/lib/librocrand.so.1.1"));
     // Overlay generic + gfx90a, as the build system's bootstrap does.
     let o = d.path().join("o");
-    overlay(&[&out.join("rand_lib_generic"), &out.join("rand_lib_gfx90a")], &o).unwrap();
+    overlay(
+        &[&out.join("rand_lib_generic"), &out.join("rand_lib_gfx90a")],
+        &o,
+    )
+    .unwrap();
     let v = verify(&o, &["gfx90a:sramecc+:xnack-"]);
     assert!(v.ok(), "{v}");
     assert!(!verify(&o, &["gfx1030"]).ok());
@@ -446,7 +619,15 @@ fn debian_rocrand_as_a_build_artifact() {
     )
     .unwrap();
     let out2 = d.path().join("out2");
-    let r = split_artifact(&art, &out2, &SplitOptions { spec, ..SplitOptions::default() }).unwrap();
+    let r = split_artifact(
+        &art,
+        &out2,
+        &SplitOptions {
+            spec,
+            ..SplitOptions::default()
+        },
+    )
+    .unwrap();
     let names: Vec<&str> = r.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
         names,
@@ -460,7 +641,10 @@ fn debian_rocrand_as_a_build_artifact() {
             "rand_lib_gfx1030"
         ]
     );
-    let a = Archive::open(&out2.join(format!("rand_lib_gfx90a/{stage}/.kpack/rand_lib_gfx90a.kpack"))).unwrap();
+    let a = Archive::open(&out2.join(format!(
+        "rand_lib_gfx90a/{stage}/.kpack/rand_lib_gfx90a.kpack"
+    )))
+    .unwrap();
     assert_eq!(a.gfx_arch_family(), "gfx90a");
     assert_eq!(a.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
 }
@@ -476,16 +660,32 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
     for p in ["core/fixture/stage/lib", "core/extra/stage/share"] {
         fs::create_dir_all(fix.join(p)).unwrap();
     }
-    fs::copy(fixtures::fixture("clang19/libfixture.so"), fix.join("core/fixture/stage/lib/libfixture.so")).unwrap();
-    fs::write(fix.join("core/extra/stage/share/notes.txt"), "extra prefix\n").unwrap();
-    fs::write(fix.join(MANIFEST_TXT), "core/fixture/stage\ncore/extra/stage\n").unwrap();
+    fs::copy(
+        fixtures::fixture("clang19/libfixture.so"),
+        fix.join("core/fixture/stage/lib/libfixture.so"),
+    )
+    .unwrap();
+    fs::write(
+        fix.join("core/extra/stage/share/notes.txt"),
+        "extra prefix\n",
+    )
+    .unwrap();
+    fs::write(
+        fix.join(MANIFEST_TXT),
+        "core/fixture/stage\ncore/extra/stage\n",
+    )
+    .unwrap();
     let generic = parent.join("base_lib_generic");
     fs::create_dir_all(generic.join("base/stage")).unwrap();
     fs::write(generic.join(MANIFEST_TXT), "base/stage\n").unwrap();
 
     let out = d.path().join("out");
     let r = split_batch(&parent, &out, &SplitOptions::default()).unwrap();
-    assert!(r.warnings.iter().any(|w| w.contains("base_lib_generic")), "{:?}", r.warnings);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("base_lib_generic")),
+        "{:?}",
+        r.warnings
+    );
     let mut names: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -517,10 +717,16 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         fs::read_to_string(out.join("fixture_lib_gfx110X-dgpu").join(MANIFEST_TXT)).unwrap(),
         "core/fixture/stage\n"
     );
-    assert!(out.join("fixture_lib_generic/core/extra/stage/share/notes.txt").is_file());
+    assert!(out
+        .join("fixture_lib_generic/core/extra/stage/share/notes.txt")
+        .is_file());
     let o = d.path().join("o");
     overlay(
-        &[&out.join("fixture_lib_generic"), &out.join("fixture_lib_gfx110X-dgpu"), &out.join("fixture_lib_gfx11-generic")],
+        &[
+            &out.join("fixture_lib_generic"),
+            &out.join("fixture_lib_gfx110X-dgpu"),
+            &out.join("fixture_lib_gfx11-generic"),
+        ],
         &o,
     )
     .unwrap();
@@ -534,7 +740,11 @@ fn errors_name_the_problem_and_leave_nothing_behind() {
     let err = |input: &Path, out: &Path| -> String {
         let e = split_tree(input, out, &opts).map(|_| ()).unwrap_err();
         let msg = chain(&e);
-        assert!(!out.exists() || fs::read_dir(out).unwrap().next().is_none(), "{} left behind: {msg}", out.display());
+        assert!(
+            !out.exists() || fs::read_dir(out).unwrap().next().is_none(),
+            "{} left behind: {msg}",
+            out.display()
+        );
         msg
     };
 
@@ -556,27 +766,61 @@ fn errors_name_the_problem_and_leave_nothing_behind() {
     .unwrap();
     let small = d.path().join("small");
     fs::create_dir_all(small.join("lib/rocblas/library")).unwrap();
-    fs::write(small.join("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat"), "ok").unwrap();
-    fs::write(small.join("lib/rocblas/library/TensileLibrary_lazy_gfx942.dat"), "x").unwrap();
-    let e = split_tree(&small, &d.path().join("o2"), &SplitOptions { spec: spec.clone(), ..SplitOptions::default() })
-        .map(|_| ())
-        .unwrap_err();
+    fs::write(
+        small.join("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat"),
+        "ok",
+    )
+    .unwrap();
+    fs::write(
+        small.join("lib/rocblas/library/TensileLibrary_lazy_gfx942.dat"),
+        "x",
+    )
+    .unwrap();
+    let e = split_tree(
+        &small,
+        &d.path().join("o2"),
+        &SplitOptions {
+            spec: spec.clone(),
+            ..SplitOptions::default()
+        },
+    )
+    .map(|_| ())
+    .unwrap_err();
     let msg = chain(&e);
-    assert!(msg.contains("TensileLibrary_lazy_gfx942.dat") && msg.contains("gfx942") && msg.contains("no device group"), "{msg}");
+    assert!(
+        msg.contains("TensileLibrary_lazy_gfx942.dat")
+            && msg.contains("gfx942")
+            && msg.contains("no device group"),
+        "{msg}"
+    );
     assert!(!d.path().join("o2").exists());
 
     // A fat binary with a target no group covers names the file and target.
-    let e = split_tree(&input, &d.path().join("o3"), &SplitOptions { spec, ..SplitOptions::default() })
-        .map(|_| ())
-        .unwrap_err();
+    let e = split_tree(
+        &input,
+        &d.path().join("o3"),
+        &SplitOptions {
+            spec,
+            ..SplitOptions::default()
+        },
+    )
+    .map(|_| ())
+    .unwrap_err();
     let msg = chain(&e);
-    assert!(msg.contains("not covered") || msg.contains("no device group"), "{msg}");
+    assert!(
+        msg.contains("not covered") || msg.contains("no device group"),
+        "{msg}"
+    );
     assert!(!d.path().join("o3").exists());
 
     // A FIFO is not something an install tree holds.
     let fifo_tree = d.path().join("fifo");
     fs::create_dir_all(&fifo_tree).unwrap();
-    assert!(Command::new("mkfifo").arg(fifo_tree.join("pipe")).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(fifo_tree.join("pipe"))
+        .status()
+        .unwrap()
+        .success());
     let e = err(&fifo_tree, &d.path().join("o4"));
     assert!(e.contains("pipe") && e.contains("FIFO"), "{e}");
 
@@ -603,8 +847,14 @@ fn symlink_leaving_the_tree_is_kept_verbatim_not_followed() {
     assert_eq!(r.binaries.len(), 0);
     assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
     assert!(r.warnings[0].contains("lib/libext.so") && r.warnings[0].contains("outside"));
-    assert_eq!(fs::read_link(out.join("generic/lib/libext.so")).unwrap(), outside);
-    assert_eq!(fs::read_link(out.join("generic/lib/rel")).unwrap(), Path::new("../../elsewhere/x"));
+    assert_eq!(
+        fs::read_link(out.join("generic/lib/libext.so")).unwrap(),
+        outside
+    );
+    assert_eq!(
+        fs::read_link(out.join("generic/lib/rel")).unwrap(),
+        Path::new("../../elsewhere/x")
+    );
     let names: Vec<_> = fs::read_dir(&out).unwrap().collect();
     assert_eq!(names.len(), 1, "only generic/");
 }
@@ -616,40 +866,68 @@ fn unreadable_file_is_an_error() {
     if std::env::var_os("KPACK_UNREADABLE_CHILD").is_some() {
         let input = PathBuf::from(std::env::var_os("KPACK_IN").unwrap());
         let out = PathBuf::from(std::env::var_os("KPACK_OUT").unwrap());
-        let e = split_tree(&input, &out, &SplitOptions::default()).map(|_| ()).unwrap_err();
+        let e = split_tree(&input, &out, &SplitOptions::default())
+            .map(|_| ())
+            .unwrap_err();
         println!("CHILD-ERROR: {}", chain(&e));
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let input = d.path().join("in");
     fs::create_dir_all(input.join("share")).unwrap();
     fs::write(input.join("share/ok.txt"), "ok").unwrap();
     fs::write(input.join("share/secret.txt"), "no").unwrap();
-    fs::set_permissions(input.join("share/secret.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    fs::set_permissions(
+        input.join("share/secret.txt"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .unwrap();
     let out = d.path().join("out");
     let me = std::env::current_exe().unwrap();
     let mut cmd = if rustix_is_root() {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(&me);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&me);
         c
     } else {
         Command::new(&me)
     };
     let output = cmd
-        .args(["--exact", "unreadable_file_is_an_error", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "unreadable_file_is_an_error",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("KPACK_UNREADABLE_CHILD", "1")
         .env("KPACK_IN", &input)
         .env("KPACK_OUT", &out)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let line = stdout.lines().find(|l| l.contains("CHILD-ERROR:")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains("secret.txt") && line.contains("ermission denied"), "{line}");
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("CHILD-ERROR:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("secret.txt") && line.contains("ermission denied"),
+        "{line}"
+    );
     assert!(!out.exists(), "output left behind");
 }
 
 fn rustix_is_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+    fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
 }

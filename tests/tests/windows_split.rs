@@ -673,8 +673,15 @@ fn windows_signed_input_is_split_and_the_report_says_the_signature_is_gone() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("note: bin/kpfix.dll: ") && text.contains("Authenticode-signed"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("note: bin/kpfix.dll: ") && text.contains("Authenticode-signed"),
+        "{text}"
+    );
 }
 
 // ------------------------------------------------------------- Wine

@@ -108,7 +108,9 @@ pub enum FetchError {
     },
     /// A redirect the client did not follow: a scheme other than https,
     /// or plain http outside loopback or without `--allow-http`.
-    #[error("{url}: refusing redirect to {location} (only https, or loopback http with --allow-http)")]
+    #[error(
+        "{url}: refusing redirect to {location} (only https, or loopback http with --allow-http)"
+    )]
     Redirect {
         /// Masked URL.
         url: String,
@@ -146,10 +148,13 @@ impl FetchError {
     /// Worth retrying on the same URL.
     pub fn is_transient(&self) -> bool {
         match self {
-            FetchError::Status { status, .. } => reqwest::StatusCode::from_u16(*status)
-                .is_ok_and(super::retry::is_transient_status),
+            FetchError::Status { status, .. } => {
+                reqwest::StatusCode::from_u16(*status).is_ok_and(super::retry::is_transient_status)
+            }
             FetchError::Transport { source, .. } => super::retry::is_transient_error(source),
-            FetchError::Stalled { .. } | FetchError::ShortBody { .. } | FetchError::BadRange { .. } => true,
+            FetchError::Stalled { .. }
+            | FetchError::ShortBody { .. }
+            | FetchError::BadRange { .. } => true,
             FetchError::FileSource { source, .. } => super::retry::is_transient_io(source.kind()),
             FetchError::NotFound { .. }
             | FetchError::Oversize { .. }
@@ -229,7 +234,9 @@ impl FetchError {
                     innermost(source)
                 }
             }
-            FetchError::Stalled { timeout, .. } => format!("no data for {:.0}s", timeout.as_secs_f64()),
+            FetchError::Stalled { timeout, .. } => {
+                format!("no data for {:.0}s", timeout.as_secs_f64())
+            }
             FetchError::TooSlow { bytes, window, .. } => {
                 format!("too slow ({bytes} bytes in {:.0}s)", window.as_secs_f64())
             }
@@ -238,8 +245,12 @@ impl FetchError {
             FetchError::BadRange { .. } => "wrong byte range in the reply".into(),
             FetchError::Encoding { detail, .. } => detail.clone(),
             FetchError::HashMismatch { .. } => "sha256 mismatch (damaged or wrong file)".into(),
-            FetchError::Redirect { location, .. } => format!("refusing redirect to {location} (not https)"),
-            FetchError::FileSource { source, .. } | FetchError::Local { source, .. } => source.to_string(),
+            FetchError::Redirect { location, .. } => {
+                format!("refusing redirect to {location} (not https)")
+            }
+            FetchError::FileSource { source, .. } | FetchError::Local { source, .. } => {
+                source.to_string()
+            }
         }
     }
 }

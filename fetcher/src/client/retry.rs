@@ -32,7 +32,10 @@ pub fn is_transient_error(err: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<io::Error>() {
-            if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+            {
                 return false;
             }
             return is_transient_io(io.kind());
@@ -144,14 +147,29 @@ mod tests {
         };
         for _ in 0..50 {
             let d0 = b.delay(0, None);
-            assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100), "{d0:?}");
+            assert!(
+                d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100),
+                "{d0:?}"
+            );
             let d2 = b.delay(2, None);
-            assert!(d2 >= Duration::from_millis(200) && d2 <= Duration::from_millis(400), "{d2:?}");
+            assert!(
+                d2 >= Duration::from_millis(200) && d2 <= Duration::from_millis(400),
+                "{d2:?}"
+            );
             let d9 = b.delay(30, None);
-            assert!(d9 >= Duration::from_millis(500) && d9 <= Duration::from_secs(1), "{d9:?}");
+            assert!(
+                d9 >= Duration::from_millis(500) && d9 <= Duration::from_secs(1),
+                "{d9:?}"
+            );
         }
-        assert_eq!(b.delay(0, Some(Duration::from_millis(300))), Duration::from_millis(300));
-        assert_eq!(b.delay(0, Some(Duration::from_secs(3600))), Duration::from_secs(1));
+        assert_eq!(
+            b.delay(0, Some(Duration::from_millis(300))),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            b.delay(0, Some(Duration::from_secs(3600))),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]

@@ -44,10 +44,12 @@ pub fn masked(url: &Url) -> String {
         let pairs: Vec<(String, String)> = shown
             .query_pairs()
             .map(|(k, v)| {
-                let secret = SECRET_QUERY_KEYS
-                    .iter()
-                    .any(|s| k.eq_ignore_ascii_case(s));
-                let v = if secret { "****".to_string() } else { v.into_owned() };
+                let secret = SECRET_QUERY_KEYS.iter().any(|s| k.eq_ignore_ascii_case(s));
+                let v = if secret {
+                    "****".to_string()
+                } else {
+                    v.into_owned()
+                };
                 (k.into_owned(), v)
             })
             .collect();
@@ -87,8 +89,14 @@ pub fn is_loopback(url: &Url) -> bool {
 mod tests {
     #[test]
     fn text_that_is_no_url_is_masked_too() {
-        assert_eq!(super::masked_text("https://u:pw@h:99999/x"), "https://****@h:99999/x");
-        assert_eq!(super::masked_text("https://u:pw@h.example/x"), "https://****@h.example/x");
+        assert_eq!(
+            super::masked_text("https://u:pw@h:99999/x"),
+            "https://****@h:99999/x"
+        );
+        assert_eq!(
+            super::masked_text("https://u:pw@h.example/x"),
+            "https://****@h.example/x"
+        );
         assert_eq!(super::masked_text("no url"), "no url");
     }
 
@@ -116,8 +124,13 @@ mod tests {
 
     #[test]
     fn masks_secret_query_values_only() {
-        let shown = masked(&url("https://h.example/a?X-Amz-Signature=abc&part=2&token=zzz"));
-        assert_eq!(shown, "https://h.example/a?X-Amz-Signature=****&part=2&token=****");
+        let shown = masked(&url(
+            "https://h.example/a?X-Amz-Signature=abc&part=2&token=zzz",
+        ));
+        assert_eq!(
+            shown,
+            "https://h.example/a?X-Amz-Signature=****&part=2&token=****"
+        );
         assert!(!shown.contains("abc") && !shown.contains("zzz"));
     }
 

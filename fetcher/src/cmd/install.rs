@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
 use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
 use rocm_kpack_fetch::detect::{no_targets_message, targets_origin, LocalTargets};
@@ -16,7 +17,6 @@ use rocm_kpack_fetch::ops::install::PackageManager;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
 use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
-use rocm_kpack_cli::iec_size;
 use rocm_kpack_fetch::progress::{Bars, Lines, Reporter, Silent};
 use rocm_kpack_fetch::resolve::Scan;
 use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
@@ -114,9 +114,15 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
             // Say which configured sources were skipped and why: otherwise
             // a store named in sources.d looks ignored.
             if !sources.warnings.is_empty() {
-                msg.push_str(&format!("; configured but skipped: {}", sources.warnings.join("; ")));
+                msg.push_str(&format!(
+                    "; configured but skipped: {}",
+                    sources.warnings.join("; ")
+                ));
             }
-            if preview.fetches().all(|(c, _)| missing.contains(&c.component.as_str())) {
+            if preview
+                .fetches()
+                .all(|(c, _)| missing.contains(&c.component.as_str()))
+            {
                 anyhow::bail!(msg);
             }
             warnings.push(msg);
@@ -150,7 +156,11 @@ fn check_local_sources(net: &NetArgs) -> anyhow::Result<()> {
         if url.scheme() == "file" {
             let dir = url.to_file_path().unwrap_or_default();
             if !dir.is_dir() {
-                return Err(UsageError(format!("--source {text}: {} is not a directory", dir.display())).into());
+                return Err(UsageError(format!(
+                    "--source {text}: {} is not a directory",
+                    dir.display()
+                ))
+                .into());
             }
         }
     }
@@ -298,7 +308,11 @@ fn failure_summary(failed: &[Failed]) -> String {
     let mut msg = format!(
         "{} {} could not be installed:",
         failed.len(),
-        if failed.len() == 1 { "archive" } else { "archives" }
+        if failed.len() == 1 {
+            "archive"
+        } else {
+            "archives"
+        }
     );
     for (c, n) in &by_host {
         let what = if *n == 1 { "archive" } else { "archives" };

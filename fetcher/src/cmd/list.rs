@@ -1,8 +1,8 @@
 //! `rocm-kpack-fetch list`: [`ops::list`] as text or JSON.
 
+use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops::{self, list::Presence};
-use rocm_kpack_cli::iec_size;
 
 use super::{print_warnings, scan_config};
 use crate::cli::ListArgs;

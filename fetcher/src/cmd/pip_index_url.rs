@@ -16,8 +16,8 @@
 
 use clap::Args;
 use rocm_kpack_cli::UsageError;
-use rocm_kpack_fetch::client::masked_text;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, JsonArg};
+use rocm_kpack_fetch::client::masked_text;
 use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_format::layout;
 use rocm_kpack_pkgspec::Spec;
@@ -59,7 +59,8 @@ struct Output {
 
 /// Runs `pip-index-url`: exit 3 without targets.
 pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
-    let allow_http = args.allow_http || std::env::var(super::trigger::ALLOW_HTTP_ENV).is_ok_and(|v| v == "1");
+    let allow_http =
+        args.allow_http || std::env::var(super::trigger::ALLOW_HTTP_ENV).is_ok_and(|v| v == "1");
     let base = check_base(&args.base, allow_http)?;
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
@@ -82,7 +83,10 @@ pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     let Some(family) = families.first().cloned() else {
-        anyhow::bail!("no GPU family serves the local targets ({})", local.detection.targets.join(", "));
+        anyhow::bail!(
+            "no GPU family serves the local targets ({})",
+            local.detection.targets.join(", ")
+        );
     };
     let other_families: Vec<String> = families.iter().skip(1).cloned().collect();
     if !other_families.is_empty() {
@@ -112,14 +116,19 @@ pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
 fn check_base(text: &str, allow_http: bool) -> Result<String, UsageError> {
     let refuse = |why: &str| UsageError(format!("--base {:?}: {why}", masked_text(text)));
     if text.is_empty() {
-        return Err(refuse("empty; give the URL `rocm-kpack publish --pip` wrote"));
+        return Err(refuse(
+            "empty; give the URL `rocm-kpack publish --pip` wrote",
+        ));
     }
     // The URL parser drops tabs and newlines silently: refuse them first.
     if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(refuse("contains spaces or control characters"));
     }
     // The parser would read `https:///x` as host `x`.
-    if text.split_once("://").is_none_or(|(_, rest)| rest.is_empty() || rest.starts_with('/')) {
+    if text
+        .split_once("://")
+        .is_none_or(|(_, rest)| rest.is_empty() || rest.starts_with('/'))
+    {
         return Err(refuse("no host (scheme://host/path expected)"));
     }
     let url = reqwest::Url::parse(text).map_err(|e| refuse(&format!("not a URL ({e})")))?;
@@ -133,7 +142,9 @@ fn check_base(text: &str, allow_http: bool) -> Result<String, UsageError> {
         return Err(refuse("no host"));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(refuse("has a query or fragment; the family's path is appended to it"));
+        return Err(refuse(
+            "has a query or fragment; the family's path is appended to it",
+        ));
     }
     if url.scheme() == "http" {
         eprintln!(
@@ -154,13 +165,31 @@ mod tests {
 
     #[test]
     fn base_urls_are_checked() {
-        assert_eq!(check_base("https://h.example/kpack", false).expect("ok"), "https://h.example/kpack/");
-        assert_eq!(check_base("http://127.0.0.1:8/", true).expect("ok"), "http://127.0.0.1:8/");
-        for bad in ["", "javascript:alert(1)", "https://h/?q=1", "https://h/#f", "https://h/a\nb", "https://h/a b",
-                    "http://h/", "file:///tmp/x", "https:///x", "ftp://h/"] {
+        assert_eq!(
+            check_base("https://h.example/kpack", false).expect("ok"),
+            "https://h.example/kpack/"
+        );
+        assert_eq!(
+            check_base("http://127.0.0.1:8/", true).expect("ok"),
+            "http://127.0.0.1:8/"
+        );
+        for bad in [
+            "",
+            "javascript:alert(1)",
+            "https://h/?q=1",
+            "https://h/#f",
+            "https://h/a\nb",
+            "https://h/a b",
+            "http://h/",
+            "file:///tmp/x",
+            "https:///x",
+            "ftp://h/",
+        ] {
             assert!(check_base(bad, false).is_err(), "{bad:?}");
         }
-        let err = check_base("http://user:secret@h/", false).expect_err("http").to_string();
+        let err = check_base("http://user:secret@h/", false)
+            .expect_err("http")
+            .to_string();
         assert!(!err.contains("secret") && err.contains("****"), "{err}");
     }
 }

@@ -14,7 +14,11 @@ pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
         print_json(&out)?;
     } else {
         print_warnings(&out.warnings);
-        let verb = if out.applied { "removed" } else { "would remove" };
+        let verb = if out.applied {
+            "removed"
+        } else {
+            "would remove"
+        };
         let mut text: String = out
             .removed
             .iter()

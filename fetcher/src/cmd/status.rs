@@ -1,10 +1,10 @@
 //! `rocm-kpack-fetch status`: [`ops::status`] as text or JSON.
 
+use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
-use rocm_kpack_cli::iec_size;
 
 use super::{local_targets, print_warnings, scan_config};
 use crate::cli::StatusArgs;
@@ -111,7 +111,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
 pub fn unlisted_text(unlisted: &[BinaryCoverage]) -> String {
     let mut text = String::new();
     for b in unlisted {
-        let owner = b.package.as_deref().map(|p| format!(", package {p}")).unwrap_or_default();
+        let owner = b
+            .package
+            .as_deref()
+            .map(|p| format!(", package {p}"))
+            .unwrap_or_default();
         if b.complete {
             text.push_str(&format!(
                 "{} (no .kpm{owner}): complete ({} target setting(s) find an archive)\n",
@@ -134,7 +138,10 @@ pub fn unlisted_text(unlisted: &[BinaryCoverage]) -> String {
                 m.advice()
             ));
             if m.searched.len() > 1 {
-                text.push_str(&format!("    (also looked for {})\n", m.searched[1..].join(", ")));
+                text.push_str(&format!(
+                    "    (also looked for {})\n",
+                    m.searched[1..].join(", ")
+                ));
             }
             if let Some(d) = &m.detail {
                 text.push_str(&format!("    {d}\n"));

@@ -85,12 +85,23 @@ fn say(line: &str) {
 /// Runs `trigger`: always exit 0 (problems are the one line printed).
 pub fn run(args: &TriggerArgs) -> anyhow::Result<ExitStatus> {
     rocm_kpack_fetch::install::set_lock_wait(LOCK_WAIT);
-    let mut paths: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_empty()).map(PathBuf::from).collect();
+    let mut paths: Vec<PathBuf> = args
+        .paths
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .collect();
     if args.stdin {
         let mut bytes = Vec::new();
         // A closed or unreadable stdin is an empty list.
-        let _ = std::io::stdin().lock().take(MAX_STDIN).read_to_end(&mut bytes);
-        let manifests: Vec<PathBuf> = stdin_paths(&bytes).into_iter().filter(|p| is_kpack_manifest(p)).collect();
+        let _ = std::io::stdin()
+            .lock()
+            .take(MAX_STDIN)
+            .read_to_end(&mut bytes);
+        let manifests: Vec<PathBuf> = stdin_paths(&bytes)
+            .into_iter()
+            .filter(|p| is_kpack_manifest(p))
+            .collect();
         if manifests.is_empty() {
             // rpm runs the trigger for every transaction under its paths:
             // stay silent when no manifest was installed.
@@ -99,7 +110,9 @@ pub fn run(args: &TriggerArgs) -> anyhow::Result<ExitStatus> {
         paths.extend(manifests);
     }
     if std::env::var(SKIP_ENV).is_ok_and(|v| v == "1") {
-        say(&format!("{SKIP_ENV}=1: not fetching device code (run `rocm-kpack-fetch install --auto` later)"));
+        say(&format!(
+            "{SKIP_ENV}=1: not fetching device code (run `rocm-kpack-fetch install --auto` later)"
+        ));
         return Ok(ExitStatus::Success);
     }
     let prefixes = scope(&paths);
@@ -160,7 +173,10 @@ fn lock_holder(e: &anyhow::Error) -> String {
 /// Whether `path` names a manifest in a `.kpack` directory.
 fn is_kpack_manifest(path: &Path) -> bool {
     path.extension().is_some_and(|x| x == MANIFEST_EXT)
-        && path.parent().and_then(Path::file_name).is_some_and(|d| d == KPACK_DIR)
+        && path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == KPACK_DIR)
 }
 
 /// The directories to scan for the paths given: a manifest's `.kpack`
@@ -201,7 +217,8 @@ fn prune(config: &ScanConfig) -> anyhow::Result<usize> {
     // The package manager left the removed package's directories that
     // held a fetched database file; they go once empty.
     let gone = |o: &&ops::Removal| {
-        o.kind == rocm_kpack_fetch::plan::ItemKind::Database && std::fs::symlink_metadata(o.path()).is_err()
+        o.kind == rocm_kpack_fetch::plan::ItemKind::Database
+            && std::fs::symlink_metadata(o.path()).is_err()
     };
     for o in orphans.iter().filter(gone) {
         rocm_kpack_fetch::install::remove_orphaned_dirs(&o.kpack_dir, &o.filename);
@@ -231,7 +248,9 @@ fn fetch(args: &TriggerArgs, prefixes: &[PathBuf]) -> String {
     }
     match fetch_here(args, prefixes) {
         Ok(line) => line,
-        Err(e) => format!("device code not fetched: {e:#}; run `rocm-kpack-fetch install --auto` to retry"),
+        Err(e) => format!(
+            "device code not fetched: {e:#}; run `rocm-kpack-fetch install --auto` to retry"
+        ),
     }
 }
 
@@ -282,8 +301,14 @@ fn fetch_here(args: &TriggerArgs, prefixes: &[PathBuf]) -> anyhow::Result<String
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let out = stdout.take().and_then(|h| h.join().ok()).unwrap_or_default();
-    let err = stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+    let out = stdout
+        .take()
+        .and_then(|h| h.join().ok())
+        .unwrap_or_default();
+    let err = stderr
+        .take()
+        .and_then(|h| h.join().ok())
+        .unwrap_or_default();
     let Some(status) = status else {
         anyhow::bail!("stopped after {} s", args.timeout);
     };
@@ -344,11 +369,15 @@ mod tests {
 
     #[test]
     fn stdin_paths_are_bytes_one_by_one() {
-        let list = b"/usr/lib/x.so\n/opt/\xffbad/.kpack/a.kpm\n\n/opt/rocm/.kpack/b.kpm\r\nnul\0x\n";
+        let list =
+            b"/usr/lib/x.so\n/opt/\xffbad/.kpack/a.kpm\n\n/opt/rocm/.kpack/b.kpm\r\nnul\0x\n";
         let paths = stdin_paths(list);
         let manifests: Vec<&PathBuf> = paths.iter().filter(|p| is_kpack_manifest(p)).collect();
         assert_eq!(manifests.len(), 2, "{paths:?}");
-        assert_eq!(manifests[0].as_os_str().as_encoded_bytes(), b"/opt/\xffbad/.kpack/a.kpm");
+        assert_eq!(
+            manifests[0].as_os_str().as_encoded_bytes(),
+            b"/opt/\xffbad/.kpack/a.kpm"
+        );
         assert_eq!(manifests[1], &PathBuf::from("/opt/rocm/.kpack/b.kpm"));
     }
 }

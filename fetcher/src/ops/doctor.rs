@@ -260,11 +260,17 @@ pub fn doctor(
             let name = format!("databases {} {}", m.manifest.component, target);
             let missing: Vec<&str> = databases
                 .iter()
-                .filter(|f| !fs::metadata(m.database_path(&f.path)).is_ok_and(|meta| meta.len() == f.size))
+                .filter(|f| {
+                    !fs::metadata(m.database_path(&f.path)).is_ok_and(|meta| meta.len() == f.size)
+                })
                 .map(|f| f.path.as_str())
                 .collect();
             if missing.is_empty() {
-                add(&name, Outcome::Ok, format!("{} database file(s) present", databases.len()));
+                add(
+                    &name,
+                    Outcome::Ok,
+                    format!("{} database file(s) present", databases.len()),
+                );
             } else {
                 add(
                     &name,

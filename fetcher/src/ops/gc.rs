@@ -64,8 +64,16 @@ fn lister<'a>(
         .filter(|m| m.kpack_dir == dir)
         .find_map(|m| {
             match kind {
-                ItemKind::Archive => m.manifest.kpack_files.iter().position(|f| f.filename == filename),
-                ItemKind::Database => m.manifest.database_files.iter().position(|f| f.path == filename),
+                ItemKind::Archive => m
+                    .manifest
+                    .kpack_files
+                    .iter()
+                    .position(|f| f.filename == filename),
+                ItemKind::Database => m
+                    .manifest
+                    .database_files
+                    .iter()
+                    .position(|f| f.path == filename),
             }
             .map(|i| (m, i))
         })
@@ -124,7 +132,8 @@ fn abandoned(dir: &Path) -> bool {
             .filter_map(Result::ok)
             .any(|e| e.path().extension().is_some_and(|x| x == MANIFEST_EXT))
     });
-    let state_exists = std::fs::symlink_metadata(crate::state::State::path(dir)).is_ok_and(|m| m.is_file());
+    let state_exists =
+        std::fs::symlink_metadata(crate::state::State::path(dir)).is_ok_and(|m| m.is_file());
     let empty_state = crate::state::State::load(dir).is_ok_and(|s| s.items().next().is_none());
     !has_manifest && state_exists && empty_state
 }
@@ -146,12 +155,16 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
                 None => ORPHAN_REASON.to_string(),
                 Some((m, i)) => {
                     let needed = match kind {
-                        ItemKind::Archive => needs(&m.manifest, &local.ids).archives.iter().any(|n| n.index == i),
+                        ItemKind::Archive => needs(&m.manifest, &local.ids)
+                            .archives
+                            .iter()
+                            .any(|n| n.index == i),
                         ItemKind::Database => m.manifest.database_files.get(i).is_some_and(|f| {
-                            local
-                                .ids
-                                .iter()
-                                .any(|t| f.architectures.iter().any(|a| crate::resolve::arch_serves(t, a)))
+                            local.ids.iter().any(|t| {
+                                f.architectures
+                                    .iter()
+                                    .any(|a| crate::resolve::arch_serves(t, a))
+                            })
                         }),
                     };
                     if needed {

@@ -73,7 +73,13 @@ pub fn install(
                         "cannot lock {}: {e}{}",
                         dir.display(),
                         // The one cause running as root cures.
-                        if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_some() { " (run as root?)" } else { "" }
+                        if e.kind() == std::io::ErrorKind::PermissionDenied
+                            && e.raw_os_error().is_some()
+                        {
+                            " (run as root?)"
+                        } else {
+                            ""
+                        }
                     )),
                 );
             }
@@ -102,7 +108,9 @@ pub fn install(
             .iter()
             .map(|s| (crate::plan::ItemKind::Archive, s.filename.as_str()))
             .collect();
-        report.removed.extend(remove_recorded(&c.kpack_dir, &names)?);
+        report
+            .removed
+            .extend(remove_recorded(&c.kpack_dir, &names)?);
     }
     drop(locks);
     Ok((plan, report))

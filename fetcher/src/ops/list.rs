@@ -105,37 +105,54 @@ pub fn list(scan: &Scan) -> ListReport {
     }
     for m in &scan.manifests {
         let state = states.get(&m.kpack_dir);
-        let item = |kind: ItemKind, name: &str, family: &str, architectures: &[String], size: u64| {
-            let recorded = state.and_then(|s| match kind {
-                ItemKind::Archive => s.archives.get(name),
-                ItemKind::Database => s.databases.get(name),
-            });
-            let exists = item_path(kind, &m.kpack_dir, name).is_file();
-            Archive {
-                filename: name.to_string(),
-                family: family.to_string(),
-                architectures: architectures.to_vec(),
-                size,
-                status: match (exists, recorded.is_some()) {
-                    (true, true) => Presence::Fetched,
-                    (true, false) => Presence::Present,
-                    (false, _) => Presence::Absent,
-                },
-                installed_at: recorded.filter(|_| exists).map(|e| e.installed_at),
-                source: recorded.filter(|_| exists).and_then(|e| e.source.clone()),
-            }
-        };
+        let item =
+            |kind: ItemKind, name: &str, family: &str, architectures: &[String], size: u64| {
+                let recorded = state.and_then(|s| match kind {
+                    ItemKind::Archive => s.archives.get(name),
+                    ItemKind::Database => s.databases.get(name),
+                });
+                let exists = item_path(kind, &m.kpack_dir, name).is_file();
+                Archive {
+                    filename: name.to_string(),
+                    family: family.to_string(),
+                    architectures: architectures.to_vec(),
+                    size,
+                    status: match (exists, recorded.is_some()) {
+                        (true, true) => Presence::Fetched,
+                        (true, false) => Presence::Present,
+                        (false, _) => Presence::Absent,
+                    },
+                    installed_at: recorded.filter(|_| exists).map(|e| e.installed_at),
+                    source: recorded.filter(|_| exists).and_then(|e| e.source.clone()),
+                }
+            };
         let archives = m
             .manifest
             .kpack_files
             .iter()
-            .map(|f| item(ItemKind::Archive, &f.filename, &f.family, &f.architectures, f.size))
+            .map(|f| {
+                item(
+                    ItemKind::Archive,
+                    &f.filename,
+                    &f.family,
+                    &f.architectures,
+                    f.size,
+                )
+            })
             .collect();
         let databases = m
             .manifest
             .database_files
             .iter()
-            .map(|f| item(ItemKind::Database, &f.path, &f.family, &f.architectures, f.size))
+            .map(|f| {
+                item(
+                    ItemKind::Database,
+                    &f.path,
+                    &f.family,
+                    &f.architectures,
+                    f.size,
+                )
+            })
             .collect();
         if let Some(d) = dirs.get_mut(&m.kpack_dir) {
             d.components.push(Component {
@@ -148,10 +165,18 @@ pub fn list(scan: &Scan) -> ListReport {
     }
     for (dir, state) in &states {
         for (kind, name, entry) in state.items() {
-            let listed = scan.manifests.iter().filter(|m| &m.kpack_dir == dir).any(|m| match kind {
-                ItemKind::Archive => m.manifest.kpack_files.iter().any(|f| &f.filename == name),
-                ItemKind::Database => m.manifest.database_files.iter().any(|f| &f.path == name),
-            });
+            let listed =
+                scan.manifests
+                    .iter()
+                    .filter(|m| &m.kpack_dir == dir)
+                    .any(|m| match kind {
+                        ItemKind::Archive => {
+                            m.manifest.kpack_files.iter().any(|f| &f.filename == name)
+                        }
+                        ItemKind::Database => {
+                            m.manifest.database_files.iter().any(|f| &f.path == name)
+                        }
+                    });
             if !listed {
                 if let Some(d) = dirs.get_mut(dir) {
                     d.orphans.push(Orphan {

@@ -87,7 +87,9 @@ impl Removal {
 pub fn item_path(kind: ItemKind, kpack_dir: &Path, name: &str) -> PathBuf {
     match kind {
         ItemKind::Archive => kpack_dir.join(name),
-        ItemKind::Database => crate::resolve::database_path(kpack_dir.parent().unwrap_or(Path::new("/")), name),
+        ItemKind::Database => {
+            crate::resolve::database_path(kpack_dir.parent().unwrap_or(Path::new("/")), name)
+        }
     }
 }
 
@@ -97,12 +99,15 @@ pub fn item_path(kind: ItemKind, kpack_dir: &Path, name: &str) -> PathBuf {
 pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
     let mut by_dir: BTreeMap<&Path, Vec<(ItemKind, &str)>> = BTreeMap::new();
     for r in removals {
-        by_dir.entry(r.kpack_dir.as_path()).or_default().push((r.kind, &r.filename));
+        by_dir
+            .entry(r.kpack_dir.as_path())
+            .or_default()
+            .push((r.kind, &r.filename));
     }
     let mut removed = Vec::new();
     for (dir, names) in by_dir {
         let _lock = crate::install::DirLock::acquire(dir, crate::install::say_waiting)
-        .with_context(|| format!("cannot lock {}", dir.display()))?;
+            .with_context(|| format!("cannot lock {}", dir.display()))?;
         removed.extend(remove_recorded(dir, &names)?);
     }
     Ok(removed)
@@ -115,7 +120,10 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
 /// under the same lock count. Returns the paths removed (also those
 /// already gone); archives refused (changed since, symlinks, ...) keep
 /// their records and make the call fail after the others are removed.
-pub(crate) fn remove_recorded(dir: &Path, names: &[(ItemKind, &str)]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn remove_recorded(
+    dir: &Path,
+    names: &[(ItemKind, &str)],
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut state = State::load(dir)?;
     let mut removed = Vec::new();
     let mut refused = Vec::new();

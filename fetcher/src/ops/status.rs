@@ -66,7 +66,12 @@ pub struct StatusReport {
 /// Coverage of the manifests of `scan` for `local`'s targets, and the
 /// partial downloads in `cache`; `unlisted` is the coverage of the host
 /// binaries without a manifest ([`crate::unlisted::check`]).
-pub fn status(local: &LocalTargets, scan: &Scan, cache: &Cache, unlisted: Vec<BinaryCoverage>) -> StatusReport {
+pub fn status(
+    local: &LocalTargets,
+    scan: &Scan,
+    cache: &Cache,
+    unlisted: Vec<BinaryCoverage>,
+) -> StatusReport {
     let mut warnings = local.detection.warnings.clone();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let plan = InstallPlan::build(scan, &local.ids, &states);

@@ -51,9 +51,12 @@ impl Apt {
     /// The installed package owning `path` (a path below the root), if any.
     pub fn owner(&self, path: &Path) -> Result<Option<String>, PmError> {
         let mut c = Command::new("dpkg-query");
-        c.arg(format!("--admindir={}", self.root.join("var/lib/dpkg").display()))
-            .arg("-S")
-            .arg(path_in_root(&self.root, path));
+        c.arg(format!(
+            "--admindir={}",
+            self.root.join("var/lib/dpkg").display()
+        ))
+        .arg("-S")
+        .arg(path_in_root(&self.root, path));
         let o = output(&mut c)?;
         if !o.status.success() {
             return Ok(None);
@@ -79,12 +82,22 @@ impl Apt {
     }
 
     /// Builds the plan for the local targets.
-    pub fn plan(&self, scan: &Scan, targets: &[TargetId], naming: &Naming) -> Result<PmPlan, PmError> {
+    pub fn plan(
+        &self,
+        scan: &Scan,
+        targets: &[TargetId],
+        naming: &Naming,
+    ) -> Result<PmPlan, PmError> {
         let mut plan = PmPlan {
             tool: "apt-get".into(),
             ..PmPlan::default()
         };
-        for super::NeededGroups { kpm, component, groups } in needed_groups(scan, targets, &mut plan.warnings) {
+        for super::NeededGroups {
+            kpm,
+            component,
+            groups,
+        } in needed_groups(scan, targets, &mut plan.warnings)
+        {
             let Some(generic) = self.owner(&kpm)? else {
                 plan.warnings.push(format!(
                     "no installed package owns {} ({component}); use file mode for it",
@@ -131,8 +144,11 @@ impl Apt {
     /// `dpkg-query -W` status of a package (for checks after installing).
     pub fn installed_version(&self, package: &str) -> Result<Option<String>, PmError> {
         let mut c = Command::new("dpkg-query");
-        c.arg(format!("--admindir={}", self.root.join("var/lib/dpkg").display()))
-            .args(["-W", "-f=${Status}\t${Version}", package]);
+        c.arg(format!(
+            "--admindir={}",
+            self.root.join("var/lib/dpkg").display()
+        ))
+        .args(["-W", "-f=${Status}\t${Version}", package]);
         let o = output(&mut c)?;
         if !o.status.success() {
             return Ok(None);
@@ -165,7 +181,8 @@ pub fn parse_kpack_gfx(text: &str) -> Vec<String> {
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("X-Kpack-Gfx").then(|| v.split_whitespace().map(str::to_string).collect())
+            k.eq_ignore_ascii_case("X-Kpack-Gfx")
+                .then(|| v.split_whitespace().map(str::to_string).collect())
         })
         .unwrap_or_default()
 }
@@ -185,7 +202,8 @@ mod tests {
     #[test]
     fn dpkg_s_output_names_the_owner() {
         assert_eq!(
-            parse_dpkg_s("librocrand1:amd64: /usr/lib/x86_64-linux-gnu/.kpack/librocrand.kpm\n").as_deref(),
+            parse_dpkg_s("librocrand1:amd64: /usr/lib/x86_64-linux-gnu/.kpack/librocrand.kpm\n")
+                .as_deref(),
             Some("librocrand1")
         );
         assert_eq!(
@@ -198,15 +216,24 @@ mod tests {
     #[test]
     fn kpack_gfx_from_the_first_stanza() {
         let text = "Package: librocrand1-gfx90x\nVersion: 1\nX-Kpack-Gfx: gfx900 gfx906 gfx908 gfx90a\n\nPackage: other\nX-Kpack-Gfx: gfx1100\n";
-        assert_eq!(parse_kpack_gfx(text), ["gfx900", "gfx906", "gfx908", "gfx90a"]);
+        assert_eq!(
+            parse_kpack_gfx(text),
+            ["gfx900", "gfx906", "gfx908", "gfx90a"]
+        );
         assert!(parse_kpack_gfx("Package: x\n").is_empty());
     }
 
     #[test]
     fn throwaway_root_options_only_for_other_roots() {
-        let sys = Apt { root: "/".into(), extra: Vec::new() };
+        let sys = Apt {
+            root: "/".into(),
+            extra: Vec::new(),
+        };
         assert!(sys.root_options().is_empty());
-        let r = Apt { root: "/tmp/r".into(), extra: Vec::new() };
+        let r = Apt {
+            root: "/tmp/r".into(),
+            extra: Vec::new(),
+        };
         let o = r.root_options();
         assert!(o.contains(&"-o=Dir=/tmp/r".to_string()));
         assert!(o.contains(&"-o=DPkg::Options::=--root=/tmp/r".to_string()));

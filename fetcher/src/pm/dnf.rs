@@ -55,12 +55,22 @@ impl Dnf {
     }
 
     /// Builds the plan for the local targets.
-    pub fn plan(&self, scan: &Scan, targets: &[TargetId], naming: &Naming) -> Result<PmPlan, PmError> {
+    pub fn plan(
+        &self,
+        scan: &Scan,
+        targets: &[TargetId],
+        naming: &Naming,
+    ) -> Result<PmPlan, PmError> {
         let mut plan = PmPlan {
             tool: "dnf".into(),
             ..PmPlan::default()
         };
-        for super::NeededGroups { kpm, component, groups } in needed_groups(scan, targets, &mut plan.warnings) {
+        for super::NeededGroups {
+            kpm,
+            component,
+            groups,
+        } in needed_groups(scan, targets, &mut plan.warnings)
+        {
             match self.owner(&kpm)? {
                 Some(generic) => plan.packages.extend(device_packages(
                     naming,
@@ -82,7 +92,11 @@ impl Dnf {
     pub fn install(&self, plan: &PmPlan) -> Result<(), PmError> {
         check_not_in_transaction("dnf", &self.root.join("var/lib/rpm/.rpm.lock"))?;
         let mut c = Command::new("dnf");
-        c.arg("-y").args(self.root_options()).args(&self.extra).arg("install").args(plan.names());
+        c.arg("-y")
+            .args(self.root_options())
+            .args(&self.extra)
+            .arg("install")
+            .args(plan.names());
         passthrough(&mut c)
     }
 }

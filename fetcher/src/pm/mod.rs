@@ -119,7 +119,11 @@ pub struct NeededGroups {
 
 /// The groups of each installed manifest the local targets need.
 /// Uncovered targets become warnings.
-pub fn needed_groups(scan: &Scan, targets: &[TargetId], warnings: &mut Vec<String>) -> Vec<NeededGroups> {
+pub fn needed_groups(
+    scan: &Scan,
+    targets: &[TargetId],
+    warnings: &mut Vec<String>,
+) -> Vec<NeededGroups> {
     let mut out = Vec::new();
     for m in &scan.manifests {
         let groups = manifest_groups(&m.manifest, &m.manifest.component, targets, warnings);
@@ -153,10 +157,12 @@ pub fn manifest_groups(
         .archives
         .iter()
         .filter_map(|need| Some((manifest.kpack_files.get(need.index)?.family.as_str(), need)));
-    let databases = n
-        .databases
-        .iter()
-        .filter_map(|need| Some((manifest.database_files.get(need.index)?.family.as_str(), need)));
+    let databases = n.databases.iter().filter_map(|need| {
+        Some((
+            manifest.database_files.get(need.index)?.family.as_str(),
+            need,
+        ))
+    });
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for (family, need) in archives.chain(databases) {
         match groups.iter_mut().find(|(g, _)| g == family) {
@@ -197,7 +203,11 @@ pub fn device_packages(
 /// maintainer script, a trigger, an apt `DPkg::Pre/Post-Invoke` hook sees
 /// `DPKG_RUNNING_VERSION` only from dpkg itself). Returns what is running.
 pub fn inside_transaction() -> Option<String> {
-    for var in ["DPKG_RUNNING_VERSION", "DPKG_MAINTSCRIPT_PACKAGE", "DPKG_HOOK_ACTION"] {
+    for var in [
+        "DPKG_RUNNING_VERSION",
+        "DPKG_MAINTSCRIPT_PACKAGE",
+        "DPKG_HOOK_ACTION",
+    ] {
         if std::env::var_os(var).is_some() {
             return Some(format!("dpkg ({var} is set)"));
         }
@@ -213,7 +223,11 @@ pub fn inside_transaction() -> Option<String> {
 /// or dpkg transaction). Unreadable or absent: not held.
 pub fn lock_held(path: &Path) -> bool {
     use rustix::fs::{fcntl_lock, FlockOperation};
-    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(path) else {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    else {
         return false;
     };
     match fcntl_lock(&f, FlockOperation::NonBlockingLockExclusive) {
@@ -335,7 +349,12 @@ mod tests {
         };
         let target = |s: &str| TargetId::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
         let mut warnings = Vec::new();
-        let groups = manifest_groups(&m, "lib1", &[target("gfx1100"), target("gfx90a")], &mut warnings);
+        let groups = manifest_groups(
+            &m,
+            "lib1",
+            &[target("gfx1100"), target("gfx90a")],
+            &mut warnings,
+        );
         assert_eq!(
             groups,
             [

@@ -81,7 +81,9 @@ impl Pip {
                         continue;
                     }
                 };
-                for (group, group_targets) in manifest_groups(&manifest, &dist.name, targets, &mut plan.warnings) {
+                for (group, group_targets) in
+                    manifest_groups(&manifest, &dist.name, targets, &mut plan.warnings)
+                {
                     let extra = naming.render(NameKind::WheelExtra, &dist.name, Some(&group));
                     if !dist.extras.contains(&extra) {
                         plan.warnings.push(format!(

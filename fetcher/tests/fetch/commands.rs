@@ -14,7 +14,11 @@ fn installed_env() -> (Env, Vec<crate::Archive>) {
         server.add(&a.by_hash(), a.bytes.clone());
     }
     ok(env.install("gfx90a", &[server.url()], &[]));
-    fs::write(env.kpack.join(&archives[1].file.filename), &archives[1].bytes).expect("write");
+    fs::write(
+        env.kpack.join(&archives[1].file.filename),
+        &archives[1].bytes,
+    )
+    .expect("write");
     (env, archives)
 }
 
@@ -22,13 +26,19 @@ fn installed_env() -> (Env, Vec<crate::Archive>) {
 fn list_tells_fetched_from_package_owned_and_absent() {
     let (env, _) = installed_env();
     let text = ok(env.sub("list", &[]));
-    assert!(text.contains("fetched  rocrand_gfx90X.kpack  gfx90X"), "{text}");
+    assert!(
+        text.contains("fetched  rocrand_gfx90X.kpack  gfx90X"),
+        "{text}"
+    );
     assert!(text.contains("present  rocrand_gfx110X.kpack"), "{text}");
     assert!(text.contains("absent   rocrand_gfx94X.kpack"), "{text}");
-    let json: serde_json::Value = serde_json::from_str(&ok(env.sub("list", &["--json"]))).expect("json");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(env.sub("list", &["--json"]))).expect("json");
     let archives = &json["kpack_dirs"][0]["components"][0]["archives"];
     assert_eq!(archives[0]["status"], "fetched");
-    assert!(archives[0]["source"].as_str().is_some_and(|s| s.starts_with("http://127.0.0.1:")));
+    assert!(archives[0]["source"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("http://127.0.0.1:")));
     assert_eq!(archives[1]["status"], "present");
     assert_eq!(archives[2]["status"], "absent");
 }
@@ -37,7 +47,10 @@ fn list_tells_fetched_from_package_owned_and_absent() {
 fn verify_rehashes_and_reports_damage_and_loss() {
     let (env, archives) = installed_env();
     let text = ok(env.sub("verify", &[]));
-    assert!(text.contains("verified 2 archive(s): 0 problem(s); 1 listed archive(s) not installed"), "{text}");
+    assert!(
+        text.contains("verified 2 archive(s): 0 problem(s); 1 listed archive(s) not installed"),
+        "{text}"
+    );
 
     // Same size, one byte changed: only a re-hash notices.
     let path = env.kpack.join(&archives[0].file.filename);
@@ -46,7 +59,11 @@ fn verify_rehashes_and_reports_damage_and_loss() {
     fs::write(&path, &bytes).expect("write");
     let (code, stdout, _) = run(env.sub("verify", &[]));
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("DAMAGED") && stdout.contains(&format!("manifest says {}", archives[0].hex())), "{stdout}");
+    assert!(
+        stdout.contains("DAMAGED")
+            && stdout.contains(&format!("manifest says {}", archives[0].hex())),
+        "{stdout}"
+    );
 
     // install notices too, and replaces it.
     let server = Server::start();
@@ -76,17 +93,32 @@ fn remove_takes_only_what_the_fetcher_installed() {
     let (env, archives) = installed_env();
     let (code, _, stderr) = run(env.sub("remove", &[&archives[1].file.filename]));
     assert_eq!(code, 1);
-    assert!(stderr.contains("not installed by rocm-kpack-fetch (a package owns it?)"), "{stderr}");
+    assert!(
+        stderr.contains("not installed by rocm-kpack-fetch (a package owns it?)"),
+        "{stderr}"
+    );
     assert!(env.kpack.join(&archives[1].file.filename).exists());
 
     // A dry run unless --yes, like gc.
     let out = ok(env.sub("remove", &["rocrand"]));
-    assert!(out.contains("would remove ") && out.contains("pass --yes"), "{out}");
-    assert!(env.kpack.join(&archives[0].file.filename).exists(), "dry run by default");
+    assert!(
+        out.contains("would remove ") && out.contains("pass --yes"),
+        "{out}"
+    );
+    assert!(
+        env.kpack.join(&archives[0].file.filename).exists(),
+        "dry run by default"
+    );
     let out = ok(env.sub("remove", &["rocrand", "--yes"]));
-    assert!(out.contains("removed ") && out.contains("rocrand_gfx90X.kpack"), "{out}");
+    assert!(
+        out.contains("removed ") && out.contains("rocrand_gfx90X.kpack"),
+        "{out}"
+    );
     assert!(!env.kpack.join(&archives[0].file.filename).exists());
-    assert!(env.kpack.join(&archives[1].file.filename).exists(), "package file kept");
+    assert!(
+        env.kpack.join(&archives[1].file.filename).exists(),
+        "package file kept"
+    );
     assert_eq!(env.state()["archives"], serde_json::json!({}));
 }
 
@@ -98,12 +130,21 @@ fn gc_lists_by_default_and_removes_with_yes() {
     assert!(out.contains("nothing to collect"), "{out}");
     // The MI210 was swapped for an RX 7900: the gfx90X archive is unneeded.
     let out = ok(env.sub("gc", &["--target", "gfx1100"]));
-    assert!(out.contains("would remove") && out.contains("no local target (gfx1100) may load it"), "{out}");
-    assert!(env.kpack.join(&archives[0].file.filename).exists(), "dry run by default");
+    assert!(
+        out.contains("would remove") && out.contains("no local target (gfx1100) may load it"),
+        "{out}"
+    );
+    assert!(
+        env.kpack.join(&archives[0].file.filename).exists(),
+        "dry run by default"
+    );
     let out = ok(env.sub("gc", &["--target", "gfx1100", "--yes"]));
     assert!(out.contains("removed "), "{out}");
     assert!(!env.kpack.join(&archives[0].file.filename).exists());
-    assert!(env.kpack.join(&archives[1].file.filename).exists(), "never a package's file");
+    assert!(
+        env.kpack.join(&archives[1].file.filename).exists(),
+        "never a package's file"
+    );
 
     // An archive whose manifest is gone (package removed) is collected too.
     let server = Server::start();
@@ -112,7 +153,10 @@ fn gc_lists_by_default_and_removes_with_yes() {
     fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
     let out = ok(env.sub("gc", &["--target", "gfx90a", "--json"]));
     let json: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(json["candidates"][0]["reason"], "no installed manifest lists it");
+    assert_eq!(
+        json["candidates"][0]["reason"],
+        "no installed manifest lists it"
+    );
     assert_eq!(json["dry_run"], true);
 }
 
@@ -125,7 +169,10 @@ fn status_and_doctor_report_coverage() {
     let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
     assert_eq!(code, 4, "{out}");
     assert!(out.contains("1 of 1 archive(s) missing"), "{out}");
-    assert!(out.contains("warning: rocrand publishes no device code for gfx803"), "{out}");
+    assert!(
+        out.contains("warning: rocrand publishes no device code for gfx803"),
+        "{out}"
+    );
 
     let out = ok(env.sub("doctor", &["--target", "gfx90a"]));
     assert!(out.contains("ok       coverage rocrand gfx90a"), "{out}");
@@ -139,7 +186,9 @@ fn status_and_doctor_report_coverage() {
         .find(|c| c["check"] == "coverage rocrand gfx942")
         .expect("coverage check");
     assert_eq!(coverage["outcome"], "problem");
-    assert!(coverage["detail"].as_str().is_some_and(|d| d.contains(&archives[2].file.filename)));
+    assert!(coverage["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains(&archives[2].file.filename)));
 
     // No GPU and no --target: exit 3, the hardware checks fail.
     let sysfs = env.tmp.path().join("empty");
@@ -147,7 +196,10 @@ fn status_and_doctor_report_coverage() {
     let s = sysfs.to_string_lossy().into_owned();
     let (code, out, _) = run(env.sub("doctor", &["--sysfs-root", &s]));
     assert_eq!(code, 3, "{out}");
-    assert!(out.contains("PROBLEM  driver: amdgpu is not loaded"), "{out}");
+    assert!(
+        out.contains("PROBLEM  driver: amdgpu is not loaded"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -155,7 +207,8 @@ fn doctor_on_a_fixture_mi210_sees_the_gpu_and_kfd() {
     let env = Env::new();
     let a = make_archive("rocrand", "gfx90X", &["gfx90a", "gfx90a:xnack+"], 5_000, 41);
     env.manifest(&env.kpack, "rocrand", &[&a]);
-    let sysfs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/mi210");
+    let sysfs =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/mi210");
     let s = sysfs.to_string_lossy().into_owned();
     let (code, out, _) = run(env.sub("doctor", &["--sysfs-root", &s]));
     assert!(out.contains("ok       gpus: detected gfx90a"), "{out}");
@@ -168,8 +221,17 @@ fn doctor_on_a_fixture_mi210_sees_the_gpu_and_kfd() {
     let cache = env.cache.to_string_lossy().into_owned();
     let url = server.url();
     ok(env.cmd(&[
-        "install", "--auto", "--sysfs-root", &s, "--root", &root, "--cache-dir", &cache,
-        "--source", &url, "--allow-http",
+        "install",
+        "--auto",
+        "--sysfs-root",
+        &s,
+        "--root",
+        &root,
+        "--cache-dir",
+        &cache,
+        "--source",
+        &url,
+        "--allow-http",
     ]));
     crate::assert_installed(&env.kpack.join(&a.file.filename), &a);
 }

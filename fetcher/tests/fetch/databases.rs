@@ -57,17 +57,42 @@ fn blas() -> Blas {
     let env = Env::new();
     let archive = make_archive("rocblas", "gfx90X", &["gfx90a"], 20_000, 5);
     let dbs = vec![
-        Db::new("rocblas/library/TensileLibrary_gfx90a.co", "gfx90a", "gfx90X", code(300_000, 1)),
-        Db::new("rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a:xnack+", "gfx90X", code(60_000, 2)),
-        Db::new("rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco", "gfx90a:xnack-", "gfx90X", code(60_000, 3)),
-        Db::new("rocblas/library/TensileLibrary_gfx1100.co", "gfx1100", "gfx110X", code(100_000, 4)),
+        Db::new(
+            "rocblas/library/TensileLibrary_gfx90a.co",
+            "gfx90a",
+            "gfx90X",
+            code(300_000, 1),
+        ),
+        Db::new(
+            "rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco",
+            "gfx90a:xnack+",
+            "gfx90X",
+            code(60_000, 2),
+        ),
+        Db::new(
+            "rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco",
+            "gfx90a:xnack-",
+            "gfx90X",
+            code(60_000, 3),
+        ),
+        Db::new(
+            "rocblas/library/TensileLibrary_gfx1100.co",
+            "gfx1100",
+            "gfx110X",
+            code(100_000, 4),
+        ),
     ];
     let server = Server::start();
     server.add(&archive.by_hash(), archive.bytes.clone());
     for d in &dbs {
         server.add(&d.url_path(), d.object.clone());
     }
-    let b = Blas { env, server, archive, dbs };
+    let b = Blas {
+        env,
+        server,
+        archive,
+        dbs,
+    };
     b.write_manifest();
     b
 }
@@ -80,7 +105,11 @@ impl Blas {
             database_files: self.dbs.iter().map(|d| d.file.clone()).collect(),
             prefix_path: None,
         };
-        fs::write(self.env.kpack.join("rocblas.kpm"), m.to_msgpack().expect("encode")).expect("write kpm");
+        fs::write(
+            self.env.kpack.join("rocblas.kpm"),
+            m.to_msgpack().expect("encode"),
+        )
+        .expect("write kpm");
     }
     fn prefix(&self) -> PathBuf {
         self.env.kpack.parent().expect("prefix").to_path_buf()
@@ -97,9 +126,15 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     // Before: status names every missing file and exits 4.
     let (code, stdout, _) = run(env.sub("status", &["--target", "gfx90a"]));
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("4 of 4 archive(s) and database file(s) missing"), "{stdout}");
+    assert!(
+        stdout.contains("4 of 4 archive(s) and database file(s) missing"),
+        "{stdout}"
+    );
     for i in 0..3 {
-        assert!(stdout.contains(&format!("missing: {}", b.dbs[i].file.path)), "{stdout}");
+        assert!(
+            stdout.contains(&format!("missing: {}", b.dbs[i].file.path)),
+            "{stdout}"
+        );
     }
     assert!(!stdout.contains("gfx1100.co"), "{stdout}");
 
@@ -116,23 +151,44 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     };
     let check = doctor(env);
     assert_eq!(check["outcome"], "problem", "{check}");
-    assert!(check["detail"].as_str().expect("detail").contains("TensileLibrary_gfx90a.co"), "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("TensileLibrary_gfx90a.co"),
+        "{check}"
+    );
 
     let json: serde_json::Value =
-        serde_json::from_str(&ok(env.install("gfx90a", &[b.server.url()], &["--json"]))).expect("json");
+        serde_json::from_str(&ok(env.install("gfx90a", &[b.server.url()], &["--json"])))
+            .expect("json");
     let installed = json["installed"].as_array().expect("installed");
     assert_eq!(installed.len(), 4, "{json}");
     // Bytes on the wire: the encoded object for a database file.
     for d in &b.dbs[..3] {
-        let item = installed.iter().find(|i| i["filename"] == d.file.path.as_str()).expect("item");
+        let item = installed
+            .iter()
+            .find(|i| i["filename"] == d.file.path.as_str())
+            .expect("item");
         assert_eq!(item["transferred"], d.object.len() as u64, "{item}");
         assert_eq!(item["size"], d.bytes.len() as u64);
-        assert!(d.object.len() * 4 < d.bytes.len(), "the test data compresses");
+        assert!(
+            d.object.len() * 4 < d.bytes.len(),
+            "the test data compresses"
+        );
     }
     for i in 0..3 {
-        assert_eq!(fs::read(b.installed(i)).expect("installed"), b.dbs[i].bytes, "{}", b.dbs[i].file.path);
+        assert_eq!(
+            fs::read(b.installed(i)).expect("installed"),
+            b.dbs[i].bytes,
+            "{}",
+            b.dbs[i].file.path
+        );
     }
-    assert!(!b.installed(3).exists(), "gfx1100's database is not fetched for gfx90a");
+    assert!(
+        !b.installed(3).exists(),
+        "gfx1100's database is not fetched for gfx90a"
+    );
     let asked: Vec<String> = b.server.requests().into_iter().map(|r| r.path).collect();
     assert!(!asked.contains(&b.dbs[3].url_path()), "{asked:?}");
 
@@ -143,11 +199,20 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     assert!(entry["file"]["inode"].is_u64());
 
     let stdout = ok(env.sub("status", &["--target", "gfx90a"]));
-    assert!(stdout.contains("complete (4 archive(s) and database file(s) present)"), "{stdout}");
+    assert!(
+        stdout.contains("complete (4 archive(s) and database file(s) present)"),
+        "{stdout}"
+    );
     assert_eq!(doctor(env)["outcome"], "ok");
     let text = ok(env.sub("list", &[]));
-    assert!(text.contains("fetched  rocblas/library/TensileLibrary_gfx90a.co  gfx90X"), "{text}");
-    assert!(text.contains("absent   rocblas/library/TensileLibrary_gfx1100.co  gfx110X"), "{text}");
+    assert!(
+        text.contains("fetched  rocblas/library/TensileLibrary_gfx90a.co  gfx90X"),
+        "{text}"
+    );
+    assert!(
+        text.contains("absent   rocblas/library/TensileLibrary_gfx1100.co  gfx110X"),
+        "{text}"
+    );
 
     // Changed on disk: status notices again.
     let mut bytes = b.dbs[1].bytes.clone();
@@ -155,7 +220,10 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     fs::write(b.installed(1), &bytes).expect("write");
     let (code, stdout, _) = run(env.sub("status", &["--target", "gfx90a"]));
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("missing: rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"), "{stdout}");
+    assert!(
+        stdout.contains("missing: rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"),
+        "{stdout}"
+    );
     // ... and install replaces the file it installed.
     ok(env.install("gfx90a", &[b.server.url()], &[]));
     assert_eq!(fs::read(b.installed(1)).expect("read"), b.dbs[1].bytes);
@@ -167,7 +235,12 @@ fn a_bad_transfer_installs_nothing_and_keeps_the_older_file() {
     ok(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));
     let old = b.dbs[0].bytes.clone();
     // A new release of the library: a new TensileLibrary_gfx90a.co.
-    b.dbs[0] = Db::new("rocblas/library/TensileLibrary_gfx90a.co", "gfx90a", "gfx90X", code(300_000, 9));
+    b.dbs[0] = Db::new(
+        "rocblas/library/TensileLibrary_gfx90a.co",
+        "gfx90a",
+        "gfx90X",
+        code(300_000, 9),
+    );
     b.write_manifest();
     let new = &b.dbs[0];
     let longer = zstd::encode_all(code(300_001, 9).as_slice(), 3).expect("zstd");
@@ -178,16 +251,27 @@ fn a_bad_transfer_installs_nothing_and_keeps_the_older_file() {
     let mut cut = new.object.clone();
     cut.truncate(cut.len() / 2);
     for (what, object, says) in [
-        ("decodes past the manifest's size", longer, "more data than the manifest"),
+        (
+            "decodes past the manifest's size",
+            longer,
+            "more data than the manifest",
+        ),
         ("decodes to other bytes", wrong, "sha256"),
         ("is not zstd", raw, "unknown encoding"),
         ("ends early", cut, "mid-file"),
     ] {
         b.server.add(&new.url_path(), object);
-        let (code, stdout, stderr) = run(b.env.install("gfx90a:xnack+", &[b.server.url()], &["--retries", "0"]));
+        let (code, stdout, stderr) =
+            run(b
+                .env
+                .install("gfx90a:xnack+", &[b.server.url()], &["--retries", "0"]));
         assert_eq!(code, 1, "{what}: {stdout}{stderr}");
         assert!(stderr.contains(says), "{what}: {stderr}");
-        assert_eq!(fs::read(b.installed(0)).expect("old file"), old, "{what}: the older file stays");
+        assert_eq!(
+            fs::read(b.installed(0)).expect("old file"),
+            old,
+            "{what}: the older file stays"
+        );
         let state = b.env.state();
         assert_eq!(
             state["databases"]["rocblas/library/TensileLibrary_gfx90a.co"]["sha256"],
@@ -197,13 +281,17 @@ fn a_bad_transfer_installs_nothing_and_keeps_the_older_file() {
     }
     // A transfer cut off once starts again at byte 0 and succeeds.
     b.server.add(&new.url_path(), new.object.clone());
-    b.server.push_fault(&new.url_path(), Fault::DropAfter(new.object.len() / 3));
+    b.server
+        .push_fault(&new.url_path(), Fault::DropAfter(new.object.len() / 3));
     let stdout = ok(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));
     assert!(stdout.contains("1 installed"), "{stdout}");
     assert_eq!(fs::read(b.installed(0)).expect("new file"), new.bytes);
     let tries = b.server.requests_for(&new.url_path());
     assert!(tries.len() >= 2, "{tries:?}");
-    assert!(tries.iter().all(|r| r.range.is_none()), "an encoded object is never resumed by range: {tries:?}");
+    assert!(
+        tries.iter().all(|r| r.range.is_none()),
+        "an encoded object is never resumed by range: {tries:?}"
+    );
 }
 
 #[test]
@@ -216,12 +304,19 @@ fn hostile_database_paths_and_prefixes_are_refused() {
     let (code, _, stderr) = run(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("is a symlink"), "{stderr}");
-    assert!(crate::list_dir(&elsewhere).is_empty(), "wrote through the symlink");
+    assert!(
+        crate::list_dir(&elsewhere).is_empty(),
+        "wrote through the symlink"
+    );
     assert!(crate::list_dir(&elsewhere.join("library")).is_empty());
 
     // `..`, an absolute path, a path into .kpack/: the manifest is refused
     // whole, nothing is fetched.
-    for path in ["../../etc/evil.co", "/etc/evil.co", ".kpack/rocblas_gfx90a.kpack"] {
+    for path in [
+        "../../etc/evil.co",
+        "/etc/evil.co",
+        ".kpack/rocblas_gfx90a.kpack",
+    ] {
         let b = blas();
         let m = Manifest {
             component: "rocblas".into(),
@@ -229,17 +324,30 @@ fn hostile_database_paths_and_prefixes_are_refused() {
             database_files: vec![b.dbs[0].file.clone()],
             prefix_path: None,
         };
-        let mut v = rocm_kpack_format::msgpack::decode(&m.to_msgpack().expect("encode")).expect("decode");
-        let rocm_kpack_format::msgpack::Value::Map(top) = &mut v else { panic!() };
-        let rocm_kpack_format::msgpack::Value::Array(dbs) = &mut top[3].1 else { panic!() };
-        let rocm_kpack_format::msgpack::Value::Map(d) = &mut dbs[0] else { panic!() };
+        let mut v =
+            rocm_kpack_format::msgpack::decode(&m.to_msgpack().expect("encode")).expect("decode");
+        let rocm_kpack_format::msgpack::Value::Map(top) = &mut v else {
+            panic!()
+        };
+        let rocm_kpack_format::msgpack::Value::Array(dbs) = &mut top[3].1 else {
+            panic!()
+        };
+        let rocm_kpack_format::msgpack::Value::Map(d) = &mut dbs[0] else {
+            panic!()
+        };
         d[0].1 = rocm_kpack_format::msgpack::Value::Str(path.into());
-        fs::write(b.env.kpack.join("rocblas.kpm"), rocm_kpack_format::msgpack::encode(&v).expect("encode"))
-            .expect("write");
+        fs::write(
+            b.env.kpack.join("rocblas.kpm"),
+            rocm_kpack_format::msgpack::encode(&v).expect("encode"),
+        )
+        .expect("write");
         let (code, stdout, stderr) = run(b.env.install("gfx90a", &[b.server.url()], &[]));
         assert_eq!(code, 1, "{path}: {stdout}{stderr}");
         assert!(stderr.contains("database path"), "{path}: {stderr}");
-        assert!(b.server.requests().is_empty(), "{path}: fetched from a refused manifest");
+        assert!(
+            b.server.requests().is_empty(),
+            "{path}: fetched from a refused manifest"
+        );
         let (code, stdout, _) = run(b.env.sub("status", &["--target", "gfx90a"]));
         assert_eq!(code, 4, "{path}: {stdout}");
     }
@@ -252,10 +360,17 @@ fn hostile_database_paths_and_prefixes_are_refused() {
         database_files: vec![b.dbs[0].file.clone()],
         prefix_path: None,
     };
-    fs::write(b.env.kpack.join("rocsolver.kpm"), other.to_msgpack().expect("encode")).expect("write");
+    fs::write(
+        b.env.kpack.join("rocsolver.kpm"),
+        other.to_msgpack().expect("encode"),
+    )
+    .expect("write");
     let (code, stdout, stderr) = run(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));
     assert!(!b.installed(0).exists(), "{stdout}{stderr}");
-    assert!(stderr.contains("two components claim") || stdout.contains("two components claim"), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("two components claim") || stdout.contains("two components claim"),
+        "{stdout}{stderr}"
+    );
     assert_ne!(code, 0);
     let (code, stdout, _) = run(b.env.sub("status", &["--target", "gfx90a:xnack+"]));
     assert_eq!(code, 4, "{stdout}");
@@ -266,7 +381,11 @@ fn hostile_database_paths_and_prefixes_are_refused() {
     fs::create_dir_all(b.installed(0).parent().expect("dir")).expect("mkdir");
     fs::write(b.installed(0), b"a package's own version").expect("write");
     let (_, stdout, stderr) = run(b.env.install("gfx90a:xnack+", &[b.server.url()], &[]));
-    assert_eq!(fs::read(b.installed(0)).expect("read"), b"a package's own version", "{stdout}{stderr}");
+    assert_eq!(
+        fs::read(b.installed(0)).expect("read"),
+        b"a package's own version",
+        "{stdout}{stderr}"
+    );
     assert!(stderr.contains("did not install it"), "{stdout}{stderr}");
 }
 
@@ -276,14 +395,20 @@ fn verify_remove_and_gc_handle_database_files_and_spare_package_owned_ones() {
     let env = &b.env;
     ok(env.install("gfx90a", &[b.server.url()], &[]));
     let text = ok(env.sub("verify", &[]));
-    assert!(text.contains("verified 4 archive(s): 0 problem(s)"), "{text}");
+    assert!(
+        text.contains("verified 4 archive(s): 0 problem(s)"),
+        "{text}"
+    );
     // Damage is found by re-hashing.
     let mut bytes = b.dbs[0].bytes.clone();
     bytes[7] ^= 1;
     fs::write(b.installed(0), &bytes).expect("write");
     let (code, stdout, _) = run(env.sub("verify", &[]));
     assert_eq!(code, 4, "{stdout}");
-    assert!(stdout.contains("DAMAGED") && stdout.contains("TensileLibrary_gfx90a.co"), "{stdout}");
+    assert!(
+        stdout.contains("DAMAGED") && stdout.contains("TensileLibrary_gfx90a.co"),
+        "{stdout}"
+    );
     ok(env.install("gfx90a", &[b.server.url()], &[]));
 
     // `remove COMPONENT` takes the database files it installed too.
@@ -291,7 +416,11 @@ fn verify_remove_and_gc_handle_database_files_and_spare_package_owned_ones() {
     for i in 0..3 {
         assert!(!b.installed(i).exists(), "{out}");
     }
-    assert!(env.state().get("databases").is_none(), "records dropped: {}", env.state());
+    assert!(
+        env.state().get("databases").is_none(),
+        "records dropped: {}",
+        env.state()
+    );
 
     // The package is removed (its manifest goes): gc and the trigger's
     // orphan pass take its database files.
@@ -315,13 +444,26 @@ fn verify_remove_and_gc_handle_database_files_and_spare_package_owned_ones() {
     )
     .expect("status");
     let owned = format!("/opt/rocm/{}", b.dbs[0].file.path);
-    fs::write(admin.join("info/librocblas0-gfx90x.list"), format!("/opt\n/opt/rocm\n{owned}\n")).expect("list");
+    fs::write(
+        admin.join("info/librocblas0-gfx90x.list"),
+        format!("/opt\n/opt/rocm\n{owned}\n"),
+    )
+    .expect("list");
     fs::remove_file(env.kpack.join("rocblas.kpm")).expect("rm kpm");
     let (code, stdout, stderr) = run(env.sub("gc", &["--target", "gfx90a", "--yes"]));
     assert_ne!(code, 0, "{stdout}{stderr}");
-    assert!(stderr.contains("the installed package librocblas0-gfx90x owns it"), "{stdout}{stderr}");
-    assert_eq!(fs::read(b.installed(0)).expect("package's file stays"), b.dbs[0].bytes);
-    assert!(!b.installed(1).exists() && !b.installed(2).exists(), "the others go");
+    assert!(
+        stderr.contains("the installed package librocblas0-gfx90x owns it"),
+        "{stdout}{stderr}"
+    );
+    assert_eq!(
+        fs::read(b.installed(0)).expect("package's file stays"),
+        b.dbs[0].bytes
+    );
+    assert!(
+        !b.installed(1).exists() && !b.installed(2).exists(),
+        "the others go"
+    );
 }
 
 #[test]
@@ -333,25 +475,44 @@ fn directories_made_for_database_files_go_with_them_and_no_others() {
     // The install makes rocblas/ and rocblas/library/ and records them.
     ok(env.install("gfx90a", &[b.server.url()], &[]));
     assert!(b.installed(0).is_file());
-    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas", "rocblas/library"]));
+    assert_eq!(
+        env.state()["created_dirs"],
+        serde_json::json!(["rocblas", "rocblas/library"])
+    );
     let out = ok(env.sub("remove", &["rocblas", "--yes"]));
-    assert!(!prefix.join("rocblas").exists(), "the directories it made are gone: {out}");
+    assert!(
+        !prefix.join("rocblas").exists(),
+        "the directories it made are gone: {out}"
+    );
     assert!(env.state().get("created_dirs").is_none(), "{}", env.state());
 
     // A directory that was there before (a package's, the user's) stays,
     // and so does one the fetcher made that holds a file not its own.
     fs::create_dir(prefix.join("rocblas")).expect("mkdir");
     ok(env.install("gfx90a", &[b.server.url()], &[]));
-    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas/library"]));
+    assert_eq!(
+        env.state()["created_dirs"],
+        serde_json::json!(["rocblas/library"])
+    );
     let notes = prefix.join("rocblas/library/notes.txt");
     fs::write(&notes, "the user's\n").expect("write");
     ok(env.sub("remove", &["rocblas", "--yes"]));
     assert!(!b.installed(0).exists());
-    assert_eq!(fs::read_to_string(&notes).expect("user's file stays"), "the user's\n");
-    assert_eq!(env.state()["created_dirs"], serde_json::json!(["rocblas/library"]), "kept while not empty");
+    assert_eq!(
+        fs::read_to_string(&notes).expect("user's file stays"),
+        "the user's\n"
+    );
+    assert_eq!(
+        env.state()["created_dirs"],
+        serde_json::json!(["rocblas/library"]),
+        "kept while not empty"
+    );
     fs::remove_file(&notes).expect("rm");
     ok(env.install("gfx90a", &[b.server.url()], &[]));
     ok(env.sub("remove", &["rocblas", "--yes"]));
     assert!(!prefix.join("rocblas/library").exists());
-    assert!(prefix.join("rocblas").is_dir(), "not made by the fetcher: kept");
+    assert!(
+        prefix.join("rocblas").is_dir(),
+        "not made by the fetcher: kept"
+    );
 }

@@ -24,7 +24,12 @@ fn installs_exactly_the_needed_archive_verifies_and_second_run_downloads_nothing
     assert_installed(&installed, gfx90x);
     assert_eq!(
         env.kpack_files(),
-        [".rocm-kpack-fetch-state.json", ".rocm-kpack-fetch.lock", "rocrand.kpm", "rocrand_gfx90X.kpack"]
+        [
+            ".rocm-kpack-fetch-state.json",
+            ".rocm-kpack-fetch.lock",
+            "rocrand.kpm",
+            "rocrand_gfx90X.kpack"
+        ]
     );
     // Only the gfx90X archive was asked for, once, by hash.
     let asked: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
@@ -36,7 +41,10 @@ fn installs_exactly_the_needed_archive_verifies_and_second_run_downloads_nothing
     assert_eq!(opened.group_name(), "rocrand");
     opened.verify().expect("archive verifies");
     let mode = fs::metadata(&installed).expect("meta").permissions();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o644);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o644
+    );
 
     // State: what, from where, why.
     let state = env.state();
@@ -46,19 +54,39 @@ fn installs_exactly_the_needed_archive_verifies_and_second_run_downloads_nothing
     assert_eq!(entry["manifest"], "rocrand.kpm");
     assert_eq!(entry["sha256"], gfx90x.hex());
     assert_eq!(entry["size"], gfx90x.bytes.len() as u64);
-    assert_eq!(entry["source"], format!("{}{}", server.url(), gfx90x.by_hash()));
+    assert_eq!(
+        entry["source"],
+        format!("{}{}", server.url(), gfx90x.by_hash())
+    );
     assert_eq!(entry["targets"], serde_json::json!(["gfx90a:xnack-"]));
-    assert_eq!(entry["reason"], "gfx90a:xnack- may load gfx90a, gfx90a:xnack+");
+    assert_eq!(
+        entry["reason"],
+        "gfx90a:xnack- may load gfx90a, gfx90a:xnack+"
+    );
     assert!(entry["file"]["inode"].is_u64());
-    assert!(env.partials().is_empty(), "cache keeps no partial: {:?}", env.partials());
+    assert!(
+        env.partials().is_empty(),
+        "cache keeps no partial: {:?}",
+        env.partials()
+    );
 
     let verify = ok(env.sub("verify", &[]));
-    assert!(verify.contains("ok         ") && verify.contains("0 problem(s)"), "{verify}");
+    assert!(
+        verify.contains("ok         ") && verify.contains("0 problem(s)"),
+        "{verify}"
+    );
 
     let before = server.requests().len();
     let again = ok(env.install("gfx90a:xnack-", &[server.url()], &[]));
-    assert!(again.contains("0 installed") && again.contains("1 already present"), "{again}");
-    assert_eq!(server.requests().len(), before, "second run must not download");
+    assert!(
+        again.contains("0 installed") && again.contains("1 already present"),
+        "{again}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        before,
+        "second run must not download"
+    );
 }
 
 #[test]
@@ -66,7 +94,13 @@ fn generic_isa_archives_and_every_local_target_are_fetched() {
     let env = Env::new();
     let a11 = make_archive("blas", "gfx110X", &["gfx1100", "gfx1101"], 50_000, 7);
     let generic = make_archive("blas", "gfx11-generic", &["gfx11-generic"], 50_000, 8);
-    let a94 = make_archive("blas", "gfx94X", &["gfx942:sramecc+", "gfx942:sramecc-"], 50_000, 9);
+    let a94 = make_archive(
+        "blas",
+        "gfx94X",
+        &["gfx942:sramecc+", "gfx942:sramecc-"],
+        50_000,
+        9,
+    );
     env.manifest(&env.kpack, "blas", &[&a11, &generic, &a94]);
     let server = Server::start();
     for a in [&a11, &generic, &a94] {
@@ -80,7 +114,10 @@ fn generic_isa_archives_and_every_local_target_are_fetched() {
     assert!(!env.kpack.join("blas_gfx110X.kpack").exists());
     // By-hash was tried first, then the plain name.
     let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
-    assert!(paths.contains(&generic.by_hash()) && paths.contains(&generic.by_name()), "{paths:?}");
+    assert!(
+        paths.contains(&generic.by_hash()) && paths.contains(&generic.by_name()),
+        "{paths:?}"
+    );
 }
 
 #[test]
@@ -114,7 +151,10 @@ fn sources_from_sources_d_and_from_the_generic_package() {
     fs::create_dir_all(&d).expect("mkdir");
     fs::write(
         d.join("50-site.toml"),
-        format!("[[source]]\nurl = \"{}/\"\ncomponents = [\"rocrand\"]\n", admin.url()),
+        format!(
+            "[[source]]\nurl = \"{}/\"\ncomponents = [\"rocrand\"]\n",
+            admin.url()
+        ),
     )
     .expect("write");
     fs::write(
@@ -141,7 +181,10 @@ fn quiet_install_keeps_stderr_to_errors_and_stdout_unchanged() {
     // Without -q a pipe gets one line per transfer and the targets.
     let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("targets: gfx90a") && stderr.contains("fetching "), "{stderr}");
+    assert!(
+        stderr.contains("targets: gfx90a") && stderr.contains("fetching "),
+        "{stderr}"
+    );
     let env = Env::new();
     env.rocrand(50_000);
     let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["-q"]));
@@ -168,7 +211,9 @@ fn offline_directory_and_file_urls_need_no_network() {
     assert_installed(&env.kpack.join("rocrand_gfx94X.kpack"), &archives[2]);
     // A relative path is a directory below the current one, not a URL
     // without a base.
-    ok(env.install("gfx90a", &["mirror".to_string()], &[]).current_dir(env.tmp.path()));
+    ok(env
+        .install("gfx90a", &["mirror".to_string()], &[])
+        .current_dir(env.tmp.path()));
     assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), &archives[0]);
 }
 
@@ -178,14 +223,25 @@ fn a_missing_source_is_reported_once_before_any_transfer() {
     env.rocrand(1000);
     let (code, stdout, stderr) = run(env.install("gfx90a,gfx1100", &[], &[]));
     assert_eq!(code, 1, "{stdout}{stderr}");
-    assert_eq!(stderr.matches("no source serves rocrand").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("no source serves rocrand").count(),
+        1,
+        "{stderr}"
+    );
     assert!(stderr.contains("pass --source URL"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 2, "targets line + one error line:\n{stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        2,
+        "targets line + one error line:\n{stderr}"
+    );
     assert!(env.partials().is_empty() && !env.kpack.join("rocrand_gfx90X.kpack").exists());
     // A --source directory that does not exist is a usage error, up front.
     let (code, _, stderr) = run(env.install("gfx90a", &["no-such-mirror".to_string()], &[]));
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("no-such-mirror") && stderr.contains("not a directory"), "{stderr}");
+    assert!(
+        stderr.contains("no-such-mirror") && stderr.contains("not a directory"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -204,8 +260,13 @@ fn finds_manifests_in_python_site_packages_below_the_root() {
     cmd.env("ROCM_KPACK_PYTHON", "python3");
     let stdout = ok(cmd);
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    let manifest = json["plan"]["components"][0]["manifest"].as_str().expect("manifest path");
-    assert!(manifest.ends_with("torch/lib/.kpack/torch.kpm"), "{manifest}");
+    let manifest = json["plan"]["components"][0]["manifest"]
+        .as_str()
+        .expect("manifest path");
+    assert!(
+        manifest.ends_with("torch/lib/.kpack/torch.kpm"),
+        "{manifest}"
+    );
 }
 
 #[test]
@@ -213,11 +274,15 @@ fn dry_run_json_has_the_plan_and_touches_nothing() {
     let env = Env::new();
     let archives = env.rocrand(20_000);
     let server = Server::start();
-    let (code, stdout, stderr) = run(env.install("gfx90a,gfx803", &[server.url()], &["--dry-run", "--json"]));
+    let (code, stdout, stderr) =
+        run(env.install("gfx90a,gfx803", &[server.url()], &["--dry-run", "--json"]));
     assert_eq!(code, 0, "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(json["dry_run"], true);
-    assert_eq!(json["plan"]["targets"], serde_json::json!(["gfx803", "gfx90a"]));
+    assert_eq!(
+        json["plan"]["targets"],
+        serde_json::json!(["gfx803", "gfx90a"])
+    );
     let c = &json["plan"]["components"][0];
     assert_eq!(c["component"], "rocrand");
     assert_eq!(c["no_device_code"], serde_json::json!(["gfx803"]));
@@ -229,7 +294,13 @@ fn dry_run_json_has_the_plan_and_touches_nothing() {
     assert_eq!(a["size"], archives[0].bytes.len() as u64);
     assert_eq!(a["targets"], serde_json::json!(["gfx90a"]));
     assert_eq!(a["arches"], serde_json::json!(["gfx90a", "gfx90a:xnack+"]));
-    assert_eq!(a["path"], env.kpack.join("rocrand_gfx90X.kpack").to_string_lossy().as_ref());
+    assert_eq!(
+        a["path"],
+        env.kpack
+            .join("rocrand_gfx90X.kpack")
+            .to_string_lossy()
+            .as_ref()
+    );
     assert_eq!(c["archives"].as_array().map(Vec::len), Some(1));
     assert_eq!(json["summary"]["to_fetch"], 1);
     assert_eq!(json["summary"]["no_device_code"], 1);
@@ -237,18 +308,28 @@ fn dry_run_json_has_the_plan_and_touches_nothing() {
     assert_eq!(json["failed"], serde_json::json!([]));
     let warnings = json["warnings"].as_array().expect("warnings");
     assert!(
-        warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("rocrand publishes no device code for gfx803"))),
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("rocrand publishes no device code for gfx803"))),
         "{warnings:?}"
     );
     assert!(server.requests().is_empty());
-    assert_eq!(env.kpack_files(), ["rocrand.kpm"], "a dry run writes nothing");
+    assert_eq!(
+        env.kpack_files(),
+        ["rocrand.kpm"],
+        "a dry run writes nothing"
+    );
 
     // The text plan says the same for people.
     let text = ok(env.install("gfx90a,gfx803", &[server.url()], &["--dry-run"]));
     assert!(text.contains("fetch    rocrand_gfx90X.kpack"), "{text}");
-    assert!(text.contains("warning: rocrand publishes no device code for gfx803"), "{text}");
+    assert!(
+        text.contains("warning: rocrand publishes no device code for gfx803"),
+        "{text}"
+    );
     // --strict turns the missing device code into exit 4.
-    let (code, _, _) = run(env.install("gfx90a,gfx803", &[server.url()], &["--dry-run", "--strict"]));
+    let (code, _, _) =
+        run(env.install("gfx90a,gfx803", &[server.url()], &["--dry-run", "--strict"]));
     assert_eq!(code, 4);
 }
 
@@ -263,7 +344,10 @@ fn manifest_with_parent_or_slash_in_a_filename_is_refused() {
     for hostile in ["../a_gfx90X.kpack", "/tmp/gfx90X.kpack"] {
         let safe = a.file.filename.as_bytes();
         assert_eq!(safe.len(), hostile.len());
-        let at = bytes.windows(safe.len()).position(|w| w == safe).expect("name");
+        let at = bytes
+            .windows(safe.len())
+            .position(|w| w == safe)
+            .expect("name");
         let mut evil = bytes.clone();
         evil.splice(at..at + safe.len(), hostile.bytes());
         fs::write(&path, &evil).expect("write");
@@ -278,7 +362,10 @@ fn manifest_with_parent_or_slash_in_a_filename_is_refused() {
         );
         assert!(stderr.contains("1 manifest(s) refused"), "{stderr}");
         assert!(stdout.contains("0 installed"), "{stdout}");
-        assert!(server.requests().is_empty(), "nothing fetched for a refused manifest");
+        assert!(
+            server.requests().is_empty(),
+            "nothing fetched for a refused manifest"
+        );
         let (code, _, _) = run(env.install("gfx90a", &[server.url()], &["--strict"]));
         assert_eq!(code, 1);
         let (code, stdout, _) = run(env.sub("verify", &[]));
@@ -297,7 +384,13 @@ fn http_is_refused_without_allow_http() {
     let server = Server::start();
     let root = env.root.to_string_lossy().into_owned();
     let (code, _, stderr) = run(env.cmd(&[
-        "install", "--target", "gfx90a", "--root", &root, "--source", &server.url(),
+        "install",
+        "--target",
+        "gfx90a",
+        "--root",
+        &root,
+        "--source",
+        &server.url(),
     ]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("http:// needs --allow-http"), "{stderr}");

@@ -48,7 +48,10 @@ fn collect(out: &Path, mirror: &Path) -> Split {
     fs::create_dir_all(mirror).expect("mkdir mirror");
     for tree in list_dir(out).into_iter().filter(|t| t != "generic") {
         let kpack = out.join(&tree).join(KPACK_DIR);
-        for name in list_dir(&kpack).into_iter().filter(|n| layout::is_archive_path(n)) {
+        for name in list_dir(&kpack)
+            .into_iter()
+            .filter(|n| layout::is_archive_path(n))
+        {
             let dest = mirror.join(&name);
             assert!(!dest.exists(), "{name} is in two device trees");
             fs::copy(kpack.join(&name), dest).expect("copy archive");
@@ -82,7 +85,8 @@ fn per_processor() -> &'static Split {
         // The layout under test: one archive per processor or generic ISA.
         for name in list_dir(&s.mirror) {
             let unit = layout::archive_unit(COMPONENT, &name).unwrap_or_else(|| panic!("{name}"));
-            let id = TargetId::parse(unit).unwrap_or_else(|e| panic!("{name}: not a processor name: {e}"));
+            let id = TargetId::parse(unit)
+                .unwrap_or_else(|e| panic!("{name}: not a processor name: {e}"));
             assert!(id.features().is_empty(), "{name}: not a processor name");
         }
         s
@@ -92,7 +96,12 @@ fn per_processor() -> &'static Split {
 /// The committed family-named layout (`tests/fixtures/layouts/family/`).
 fn family() -> &'static Split {
     static S: OnceLock<Split> = OnceLock::new();
-    S.get_or_init(|| collect(&fixtures::fixture("layouts/family"), &scratch("fetch_layouts_family")))
+    S.get_or_init(|| {
+        collect(
+            &fixtures::fixture("layouts/family"),
+            &scratch("fetch_layouts_family"),
+        )
+    })
 }
 
 fn run_ok(c: &mut Command) -> String {
@@ -111,20 +120,43 @@ fn run_ok(c: &mut Command) -> String {
 /// upgrade: files replaced, others kept).
 fn install_generic(env: &Env, split: &Split) {
     let prefix = env.root.join(PREFIX);
-    run_ok(Command::new("cp").arg("-a").arg(format!("{}/.", split.generic.display())).arg(&prefix));
+    run_ok(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", split.generic.display()))
+            .arg(&prefix),
+    );
 }
 
 /// `install --auto` (extra args appended) for the machine of sysfs fixture
 /// `machine` from a server on 127.0.0.1 serving `split`'s archives by name.
 /// Returns stdout and the names downloaded.
-fn install_auto(env: &Env, split: &Split, machine: &str, extra: &[&str]) -> (String, BTreeSet<String>) {
+fn install_auto(
+    env: &Env,
+    split: &Split,
+    machine: &str,
+    extra: &[&str],
+) -> (String, BTreeSet<String>) {
     let server = http::serve_dir(&split.mirror).expect("serve");
     let root = env.root.to_string_lossy().into_owned();
     let cache = env.cache.to_string_lossy().into_owned();
-    let sysfs = fixtures::fixture(&format!("sysfs/{machine}")).to_string_lossy().into_owned();
+    let sysfs = fixtures::fixture(&format!("sysfs/{machine}"))
+        .to_string_lossy()
+        .into_owned();
     let mut args = vec![
-        "install", "--auto", "--jobs", "2", "--root", &root, "--cache-dir", &cache, "--sysfs-root", &sysfs,
-        "--source", server.root_url(), "--allow-http",
+        "install",
+        "--auto",
+        "--jobs",
+        "2",
+        "--root",
+        &root,
+        "--cache-dir",
+        &cache,
+        "--sysfs-root",
+        &sysfs,
+        "--source",
+        server.root_url(),
+        "--allow-http",
     ];
     args.extend(extra);
     let stdout = ok(env.cmd(&args));
@@ -139,7 +171,10 @@ fn install_auto(env: &Env, split: &Split, machine: &str, extra: &[&str]) -> (Str
 
 /// The archives in the test root's `.kpack` directory.
 fn installed(env: &Env) -> BTreeSet<String> {
-    env.kpack_files().into_iter().filter(|n| layout::is_archive_path(n)).collect()
+    env.kpack_files()
+        .into_iter()
+        .filter(|n| layout::is_archive_path(n))
+        .collect()
 }
 
 /// The fat library's code objects by target id.
@@ -147,12 +182,20 @@ fn originals() -> BTreeMap<String, Vec<u8>> {
     tree::code_objects(&fixtures::fixture(FAT))
         .expect("code objects")
         .into_iter()
-        .map(|(k, v)| (k.rsplit_once("--").map_or(k.clone(), |(_, t)| t.to_owned()), v))
+        .map(|(k, v)| {
+            (
+                k.rsplit_once("--").map_or(k.clone(), |(_, t)| t.to_owned()),
+                v,
+            )
+        })
         .collect()
 }
 
 fn name_of(p: &Path) -> String {
-    p.file_name().expect("file name").to_string_lossy().into_owned()
+    p.file_name()
+        .expect("file name")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Checks the per-processor install of `machine` in `env` and returns the
@@ -184,21 +227,42 @@ fn check_gfxarch(env: &Env, split: &Split, machine: &str) -> BTreeSet<String> {
         );
         let loaded = cache.load_code_object(&p.marker, &lib, 0, &device_arch_list(&device));
         let Some(got) = got else {
-            assert!(loaded.is_err(), "{what}: the loader found code AMD's lookup does not");
+            assert!(
+                loaded.is_err(),
+                "{what}: the loader found code AMD's lookup does not"
+            );
             continue;
         };
-        let data = Archive::open(&got.archive).expect("open").kernel(&key, &got.key).expect("kernel");
-        assert!(data == originals[&got.key], "{what}: {} differs from the fat library's", got.key);
+        let data = Archive::open(&got.archive)
+            .expect("open")
+            .kernel(&key, &got.key)
+            .expect("kernel");
+        assert!(
+            data == originals[&got.key],
+            "{what}: {} differs from the fat library's",
+            got.key
+        );
         let co = loaded.unwrap_or_else(|e| panic!("{what}: loader: {e}"));
-        assert_eq!((name_of(&co.archive_path), &co.arch), (name_of(&got.archive), &got.key), "{what}");
+        assert_eq!(
+            (name_of(&co.archive_path), &co.arch),
+            (name_of(&got.archive), &got.key),
+            "{what}"
+        );
         found.insert(name_of(&got.archive));
     }
-    assert_eq!(installed(env), found, "{machine}: installed vs found by @GFXARCH@");
+    assert_eq!(
+        installed(env),
+        found,
+        "{machine}: installed vs found by @GFXARCH@"
+    );
     found
 }
 
 fn names(units: &[&str]) -> BTreeSet<String> {
-    units.iter().map(|u| archive_file_name(COMPONENT, u)).collect()
+    units
+        .iter()
+        .map(|u| archive_file_name(COMPONENT, u))
+        .collect()
 }
 
 #[test]
@@ -225,7 +289,10 @@ fn install_auto_installs_what_gfxarch_expansion_finds_on_every_machine() {
         install_generic(&env, split);
         let (stdout, fetched) = install_auto(&env, split, machine, &[]);
         let want = names(units);
-        assert!(stdout.contains(&format!("{} installed", want.len())), "{machine}: {stdout}");
+        assert!(
+            stdout.contains(&format!("{} installed", want.len())),
+            "{machine}: {stdout}"
+        );
         assert_eq!(fetched, want, "{machine}: downloaded");
         assert_eq!(check_gfxarch(&env, split, machine), want, "{machine}");
         ok(env.sub("verify", &[]));
@@ -250,12 +317,23 @@ fn family_named_trees_still_install_and_load_through_their_manifest() {
         let cache = Cache::with_config(LoaderConfig::default());
         for device in gfxarch::process_devices(machine) {
             // AMD's lookup cannot find family names; our loader reads the .kpm.
-            assert_eq!(gfxarch::lookup(&p.pattern, &device), None, "{machine}: {device}");
+            assert_eq!(
+                gfxarch::lookup(&p.pattern, &device),
+                None,
+                "{machine}: {device}"
+            );
             let co = cache
                 .load_code_object(&p.marker, &lib, 0, &device_arch_list(&device))
                 .unwrap_or_else(|e| panic!("{machine}: {device}: {e}"));
-            assert_eq!(name_of(&co.archive_path), archive_file_name(COMPONENT, unit));
-            assert!(co.data == originals[&co.arch], "{machine}: {device}: {} differs", co.arch);
+            assert_eq!(
+                name_of(&co.archive_path),
+                archive_file_name(COMPONENT, unit)
+            );
+            assert!(
+                co.data == originals[&co.arch],
+                "{machine}: {device}: {} differs",
+                co.arch
+            );
         }
     }
 }
@@ -279,15 +357,34 @@ fn upgrading_a_family_named_tree_fetches_the_processor_archive_and_removes_the_f
     let (stdout, fetched) = install_auto(&env, per_processor(), "mi210", &[]);
     assert_eq!(fetched, names(&["gfx90a"]));
     let old = env.kpack.join(archive_file_name(COMPONENT, "gfx90X"));
-    assert!(stdout.contains(&format!("removed {} (its manifest no longer lists it)", old.display())), "{stdout}");
-    assert!(stdout.contains("1 installed") && stdout.contains("1 superseded removed"), "{stdout}");
-    assert_eq!(check_gfxarch(&env, per_processor(), "mi210"), names(&["gfx90a"]));
+    assert!(
+        stdout.contains(&format!(
+            "removed {} (its manifest no longer lists it)",
+            old.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 installed") && stdout.contains("1 superseded removed"),
+        "{stdout}"
+    );
+    assert_eq!(
+        check_gfxarch(&env, per_processor(), "mi210"),
+        names(&["gfx90a"])
+    );
     let state = env.state();
-    let recorded: Vec<&String> = state["archives"].as_object().expect("archives").keys().collect();
+    let recorded: Vec<&String> = state["archives"]
+        .as_object()
+        .expect("archives")
+        .keys()
+        .collect();
     assert_eq!(recorded, [&archive_file_name(COMPONENT, "gfx90a")]);
     ok(env.sub("verify", &[]));
 
     // Nothing left to do.
     let (again, fetched) = install_auto(&env, per_processor(), "mi210", &[]);
-    assert!(fetched.is_empty() && again.contains("0 installed") && !again.contains("removed"), "{again}");
+    assert!(
+        fetched.is_empty() && again.contains("0 installed") && !again.contains("removed"),
+        "{again}"
+    );
 }

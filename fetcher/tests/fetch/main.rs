@@ -61,9 +61,21 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 /// A real `.kpack` archive for `component`/`family` with one kernel of
 /// about `size / arches` bytes per arch.
-pub fn make_archive(component: &str, family: &str, arches: &[&str], size: usize, seed: u64) -> Archive {
-    let mut w = ArchiveWriter::new(Cursor::new(Vec::new()), component, family, CompressionScheme::None, 0)
-        .expect("archive writer");
+pub fn make_archive(
+    component: &str,
+    family: &str,
+    arches: &[&str],
+    size: usize,
+    seed: u64,
+) -> Archive {
+    let mut w = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        component,
+        family,
+        CompressionScheme::None,
+        0,
+    )
+    .expect("archive writer");
     let per = size / arches.len().max(1);
     for (i, arch) in arches.iter().enumerate() {
         w.add_kernel("lib/libtest.so#0", arch, noise(per, seed * 31 + i as u64))
@@ -101,7 +113,12 @@ impl Env {
         let kpack = root.join("opt/rocm/.kpack");
         fs::create_dir_all(&kpack).expect("mkdir");
         let cache = tmp.path().join("cache");
-        Env { tmp, root, kpack, cache }
+        Env {
+            tmp,
+            root,
+            kpack,
+            cache,
+        }
     }
 
     /// Writes `<kpack>/<component>.kpm` listing `archives`.
@@ -113,14 +130,24 @@ impl Env {
             prefix_path: None,
         };
         fs::create_dir_all(kpack).expect("mkdir");
-        fs::write(kpack.join(format!("{component}.kpm")), m.to_msgpack().expect("encode")).expect("write kpm");
+        fs::write(
+            kpack.join(format!("{component}.kpm")),
+            m.to_msgpack().expect("encode"),
+        )
+        .expect("write kpm");
     }
 
     /// The standard component: rocrand with gfx90X, gfx110X and gfx94X
     /// archives (about `size` bytes each), manifest written, nothing served.
     pub fn rocrand(&self, size: usize) -> Vec<Archive> {
         let archives = vec![
-            make_archive("rocrand", "gfx90X", &["gfx906", "gfx90a", "gfx90a:xnack+"], size, 1),
+            make_archive(
+                "rocrand",
+                "gfx90X",
+                &["gfx906", "gfx90a", "gfx90a:xnack+"],
+                size,
+                1,
+            ),
             make_archive("rocrand", "gfx110X", &["gfx1100", "gfx1101"], size, 2),
             make_archive("rocrand", "gfx94X", &["gfx942", "gfx942:xnack+"], size, 3),
         ];
@@ -143,7 +170,14 @@ impl Env {
         let root = self.root.to_string_lossy().into_owned();
         let cache = self.cache.to_string_lossy().into_owned();
         let mut args: Vec<&str> = vec![
-            "install", "--target", arch, "--root", &root, "--allow-http", "--retry-base-ms", "20",
+            "install",
+            "--target",
+            arch,
+            "--root",
+            &root,
+            "--allow-http",
+            "--retry-base-ms",
+            "20",
         ];
         if !extra.contains(&"--cache-dir") {
             args.extend(["--cache-dir", cache.as_str()]);
@@ -182,7 +216,8 @@ impl Env {
 
     /// The parsed state file.
     pub fn state(&self) -> serde_json::Value {
-        let text = fs::read_to_string(self.kpack.join(".rocm-kpack-fetch-state.json")).expect("state file");
+        let text = fs::read_to_string(self.kpack.join(".rocm-kpack-fetch-state.json"))
+            .expect("state file");
         serde_json::from_str(&text).expect("state JSON")
     }
 }
@@ -201,7 +236,11 @@ pub fn list_dir(dir: &Path) -> Vec<String> {
 
 /// Runs to completion: (exit code, stdout, stderr).
 pub fn run(mut cmd: impl BorrowMut<Command>) -> (i32, String, String) {
-    let Output { status, stdout, stderr } = cmd.borrow_mut().output().expect("run rocm-kpack-fetch");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.borrow_mut().output().expect("run rocm-kpack-fetch");
     (
         status.code().expect("exit code (not a signal)"),
         String::from_utf8(stdout).expect("utf-8 stdout"),
@@ -213,7 +252,10 @@ pub fn run(mut cmd: impl BorrowMut<Command>) -> (i32, String, String) {
 #[track_caller]
 pub fn ok(cmd: impl BorrowMut<Command>) -> String {
     let (code, stdout, stderr) = run(cmd);
-    assert_eq!(code, 0, "exit code\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    assert_eq!(
+        code, 0,
+        "exit code\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
     stdout
 }
 
@@ -221,5 +263,9 @@ pub fn ok(cmd: impl BorrowMut<Command>) -> String {
 #[track_caller]
 pub fn assert_installed(path: &Path, a: &Archive) {
     let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(bytes == a.bytes, "{} differs from the archive", path.display());
+    assert!(
+        bytes == a.bytes,
+        "{} differs from the archive",
+        path.display()
+    );
 }

@@ -39,7 +39,10 @@ fn kill_9_mid_download_then_rerun_completes_without_partials_in_the_prefix() {
     let a = &archives[0];
     let server = Server::start();
     server.add(&a.by_hash(), a.bytes.clone());
-    server.push_fault(&a.by_hash(), Fault::StallAfter(2_500_000, Duration::from_secs(30)));
+    server.push_fault(
+        &a.by_hash(),
+        Fault::StallAfter(2_500_000, Duration::from_secs(30)),
+    );
     let mut child = env
         .install("gfx90a", &[server.url()], &[])
         .stdout(Stdio::null())
@@ -57,7 +60,10 @@ fn kill_9_mid_download_then_rerun_completes_without_partials_in_the_prefix() {
     let status = child.wait().expect("wait");
     assert!(!status.success());
 
-    assert!(!env.kpack.join("rocrand_gfx90X.kpack").exists(), "no partial .kpack visible");
+    assert!(
+        !env.kpack.join("rocrand_gfx90X.kpack").exists(),
+        "no partial .kpack visible"
+    );
     no_partial_kpack(&env.kpack);
     let kept = fs::metadata(&partial).expect("partial kept").len();
     assert!(kept > 0 && kept < a.bytes.len() as u64);
@@ -66,7 +72,11 @@ fn kill_9_mid_download_then_rerun_completes_without_partials_in_the_prefix() {
     assert!(stdout.contains("1 installed"), "{stdout}");
     assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), a);
     let last = server.requests_for(&a.by_hash()).pop().expect("request");
-    assert_eq!(last.range, Some(format!("bytes={kept}-")), "resumed from the kept partial");
+    assert_eq!(
+        last.range,
+        Some(format!("bytes={kept}-")),
+        "resumed from the kept partial"
+    );
     assert!(!partial.exists());
     no_partial_kpack(&env.kpack);
     ok(env.sub("verify", &[]));
@@ -88,7 +98,10 @@ fn two_concurrent_installs_on_one_prefix_both_succeed_one_waits() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn first");
-    assert!(server.wait_for_requests(1, Duration::from_secs(20)), "first never asked");
+    assert!(
+        server.wait_for_requests(1, Duration::from_secs(20)),
+        "first never asked"
+    );
     // The first holds the prefix lock while its body is held at the gate.
     let mut second = env
         .install("gfx90a", &[server.url()], &[])
@@ -109,18 +122,32 @@ fn two_concurrent_installs_on_one_prefix_both_succeed_one_waits() {
         }
         all
     });
-    assert!(rx.recv_timeout(Duration::from_secs(20)).is_ok(), "second run did not wait for the lock");
+    assert!(
+        rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+        "second run did not wait for the lock"
+    );
     gate.open();
 
     let out1 = first.wait_with_output().expect("first");
     let out2 = second.wait_with_output().expect("second");
     let err2 = reader.join().expect("reader");
-    assert!(out1.status.success(), "first: {}", String::from_utf8_lossy(&out1.stderr));
+    assert!(
+        out1.status.success(),
+        "first: {}",
+        String::from_utf8_lossy(&out1.stderr)
+    );
     assert!(out2.status.success(), "second: {err2}");
     assert!(String::from_utf8_lossy(&out1.stdout).contains("1 installed"));
     let s2 = String::from_utf8_lossy(&out2.stdout);
-    assert!(s2.contains("0 installed") && s2.contains("1 already present"), "{s2}");
-    assert_eq!(server.requests_for(&a.by_hash()).len(), 1, "downloaded once");
+    assert!(
+        s2.contains("0 installed") && s2.contains("1 already present"),
+        "{s2}"
+    );
+    assert_eq!(
+        server.requests_for(&a.by_hash()).len(),
+        1,
+        "downloaded once"
+    );
     assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), a);
 }
 
@@ -153,7 +180,10 @@ fn with_file_size_limit(cmd: &mut Command) -> &mut Command {
     unsafe {
         cmd.pre_exec(|| {
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit { rlim_cur: 1 << 20, rlim_max: 1 << 20 };
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: 1 << 20,
+            };
             if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -173,7 +203,11 @@ fn a_full_disk_leaves_installed_archives_untouched_and_says_why() {
     }
     let mnt = env.tmp.path().join("small");
     let mounted = SmallFs::mount(&mnt);
-    let prefix = if mounted.is_some() { mnt.join("prefix") } else { env.tmp.path().join("prefix") };
+    let prefix = if mounted.is_some() {
+        mnt.join("prefix")
+    } else {
+        env.tmp.path().join("prefix")
+    };
     let kpack = prefix.join(".kpack");
     env.manifest(&kpack, "rocrand", &[&small, &big]);
     let p = prefix.to_string_lossy().into_owned();
@@ -199,7 +233,10 @@ fn a_full_disk_leaves_installed_archives_untouched_and_says_why() {
         let (code, _, stderr) = run(cmd);
         assert_eq!(code, 1, "{stderr}");
         assert!(stderr.contains(expected), "{}: {stderr}", cache.display());
-        assert!(stderr.contains("rocrand_gfx90X.kpack"), "names the archive: {stderr}");
+        assert!(
+            stderr.contains("rocrand_gfx90X.kpack"),
+            "names the archive: {stderr}"
+        );
         assert_installed(&kpack.join("rocrand_gfx110X.kpack"), &small);
         assert!(!kpack.join("rocrand_gfx90X.kpack").exists());
         no_partial_kpack(&kpack);
@@ -207,7 +244,11 @@ fn a_full_disk_leaves_installed_archives_untouched_and_says_why() {
     let state = fs::read_to_string(kpack.join(".rocm-kpack-fetch-state.json")).expect("state");
     let state: serde_json::Value = serde_json::from_str(&state).expect("json");
     let names: Vec<&String> = state["archives"].as_object().expect("map").keys().collect();
-    assert_eq!(names, ["rocrand_gfx110X.kpack"], "the failed archive is not recorded");
+    assert_eq!(
+        names,
+        ["rocrand_gfx110X.kpack"],
+        "the failed archive is not recorded"
+    );
     let verify = ok(env.cmd(&["verify", "--prefix", &p, "--no-default-prefixes"]));
     assert!(verify.contains("0 problem(s)"), "{verify}");
     if mounted.is_none() {

@@ -44,14 +44,22 @@ fn reference_env() -> Env {
     let bytes = fs::read(src.join(LIB)).expect("read");
     fs::write(prefix.join("lib/libcut.so"), &bytes[..4096]).expect("write");
     std::os::unix::fs::symlink("/dev/zero", prefix.join("lib/libzero.so")).expect("symlink");
-    let fifo = std::ffi::CString::new(prefix.join("lib/libfifo.so").into_os_string().into_encoded_bytes()).expect("path");
+    let fifo = std::ffi::CString::new(
+        prefix
+            .join("lib/libfifo.so")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("path");
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0, "mkfifo");
     env
 }
 
 fn sysfs(machine: &str) -> String {
-    fixtures::fixture(&format!("sysfs/{machine}")).to_string_lossy().into_owned()
+    fixtures::fixture(&format!("sysfs/{machine}"))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `SUB --root ROOT --sysfs-root MACHINE EXTRA --json`: (exit code, JSON).
@@ -60,7 +68,8 @@ fn json(env: &Env, sub: &str, machine: &str, extra: &[&str]) -> (i32, Value) {
     let mut args = vec!["--sysfs-root", sysfs.as_str(), "--json"];
     args.extend(extra);
     let (code, stdout, stderr) = run(env.sub(sub, &args));
-    let value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{sub} --json: {e}\n{stdout}\n{stderr}"));
+    let value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{sub} --json: {e}\n{stdout}\n{stderr}"));
     (code, value)
 }
 
@@ -100,34 +109,59 @@ fn reference_tree_status_follows_the_markers() {
         let (code, out) = json(&env, "status", machine, &[]);
         assert_eq!(code, 0, "{machine}: {out:#}");
         let warnings = out["warnings"].to_string();
-        assert!(warnings.contains("libcut.so") && warnings.contains("past the end"), "{machine}: {out:#}");
-        assert!(!warnings.contains("libfifo.so") && !warnings.contains("libzero.so"), "{machine}: {out:#}");
+        assert!(
+            warnings.contains("libcut.so") && warnings.contains("past the end"),
+            "{machine}: {out:#}"
+        );
+        assert!(
+            !warnings.contains("libfifo.so") && !warnings.contains("libzero.so"),
+            "{machine}: {out:#}"
+        );
         let unlisted = out["unlisted"].as_array().expect("unlisted");
         assert_eq!(unlisted.len(), 1, "{machine}: {out:#}");
         let b = &unlisted[0];
-        assert!(same_file(Path::new(b["binary"].as_str().expect("binary")), &env.root.join(PREFIX).join(LIB)));
+        assert!(same_file(
+            Path::new(b["binary"].as_str().expect("binary")),
+            &env.root.join(PREFIX).join(LIB)
+        ));
         assert_eq!(b["complete"], true, "{machine}: {b:#}");
         assert_eq!(b["missing"].as_array().expect("missing").len(), 0);
         let found = b["found"].as_array().expect("found");
-        assert_eq!(found.len(), amd.len(), "{machine}: one per process ISA: {b:#}");
+        assert_eq!(
+            found.len(),
+            amd.len(),
+            "{machine}: one per process ISA: {b:#}"
+        );
         let mut removed: Vec<PathBuf> = Vec::new();
         for f in found {
             let t = target(&f["target"]).to_string();
             let archive = PathBuf::from(f["archive"].as_str().expect("archive"));
             let arch = f["arch"].as_str().expect("arch");
-            let want = amd.get(&t).unwrap_or_else(|| panic!("{machine}: {t} is not a process ISA of AMD's: {amd:?}"));
+            let want = amd
+                .get(&t)
+                .unwrap_or_else(|| panic!("{machine}: {t} is not a process ISA of AMD's: {amd:?}"));
             if let Some(want) = want {
-                assert!(same_file(&archive, &want.archive), "{machine} {t}: {f:#} vs {want:?}");
+                assert!(
+                    same_file(&archive, &want.archive),
+                    "{machine} {t}: {f:#} vs {want:?}"
+                );
                 assert_eq!(arch, want.key, "{machine} {t}");
             }
             let opened = Archive::open(&archive).expect("open the archive found");
             assert!(opened.has_arch(arch), "{machine} {t}: {f:#}");
-            assert!(TargetId::parse(&t).is_ok_and(|local| may_load(&local, arch)), "{machine} {t}: {arch}");
+            assert!(
+                TargetId::parse(&t).is_ok_and(|local| may_load(&local, arch)),
+                "{machine} {t}: {arch}"
+            );
             if !removed.contains(&archive) {
                 removed.push(archive);
             }
         }
-        assert_eq!(amd.values().all(Option::is_some), amd_finds, "{machine}: {amd:?}");
+        assert_eq!(
+            amd.values().all(Option::is_some),
+            amd_finds,
+            "{machine}: {amd:?}"
+        );
 
         // Remove what the GPU loads, then what it falls back to (a
         // generic ISA), until every process ISA misses.
@@ -143,7 +177,11 @@ fn reference_tree_status_follows_the_markers() {
             }
             rounds += 1;
             assert!(rounds < 4, "{machine}: {out:#}");
-            removed.extend(found.iter().map(|f| PathBuf::from(f["archive"].as_str().expect("archive"))));
+            removed.extend(
+                found
+                    .iter()
+                    .map(|f| PathBuf::from(f["archive"].as_str().expect("archive"))),
+            );
         };
         assert_eq!(code, 4, "{machine}: {out:#}");
         let b = &out["unlisted"][0];
@@ -152,16 +190,29 @@ fn reference_tree_status_follows_the_markers() {
         assert_eq!(missing.len(), amd.len(), "{machine}: {b:#}");
         for m in missing {
             let t = target(&m["target"]).to_string();
-            let searched: Vec<&str> = m["searched"].as_array().expect("searched").iter().map(|s| s.as_str().expect("path")).collect();
+            let searched: Vec<&str> = m["searched"]
+                .as_array()
+                .expect("searched")
+                .iter()
+                .map(|s| s.as_str().expect("path"))
+                .collect();
             assert!(
-                removed.iter().any(|gone| searched.iter().any(|s| Path::new(s).file_name() == gone.file_name())),
+                removed.iter().any(|gone| searched
+                    .iter()
+                    .any(|s| Path::new(s).file_name() == gone.file_name())),
                 "{machine} {t}: the search names a removed archive ({removed:?}): {searched:?}"
             );
-            let pattern = env.root.join(PREFIX).join(KPACK_DIR).join(archive_file_name("libfixture", GFXARCH_PLACEHOLDER));
+            let pattern = env
+                .root
+                .join(PREFIX)
+                .join(KPACK_DIR)
+                .join(archive_file_name("libfixture", GFXARCH_PLACEHOLDER));
             let candidates = gfxarch::candidates(&pattern.to_string_lossy(), &target(&m["target"]));
             for c in candidates {
                 assert!(
-                    searched.iter().any(|s| Path::new(s).file_name() == Path::new(&c).file_name()),
+                    searched
+                        .iter()
+                        .any(|s| Path::new(s).file_name() == Path::new(&c).file_name()),
                     "{machine} {t}: AMD's lookup tries {c}; the report lists {searched:?}"
                 );
             }
@@ -170,10 +221,16 @@ fn reference_tree_status_follows_the_markers() {
         }
         let (code, text, _) = run(env.sub("status", &["--sysfs-root", &sysfs(machine)]));
         assert_eq!(code, 4, "{text}");
-        assert!(text.contains("(no .kpm)") && text.contains("missing for "), "{text}");
+        assert!(
+            text.contains("(no .kpm)") && text.contains("missing for "),
+            "{text}"
+        );
         for path in &removed {
             let name = path.file_name().expect("name").to_string_lossy();
-            assert!(text.contains(&*name), "{machine}: {name} not named:\n{text}");
+            assert!(
+                text.contains(&*name),
+                "{machine}: {name} not named:\n{text}"
+            );
         }
 
         let (code, out) = json(&env, "doctor", machine, &[]);
@@ -182,7 +239,12 @@ fn reference_tree_status_follows_the_markers() {
             .as_array()
             .expect("checks")
             .iter()
-            .filter(|c| c["outcome"] == "problem" && c["check"].as_str().is_some_and(|n| n.starts_with("coverage ")))
+            .filter(|c| {
+                c["outcome"] == "problem"
+                    && c["check"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("coverage "))
+            })
             .collect();
         assert_eq!(problems.len(), amd.len(), "{machine}: {out:#}");
 
@@ -212,7 +274,12 @@ fn deb(dir: &Path, name: &str, files: &[(String, PathBuf)]) -> PathBuf {
         fs::copy(src, &path).expect("copy");
     }
     let out = dir.join(format!("{name}.deb"));
-    let status = Command::new("dpkg-deb").args(["--root-owner-group", "--build"]).arg(&tree).arg(&out).status().expect("dpkg-deb");
+    let status = Command::new("dpkg-deb")
+        .args(["--root-owner-group", "--build"])
+        .arg(&tree)
+        .arg(&out)
+        .status()
+        .expect("dpkg-deb");
     assert!(status.success());
     out
 }
@@ -235,37 +302,75 @@ fn reference_tree_status_names_the_device_package() {
     let env = Env::new();
     let src = fixtures::fixture("layouts/reference");
     let root = &env.root;
-    for d in ["var/lib/dpkg/updates", "var/lib/dpkg/info", "var/lib/dpkg/triggers"] {
+    for d in [
+        "var/lib/dpkg/updates",
+        "var/lib/dpkg/info",
+        "var/lib/dpkg/triggers",
+    ] {
         fs::create_dir_all(root.join(d)).expect("mkdir");
     }
     fs::write(root.join("var/lib/dpkg/status"), "").expect("status");
     fs::write(root.join("var/lib/dpkg/available"), "").expect("available");
-    let group = Spec::builtin().group_for("gfx90a").expect("group")[0].name.clone();
-    let device_name = Spec::builtin().naming.render(NameKind::DebDevice, "libfixture", Some(&group));
-    let archives: Vec<String> = list_dir(&src.join(KPACK_DIR)).into_iter().filter(|n| n.contains("gfx90a")).collect();
+    let group = Spec::builtin().group_for("gfx90a").expect("group")[0]
+        .name
+        .clone();
+    let device_name =
+        Spec::builtin()
+            .naming
+            .render(NameKind::DebDevice, "libfixture", Some(&group));
+    let archives: Vec<String> = list_dir(&src.join(KPACK_DIR))
+        .into_iter()
+        .filter(|n| n.contains("gfx90a"))
+        .collect();
     assert_eq!(archives.len(), 2, "{archives:?}");
     let work = env.tmp.path().join("debs");
     fs::create_dir_all(&work).expect("mkdir");
-    let host = deb(&work, "libfixture", &[(format!("{PREFIX}/{LIB}"), src.join(LIB))]);
+    let host = deb(
+        &work,
+        "libfixture",
+        &[(format!("{PREFIX}/{LIB}"), src.join(LIB))],
+    );
     let device = deb(
         &work,
         &device_name,
-        &archives.iter().map(|n| (format!("{PREFIX}/{KPACK_DIR}/{n}"), src.join(KPACK_DIR).join(n))).collect::<Vec<_>>(),
+        &archives
+            .iter()
+            .map(|n| {
+                (
+                    format!("{PREFIX}/{KPACK_DIR}/{n}"),
+                    src.join(KPACK_DIR).join(n),
+                )
+            })
+            .collect::<Vec<_>>(),
     );
-    dpkg(root, &["-i", host.to_str().expect("utf-8"), device.to_str().expect("utf-8")]);
+    dpkg(
+        root,
+        &[
+            "-i",
+            host.to_str().expect("utf-8"),
+            device.to_str().expect("utf-8"),
+        ],
+    );
 
     let (code, out) = json(&env, "status", "mi210", &[]);
     assert_eq!(code, 0, "{out:#}");
     assert_eq!(out["unlisted"][0]["package"], "libfixture", "{out:#}");
 
     // Lost from disk, still in dpkg's database.
-    let lost = archives.iter().find(|n| n.contains("xnack-")).expect("xnack- archive");
+    let lost = archives
+        .iter()
+        .find(|n| n.contains("xnack-"))
+        .expect("xnack- archive");
     fs::remove_file(env.kpack.join(lost)).expect("rm");
     let (code, out) = json(&env, "status", "mi210", &[]);
     assert_eq!(code, 4, "{out:#}");
     let missing = out["unlisted"][0]["missing"].as_array().expect("missing");
     assert_eq!(missing.len(), 1, "{out:#}");
-    assert_eq!(missing[0]["provided_by"]["package"], device_name.as_str(), "{out:#}");
+    assert_eq!(
+        missing[0]["provided_by"]["package"],
+        device_name.as_str(),
+        "{out:#}"
+    );
     assert_eq!(missing[0]["provided_by"]["source"], "dpkg", "{out:#}");
     let (_, text, _) = run(env.sub("status", &["--sysfs-root", &sysfs("mi210")]));
     assert!(text.contains(&format!("reinstall {device_name}")), "{text}");

@@ -16,7 +16,10 @@ use rocm_kpack_format::ErrorCode;
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `archive` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn kpack_open(path: *const c_char, archive: *mut kpack_archive_t) -> kpack_error_t {
+pub unsafe extern "C" fn kpack_open(
+    path: *const c_char,
+    archive: *mut kpack_archive_t,
+) -> kpack_error_t {
     boundary(|| {
         // SAFETY: caller contract.
         let out = unsafe { out_slot(archive) }?;
@@ -50,7 +53,10 @@ pub unsafe extern "C" fn kpack_close(archive: kpack_archive_t) {
 /// # Safety
 /// `archive` is NULL or live; `count` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn kpack_get_architecture_count(archive: kpack_archive_t, count: *mut usize) -> kpack_error_t {
+pub unsafe extern "C" fn kpack_get_architecture_count(
+    archive: kpack_archive_t,
+    count: *mut usize,
+) -> kpack_error_t {
     boundary(|| {
         // SAFETY: caller contract.
         let (a, out) = unsafe { (archive_ref(archive)?, out_slot(count)?) };
@@ -73,7 +79,11 @@ pub unsafe extern "C" fn kpack_get_architecture(
     boundary(|| {
         // SAFETY: caller contract.
         let (a, out) = unsafe { (archive_ref(archive)?, out_slot(arch)?) };
-        *out = a.arches.get(index).ok_or(ErrorCode::InvalidArgument)?.as_ptr();
+        *out = a
+            .arches
+            .get(index)
+            .ok_or(ErrorCode::InvalidArgument)?
+            .as_ptr();
         Ok(())
     })
 }
@@ -83,7 +93,10 @@ pub unsafe extern "C" fn kpack_get_architecture(
 /// # Safety
 /// `archive` is NULL or live; `count` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn kpack_get_binary_count(archive: kpack_archive_t, count: *mut usize) -> kpack_error_t {
+pub unsafe extern "C" fn kpack_get_binary_count(
+    archive: kpack_archive_t,
+    count: *mut usize,
+) -> kpack_error_t {
     boundary(|| {
         // SAFETY: caller contract.
         let (a, out) = unsafe { (archive_ref(archive)?, out_slot(count)?) };
@@ -106,7 +119,11 @@ pub unsafe extern "C" fn kpack_get_binary(
     boundary(|| {
         // SAFETY: caller contract.
         let (a, out) = unsafe { (archive_ref(archive)?, out_slot(binary)?) };
-        *out = a.binaries.get(index).ok_or(ErrorCode::InvalidArgument)?.as_ptr();
+        *out = a
+            .binaries
+            .get(index)
+            .ok_or(ErrorCode::InvalidArgument)?
+            .as_ptr();
         Ok(())
     })
 }
@@ -132,7 +149,8 @@ pub unsafe extern "C" fn kpack_get_kernel(
         *data_out = std::ptr::null_mut();
         *size_out = 0;
         // SAFETY: caller contract.
-        let (a, binary, arch) = unsafe { (archive_ref(archive)?, c_str(binary_name)?, c_str(arch)?) };
+        let (a, binary, arch) =
+            unsafe { (archive_ref(archive)?, c_str(binary_name)?, c_str(arch)?) };
         // Keys are UTF-8; anything else cannot name a kernel.
         let (Ok(binary), Ok(arch)) = (binary.to_str(), arch.to_str()) else {
             return Err(ErrorCode::KernelNotFound);

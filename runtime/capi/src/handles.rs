@@ -5,8 +5,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use rocm_kpack_format::archive::Archive;
 use kpack_loader::loader::Cache;
+use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::{Error, ErrorCode};
 
 /// What `kpack_archive_t` points at: the archive plus the C strings the query
@@ -88,7 +88,9 @@ pub(crate) unsafe fn out_slot<'a, T>(ptr: *mut T) -> Result<&'a mut T, ErrorCode
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `kpack_open`.
-pub(crate) unsafe fn archive_ref<'a>(handle: kpack_archive_t) -> Result<&'a KpackArchive, ErrorCode> {
+pub(crate) unsafe fn archive_ref<'a>(
+    handle: kpack_archive_t,
+) -> Result<&'a KpackArchive, ErrorCode> {
     // SAFETY: live handle per the caller's contract.
     unsafe { handle.cast_const().as_ref() }.ok_or(ErrorCode::InvalidArgument)
 }

@@ -6,16 +6,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::archive::os_str;
-use crate::handles::{cache_ref, c_str, code, malloc_for, non_null, out_slot, KpackArchive, KpackCache};
+use crate::handles::{
+    c_str, cache_ref, code, malloc_for, non_null, out_slot, KpackArchive, KpackCache,
+};
 use crate::panic::{boundary, boundary_void};
 use crate::{kpack_cache_t, kpack_error_t};
-use rocm_kpack_format::archive::Archive;
 use kpack_loader::loader::{discover_binary_path, marker_from_ptr, Cache};
+use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::ErrorCode;
 
 /// `kpack_arch_callback_t`: return `true` to continue enumerating.
 #[allow(non_camel_case_types)]
-pub type kpack_arch_callback_t = Option<unsafe extern "C" fn(arch: *const c_char, user_data: *mut c_void) -> bool>;
+pub type kpack_arch_callback_t =
+    Option<unsafe extern "C" fn(arch: *const c_char, user_data: *mut c_void) -> bool>;
 
 /// `kpack_cache_create`: a cache configured from the environment, read now.
 /// `*cache` is freed with [`kpack_cache_destroy`]; NULL on failure.
@@ -114,7 +117,8 @@ pub unsafe extern "C" fn kpack_load_code_object(
 ) -> kpack_error_t {
     boundary(|| {
         // SAFETY: caller contract.
-        let (data_out, size_out) = unsafe { (out_slot(code_object_out)?, out_slot(code_object_size_out)?) };
+        let (data_out, size_out) =
+            unsafe { (out_slot(code_object_out)?, out_slot(code_object_size_out)?) };
         *data_out = std::ptr::null_mut();
         *size_out = 0;
         // SAFETY: caller contract.

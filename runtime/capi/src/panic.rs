@@ -32,7 +32,10 @@ mod tests {
     #[test]
     fn panics_become_codes() {
         assert_eq!(boundary(|| Ok(())), ErrorCode::Success);
-        assert_eq!(boundary(|| Err(ErrorCode::KernelNotFound)), ErrorCode::KernelNotFound);
+        assert_eq!(
+            boundary(|| Err(ErrorCode::KernelNotFound)),
+            ErrorCode::KernelNotFound
+        );
         assert_eq!(boundary(|| panic!("boom")), PANIC_CODE);
         boundary_void(|| panic!("boom"));
     }

@@ -18,9 +18,9 @@ use std::ptr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::*;
 use capi_support::*;
 use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
-use crate::*;
 use rocm_kpack_format::ErrorCode::{self, *};
 
 const ENV_VARS: [&str; 5] = [
@@ -81,7 +81,13 @@ fn path_cstr(p: &Path) -> CString {
 
 /// kpack_load_code_object with Rust arguments; the buffer is copied out and
 /// freed with kpack_free_code_object.
-fn c_load(cache: &CCache, marker: &[u8], binary: &Path, co: u32, arches: &[&str]) -> Result<Vec<u8>, ErrorCode> {
+fn c_load(
+    cache: &CCache,
+    marker: &[u8],
+    binary: &Path,
+    co: u32,
+    arches: &[&str],
+) -> Result<Vec<u8>, ErrorCode> {
     let arch_c: Vec<CString> = arches.iter().map(|a| cstr(a)).collect();
     let arch_p: Vec<*const c_char> = arch_c.iter().map(|a| a.as_ptr()).collect();
     let bin = path_cstr(binary);
@@ -101,7 +107,10 @@ fn c_load(cache: &CCache, marker: &[u8], binary: &Path, co: u32, arches: &[&str]
         )
     };
     if rc != Success {
-        assert!(out.is_null() && size == 0, "outputs must be cleared on error");
+        assert!(
+            out.is_null() && size == 0,
+            "outputs must be cleared on error"
+        );
         return Err(rc);
     }
     assert!(!out.is_null());
@@ -148,50 +157,152 @@ fn null_arguments_are_invalid_argument() {
     let m: *const c_void = marker.as_ptr().cast();
     // SAFETY: every call passes valid pointers except the NULL under test.
     unsafe {
-        type Args = (kpack_cache_t, *const c_void, *const c_char, *const *const c_char, usize, bool, bool);
+        type Args = (
+            kpack_cache_t,
+            *const c_void,
+            *const c_char,
+            *const *const c_char,
+            usize,
+            bool,
+            bool,
+        );
         let cases: [(&str, Args); 7] = [
-            ("cache", (ptr::null_mut(), m, bin.as_ptr(), arches.as_ptr(), 1, true, true)),
-            ("metadata", (cache.0, ptr::null(), bin.as_ptr(), arches.as_ptr(), 1, true, true)),
-            ("binary_path", (cache.0, m, ptr::null(), arches.as_ptr(), 1, true, true)),
-            ("arch_list", (cache.0, m, bin.as_ptr(), ptr::null(), 1, true, true)),
-            ("arch_count 0", (cache.0, m, bin.as_ptr(), arches.as_ptr(), 0, true, true)),
-            ("code_object_out", (cache.0, m, bin.as_ptr(), arches.as_ptr(), 1, false, true)),
-            ("size_out", (cache.0, m, bin.as_ptr(), arches.as_ptr(), 1, true, false)),
+            (
+                "cache",
+                (
+                    ptr::null_mut(),
+                    m,
+                    bin.as_ptr(),
+                    arches.as_ptr(),
+                    1,
+                    true,
+                    true,
+                ),
+            ),
+            (
+                "metadata",
+                (
+                    cache.0,
+                    ptr::null(),
+                    bin.as_ptr(),
+                    arches.as_ptr(),
+                    1,
+                    true,
+                    true,
+                ),
+            ),
+            (
+                "binary_path",
+                (cache.0, m, ptr::null(), arches.as_ptr(), 1, true, true),
+            ),
+            (
+                "arch_list",
+                (cache.0, m, bin.as_ptr(), ptr::null(), 1, true, true),
+            ),
+            (
+                "arch_count 0",
+                (cache.0, m, bin.as_ptr(), arches.as_ptr(), 0, true, true),
+            ),
+            (
+                "code_object_out",
+                (cache.0, m, bin.as_ptr(), arches.as_ptr(), 1, false, true),
+            ),
+            (
+                "size_out",
+                (cache.0, m, bin.as_ptr(), arches.as_ptr(), 1, true, false),
+            ),
         ];
         for (what, (c, md, b, al, n, with_out, with_size)) in cases {
-            let o = if with_out { &mut out as *mut _ } else { ptr::null_mut() };
-            let s = if with_size { &mut size as *mut _ } else { ptr::null_mut() };
-            assert_eq!(kpack_load_code_object(c, md, b, 0, al, n, o, s), InvalidArgument, "{what}");
+            let o = if with_out {
+                &mut out as *mut _
+            } else {
+                ptr::null_mut()
+            };
+            let s = if with_size {
+                &mut size as *mut _
+            } else {
+                ptr::null_mut()
+            };
+            assert_eq!(
+                kpack_load_code_object(c, md, b, 0, al, n, o, s),
+                InvalidArgument,
+                "{what}"
+            );
         }
         // A list of only NULL entries names no arch.
         let nulls = [ptr::null::<c_char>()];
         assert_eq!(
-            kpack_load_code_object(cache.0, m, bin.as_ptr(), 0, nulls.as_ptr(), 1, &mut out, &mut size),
+            kpack_load_code_object(
+                cache.0,
+                m,
+                bin.as_ptr(),
+                0,
+                nulls.as_ptr(),
+                1,
+                &mut out,
+                &mut size
+            ),
             InvalidArgument
         );
 
         assert_eq!(kpack_cache_create(ptr::null_mut()), InvalidArgument);
         let mut a: kpack_archive_t = ptr::null_mut();
         assert_eq!(kpack_open(ptr::null(), &mut a), InvalidArgument);
-        assert_eq!(kpack_open(cstr("x").as_ptr(), ptr::null_mut()), InvalidArgument);
+        assert_eq!(
+            kpack_open(cstr("x").as_ptr(), ptr::null_mut()),
+            InvalidArgument
+        );
         let mut n = 0usize;
         let mut s: *const c_char = ptr::null();
-        assert_eq!(kpack_get_architecture_count(ptr::null_mut(), &mut n), InvalidArgument);
-        assert_eq!(kpack_get_binary_count(ptr::null_mut(), &mut n), InvalidArgument);
-        assert_eq!(kpack_get_architecture(ptr::null_mut(), 0, &mut s), InvalidArgument);
-        assert_eq!(kpack_get_binary(ptr::null_mut(), 0, &mut s), InvalidArgument);
+        assert_eq!(
+            kpack_get_architecture_count(ptr::null_mut(), &mut n),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_get_binary_count(ptr::null_mut(), &mut n),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_get_architecture(ptr::null_mut(), 0, &mut s),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_get_binary(ptr::null_mut(), 0, &mut s),
+            InvalidArgument
+        );
         let mut d: *mut c_void = ptr::null_mut();
         assert_eq!(
-            kpack_get_kernel(ptr::null_mut(), cstr("b").as_ptr(), arch.as_ptr(), &mut d, &mut n),
+            kpack_get_kernel(
+                ptr::null_mut(),
+                cstr("b").as_ptr(),
+                arch.as_ptr(),
+                &mut d,
+                &mut n
+            ),
             InvalidArgument
         );
         let mut buf = [0 as c_char; 64];
-        assert_eq!(kpack_discover_binary_path(ptr::null(), buf.as_mut_ptr(), 64, ptr::null_mut()), InvalidArgument);
+        assert_eq!(
+            kpack_discover_binary_path(ptr::null(), buf.as_mut_ptr(), 64, ptr::null_mut()),
+            InvalidArgument
+        );
         let here = buf.as_ptr().cast::<c_void>();
-        assert_eq!(kpack_discover_binary_path(here, ptr::null_mut(), 64, ptr::null_mut()), InvalidArgument);
-        assert_eq!(kpack_discover_binary_path(here, buf.as_mut_ptr(), 0, ptr::null_mut()), InvalidArgument);
-        assert_eq!(kpack_enumerate_architectures(ptr::null(), Some(count_arch), ptr::null_mut()), InvalidArgument);
-        assert_eq!(kpack_enumerate_architectures(cstr("x").as_ptr(), None, ptr::null_mut()), InvalidArgument);
+        assert_eq!(
+            kpack_discover_binary_path(here, ptr::null_mut(), 64, ptr::null_mut()),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_discover_binary_path(here, buf.as_mut_ptr(), 0, ptr::null_mut()),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_enumerate_architectures(ptr::null(), Some(count_arch), ptr::null_mut()),
+            InvalidArgument
+        );
+        assert_eq!(
+            kpack_enumerate_architectures(cstr("x").as_ptr(), None, ptr::null_mut()),
+            InvalidArgument
+        );
         // NULL is a no-op for every release function.
         kpack_close(ptr::null_mut());
         kpack_cache_destroy(ptr::null_mut());
@@ -204,7 +315,11 @@ unsafe extern "C" fn count_arch(_arch: *const c_char, user: *mut c_void) -> bool
     // SAFETY: tests pass a *mut Vec<String>.
     if let Some(v) = unsafe { user.cast::<Vec<String>>().as_mut() } {
         // SAFETY: the library passes a NUL-terminated string.
-        v.push(unsafe { CStr::from_ptr(_arch) }.to_string_lossy().into_owned());
+        v.push(
+            unsafe { CStr::from_ptr(_arch) }
+                .to_string_lossy()
+                .into_owned(),
+        );
         return v.len() < 100;
     }
     true
@@ -231,27 +346,49 @@ fn vectors_through_the_c_abi() {
         assert_eq!(CStr::from_ptr(s).to_str(), Ok("bin/hiptest#0"));
         assert_eq!(kpack_get_binary(a, 2, &mut s), InvalidArgument);
         let mut d: *mut c_void = ptr::null_mut();
-        assert_eq!(kpack_get_kernel(a, cstr("bin/hiptest#0").as_ptr(), cstr("gfx1100").as_ptr(), &mut d, &mut n), Success);
+        assert_eq!(
+            kpack_get_kernel(
+                a,
+                cstr("bin/hiptest#0").as_ptr(),
+                cstr("gfx1100").as_ptr(),
+                &mut d,
+                &mut n
+            ),
+            Success
+        );
         let mut want = b"TEST_APP_KERNEL___".to_vec();
         want.extend([0x42u8; 1000]);
         assert_eq!(std::slice::from_raw_parts(d.cast::<u8>(), n), &want[..]);
         kpack_free_kernel(d);
         // Not UTF-8: cannot name a kernel.
         let bad = [0xffu8 as c_char, 0];
-        assert_eq!(kpack_get_kernel(a, bad.as_ptr(), cstr("gfx1100").as_ptr(), &mut d, &mut n), KernelNotFound);
+        assert_eq!(
+            kpack_get_kernel(a, bad.as_ptr(), cstr("gfx1100").as_ptr(), &mut d, &mut n),
+            KernelNotFound
+        );
         assert!(d.is_null() && n == 0);
         kpack_close(a);
 
         let mut seen: Vec<String> = Vec::new();
         let user = (&mut seen as *mut Vec<String>).cast::<c_void>();
-        assert_eq!(kpack_enumerate_architectures(zstd.as_ptr(), Some(count_arch), user), Success);
+        assert_eq!(
+            kpack_enumerate_architectures(zstd.as_ptr(), Some(count_arch), user),
+            Success
+        );
         assert_eq!(seen, ["gfx1100", "gfx1101"]);
         let mut calls = 0usize;
         let user = (&mut calls as *mut usize).cast::<c_void>();
-        assert_eq!(kpack_enumerate_architectures(zstd.as_ptr(), Some(stop_after_first), user), Success);
+        assert_eq!(
+            kpack_enumerate_architectures(zstd.as_ptr(), Some(stop_after_first), user),
+            Success
+        );
         assert_eq!(calls, 1);
         assert_eq!(
-            kpack_enumerate_architectures(cstr("/nonexistent.kpack").as_ptr(), Some(stop_after_first), user),
+            kpack_enumerate_architectures(
+                cstr("/nonexistent.kpack").as_ptr(),
+                Some(stop_after_first),
+                user
+            ),
             FileNotFound
         );
     }
@@ -263,10 +400,19 @@ fn discover_binary_path_reports_file_and_offset() {
     let mut buf = vec![0 as c_char; 4096];
     let mut off = 0usize;
     // SAFETY: valid buffers.
-    let rc = unsafe { kpack_discover_binary_path(ANCHOR.as_ptr().cast(), buf.as_mut_ptr(), buf.len(), &mut off) };
+    let rc = unsafe {
+        kpack_discover_binary_path(
+            ANCHOR.as_ptr().cast(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut off,
+        )
+    };
     assert_eq!(rc, Success);
     // SAFETY: NUL-terminated on success.
-    let found = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+    let found = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     let exe = std::env::current_exe().expect("exe");
     assert_eq!(fs::canonicalize(found).ok(), fs::canonicalize(exe).ok());
     // The offset is where the anchor's bytes are in the file.
@@ -274,11 +420,20 @@ fn discover_binary_path_reports_file_and_offset() {
     assert_eq!(file.get(off..off + 8), Some(&ANCHOR[..]));
     // Too small a buffer: INVALID_ARGUMENT, like the reference.
     // SAFETY: valid buffer of 4 bytes.
-    let rc = unsafe { kpack_discover_binary_path(ANCHOR.as_ptr().cast(), buf.as_mut_ptr(), 4, ptr::null_mut()) };
+    let rc = unsafe {
+        kpack_discover_binary_path(ANCHOR.as_ptr().cast(), buf.as_mut_ptr(), 4, ptr::null_mut())
+    };
     assert_eq!(rc, InvalidArgument);
     let heap = Box::new([0u8; 16]);
     // SAFETY: valid buffer; the address is only compared.
-    let rc = unsafe { kpack_discover_binary_path(heap.as_ptr().cast(), buf.as_mut_ptr(), buf.len(), ptr::null_mut()) };
+    let rc = unsafe {
+        kpack_discover_binary_path(
+            heap.as_ptr().cast(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            ptr::null_mut(),
+        )
+    };
     assert_eq!(rc, PathDiscoveryFailed);
 }
 
@@ -289,19 +444,35 @@ fn discover_binary_path_reports_file_and_offset() {
 fn rocm_kpack_disable_truthiness() {
     let l = family_layout();
     let m = layout_marker(&l);
-    for (value, disabled) in [("1", true), ("yes", true), ("0", false), ("", false), ("0off", false)] {
+    for (value, disabled) in [
+        ("1", true),
+        ("yes", true),
+        ("0", false),
+        ("", false),
+        ("0off", false),
+    ] {
         let cache = c_cache(&[("ROCM_KPACK_DISABLE", value)]);
         let got = c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]);
         if disabled {
             assert_eq!(got, Err(NotImplemented), "ROCM_KPACK_DISABLE={value:?}");
         } else {
-            assert_eq!(got.as_deref(), Ok(&b"co0 gfx1100"[..]), "ROCM_KPACK_DISABLE={value:?}");
+            assert_eq!(
+                got.as_deref(),
+                Ok(&b"co0 gfx1100"[..]),
+                "ROCM_KPACK_DISABLE={value:?}"
+            );
         }
     }
     // Disabled wins over a bad marker, but not over argument errors.
     let cache = c_cache(&[("ROCM_KPACK_DISABLE", "1")]);
-    assert_eq!(c_load(&cache, b"junk", &l.binary(), 0, &["gfx1100"]), Err(NotImplemented));
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &[]), Err(InvalidArgument));
+    assert_eq!(
+        c_load(&cache, b"junk", &l.binary(), 0, &["gfx1100"]),
+        Err(NotImplemented)
+    );
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &[]),
+        Err(InvalidArgument)
+    );
 }
 
 #[test]
@@ -325,25 +496,52 @@ fn rocm_kpack_path_and_prefix() {
     let m = layout_marker(&l);
     let other = tempfile::tempdir().expect("tmp");
     let x = other.path().join("x.kpack");
-    write_archive(&x, "x", "gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"from env".to_vec())]);
+    write_archive(
+        &x,
+        "x",
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"from env".to_vec())],
+    );
     // ':' separates the list, ';' on Windows.
     let sep = char::from(kpack_loader::loader::config::PATH_LIST_SEPARATOR);
     let list = format!("/nonexistent/a.kpack{sep}{sep}{}{sep}", x.display());
     // PATH replaces everything: gfx1101 (only in the marker's archive) is gone.
     let cache = c_cache(&[("ROCM_KPACK_PATH", &list)]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"from env"[..]));
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1101"]), Err(ArchNotFound));
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"from env"[..])
+    );
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1101"]),
+        Err(ArchNotFound)
+    );
     // An empty PATH is unset.
     let cache = c_cache(&[("ROCM_KPACK_PATH", "")]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"co0 gfx1100"[..]));
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"co0 gfx1100"[..])
+    );
     // PREFIX comes first, the marker's paths after it.
     let cache = c_cache(&[("ROCM_KPACK_PATH_PREFIX", &list)]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"from env"[..]));
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1101"]).as_deref(), Ok(&b"co0 gfx1101"[..]));
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"from env"[..])
+    );
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1101"]).as_deref(),
+        Ok(&b"co0 gfx1101"[..])
+    );
     // PATH wins over PREFIX.
     let only_marker_archive = l.kpack("foo_gfx110X.kpack").display().to_string();
-    let cache = c_cache(&[("ROCM_KPACK_PATH", &only_marker_archive), ("ROCM_KPACK_PATH_PREFIX", &list)]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"co0 gfx1100"[..]));
+    let cache = c_cache(&[
+        ("ROCM_KPACK_PATH", &only_marker_archive),
+        ("ROCM_KPACK_PATH_PREFIX", &list),
+    ]);
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"co0 gfx1100"[..])
+    );
 }
 
 #[test]
@@ -351,10 +549,16 @@ fn rocm_kpack_arch_override_replaces_the_list() {
     let l = family_layout();
     let m = layout_marker(&l);
     let cache = c_cache(&[("ROCM_KPACK_ARCH_OVERRIDE", "gfx90a, gfx1101")]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"co0 gfx1101"[..]));
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"co0 gfx1101"[..])
+    );
     // Blank override is unset.
     let cache = c_cache(&[("ROCM_KPACK_ARCH_OVERRIDE", " ")]);
-    assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"co0 gfx1100"[..]));
+    assert_eq!(
+        c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+        Ok(&b"co0 gfx1100"[..])
+    );
 }
 
 // ROCM_KPACK_DEBUG writes to this process's stderr, which a test cannot read
@@ -369,31 +573,69 @@ fn behaviour_table() {
     let f = family_layout();
     let fm = layout_marker(&f);
     // (layout, marker, co_index, arch list, expected)
-    assert_eq!(c_load(&cache, &fm, &f.binary(), 1, &["gfx1100"]).as_deref(), Ok(&b"co1 gfx1100"[..]));
-    assert_eq!(c_load(&cache, &fm, &f.binary(), 0, &["amdgcn-amd-amdhsa--gfx1101"]).as_deref(), Ok(&b"co0 gfx1101"[..]));
-    assert_eq!(c_load(&cache, &fm, &f.binary(), 0, &["gfx90a"]), Err(ArchNotFound));
-    assert_eq!(c_load(&cache, &fm, &f.binary(), 9, &["gfx1100"]), Err(KernelNotFound));
-    assert_eq!(c_load(&cache, b"\x93\x01\x02\x03", &f.binary(), 0, &["gfx1100"]), Err(InvalidMetadata));
+    assert_eq!(
+        c_load(&cache, &fm, &f.binary(), 1, &["gfx1100"]).as_deref(),
+        Ok(&b"co1 gfx1100"[..])
+    );
+    assert_eq!(
+        c_load(&cache, &fm, &f.binary(), 0, &["amdgcn-amd-amdhsa--gfx1101"]).as_deref(),
+        Ok(&b"co0 gfx1101"[..])
+    );
+    assert_eq!(
+        c_load(&cache, &fm, &f.binary(), 0, &["gfx90a"]),
+        Err(ArchNotFound)
+    );
+    assert_eq!(
+        c_load(&cache, &fm, &f.binary(), 9, &["gfx1100"]),
+        Err(KernelNotFound)
+    );
+    assert_eq!(
+        c_load(&cache, b"\x93\x01\x02\x03", &f.binary(), 0, &["gfx1100"]),
+        Err(InvalidMetadata)
+    );
 
     // .kpm missing -> pattern.
     let p = Layout::new();
-    p.archive("gfx90a", Plain, &[kernel(&key(0), "gfx90a", b"plain 90a".to_vec())]);
+    p.archive(
+        "gfx90a",
+        Plain,
+        &[kernel(&key(0), "gfx90a", b"plain 90a".to_vec())],
+    );
     let pm = layout_marker(&p);
-    assert_eq!(c_load(&cache, &pm, &p.binary(), 0, &["gfx90a:xnack+"]).as_deref(), Ok(&b"plain 90a"[..]));
+    assert_eq!(
+        c_load(&cache, &pm, &p.binary(), 0, &["gfx90a:xnack+"]).as_deref(),
+        Ok(&b"plain 90a"[..])
+    );
     // .kpm stale (names an archive that does not exist) -> pattern.
     p.manifest(&[(&p.kpack("foo_gfx90X.kpack"), "gfx90X", &["gfx90a"])]);
-    assert_eq!(c_load(&cache, &pm, &p.binary(), 0, &["gfx90a"]).as_deref(), Ok(&b"plain 90a"[..]));
+    assert_eq!(
+        c_load(&cache, &pm, &p.binary(), 0, &["gfx90a"]).as_deref(),
+        Ok(&b"plain 90a"[..])
+    );
 
     // Feature-flag code object vs the opposite device setting.
     let x = Layout::new();
-    x.archive("gfx90a", Plain, &[kernel(&key(0), "gfx90a:xnack+", b"xnack+".to_vec())]);
+    x.archive(
+        "gfx90a",
+        Plain,
+        &[kernel(&key(0), "gfx90a:xnack+", b"xnack+".to_vec())],
+    );
     let xm = layout_marker(&x);
-    assert_eq!(c_load(&cache, &xm, &x.binary(), 0, &["gfx90a:xnack+"]).as_deref(), Ok(&b"xnack+"[..]));
-    assert_eq!(c_load(&cache, &xm, &x.binary(), 0, &["gfx90a:xnack-"]), Err(ArchNotFound));
+    assert_eq!(
+        c_load(&cache, &xm, &x.binary(), 0, &["gfx90a:xnack+"]).as_deref(),
+        Ok(&b"xnack+"[..])
+    );
+    assert_eq!(
+        c_load(&cache, &xm, &x.binary(), 0, &["gfx90a:xnack-"]),
+        Err(ArchNotFound)
+    );
 
     // Nothing on disk.
     let e = Layout::new();
-    assert_eq!(c_load(&cache, &layout_marker(&e), &e.binary(), 0, &["gfx1100"]), Err(ArchiveNotFound));
+    assert_eq!(
+        c_load(&cache, &layout_marker(&e), &e.binary(), 0, &["gfx1100"]),
+        Err(ArchiveNotFound)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -434,7 +676,11 @@ fn exercise_archive(path: &Path) -> ErrorCode {
         }
         kpack_close(a);
         let mut seen: Vec<String> = Vec::new();
-        let rc = kpack_enumerate_architectures(p.as_ptr(), Some(count_arch), (&mut seen as *mut Vec<String>).cast());
+        let rc = kpack_enumerate_architectures(
+            p.as_ptr(),
+            Some(count_arch),
+            (&mut seen as *mut Vec<String>).cast(),
+        );
         assert_eq!(rc, Success);
         assert_eq!(seen.len(), na);
         Success
@@ -482,7 +728,10 @@ fn malformed_archive_corpus_returns_errors() {
         if rc != Success {
             failures += 1;
             assert!(
-                matches!(rc, InvalidFormat | UnsupportedVersion | MsgpackParseFailed | IoError),
+                matches!(
+                    rc,
+                    InvalidFormat | UnsupportedVersion | MsgpackParseFailed | IoError
+                ),
                 "{what}: unexpected code {rc:?}"
             );
         }
@@ -492,7 +741,9 @@ fn malformed_archive_corpus_returns_errors() {
 }
 
 fn malformed_markers() -> Vec<Vec<u8>> {
-    let good = marker("lib/libfoo.so", &["../.kpack/foo.kpm"]).to_msgpack().expect("encode");
+    let good = marker("lib/libfoo.so", &["../.kpack/foo.kpm"])
+        .to_msgpack()
+        .expect("encode");
     let mut out: Vec<Vec<u8>> = vec![
         vec![],
         vec![0xc1],
@@ -541,11 +792,19 @@ fn malformed_markers_are_invalid_metadata() {
 fn malformed_manifests_fall_through() {
     let cache = c_cache(&[]);
     let l = Layout::new();
-    l.archive("gfx1100", Plain, &[kernel(&key(0), "gfx1100", b"pattern".to_vec())]);
+    l.archive(
+        "gfx1100",
+        Plain,
+        &[kernel(&key(0), "gfx1100", b"pattern".to_vec())],
+    );
     let m = layout_marker(&l);
     let good = rocm_kpack_format::manifest::Manifest {
         component: "foo".into(),
-        kpack_files: vec![manifest_file(&l.kpack("foo_gfx1100.kpack"), "gfx1100", &["gfx1100"])],
+        kpack_files: vec![manifest_file(
+            &l.kpack("foo_gfx1100.kpack"),
+            "gfx1100",
+            &["gfx1100"],
+        )],
         database_files: Vec::new(),
         prefix_path: None,
     }
@@ -563,7 +822,11 @@ fn malformed_manifests_fall_through() {
     }
     for bytes in cases {
         fs::write(l.kpack("foo.kpm"), &bytes).expect("write");
-        assert_eq!(c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"pattern"[..]), "{bytes:02x?}");
+        assert_eq!(
+            c_load(&cache, &m, &l.binary(), 0, &["gfx1100"]).as_deref(),
+            Ok(&b"pattern"[..]),
+            "{bytes:02x?}"
+        );
     }
 }
 
@@ -640,7 +903,13 @@ fn seeded_mutation_fuzz() {
             1 => {
                 let mut bytes = mutate(&mut rng, &marker_seed);
                 bytes.resize(bytes.len() + 16, 0);
-                let _ = c_load(&cache, &bytes, &l.binary(), rng.below(3) as u32, &["gfx1100", "gfx1101"]);
+                let _ = c_load(
+                    &cache,
+                    &bytes,
+                    &l.binary(),
+                    rng.below(3) as u32,
+                    &["gfx1100", "gfx1101"],
+                );
             }
             _ => {
                 let bytes = mutate(&mut rng, &manifest_seed);
@@ -649,7 +918,10 @@ fn seeded_mutation_fuzz() {
                 // Whatever the manifest says, the archive itself is intact:
                 // either it is found through the manifest or nothing is.
                 assert!(
-                    matches!(got.as_deref(), Ok(b"co0 gfx1100") | Err(ArchiveNotFound | ArchNotFound)),
+                    matches!(
+                        got.as_deref(),
+                        Ok(b"co0 gfx1100") | Err(ArchiveNotFound | ArchNotFound)
+                    ),
                     "iteration {iter}: {got:?}"
                 );
                 fs::write(l.kpack("foo.kpm"), &manifest_seed).expect("restore");
@@ -682,7 +954,12 @@ fn sixteen_threads_through_the_c_abi() {
     let deadline = Instant::now() + Duration::from_secs(2);
     let handles: Vec<_> = (0..16u64)
         .map(|t| {
-            let (cache, marker, binary, expected) = (cache.clone(), marker.clone(), binary.clone(), expected.clone());
+            let (cache, marker, binary, expected) = (
+                cache.clone(),
+                marker.clone(),
+                binary.clone(),
+                expected.clone(),
+            );
             std::thread::spawn(move || {
                 let mut rng = Rng::new(t + 1);
                 let mut n = 0u64;
@@ -690,7 +967,10 @@ fn sixteen_threads_through_the_c_abi() {
                     let i = if t < 4 { 7 } else { rng.below(expected.len()) };
                     let (co, data) = &expected[i];
                     let got = c_load(&cache, &marker, &binary, *co, &["gfx942:sramecc+:xnack-"]);
-                    assert!(got.as_deref() == Ok(&data[..]), "thread {t} co {co}: wrong result");
+                    assert!(
+                        got.as_deref() == Ok(&data[..]),
+                        "thread {t} co {co}: wrong result"
+                    );
                     n += 1;
                 }
                 n
@@ -715,17 +995,26 @@ fn marker_ending_at_an_unmapped_page_is_read_safely() {
         ptr::copy_nonoverlapping(marker.as_ptr(), start, marker.len());
         let at_edge = std::slice::from_raw_parts(start, marker.len());
         let cache = c_cache(&[]);
-        assert_eq!(c_load(&cache, at_edge, &l.binary(), 0, &["gfx1100"]).as_deref(), Ok(&b"co0 gfx1100"[..]));
+        assert_eq!(
+            c_load(&cache, at_edge, &l.binary(), 0, &["gfx1100"]).as_deref(),
+            Ok(&b"co0 gfx1100"[..])
+        );
         // A truncated marker at the edge (its last string runs into the
         // guard page) is rejected without touching that page.
         let cut = &marker[..marker.len() - 3];
         let start = base.cast::<u8>().add(page - cut.len());
         ptr::copy_nonoverlapping(cut.as_ptr(), start, cut.len());
         let at_edge = std::slice::from_raw_parts(start, cut.len());
-        assert_eq!(c_load(&cache, at_edge, &l.binary(), 0, &["gfx1100"]), Err(InvalidMetadata));
+        assert_eq!(
+            c_load(&cache, at_edge, &l.binary(), 0, &["gfx1100"]),
+            Err(InvalidMetadata)
+        );
         // A marker pointer into the guard page itself.
         let guard = std::slice::from_raw_parts(base.cast::<u8>().add(page), 0);
-        assert_eq!(c_load(&cache, guard, &l.binary(), 0, &["gfx1100"]), Err(InvalidMetadata));
+        assert_eq!(
+            c_load(&cache, guard, &l.binary(), 0, &["gfx1100"]),
+            Err(InvalidMetadata)
+        );
         release_guarded_page(base, page);
     }
 }
@@ -745,7 +1034,10 @@ unsafe fn guarded_page() -> (*mut c_void, usize) {
             0,
         );
         assert_ne!(base, libc::MAP_FAILED);
-        assert_eq!(libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE), 0);
+        assert_eq!(
+            libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+            0
+        );
         (base, page)
     }
 }
@@ -772,10 +1064,23 @@ unsafe fn guarded_page() -> (*mut c_void, usize) {
     let page = 4096;
     // SAFETY: fresh allocation of two pages.
     unsafe {
-        let base = VirtualAlloc(ptr::null_mut(), 2 * page, MEM_COMMIT_RESERVE, PAGE_READWRITE);
+        let base = VirtualAlloc(
+            ptr::null_mut(),
+            2 * page,
+            MEM_COMMIT_RESERVE,
+            PAGE_READWRITE,
+        );
         assert!(!base.is_null());
         let mut old = 0u32;
-        assert_ne!(VirtualProtect(base.cast::<u8>().add(page).cast(), page, PAGE_NOACCESS, &mut old), 0);
+        assert_ne!(
+            VirtualProtect(
+                base.cast::<u8>().add(page).cast(),
+                page,
+                PAGE_NOACCESS,
+                &mut old
+            ),
+            0
+        );
         (base, page)
     }
 }
@@ -809,8 +1114,15 @@ fn kpack_open_refuses_fifos_devices_and_sparse_files_and_opens_a_million_entries
         assert_eq!(kpack_open(cstr("/dev/zero").as_ptr(), &mut a), IoError);
         let sparse = dir.path().join("sparse.kpack");
         fs::write(&sparse, toc_gen::many_entries(1)).expect("write");
-        fs::OpenOptions::new().write(true).open(&sparse).and_then(|f| f.set_len(2 << 30)).expect("grow");
-        assert_eq!(kpack_open(path_cstr(&sparse).as_ptr(), &mut a), InvalidFormat);
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&sparse)
+            .and_then(|f| f.set_len(2 << 30))
+            .expect("grow");
+        assert_eq!(
+            kpack_open(path_cstr(&sparse).as_ptr(), &mut a),
+            InvalidFormat
+        );
 
         let n = 1_000_000;
         let many = dir.path().join("many.kpack");
@@ -821,11 +1133,20 @@ fn kpack_open_refuses_fifos_devices_and_sparse_files_and_opens_a_million_entries
         assert_eq!(count, n);
         let mut s: *const c_char = ptr::null();
         assert_eq!(kpack_get_binary(a, n - 1, &mut s), Success);
-        assert_eq!(CStr::from_ptr(s).to_str(), Ok(toc_gen::binary_key(n - 1).as_str()));
+        assert_eq!(
+            CStr::from_ptr(s).to_str(),
+            Ok(toc_gen::binary_key(n - 1).as_str())
+        );
         let mut d: *mut c_void = ptr::null_mut();
         let key = cstr(&toc_gen::binary_key(n / 3));
-        assert_eq!(kpack_get_kernel(a, key.as_ptr(), cstr("gfx90a").as_ptr(), &mut d, &mut count), Success);
-        assert_eq!(std::slice::from_raw_parts(d.cast::<u8>(), count), toc_gen::BLOB);
+        assert_eq!(
+            kpack_get_kernel(a, key.as_ptr(), cstr("gfx90a").as_ptr(), &mut d, &mut count),
+            Success
+        );
+        assert_eq!(
+            std::slice::from_raw_parts(d.cast::<u8>(), count),
+            toc_gen::BLOB
+        );
         kpack_free_kernel(d);
         kpack_close(a);
     }

@@ -38,7 +38,15 @@ const WARNINGS: [&str; 4] = ["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
 /// System libraries the static archive needs
 /// (`rustc --print native-static-libs`).
-const STATIC_LIBS: [&str; 7] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+const STATIC_LIBS: [&str; 7] = [
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
 
 /// The C test program, linked against the shared library (rpath to the
 /// SONAME directory) or the static archive; built once per test process.
@@ -48,9 +56,18 @@ fn c_program(shared: bool) -> &'static Path {
     let cell = if shared { &SHARED } else { &STATIC };
     cell.get_or_init(|| {
         let art = artifacts();
-        let out = art.out_dir.join(if shared { "kpack_test_shared" } else { "kpack_test_static" });
+        let out = art.out_dir.join(if shared {
+            "kpack_test_shared"
+        } else {
+            "kpack_test_static"
+        });
         let mut cmd = Command::new("cc");
-        cmd.arg("-std=c99").args(WARNINGS).arg("-g").arg("-I").arg(include_dir()).arg(test_c_source());
+        cmd.arg("-std=c99")
+            .args(WARNINGS)
+            .arg("-g")
+            .arg("-I")
+            .arg(include_dir())
+            .arg(test_c_source());
         if shared {
             cmd.arg(format!("-L{}", art.soname_dir.display()))
                 .arg(format!("-Wl,-rpath,{}", art.soname_dir.display()))
@@ -67,7 +84,13 @@ fn c_program(shared: bool) -> &'static Path {
 fn c_run(shared: bool, args: &[&str]) -> Command {
     let mut cmd = Command::new(c_program(shared));
     cmd.args(args);
-    for v in ["ROCM_KPACK_PATH", "ROCM_KPACK_PATH_PREFIX", "ROCM_KPACK_DISABLE", "ROCM_KPACK_DEBUG", "ROCM_KPACK_ARCH_OVERRIDE"] {
+    for v in [
+        "ROCM_KPACK_PATH",
+        "ROCM_KPACK_PATH_PREFIX",
+        "ROCM_KPACK_DISABLE",
+        "ROCM_KPACK_DEBUG",
+        "ROCM_KPACK_ARCH_OVERRIDE",
+    ] {
         cmd.env_remove(v);
     }
     cmd
@@ -105,7 +128,10 @@ fn exported_symbols_are_exactly_the_header_functions() {
     assert_eq!(header.len(), 14, "{header:?}");
     assert_eq!(dynamic_symbols(&art.cdylib), header);
     let soname = run_ok(Command::new("readelf").arg("-d").arg(&art.cdylib));
-    assert!(soname.contains("Library soname: [librocm_kpack.so.0]"), "{soname}");
+    assert!(
+        soname.contains("Library soname: [librocm_kpack.so.0]"),
+        "{soname}"
+    );
     // The shim exports only the two interposed HIP entry points.
     let shim: Vec<String> = dynamic_symbols(&art.preload).into_iter().collect();
     assert_eq!(shim, ["__hipRegisterFatBinary", "__hipUnregisterFatBinary"]);
@@ -115,13 +141,32 @@ fn exported_symbols_are_exactly_the_header_functions() {
 fn header_compiles_as_c99_and_cxx() {
     let dir = tempfile::tempdir().expect("tmp");
     let c = dir.path().join("h.c");
-    fs::write(&c, "#include <rocm_kpack/kpack.h>\nint main(void) { return KPACK_SUCCESS; }\n").expect("write");
-    run_ok(Command::new("cc").args(["-std=c99", "-fsyntax-only"]).args(WARNINGS).arg("-I").arg(include_dir()).arg(&c));
+    fs::write(
+        &c,
+        "#include <rocm_kpack/kpack.h>\nint main(void) { return KPACK_SUCCESS; }\n",
+    )
+    .expect("write");
+    run_ok(
+        Command::new("cc")
+            .args(["-std=c99", "-fsyntax-only"])
+            .args(WARNINGS)
+            .arg("-I")
+            .arg(include_dir())
+            .arg(&c),
+    );
     let cxx = dir.path().join("h.cpp");
     fs::write(&cxx, "#include <rocm_kpack/kpack.h>\nint main() { kpack_cache_t c = nullptr; (void)c; return KPACK_SUCCESS; }\n")
         .expect("write");
     for std in ["-std=c++11", "-std=c++17"] {
-        run_ok(Command::new("c++").arg(std).arg("-fsyntax-only").args(WARNINGS).arg("-I").arg(include_dir()).arg(&cxx));
+        run_ok(
+            Command::new("c++")
+                .arg(std)
+                .arg("-fsyntax-only")
+                .args(WARNINGS)
+                .arg("-I")
+                .arg(include_dir())
+                .arg(&cxx),
+        );
     }
 }
 
@@ -139,9 +184,14 @@ fn c_program_reads_the_vectors_shared_and_static() {
 #[test]
 fn c_program_is_clean_under_valgrind() {
     let mut cmd = Command::new("valgrind");
-    cmd.args(["-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"])
-        .arg(c_program(true))
-        .args(["vectors", &testdata_str()]);
+    cmd.args([
+        "-q",
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite,indirect",
+    ])
+    .arg(c_program(true))
+    .args(["vectors", &testdata_str()]);
     let out = run_ok(&mut cmd);
     assert!(out.contains("OK"), "{out}");
 }
@@ -152,15 +202,27 @@ fn rocm_kpack_debug_logs_the_search() {
     cmd.env("ROCM_KPACK_DEBUG", "1");
     let (ok, _, stderr) = run(&mut cmd);
     assert!(ok, "{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("kpack: ")).collect();
-    assert!(lines.iter().any(|l| l.contains("test_noop.kpack")), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("kpack: "))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("test_noop.kpack")),
+        "{stderr}"
+    );
     assert!(lines.iter().any(|l| l.contains("wanted")), "{stderr}");
-    assert!(lines.iter().any(|l| l.contains("missing.kpack")), "{stderr}");
+    assert!(
+        lines.iter().any(|l| l.contains("missing.kpack")),
+        "{stderr}"
+    );
     for off in ["0", ""] {
         let mut cmd = c_run(true, &["vectors", &testdata_str()]);
         cmd.env("ROCM_KPACK_DEBUG", off);
         let (ok, _, stderr) = run(&mut cmd);
-        assert!(ok && !stderr.contains("kpack: "), "ROCM_KPACK_DEBUG={off:?}: {stderr}");
+        assert!(
+            ok && !stderr.contains("kpack: "),
+            "ROCM_KPACK_DEBUG={off:?}: {stderr}"
+        );
     }
 }
 
@@ -176,8 +238,14 @@ fn install_layout_cmake_and_pkg_config() {
             .args(["--profile", &art.profile, "--no-build"]),
     );
     let lib = p.join("lib");
-    assert_eq!(fs::read_link(lib.join("librocm_kpack.so")).ok(), Some(PathBuf::from("librocm_kpack.so.0")));
-    assert_eq!(fs::read_link(lib.join("librocm_kpack.so.0")).ok(), Some(PathBuf::from("librocm_kpack.so.0.1.0")));
+    assert_eq!(
+        fs::read_link(lib.join("librocm_kpack.so")).ok(),
+        Some(PathBuf::from("librocm_kpack.so.0"))
+    );
+    assert_eq!(
+        fs::read_link(lib.join("librocm_kpack.so.0")).ok(),
+        Some(PathBuf::from("librocm_kpack.so.0.1.0"))
+    );
     for f in [
         "lib/librocm_kpack.so.0.1.0",
         "lib/librocm_kpack.a",
@@ -219,7 +287,11 @@ fn install_layout_cmake_and_pkg_config() {
         assert!(out.contains("OK"), "{exe}: {out}");
     }
     run_ok(&mut Command::new(build.join("kpack_header_cxx")));
-    let needed = run_ok(Command::new("readelf").arg("-d").arg(build.join("kpack_test_shared")));
+    let needed = run_ok(
+        Command::new("readelf")
+            .arg("-d")
+            .arg(build.join("kpack_test_shared")),
+    );
     assert!(needed.contains("[librocm_kpack.so.0]"), "{needed}");
     // A major version the package cannot satisfy is refused; ROCM_KPACK_USE_STATIC_LIBS
     // switches rocm::rocm_kpack to the archive.
@@ -243,9 +315,15 @@ fn install_layout_cmake_and_pkg_config() {
             .args(extra))
     };
     let (ok, stdout, stderr) = configure("0.1", &[]);
-    assert!(ok && stdout.contains("kpack target type: SHARED_LIBRARY"), "{stdout}{stderr}");
+    assert!(
+        ok && stdout.contains("kpack target type: SHARED_LIBRARY"),
+        "{stdout}{stderr}"
+    );
     let (ok, stdout, stderr) = configure("0.1", &["-DROCM_KPACK_USE_STATIC_LIBS=ON"]);
-    assert!(ok && stdout.contains("kpack target type: STATIC_LIBRARY"), "{stdout}{stderr}");
+    assert!(
+        ok && stdout.contains("kpack target type: STATIC_LIBRARY"),
+        "{stdout}{stderr}"
+    );
     let (ok, _, _) = configure("1.0", &[]);
     assert!(!ok, "find_package(rocm-kpack 1.0) must fail against 0.1.0");
 }
@@ -277,10 +355,22 @@ fn splitter() -> &'static Path {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         run_ok(
             Command::new(cargo)
-                .args(["build", "--quiet", "--profile", &art.profile, "-p", "rocm-kpack-splitter", "--bin", "rocm-kpack"])
+                .args([
+                    "build",
+                    "--quiet",
+                    "--profile",
+                    &art.profile,
+                    "-p",
+                    "rocm-kpack-splitter",
+                    "--bin",
+                    "rocm-kpack",
+                ])
                 .arg("--manifest-path")
                 .arg(repo().join("Cargo.toml"))
-                .env("CARGO_TARGET_DIR", art.out_dir.parent().expect("target dir")),
+                .env(
+                    "CARGO_TARGET_DIR",
+                    art.out_dir.parent().expect("target dir"),
+                ),
         );
         art.out_dir.join("rocm-kpack")
     })
@@ -295,21 +385,40 @@ fn split_binaries_load_byte_identical_code_objects() {
     let root = tempfile::tempdir().expect("tmp");
     let mut checked = 0;
     for set in ["clang15", "clang19", "clang19-compressed"] {
-        for name in ["app_pie", "app_nopie", "libfixture.so", "libmulti.so", "app_rdc"] {
+        for name in [
+            "app_pie",
+            "app_nopie",
+            "libfixture.so",
+            "libmulti.so",
+            "app_rdc",
+        ] {
             let fat = fixtures().join(set).join(name);
             let dir = root.path().join(set).join(name.replace('.', "_"));
-            run_ok(Command::new(splitter()).arg("split-binary").arg(&fat).arg("--out").arg(&dir));
+            run_ok(
+                Command::new(splitter())
+                    .arg("split-binary")
+                    .arg(&fat)
+                    .arg("--out")
+                    .arg(&dir),
+            );
             let host = dir.join(name);
             let scratch = dir.join("scratch");
             // The host-only binary: HIPK wrappers and a marker, no device code.
             let segment = dump_section(&host, ".hipFatBinSegment", &scratch);
             let wrappers = FatbinWrapper::parse_all(&segment).expect("wrappers");
-            assert!(wrappers.iter().all(|w| w.magic == HIPK_MAGIC), "{set}/{name}");
+            assert!(
+                wrappers.iter().all(|w| w.magic == HIPK_MAGIC),
+                "{set}/{name}"
+            );
             // Expected: co_index k = bundle k of the original .hip_fatbin.
             let fatbin = dump_section(&fat, ".hip_fatbin", &scratch.join("orig"));
             let bundles = parse_fatbin(&fatbin).expect("bundles");
             let co_indices: BTreeSet<u32> = wrappers.iter().map(|w| w.co_index()).collect();
-            assert_eq!(co_indices.len(), bundles.len(), "{set}/{name}: one co_index per bundle");
+            assert_eq!(
+                co_indices.len(),
+                bundles.len(),
+                "{set}/{name}: one co_index per bundle"
+            );
             let mut list = String::new();
             let mut n = 0;
             for (k, bundle) in bundles.iter().enumerate() {
@@ -323,8 +432,18 @@ fn split_binaries_load_byte_identical_code_objects() {
             let list_path = scratch.join("expect.txt");
             fs::write(&list_path, &list).expect("write");
             for shared in [true, false] {
-                let out = run_ok(&mut c_run(shared, &["split", &host.display().to_string(), &list_path.display().to_string()]));
-                assert!(out.contains(&format!("loaded {n} identical code objects")), "{set}/{name}: {out}");
+                let out = run_ok(&mut c_run(
+                    shared,
+                    &[
+                        "split",
+                        &host.display().to_string(),
+                        &list_path.display().to_string(),
+                    ],
+                ));
+                assert!(
+                    out.contains(&format!("loaded {n} identical code objects")),
+                    "{set}/{name}: {out}"
+                );
             }
             checked += n;
         }

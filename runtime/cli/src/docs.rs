@@ -71,7 +71,11 @@ pub fn completions(mut cmd: clap::Command, shell: clap_complete::Shell) -> Strin
 /// Writes [`man_pages`] to `dir` (created if missing) and returns the
 /// files written. A page that exists is replaced only with `replace` (the
 /// commands' overwrite rule); otherwise nothing is written.
-pub fn write_man_pages(cmd: clap::Command, dir: &Path, replace: bool) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_man_pages(
+    cmd: clap::Command,
+    dir: &Path,
+    replace: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let pages = man_pages(cmd);
     if !replace {

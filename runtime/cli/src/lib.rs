@@ -196,7 +196,9 @@ mod tests {
     fn each_cause_is_printed_once() {
         let io = std::io::Error::from(std::io::ErrorKind::NotFound);
         let shown = format!("cannot open /x: {io}");
-        let err = anyhow::Error::new(io).context(shown).context("reading input");
+        let err = anyhow::Error::new(io)
+            .context(shown)
+            .context("reading input");
         assert_eq!(
             super::error_chain(&err),
             "reading input: cannot open /x: entity not found"

@@ -40,7 +40,10 @@ fn per_entry(d: Duration, n: usize) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
         Ok(v) => v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
         Err(_) => vec![1_000, 10_000, 100_000, 1_000_000],
@@ -51,17 +54,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [] => None,
         _ => return Err("usage: bench_toc [write DIR]".into()),
     };
-    println!("{:>9} {:>10} {:>12} {:>12} {:>12} {:>10}", "entries", "toc bytes", "decode ns/e", "open ns/e", "lookup ns/e", "open/decode");
+    println!(
+        "{:>9} {:>10} {:>12} {:>12} {:>12} {:>10}",
+        "entries", "toc bytes", "decode ns/e", "open ns/e", "lookup ns/e", "open/decode"
+    );
     for n in sizes {
         let bytes = gen::many_entries(n);
         if let Some(dir) = &write_dir {
             std::fs::create_dir_all(dir)?;
-            std::fs::write(dir.join(rocm_kpack_format::layout::archive_file_name("toc", &n.to_string())), &bytes)?;
+            std::fs::write(
+                dir.join(rocm_kpack_format::layout::archive_file_name(
+                    "toc",
+                    &n.to_string(),
+                )),
+                &bytes,
+            )?;
         }
         let toc_offset = u64::from_le_bytes(bytes[8..16].try_into()?);
         let toc = &bytes[toc_offset as usize..];
         let decode = best(runs, || {
-            let v = Reader::with_base_offset(toc, toc_offset).read_value().expect("decode");
+            let v = Reader::with_base_offset(toc, toc_offset)
+                .read_value()
+                .expect("decode");
             std::hint::black_box(v);
         });
         let open = best(runs, || {

@@ -430,7 +430,8 @@ impl<'a> BundleRef<'a> {
                 j += 1;
             }
             inflow.skip_to(start)?;
-            let len = usize::try_from(end - start).map_err(|_| inflow.fail(&"entry overflows usize"))?;
+            let len =
+                usize::try_from(end - start).map_err(|_| inflow.fail(&"entry overflows usize"))?;
             let mut buf = vec![0u8; len];
             inflow.read_exact(&mut buf)?;
             match order.get(i..j) {
@@ -477,7 +478,12 @@ pub fn scan_bundle_at(section: &[u8], offset: usize) -> Result<BundleRef<'_>> {
                 let have = prefix.len();
                 prefix.resize(target, 0);
                 inflow.read_exact(prefix.get_mut(have..).unwrap_or_default())?;
-                match parse_entries_within(&prefix, h.uncompressed_size, 0, "decompressed offload bundle") {
+                match parse_entries_within(
+                    &prefix,
+                    h.uncompressed_size,
+                    0,
+                    "decompressed offload bundle",
+                ) {
                     Ok((entries, _)) => break entries,
                     Err(HeaderError::Bad(e)) => return Err(e),
                     Err(HeaderError::NeedMore) => want = want.saturating_mul(4),
@@ -491,7 +497,9 @@ pub fn scan_bundle_at(section: &[u8], offset: usize) -> Result<BundleRef<'_>> {
             };
             let bytes = rest
                 .get(..usize::try_from(len).unwrap_or(usize::MAX))
-                .ok_or_else(|| Error::format("compressed offload bundle", base, "past the section"))?;
+                .ok_or_else(|| {
+                    Error::format("compressed offload bundle", base, "past the section")
+                })?;
             Ok(BundleRef {
                 offset: base,
                 len,
@@ -546,7 +554,8 @@ fn parse_entries_within(
     base: u64,
     what: &'static str,
 ) -> std::result::Result<(Vec<BundleEntry>, u64), HeaderError> {
-    let bad = |at: usize, detail: String| HeaderError::Bad(Error::format(what, base + at as u64, detail));
+    let bad =
+        |at: usize, detail: String| HeaderError::Bad(Error::format(what, base + at as u64, detail));
     // A read past the prefix: more bytes may help only if the bundle has them.
     let short = |at: usize, detail: String| {
         if (data.len() as u64) < total {
@@ -583,11 +592,17 @@ fn parse_entries_within(
         };
         pos += ENTRY_FIXED_LEN;
         if triple_len > MAX_TRIPLE_LEN {
-            return Err(bad(pos - 8, format!("entry {i}: triple length {triple_len}")));
+            return Err(bad(
+                pos - 8,
+                format!("entry {i}: triple length {triple_len}"),
+            ));
         }
         let triple_end = pos + triple_len as usize;
         let triple = data.get(pos..triple_end).ok_or_else(|| {
-            short(pos, format!("entry {i}: triple of {triple_len} bytes truncated"))
+            short(
+                pos,
+                format!("entry {i}: triple of {triple_len} bytes truncated"),
+            )
         })?;
         let triple = std::str::from_utf8(triple)
             .map_err(|_| bad(pos, format!("entry {i}: triple is not UTF-8")))?
@@ -850,7 +865,10 @@ impl<'a> Inflow<'a> {
     }
 
     fn fail(&self, e: &dyn fmt::Display) -> Error {
-        Error::Decompression(format!("{} payload at offset {}: {e}", self.method, self.base))
+        Error::Decompression(format!(
+            "{} payload at offset {}: {e}",
+            self.method, self.base
+        ))
     }
 
     /// Reads up to `buf.len()` bytes; 0 only at the end of the stream.
@@ -933,8 +951,7 @@ impl<'a> Inflow<'a> {
             return Err(Error::Decompression(format!(
                 "compressed offload bundle at offset {}: MD5 of the decompressed data \
                  {actual:#018x} does not match the header's {:#018x}",
-                self.bundle,
-                self.hash
+                self.bundle, self.hash
             )));
         }
         Ok(consumed)

@@ -92,7 +92,11 @@ pub const MAX_SOURCES_FILE: u64 = 1 << 20;
 /// switched back to blocking reads before it is returned.
 pub fn open_regular(path: &Path) -> Result<File, PathError> {
     let refuse = |detail: String| {
-        PathError::new("refusing", path, io::Error::new(io::ErrorKind::InvalidInput, detail))
+        PathError::new(
+            "refusing",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, detail),
+        )
     };
     let mut options = fs::OpenOptions::new();
     options.read(true);
@@ -108,9 +112,14 @@ pub fn open_regular(path: &Path) -> Result<File, PathError> {
         }
         PathError::new("cannot open", path, e)
     })?;
-    let meta = file.metadata().map_err(|e| PathError::new("cannot stat", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| PathError::new("cannot stat", path, e))?;
     if !meta.is_file() {
-        return Err(refuse(format!("it is not a regular file (a {})", kind_of(&meta))));
+        return Err(refuse(format!(
+            "it is not a regular file (a {})",
+            kind_of(&meta)
+        )));
     }
     #[cfg(unix)]
     {
@@ -120,7 +129,11 @@ pub fn open_regular(path: &Path) -> Result<File, PathError> {
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
         // SAFETY: as above.
         if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-            return Err(PathError::new("cannot read", path, io::Error::last_os_error()));
+            return Err(PathError::new(
+                "cannot read",
+                path,
+                io::Error::last_os_error(),
+            ));
         }
     }
     Ok(file)
@@ -155,7 +168,10 @@ fn kind_of(meta: &fs::Metadata) -> &'static str {
 /// memory is bounded by `limit`, never by what the file claims.
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
     let file = open_regular(path)?;
-    let size = file.metadata().map_err(|e| PathError::new("cannot stat", path, e))?.len();
+    let size = file
+        .metadata()
+        .map_err(|e| PathError::new("cannot stat", path, e))?
+        .len();
     let too_big = |n: u64| {
         PathError::new(
             "refusing",
@@ -234,7 +250,11 @@ impl PendingFile {
     }
 
     /// A temporary file holding `bytes`, with `permissions` if given.
-    pub fn write(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -> Result<Self, PathError> {
+    pub fn write(
+        dest: &Path,
+        bytes: &[u8],
+        permissions: Option<Permissions>,
+    ) -> Result<Self, PathError> {
         let mut pending = Self::create(dest)?;
         pending
             .temp
@@ -301,8 +321,14 @@ impl io::Seek for PendingFile {
 }
 
 /// Writes `bytes` to `dest` atomically, with `permissions` if given.
-pub fn write_atomically(dest: &Path, bytes: &[u8], permissions: Option<Permissions>) -> Result<(), PathError> {
-    PendingFile::write(dest, bytes, permissions)?.commit().map(drop)
+pub fn write_atomically(
+    dest: &Path,
+    bytes: &[u8],
+    permissions: Option<Permissions>,
+) -> Result<(), PathError> {
+    PendingFile::write(dest, bytes, permissions)?
+        .commit()
+        .map(drop)
 }
 
 /// Flushes every regular file and directory below `dir` (and `dir`) to
@@ -324,7 +350,9 @@ pub fn sync_tree(dir: &Path) -> Result<(), PathError> {
         let entries = fs::read_dir(&d).map_err(|e| PathError::new("cannot list", &d, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| PathError::new("cannot list", &d, e))?;
-            let kind = entry.file_type().map_err(|e| PathError::new("cannot stat", entry.path(), e))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| PathError::new("cannot stat", entry.path(), e))?;
             if kind.is_dir() {
                 stack.push(entry.path());
             } else if kind.is_file() {
@@ -348,7 +376,10 @@ pub fn check_replaceable(dest: &Path, replace: bool) -> Result<(), PathError> {
         return Err(PathError::new(
             "refusing to replace",
             dest,
-            io::Error::new(io::ErrorKind::AlreadyExists, "it already exists (--force replaces it)"),
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "it already exists (--force replaces it)",
+            ),
         ));
     }
     Ok(())
@@ -417,8 +448,14 @@ mod tests {
     #[test]
     fn uncommitted_file_disappears() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let pending = PendingFile::create_named(&dir.path().join("f"), ".x.", ".tmp").expect("create");
-        let name = pending.temp_path().file_name().expect("name").to_string_lossy().into_owned();
+        let pending =
+            PendingFile::create_named(&dir.path().join("f"), ".x.", ".tmp").expect("create");
+        let name = pending
+            .temp_path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         assert!(name.starts_with(".x.") && name.ends_with(".tmp"), "{name}");
         drop(pending);
         assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 0);
@@ -455,7 +492,9 @@ mod tests {
         assert!(err.to_string().contains("symlink"), "{err}");
         // A sparse file claiming 3 GiB is refused by its size, unread.
         let sparse = dir.path().join("sparse");
-        File::create(&sparse).and_then(|f| f.set_len(3 << 30)).expect("sparse");
+        File::create(&sparse)
+            .and_then(|f| f.set_len(3 << 30))
+            .expect("sparse");
         let err = read_limited(&sparse, MAX_STATE_FILE).expect_err("sparse");
         assert!(err.to_string().contains("limit"), "{err}");
     }

@@ -62,7 +62,10 @@ pub fn archive_unit<'a>(component: &str, file_name: &'a str) -> Option<&'a str> 
 pub fn marker_search_paths(up: &str, component: &str) -> [String; 2] {
     [
         format!("{up}{KPACK_DIR}/{}", manifest_file_name(component)),
-        format!("{up}{KPACK_DIR}/{}", archive_file_name(component, GFXARCH_PLACEHOLDER)),
+        format!(
+            "{up}{KPACK_DIR}/{}",
+            archive_file_name(component, GFXARCH_PLACEHOLDER)
+        ),
     ]
 }
 
@@ -136,7 +139,9 @@ pub fn database_key(prefix_path: Option<&str>, path: &str) -> Option<String> {
         matched += 1;
     }
     let up = prefix.len() - matched;
-    if up > MAX_DATABASE_UP || (matched < prefix.len() && rest.len() <= 1 && rest.first() == prefix.get(matched)) {
+    if up > MAX_DATABASE_UP
+        || (matched < prefix.len() && rest.len() <= 1 && rest.first() == prefix.get(matched))
+    {
         return None;
     }
     Some(format!("{}{}", "../".repeat(up), rest.join("/")))
@@ -152,7 +157,11 @@ pub fn database_tree_path(prefix: &str, prefix_path: Option<&str>, path: &str) -
         Some(pp) if prefix == pp => "",
         Some(pp) => prefix.strip_suffix(pp)?.strip_suffix('/')?,
     };
-    Some(if base.is_empty() { path.to_string() } else { format!("{base}/{path}") })
+    Some(if base.is_empty() {
+        path.to_string()
+    } else {
+        format!("{base}/{path}")
+    })
 }
 
 /// A [`database_key`] taken apart: how many levels it climbs above the
@@ -419,12 +428,17 @@ pub mod names {
         if name.contains("..") {
             return Err(refuse(kind, name, "contains `..`"));
         }
-        if let Some(c) = name.chars().find(|c| !c.is_ascii_alphanumeric() && !extra.contains(*c)) {
+        if let Some(c) = name
+            .chars()
+            .find(|c| !c.is_ascii_alphanumeric() && !extra.contains(*c))
+        {
             let why = match c {
                 '/' | '\\' => "a path separator".to_string(),
                 '\0' => "a NUL byte".to_string(),
                 '%' => "a percent-encoding".to_string(),
-                c if c.is_control() || c.is_whitespace() => format!("the control or space character {c:?}"),
+                c if c.is_control() || c.is_whitespace() => {
+                    format!("the control or space character {c:?}")
+                }
                 c => format!("the character {c:?}"),
             };
             return Err(refuse(kind, name, format!("contains {why}")));
@@ -477,7 +491,11 @@ pub mod names {
                     return Err(refuse(kind, name, "`:` only after the epoch"));
                 }
                 if !upstream.starts_with(|c: char| c.is_ascii_digit()) {
-                    return Err(refuse(kind, name, "the upstream version must start with a digit"));
+                    return Err(refuse(
+                        kind,
+                        name,
+                        "the upstream version must start with a digit",
+                    ));
                 }
                 if upstream.ends_with('-') {
                     return Err(refuse(kind, name, "empty Debian revision"));
@@ -519,16 +537,27 @@ pub mod names {
                     return Err(refuse(kind, name, "contains a backslash"));
                 }
                 if name.split('/').any(|c| c == super::KPACK_DIR) {
-                    return Err(refuse(kind, name, format!("lies in a {} directory", super::KPACK_DIR)));
+                    return Err(refuse(
+                        kind,
+                        name,
+                        format!("lies in a {} directory", super::KPACK_DIR),
+                    ));
                 }
-                if super::is_archive_path(name) || super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some() {
+                if super::is_archive_path(name)
+                    || super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some()
+                {
                     return Err(refuse(kind, name, "names a kpack archive or manifest"));
                 }
                 Ok(())
             }
             NameKind::DatabaseKey => {
-                let (_, rest) = super::split_database_key(name)
-                    .ok_or_else(|| refuse(kind, name, format!("climbs more than {} levels", super::MAX_DATABASE_UP)))?;
+                let (_, rest) = super::split_database_key(name).ok_or_else(|| {
+                    refuse(
+                        kind,
+                        name,
+                        format!("climbs more than {} levels", super::MAX_DATABASE_UP),
+                    )
+                })?;
                 check(NameKind::DatabasePath, rest).map_err(|e| refuse(kind, name, e.reason))
             }
             NameKind::Component => {
@@ -540,16 +569,27 @@ pub mod names {
                 plain(kind, name, "._+:-")?;
                 starts_alnum(kind, name)?;
                 if !super::is_archive_path(name) {
-                    return Err(refuse(kind, name, format!("does not end in .{}", super::ARCHIVE_EXT)));
+                    return Err(refuse(
+                        kind,
+                        name,
+                        format!("does not end in .{}", super::ARCHIVE_EXT),
+                    ));
                 }
-                if name.split_once(':').is_some_and(|(head, _)| looks_like_scheme(head)) {
+                if name
+                    .split_once(':')
+                    .is_some_and(|(head, _)| looks_like_scheme(head))
+                {
                     return Err(refuse(kind, name, "starts like a URL scheme"));
                 }
                 Ok(())
             }
             NameKind::ManifestFile => {
                 let component = super::manifest_component(name).ok_or_else(|| {
-                    refuse(kind, name, format!("does not end in .{}", super::MANIFEST_EXT))
+                    refuse(
+                        kind,
+                        name,
+                        format!("does not end in .{}", super::MANIFEST_EXT),
+                    )
                 })?;
                 check(NameKind::Component, component).map_err(|e| refuse(kind, name, e.reason))
             }
@@ -579,7 +619,11 @@ pub mod names {
                 "" => return Err(refuse(kind, path, "empty path component")),
                 "." | ".." => return Err(refuse(kind, path, format!("`{comp}` path component"))),
                 c if c.len() > MAX_NAME => {
-                    return Err(refuse(kind, path, format!("a component longer than {MAX_NAME} bytes")))
+                    return Err(refuse(
+                        kind,
+                        path,
+                        format!("a component longer than {MAX_NAME} bytes"),
+                    ))
                 }
                 _ => {}
             }
@@ -635,29 +679,84 @@ mod tests {
         let long_archive = format!("{}.kpack", "a".repeat(300));
         let long_path = "a/".repeat(3000);
         let kinds_and_names: &[(names::NameKind, &[&str])] = &[
-            (DebPackage, &["../x", "/etc", "a/b", "%2e%2e", "http:x", "a\0b", "a\nb", "A", "-x", ".x", &long, "x", ""]),
+            (
+                DebPackage,
+                &[
+                    "../x", "/etc", "a/b", "%2e%2e", "http:x", "a\0b", "a\nb", "A", "-x", ".x",
+                    &long, "x", "",
+                ],
+            ),
             (DebSource, &["../x", "..", "foo bar"]),
-            (DebVersion, &["../1", "1/2", "1%2F", "x1", "1:", ":1", "a:1", "1\n", "1-", &long]),
-            (DebArchitecture, &["..", "amd64/../x", "AMD64", "a%2f", "a\0"]),
-            (RpmName, &["..", "../x", "/abs", "a/b", "-x", "a%2e", "a\tb", &long]),
+            (
+                DebVersion,
+                &[
+                    "../1", "1/2", "1%2F", "x1", "1:", ":1", "a:1", "1\n", "1-", &long,
+                ],
+            ),
+            (
+                DebArchitecture,
+                &["..", "amd64/../x", "AMD64", "a%2f", "a\0"],
+            ),
+            (
+                RpmName,
+                &["..", "../x", "/abs", "a/b", "-x", "a%2e", "a\tb", &long],
+            ),
             (RpmVersion, &["..", ".1", "1-2", "1/2", "~1", "1\0"]),
             (RpmRelease, &["..", "1/../../x", "1-2"]),
             (RpmArch, &["..", "x86_64/..", "x86-64", "noarch\n"]),
-            (WheelName, &["..", "../x", "torch/", "torch-", "-torch", "a:b"]),
+            (
+                WheelName,
+                &["..", "../x", "torch/", "torch-", "-torch", "a:b"],
+            ),
             (WheelVersion, &["..", ".1", "1/2", "1%2F"]),
             (WheelTag, &["..", "py3/x", "py3-none"]),
-            (MemberPath, &["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "a/./b", "a\nb", "a\0b", "", &long_path]),
-            (Component, &["..", "../x", "/x", "a/b", "%2e%2e", "x\n", ".x", &long]),
-            (ArchiveFile, &[
-                "..", "../x.kpack", "/etc/x.kpack", "http:host", "http:host.kpack",
-                "file:%2F..%2Fetc.kpack", "//host/x.kpack", "%2e%2e.kpack", "x.kpack\n",
-                "x\0.kpack", "a/b.kpack", "x.txt", ".kpack", "x\\y.kpack", &long_archive,
-            ]),
-            (ManifestFile, &["../x.kpm", ".kpm", "x.kpack", "/x.kpm", "a b.kpm"]),
+            (
+                MemberPath,
+                &[
+                    "../etc/passwd",
+                    "/etc/passwd",
+                    "a/../../b",
+                    "a//b",
+                    "a/./b",
+                    "a\nb",
+                    "a\0b",
+                    "",
+                    &long_path,
+                ],
+            ),
+            (
+                Component,
+                &["..", "../x", "/x", "a/b", "%2e%2e", "x\n", ".x", &long],
+            ),
+            (
+                ArchiveFile,
+                &[
+                    "..",
+                    "../x.kpack",
+                    "/etc/x.kpack",
+                    "http:host",
+                    "http:host.kpack",
+                    "file:%2F..%2Fetc.kpack",
+                    "//host/x.kpack",
+                    "%2e%2e.kpack",
+                    "x.kpack\n",
+                    "x\0.kpack",
+                    "a/b.kpack",
+                    "x.txt",
+                    ".kpack",
+                    "x\\y.kpack",
+                    &long_archive,
+                ],
+            ),
+            (
+                ManifestFile,
+                &["../x.kpm", ".kpm", "x.kpack", "/x.kpm", "a b.kpm"],
+            ),
         ];
         for (kind, bad) in kinds_and_names {
             for name in *bad {
-                let err = check(*kind, name).expect_err(&format!("{kind:?} {name:?} must be refused"));
+                let err =
+                    check(*kind, name).expect_err(&format!("{kind:?} {name:?} must be refused"));
                 let text = err.to_string();
                 assert!(text.starts_with("refusing "), "{text}");
                 assert!(text.len() < 300, "message is bounded: {text}");

@@ -204,7 +204,11 @@ impl Manifest {
                 )));
             }
         }
-        let mut paths: Vec<&str> = manifest.database_files.iter().map(|f| f.path.as_str()).collect();
+        let mut paths: Vec<&str> = manifest
+            .database_files
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect();
         paths.sort_unstable();
         if let Some(w) = paths.windows(2).find(|w| w.first() == w.get(1)) {
             return Err(bad(format!(
@@ -267,9 +271,12 @@ impl Manifest {
             None => None,
             Some(_) if version < 3 => return Err(bad("prefix_path needs format_version 3")),
             Some((_, v)) => {
-                let p = v
-                    .as_str()
-                    .ok_or_else(|| bad(format!("prefix_path must be a str, found {}", v.type_name())))?;
+                let p = v.as_str().ok_or_else(|| {
+                    bad(format!(
+                        "prefix_path must be a str, found {}",
+                        v.type_name()
+                    ))
+                })?;
                 check_name(NameKind::DatabasePath, p, "prefix path")?;
                 Some(p.to_string())
             }
@@ -378,11 +385,14 @@ impl Manifest {
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
         let mut b = Vec::new();
         let version = self.format_version();
-        msgpack::write_map_len(&mut b, match version {
-            1 => 3,
-            2 => 4,
-            _ => 5,
-        })?;
+        msgpack::write_map_len(
+            &mut b,
+            match version {
+                1 => 3,
+                2 => 4,
+                _ => 5,
+            },
+        )?;
         msgpack::write_str(&mut b, "format_version")?;
         msgpack::write_uint(&mut b, version)?;
         msgpack::write_str(&mut b, "component")?;
@@ -395,14 +405,28 @@ impl Manifest {
             let sha = f.sha256.ok_or_else(|| {
                 Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
             })?;
-            write_entry(&mut b, ("filename", &f.filename), &f.family, &f.architectures, f.size, &sha)?;
+            write_entry(
+                &mut b,
+                ("filename", &f.filename),
+                &f.family,
+                &f.architectures,
+                f.size,
+                &sha,
+            )?;
         }
         if version >= 2 {
             msgpack::write_str(&mut b, "database_files")?;
             msgpack::write_array_len(&mut b, self.database_files.len())?;
             for f in &self.database_files {
                 validate_database_path(&f.path)?;
-                write_entry(&mut b, ("path", &f.path), &f.family, &f.architectures, f.size, &f.sha256)?;
+                write_entry(
+                    &mut b,
+                    ("path", &f.path),
+                    &f.family,
+                    &f.architectures,
+                    f.size,
+                    &f.sha256,
+                )?;
             }
         }
         if let Some(p) = &self.prefix_path {
@@ -414,7 +438,10 @@ impl Manifest {
     }
 
     /// The database files serving any of `arches` (exact arch keys).
-    pub fn database_files_for<'m>(&'m self, arch: &'m str) -> impl Iterator<Item = &'m DatabaseFile> + 'm {
+    pub fn database_files_for<'m>(
+        &'m self,
+        arch: &'m str,
+    ) -> impl Iterator<Item = &'m DatabaseFile> + 'm {
         self.database_files
             .iter()
             .filter(move |f| f.architectures.iter().any(|a| a == arch))
@@ -454,7 +481,10 @@ fn sha256_field(m: &[(&str, &Value)], what: &str) -> Result<[u8; 32]> {
 
 fn parse_database_files(v: &Value) -> Result<Vec<DatabaseFile>> {
     let list = v.as_array().ok_or_else(|| {
-        bad(format!("database_files must be an array, found {}", v.type_name()))
+        bad(format!(
+            "database_files must be an array, found {}",
+            v.type_name()
+        ))
     })?;
     let mut out = Vec::with_capacity(list.len());
     for (i, f) in list.iter().enumerate() {
@@ -462,7 +492,10 @@ fn parse_database_files(v: &Value) -> Result<Vec<DatabaseFile>> {
         let m = map_of(f, &what)?;
         let path = str_field(&m, "path", &what)?;
         validate_database_path(&path)?;
-        let architectures = str_list(field(&m, "architectures", &what)?, &format!("{what}.architectures"))?;
+        let architectures = str_list(
+            field(&m, "architectures", &what)?,
+            &format!("{what}.architectures"),
+        )?;
         if architectures.is_empty() {
             return Err(bad(format!("{what}.architectures is empty")));
         }

@@ -142,7 +142,10 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
     if header[..4] != *b"\x7fELF" || header[4] != 2 || header[5] != 1 {
         return Ok(None);
     }
-    let u16_at = |b: &[u8], at: usize| b.get(at..at + 2).map_or(0, |x| u16::from_le_bytes([x[0], x[1]]));
+    let u16_at = |b: &[u8], at: usize| {
+        b.get(at..at + 2)
+            .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
+    };
     let u32_at = |b: &[u8], at: usize| {
         b.get(at..at + 4)
             .and_then(|x| x.try_into().ok())
@@ -171,18 +174,31 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
     file.seek(SeekFrom::Start(shoff)).map_err(io)?;
     file.read_exact(&mut table)
         .map_err(|_| bad_elf(path, shoff, "section headers run past the end of the file"))?;
-    let entry = |i: u64| table.get(usize::try_from(i * shentsize).unwrap_or(usize::MAX)..).unwrap_or_default();
+    let entry = |i: u64| {
+        table
+            .get(usize::try_from(i * shentsize).unwrap_or(usize::MAX)..)
+            .unwrap_or_default()
+    };
     // (offset, size) of a section, its size bounded by `max`.
     let mut read_section = |i: u64, max: u64| -> Result<Vec<u8>> {
         let sh = entry(i);
         let (offset, size) = (u64_at(sh, 0x18), u64_at(sh, 0x20));
         if size > max {
-            return Err(bad_elf(path, offset, format!("section {i} is {size} bytes, over the {max}-byte limit")));
+            return Err(bad_elf(
+                path,
+                offset,
+                format!("section {i} is {size} bytes, over the {max}-byte limit"),
+            ));
         }
         let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(0)];
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
-        file.read_exact(&mut bytes)
-            .map_err(|_| bad_elf(path, offset, format!("section {i} runs past the end of the file")))?;
+        file.read_exact(&mut bytes).map_err(|_| {
+            bad_elf(
+                path,
+                offset,
+                format!("section {i} runs past the end of the file"),
+            )
+        })?;
         Ok(bytes)
     };
     let names = read_section(shstrndx, MAX_SHSTRTAB)?;

@@ -104,7 +104,8 @@ impl Value {
         let mut out: Vec<(&str, &Value)> = Vec::with_capacity(map.len());
         // Hashed: a map of n keys costs O(n), so a hostile TOC with a
         // million keys opens in linear time.
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::with_capacity(map.len());
+        let mut seen: std::collections::HashSet<&str> =
+            std::collections::HashSet::with_capacity(map.len());
         for (k, v) in map {
             let k = k.as_str()?;
             if !seen.insert(k) {

@@ -10,11 +10,11 @@ mod archive_common;
 mod peak_alloc;
 
 use archive_common::*;
+use peak_alloc::{PeakAlloc, PEAK};
 use rocm_kpack_format::archive::{Archive, MAX_ZSTD_RATIO};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::msgpack;
-use peak_alloc::{PeakAlloc, PEAK};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 

@@ -6,10 +6,10 @@ mod archive_common;
 mod peak_alloc;
 
 use archive_common::*;
+use peak_alloc::{PeakAlloc, PEAK};
 use rocm_kpack_format::archive::{Archive, CompressionScheme};
 use rocm_kpack_format::msgpack::{self, Value};
 use rocm_kpack_format::Error;
-use peak_alloc::{PeakAlloc, PEAK};
 
 #[global_allocator]
 static ALLOC: PeakAlloc = PeakAlloc;
@@ -484,6 +484,7 @@ fn errors_have_useful_codes() {
     let e = expect_err(&noop_bytes()[..100], "truncated");
     assert!(matches!(
         e.code(),
-        rocm_kpack_format::ErrorCode::InvalidFormat | rocm_kpack_format::ErrorCode::MsgpackParseFailed
+        rocm_kpack_format::ErrorCode::InvalidFormat
+            | rocm_kpack_format::ErrorCode::MsgpackParseFailed
     ));
 }

@@ -482,7 +482,10 @@ fn streamed(section: &[u8]) -> Result<Streamed, rocm_kpack_format::Error> {
     let mut out = Vec::new();
     for (i, b) in scan_fatbin(section)?.iter().enumerate() {
         b.stream_code_objects(|e, d| -> Result<(), rocm_kpack_format::Error> {
-            out.push(((i, e.target_id().unwrap_or_default().to_string()), d.into_owned()));
+            out.push((
+                (i, e.target_id().unwrap_or_default().to_string()),
+                d.into_owned(),
+            ));
             Ok(())
         })?;
     }
@@ -508,14 +511,21 @@ fn parsed(section: &[u8]) -> Vec<((usize, String), Vec<u8>)> {
 #[test]
 fn scanning_and_streaming_agree_with_parsing() {
     let mut sections: Vec<(String, Vec<u8>)> = corpus();
-    for rel in ["clang15/libmulti.so", "clang19/libmulti.so", "clang19-compressed/libmulti.so"] {
+    for rel in [
+        "clang15/libmulti.so",
+        "clang19/libmulti.so",
+        "clang19-compressed/libmulti.so",
+    ] {
         sections.push((rel.to_string(), fatbin(rel)));
     }
     let multi = fatbin("clang19/libmulti.so");
     let plain = parse_fatbin(&multi).expect("parse");
     for version in 1..=3u16 {
         for method in [CcobMethod::Zlib, CcobMethod::Zstd] {
-            sections.push((format!("multi v{version} {method}"), ccob_section(&plain, version, method)));
+            sections.push((
+                format!("multi v{version} {method}"),
+                ccob_section(&plain, version, method),
+            ));
         }
     }
     for (name, s) in &sections {
@@ -523,7 +533,11 @@ fn scanning_and_streaming_agree_with_parsing() {
         let full = parse_fatbin(s).expect("parse");
         assert_eq!(scanned.len(), full.len(), "{name}");
         for (a, b) in scanned.iter().zip(&full) {
-            assert_eq!((a.offset, a.len, a.compression), (b.offset, b.len, b.compression), "{name}");
+            assert_eq!(
+                (a.offset, a.len, a.compression),
+                (b.offset, b.len, b.compression),
+                "{name}"
+            );
             assert_eq!(a.entries, b.entries, "{name}");
         }
         let got = streamed(s).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -536,7 +550,10 @@ fn scanning_and_streaming_agree_with_parsing() {
 fn streaming_finds_every_corruption_that_parsing_finds() {
     for (name, bytes) in corpus() {
         for n in 1..bytes.len() {
-            assert!(streamed(&bytes[..n]).is_err(), "{name}: truncated to {n} streamed");
+            assert!(
+                streamed(&bytes[..n]).is_err(),
+                "{name}: truncated to {n} streamed"
+            );
         }
         // One flipped bit anywhere in a CCOB payload: parse and stream
         // agree on whether it is an error.
@@ -559,7 +576,10 @@ fn entries_sharing_bytes_stream_correctly() {
     // Two targets whose entries overlap (clang never writes this, but the
     // format allows it): both come out whole.
     let co: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 253) as u8).collect();
-    let mut b = write_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &co), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &co)]);
+    let mut b = write_bundle(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx1100", &co),
+        ("hipv4-amdgcn-amd-amdhsa--gfx1030", &co),
+    ]);
     // Point the second entry into the middle of the first.
     let second = 32 + 24 + "hipv4-amdgcn-amd-amdhsa--gfx1100".len();
     put_u64(&mut b, second, 4096 + 100);
@@ -572,10 +592,20 @@ fn entries_sharing_bytes_stream_correctly() {
 fn streaming_holds_one_code_object_not_the_bundle() {
     // Eight 1 MiB code objects in one CCOB.
     let cos: Vec<Vec<u8>> = (0..8u32)
-        .map(|k| (0..1u32 << 20).map(|i| ((i ^ k).wrapping_mul(2_654_435_761) >> 24) as u8).collect())
+        .map(|k| {
+            (0..1u32 << 20)
+                .map(|i| ((i ^ k).wrapping_mul(2_654_435_761) >> 24) as u8)
+                .collect()
+        })
         .collect();
-    let targets: Vec<String> = (0..8).map(|k| format!("hipv4-amdgcn-amd-amdhsa--gfx{}", 1100 + k)).collect();
-    let entries: Vec<(&str, &[u8])> = targets.iter().map(String::as_str).zip(cos.iter().map(Vec::as_slice)).collect();
+    let targets: Vec<String> = (0..8)
+        .map(|k| format!("hipv4-amdgcn-amd-amdhsa--gfx{}", 1100 + k))
+        .collect();
+    let entries: Vec<(&str, &[u8])> = targets
+        .iter()
+        .map(String::as_str)
+        .zip(cos.iter().map(Vec::as_slice))
+        .collect();
     let c = compress_ccob(&write_bundle(&entries), 3, CcobMethod::Zstd).expect("compress");
     let largest = |f: &dyn Fn()| {
         peak_alloc::PEAK.with(|p| p.set(0));
@@ -596,5 +626,8 @@ fn streaming_holds_one_code_object_not_the_bundle() {
     total += scan[0].targets().count();
     assert_eq!(total, 8);
     assert!(whole >= 8 << 20, "parse: largest allocation {whole}");
-    assert!(streaming <= (1 << 20) + (128 << 10), "stream: largest allocation {streaming}");
+    assert!(
+        streaming <= (1 << 20) + (128 << 10),
+        "stream: largest allocation {streaming}"
+    );
 }

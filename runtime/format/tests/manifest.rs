@@ -5,9 +5,9 @@ mod archive_common;
 
 use archive_common::{legacy_manifest_bytes, sample_manifest};
 use proptest::prelude::*;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_format::msgpack::{self, Value};
-use rocm_kpack_format::layout;
 use rocm_kpack_format::Error;
 
 fn s(x: &str) -> Value {
@@ -167,12 +167,26 @@ fn hostile_filenames_are_rejected() {
 #[test]
 fn hostile_components_are_rejected() {
     let long = "c".repeat(300);
-    for name in ["", "..", "../x", "/etc", "a/b", "%2e%2e", "http://h/", "x\n", "x\0", long.as_str()] {
+    for name in [
+        "",
+        "..",
+        "../x",
+        "/etc",
+        "a/b",
+        "%2e%2e",
+        "http://h/",
+        "x\n",
+        "x\0",
+        long.as_str(),
+    ] {
         let mut v = sample_value();
         let Value::Map(top) = &mut v else { panic!() };
         set(top, "component", s(name));
         let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
-        assert!(e.to_string().contains("unsafe component name"), "{name:?}: {e}");
+        assert!(
+            e.to_string().contains("unsafe component name"),
+            "{name:?}: {e}"
+        );
         let mut m = sample_manifest();
         m.component = name.into();
         assert!(m.to_msgpack().is_err(), "writer accepts {name:?}");
@@ -246,7 +260,10 @@ fn wrong_types_and_versions() {
         assert!(e.is_err(), "{why}");
         if *why == "version 4" {
             let e = e.unwrap_err();
-            assert!(matches!(e, Error::UnsupportedVersion { found: 4, .. }), "{e}");
+            assert!(
+                matches!(e, Error::UnsupportedVersion { found: 4, .. }),
+                "{e}"
+            );
             assert!(e.to_string().contains("upgrade rocm-kpack-fetch"), "{e}");
         }
     }
@@ -279,20 +296,47 @@ fn with_databases() -> Manifest {
 #[test]
 fn v2_lists_database_files_and_v1_stays_for_archives_only() {
     let v1 = sample_manifest().to_msgpack().unwrap();
-    assert_eq!(msgpack::decode(&v1).unwrap().get("format_version"), Some(&Value::UInt(1)));
+    assert_eq!(
+        msgpack::decode(&v1).unwrap().get("format_version"),
+        Some(&Value::UInt(1))
+    );
     let m = with_databases();
     let bytes = m.to_msgpack().unwrap();
     assert_eq!(Manifest::parse(&bytes).unwrap(), m);
     let v = msgpack::decode(&bytes).unwrap();
     assert_eq!(v.get("format_version"), Some(&Value::UInt(2)));
-    let keys: Vec<&str> = v.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
-    assert_eq!(keys, ["format_version", "component", "kpack_files", "database_files"]);
+    let keys: Vec<&str> = v
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "format_version",
+            "component",
+            "kpack_files",
+            "database_files"
+        ]
+    );
     let d = &v.get("database_files").unwrap().as_array().unwrap()[1];
-    let dkeys: Vec<&str> = d.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    let dkeys: Vec<&str> = d
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
     assert_eq!(dkeys, ["path", "family", "architectures", "size", "sha256"]);
     assert_eq!(d.get("sha256"), Some(&Value::Bin(vec![0x22; 32])));
-    let served: Vec<&str> = m.database_files_for("gfx90a:xnack+").map(|f| f.path.as_str()).collect();
-    assert_eq!(served, ["rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"]);
+    let served: Vec<&str> = m
+        .database_files_for("gfx90a:xnack+")
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(
+        served,
+        ["rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco"]
+    );
 }
 
 #[test]
@@ -319,7 +363,9 @@ fn hostile_database_paths_are_rejected() {
         // The same bytes, hand-made: the reader refuses them too.
         let mut v = msgpack::decode(&with_databases().to_msgpack().unwrap()).unwrap();
         let Value::Map(top) = &mut v else { panic!() };
-        let Value::Array(dbs) = &mut top[3].1 else { panic!() };
+        let Value::Array(dbs) = &mut top[3].1 else {
+            panic!()
+        };
         let Value::Map(d) = &mut dbs[0] else { panic!() };
         set(d, "path", s(path));
         let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
@@ -343,7 +389,8 @@ fn multiarch() -> Manifest {
     let mut m = with_databases();
     m.prefix_path = Some("usr/lib/x86_64-linux-gnu".into());
     m.database_files[0].path = "usr/share/miopen/db/gfx90a68.kdb".into();
-    m.database_files[1].path = "usr/lib/x86_64-linux-gnu/rocblas/library/TensileLibrary_gfx90a.co".into();
+    m.database_files[1].path =
+        "usr/lib/x86_64-linux-gnu/rocblas/library/TensileLibrary_gfx90a.co".into();
     m
 }
 
@@ -354,8 +401,22 @@ fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
     assert_eq!(Manifest::parse(&bytes).unwrap(), m);
     let v = msgpack::decode(&bytes).unwrap();
     assert_eq!(v.get("format_version"), Some(&Value::UInt(3)));
-    let keys: Vec<&str> = v.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap()).collect();
-    assert_eq!(keys, ["format_version", "component", "kpack_files", "database_files", "prefix_path"]);
+    let keys: Vec<&str> = v
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "format_version",
+            "component",
+            "kpack_files",
+            "database_files",
+            "prefix_path"
+        ]
+    );
     let keys: Vec<Option<String>> = m
         .database_files
         .iter()
@@ -363,19 +424,35 @@ fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
         .collect();
     assert_eq!(
         keys,
-        [Some("../../share/miopen/db/gfx90a68.kdb".into()), Some("rocblas/library/TensileLibrary_gfx90a.co".into())]
+        [
+            Some("../../share/miopen/db/gfx90a68.kdb".into()),
+            Some("rocblas/library/TensileLibrary_gfx90a.co".into())
+        ]
     );
     for key in keys.iter().flatten() {
         layout::names::check(layout::names::NameKind::DatabaseKey, key).unwrap();
     }
-    assert_eq!(layout::split_database_key("../../share/x.kdb"), Some((2, "share/x.kdb")));
     assert_eq!(
-        layout::database_tree_path("usr/lib/x86_64-linux-gnu", m.prefix_path.as_deref(), "usr/share/x.kdb").as_deref(),
+        layout::split_database_key("../../share/x.kdb"),
+        Some((2, "share/x.kdb"))
+    );
+    assert_eq!(
+        layout::database_tree_path(
+            "usr/lib/x86_64-linux-gnu",
+            m.prefix_path.as_deref(),
+            "usr/share/x.kdb"
+        )
+        .as_deref(),
         Some("usr/share/x.kdb")
     );
-    assert_eq!(layout::database_tree_path("opt/lib", m.prefix_path.as_deref(), "usr/share/x.kdb"), None);
+    assert_eq!(
+        layout::database_tree_path("opt/lib", m.prefix_path.as_deref(), "usr/share/x.kdb"),
+        None
+    );
     // A version-2 manifest has no prefix_path, a version-3 one must.
-    let Value::Map(top) = msgpack::decode(&bytes).unwrap() else { panic!() };
+    let Value::Map(top) = msgpack::decode(&bytes).unwrap() else {
+        panic!()
+    };
     let mut v2 = top.clone();
     v2[0].1 = Value::UInt(2);
     let e = Manifest::parse(&msgpack::encode(&Value::Map(v2)).unwrap()).unwrap_err();
@@ -389,7 +466,16 @@ fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
 #[test]
 fn hostile_prefix_paths_and_paths_at_the_prefix_are_rejected() {
     // The root is one validated relative path: no `..`, not absolute.
-    for prefix in ["", "/usr/lib", "../usr/lib", "usr/../lib", "usr//lib", "usr/lib/", "usr/.kpack", "usr/lib\\x"] {
+    for prefix in [
+        "",
+        "/usr/lib",
+        "../usr/lib",
+        "usr/../lib",
+        "usr//lib",
+        "usr/lib/",
+        "usr/.kpack",
+        "usr/lib\\x",
+    ] {
         let mut m = multiarch();
         m.prefix_path = Some(prefix.into());
         assert!(m.to_msgpack().is_err(), "writer accepted {prefix:?}");
@@ -410,8 +496,17 @@ fn hostile_prefix_paths_and_paths_at_the_prefix_are_rejected() {
     let mut m = multiarch();
     m.database_files[0].path = "usr/../etc/passwd".into();
     assert!(m.to_msgpack().is_err());
-    for key in ["../../../../../../../../../../../../../../../../../x", "../a/../b", "../../", "/x", "../.kpack/x.kpm"] {
-        assert!(layout::names::check(layout::names::NameKind::DatabaseKey, key).is_err(), "{key}");
+    for key in [
+        "../../../../../../../../../../../../../../../../../x",
+        "../a/../b",
+        "../../",
+        "/x",
+        "../.kpack/x.kpm",
+    ] {
+        assert!(
+            layout::names::check(layout::names::NameKind::DatabaseKey, key).is_err(),
+            "{key}"
+        );
     }
 }
 

@@ -20,7 +20,10 @@ fn a_million_entry_toc_opens_and_every_entry_is_found() {
         assert_eq!(e.ordinal, 0);
     }
     assert!(archive.entry(&gen::binary_key(n), "gfx90a").is_none());
-    assert_eq!(archive.kernel(&gen::binary_key(n / 2), "gfx90a").unwrap(), gen::BLOB);
+    assert_eq!(
+        archive.kernel(&gen::binary_key(n / 2), "gfx90a").unwrap(),
+        gen::BLOB
+    );
 }
 
 #[test]
@@ -30,7 +33,10 @@ fn a_repeated_key_is_still_refused_in_a_large_toc() {
     // the text changes.
     let first = gen::binary_key(0);
     let last = gen::binary_key(4999);
-    let at = bytes.windows(last.len()).rposition(|w| w == last.as_bytes()).unwrap();
+    let at = bytes
+        .windows(last.len())
+        .rposition(|w| w == last.as_bytes())
+        .unwrap();
     bytes[at..at + first.len()].copy_from_slice(first.as_bytes());
     let err = Archive::from_bytes(bytes).expect_err("duplicate key");
     assert!(err.to_string().contains("repeated"), "{err}");
@@ -53,7 +59,12 @@ fn fifos_devices_and_sparse_files_are_refused() {
     // A real archive header, then a 2 GiB hole.
     let sparse = dir.path().join("sparse.kpack");
     std::fs::write(&sparse, gen::many_entries(1)).unwrap();
-    std::fs::OpenOptions::new().write(true).open(&sparse).unwrap().set_len(2 << 30).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sparse)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
     let err = Archive::open(&sparse).expect_err("sparse");
     assert!(err.to_string().contains("sparse"), "{err}");
 }

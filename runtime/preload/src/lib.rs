@@ -33,8 +33,8 @@ use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use rocm_kpack_format::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack::loader::{self, Cache, LoaderConfig};
+use rocm_kpack_format::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_VERSION};
@@ -162,7 +162,11 @@ fn resolve_real(name: &CStr, own: *mut c_void) -> Option<*mut c_void> {
 
 /// Paths of every object loaded in the process (main program excluded).
 fn loaded_objects() -> Vec<std::ffi::CString> {
-    unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> libc::c_int {
+    unsafe extern "C" fn collect(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> libc::c_int {
         // SAFETY: dl_iterate_phdr passes a valid info; data is our Vec.
         unsafe {
             let names = &mut *data.cast::<Vec<std::ffi::CString>>();
@@ -175,7 +179,12 @@ fn loaded_objects() -> Vec<std::ffi::CString> {
     }
     let mut names: Vec<std::ffi::CString> = Vec::new();
     // SAFETY: the callback only appends to `names`, which outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut names as *mut Vec<std::ffi::CString>).cast()) };
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(collect),
+            (&mut names as *mut Vec<std::ffi::CString>).cast(),
+        )
+    };
     names
 }
 
@@ -255,7 +264,10 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         // SAFETY: forwarded caller contract.
         unsafe { real(modules) };
     }
-    let freed = registry().lock().ok().and_then(|mut m| m.remove(&(modules as usize)));
+    let freed = registry()
+        .lock()
+        .ok()
+        .and_then(|mut m| m.remove(&(modules as usize)));
     drop(freed);
 }
 
@@ -279,7 +291,10 @@ unsafe fn replacement_for(data: *const c_void) -> Option<Registration> {
     let binary = match loader::discover_binary_path(wrapper.binary as usize) {
         Ok(found) => found.path,
         Err(e) => {
-            eprintln!("rocm-kpack preload: cannot find the binary holding kpack marker {:p}: {e}", wrapper.binary);
+            eprintln!(
+                "rocm-kpack preload: cannot find the binary holding kpack marker {:p}: {e}",
+                wrapper.binary
+            );
             return None;
         }
     };
@@ -288,7 +303,10 @@ unsafe fn replacement_for(data: *const c_void) -> Option<Registration> {
     let marker = match unsafe { loader::marker_from_ptr(wrapper.binary.cast()) } {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("rocm-kpack preload: {}: unreadable kpack marker: {e}", binary.display());
+            eprintln!(
+                "rocm-kpack preload: {}: unreadable kpack marker: {e}",
+                binary.display()
+            );
             return None;
         }
     };
@@ -302,7 +320,10 @@ unsafe fn replacement_for(data: *const c_void) -> Option<Registration> {
             return None;
         }
         Err(e) => {
-            eprintln!("rocm-kpack preload: {}: GPU detection failed: {e}", binary.display());
+            eprintln!(
+                "rocm-kpack preload: {}: GPU detection failed: {e}",
+                binary.display()
+            );
             return None;
         }
     };
@@ -342,12 +363,19 @@ unsafe fn replacement_for(data: *const c_void) -> Option<Registration> {
 /// One code object per target (native, else its generic family), as
 /// (arch key, bytes), without repeats. Failures are reported once, after all
 /// targets were tried, if nothing at all could be loaded.
-fn load_for_targets(marker: &Marker, binary: &Path, co_index: u32, targets: &[String]) -> Vec<(String, Vec<u8>)> {
+fn load_for_targets(
+    marker: &Marker,
+    binary: &Path,
+    co_index: u32,
+    targets: &[String],
+) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     let mut failures: Vec<(String, rocm_kpack_format::Error)> = Vec::new();
     for target in targets {
         let mut arch_list = vec![target.clone()];
-        let fallback = TargetId::parse(target).ok().and_then(|id| id.generic_fallback());
+        let fallback = TargetId::parse(target)
+            .ok()
+            .and_then(|id| id.generic_fallback());
         arch_list.extend(fallback.map(|g| g.to_string()));
         match cache().load_code_object(marker, binary, co_index, &arch_list) {
             Ok(co) => {
@@ -362,7 +390,10 @@ fn load_for_targets(marker: &Marker, binary: &Path, co_index: u32, targets: &[St
         report_failure(binary, co_index, &failures);
     } else if debug_enabled() {
         for (target, e) in &failures {
-            eprintln!("rocm-kpack preload: {}: no code object for {target}: {e}", binary.display());
+            eprintln!(
+                "rocm-kpack preload: {}: no code object for {target}: {e}",
+                binary.display()
+            );
         }
     }
     out

@@ -29,8 +29,8 @@ pub use overrides::{
 };
 pub use properties::Properties;
 
-use rocm_kpack_format::target::TargetId;
 use crate::{Error, Result};
+use rocm_kpack_format::target::TargetId;
 
 /// ROCm's switch for running a process with xnack on (`1`); anything
 /// else, or unset, runs it with xnack off.

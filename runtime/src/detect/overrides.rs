@@ -8,8 +8,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::gfx::processor_name;
-use rocm_kpack_format::target::TargetId;
 use crate::{Error, Result};
+use rocm_kpack_format::target::TargetId;
 
 /// Environment variable holding a comma-separated target list that replaces
 /// detection.

@@ -10,11 +10,11 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use crate::{Error, Result};
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::layout;
-use crate::{Error, Result};
 
 use super::config::LoaderConfig;
 use super::select::{lists_any, select, Archives};
@@ -61,7 +61,8 @@ impl Resolved {
         B: AsMut<[MaybeUninit<u8>]>,
         F: FnOnce(usize) -> Result<B>,
     {
-        self.archive.kernel_with(&self.binary_key, &self.arch, alloc)
+        self.archive
+            .kernel_with(&self.binary_key, &self.arch, alloc)
     }
 }
 
@@ -265,7 +266,10 @@ impl Cache {
             })
         } else {
             let searched = search.searched_list();
-            self.debug(format_args!("no archive found; searched: {}", searched.join(", ")));
+            self.debug(format_args!(
+                "no archive found; searched: {}",
+                searched.join(", ")
+            ));
             Err(Error::ArchiveNotFound { searched })
         }
     }
@@ -277,10 +281,19 @@ impl Cache {
             return paths.iter().cloned().map(Source::Plain).collect();
         }
         let base = binary_path.parent().unwrap_or(Path::new(""));
-        let mut out: Vec<Source> = self.config.path_prefix.iter().cloned().map(Source::Plain).collect();
+        let mut out: Vec<Source> = self
+            .config
+            .path_prefix
+            .iter()
+            .cloned()
+            .map(Source::Plain)
+            .collect();
         for entry in &marker.kpack_search_paths {
             let resolved = super::config::resolve_search_path(base, entry);
-            self.debug(format_args!("search path {entry} -> {}", resolved.display()));
+            self.debug(format_args!(
+                "search path {entry} -> {}",
+                resolved.display()
+            ));
             out.push(if layout::is_archive_pattern(entry) {
                 Source::Pattern(resolved)
             } else if layout::is_manifest_path(entry) {
@@ -355,13 +368,15 @@ impl Archives for Search<'_> {
     }
 
     fn trying(&mut self, arch: &str, variant: &str) {
-        self.cache.debug(format_args!("trying {variant} (for {arch})"));
+        self.cache
+            .debug(format_args!("trying {variant} (for {arch})"));
     }
 
     fn holds(&mut self, path: &PathBuf, variant: &str) -> Option<Arc<Archive>> {
         let archive = self.open(path)?;
         if archive.has_arch(variant) {
-            self.cache.debug(format_args!("{} holds {variant}: decides", path.display()));
+            self.cache
+                .debug(format_args!("{} holds {variant}: decides", path.display()));
             return Some(archive);
         }
         self.cache.debug(format_args!(
@@ -408,7 +423,8 @@ impl Search<'_> {
         if !self.manifests.contains_key(path) {
             let read = match Manifest::read(path) {
                 Ok(m) => {
-                    self.cache.debug(format_args!("read manifest {}", path.display()));
+                    self.cache
+                        .debug(format_args!("read manifest {}", path.display()));
                     self.manifest_read = true;
                     for f in &m.kpack_files {
                         for arch in &f.architectures {
@@ -424,9 +440,12 @@ impl Search<'_> {
                     // next search path (normally the @GFXARCH@ pattern).
                     match &e {
                         Error::FileNotFound { .. } => {
-                            self.cache.debug(format_args!("manifest {}: not found", path.display()));
+                            self.cache
+                                .debug(format_args!("manifest {}: not found", path.display()));
                         }
-                        _ => self.cache.debug(format_args!("skipping manifest {}: {e}", path.display())),
+                        _ => self
+                            .cache
+                            .debug(format_args!("skipping manifest {}: {e}", path.display())),
                     }
                     self.note_searched(path, Some(&e));
                     None
@@ -457,9 +476,12 @@ impl Search<'_> {
             Err(e) => {
                 match &e {
                     Error::FileNotFound { .. } => {
-                        self.cache.debug(format_args!("{}: not found", path.display()));
+                        self.cache
+                            .debug(format_args!("{}: not found", path.display()));
                     }
-                    _ => self.cache.debug(format_args!("skipping {}: {e}", path.display())),
+                    _ => self
+                        .cache
+                        .debug(format_args!("skipping {}: {e}", path.display())),
                 }
                 self.note_searched(path, Some(&e));
                 self.failed.insert(path.to_owned());

@@ -97,7 +97,10 @@ pub fn resolve_search_path(base: &Path, entry: &str) -> PathBuf {
         return PathBuf::from(entry);
     }
     let mut out = base.to_path_buf();
-    for part in entry.split(['/', '\\']).filter(|p| !p.is_empty() && *p != ".") {
+    for part in entry
+        .split(['/', '\\'])
+        .filter(|p| !p.is_empty() && *p != ".")
+    {
         out.push(part);
     }
     out
@@ -128,8 +131,18 @@ mod tests {
 
     #[test]
     fn truthiness_follows_the_reference_rule() {
-        for (value, expected) in [("1", true), ("yes", true), ("0", false), ("", false), ("0x", false)] {
-            assert_eq!(config(&[(ENV_DISABLE, value)]).disabled, expected, "{value:?}");
+        for (value, expected) in [
+            ("1", true),
+            ("yes", true),
+            ("0", false),
+            ("", false),
+            ("0x", false),
+        ] {
+            assert_eq!(
+                config(&[(ENV_DISABLE, value)]).disabled,
+                expected,
+                "{value:?}"
+            );
             assert_eq!(config(&[(ENV_DEBUG, value)]).debug, expected, "{value:?}");
         }
         assert!(!config(&[]).disabled);
@@ -138,8 +151,14 @@ mod tests {
     #[test]
     fn path_lists_skip_empty_entries() {
         let sep = char::from(PATH_LIST_SEPARATOR);
-        let c = config(&[(ENV_PATH, &format!("/a{sep}{sep}/b{sep}")), (ENV_PATH_PREFIX, "/p")]);
-        assert_eq!(c.path_override, Some(vec![PathBuf::from("/a"), PathBuf::from("/b")]));
+        let c = config(&[
+            (ENV_PATH, &format!("/a{sep}{sep}/b{sep}")),
+            (ENV_PATH_PREFIX, "/p"),
+        ]);
+        assert_eq!(
+            c.path_override,
+            Some(vec![PathBuf::from("/a"), PathBuf::from("/b")])
+        );
         assert_eq!(c.path_prefix, vec![PathBuf::from("/p")]);
         assert_eq!(config(&[(ENV_PATH, &sep.to_string())]).path_override, None);
         assert_eq!(config(&[(ENV_PATH, "")]).path_override, None);
@@ -150,7 +169,13 @@ mod tests {
     #[cfg(windows)]
     fn windows_path_lists_use_semicolons() {
         let c = config(&[(ENV_PATH, r"C:\kp\a.kpack;D:/b.kpack;")]);
-        assert_eq!(c.path_override, Some(vec![PathBuf::from(r"C:\kp\a.kpack"), PathBuf::from("D:/b.kpack")]));
+        assert_eq!(
+            c.path_override,
+            Some(vec![
+                PathBuf::from(r"C:\kp\a.kpack"),
+                PathBuf::from("D:/b.kpack")
+            ])
+        );
     }
 
     #[test]
@@ -160,7 +185,10 @@ mod tests {
         assert_eq!(resolve_search_path(base, "../.kpack/x.kpm"), want);
         assert_eq!(resolve_search_path(base, r"..\.kpack\x.kpm"), want);
         assert_eq!(resolve_search_path(base, r"..\.kpack/./x.kpm"), want);
-        assert_eq!(resolve_search_path(base, "x_@GFXARCH@.kpack"), base.join("x_@GFXARCH@.kpack"));
+        assert_eq!(
+            resolve_search_path(base, "x_@GFXARCH@.kpack"),
+            base.join("x_@GFXARCH@.kpack")
+        );
         let abs = std::env::temp_dir().join("a.kpack");
         let abs_text = abs.to_str().expect("utf-8 temp dir");
         assert_eq!(resolve_search_path(base, abs_text), abs);
@@ -169,7 +197,10 @@ mod tests {
     #[test]
     fn arch_override_is_a_comma_list() {
         let c = config(&[(ENV_ARCH_OVERRIDE, "gfx1100, gfx90a:xnack+,,")]);
-        assert_eq!(c.arch_override, Some(vec!["gfx1100".into(), "gfx90a:xnack+".into()]));
+        assert_eq!(
+            c.arch_override,
+            Some(vec!["gfx1100".into(), "gfx90a:xnack+".into()])
+        );
         assert_eq!(config(&[(ENV_ARCH_OVERRIDE, " , ")]).arch_override, None);
     }
 }

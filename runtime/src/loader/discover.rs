@@ -85,7 +85,8 @@ mod windows {
         // needs releasing.
         let ok = unsafe {
             GetModuleHandleExW(
-                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS
+                    | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                 addr as *const u16,
                 &mut module,
             )
@@ -105,18 +106,24 @@ mod windows {
             // SAFETY: no preconditions.
             let err = unsafe { GetLastError() };
             if n == 0 {
-                return Err(Error::PathDiscovery(format!("GetModuleFileNameW failed (error {err})")));
+                return Err(Error::PathDiscovery(format!(
+                    "GetModuleFileNameW failed (error {err})"
+                )));
             }
             // A truncated path fills the buffer exactly.
             if n < buf.len() && err != ERROR_INSUFFICIENT_BUFFER {
                 break n;
             }
             if buf.len() >= MAX_LONG_PATH {
-                return Err(Error::PathDiscovery("module path longer than 32767 characters".into()));
+                return Err(Error::PathDiscovery(
+                    "module path longer than 32767 characters".into(),
+                ));
             }
             buf.resize((buf.len() * 2).min(MAX_LONG_PATH), 0);
         };
-        let path = std::path::PathBuf::from(std::ffi::OsString::from_wide(buf.get(..len).unwrap_or_default()));
+        let path = std::path::PathBuf::from(std::ffi::OsString::from_wide(
+            buf.get(..len).unwrap_or_default(),
+        ));
         let rva = addr - module as usize;
         // SAFETY: `module` is the base of a loaded image, whose headers the
         // loader mapped readable.
@@ -139,10 +146,15 @@ mod windows {
         let table = nt + 24 + usize::from(read16(nt + 20));
         (0..sections).find_map(|i| {
             let at = table + 40 * i;
-            let (vsize, va, raw_size, raw_ptr) =
-                (read32(at + 8) as usize, read32(at + 12) as usize, read32(at + 16) as usize, read32(at + 20));
+            let (vsize, va, raw_size, raw_ptr) = (
+                read32(at + 8) as usize,
+                read32(at + 12) as usize,
+                read32(at + 16) as usize,
+                read32(at + 20),
+            );
             let within = rva.checked_sub(va)?;
-            (within < vsize.max(raw_size) && within < raw_size).then(|| u64::from(raw_ptr) + within as u64)
+            (within < vsize.max(raw_size) && within < raw_size)
+                .then(|| u64::from(raw_ptr) + within as u64)
         })
     }
 }
@@ -170,7 +182,10 @@ fn parse_line(line: &[u8]) -> Option<MapsLine<'_>> {
     let dash = range.iter().position(|&b| b == b'-')?;
     let start = parse_hex(range.get(..dash)?)?;
     let end = parse_hex(range.get(dash + 1..)?)?;
-    let path_start = rest.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(rest.len());
+    let path_start = rest
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .unwrap_or(rest.len());
     Some(MapsLine {
         start,
         end,

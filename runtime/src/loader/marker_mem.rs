@@ -12,9 +12,9 @@
 //! available (seccomp, other systems) the walk reads the memory directly,
 //! touching only bytes the structure covers.
 
+use crate::{Error, Result};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::msgpack;
-use crate::{Error, Result};
 
 /// Largest marker accepted (the reference library uses the same bound).
 pub const MAX_MARKER_LEN: usize = rocm_kpack_format::marker::MAX_LEN;
@@ -96,7 +96,11 @@ fn copy_readable(ptr: *const u8, max: usize) -> Option<Result<Vec<u8>>> {
     }
     #[link(name = "kernel32")]
     extern "system" {
-        fn VirtualQuery(address: *const c_void, info: *mut MemoryBasicInformation, len: usize) -> usize;
+        fn VirtualQuery(
+            address: *const c_void,
+            info: *mut MemoryBasicInformation,
+            len: usize,
+        ) -> usize;
         fn GetCurrentProcess() -> *mut c_void;
         fn ReadProcessMemory(
             process: *mut c_void,
@@ -124,7 +128,10 @@ fn copy_readable(ptr: *const u8, max: usize) -> Option<Result<Vec<u8>>> {
         }
         // SAFETY: fully written by the successful call above.
         let info = unsafe { info.assume_init() };
-        if info.state != MEM_COMMIT || info.protect & READABLE == 0 || info.protect & PAGE_GUARD != 0 {
+        if info.state != MEM_COMMIT
+            || info.protect & READABLE == 0
+            || info.protect & PAGE_GUARD != 0
+        {
             break;
         }
         let end = (info.base_address as usize).saturating_add(info.region_size);
@@ -135,14 +142,22 @@ fn copy_readable(ptr: *const u8, max: usize) -> Option<Result<Vec<u8>>> {
         addr = end;
     }
     if readable == 0 {
-        return Some(Err(Error::InvalidMetadata(format!("marker pointer {ptr:p} is not readable"))));
+        return Some(Err(Error::InvalidMetadata(format!(
+            "marker pointer {ptr:p} is not readable"
+        ))));
     }
     let mut buf = vec![0u8; readable.min(max)];
     let mut copied = 0usize;
     // SAFETY: `buf` is writable for its length; the kernel validates the
     // source range and reports unreadable memory instead of faulting.
     let ok = unsafe {
-        ReadProcessMemory(GetCurrentProcess(), ptr.cast(), buf.as_mut_ptr().cast(), buf.len(), &mut copied)
+        ReadProcessMemory(
+            GetCurrentProcess(),
+            ptr.cast(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut copied,
+        )
     };
     if ok == 0 && copied == 0 {
         return None;
@@ -164,7 +179,9 @@ pub fn parse_marker(bytes: &[u8]) -> Result<Marker> {
         other => Error::InvalidMetadata(format!("marker: {other}")),
     })?;
     if marker.kpack_search_paths.is_empty() {
-        return Err(Error::InvalidMetadata("marker lists no kpack_search_paths".into()));
+        return Err(Error::InvalidMetadata(
+            "marker lists no kpack_search_paths".into(),
+        ));
     }
     Ok(marker)
 }

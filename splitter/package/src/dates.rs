@@ -36,8 +36,12 @@ pub fn rfc2822(epoch: u64) -> String {
     ];
     format!(
         "{}, {d:02} {} {y} {h:02}:{mi:02}:{s:02} UTC",
-        wd.get(days.rem_euclid(7) as usize).copied().unwrap_or("Thu"),
-        mon.get((m as usize).saturating_sub(1)).copied().unwrap_or("Jan")
+        wd.get(days.rem_euclid(7) as usize)
+            .copied()
+            .unwrap_or("Thu"),
+        mon.get((m as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or("Jan")
     )
 }
 

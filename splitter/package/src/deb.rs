@@ -17,8 +17,8 @@ use sha2::Digest;
 use crate::compress::{decoder, Compression, Encoder};
 use crate::container::{read_ar_members, ArMember, ArWriter, EntryType, TarWriter};
 use crate::digest::{DigestWriter, HashingReader};
-use crate::meta::{ControlFields, ControlFile};
 use crate::extract::Extractor;
+use crate::meta::{ControlFields, ControlFile};
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
 use rocm_kpack_format::layout::names::NameKind;
@@ -85,9 +85,8 @@ pub fn write_deb<W: Write + Seek>(out: W, spec: &DebSpec<'_>) -> Result<W, Packa
     let control_text = control.render();
 
     // Control archive, in memory (small).
-    let mut ctl_members: Vec<(String, u32, Vec<u8>)> = vec![
-        ("control".into(), 0o644, control_text.into_bytes()),
-    ];
+    let mut ctl_members: Vec<(String, u32, Vec<u8>)> =
+        vec![("control".into(), 0o644, control_text.into_bytes())];
     if !md5sums.is_empty() {
         ctl_members.push(("md5sums".into(), 0o644, md5sums.into_bytes()));
     }
@@ -116,10 +115,7 @@ pub fn write_deb<W: Write + Seek>(out: W, spec: &DebSpec<'_>) -> Result<W, Packa
         )
         .map_err(out_err)?;
     }
-    let ctl_bytes = ctl
-        .finish()
-        .and_then(Encoder::finish)
-        .map_err(out_err)?;
+    let ctl_bytes = ctl.finish().and_then(Encoder::finish).map_err(out_err)?;
 
     let mut ar = ArWriter::new(out, spec.mtime).map_err(out_err)?;
     ar.add_bytes("debian-binary", b"2.0\n").map_err(out_err)?;
@@ -132,14 +128,23 @@ pub fn write_deb<W: Write + Seek>(out: W, spec: &DebSpec<'_>) -> Result<W, Packa
     let mut failure: Option<PackageError> = None;
     let mut sum_iter = sums.iter();
     ar.add_streamed(&format!("data.tar{}", spec.compression.suffix()), |w| {
-        let enc = Encoder::new(BufWriter::with_capacity(1 << 20, w), spec.compression, spec.level)?;
+        let enc = Encoder::new(
+            BufWriter::with_capacity(1 << 20, w),
+            spec.compression,
+            spec.level,
+        )?;
         let mut tar = TarWriter::new(enc, spec.mtime);
         tar.append("./", EntryType::Dir, 0o755, 0, "", None)?;
         for e in spec.payload.iter() {
             match &e.kind {
-                EntryKind::Dir => {
-                    tar.append(&format!("./{}/", e.path), EntryType::Dir, e.mode, 0, "", None)?
-                }
+                EntryKind::Dir => tar.append(
+                    &format!("./{}/", e.path),
+                    EntryType::Dir,
+                    e.mode,
+                    0,
+                    "",
+                    None,
+                )?,
                 EntryKind::Symlink { target } => tar.append(
                     &format!("./{}", e.path),
                     EntryType::Symlink,
@@ -239,7 +244,10 @@ pub fn normalize_member(name: &str) -> Result<Option<String>, String> {
     if s.is_empty() || s == "." {
         return Ok(None);
     }
-    let cleaned: Vec<&str> = s.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let cleaned: Vec<&str> = s
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
     let joined = cleaned.join("/");
     check_relative_path(&joined)?;
     Ok(Some(joined))
@@ -296,7 +304,10 @@ impl DebReader {
             .and_then(|_| f.read_exact(&mut version))
             .map_err(|e| PackageError::io("cannot read", path, e))?;
         if !version.starts_with(b"2.") {
-            return Err(PackageError::corrupt(path, "unsupported deb format version"));
+            return Err(PackageError::corrupt(
+                path,
+                "unsupported deb format version",
+            ));
         }
         let ctl = members
             .iter()
@@ -312,7 +323,8 @@ impl DebReader {
         f.seek(io::SeekFrom::Start(ctl.offset))
             .map_err(|e| PackageError::io("cannot read", path, e))?;
         let limited = (&mut f).take(ctl.size);
-        let dec = decoder(limited, ctl_comp).map_err(|e| PackageError::corrupt(path, e.to_string()))?;
+        let dec =
+            decoder(limited, ctl_comp).map_err(|e| PackageError::corrupt(path, e.to_string()))?;
         let mut control = None;
         let mut control_files = Vec::new();
         let mut archive = tar::Archive::new(dec);
@@ -342,7 +354,10 @@ impl DebReader {
                 .read_to_end(&mut data)
                 .map_err(|e| PackageError::corrupt(path, format!("control.tar: {e}")))?;
             if data.len() as u64 > LIMIT {
-                return Err(PackageError::corrupt(path, format!("control member {name} too large")));
+                return Err(PackageError::corrupt(
+                    path,
+                    format!("control member {name} too large"),
+                ));
             }
             if name == "control" {
                 let text = String::from_utf8(data)
@@ -377,7 +392,10 @@ impl DebReader {
             let name = words.next().unwrap_or_default();
             PackageError::check_name(path, "Source", NameKind::DebSource, name)?;
             if let Some(v) = words.next() {
-                let v = v.strip_prefix('(').and_then(|v| v.strip_suffix(')')).unwrap_or(v);
+                let v = v
+                    .strip_prefix('(')
+                    .and_then(|v| v.strip_suffix(')'))
+                    .unwrap_or(v);
                 PackageError::check_name(path, "Source", NameKind::DebVersion, v)?;
             }
         }
@@ -444,7 +462,11 @@ impl DebReader {
                     ))
                 }
             };
-            let size = if kind == EntryType::File { entry.size() } else { 0 };
+            let size = if kind == EntryType::File {
+                entry.size()
+            } else {
+                0
+            };
             let info = MemberInfo {
                 path: name,
                 kind,

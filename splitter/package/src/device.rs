@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::{
     generic_isas_serving, is_generic_isa, processor_of, processors_served_by, Group, Spec,

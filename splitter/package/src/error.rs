@@ -98,10 +98,12 @@ impl PackageError {
         kind: rocm_kpack_format::layout::names::NameKind,
         name: &str,
     ) -> Result<(), Self> {
-        rocm_kpack_format::layout::names::check(kind, name).map_err(|source| PackageError::UnsafeName {
-            path: path.to_path_buf(),
-            field,
-            source,
+        rocm_kpack_format::layout::names::check(kind, name).map_err(|source| {
+            PackageError::UnsafeName {
+                path: path.to_path_buf(),
+                field,
+                source,
+            }
         })
     }
 

@@ -46,16 +46,25 @@ impl Extractor {
     }
 
     fn check(&mut self, path: &str, dir: bool) -> Result<PathBuf, PackageError> {
-        check_relative_path(path).map_err(|why| PackageError::unsafe_path(&self.origin, path, why))?;
+        check_relative_path(path)
+            .map_err(|why| PackageError::unsafe_path(&self.origin, path, why))?;
         let mut anc = parent_of(path);
         while !anc.is_empty() {
             if self.links.contains(anc) {
-                return Err(PackageError::unsafe_path(&self.origin, path, "entry below a symlink"));
+                return Err(PackageError::unsafe_path(
+                    &self.origin,
+                    path,
+                    "entry below a symlink",
+                ));
             }
             anc = parent_of(anc);
         }
         if self.links.contains(path) || (!dir && !self.seen.insert(path.to_string())) {
-            return Err(PackageError::unsafe_path(&self.origin, path, "duplicate entry"));
+            return Err(PackageError::unsafe_path(
+                &self.origin,
+                path,
+                "duplicate entry",
+            ));
         }
         let target = self.dest.join(path);
         if let Some(parent) = target.parent() {
@@ -84,7 +93,13 @@ impl Extractor {
     }
 
     /// A regular file of exactly `size` bytes.
-    pub fn file(&mut self, path: &str, mode: u32, size: u64, data: &mut dyn Read) -> Result<(), PackageError> {
+    pub fn file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        size: u64,
+        data: &mut dyn Read,
+    ) -> Result<(), PackageError> {
         let target = self.check(path, false)?;
         let mut out = fs::OpenOptions::new()
             .write(true)

@@ -44,8 +44,8 @@ pub mod rpm;
 pub mod tree;
 pub mod wheel;
 
-use rocm_kpack_format::fsutil::{check_replaceable, PathError, PendingFile};
 use progress::ProgressHandle;
+use rocm_kpack_format::fsutil::{check_replaceable, PathError, PendingFile};
 use rocm_kpack_format::layout;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -129,7 +129,9 @@ pub const DEFAULT_SOURCE_DATE_EPOCH: u64 = 1_704_067_200;
 pub fn source_date_epoch() -> Result<u64, PackageError> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
-            PackageError::Invalid(format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
+            PackageError::Invalid(format!(
+                "SOURCE_DATE_EPOCH={v:?} is not a number of seconds"
+            ))
         }),
         _ => Ok(DEFAULT_SOURCE_DATE_EPOCH),
     }
@@ -230,7 +232,9 @@ struct PendingPackages {
 }
 
 fn file_name_of(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Writes one package through `write` into a temporary file in `out_dir`
@@ -243,7 +247,8 @@ fn write_package(
     write: impl FnOnce(BufWriter<&mut File>) -> Result<BufWriter<&mut File>, PackageError>,
 ) -> Result<(), PackageError> {
     let dest = out_dir.join(&file_name);
-    let mut file = PendingFile::create_named(&dest, ".rocm-kpack-pkg-", ".tmp").map_err(path_error)?;
+    let mut file =
+        PendingFile::create_named(&dest, ".rocm-kpack-pkg-", ".tmp").map_err(path_error)?;
     let temp = file.temp_path().to_path_buf();
     write(BufWriter::with_capacity(1 << 20, file.file_mut()))?
         .into_inner()
@@ -387,7 +392,10 @@ fn add_fetch_sources(payload: &mut Payload, spec: &Spec) -> Result<(), PackageEr
         let Some(component) = kpm.rsplit('/').next().and_then(layout::manifest_component) else {
             continue;
         };
-        let path = format!("{dir}/{}", layout::fetch::component_sources_file_name(component));
+        let path = format!(
+            "{dir}/{}",
+            layout::fetch::component_sources_file_name(component)
+        );
         if payload.contains(&path) {
             continue;
         }
@@ -440,7 +448,8 @@ fn device_compression(opts: &PackageOptions, g: &DeviceGroup) -> (Compression, O
     let only_compressed_archives = !g.archives.is_empty()
         && g.archives.iter().all(|a| a.compressed)
         && g.payload.iter().all(|e| {
-            !matches!(e.kind, crate::tree::EntryKind::File { .. }) || crate::device::is_kpack_archive_path(&e.path)
+            !matches!(e.kind, crate::tree::EntryKind::File { .. })
+                || crate::device::is_kpack_archive_path(&e.path)
         });
     match opts.device_compression {
         Some(c) => (c, opts.device_level),
@@ -449,7 +458,13 @@ fn device_compression(opts: &PackageOptions, g: &DeviceGroup) -> (Compression, O
     }
 }
 
-fn built(format: Format, name: &str, version: &str, group: Option<&DeviceGroup>, entries: usize) -> BuiltPackage {
+fn built(
+    format: Format,
+    name: &str,
+    version: &str,
+    group: Option<&DeviceGroup>,
+    entries: usize,
+) -> BuiltPackage {
     BuiltPackage {
         format,
         name: name.to_string(),
@@ -511,7 +526,10 @@ fn generic_deb_control(
         if let Some(s) = &meta.section {
             c.set("Section", s.clone());
         }
-        c.set("Priority", meta.priority.clone().unwrap_or_else(|| "optional".into()));
+        c.set(
+            "Priority",
+            meta.priority.clone().unwrap_or_else(|| "optional".into()),
+        );
         if let Some(h) = &meta.homepage {
             c.set("Homepage", h.clone());
         }
@@ -551,7 +569,10 @@ fn generic_deb_control(
             let kept: String = text
                 .lines()
                 .filter(|l| {
-                    let p = l.trim().trim_start_matches("remove-on-upgrade ").trim_start_matches('/');
+                    let p = l
+                        .trim()
+                        .trim_start_matches("remove-on-upgrade ")
+                        .trim_start_matches('/');
                     !p.is_empty() && payload.contains(p)
                 })
                 .map(|l| format!("{l}\n"))
@@ -589,7 +610,10 @@ fn device_long_description(meta: &PackageMeta, g: &DeviceGroup) -> String {
             g.name
         )
     } else {
-        format!("for the AMD {} device group, serving the targets {targets}", g.name)
+        format!(
+            "for the AMD {} device group, serving the targets {targets}",
+            g.name
+        )
     };
     wrap(
         &format!(
@@ -604,7 +628,12 @@ fn device_long_description(meta: &PackageMeta, g: &DeviceGroup) -> String {
 /// The device packages a group's package depends on besides the generic
 /// one: the generic-ISA packages of the ISAs it carries (see
 /// [`DeviceGroup::requires`]), named with `kind`'s template.
-fn generic_isa_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &DeviceGroup) -> Vec<String> {
+fn generic_isa_packages(
+    opts: &PackageOptions,
+    kind: NameKind,
+    name: &str,
+    g: &DeviceGroup,
+) -> Vec<String> {
     g.requires
         .iter()
         .map(|isa| naming::device(&opts.spec.naming, kind, name, isa))
@@ -615,7 +644,12 @@ fn generic_isa_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &D
 /// package takes files over from, named with `kind`'s template: deb
 /// `Replaces`/`Breaks`, rpm `Obsoletes` (docs/packaging.md "Upgrades from
 /// the previous family table").
-fn replaced_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &DeviceGroup) -> Vec<String> {
+fn replaced_packages(
+    opts: &PackageOptions,
+    kind: NameKind,
+    name: &str,
+    g: &DeviceGroup,
+) -> Vec<String> {
     if g.generic_isa {
         return Vec::new();
     }
@@ -629,7 +663,10 @@ fn replaced_packages(opts: &PackageOptions, kind: NameKind, name: &str, g: &Devi
 /// The transitional packages to write: each replaced group whose name no
 /// current group has, with the device groups of this split that succeed
 /// it (none: no package, the split has no code for it).
-fn transitions<'a>(split: &'a SplitDir, opts: &'a PackageOptions) -> Vec<(&'a str, Vec<&'a DeviceGroup>)> {
+fn transitions<'a>(
+    split: &'a SplitDir,
+    opts: &'a PackageOptions,
+) -> Vec<(&'a str, Vec<&'a DeviceGroup>)> {
     opts.spec
         .replacements()
         .into_iter()
@@ -664,7 +701,13 @@ fn transitional_description(meta: &PackageMeta, old: &str, successors: &[String]
 
 /// A transitional package's [`BuiltPackage`] entry: the replaced group,
 /// no archives of its own.
-fn built_transitional(format: Format, name: &str, version: &str, old: &str, entries: usize) -> BuiltPackage {
+fn built_transitional(
+    format: Format,
+    name: &str,
+    version: &str,
+    old: &str,
+    entries: usize,
+) -> BuiltPackage {
     BuiltPackage {
         group: Some(old.to_string()),
         ..built(format, name, version, None, entries)
@@ -705,8 +748,14 @@ fn device_deb_control(
         c.set("Replaces", older.join(", "));
         c.set("Breaks", older.join(", "));
     }
-    c.set("Section", meta.section.clone().unwrap_or_else(|| "libs".into()));
-    c.set("Priority", meta.priority.clone().unwrap_or_else(|| "optional".into()));
+    c.set(
+        "Section",
+        meta.section.clone().unwrap_or_else(|| "libs".into()),
+    );
+    c.set(
+        "Priority",
+        meta.priority.clone().unwrap_or_else(|| "optional".into()),
+    );
     if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
         c.set("Multi-Arch", ma.clone());
     }
@@ -718,7 +767,10 @@ fn device_deb_control(
     }
     c.set(
         "Description",
-        render_description(&device_summary(meta, &g.name), &device_long_description(meta, g)),
+        render_description(
+            &device_summary(meta, &g.name),
+            &device_long_description(meta, g),
+        ),
     );
     c
 }
@@ -735,10 +787,12 @@ fn build_debs(
     let ver = version_for_file(&meta.version);
     let deb_name_ok = |n: &str| {
         n.len() >= 2
-            && n.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && n
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.'))
+            && n.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && n.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.')
+            })
     };
     let naming_t = &opts.spec.naming;
     let gname = naming::generic(naming_t, NameKind::DebGeneric, &meta.name);
@@ -759,8 +813,20 @@ fn build_debs(
     payload.add_parent_dirs();
     let (control, files) = generic_deb_control(meta, &gname, &payload);
     let built_deb = built(Format::Deb, &gname, &meta.version, None, payload.len());
-    let deb_file = DebFile { control, control_files: &files, payload: &payload, compression: (opts.compression, opts.level) };
-    write_deb_pending(deb_file, format!("{gname}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
+    let deb_file = DebFile {
+        control,
+        control_files: &files,
+        payload: &payload,
+        compression: (opts.compression, opts.level),
+    };
+    write_deb_pending(
+        deb_file,
+        format!("{gname}_{ver}_{arch}.deb"),
+        built_deb,
+        opts,
+        out_dir,
+        pending,
+    )?;
     let generic_doc = format!("usr/share/doc/{gname}");
     let has_doc = split
         .generic
@@ -781,8 +847,20 @@ fn build_debs(
         let replaced = replaced_packages(opts, NameKind::DebDevice, &meta.name, g);
         let control = device_deb_control(meta, g, &name, &gname, &isa_pkgs, &replaced);
         let built_deb = built(Format::Deb, &name, &meta.version, Some(g), payload.len());
-        let deb_file = DebFile { control, control_files: &[], payload: &payload, compression: device_compression(opts, g) };
-        write_deb_pending(deb_file, format!("{name}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
+        let deb_file = DebFile {
+            control,
+            control_files: &[],
+            payload: &payload,
+            compression: device_compression(opts, g),
+        };
+        write_deb_pending(
+            deb_file,
+            format!("{name}_{ver}_{arch}.deb"),
+            built_deb,
+            opts,
+            out_dir,
+            pending,
+        )?;
     }
     for (old, successors) in transitions(split, opts) {
         let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, old);
@@ -802,7 +880,10 @@ fn build_debs(
         payload.add_parent_dirs();
         let mut c = ControlFields::default();
         c.set("Package", name.clone());
-        c.set("Source", meta.source.clone().unwrap_or_else(|| meta.name.clone()));
+        c.set(
+            "Source",
+            meta.source.clone().unwrap_or_else(|| meta.name.clone()),
+        );
         c.set("Version", meta.version.clone());
         c.set("Architecture", meta.architecture.clone());
         c.set("Maintainer", meta.maintainer.clone());
@@ -825,8 +906,20 @@ fn build_debs(
             ),
         );
         let built_deb = built_transitional(Format::Deb, &name, &meta.version, old, payload.len());
-        let deb_file = DebFile { control: c, control_files: &[], payload: &payload, compression: (opts.compression, opts.level) };
-        write_deb_pending(deb_file, format!("{name}_{ver}_{arch}.deb"), built_deb, opts, out_dir, pending)?;
+        let deb_file = DebFile {
+            control: c,
+            control_files: &[],
+            payload: &payload,
+            compression: (opts.compression, opts.level),
+        };
+        write_deb_pending(
+            deb_file,
+            format!("{name}_{ver}_{arch}.deb"),
+            built_deb,
+            opts,
+            out_dir,
+            pending,
+        )?;
     }
     Ok(())
 }
@@ -858,7 +951,9 @@ fn write_deb_pending(
         level: file.compression.1,
         mtime: opts.source_date_epoch,
     };
-    write_package(out_dir, file_name, built, pending, |w| deb::write_deb(w, &spec))
+    write_package(out_dir, file_name, built, pending, |w| {
+        deb::write_deb(w, &spec)
+    })
 }
 
 // ---------------------------------------------------------------- rpm
@@ -872,7 +967,10 @@ pub fn rpm_evr(
     versioning: &Versioning,
 ) -> Result<(Option<u32>, String, String), PackageError> {
     let (epoch, version, revision) = rpm::split_evr(&meta.version);
-    let epoch = meta.rpm.epoch.or_else(|| epoch.and_then(|e| e.parse().ok()));
+    let epoch = meta
+        .rpm
+        .epoch
+        .or_else(|| epoch.and_then(|e| e.parse().ok()));
     let release = meta
         .rpm
         .release
@@ -930,7 +1028,8 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
         build_time: opts.source_date_epoch,
         changelog: Some((
             meta.maintainer.clone(),
-            "- Repackaged by rocm-kpack: host code and GPU device code in separate packages.".into(),
+            "- Repackaged by rocm-kpack: host code and GPU device code in separate packages."
+                .into(),
         )),
         compression: opts.compression,
         level: opts.level,
@@ -950,8 +1049,14 @@ fn build_rpms(
     // As the generic deb's Recommends: dnf installs the fetcher with the
     // generic package, and its file trigger fetches the device code.
     generic.recommends = meta.rpm.recommends.clone();
-    if !generic.recommends.iter().any(|d| d.name == naming::FETCH_PACKAGE) {
-        generic.recommends.push(rpm::Dep::any(naming::FETCH_PACKAGE));
+    if !generic
+        .recommends
+        .iter()
+        .any(|d| d.name == naming::FETCH_PACKAGE)
+    {
+        generic
+            .recommends
+            .push(rpm::Dep::any(naming::FETCH_PACKAGE));
     }
     let mut payload = split.generic.clone();
     add_fetch_sources(&mut payload, &opts.spec)?;
@@ -965,7 +1070,12 @@ fn build_rpms(
         spec.summary = device_summary(meta, &g.name);
         spec.description = device_long_description(meta, g);
         spec.requires = std::iter::once(generic.name.clone())
-            .chain(generic_isa_packages(opts, NameKind::RpmDevice, &meta.name, g))
+            .chain(generic_isa_packages(
+                opts,
+                NameKind::RpmDevice,
+                &meta.name,
+                g,
+            ))
             .map(|p| rpm::Dep::eq(&p, &generic.evr()))
             .collect();
         spec.conflicts.clear();
@@ -979,7 +1089,11 @@ fn build_rpms(
         spec.config_files.clear();
         (spec.compression, spec.level) = device_compression(opts, g);
         spec.provides = std::iter::once(rpm::Dep::any(&naming::device_code_provide(&generic.name)))
-            .chain(g.targets.iter().map(|t| rpm::Dep::any(&naming::rpm_target_provide(t))))
+            .chain(
+                g.targets
+                    .iter()
+                    .map(|t| rpm::Dep::any(&naming::rpm_target_provide(t))),
+            )
             .collect();
         let mut payload = g.payload.clone();
         payload.add_parent_dirs();
@@ -1080,11 +1194,15 @@ impl WheelSource {
                 continue;
             }
             if e.size() > 64 << 20 {
-                return Err(PackageError::Invalid(format!("{}: too large for metadata", e.path)));
+                return Err(PackageError::Invalid(format!(
+                    "{}: too large for metadata",
+                    e.path
+                )));
             }
             let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut e.open()?, &mut data)
-                .map_err(|er| PackageError::io("cannot read", Path::new(&e.source_display()), er))?;
+            std::io::Read::read_to_end(&mut e.open()?, &mut data).map_err(|er| {
+                PackageError::io("cannot read", Path::new(&e.source_display()), er)
+            })?;
             let text = || String::from_utf8_lossy(&data).into_owned();
             match rel {
                 "METADATA" => src.metadata = Some(wheel::CoreMetadata::parse(&text())),
@@ -1129,7 +1247,9 @@ fn build_wheels(
         vec!["py3-none-linux_x86_64".to_string()]
     };
     if tags.is_empty() {
-        return Err(PackageError::Invalid("the tree's WHEEL has no Tag lines; pass wheel tags in the metadata".into()));
+        return Err(PackageError::Invalid(
+            "the tree's WHEEL has no Tag lines; pass wheel tags in the metadata".into(),
+        ));
     }
     let requires_python = meta.wheel.requires_python.clone().or_else(|| {
         src.metadata
@@ -1146,7 +1266,10 @@ fn build_wheels(
                 continue;
             }
         }
-        if skip_prefix.as_ref().is_some_and(|p| e.path.starts_with(p.as_str())) {
+        if skip_prefix
+            .as_ref()
+            .is_some_and(|p| e.path.starts_with(p.as_str()))
+        {
             continue;
         }
         payload.replace(e.clone());
@@ -1205,19 +1328,13 @@ fn build_wheels(
     wheel::add_transitional_extras(&mut md, &version, &older);
     let mut files = src.extra.clone();
     files.insert("METADATA".into(), md.render().into_bytes());
-    files.insert("WHEEL".into(), wheel::wheel_file(&tags, src.wheel.as_ref()).into_bytes());
+    files.insert(
+        "WHEEL".into(),
+        wheel::wheel_file(&tags, src.wheel.as_ref()).into_bytes(),
+    );
     let dist_info = wheel::dist_info_dir(&dist, &version);
     write_wheel_pending(
-        &dist,
-        &version,
-        &tags,
-        dist_info,
-        files,
-        &payload,
-        None,
-        opts,
-        out_dir,
-        pending,
+        &dist, &version, &tags, dist_info, files, &payload, None, opts, out_dir, pending,
     )?;
     for g in &split.groups {
         let dev = naming::device(naming_t, NameKind::WheelDevice, &base, &g.name);
@@ -1236,7 +1353,10 @@ fn build_wheels(
         m.body = format!("{}\n", device_long_description(meta, g));
         let mut files = BTreeMap::new();
         files.insert("METADATA".to_string(), m.render().into_bytes());
-        files.insert("WHEEL".to_string(), wheel::wheel_file(&tags, None).into_bytes());
+        files.insert(
+            "WHEEL".to_string(),
+            wheel::wheel_file(&tags, None).into_bytes(),
+        );
         write_wheel_pending(
             &dev,
             &version,

@@ -303,7 +303,10 @@ impl PackageMeta {
             name: control.get("Package").unwrap_or_default().to_string(),
             version: control.get("Version").unwrap_or_default().to_string(),
             architecture: control.get("Architecture").unwrap_or("amd64").to_string(),
-            maintainer: control.get("Maintainer").unwrap_or(DEFAULT_MAINTAINER).to_string(),
+            maintainer: control
+                .get("Maintainer")
+                .unwrap_or(DEFAULT_MAINTAINER)
+                .to_string(),
             summary,
             description,
             homepage: control.get("Homepage").map(str::to_string),
@@ -377,8 +380,17 @@ impl PackageMeta {
                 release: Some(r.release().to_string()),
                 epoch: h.int(tag::EPOCH).and_then(|e| u32::try_from(e).ok()),
                 group: s(tag::GROUP),
-                requires: r.requires().iter().filter(|d| keep(d)).map(dep_text).collect(),
-                provides: r.provides().into_iter().filter(|d| !self_provide(d)).collect(),
+                requires: r
+                    .requires()
+                    .iter()
+                    .filter(|d| keep(d))
+                    .map(dep_text)
+                    .collect(),
+                provides: r
+                    .provides()
+                    .into_iter()
+                    .filter(|d| !self_provide(d))
+                    .collect(),
                 conflicts: r.conflicts(),
                 obsoletes: r.obsoletes(),
                 recommends: r.recommends(),
@@ -456,12 +468,14 @@ impl PackageMeta {
     pub fn validate(&self) -> Result<(), PackageError> {
         if self.name.is_empty() {
             return Err(PackageError::Invalid(
-                "no package name: pass --name, --control-from or a metadata file with `name`".into(),
+                "no package name: pass --name, --control-from or a metadata file with `name`"
+                    .into(),
             ));
         }
         if self.version.is_empty() {
             return Err(PackageError::Invalid(
-                "no version: pass --version, --control-from or a metadata file with `version`".into(),
+                "no version: pass --version, --control-from or a metadata file with `version`"
+                    .into(),
             ));
         }
         let bad_name = |s: &str| {
@@ -631,7 +645,10 @@ mod tests {
         let (s, l) = split_description(c.get("Description").expect("desc"));
         assert_eq!(s, "short");
         assert_eq!(l, "long one\n\nmore");
-        assert_eq!(render_description(&s, &l), c.get("Description").expect("desc"));
+        assert_eq!(
+            render_description(&s, &l),
+            c.get("Description").expect("desc")
+        );
     }
 
     #[test]
@@ -645,7 +662,8 @@ mod tests {
     fn toml_unknown_key() {
         let mut m = PackageMeta::default();
         assert!(m.apply_toml("nmae = \"x\"").is_err());
-        m.apply_toml("name = \"x\"\n[rpm]\nrelease = \"3\"").expect("toml");
+        m.apply_toml("name = \"x\"\n[rpm]\nrelease = \"3\"")
+            .expect("toml");
         assert_eq!(m.name, "x");
         assert_eq!(m.rpm.release.as_deref(), Some("3"));
     }

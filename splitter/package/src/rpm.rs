@@ -369,7 +369,10 @@ impl RpmSpec {
 
     /// The conventional file name `N-V-R.A.rpm`.
     pub fn file_name(&self) -> String {
-        format!("{}-{}-{}.{}.rpm", self.name, self.version, self.release, self.arch)
+        format!(
+            "{}-{}-{}.{}.rpm",
+            self.name, self.version, self.release, self.arch
+        )
     }
 }
 
@@ -420,15 +423,18 @@ impl HeaderBuilder {
             let off = i32::try_from(data.len()).map_err(|_| too_big())?;
             let (ty, count) = match v {
                 Value::Int16(xs) => {
-                    xs.iter().for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
+                    xs.iter()
+                        .for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
                     (T_INT16, xs.len())
                 }
                 Value::Int32(xs) => {
-                    xs.iter().for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
+                    xs.iter()
+                        .for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
                     (T_INT32, xs.len())
                 }
                 Value::Int64(xs) => {
-                    xs.iter().for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
+                    xs.iter()
+                        .for_each(|x| data.extend_from_slice(&x.to_be_bytes()));
                     (T_INT64, xs.len())
                 }
                 Value::Str(s) => {
@@ -463,7 +469,11 @@ impl HeaderBuilder {
         let mut out = Vec::with_capacity(16 + n * 16 + data.len());
         out.extend_from_slice(&[0x8e, 0xad, 0xe8, 0x01, 0, 0, 0, 0]);
         out.extend_from_slice(&(n as u32).to_be_bytes());
-        out.extend_from_slice(&u32::try_from(data.len()).map_err(|_| too_big())?.to_be_bytes());
+        out.extend_from_slice(
+            &u32::try_from(data.len())
+                .map_err(|_| too_big())?
+                .to_be_bytes(),
+        );
         out.extend_from_slice(&ent(region, T_BIN, trailer_off, 16));
         for e in &index {
             out.extend_from_slice(e);
@@ -477,9 +487,15 @@ fn deps_into(h: &mut HeaderBuilder, deps: &[Dep], name: u32, flags: u32, version
     if deps.is_empty() {
         return;
     }
-    h.set(name, Value::StrArray(deps.iter().map(|d| d.name.clone()).collect()));
+    h.set(
+        name,
+        Value::StrArray(deps.iter().map(|d| d.name.clone()).collect()),
+    );
     h.set(flags, Value::Int32(deps.iter().map(|d| d.flags).collect()));
-    h.set(version, Value::StrArray(deps.iter().map(|d| d.version.clone()).collect()));
+    h.set(
+        version,
+        Value::StrArray(deps.iter().map(|d| d.version.clone()).collect()),
+    );
 }
 
 /// The tags of one kind of file trigger: scripts, programs, names,
@@ -518,13 +534,25 @@ fn file_triggers_into(h: &mut HeaderBuilder, triggers: &[FileTrigger], tags: Tri
         rows.extend(t.paths.iter().map(|p| (p.as_str(), index, t.when)));
     }
     rows.sort();
-    h.set(scripts, Value::StrArray(triggers.iter().map(|t| t.body.clone()).collect()));
-    h.set(progs, Value::StrArray(triggers.iter().map(|t| t.interpreter.clone()).collect()));
-    h.set(names, Value::StrArray(rows.iter().map(|r| r.0.to_string()).collect()));
+    h.set(
+        scripts,
+        Value::StrArray(triggers.iter().map(|t| t.body.clone()).collect()),
+    );
+    h.set(
+        progs,
+        Value::StrArray(triggers.iter().map(|t| t.interpreter.clone()).collect()),
+    );
+    h.set(
+        names,
+        Value::StrArray(rows.iter().map(|r| r.0.to_string()).collect()),
+    );
     h.set(indexes, Value::Int32(rows.iter().map(|r| r.1).collect()));
     h.set(versions, Value::StrArray(vec![String::new(); rows.len()]));
     h.set(flags, Value::Int32(rows.iter().map(|r| r.2).collect()));
-    h.set(priorities, Value::Int32(vec![FILE_TRIGGER_PRIORITY; triggers.len()]));
+    h.set(
+        priorities,
+        Value::Int32(vec![FILE_TRIGGER_PRIORITY; triggers.len()]),
+    );
 }
 
 fn rpmlib(name: &str, version: &str) -> Dep {
@@ -605,7 +633,9 @@ pub fn write_rpm<W: Write>(
                     link: String::new(),
                     flags: if spec.config_files.contains(&e.path) {
                         FILE_CONFIG
-                    } else if e.path.starts_with("usr/share/doc/") || e.path.starts_with("usr/share/man/") {
+                    } else if e.path.starts_with("usr/share/doc/")
+                        || e.path.starts_with("usr/share/man/")
+                    {
                         FILE_DOC
                     } else {
                         0
@@ -624,7 +654,10 @@ pub fn write_rpm<W: Write>(
     let mtime = spec.build_time;
     let hashed = HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()), false);
     let enc = Encoder::new(hashed, spec.compression, spec.level).map_err(tmp_err)?;
-    let counting = CountingWriter { inner: enc, count: 0 };
+    let counting = CountingWriter {
+        inner: enc,
+        count: 0,
+    };
     let mut cpio = CpioWriter::new(counting, mtime);
     for (i, row) in rows.iter().enumerate() {
         let ino = u32::try_from(i + 1).unwrap_or(u32::MAX);
@@ -634,9 +667,14 @@ pub fn write_rpm<W: Write>(
             Some(EntryKind::File { .. }) => {
                 let e = entry.ok_or_else(|| PackageError::Invalid("payload changed".into()))?;
                 let mut r = e.open()?;
-                let mut hr = Sha256Reader { inner: &mut r, h: Sha256::new() };
+                let mut hr = Sha256Reader {
+                    inner: &mut r,
+                    h: Sha256::new(),
+                };
                 cpio.append(&name, ino, u32::from(row.mode), row.size, Some(&mut hr))
-                    .map_err(|err| PackageError::io("cannot read", Path::new(&e.source_display()), err))?;
+                    .map_err(|err| {
+                        PackageError::io("cannot read", Path::new(&e.source_display()), err)
+                    })?;
                 if hex::encode(hr.h.finalize()) != row.digest {
                     return Err(PackageError::corrupt(
                         Path::new(&e.source_display()),
@@ -701,32 +739,72 @@ pub fn write_rpm<W: Write>(
     if let Some((who, text)) = &spec.changelog {
         // Changelog dates are whole days.
         let day = spec.build_time / 86_400 * 86_400;
-        h.set(tag::CHANGELOGTIME, Value::Int32(vec![u32::try_from(day).unwrap_or(u32::MAX)]));
-        h.set(tag::CHANGELOGNAME, Value::StrArray(vec![format!("{who} - {}", spec.evr())]));
+        h.set(
+            tag::CHANGELOGTIME,
+            Value::Int32(vec![u32::try_from(day).unwrap_or(u32::MAX)]),
+        );
+        h.set(
+            tag::CHANGELOGNAME,
+            Value::StrArray(vec![format!("{who} - {}", spec.evr())]),
+        );
         h.set(tag::CHANGELOGTEXT, Value::StrArray(vec![text.clone()]));
     }
     if !rows.is_empty() {
         if rows.iter().any(|r| r.size > u64::from(u32::MAX)) {
-            h.set(tag::LONGFILESIZES, Value::Int64(rows.iter().map(|r| r.size).collect()));
+            h.set(
+                tag::LONGFILESIZES,
+                Value::Int64(rows.iter().map(|r| r.size).collect()),
+            );
         } else {
-            h.set(tag::FILESIZES, Value::Int32(rows.iter().map(|r| r.size as u32).collect()));
+            h.set(
+                tag::FILESIZES,
+                Value::Int32(rows.iter().map(|r| r.size as u32).collect()),
+            );
         }
-        h.set(tag::FILEMODES, Value::Int16(rows.iter().map(|r| r.mode).collect()));
+        h.set(
+            tag::FILEMODES,
+            Value::Int16(rows.iter().map(|r| r.mode).collect()),
+        );
         h.set(tag::FILERDEVS, Value::Int16(vec![0; rows.len()]));
         let mt = u32::try_from(mtime).unwrap_or(u32::MAX);
         h.set(tag::FILEMTIMES, Value::Int32(vec![mt; rows.len()]));
-        h.set(tag::FILEDIGESTS, Value::StrArray(rows.iter().map(|r| r.digest.clone()).collect()));
-        h.set(tag::FILELINKTOS, Value::StrArray(rows.iter().map(|r| r.link.clone()).collect()));
-        h.set(tag::FILEFLAGS, Value::Int32(rows.iter().map(|r| r.flags).collect()));
-        h.set(tag::FILEUSERNAME, Value::StrArray(vec!["root".into(); rows.len()]));
-        h.set(tag::FILEGROUPNAME, Value::StrArray(vec!["root".into(); rows.len()]));
-        h.set(tag::FILEVERIFYFLAGS, Value::Int32(vec![u32::MAX; rows.len()]));
+        h.set(
+            tag::FILEDIGESTS,
+            Value::StrArray(rows.iter().map(|r| r.digest.clone()).collect()),
+        );
+        h.set(
+            tag::FILELINKTOS,
+            Value::StrArray(rows.iter().map(|r| r.link.clone()).collect()),
+        );
+        h.set(
+            tag::FILEFLAGS,
+            Value::Int32(rows.iter().map(|r| r.flags).collect()),
+        );
+        h.set(
+            tag::FILEUSERNAME,
+            Value::StrArray(vec!["root".into(); rows.len()]),
+        );
+        h.set(
+            tag::FILEGROUPNAME,
+            Value::StrArray(vec!["root".into(); rows.len()]),
+        );
+        h.set(
+            tag::FILEVERIFYFLAGS,
+            Value::Int32(vec![u32::MAX; rows.len()]),
+        );
         h.set(tag::FILEDEVICES, Value::Int32(vec![1; rows.len()]));
         h.set(
             tag::FILEINODES,
-            Value::Int32((1..=rows.len()).map(|i| u32::try_from(i).unwrap_or(u32::MAX)).collect()),
+            Value::Int32(
+                (1..=rows.len())
+                    .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+                    .collect(),
+            ),
         );
-        h.set(tag::FILELANGS, Value::StrArray(vec![String::new(); rows.len()]));
+        h.set(
+            tag::FILELANGS,
+            Value::StrArray(vec![String::new(); rows.len()]),
+        );
         let mut dirnames: Vec<String> = Vec::new();
         let mut dirindexes = Vec::new();
         let mut basenames = Vec::new();
@@ -763,7 +841,13 @@ pub fn write_rpm<W: Write>(
             provides.push(p.clone());
         }
     }
-    deps_into(&mut h, &provides, tag::PROVIDENAME, tag::PROVIDEFLAGS, tag::PROVIDEVERSION);
+    deps_into(
+        &mut h,
+        &provides,
+        tag::PROVIDENAME,
+        tag::PROVIDEFLAGS,
+        tag::PROVIDEVERSION,
+    );
     let mut requires = spec.requires.clone();
     requires.push(rpmlib("CompressedFileNames", "3.0.4-1"));
     requires.push(rpmlib("FileDigests", "4.6.0-1"));
@@ -773,18 +857,45 @@ pub fn write_rpm<W: Write>(
         Compression::Zstd => requires.push(rpmlib("PayloadIsZstd", "5.4.18-1")),
         _ => {}
     }
-    deps_into(&mut h, &requires, tag::REQUIRENAME, tag::REQUIREFLAGS, tag::REQUIREVERSION);
-    deps_into(&mut h, &spec.conflicts, tag::CONFLICTNAME, tag::CONFLICTFLAGS, tag::CONFLICTVERSION);
-    deps_into(&mut h, &spec.obsoletes, tag::OBSOLETENAME, tag::OBSOLETEFLAGS, tag::OBSOLETEVERSION);
-    deps_into(&mut h, &spec.recommends, tag::RECOMMENDNAME, tag::RECOMMENDFLAGS, tag::RECOMMENDVERSION);
+    deps_into(
+        &mut h,
+        &requires,
+        tag::REQUIRENAME,
+        tag::REQUIREFLAGS,
+        tag::REQUIREVERSION,
+    );
+    deps_into(
+        &mut h,
+        &spec.conflicts,
+        tag::CONFLICTNAME,
+        tag::CONFLICTFLAGS,
+        tag::CONFLICTVERSION,
+    );
+    deps_into(
+        &mut h,
+        &spec.obsoletes,
+        tag::OBSOLETENAME,
+        tag::OBSOLETEFLAGS,
+        tag::OBSOLETEVERSION,
+    );
+    deps_into(
+        &mut h,
+        &spec.recommends,
+        tag::RECOMMENDNAME,
+        tag::RECOMMENDFLAGS,
+        tag::RECOMMENDVERSION,
+    );
     for (script, prog) in SCRIPT_TAGS {
         if let Some((interp, body)) = spec.scripts.get(&script) {
             h.set(script, Value::Str(body.clone()));
             h.set(prog, Value::Str(interp.clone()));
         }
     }
-    let (trans, per_package): (Vec<FileTrigger>, Vec<FileTrigger>) =
-        spec.file_triggers.iter().cloned().partition(|t| t.transaction);
+    let (trans, per_package): (Vec<FileTrigger>, Vec<FileTrigger>) = spec
+        .file_triggers
+        .iter()
+        .cloned()
+        .partition(|t| t.transaction);
     file_triggers_into(&mut h, &trans, TRANS_FILE_TRIGGER_TAGS);
     file_triggers_into(&mut h, &per_package, FILE_TRIGGER_TAGS);
     h.set(tag::PAYLOADFORMAT, Value::Str("cpio".into()));
@@ -797,8 +908,14 @@ pub fn write_rpm<W: Write>(
     h.set(tag::PAYLOADCOMPRESSOR, Value::Str(compressor.into()));
     h.set(tag::PAYLOADFLAGS, Value::Str(level.to_string()));
     h.set(tag::ENCODING, Value::Str("utf-8".into()));
-    h.set(tag::PAYLOADDIGEST, Value::StrArray(vec![hex::encode(payload_sha)]));
-    h.set(tag::PAYLOADDIGESTALGO, Value::Int32(vec![PGPHASHALGO_SHA256]));
+    h.set(
+        tag::PAYLOADDIGEST,
+        Value::StrArray(vec![hex::encode(payload_sha)]),
+    );
+    h.set(
+        tag::PAYLOADDIGESTALGO,
+        Value::Int32(vec![PGPHASHALGO_SHA256]),
+    );
     let header = h.build(tag::HEADERIMMUTABLE)?;
 
     // Signature header: MD5 over header + payload needs the payload again.
@@ -814,11 +931,20 @@ pub fn write_rpm<W: Write>(
         s.set(tag::SIG_LONGARCHIVESIZE, Value::Int64(vec![archive_size]));
     } else {
         s.set(tag::SIG_SIZE, Value::Int32(vec![signed_len as u32]));
-        s.set(tag::SIG_PAYLOADSIZE, Value::Int32(vec![archive_size as u32]));
+        s.set(
+            tag::SIG_PAYLOADSIZE,
+            Value::Int32(vec![archive_size as u32]),
+        );
     }
     s.set(tag::SIG_MD5, Value::Bin(md5.0.finalize().to_vec()));
-    s.set(tag::SIG_SHA1, Value::Str(hex::encode(Sha1::digest(&header))));
-    s.set(tag::SIG_SHA256, Value::Str(hex::encode(Sha256::digest(&header))));
+    s.set(
+        tag::SIG_SHA1,
+        Value::Str(hex::encode(Sha1::digest(&header))),
+    );
+    s.set(
+        tag::SIG_SHA256,
+        Value::Str(hex::encode(Sha256::digest(&header))),
+    );
     let mut sig = s.build(tag::HEADERSIGNATURES)?;
     while sig.len() % 8 != 0 {
         sig.push(0);
@@ -829,10 +955,12 @@ pub fn write_rpm<W: Write>(
     out.write_all(&sig).map_err(out_err)?;
     out.write_all(&header).map_err(out_err)?;
     file.seek(SeekFrom::Start(0)).map_err(tmp_err)?;
-    let copied = io::copy(&mut BufReader::with_capacity(1 << 20, &mut *file), &mut out)
-        .map_err(out_err)?;
+    let copied =
+        io::copy(&mut BufReader::with_capacity(1 << 20, &mut *file), &mut out).map_err(out_err)?;
     if copied != payload_len {
-        return Err(PackageError::Invalid("temporary payload changed size".into()));
+        return Err(PackageError::Invalid(
+            "temporary payload changed size".into(),
+        ));
     }
     Ok(out)
 }
@@ -982,7 +1110,9 @@ fn read_header<R: Read>(
     let il = u32::from_be_bytes([intro[8], intro[9], intro[10], intro[11]]);
     let dl = u32::from_be_bytes([intro[12], intro[13], intro[14], intro[15]]);
     if il == 0 || il > MAX_INDEX || dl > MAX_DATA {
-        return Err(bad(format!("implausible rpm header size ({il} entries, {dl} bytes)")));
+        return Err(bad(format!(
+            "implausible rpm header size ({il} entries, {dl} bytes)"
+        )));
     }
     // Never allocate more than the file can hold.
     let need = u64::from(il) * 16 + u64::from(dl);
@@ -993,10 +1123,15 @@ fn read_header<R: Read>(
     }
     // One buffer, returned as the blob: the header is never copied.
     let mut blob = vec![0u8; 16 + il as usize * 16 + dl as usize];
-    blob.get_mut(..16).unwrap_or_default().copy_from_slice(&intro);
+    blob.get_mut(..16)
+        .unwrap_or_default()
+        .copy_from_slice(&intro);
     r.read_exact(blob.get_mut(16..).unwrap_or_default())
         .map_err(|_| bad(format!("truncated rpm header at offset {start}")))?;
-    let (index, data) = blob.get(16..).unwrap_or_default().split_at(il as usize * 16);
+    let (index, data) = blob
+        .get(16..)
+        .unwrap_or_default()
+        .split_at(il as usize * 16);
     let mut tags = BTreeMap::new();
     let mut charge = |t: u32, cost: u64| -> Result<(), PackageError> {
         let cost = cost.saturating_add(ENTRY_COST);
@@ -1065,7 +1200,9 @@ fn read_header<R: Read>(
                 for _ in 0..n {
                     let s = tail.get(pos..).unwrap_or_default();
                     let len = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-                    out.push(String::from_utf8_lossy(s.get(..len).unwrap_or_default()).into_owned());
+                    out.push(
+                        String::from_utf8_lossy(s.get(..len).unwrap_or_default()).into_owned(),
+                    );
                     pos += len + 1;
                 }
                 TagValue::Strings(out)
@@ -1143,7 +1280,10 @@ impl RpmReader {
                 return Err(PackageError::corrupt(path, "header SHA256 digest mismatch"));
             }
         }
-        if let Some(size) = signature.int(tag::SIG_SIZE).or(signature.int(tag::SIG_LONGSIZE)) {
+        if let Some(size) = signature
+            .int(tag::SIG_SIZE)
+            .or(signature.int(tag::SIG_LONGSIZE))
+        {
             if header.start + size != file_size {
                 return Err(PackageError::corrupt(
                     path,
@@ -1226,7 +1366,11 @@ impl RpmReader {
     }
     /// Recommends.
     pub fn recommends(&self) -> Vec<Dep> {
-        self.deps(tag::RECOMMENDNAME, tag::RECOMMENDFLAGS, tag::RECOMMENDVERSION)
+        self.deps(
+            tag::RECOMMENDNAME,
+            tag::RECOMMENDFLAGS,
+            tag::RECOMMENDVERSION,
+        )
     }
 
     /// The file list.
@@ -1252,8 +1396,16 @@ impl RpmReader {
                     path: format!("{dir}{base}"),
                     mode: h.ints(tag::FILEMODES).get(i).copied().unwrap_or(0) as u32,
                     size: sizes.get(i).copied().unwrap_or(0),
-                    digest: h.strings(tag::FILEDIGESTS).get(i).cloned().unwrap_or_default(),
-                    link: h.strings(tag::FILELINKTOS).get(i).cloned().unwrap_or_default(),
+                    digest: h
+                        .strings(tag::FILEDIGESTS)
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_default(),
+                    link: h
+                        .strings(tag::FILELINKTOS)
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_default(),
                 }
             })
             .collect()
@@ -1277,7 +1429,11 @@ impl RpmReader {
         self.files()
             .into_iter()
             .enumerate()
-            .filter(|(i, _)| flags.get(*i).is_some_and(|f| f & u64::from(FILE_CONFIG) != 0))
+            .filter(|(i, _)| {
+                flags
+                    .get(*i)
+                    .is_some_and(|f| f & u64::from(FILE_CONFIG) != 0)
+            })
             .map(|(_, f)| f.path.trim_start_matches('/').to_string())
             .collect()
     }
@@ -1321,10 +1477,7 @@ impl RpmReader {
         let mut file = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
         file.seek(SeekFrom::Start(self.header.end))
             .map_err(|e| PackageError::io("cannot read", path, e))?;
-        let mut hashing = HashingReader::new(
-            BufReader::with_capacity(1 << 20, file),
-            false,
-        );
+        let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file), false);
         {
             let dec = decoder(&mut hashing, self.payload_compression()?)
                 .map_err(|e| PackageError::corrupt(path, e.to_string()))?;
@@ -1344,13 +1497,17 @@ impl RpmReader {
             }
             // Drain what the decoder did not need so the digest covers all.
         }
-        io::copy(&mut hashing, &mut io::sink()).map_err(|e| PackageError::io("cannot read", path, e))?;
+        io::copy(&mut hashing, &mut io::sink())
+            .map_err(|e| PackageError::io("cannot read", path, e))?;
         let (sha, _, _) = hashing.finish();
         if let Some(want) = self.header.strings(tag::PAYLOADDIGEST).first() {
             if self.header.int(tag::PAYLOADDIGESTALGO) == Some(u64::from(PGPHASHALGO_SHA256))
                 && !hex::encode(sha).eq_ignore_ascii_case(want)
             {
-                return Err(PackageError::corrupt(path, "payload SHA256 digest mismatch"));
+                return Err(PackageError::corrupt(
+                    path,
+                    "payload SHA256 digest mismatch",
+                ));
             }
         }
         Ok(())
@@ -1365,7 +1522,10 @@ impl RpmReader {
             0o040000 => x.dir(path, mode),
             0o120000 => {
                 if size > 4096 {
-                    return Err(PackageError::corrupt(&self.path, format!("{path}: symlink target too long")));
+                    return Err(PackageError::corrupt(
+                        &self.path,
+                        format!("{path}: symlink target too long"),
+                    ));
                 }
                 let mut target = String::new();
                 data.read_to_string(&mut target)
@@ -1393,7 +1553,10 @@ impl RpmReader {
         io::copy(&mut BufReader::with_capacity(1 << 20, file), &mut h)
             .map_err(|e| PackageError::io("cannot read", path, e))?;
         if !hex::encode(h.0.finalize()).eq_ignore_ascii_case(want) {
-            return Err(PackageError::corrupt(path, "payload SHA256 digest mismatch"));
+            return Err(PackageError::corrupt(
+                path,
+                "payload SHA256 digest mismatch",
+            ));
         }
         Ok(())
     }

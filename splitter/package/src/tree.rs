@@ -199,14 +199,19 @@ impl Payload {
                 let fs_path = item.path();
                 let name = item.file_name();
                 let name = name.to_str().ok_or_else(|| {
-                    PackageError::unsafe_path(root, &fs_path.display().to_string(), "non-UTF-8 name")
+                    PackageError::unsafe_path(
+                        root,
+                        &fs_path.display().to_string(),
+                        "non-UTF-8 name",
+                    )
                 })?;
                 let path = if rel.is_empty() {
                     name.to_string()
                 } else {
                     format!("{rel}/{name}")
                 };
-                check_relative_path(&path).map_err(|why| PackageError::unsafe_path(root, &path, why))?;
+                check_relative_path(&path)
+                    .map_err(|why| PackageError::unsafe_path(root, &path, why))?;
                 let md = fs::symlink_metadata(&fs_path)
                     .map_err(|e| PackageError::io("cannot stat", &fs_path, e))?;
                 let ft = md.file_type();

@@ -49,7 +49,11 @@ pub fn escape_dist(name: &str) -> String {
 
 /// `<dist>-<version>.dist-info`.
 pub fn dist_info_dir(dist: &str, version: &str) -> String {
-    format!("{}-{}.dist-info", escape_dist(dist), version.replace('-', "_"))
+    format!(
+        "{}-{}.dist-info",
+        escape_dist(dist),
+        version.replace('-', "_")
+    )
 }
 
 /// Compresses tags into the file-name form (`py3-none-linux_x86_64`;
@@ -77,7 +81,11 @@ pub fn tag_triple(tags: &[String]) -> Result<String, PackageError> {
     if tags.is_empty() {
         return Err(PackageError::Invalid("no wheel tags".into()));
     }
-    Ok(order.iter().map(|o| o.join(".")).collect::<Vec<_>>().join("-"))
+    Ok(order
+        .iter()
+        .map(|o| o.join("."))
+        .collect::<Vec<_>>()
+        .join("-"))
 }
 
 /// `<dist>-<version>-<tags>.whl`.
@@ -146,7 +154,11 @@ impl CoreMetadata {
 
     /// Replaces the first header of that name (or appends).
     pub fn set(&mut self, name: &str, value: &str) {
-        match self.headers.iter_mut().find(|(k, _)| k.eq_ignore_ascii_case(name)) {
+        match self
+            .headers
+            .iter_mut()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        {
             Some(slot) => slot.1 = value.to_string(),
             None => self.headers.push((name.to_string(), value.to_string())),
         }
@@ -187,7 +199,10 @@ fn version_at_least(a: &str, b: (u32, u32)) -> bool {
 /// "<extra>"`, plus a `device-all` extra requiring all of them. Existing
 /// `device-*` extras are replaced; Metadata-Version is raised to 2.1.
 pub fn add_device_extras(meta: &mut CoreMetadata, version: &str, devices: &[(String, String)]) {
-    if !meta.get("Metadata-Version").is_some_and(|v| version_at_least(v, (2, 1))) {
+    if !meta
+        .get("Metadata-Version")
+        .is_some_and(|v| version_at_least(v, (2, 1)))
+    {
         meta.set("Metadata-Version", "2.1");
     }
     meta.headers.retain(|(k, v)| {
@@ -197,12 +212,18 @@ pub fn add_device_extras(meta: &mut CoreMetadata, version: &str, devices: &[(Str
     });
     for (extra, dev) in devices {
         meta.push("Provides-Extra", extra);
-        meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"{extra}\""));
+        meta.push(
+            "Requires-Dist",
+            &format!("{dev}=={version}; extra == \"{extra}\""),
+        );
     }
     if !devices.is_empty() {
         meta.push("Provides-Extra", "device-all");
         for (_, dev) in devices {
-            meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"device-all\""));
+            meta.push(
+                "Requires-Dist",
+                &format!("{dev}=={version}; extra == \"device-all\""),
+            );
         }
     }
 }
@@ -212,11 +233,18 @@ pub fn add_device_extras(meta: &mut CoreMetadata, version: &str, devices: &[(Str
 /// "<extra>"` per distribution: an older family's extra served by the
 /// device wheels that now carry its processors. Call after
 /// [`add_device_extras`], which drops every `device-*` extra.
-pub fn add_transitional_extras(meta: &mut CoreMetadata, version: &str, extras: &[(String, Vec<String>)]) {
+pub fn add_transitional_extras(
+    meta: &mut CoreMetadata,
+    version: &str,
+    extras: &[(String, Vec<String>)],
+) {
     for (extra, devs) in extras {
         meta.push("Provides-Extra", extra);
         for dev in devs {
-            meta.push("Requires-Dist", &format!("{dev}=={version}; extra == \"{extra}\""));
+            meta.push(
+                "Requires-Dist",
+                &format!("{dev}=={version}; extra == \"{extra}\""),
+            );
         }
     }
 }
@@ -290,10 +318,15 @@ pub fn write_wheel<W: Write + Seek>(out: W, spec: &WheelSpec<'_>) -> Result<W, P
                     )));
                 }
                 let mut r = e.open()?;
-                let sha = zip
-                    .add_file(&e.path, e.mode, *size, &mut r)
-                    .map_err(|er| PackageError::io("cannot read", Path::new(&e.source_display()), er))?;
-                record.push_str(&format!("{},{},{}\n", csv_field(&e.path), record_hash(&sha), size));
+                let sha = zip.add_file(&e.path, e.mode, *size, &mut r).map_err(|er| {
+                    PackageError::io("cannot read", Path::new(&e.source_display()), er)
+                })?;
+                record.push_str(&format!(
+                    "{},{},{}\n",
+                    csv_field(&e.path),
+                    record_hash(&sha),
+                    size
+                ));
             }
         }
     }
@@ -305,11 +338,17 @@ pub fn write_wheel<W: Write + Seek>(out: W, spec: &WheelSpec<'_>) -> Result<W, P
             .map_err(|why| PackageError::Invalid(format!("dist-info file {name:?}: {why}")))?;
         let path = format!("{prefix}{name}");
         let sha = zip.add_bytes(&path, 0o644, data).map_err(err)?;
-        record.push_str(&format!("{},{},{}\n", csv_field(&path), record_hash(&sha), data.len()));
+        record.push_str(&format!(
+            "{},{},{}\n",
+            csv_field(&path),
+            record_hash(&sha),
+            data.len()
+        ));
     }
     let record_path = format!("{prefix}RECORD");
     record.push_str(&format!("{},,\n", csv_field(&record_path)));
-    zip.add_bytes(&record_path, 0o644, record.as_bytes()).map_err(err)?;
+    zip.add_bytes(&record_path, 0o644, record.as_bytes())
+        .map_err(err)?;
     zip.finish().map_err(err)
 }
 
@@ -340,7 +379,10 @@ pub fn parse_record(text: &str) -> Result<Vec<RecordRow>, String> {
         let size = if size.is_empty() {
             None
         } else {
-            Some(size.parse().map_err(|_| format!("line {}: bad size {size:?}", n + 1))?)
+            Some(
+                size.parse()
+                    .map_err(|_| format!("line {}: bad size {size:?}", n + 1))?,
+            )
         };
         rows.push(RecordRow {
             path: path.clone(),
@@ -442,7 +484,12 @@ impl WheelReader {
         let (dist, version, triple) = match parts.as_slice() {
             [d, v, py, abi, plat] => (*d, *v, format!("{py}-{abi}-{plat}")),
             [d, v, _build, py, abi, plat] => (*d, *v, format!("{py}-{abi}-{plat}")),
-            _ => return Err(PackageError::corrupt(path, "wheel file name is not name-version-[build-]py-abi-platform.whl")),
+            _ => {
+                return Err(PackageError::corrupt(
+                    path,
+                    "wheel file name is not name-version-[build-]py-abi-platform.whl",
+                ))
+            }
         };
         PackageError::check_name(path, "file name (distribution)", NameKind::WheelName, dist)?;
         PackageError::check_name(path, "file name (version)", NameKind::WheelVersion, version)?;
@@ -476,11 +523,18 @@ impl WheelReader {
         let dist_info = if dist_infos.contains(expected.as_str()) {
             expected
         } else if dist_infos.len() == 1 {
-            dist_infos.iter().next().map(|s| (*s).to_string()).unwrap_or_default()
+            dist_infos
+                .iter()
+                .next()
+                .map(|s| (*s).to_string())
+                .unwrap_or_default()
         } else {
             return Err(PackageError::corrupt(
                 path,
-                format!("expected one .dist-info directory ({expected}), found {}", dist_infos.len()),
+                format!(
+                    "expected one .dist-info directory ({expected}), found {}",
+                    dist_infos.len()
+                ),
             ));
         };
         let mut read_member = |name: &str| -> Result<Vec<u8>, PackageError> {
@@ -502,17 +556,28 @@ impl WheelReader {
         let wheel_bytes = read_member(&format!("{dist_info}/WHEEL"))?;
         let record_bytes = read_member(&format!("{dist_info}/RECORD"))?;
         let text = |b: &[u8], what: &str| {
-            String::from_utf8(b.to_vec()).map_err(|_| PackageError::corrupt(path, format!("{what} is not UTF-8")))
+            String::from_utf8(b.to_vec())
+                .map_err(|_| PackageError::corrupt(path, format!("{what} is not UTF-8")))
         };
         let metadata = CoreMetadata::parse(&text(&metadata_bytes, "METADATA")?);
         let wheel = CoreMetadata::parse(&text(&wheel_bytes, "WHEEL")?);
-        let record = parse_record(&text(&record_bytes, "RECORD")?)
-            .map_err(|d| PackageError::Record { path: path.to_path_buf(), detail: d })?;
-        for (field, kind) in [("Name", NameKind::WheelName), ("Version", NameKind::WheelVersion)] {
+        let record =
+            parse_record(&text(&record_bytes, "RECORD")?).map_err(|d| PackageError::Record {
+                path: path.to_path_buf(),
+                detail: d,
+            })?;
+        for (field, kind) in [
+            ("Name", NameKind::WheelName),
+            ("Version", NameKind::WheelVersion),
+        ] {
             let value = metadata
                 .get(field)
                 .ok_or_else(|| PackageError::corrupt(path, "METADATA lacks Name or Version"))?;
-            let field = if field == "Name" { "METADATA Name" } else { "METADATA Version" };
+            let field = if field == "Name" {
+                "METADATA Name"
+            } else {
+                "METADATA Version"
+            };
             PackageError::check_name(path, field, kind, value)?;
         }
         Ok(WheelReader {

@@ -21,13 +21,13 @@ use rocm_kpack::detect::{self, DetectOptions};
 use rocm_kpack::loader::{Cache, LoaderConfig};
 use rocm_kpack_cli::{iec_size, ExitStatus};
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::{write_deb, DebSpec};
 use rocm_kpack_package::meta::ControlFields;
+use rocm_kpack_package::publish::serve::Server;
 use rocm_kpack_package::tree::Payload;
 use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
-use rocm_kpack_package::publish::serve::Server;
+use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use sha2::{Digest, Sha256};
 
 /// Fat fixtures compiled from `tests/fixtures/src` by Debian's clang-19
@@ -61,15 +61,51 @@ const VERSION: &str = "1.0.0";
 /// Machines `--machine` can simulate: name, description, and the KFD sysfs tree of
 /// that real machine (golden fixtures of the detection tests).
 const GPUS: &[(&str, &str, Dir<'static>)] = &[
-    ("rx7900xtx", "RX 7900 XTX (gfx1100)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx7900xtx")),
-    ("mi300x", "Instinct MI300X (gfx942)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi300x")),
-    ("mi210", "Instinct MI210 (gfx90a)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi210")),
-    ("w7500", "Radeon Pro W7500 (gfx1102)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/w7500")),
-    ("rx9070xt", "RX 9070 XT (gfx1201)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx9070xt")),
-    ("strix-halo", "Strix Halo APU (gfx1151)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/strix-halo")),
-    ("780m", "Radeon 780M APU (gfx1103)", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/780m")),
-    ("apu-plus-dgpu", "780M APU + RX 7900 XTX", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/apu-plus-dgpu")),
-    ("cpu-only", "a machine without an AMD GPU", include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/cpu-only")),
+    (
+        "rx7900xtx",
+        "RX 7900 XTX (gfx1100)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx7900xtx"),
+    ),
+    (
+        "mi300x",
+        "Instinct MI300X (gfx942)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi300x"),
+    ),
+    (
+        "mi210",
+        "Instinct MI210 (gfx90a)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi210"),
+    ),
+    (
+        "w7500",
+        "Radeon Pro W7500 (gfx1102)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/w7500"),
+    ),
+    (
+        "rx9070xt",
+        "RX 9070 XT (gfx1201)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx9070xt"),
+    ),
+    (
+        "strix-halo",
+        "Strix Halo APU (gfx1151)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/strix-halo"),
+    ),
+    (
+        "780m",
+        "Radeon 780M APU (gfx1103)",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/780m"),
+    ),
+    (
+        "apu-plus-dgpu",
+        "780M APU + RX 7900 XTX",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/apu-plus-dgpu"),
+    ),
+    (
+        "cpu-only",
+        "a machine without an AMD GPU",
+        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/cpu-only"),
+    ),
 ];
 
 /// Run the whole pipeline on built-in inputs, without a GPU: build a fat
@@ -126,7 +162,8 @@ impl Report {
         rocm_kpack_cli::outln!("\n==> {name}")?;
         let start = Instant::now();
         let result = f();
-        self.steps.push((name.to_owned(), start.elapsed().as_secs_f64()));
+        self.steps
+            .push((name.to_owned(), start.elapsed().as_secs_f64()));
         result.with_context(|| format!("step '{name}' failed; to reproduce: {reproduce}"))
     }
 }
@@ -164,7 +201,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             dir.clone()
         }
         None => {
-            let dir = tempfile::Builder::new().prefix("rocm-kpack-demo-").tempdir()?;
+            let dir = tempfile::Builder::new()
+                .prefix("rocm-kpack-demo-")
+                .tempdir()?;
             let path = dir.path().to_owned();
             tmp = Some(dir);
             path
@@ -175,7 +214,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         "rocm-kpack demo: simulated GPU {}, working directory {}{}",
         args.machine,
         root.display(),
-        if kept { " (kept)" } else { " (removed at the end; --keep keeps it)" }
+        if kept {
+            " (kept)"
+        } else {
+            " (removed at the end; --keep keeps it)"
+        }
     )?;
     let work = Work::new(&root, &args.machine);
     let mut report = Report::default();
@@ -254,7 +297,9 @@ fn shell_line(argv: &[OsString]) -> String {
     argv.iter()
         .map(|a| {
             let s = a.to_string_lossy();
-            if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+            if s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
+            {
                 s.into_owned()
             } else {
                 format!("'{}'", s.replace('\'', "'\\''"))
@@ -280,12 +325,23 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             let deb = build_fat_deb(work)?;
             let wheel = build_fat_wheel(work)?;
             for p in [&deb, &wheel] {
-                rocm_kpack_cli::outln!("    {} ({})", p.display(), iec_size(fs::metadata(p)?.len()))?;
+                rocm_kpack_cli::outln!(
+                    "    {} ({})",
+                    p.display(),
+                    iec_size(fs::metadata(p)?.len())
+                )?;
             }
             Ok((deb, wheel))
         },
     )?;
-    rocm_kpack(&os(&[&"inspect", &work.fat.join("deb-root").join(PREFIX).join("lib/libmulti.so")]))?;
+    rocm_kpack(&os(&[
+        &"inspect",
+        &work
+            .fat
+            .join("deb-root")
+            .join(PREFIX)
+            .join("lib/libmulti.so"),
+    ]))?;
 
     // 2. Split the packages.
     let librocrand = match &args.librocrand {
@@ -311,12 +367,23 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     // 3. Publish and serve.
     let server = report.step(
         "publish apt, pip and kpack-store repositories and serve them on 127.0.0.1",
-        &format!("rocm-kpack publish {} --out {}", work.split.display(), work.repo.display()),
+        &format!(
+            "rocm-kpack publish {} --out {}",
+            work.split.display(),
+            work.repo.display()
+        ),
         || {
             let store_url = format!("file://{}", std::path::absolute(&work.repo)?.display());
             rocm_kpack(&os(&[
-                &"publish", &work.split, &"--out", &work.repo, &"--apt", &"--pip", &"--kpack-store",
-                &"--store-url", &store_url,
+                &"publish",
+                &work.split,
+                &"--out",
+                &work.repo,
+                &"--apt",
+                &"--pip",
+                &"--kpack-store",
+                &"--store-url",
+                &store_url,
             ]))?;
             let server = Server::start(&work.repo)?;
             rocm_kpack_cli::outln!("    serving {} at {}", work.repo.display(), server.url)?;
@@ -325,17 +392,27 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     )?;
 
     // 4. The user installs the generic package only.
-    let generic_deb = find_package(&work.split, &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?))?;
+    let generic_deb = find_package(
+        &work.split,
+        &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?),
+    )?;
     report.step(
         "install the generic (host-only) package into a throwaway root",
-        &format!("dpkg --root={} --force-not-root -i {}", work.install_root.display(), generic_deb.display()),
+        &format!(
+            "dpkg --root={} --force-not-root -i {}",
+            work.install_root.display(),
+            generic_deb.display()
+        ),
         || install_deb(&work.install_root, &generic_deb),
     )?;
 
     // 5. Detect the GPU.
     let targets = report.step(
         "detect the GPU from its KFD sysfs tree",
-        &format!("rocm-kpack-fetch detect --sysfs-root {}", work.sysfs.display()),
+        &format!(
+            "rocm-kpack-fetch detect --sysfs-root {}",
+            work.sysfs.display()
+        ),
         || {
             let code = rocm_kpack_fetch(&os(&[&"detect", &"--sysfs-root", &work.sysfs]))?;
             let detection = detect::detect(&work.sysfs, &DetectOptions::default())?;
@@ -351,9 +428,18 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
 
     // 6. The fetcher adds the device code the GPU needs.
     let fetch_args = os(&[
-        &"install", &"--auto", &"--root", &work.install_root, &"--no-default-prefixes",
-        &"--prefix", &work.install_root.join(PREFIX), &"--sysfs-root", &work.sysfs,
-        &"--source", &server.url, &"--allow-http",
+        &"install",
+        &"--auto",
+        &"--root",
+        &work.install_root,
+        &"--no-default-prefixes",
+        &"--prefix",
+        &work.install_root.join(PREFIX),
+        &"--sysfs-root",
+        &work.sysfs,
+        &"--source",
+        &server.url,
+        &"--allow-http",
     ]);
     let fetched = report.step(
         "rocm-kpack-fetch install --auto: fetch, verify and install the archives and database files this GPU needs",
@@ -405,7 +491,10 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
             args.machine,
             ExitStatus::NoGpu.code()
         )?;
-        report.lines.push(format!("{}: no AMD GPU, nothing fetched (as intended)", args.machine));
+        report.lines.push(format!(
+            "{}: no AMD GPU, nothing fetched (as intended)",
+            args.machine
+        ));
         return Ok(());
     }
 
@@ -446,7 +535,15 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
                     components.insert(rocm_kpack_format::manifest::Manifest::read(&p)?.component);
                 }
             }
-            let mut argv = os(&[&"remove", &"--root", &work.install_root, &"--no-default-prefixes", &"--prefix", &prefix, &"--yes"]);
+            let mut argv = os(&[
+                &"remove",
+                &"--root",
+                &work.install_root,
+                &"--no-default-prefixes",
+                &"--prefix",
+                &prefix,
+                &"--yes",
+            ]);
             argv.extend(components.iter().map(OsString::from));
             let code = rocm_kpack_fetch(&argv)?;
             ensure!(code == ExitStatus::Success.code(), "remove exited {code}");
@@ -458,20 +555,33 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
     )?;
 
     // Report.
-    report.lines.push(format!("GPU: {} -> targets {}", args.machine, targets.join(", ")));
+    report.lines.push(format!(
+        "GPU: {} -> targets {}",
+        args.machine,
+        targets.join(", ")
+    ));
     let mut packages = vec![(DEB_NAME.to_owned(), VERSION.to_owned(), fat_deb.clone())];
     if let Some(deb) = librocrand {
         packages.push(("librocrand1".to_owned(), "5.3.3-4".to_owned(), deb.clone()));
     }
     for (name, version, fat) in &packages {
-        report.lines.push(user_bytes(&work.split, name, version, fat, &targets)?);
+        report
+            .lines
+            .push(user_bytes(&work.split, name, version, fat, &targets)?);
     }
     report.lines.push(auto_line);
     report.lines.push(format!(
         "archives and database files fetched and verified (size + sha256): {}",
-        fetched.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
+        fetched
+            .iter()
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
-    report.lines.push(format!("code objects loaded through the runtime, sha256 equal to the originals: {loaded}"));
+    report.lines.push(format!(
+        "code objects loaded through the runtime, sha256 equal to the originals: {loaded}"
+    ));
     report.lines.push(format!(
         "preload shim: {registered} fat binary registration(s) handed to the HIP runtime as HIPF bundles, sha256 equal to the originals"
     ));
@@ -483,22 +593,33 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
 fn cached_librocrand() -> Option<PathBuf> {
     const FILE: &str = "librocrand1_5.3.3-4_amd64.deb";
     const SHA256: &str = "b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81";
-    let mut dirs: Vec<PathBuf> = std::env::var_os("ROCM_KPACK_TESTDATA").map(PathBuf::from).into_iter().collect();
+    let mut dirs: Vec<PathBuf> = std::env::var_os("ROCM_KPACK_TESTDATA")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
     dirs.push(PathBuf::from("/var/cache/rocm-kpack-debs"));
     dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debian-cache"));
-    dirs.into_iter().map(|d| d.join(FILE)).find(|p| {
-        fs::read(p).is_ok_and(|bytes| sha256_hex(&bytes) == SHA256)
-    })
+    dirs.into_iter()
+        .map(|d| d.join(FILE))
+        .find(|p| fs::read(p).is_ok_and(|bytes| sha256_hex(&bytes) == SHA256))
 }
 
 /// Download and installed bytes: the fat package vs the generic package
 /// plus the device packages of this GPU's families and of the generic ISAs
 /// they carry (a family package depends on those, docs/packaging.md
 /// "Package naming", so apt downloads them too).
-fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[String]) -> anyhow::Result<String> {
+fn user_bytes(
+    split: &Path,
+    name: &str,
+    version: &str,
+    fat: &Path,
+    targets: &[String],
+) -> anyhow::Result<String> {
     let spec = rocm_kpack_pkgspec::Spec::builtin();
     let version = &split_deb_version(version)?;
-    let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
+    let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> {
+        Ok((fs::metadata(p)?.len(), installed_size(p)?))
+    };
     let (fat_dl, fat_inst) = sizes(fat)?;
     let (gen_dl, gen_inst) = sizes(&find_package(split, &format!("{name}_{version}_"))?)?;
     let mut groups = BTreeSet::new();
@@ -538,10 +659,17 @@ fn user_bytes(split: &Path, name: &str, version: &str, fat: &Path, targets: &[St
 /// device code has in the fat package, with the same figures measured on a
 /// real library for comparison.
 fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
-    let generic = find_package(&work.split, &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?))?;
-    let state_path = work.install_root.join(PREFIX).join(".kpack/.rocm-kpack-fetch-state.json");
+    let generic = find_package(
+        &work.split,
+        &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?),
+    )?;
+    let state_path = work
+        .install_root
+        .join(PREFIX)
+        .join(".kpack/.rocm-kpack-fetch-state.json");
     let state: serde_json::Value = serde_json::from_str(&fs::read_to_string(&state_path)?)?;
-    let index: serde_json::Value = serde_json::from_str(&fs::read_to_string(work.repo.join("index.json"))?)?;
+    let index: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(work.repo.join("index.json"))?)?;
     let mut wire = 0u64;
     for (_, e) in state["archives"].as_object().into_iter().flatten() {
         wire += e["size"].as_u64().unwrap_or(0);
@@ -571,7 +699,11 @@ fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
 
 /// `Installed-Size` (KiB) from a deb's control file, as dpkg reports it.
 fn installed_size(deb: &Path) -> anyhow::Result<u64> {
-    let out = Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Installed-Size").output()?;
+    let out = Command::new("dpkg-deb")
+        .args(["-f"])
+        .arg(deb)
+        .arg("Installed-Size")
+        .output()?;
     ensure!(out.status.success(), "dpkg-deb -f {} failed", deb.display());
     Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
 }
@@ -621,7 +753,10 @@ fn tensile_database() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
                     }
                 })
                 .collect();
-            (format!("{TENSILE_DIR}/TensileLibrary_{processor}.co"), bytes)
+            (
+                format!("{TENSILE_DIR}/TensileLibrary_{processor}.co"),
+                bytes,
+            )
         })
         .collect())
 }
@@ -632,7 +767,11 @@ fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
         let path = root.join(PREFIX).join(name);
         fs::create_dir_all(path.parent().context("parent")?)?;
         fs::write(&path, bytes)?;
-        let mode = if name.starts_with("bin/") { 0o755 } else { 0o644 };
+        let mode = if name.starts_with("bin/") {
+            0o755
+        } else {
+            0o644
+        };
         fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     }
     for (name, bytes) in tensile_database()? {
@@ -666,7 +805,10 @@ fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
     let root = work.fat.join("wheel-root");
     let pkg = root.join(WHEEL_DIST);
     fs::create_dir_all(&pkg)?;
-    fs::write(pkg.join("__init__.py"), "\"\"\"rocm-kpack demo package with a fat HIP library.\"\"\"\n")?;
+    fs::write(
+        pkg.join("__init__.py"),
+        "\"\"\"rocm-kpack demo package with a fat HIP library.\"\"\"\n",
+    )?;
     for (name, bytes) in FAT_FIXTURES.iter().filter(|(n, _)| n.starts_with("lib/")) {
         fs::write(pkg.join(name.trim_start_matches("lib/")), bytes)?;
     }
@@ -680,7 +822,9 @@ fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
         "WHEEL".to_owned(),
         b"Wheel-Version: 1.0\nGenerator: rocm-kpack-demo\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
     );
-    let out = work.fat.join(format!("{WHEEL_DIST}-{VERSION}-py3-none-linux_x86_64.whl"));
+    let out = work
+        .fat
+        .join(format!("{WHEEL_DIST}-{VERSION}-py3-none-linux_x86_64.whl"));
     write_wheel(
         fs::File::create(&out)?,
         &WheelSpec {
@@ -701,20 +845,28 @@ fn source_date_epoch() -> anyhow::Result<u64> {
 /// The version of the split debs of a fat deb at `version` (the built-in
 /// spec's suffix, as the demo splits with it).
 fn split_deb_version(version: &str) -> anyhow::Result<String> {
-    rocm_kpack_pkgspec::Spec::builtin().version.deb(version).map_err(anyhow::Error::msg)
+    rocm_kpack_pkgspec::Spec::builtin()
+        .version
+        .deb(version)
+        .map_err(anyhow::Error::msg)
 }
 
 fn find_package(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
     let mut found = Vec::new();
     for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();
-        if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)) {
+        if p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        {
             found.push(p);
         }
     }
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        _ => bail!("expected one package {prefix}* in {}, found {found:?}", dir.display()),
+        _ => bail!(
+            "expected one package {prefix}* in {}, found {found:?}",
+            dir.display()
+        ),
     }
 }
 
@@ -727,14 +879,22 @@ fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
     if !status.exists() {
         fs::write(&status, "")?;
     }
-    rocm_kpack_cli::outln!("$ dpkg --root={} --force-not-root -i {}", root.display(), deb.display())?;
+    rocm_kpack_cli::outln!(
+        "$ dpkg --root={} --force-not-root -i {}",
+        root.display(),
+        deb.display()
+    )?;
     let out = Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .args(["--force-not-root", "-i"])
         .arg(deb)
         .output()
         .context("running dpkg (Debian: apt-get install dpkg)")?;
-    ensure!(out.status.success(), "dpkg failed: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "dpkg failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 
@@ -742,9 +902,14 @@ fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
 fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), Vec<u8>>> {
     use object::{Object as _, ObjectSection as _};
     let file = object::File::parse(data)?;
-    let section = file.section_by_name(".hip_fatbin").context("no .hip_fatbin section")?;
+    let section = file
+        .section_by_name(".hip_fatbin")
+        .context("no .hip_fatbin section")?;
     let mut out = BTreeMap::new();
-    for (index, bundle) in rocm_kpack_format::bundle::parse_fatbin(section.data()?)?.iter().enumerate() {
+    for (index, bundle) in rocm_kpack_format::bundle::parse_fatbin(section.data()?)?
+        .iter()
+        .enumerate()
+    {
         for (target, code) in bundle.code_objects() {
             out.insert((u32::try_from(index)?, target.to_owned()), code.to_vec());
         }
@@ -763,22 +928,36 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
         let originals = original_code_objects(fat)?;
         let host_path = work.install_root.join(PREFIX).join(name);
         let elf = inspect_elf(&fs::read(&host_path)?)?;
-        let m = elf.marker.as_ref().with_context(|| format!("{name}: not split (no marker)"))?;
+        let m = elf
+            .marker
+            .as_ref()
+            .with_context(|| format!("{name}: not split (no marker)"))?;
         let marker = Marker {
             kpack_search_paths: m.kpack_search_paths.clone(),
             kernel_name: m.kernel_name.clone(),
         };
         for w in &elf.wrappers {
-            let co_index = w.co_index.with_context(|| format!("{name}: wrapper {} lacks co_index", w.index))?;
+            let co_index = w
+                .co_index
+                .with_context(|| format!("{name}: wrapper {} lacks co_index", w.index))?;
             for isa in isas {
                 let co = cache
                     .load_code_object(&marker, &host_path, co_index, &[isa.as_str()])
                     .with_context(|| format!("{name}#{co_index} for {isa}"))?;
                 let want = originals
                     .get(&(co_index, co.arch.clone()))
-                    .with_context(|| format!("{name}#{co_index}: no {} code object in the fat binary", co.arch))?;
+                    .with_context(|| {
+                        format!(
+                            "{name}#{co_index}: no {} code object in the fat binary",
+                            co.arch
+                        )
+                    })?;
                 let (got, want) = (sha256_hex(&co.data), sha256_hex(want));
-                ensure!(got == want, "{name}#{co_index} {}: sha256 {got}, original {want}", co.arch);
+                ensure!(
+                    got == want,
+                    "{name}#{co_index} {}: sha256 {got}, original {want}",
+                    co.arch
+                );
                 rocm_kpack_cli::outln!(
                     "    {name}#{co_index} for {isa}: {} code object from {}, {} bytes, sha256 {}.. = original",
                     co.arch,
@@ -823,15 +1002,23 @@ fn workspace_artifact(file: &str, package: &str) -> anyhow::Result<PathBuf> {
     let release = dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", package]).current_dir(source_tree);
+    cmd.args(["build", "-q", "-p", package])
+        .current_dir(source_tree);
     if release {
         cmd.arg("--release");
     }
-    rocm_kpack_cli::outln!("$ cargo build -p {package}{}", if release { " --release" } else { "" })?;
-    let status = cmd
-        .status()
-        .with_context(|| format!("building {file} (needs cargo and this source tree; or install {package})"))?;
-    ensure!(status.success() && beside.is_file(), "could not build {}", beside.display());
+    rocm_kpack_cli::outln!(
+        "$ cargo build -p {package}{}",
+        if release { " --release" } else { "" }
+    )?;
+    let status = cmd.status().with_context(|| {
+        format!("building {file} (needs cargo and this source tree; or install {package})")
+    })?;
+    ensure!(
+        status.success() && beside.is_file(),
+        "could not build {}",
+        beside.display()
+    );
     Ok(beside)
 }
 
@@ -863,22 +1050,39 @@ fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
         String::from_utf8_lossy(&out.stderr)
     );
     let originals = original_code_objects(FAT_FIXTURES[0].1)?;
-    let mut names: Vec<PathBuf> = fs::read_dir(&record)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    let mut names: Vec<PathBuf> = fs::read_dir(&record)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
     names.sort();
     let mut n = 0;
-    for path in names.iter().filter(|p| p.extension().is_some_and(|x| x == "bin")) {
+    for path in names
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+    {
         let bytes = fs::read(path)?;
-        ensure!(bytes.get(..8) == Some(b"HIPSTUB1"), "{}: not a stand-in record", path.display());
+        ensure!(
+            bytes.get(..8) == Some(b"HIPSTUB1"),
+            "{}: not a stand-in record",
+            path.display()
+        );
         let magic = u32::from_le_bytes(bytes.get(8..12).context("record")?.try_into()?);
-        ensure!(magic == rocm_kpack_format::wrapper::HIPF_MAGIC, "the HIP runtime received magic {magic:#x}, not HIPF");
-        for bundle in &rocm_kpack_format::bundle::parse_fatbin(bytes.get(40..).context("record payload")?)? {
+        ensure!(
+            magic == rocm_kpack_format::wrapper::HIPF_MAGIC,
+            "the HIP runtime received magic {magic:#x}, not HIPF"
+        );
+        for bundle in
+            &rocm_kpack_format::bundle::parse_fatbin(bytes.get(40..).context("record payload")?)?
+        {
             for (target, code) in bundle.code_objects() {
                 let want = originals
                     .iter()
                     .find(|((_, t), _)| t == target)
                     .map(|(_, c)| c)
                     .with_context(|| format!("no original {target} code object"))?;
-                ensure!(sha256_hex(code) == sha256_hex(want), "{target}: registered bytes differ from the original");
+                ensure!(
+                    sha256_hex(code) == sha256_hex(want),
+                    "{target}: registered bytes differ from the original"
+                );
                 rocm_kpack_cli::outln!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len())?;
             }
         }

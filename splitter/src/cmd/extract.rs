@@ -1,10 +1,10 @@
 //! `rocm-kpack extract ARCHIVE --binary KEY --target TARGET --out FILE`.
 
-use std::path::PathBuf;
 use anyhow::Context as _;
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::fsutil::check_replaceable;
+use std::path::PathBuf;
 
 /// Write one code object out of a `.kpack` archive. KEY is a TOC binary key
 /// such as `lib/librocrand.so.1.1#0` (see `rocm-kpack inspect ARCHIVE`), ARCH a
@@ -31,14 +31,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let archive = Archive::open(&args.archive)?;
-    let data = archive.kernel(&args.binary, &args.target).with_context(|| {
-        format!(
-            "{}: binaries: {}; arches: {}",
-            args.archive.display(),
-            archive.binaries().join(", "),
-            archive.gfx_arches().join(", ")
-        )
-    })?;
+    let data = archive
+        .kernel(&args.binary, &args.target)
+        .with_context(|| {
+            format!(
+                "{}: binaries: {}; arches: {}",
+                args.archive.display(),
+                archive.binaries().join(", "),
+                archive.gfx_arches().join(", ")
+            )
+        })?;
     if args.out.as_os_str() == "-" {
         rocm_kpack_cli::write_stdout(&data)?;
     } else {

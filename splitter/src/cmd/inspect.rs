@@ -112,13 +112,29 @@ fn render_bundles(b: &BundleSectionReport, indent: &str) -> String {
 
 fn render_elf(e: &ElfReport) -> String {
     let head = format!("ELF {}: {}\n", e.elf_type, e.state);
-    render_binary(head, e.hip_fatbin.as_ref(), e.marker.as_ref(), ".rocm_kpack_ref", &e.wrappers)
+    render_binary(
+        head,
+        e.hip_fatbin.as_ref(),
+        e.marker.as_ref(),
+        ".rocm_kpack_ref",
+        &e.wrappers,
+    )
 }
 
 fn render_pe(p: &PeReport) -> String {
-    let signed = if p.signed { ", Authenticode-signed" } else { "" };
+    let signed = if p.signed {
+        ", Authenticode-signed"
+    } else {
+        ""
+    };
     let head = format!("{} ({}){signed}: {}\n", p.image_type, p.machine, p.state);
-    render_binary(head, p.hip_fat.as_ref(), p.marker.as_ref(), ".kpackrf", &p.wrappers)
+    render_binary(
+        head,
+        p.hip_fat.as_ref(),
+        p.marker.as_ref(),
+        ".kpackrf",
+        &p.wrappers,
+    )
 }
 
 /// The part ELF and PE reports share: bundles, marker, wrappers.

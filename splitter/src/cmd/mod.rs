@@ -3,8 +3,8 @@
 pub mod demo;
 pub mod extract;
 pub mod inspect;
-pub mod progress;
 pub mod package;
+pub mod progress;
 pub mod publish;
 pub mod recombine;
 pub mod spec;

@@ -81,7 +81,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         );
     }
     let compression = Compression::from_name(&args.compression).with_context(|| {
-        format!("unknown compression {:?} (xz, gzip, zstd, none)", args.compression)
+        format!(
+            "unknown compression {:?} (xz, gzip, zstd, none)",
+            args.compression
+        )
     })?;
     let device_compression = match args.device_compression.as_str() {
         "auto" => None,
@@ -125,7 +128,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let report = package(&args.split_dir, &args.out.dir, &opts);
     let summary = progress.finish();
     let report = report?;
-    args.json.print(&report, || render_packages(&report.packages) + &summary)?;
+    args.json
+        .print(&report, || render_packages(&report.packages) + &summary)?;
     Ok(ExitStatus::Success)
 }
 

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg, UsageError};
-use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_package::publish::fetcher::{self, FetcherOptions};
 use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_package::source_date_epoch;
 
 use crate::cli::OutArg;
 
@@ -117,7 +117,10 @@ fn fetcher_options(args: &Args) -> anyhow::Result<Option<FetcherOptions>> {
     if let Some(url) = &args.store_url {
         let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         if !matches!(scheme.as_deref(), Some("https" | "http" | "file")) {
-            return Err(UsageError(format!("--store-url {url:?}: use an https://, http:// or file:// URL")).into());
+            return Err(UsageError(format!(
+                "--store-url {url:?}: use an https://, http:// or file:// URL"
+            ))
+            .into());
         }
         if scheme.as_deref() == Some("http") {
             // Printed whatever the log level (-q included): a store the

@@ -63,7 +63,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
 fn render(r: &RecombineReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let copied = r.archives.iter().filter(|a| a.copied_from.is_some()).count();
+    let copied = r
+        .archives
+        .iter()
+        .filter(|a| a.copied_from.is_some())
+        .count();
     let _ = writeln!(
         out,
         "{} shard(s) -> {}: {} outputs, {} archives ({copied} copied unchanged, {} rewritten), {} manifests, {} database files",

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_format::archive::CompressionScheme;
-use rocm_kpack_splitter::split::artifact::{batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch};
+use rocm_kpack_splitter::split::artifact::{
+    batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch,
+};
 use rocm_kpack_splitter::split::plan::SplitPlan;
 use rocm_kpack_splitter::split::tree::{plan_tree, split_tree, SplitOptions, SplitReport};
 
@@ -88,7 +90,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         spec,
         component: args.component.clone(),
         prefix_dirs,
-        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        compression: args
+            .compression
+            .scheme()
+            .unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         jobs,
         memory: args.jobs.memory()?,
@@ -114,7 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         } else {
             vec![plan_tree(&args.input, &opts)?]
         };
-        args.json.print(&plans, || plans.iter().map(ToString::to_string).collect())?;
+        args.json
+            .print(&plans, || plans.iter().map(ToString::to_string).collect())?;
         return Ok(ExitStatus::Success);
     }
     let out = &args.out.dir;
@@ -153,7 +159,13 @@ fn render(r: &SplitReport) -> String {
         r.hard_links
     );
     for o in &r.outputs {
-        let _ = writeln!(out, "  {:<24} {:>6} files {:>12}", o.name, o.files, rocm_kpack_cli::iec_size(o.bytes));
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>6} files {:>12}",
+            o.name,
+            o.files,
+            rocm_kpack_cli::iec_size(o.bytes)
+        );
     }
     // What a split changed beyond the device code (a signature removed).
     for b in &r.binaries {

@@ -51,7 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitBinaryOptions {
         component: args.component.clone(),
         spec,
-        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        compression: args
+            .compression
+            .scheme()
+            .unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         replace_existing: args.out.force,
         jobs: args.jobs.get()?,

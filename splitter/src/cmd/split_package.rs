@@ -48,7 +48,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         spec: args.spec.load()?,
         jobs: args.jobs.get()?,
         memory: args.jobs.memory()?,
-        compression: args.compression.scheme().unwrap_or(CompressionScheme::ZstdPerKernel),
+        compression: args
+            .compression
+            .scheme()
+            .unwrap_or(CompressionScheme::ZstdPerKernel),
         zstd_level: args.compression.level,
         source_date_epoch: source_date_epoch()?,
         replace_existing: args.out.force,
@@ -63,6 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             eprintln!("note: {n}");
         }
     }
-    args.json.print(&report, || super::package::render_packages(&report.packages) + &summary)?;
+    args.json.print(&report, || {
+        super::package::render_packages(&report.packages) + &summary
+    })?;
     Ok(ExitStatus::Success)
 }

@@ -176,7 +176,11 @@ impl OffsetMap {
 /// Rewrites a fat image: `marker` goes into `.kpackrf`, each wrapper gets
 /// the co_index of the bundle it pointed at (`bundle_offsets` are the
 /// bundles' offsets in `.hip_fat`).
-pub fn rewrite<'a>(fat: &FatPe<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten<'a>> {
+pub fn rewrite<'a>(
+    fat: &FatPe<'a>,
+    marker: &[u8],
+    bundle_offsets: &[u64],
+) -> Result<Rewritten<'a>> {
     let pe = &fat.pe;
     let data = pe.data;
     let fs = pe.sections[fat.fatbin];
@@ -364,9 +368,12 @@ pub fn rewrite<'a>(fat: &FatPe<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Re
     // Assemble: runs of the input around the reclaimed bytes.
     let mut out = Image::new(data);
     let copy = |out: &mut Image<'a>, from: u64, to: u64, what: &str| -> Result<()> {
-        let len = to.checked_sub(from).ok_or_else(|| PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is reversed")))?;
-        out.copy(from as usize, len as usize)
-            .ok_or_else(|| PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is outside the file")))
+        let len = to.checked_sub(from).ok_or_else(|| {
+            PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is reversed"))
+        })?;
+        out.copy(from as usize, len as usize).ok_or_else(|| {
+            PeError::Malformed(format!("{what} [{from:#x}, {to:#x}) is outside the file"))
+        })
     };
     copy(&mut out, 0, headers, "headers")?;
     out.pad_to((headers + grow) as usize);
@@ -377,7 +384,12 @@ pub fn rewrite<'a>(fat: &FatPe<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Re
     out.pad_to((marker_raw_ptr + marker_raw) as usize);
     match cert {
         Some((start, end)) => {
-            copy(&mut out, raw_end, start, "data before the certificate table")?;
+            copy(
+                &mut out,
+                raw_end,
+                start,
+                "data before the certificate table",
+            )?;
             copy(&mut out, end, file_len, "data after the certificate table")?;
         }
         None => copy(&mut out, raw_end, file_len, "trailing data")?,

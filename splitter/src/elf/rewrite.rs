@@ -19,9 +19,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::image::Image;
 use super::read::*;
 use super::{ElfError, Result};
+use crate::image::Image;
 
 /// x86-64 page size: the granularity at which ld.so maps file pages.
 const PAGE: u64 = 4096;
@@ -337,7 +337,11 @@ fn overlaps(a0: u64, a1: u64, b0: u64, b1: u64) -> bool {
 /// `bundle_offsets` are the offsets (within `.hip_fatbin`) of the bundles in
 /// section order: a wrapper's `co_index` is the position of the bundle its
 /// original pointer targets. `marker` is the `.rocm_kpack_ref` content.
-pub fn rewrite<'a>(fat: &FatElf<'a>, marker: &[u8], bundle_offsets: &[u64]) -> Result<Rewritten<'a>> {
+pub fn rewrite<'a>(
+    fat: &FatElf<'a>,
+    marker: &[u8],
+    bundle_offsets: &[u64],
+) -> Result<Rewritten<'a>> {
     let elf = &fat.elf;
     let data = elf.data;
     let file_len = data.len() as u64;
@@ -598,10 +602,9 @@ pub fn rewrite<'a>(fat: &FatElf<'a>, marker: &[u8], bundle_offsets: &[u64]) -> R
             return Ok(());
         }
         match (map_off(from), from.checked_add(len).and_then(map_off)) {
-            (Some(a), Some(b)) if b >= a => {
-                out.zero(a as usize, (b - a) as usize)
-                    .ok_or_else(|| ElfError::Malformed(format!("{what} out of range")))
-            }
+            (Some(a), Some(b)) if b >= a => out
+                .zero(a as usize, (b - a) as usize)
+                .ok_or_else(|| ElfError::Malformed(format!("{what} out of range"))),
             _ if from >= keep_end => Ok(()), // in the dropped tail anyway
             _ => Err(ElfError::Unsupported(format!(
                 "{what} overlaps {FATBIN_SECTION}"
@@ -776,8 +779,10 @@ pub fn rewrite<'a>(fat: &FatElf<'a>, marker: &[u8], bundle_offsets: &[u64]) -> R
         let o = (wfile + w.index as u64 * WRAPPER_SIZE) as usize;
         let range = || ElfError::Malformed("wrapper out of range".into());
         out.patch(o, &HIPK_MAGIC.to_le_bytes()).ok_or_else(range)?;
-        out.patch(o + 8, &marker_vaddr.to_le_bytes()).ok_or_else(range)?;
-        out.patch(o + 16, &u64::from(w.co_index).to_le_bytes()).ok_or_else(range)?;
+        out.patch(o + 8, &marker_vaddr.to_le_bytes())
+            .ok_or_else(range)?;
+        out.patch(o + 16, &u64::from(w.co_index).to_le_bytes())
+            .ok_or_else(range)?;
     }
     for (&ri, &wi) in &wrapper_relocs {
         let r = &relocs[ri];

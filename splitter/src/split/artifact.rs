@@ -20,9 +20,9 @@ use std::path::Path;
 
 use rocm_kpack_pkgspec::DatabaseClassifier;
 
+use crate::budget::Work;
 use crate::split::plan::{self, KpackMode, Layout, Root, SplitPlan};
 use crate::split::scan::{self, Scan};
-use crate::budget::Work;
 use crate::split::tree::{execute, Result, SplitOptions, SplitReport, Staging, TreeError};
 
 /// The file listing an artifact's stage prefixes.
@@ -96,7 +96,8 @@ pub fn split_artifact(input: &Path, out: &Path, opts: &SplitOptions) -> Result<S
 pub fn split_batch(parent: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
     if opts.component.is_some() {
         return Err(TreeError::Invalid(
-            "--component cannot be used with --batch (each artifact's name gives its component)".into(),
+            "--component cannot be used with --batch (each artifact's name gives its component)"
+                .into(),
         ));
     }
     opts.spec.validate()?;
@@ -131,7 +132,9 @@ fn batch_list(parent: &Path) -> Result<BatchList> {
             continue;
         }
         match parse_artifact_name(&name) {
-            Some((_, "generic")) => skipped.push(format!("{name}: generic artifact, no device code; skipped")),
+            Some((_, "generic")) => {
+                skipped.push(format!("{name}: generic artifact, no device code; skipped"))
+            }
             Some((prefix, _)) => artifacts.push((name.clone(), prefix.to_string(), path)),
             None => {
                 return Err(TreeError::Input {
@@ -145,7 +148,8 @@ fn batch_list(parent: &Path) -> Result<BatchList> {
     if artifacts.is_empty() {
         return Err(TreeError::Input {
             path: parent.to_path_buf(),
-            why: "holds no artifact directory (a subdirectory with artifact_manifest.txt) to split".into(),
+            why: "holds no artifact directory (a subdirectory with artifact_manifest.txt) to split"
+                .into(),
         });
     }
     for pair in artifacts.windows(2) {
@@ -165,7 +169,12 @@ fn batch_list(parent: &Path) -> Result<BatchList> {
 }
 
 /// Plans and executes one artifact into the staging directory.
-fn split_one(input: &Path, staging: &Staging, opts: &SplitOptions, work: &Work) -> Result<SplitReport> {
+fn split_one(
+    input: &Path,
+    staging: &Staging,
+    opts: &SplitOptions,
+    work: &Work,
+) -> Result<SplitReport> {
     let plan = work.install(|| plan_artifact(input, opts))?;
     staging.check_free(&plan.layout.dir_name(&plan::Dest::Generic))?;
     execute(&plan, staging.path(), opts, work)
@@ -190,7 +199,8 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
             .map(|(p, _)| p.to_string())
             .ok_or_else(|| TreeError::Input {
                 path: input.to_path_buf(),
-                why: "name is not <name>_<component>_<suffix>; pass --component NAME_COMPONENT".into(),
+                why: "name is not <name>_<component>_<suffix>; pass --component NAME_COMPONENT"
+                    .into(),
             })?,
     };
     let layout = Layout::Artifact {
@@ -203,24 +213,32 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
     for p in &prefixes {
         let dir = input.join(p);
         if !dir.is_dir() {
-            warnings.push(format!("{}: stage prefix {p} does not exist; skipped", input.display()));
+            warnings.push(format!(
+                "{}: stage prefix {p} does not exist; skipped",
+                input.display()
+            ));
             continue;
         }
         scans.push((p.clone(), scan::scan(&dir, &classifier)?));
     }
     // Files outside every prefix are not part of the artifact.
-    for item in walkdir::WalkDir::new(input).min_depth(1).follow_links(false).sort_by_file_name() {
+    for item in walkdir::WalkDir::new(input)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let Ok(item) = item else { continue };
         let rel = item.path().strip_prefix(input).unwrap_or(item.path());
         let rel_s = rel.to_string_lossy();
         if rel_s == MANIFEST_TXT || item.file_type().is_dir() {
             continue;
         }
-        let covered = prefixes
-            .iter()
-            .any(|p| rel_s.starts_with(&format!("{p}/")));
+        let covered = prefixes.iter().any(|p| rel_s.starts_with(&format!("{p}/")));
         if !covered {
-            warnings.push(format!("{}: {rel_s} is under no stage prefix; ignored", input.display()));
+            warnings.push(format!(
+                "{}: {rel_s} is under no stage prefix; ignored",
+                input.display()
+            ));
         }
     }
     let roots: Vec<Root<'_>> = scans
@@ -230,7 +248,12 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
             scan: s,
         })
         .collect();
-    let mut plan = plan::plan(&roots, layout, &KpackMode::Artifact { component }, &opts.spec)?;
+    let mut plan = plan::plan(
+        &roots,
+        layout,
+        &KpackMode::Artifact { component },
+        &opts.spec,
+    )?;
     // The directories above each prefix keep their modes and times too.
     for p in &plan.prefixes.clone() {
         let mut acc = String::new();
@@ -246,7 +269,10 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
                 use std::os::unix::fs::PermissionsExt;
                 plan.dirs.insert(
                     acc.clone(),
-                    (m.permissions().mode() & 0o7777, filetime::FileTime::from_last_modification_time(&m)),
+                    (
+                        m.permissions().mode() & 0o7777,
+                        filetime::FileTime::from_last_modification_time(&m),
+                    ),
                 );
             }
         }
@@ -268,12 +294,18 @@ mod tests {
 
     #[test]
     fn artifact_names() {
-        assert_eq!(parse_artifact_name("rand_lib_gfx90X"), Some(("rand_lib", "gfx90X")));
+        assert_eq!(
+            parse_artifact_name("rand_lib_gfx90X"),
+            Some(("rand_lib", "gfx90X"))
+        );
         assert_eq!(
             parse_artifact_name("blas_lib_gfx110X-dgpu"),
             Some(("blas_lib", "gfx110X-dgpu"))
         );
-        assert_eq!(parse_artifact_name("amd-llvm_lib_generic"), Some(("amd-llvm_lib", "generic")));
+        assert_eq!(
+            parse_artifact_name("amd-llvm_lib_generic"),
+            Some(("amd-llvm_lib", "generic"))
+        );
         assert_eq!(parse_artifact_name("plain"), None);
         assert_eq!(parse_artifact_name("_x"), None);
     }

@@ -12,19 +12,19 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_format::bundle::{self, BundleRef};
+use rocm_kpack_format::fsutil::{self, PendingFile};
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
-use rocm_kpack_format::fsutil::{self, PendingFile};
 
 use crate::coff::{self, PeError};
 use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
@@ -333,7 +333,8 @@ impl HostOutput<'_> {
         drop(w);
         // SAFETY: read-only map of the file this function just wrote and
         // still holds open.
-        let map = unsafe { memmap2::Mmap::map(&*file) }.map_err(|e| SplitError::io("cannot map", path, e))?;
+        let map = unsafe { memmap2::Mmap::map(&*file) }
+            .map_err(|e| SplitError::io("cannot map", path, e))?;
         self.verify(&map)
     }
 
@@ -373,7 +374,11 @@ impl SplitElf<'_> {
         for (i, b) in self.bundles.iter().enumerate() {
             let mut cos = Vec::new();
             b.stream_code_objects(|e, d| -> Result<(), SplitError> {
-                cos.push((i as u32, e.target_id().unwrap_or_default().to_string(), d.into_owned()));
+                cos.push((
+                    i as u32,
+                    e.target_id().unwrap_or_default().to_string(),
+                    d.into_owned(),
+                ));
                 Ok(())
             })?;
             cos.sort_by(|a, b| a.1.cmp(&b.1));
@@ -614,7 +619,10 @@ impl<'s> ArchiveSet<'s> {
         ua.writer
             .add_kernel(binary_key, target_id, data)
             .map_err(|source| SplitError::Format {
-                what: format!("archive {}", layout::archive_file_name(&self.component, &place.unit)),
+                what: format!(
+                    "archive {}",
+                    layout::archive_file_name(&self.component, &place.unit)
+                ),
                 source,
             })?;
         ua.arches.insert(target_id.to_string());
@@ -647,10 +655,12 @@ impl<'s> ArchiveSet<'s> {
                 return Ok(());
             };
             let component = &self.component;
-            ua.writer.write_oldest().map_err(|source| SplitError::Format {
-                what: format!("archive {}", layout::archive_file_name(component, unit)),
-                source,
-            })?;
+            ua.writer
+                .write_oldest()
+                .map_err(|source| SplitError::Format {
+                    what: format!("archive {}", layout::archive_file_name(component, unit)),
+                    source,
+                })?;
         }
     }
 
@@ -717,12 +727,16 @@ impl<'s> ArchiveSet<'s> {
             .map(|(_, name, temp, _, _)| {
                 temp.seek(SeekFrom::Start(0))
                     .and_then(|_| fsutil::sha256_reader(temp.file_mut()))
-                    .map_err(|e| SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e))
+                    .map_err(|e| {
+                        SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e)
+                    })
             })
             .collect();
         let mut files = Vec::with_capacity(archives.len());
         let mut manifest_files = Vec::with_capacity(archives.len());
-        for (((group, unit), file_name, temp, arches, entries), h) in archives.into_iter().zip(hashed) {
+        for (((group, unit), file_name, temp, arches, entries), h) in
+            archives.into_iter().zip(hashed)
+        {
             let (size, sha) = h?;
             let architectures: Vec<String> = arches.into_iter().collect();
             manifest_files.push(ManifestFile {
@@ -760,7 +774,9 @@ impl<'s> ArchiveSet<'s> {
                 what: format!("manifest {}", layout::manifest_file_name(&self.component)),
                 source,
             })?;
-            let dest = self.kpack_dir.join(layout::manifest_file_name(&self.component));
+            let dest = self
+                .kpack_dir
+                .join(layout::manifest_file_name(&self.component));
             Some(PendingFile::write(&dest, &bytes, None)?)
         };
         Ok(PendingArchives {
@@ -998,7 +1014,9 @@ fn split_binary_inner(
     // are what every split writes.
     fsutil::check_replaceable(&output, opts.replace_existing)?;
     fsutil::check_replaceable(
-        &out_dir.join(layout::KPACK_DIR).join(layout::manifest_file_name(&component)),
+        &out_dir
+            .join(layout::KPACK_DIR)
+            .join(layout::manifest_file_name(&component)),
         opts.replace_existing,
     )?;
     if meta.len() == 0 {
@@ -1052,12 +1070,20 @@ fn split_binary_inner(
         opts.compression,
         opts.zstd_level,
     )?;
-    set.check_targets(split.bundles.iter().flat_map(|b| b.targets().map(|(t, _)| t)))?;
-    let work = crate::budget::MemoryPlan::new(opts.memory, opts.jobs, opts.compression, opts.zstd_level);
+    set.check_targets(
+        split
+            .bundles
+            .iter()
+            .flat_map(|b| b.targets().map(|(t, _)| t)),
+    )?;
+    let work =
+        crate::budget::MemoryPlan::new(opts.memory, opts.jobs, opts.compression, opts.zstd_level);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(work.threads)
         .build()
-        .map_err(|e| SplitError::Invalid(format!("cannot start {} worker threads: {e}", work.threads)))?;
+        .map_err(|e| {
+            SplitError::Invalid(format!("cannot start {} worker threads: {e}", work.threads))
+        })?;
     set.set_memory(work.in_flight, Some(Arc::new(pool)));
     // The rewrite read the host part through the map: those pages are not
     // needed any more.
@@ -1075,7 +1101,13 @@ fn split_binary_inner(
     for note in &notes {
         tracing::warn!(input = %input.display(), "{note}");
     }
-    let code_objects = add_bundles(&mut set, &file_name, &bundles, |b| release_pages(&map, b), || {})?;
+    let code_objects = add_bundles(
+        &mut set,
+        &file_name,
+        &bundles,
+        |b| release_pages(&map, b),
+        || {},
+    )?;
     let pending = set.finish()?;
     let mut host_file = PendingFile::create(&output)?;
     let temp = host_file.temp_path().to_path_buf();

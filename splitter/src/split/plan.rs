@@ -26,8 +26,8 @@ use filetime::FileTime;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
-use crate::split::scan::{hard_link_groups, EntryKind, FileClass, Scan};
 use crate::split::binary::{default_component, marker_search_paths, validate_component};
+use crate::split::scan::{hard_link_groups, EntryKind, FileClass, Scan};
 
 /// Why a plan cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +224,11 @@ impl fmt::Display for SplitPlan {
                 Action::HardLink { to } => ("hardlink", format!("  (same file as {to})")),
                 Action::Symlink { target } => ("symlink ", format!("  (-> {target})")),
             };
-            let note = e.note.as_ref().map(|n| format!("  [{n}]")).unwrap_or_default();
+            let note = e
+                .note
+                .as_ref()
+                .map(|n| format!("  [{n}]"))
+                .unwrap_or_default();
             writeln!(f, "  {what} {} -> {tree}/{}{detail}{note}", e.out, e.out)?;
         }
         for w in &self.warnings {
@@ -299,8 +303,7 @@ pub fn kpack_root(rel: &str, prefix_dirs: &[String]) -> String {
 /// A Debian multiarch tuple (`x86_64-linux-gnu`, `arm-linux-gnueabihf`).
 fn is_multiarch(c: &str) -> bool {
     c.contains("-linux-")
-        && c
-            .chars()
+        && c.chars()
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
 }
 
@@ -333,12 +336,17 @@ fn strip_root<'a>(root: &str, rel: &'a str) -> &'a str {
 
 /// The device tree of a database file: where code for its arch goes.
 fn database_tree(spec: &Spec, path: &str, arch: &str, rule: &str) -> Result<String, PlanError> {
-    spec.placement(arch).map(|p| p.tree).map_err(|_| PlanError::Database {
-        path: path.to_string(),
-        arch: arch.to_string(),
-        rule: rule.to_string(),
-        why: format!("which no device group covers (groups: {})", spec.group_names().join(", ")),
-    })
+    spec.placement(arch)
+        .map(|p| p.tree)
+        .map_err(|_| PlanError::Database {
+            path: path.to_string(),
+            arch: arch.to_string(),
+            rule: rule.to_string(),
+            why: format!(
+                "which no device group covers (groups: {})",
+                spec.group_names().join(", ")
+            ),
+        })
 }
 
 /// Keeps a directory in the generic tree only when something generic lies
@@ -368,7 +376,14 @@ fn prune_generic_dirs(entries: &mut Vec<PlannedEntry>, sets: &[ArchiveSetPlan]) 
             _ => e.dest == Dest::Generic,
         };
         if generic_leaf {
-            mark(if e.action == Action::Mkdir { &e.out } else { parent(&e.out) }, &mut keep);
+            mark(
+                if e.action == Action::Mkdir {
+                    &e.out
+                } else {
+                    parent(&e.out)
+                },
+                &mut keep,
+            );
         }
     }
     for set in sets {
@@ -405,7 +420,12 @@ pub fn plan(
     // Artifact mode: prefixes that hold binaries, in order.
     let mut binary_prefixes: Vec<String> = Vec::new();
 
-    if let KpackMode::Artifact { component } | KpackMode::Tree { component: Some(component), .. } = mode {
+    if let KpackMode::Artifact { component }
+    | KpackMode::Tree {
+        component: Some(component),
+        ..
+    } = mode
+    {
         validate_component(component).map_err(|e| PlanError::Invalid(e.to_string()))?;
     }
 
@@ -522,9 +542,8 @@ pub fn plan(
                                 let comp = component
                                     .clone()
                                     .unwrap_or_else(|| default_component(file_name).to_string());
-                                validate_component(&comp).map_err(|err| {
-                                    PlanError::Invalid(format!("{out}: {err}"))
-                                })?;
+                                validate_component(&comp)
+                                    .map_err(|err| PlanError::Invalid(format!("{out}: {err}")))?;
                                 let depth = depth_below(&kroot, &e.rel);
                                 let kernel_name = strip_root(&kroot, &e.rel).to_string();
                                 ((kroot, comp), kernel_name, depth)
@@ -575,9 +594,16 @@ pub fn plan(
                     (d.clone(), vec![d])
                 }
                 KpackMode::Artifact { .. } => {
-                    let dirs: Vec<String> =
-                        binary_prefixes.iter().map(|p| join(p, rocm_kpack_format::layout::KPACK_DIR)).collect();
-                    (dirs.first().cloned().unwrap_or_else(|| rocm_kpack_format::layout::KPACK_DIR.into()), dirs)
+                    let dirs: Vec<String> = binary_prefixes
+                        .iter()
+                        .map(|p| join(p, rocm_kpack_format::layout::KPACK_DIR))
+                        .collect();
+                    (
+                        dirs.first()
+                            .cloned()
+                            .unwrap_or_else(|| rocm_kpack_format::layout::KPACK_DIR.into()),
+                        dirs,
+                    )
                 }
             };
             ArchiveSetPlan {
@@ -598,7 +624,11 @@ pub fn plan(
         .unwrap_or_else(FileTime::zero);
     Ok(SplitPlan {
         layout,
-        prefixes: roots.iter().map(|r| r.prefix.clone()).filter(|p| !p.is_empty()).collect(),
+        prefixes: roots
+            .iter()
+            .map(|r| r.prefix.clone())
+            .filter(|p| !p.is_empty())
+            .collect(),
         entries,
         archive_sets,
         dirs,
@@ -623,7 +653,10 @@ mod tests {
         );
         assert_eq!(kpack_root("usr/bin/app", &none), "usr");
         assert_eq!(
-            kpack_root("usr/lib/python3/dist-packages/torch/lib/libc10_hip.so", &none),
+            kpack_root(
+                "usr/lib/python3/dist-packages/torch/lib/libc10_hip.so",
+                &none
+            ),
             "usr/lib/python3/dist-packages/torch"
         );
         assert_eq!(kpack_root("pkg/hsa/libx.so", &none), "pkg/hsa");
@@ -638,7 +671,10 @@ mod tests {
         assert_eq!(depth_below("", "lib/x.so"), 1);
         assert_eq!(depth_below("", "x.so"), 0);
         assert_eq!(depth_below("opt/rocm", "opt/rocm/lib/x.so"), 1);
-        assert_eq!(depth_below("usr/lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu/x.so"), 0);
+        assert_eq!(
+            depth_below("usr/lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu/x.so"),
+            0
+        );
         assert_eq!(strip_root("opt/rocm", "opt/rocm/lib/x.so"), "lib/x.so");
         assert_eq!(
             marker_search_paths("x", depth_below("", "math-libs/rocRAND/stage/lib/x.so") - 3),

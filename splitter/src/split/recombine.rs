@@ -35,8 +35,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
-use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, RELEASE_ZSTD_LEVEL};
+use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
     is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
@@ -154,8 +154,11 @@ fn discover(shard: &Path) -> Result<(Kind, BTreeMap<String, ShardUnit>)> {
         if !is_artifact_dir(&p) {
             continue;
         }
-        let (prefix, suffix) = parse_artifact_name(&n)
-            .ok_or_else(|| bad(format!("{n}: artifact name is not <name>_<component>_<suffix>")))?;
+        let (prefix, suffix) = parse_artifact_name(&n).ok_or_else(|| {
+            bad(format!(
+                "{n}: artifact name is not <name>_<component>_<suffix>"
+            ))
+        })?;
         let u = units.entry(prefix.to_string()).or_default();
         if suffix == "generic" {
             u.generic = Some(p);
@@ -172,7 +175,11 @@ fn discover(shard: &Path) -> Result<(Kind, BTreeMap<String, ShardUnit>)> {
 }
 
 /// Recombines `shards` into `out` (see the module docs).
-pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Result<RecombineReport> {
+pub fn recombine(
+    shards: &[PathBuf],
+    out: &Path,
+    opts: &RecombineOptions,
+) -> Result<RecombineReport> {
     if shards.is_empty() {
         return Err(TreeError::Invalid("no shard directories given".into()));
     }
@@ -184,7 +191,9 @@ pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Res
         if kind.is_some_and(|prev| prev != k) {
             return Err(TreeError::Input {
                 path: s.clone(),
-                why: "mixes tree splits (generic/) and artifact splits; recombine one kind at a time".into(),
+                why:
+                    "mixes tree splits (generic/) and artifact splits; recombine one kind at a time"
+                        .into(),
             });
         }
         kind = Some(k);
@@ -213,7 +222,16 @@ pub fn recombine(shards: &[PathBuf], out: &Path, opts: &RecombineOptions) -> Res
                     prefix: name.clone(),
                 },
             };
-            recombine_unit(shards, &layout, parts, staging.path(), opts, in_flight, &classifier, &mut report)?;
+            recombine_unit(
+                shards,
+                &layout,
+                parts,
+                staging.path(),
+                opts,
+                in_flight,
+                &classifier,
+                &mut report,
+            )?;
         }
         Ok(report)
     })?;
@@ -237,10 +255,19 @@ struct Walked {
 
 fn walk(root: &Path) -> Result<Walked> {
     let mut nodes = BTreeMap::new();
-    for item in walkdir::WalkDir::new(root).min_depth(1).follow_links(false).sort_by_file_name() {
+    for item in walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let item = item.map_err(|e| {
             let p = e.path().unwrap_or(root).to_path_buf();
-            TreeError::io("cannot read", &p, e.into_io_error().unwrap_or_else(|| io::Error::other("walk")))
+            TreeError::io(
+                "cannot read",
+                &p,
+                e.into_io_error()
+                    .unwrap_or_else(|| io::Error::other("walk")),
+            )
         })?;
         let rel = item
             .path()
@@ -252,12 +279,14 @@ fn walk(root: &Path) -> Result<Walked> {
                 why: "file name is not valid UTF-8".into(),
             })?
             .to_string();
-        let meta = fs::symlink_metadata(item.path()).map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+        let meta = fs::symlink_metadata(item.path())
+            .map_err(|e| TreeError::io("cannot read", item.path(), e))?;
         let ft = meta.file_type();
         let node = if ft.is_dir() {
             Node::Dir
         } else if ft.is_symlink() {
-            let t = fs::read_link(item.path()).map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+            let t = fs::read_link(item.path())
+                .map_err(|e| TreeError::io("cannot read", item.path(), e))?;
             Node::Symlink(t.to_string_lossy().into_owned())
         } else if ft.is_file() {
             Node::File {
@@ -272,7 +301,11 @@ fn walk(root: &Path) -> Result<Walked> {
         };
         nodes.insert(
             rel,
-            (node, meta.permissions().mode() & 0o7777, FileTime::from_last_modification_time(&meta)),
+            (
+                node,
+                meta.permissions().mode() & 0o7777,
+                FileTime::from_last_modification_time(&meta),
+            ),
         );
     }
     Ok(Walked { nodes })
@@ -290,7 +323,8 @@ fn manifest_rel(dir: &str, component: &str) -> String {
 
 /// Generated files that recombine rewrites (not compared, not copied).
 fn regenerated(rel: &str, kind_artifact: bool) -> bool {
-    (is_kpack_path(rel) && kpack_layout::is_manifest_path(rel)) || (kind_artifact && rel == MANIFEST_TXT)
+    (is_kpack_path(rel) && kpack_layout::is_manifest_path(rel))
+        || (kind_artifact && rel == MANIFEST_TXT)
 }
 
 fn same_contents(a: &Path, b: &Path) -> io::Result<bool> {
@@ -323,7 +357,13 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Differences between two generic trees (sorted, one line each).
-fn compare_trees(a_root: &Path, a: &Walked, b_root: &Path, b: &Walked, artifact: bool) -> Result<Vec<String>> {
+fn compare_trees(
+    a_root: &Path,
+    a: &Walked,
+    b_root: &Path,
+    b: &Walked,
+    artifact: bool,
+) -> Result<Vec<String>> {
     let mut diffs = Vec::new();
     let keys: BTreeSet<&String> = a.nodes.keys().chain(b.nodes.keys()).collect();
     for k in keys {
@@ -343,7 +383,8 @@ fn compare_trees(a_root: &Path, a: &Walked, b_root: &Path, b: &Walked, artifact:
                     let pa = a_root.join(k);
                     let pb = b_root.join(k);
                     if sa != sb
-                        || !same_contents(&pa, &pb).map_err(|e| TreeError::io("cannot read", &pb, e))?
+                        || !same_contents(&pa, &pb)
+                            .map_err(|e| TreeError::io("cannot read", &pb, e))?
                     {
                         diffs.push(format!("{k}: contents differ"));
                     } else if ma != mb {
@@ -359,7 +400,8 @@ fn compare_trees(a_root: &Path, a: &Walked, b_root: &Path, b: &Walked, artifact:
 }
 
 fn set_mode(p: &Path, mode: u32) -> Result<()> {
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| TreeError::io("cannot set permissions of", p, e))
+    fs::set_permissions(p, fs::Permissions::from_mode(mode))
+        .map_err(|e| TreeError::io("cannot set permissions of", p, e))
 }
 
 fn set_mtime(p: &Path, t: FileTime) -> Result<()> {
@@ -387,7 +429,8 @@ fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) ->
                 if let Some(p) = to.parent() {
                     mkdirs(p)?;
                 }
-                std::os::unix::fs::symlink(t, &to).map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
+                std::os::unix::fs::symlink(t, &to)
+                    .map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
                 filetime::set_symlink_file_times(&to, *mtime, *mtime)
                     .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
             }
@@ -396,7 +439,8 @@ fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) ->
                     mkdirs(p)?;
                 }
                 if let Some(first) = first_name.get(inode) {
-                    fs::hard_link(dst.join(first), &to).map_err(|e| TreeError::io("cannot hard-link", &to, e))?;
+                    fs::hard_link(dst.join(first), &to)
+                        .map_err(|e| TreeError::io("cannot hard-link", &to, e))?;
                     continue;
                 }
                 first_name.insert(*inode, rel.clone());
@@ -483,7 +527,12 @@ fn recombine_unit(
 ) -> Result<()> {
     let artifact = matches!(layout, Layout::Artifact { .. });
     let spec = &opts.spec;
-    let shard_name = |i: usize| shards.get(i).map(|p| p.display().to_string()).unwrap_or_default();
+    let shard_name = |i: usize| {
+        shards
+            .get(i)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
 
     // --- generic ---------------------------------------------------------
     let generics: Vec<(usize, &PathBuf)> = parts
@@ -493,7 +542,10 @@ fn recombine_unit(
     let Some(&(_, first_generic)) = generics.first() else {
         return Err(TreeError::Input {
             path: shards.first().cloned().unwrap_or_default(),
-            why: format!("no shard has the generic output {}", layout.dir_name(&Dest::Generic)),
+            why: format!(
+                "no shard has the generic output {}",
+                layout.dir_name(&Dest::Generic)
+            ),
         });
     };
     let first_walk = walk(first_generic)?;
@@ -516,14 +568,18 @@ fn recombine_unit(
             }
         );
         if spec.validation.generic_must_match {
-            return Err(TreeError::Conflict(format!("{msg} (spec: generic_must_match = true)")));
+            return Err(TreeError::Conflict(format!(
+                "{msg} (spec: generic_must_match = true)"
+            )));
         }
         tracing::debug!("{msg}; using the first");
         report.warnings.push(format!("{msg}; used the first"));
     }
     let generic_name = layout.dir_name(&Dest::Generic);
     let generic_out = root.join(&generic_name);
-    copy_tree(first_generic, &first_walk, &generic_out, |rel| regenerated(rel, artifact))?;
+    copy_tree(first_generic, &first_walk, &generic_out, |rel| {
+        regenerated(rel, artifact)
+    })?;
     let mut dirs: BTreeMap<String, (u32, FileTime)> = BTreeMap::new();
     let mut newest = FileTime::zero();
     for (rel, (node, mode, mtime)) in &first_walk.nodes {
@@ -538,7 +594,10 @@ fn recombine_unit(
         if is_kpack_path(rel) && kpack_layout::is_manifest_path(rel) {
             let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
             if let Some(c) = kpack_layout::manifest_component(name) {
-                kpm_dirs.entry(c.to_string()).or_default().push(dir.to_string());
+                kpm_dirs
+                    .entry(c.to_string())
+                    .or_default()
+                    .push(dir.to_string());
             }
         }
     }
@@ -555,7 +614,11 @@ fn recombine_unit(
     let mut db: BTreeMap<String, Vec<DbSource>> = BTreeMap::new();
     for (shard, unit) in parts {
         for (_, dir) in &unit.devices {
-            let prefixes = if artifact { read_prefixes(dir)? } else { Vec::new() };
+            let prefixes = if artifact {
+                read_prefixes(dir)?
+            } else {
+                Vec::new()
+            };
             let w = walk(dir)?;
             for (rel, (node, mode, mtime)) in &w.nodes {
                 newest = newest.max(*mtime);
@@ -567,13 +630,16 @@ fn recombine_unit(
                     Node::Dir => {
                         dirs.entry(rel.clone()).or_insert((*mode, *mtime));
                     }
-                    Node::File { .. } if is_kpack_path(rel) && kpack_layout::is_archive_path(rel) => {
+                    Node::File { .. }
+                        if is_kpack_path(rel) && kpack_layout::is_archive_path(rel) =>
+                    {
                         let archive = Archive::open(&path).map_err(|source| TreeError::Format {
                             path: path.clone(),
                             source,
                         })?;
                         let (kdir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-                        let unit = kpack_layout::archive_unit(archive.group_name(), name).map(str::to_string);
+                        let unit = kpack_layout::archive_unit(archive.group_name(), name)
+                            .map(str::to_string);
                         sources
                             .entry((kdir.to_string(), archive.group_name().to_string()))
                             .or_default()
@@ -603,7 +669,10 @@ fn recombine_unit(
                         })?;
                         let place = spec.placement(&m.arch).map_err(|_| TreeError::Input {
                             path: path.clone(),
-                            why: format!("kernel database for {}, which no device group covers", m.arch),
+                            why: format!(
+                                "kernel database for {}, which no device group covers",
+                                m.arch
+                            ),
                         })?;
                         db.entry(rel.clone()).or_default().push(DbSource {
                             group: place.tree,
@@ -622,12 +691,16 @@ fn recombine_unit(
 
     let generated = source_date_epoch().unwrap_or(newest);
     for (rel, candidates) in &db {
-        let Some(first) = candidates.first() else { continue };
+        let Some(first) = candidates.first() else {
+            continue;
+        };
         for other in candidates.iter().skip(1) {
             let identical = match (&first.node, &other.node) {
                 (Node::Symlink(a), Node::Symlink(b)) => a == b,
-                (Node::File { .. }, Node::File { .. }) => same_contents(&first.path, &other.path)
-                    .map_err(|e| TreeError::io("cannot read", &other.path, e))?,
+                (Node::File { .. }, Node::File { .. }) => {
+                    same_contents(&first.path, &other.path)
+                        .map_err(|e| TreeError::io("cannot read", &other.path, e))?
+                }
                 _ => false,
             };
             if !(identical && is_generic_isa(processor_of(&first.arch))) {
@@ -643,7 +716,9 @@ fn recombine_unit(
                 )?;
             }
         }
-        let to = root.join(layout.dir_name(&Dest::Group(first.group.clone()))).join(rel);
+        let to = root
+            .join(layout.dir_name(&Dest::Group(first.group.clone())))
+            .join(rel);
         if let Some(p) = to.parent() {
             mkdirs(p)?;
         }
@@ -655,21 +730,28 @@ fn recombine_unit(
                     .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
             }
             _ => {
-                fs::copy(&first.path, &to).map_err(|e| TreeError::io("cannot copy", &first.path, e))?;
+                fs::copy(&first.path, &to)
+                    .map_err(|e| TreeError::io("cannot copy", &first.path, e))?;
                 set_mode(&to, first.mode)?;
                 set_mtime(&to, first.mtime)?;
             }
         }
-        report.databases.push((rel.clone(), first.group.clone(), first.arch.clone()));
+        report
+            .databases
+            .push((rel.clone(), first.group.clone(), first.arch.clone()));
     }
 
     // --- archives ----------------------------------------------------------
     for ((kdir, component), srcs) in &sources {
-        let files = regroup(shards, layout, root, kdir, component, srcs, opts, in_flight, report, generated)?;
+        let files = regroup(
+            shards, layout, root, kdir, component, srcs, opts, in_flight, report, generated,
+        )?;
         // Regenerated manifest, wherever the generic tree had it.
         let mut manifest_files: Vec<ManifestFile> = files;
         manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
-        let dirs_for = kpm_dirs.remove(component).unwrap_or_else(|| vec![kdir.clone()]);
+        let dirs_for = kpm_dirs
+            .remove(component)
+            .unwrap_or_else(|| vec![kdir.clone()]);
         for d in dirs_for {
             let rel = manifest_rel(&d, component);
             // Database files: every shard's manifest lists those of its
@@ -720,9 +802,9 @@ fn recombine_unit(
             let from = first_generic.join(&rel);
             let to = generic_out.join(&rel);
             fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
-            report
-                .warnings
-                .push(format!("{rel}: no shard has archives of {component}; manifest kept as is"));
+            report.warnings.push(format!(
+                "{rel}: no shard has archives of {component}; manifest kept as is"
+            ));
         }
     }
 
@@ -770,7 +852,12 @@ fn regroup(
     generated: FileTime,
 ) -> Result<Vec<ManifestFile>> {
     let spec = &opts.spec;
-    let shard_name = |i: usize| shards.get(i).map(|p| p.display().to_string()).unwrap_or_default();
+    let shard_name = |i: usize| {
+        shards
+            .get(i)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
     // Entry -> the sources providing it, in shard order.
     let mut providers: BTreeMap<EntryKey, Vec<usize>> = BTreeMap::new();
     for (si, s) in srcs.iter().enumerate() {
@@ -779,10 +866,14 @@ fn regroup(
         }
     }
     for (k, ps) in &providers {
-        let Some((&first, rest)) = ps.split_first() else { continue };
+        let Some((&first, rest)) = ps.split_first() else {
+            continue;
+        };
         let key = binary_key(k);
         for &other in rest {
-            let (Some(a), Some(b)) = (srcs.get(first), srcs.get(other)) else { continue };
+            let (Some(a), Some(b)) = (srcs.get(first), srcs.get(other)) else {
+                continue;
+            };
             let identical_generic = is_generic_isa(processor_of(&k.2))
                 && match (a.archive.kernel(&key, &k.2), b.archive.kernel(&key, &k.2)) {
                     (Ok(x), Ok(y)) => x == y,
@@ -817,7 +908,10 @@ fn regroup(
         })?;
         let pick = ps
             .iter()
-            .find(|si| srcs.get(**si).is_some_and(|s| s.unit.as_deref() == Some(place.unit.as_str())))
+            .find(|si| {
+                srcs.get(**si)
+                    .is_some_and(|s| s.unit.as_deref() == Some(place.unit.as_str()))
+            })
             .copied()
             .unwrap_or(first);
         by_unit
@@ -867,16 +961,27 @@ fn regroup(
                     path: to.clone(),
                     source,
                 };
-                let mut w = ArchiveWriter::new(BufWriter::with_capacity(1 << 20, file), component, &tree_name, scheme, opts.zstd_level)
-                    .map_err(fmt_err)?;
+                let mut w = ArchiveWriter::new(
+                    BufWriter::with_capacity(1 << 20, file),
+                    component,
+                    &tree_name,
+                    scheme,
+                    opts.zstd_level,
+                )
+                .map_err(fmt_err)?;
                 w.set_in_flight_bytes(in_flight);
                 for (k, si) in &entries {
-                    let s = srcs.get(*si).ok_or_else(|| TreeError::Invalid("source index".into()))?;
+                    let s = srcs
+                        .get(*si)
+                        .ok_or_else(|| TreeError::Invalid("source index".into()))?;
                     let key = binary_key(k);
-                    let data = s.archive.kernel(&key, &k.2).map_err(|source| TreeError::Format {
-                        path: s.path.clone(),
-                        source,
-                    })?;
+                    let data =
+                        s.archive
+                            .kernel(&key, &k.2)
+                            .map_err(|source| TreeError::Format {
+                                path: s.path.clone(),
+                                source,
+                            })?;
                     w.add_kernel(&key, &k.2, data).map_err(fmt_err)?;
                 }
                 w.set_gfx_arches(arches.iter().cloned().collect());
@@ -940,11 +1045,18 @@ fn check_missing(
         let mut none = Vec::new();
         let mut partial = Vec::new();
         for t in spec.targets() {
-            let lacking: Vec<&String> = served.iter().filter(|(_, s)| !s.contains(t)).map(|(k, _)| k).collect();
+            let lacking: Vec<&String> = served
+                .iter()
+                .filter(|(_, s)| !s.contains(t))
+                .map(|(k, _)| k)
+                .collect();
             if lacking.len() == total {
                 none.push(t.to_string());
             } else if let Some(first) = lacking.first() {
-                partial.push(format!("{t} (missing for {} of {total} binaries, e.g. {first})", lacking.len()));
+                partial.push(format!(
+                    "{t} (missing for {} of {total} binaries, e.g. {first})",
+                    lacking.len()
+                ));
             }
         }
         if !none.is_empty() {
@@ -956,7 +1068,10 @@ fn check_missing(
             ));
         }
         if !partial.is_empty() {
-            messages.push(format!("component {component}: incomplete device code for {}", partial.join(", ")));
+            messages.push(format!(
+                "component {component}: incomplete device code for {}",
+                partial.join(", ")
+            ));
         }
     }
     if messages.is_empty() {

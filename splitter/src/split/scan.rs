@@ -168,9 +168,13 @@ pub fn scan(root: &Path, databases: &DatabaseClassifier) -> Result<Scan, ScanErr
         let rel = rel_string(rel_path).ok_or_else(|| ScanError::NotUtf8 {
             path: item.path().to_path_buf(),
         })?;
-        let meta = item
-            .metadata()
-            .map_err(|e| ScanError::io(item.path(), e.into_io_error().unwrap_or_else(|| io::Error::other("metadata"))))?;
+        let meta = item.metadata().map_err(|e| {
+            ScanError::io(
+                item.path(),
+                e.into_io_error()
+                    .unwrap_or_else(|| io::Error::other("metadata")),
+            )
+        })?;
         raw.push((rel, meta));
     }
 

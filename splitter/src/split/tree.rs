@@ -19,19 +19,22 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use rayon::prelude::*;
-use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_format::fsutil::{check_replaceable, move_into_place, sync_tree, PathError};
+use rocm_kpack_format::layout;
 use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
 
-use crate::split::plan::{self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan};
-use crate::split::scan::{self, ScanError};
 use crate::budget::Work;
 use crate::split::binary::{
-    add_bundles, release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf, SplitError,
+    add_bundles, release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf,
+    SplitError,
 };
+use crate::split::plan::{
+    self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan,
+};
+use crate::split::scan::{self, ScanError};
 
 /// Everything that can stop a tree, artifact or recombine run.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +138,8 @@ pub struct SplitOptions {
 impl SplitOptions {
     /// The threads and memory budget of a split with these options.
     pub fn work(&self) -> Result<Work> {
-        Work::new(self.memory, self.jobs, self.compression, self.zstd_level).map_err(TreeError::Invalid)
+        Work::new(self.memory, self.jobs, self.compression, self.zstd_level)
+            .map_err(TreeError::Invalid)
     }
 }
 
@@ -373,7 +377,10 @@ pub fn check_not_inside(input: &Path, out: &Path) -> Result<()> {
     if full.starts_with(&input_c) {
         return Err(TreeError::Output {
             path: out.to_path_buf(),
-            why: format!("is inside the input {}; choose an output outside it", input.display()),
+            why: format!(
+                "is inside the input {}; choose an output outside it",
+                input.display()
+            ),
         });
     }
     Ok(())
@@ -448,7 +455,12 @@ fn parent_of(path: &Path) -> &Path {
 /// output tree, named by the plan's layout. Returns what was written
 /// (paths relative to `root`). Call it outside `work`'s pool: archive sets
 /// run on threads of their own that wait for memory permits.
-pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) -> Result<SplitReport> {
+pub fn execute(
+    plan: &SplitPlan,
+    root: &Path,
+    opts: &SplitOptions,
+    work: &Work,
+) -> Result<SplitReport> {
     let tree_dir = |dest: &Dest| root.join(plan.layout.dir_name(dest));
     let generic = tree_dir(&Dest::Generic);
     mkdirs(&generic)?;
@@ -464,7 +476,8 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
         .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
         .count();
     let binary_count: usize = plan.archive_sets.iter().map(|s| s.binaries.len()).sum();
-    opts.progress.begin("split", "files", (copy_count + binary_count) as u64);
+    opts.progress
+        .begin("split", "files", (copy_count + binary_count) as u64);
     let mut report = SplitReport::default();
     for r in run_sets(plan, root, opts, work) {
         let r = r?;
@@ -474,38 +487,41 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
     }
 
     // Copies and symlinks in parallel; hard links after their targets.
-    let copies: Vec<Result<()>> = work.install(|| plan
-        .entries
-        .par_iter()
-        .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
-        .map(|e| {
-            let dst = tree_dir(&e.dest).join(&e.out);
-            mkdirs(parent_of(&dst))?;
-            match &e.action {
-                Action::Copy => {
-                    fs::copy(&e.src, &dst).map_err(|err| TreeError::io("cannot copy", &e.src, err))?;
-                    set_mode(&dst, e.mode)?;
-                    set_mtime(&dst, e.mtime)
-                }
-                Action::Symlink { target } => {
-                    std::os::unix::fs::symlink(target, &dst)
-                        .map_err(|err| TreeError::io("cannot create symlink", &dst, err))?;
-                    filetime::set_symlink_file_times(&dst, e.mtime, e.mtime)
-                        .map_err(|err| TreeError::io("cannot set the time of", &dst, err))
-                }
-                _ => Ok(()),
-            }?;
-            opts.progress.item_done(&e.out);
-            Ok(())
-        })
-        .collect());
+    let copies: Vec<Result<()>> = work.install(|| {
+        plan.entries
+            .par_iter()
+            .filter(|e| matches!(e.action, Action::Copy | Action::Symlink { .. }))
+            .map(|e| {
+                let dst = tree_dir(&e.dest).join(&e.out);
+                mkdirs(parent_of(&dst))?;
+                match &e.action {
+                    Action::Copy => {
+                        fs::copy(&e.src, &dst)
+                            .map_err(|err| TreeError::io("cannot copy", &e.src, err))?;
+                        set_mode(&dst, e.mode)?;
+                        set_mtime(&dst, e.mtime)
+                    }
+                    Action::Symlink { target } => {
+                        std::os::unix::fs::symlink(target, &dst)
+                            .map_err(|err| TreeError::io("cannot create symlink", &dst, err))?;
+                        filetime::set_symlink_file_times(&dst, e.mtime, e.mtime)
+                            .map_err(|err| TreeError::io("cannot set the time of", &dst, err))
+                    }
+                    _ => Ok(()),
+                }?;
+                opts.progress.item_done(&e.out);
+                Ok(())
+            })
+            .collect()
+    });
     copies.into_iter().collect::<Result<Vec<()>>>()?;
     for e in &plan.entries {
         if let Action::HardLink { to } = &e.action {
             let base = tree_dir(&e.dest);
             let dst = base.join(&e.out);
             mkdirs(parent_of(&dst))?;
-            fs::hard_link(base.join(to), &dst).map_err(|err| TreeError::io("cannot hard-link", &dst, err))?;
+            fs::hard_link(base.join(to), &dst)
+                .map_err(|err| TreeError::io("cannot hard-link", &dst, err))?;
         }
     }
 
@@ -526,7 +542,9 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
                 report.files_in += 1;
                 report.bytes_in += e.size;
                 if let (Dest::Group(g), Some(arch)) = (&e.dest, &e.database_arch) {
-                    report.databases.push((e.out.clone(), g.clone(), arch.clone()));
+                    report
+                        .databases
+                        .push((e.out.clone(), g.clone(), arch.clone()));
                 }
             }
             Action::Symlink { .. } => report.symlinks += 1,
@@ -543,7 +561,12 @@ pub fn execute(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) 
         .into_iter()
         .map(|(name, dest)| {
             let (files, bytes) = tree_size(&root.join(&name));
-            OutputTree { name, dest, files, bytes }
+            OutputTree {
+                name,
+                dest,
+                files,
+                bytes,
+            }
         })
         .collect();
     report.bytes_out = report.outputs.iter().map(|o| o.bytes).sum();
@@ -561,13 +584,19 @@ struct SetOutput {
 /// [`run_set`]). Results are in plan order, whatever ran when. Lanes are
 /// plain threads, not pool workers: they block on permits and on their
 /// writers' jobs, which the pool runs.
-fn run_sets(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) -> Vec<Result<SetOutput>> {
+fn run_sets(
+    plan: &SplitPlan,
+    root: &Path,
+    opts: &SplitOptions,
+    work: &Work,
+) -> Vec<Result<SetOutput>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
     let sets = &plan.archive_sets;
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<SetOutput>>>> = Mutex::new((0..sets.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<SetOutput>>>> =
+        Mutex::new((0..sets.len()).map(|_| None).collect());
     let lanes = work.plan.threads.min(sets.len()).max(1);
     std::thread::scope(|s| {
         for _ in 0..lanes {
@@ -581,13 +610,19 @@ fn run_sets(plan: &SplitPlan, root: &Path, opts: &SplitOptions, work: &Work) -> 
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
                 }
-                if let Some(slot) = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_mut(i) {
+                if let Some(slot) = results
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get_mut(i)
+                {
                     *slot = Some(r);
                 }
             });
         }
     });
-    let results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let results = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // Sets after a failure never ran: the first error explains the run.
     results.into_iter().map_while(|r| r).collect()
 }
@@ -638,7 +673,8 @@ fn run_set(
         resize(queue + 2 * b.size, &mut archive_set)?;
         let file = File::open(&b.src).map_err(|e| TreeError::io("cannot open", &b.src, e))?;
         // SAFETY: read-only private mapping of an input we never write.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| TreeError::io("cannot map", &b.src, e))?;
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|e| TreeError::io("cannot map", &b.src, e))?;
         let dst = generic.join(&b.out);
         mkdirs(parent_of(&dst))?;
         let mut rep = BinaryReport {
@@ -654,8 +690,16 @@ fn run_set(
         match split_fat_elf(&map, &b.kernel_name, b.search_paths.clone()).map_err(in_file)? {
             ElfSplit::Split(split) => {
                 release_pages(&map, &map);
-                resize(queue + split.host.memory() + split.streaming_memory(), &mut archive_set)?;
-                let SplitElf { host, bundles, notes, .. } = split;
+                resize(
+                    queue + split.host.memory() + split.streaming_memory(),
+                    &mut archive_set,
+                )?;
+                let SplitElf {
+                    host,
+                    bundles,
+                    notes,
+                    ..
+                } = split;
                 // The host part first: its pages of the input are read
                 // once, and a rewrite that fails verification stops the
                 // split before any device code is compressed.
@@ -695,13 +739,14 @@ fn run_set(
         opts.progress.item_done(&b.out);
         binaries.push(rep);
     }
-    let committed = archive_set
-        .finish()
-        .and_then(|p| p.commit())
-        .map_err(|e| TreeError::Binary {
-            path: scratch.clone(),
-            source: Box::new(e),
-        })?;
+    let committed =
+        archive_set
+            .finish()
+            .and_then(|p| p.commit())
+            .map_err(|e| TreeError::Binary {
+                path: scratch.clone(),
+                source: Box::new(e),
+            })?;
     let mut archives = Vec::new();
     for a in &committed.archives {
         let file_name = a
@@ -755,7 +800,9 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
     let mut manifests: Vec<(String, &str, PathBuf)> = Vec::new();
     for set in &plan.archive_sets {
         for d in &set.manifest_dirs {
-            let path = generic.join(d).join(layout::manifest_file_name(&set.component));
+            let path = generic
+                .join(d)
+                .join(layout::manifest_file_name(&set.component));
             if path.is_file() {
                 let prefix = d.rsplit_once('/').map_or("", |(p, _)| p).to_string();
                 manifests.push((prefix, set.component.as_str(), path));
@@ -763,7 +810,8 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
         }
     }
     // (out path, family, arch, size, sha256) per manifest index.
-    let mut listed: BTreeMap<usize, Vec<(&str, rocm_kpack_format::manifest::DatabaseFile)>> = BTreeMap::new();
+    let mut listed: BTreeMap<usize, Vec<(&str, rocm_kpack_format::manifest::DatabaseFile)>> =
+        BTreeMap::new();
     let mut warnings = Vec::new();
     for e in &plan.entries {
         let (Dest::Group(family), Some(arch)) = (&e.dest, &e.database_arch) else {
@@ -779,12 +827,18 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
             .map(|(p, _, _)| p.len())
             .max();
         let candidates: Vec<usize> = (0..manifests.len())
-            .filter(|&i| manifests.get(i).is_some_and(|(p, _, _)| under(p) && Some(p.len()) == deepest))
+            .filter(|&i| {
+                manifests
+                    .get(i)
+                    .is_some_and(|(p, _, _)| under(p) && Some(p.len()) == deepest)
+            })
             .collect();
         let named = |i: &&usize| {
             manifests.get(**i).is_some_and(|(_, c, _)| {
                 let stem = c.strip_prefix("lib").unwrap_or(c).to_ascii_lowercase();
-                e.out.split('/').any(|part| part.to_ascii_lowercase() == stem)
+                e.out
+                    .split('/')
+                    .any(|part| part.to_ascii_lowercase() == stem)
             })
         };
         // Above every prefix: only in a package tree (an artifact's
@@ -798,9 +852,18 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
             let mut components: Vec<&str> = manifests.iter().map(|(_, c, _)| *c).collect();
             components.sort_unstable();
             components.dedup();
-            all.iter().find(named).or(all.first().filter(|_| components.len() == 1)).copied()
+            all.iter()
+                .find(named)
+                .or(all.first().filter(|_| components.len() == 1))
+                .copied()
         };
-        let Some(index) = candidates.iter().find(named).or(candidates.first()).copied().or_else(above) else {
+        let Some(index) = candidates
+            .iter()
+            .find(named)
+            .or(candidates.first())
+            .copied()
+            .or_else(above)
+        else {
             warnings.push(format!(
                 "{}: kernel database not below any .kpack manifest's prefix, and no component's name is in its path; it ships in the {family} tree but `rocm-kpack-fetch` cannot fetch it",
                 e.out
@@ -823,7 +886,9 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
         ));
     }
     for (index, files) in listed {
-        let Some((prefix, _, path)) = manifests.get(index) else { continue };
+        let Some((prefix, _, path)) = manifests.get(index) else {
+            continue;
+        };
         let format_err = |source| TreeError::Format {
             path: path.clone(),
             source,
@@ -840,7 +905,9 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
                 f.path = if rooted {
                     out.to_string()
                 } else {
-                    out.strip_prefix(prefix.as_str()).map_or(out, |r| r.trim_start_matches('/')).to_string()
+                    out.strip_prefix(prefix.as_str())
+                        .map_or(out, |r| r.trim_start_matches('/'))
+                        .to_string()
                 };
                 f
             })
@@ -931,10 +998,18 @@ pub fn finish_dirs_with(
     generated: FileTime,
 ) -> Result<()> {
     for tree in trees {
-        for d in walkdir::WalkDir::new(tree).contents_first(true).follow_links(false) {
+        for d in walkdir::WalkDir::new(tree)
+            .contents_first(true)
+            .follow_links(false)
+        {
             let d = d.map_err(|e| {
                 let p = e.path().unwrap_or(tree).to_path_buf();
-                TreeError::io("cannot list", &p, e.into_io_error().unwrap_or_else(|| io::Error::other("walk")))
+                TreeError::io(
+                    "cannot list",
+                    &p,
+                    e.into_io_error()
+                        .unwrap_or_else(|| io::Error::other("walk")),
+                )
             })?;
             if !d.file_type().is_dir() {
                 continue;
@@ -964,7 +1039,11 @@ pub fn finish_dirs_with(
 pub fn tree_size(dir: &Path) -> (usize, u64) {
     let mut files = 0;
     let mut bytes = 0;
-    for e in walkdir::WalkDir::new(dir).follow_links(false).into_iter().flatten() {
+    for e in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+    {
         if e.file_type().is_file() {
             files += 1;
             bytes += e.metadata().map(|m| m.len()).unwrap_or(0);

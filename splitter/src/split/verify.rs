@@ -28,14 +28,14 @@ use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use rayon::prelude::*;
-use rocm_kpack_format::layout;
-use rocm_kpack_format::archive::Archive;
 use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
-use serde::Serialize;
 use rocm_kpack_pkgspec::targets::feature_completion;
+use serde::Serialize;
 
 use crate::elf::inspect::inspect_elf;
 use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
@@ -125,7 +125,10 @@ impl std::fmt::Display for VerifyReport {
 /// entries listed after the native one).
 pub fn arch_list(target: &str) -> Vec<String> {
     let mut list = vec![target.to_string()];
-    if let Some(g) = TargetId::parse(target).ok().and_then(|id| id.generic_fallback()) {
+    if let Some(g) = TargetId::parse(target)
+        .ok()
+        .and_then(|id| id.generic_fallback())
+    {
         list.push(g.to_string());
     }
     list
@@ -193,7 +196,8 @@ fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
     };
     let has = |s: &str| matches!(elf.find_section(s), Ok(Some(_)));
     if has(crate::elf::rewrite::MARKER_SECTION) {
-        let report = inspect_elf(&map).map_err(|e| problem(format!("unreadable split binary: {e}")))?;
+        let report =
+            inspect_elf(&map).map_err(|e| problem(format!("unreadable split binary: {e}")))?;
         let Some(m) = report.marker else {
             return Ok(Found::Nothing);
         };
@@ -225,7 +229,9 @@ fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
 /// normalized), as the loader resolves it against the binary's directory.
 fn marker_path(b: &SplitBinary, search_path: &str) -> Option<String> {
     let dir = Path::new(&b.rel).parent().unwrap_or(Path::new(""));
-    normalize(&dir.join(search_path)).to_str().map(str::to_string)
+    normalize(&dir.join(search_path))
+        .to_str()
+        .map(str::to_string)
 }
 
 /// The archives among `archives` that the tree-relative `pattern` names
@@ -233,7 +239,10 @@ fn marker_path(b: &SplitBinary, search_path: &str) -> Option<String> {
 /// canonically spelled target id, processor or generic ISA (never a family
 /// name such as `gfx90X`, which only a `.kpm` can point at). Each with the
 /// unit its name gives.
-fn pattern_hits<'a>(pattern: &str, archives: impl Iterator<Item = &'a String>) -> Vec<(&'a String, TargetId)> {
+fn pattern_hits<'a>(
+    pattern: &str,
+    archives: impl Iterator<Item = &'a String>,
+) -> Vec<(&'a String, TargetId)> {
     let Some((pre, post)) = layout::split_pattern(pattern) else {
         return Vec::new();
     };
@@ -270,12 +279,18 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
     }
     let mut files = Vec::new();
     let mut problems = Vec::new();
-    for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+    for item in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let item = match item {
             Ok(i) => i,
             Err(e) => {
                 problems.push(Problem {
-                    path: e.path().map(|p| p.display().to_string()).unwrap_or_default(),
+                    path: e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
                     message: format!("cannot read: {e}"),
                 });
                 continue;
@@ -288,8 +303,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             files.push(rel.to_string());
         }
     }
-    let found: Vec<std::result::Result<Found, Problem>> =
-        files.into_par_iter().map(|rel| look_at(root, rel)).collect();
+    let found: Vec<std::result::Result<Found, Problem>> = files
+        .into_par_iter()
+        .map(|rel| look_at(root, rel))
+        .collect();
     let mut binaries = Vec::new();
     let mut fat_binaries = Vec::new();
     let mut manifests = Vec::new();
@@ -356,7 +373,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             match rocm_kpack_format::fsutil::sha256_file(&apath) {
                 Ok((size, sha)) => {
                     if size != f.size {
-                        bad(format!("{}: size {size}, manifest says {}", f.filename, f.size));
+                        bad(format!(
+                            "{}: size {size}, manifest says {}",
+                            f.filename, f.size
+                        ));
                     }
                     match f.sha256 {
                         Some(h) if h != sha => bad(format!(
@@ -365,7 +385,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                             hex::encode(sha),
                             hex::encode(h)
                         )),
-                        None => bad(format!("{}: legacy manifest entry without sha256", f.filename)),
+                        None => bad(format!(
+                            "{}: legacy manifest entry without sha256",
+                            f.filename
+                        )),
                         _ => {}
                     }
                 }
@@ -422,9 +445,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             if opened.contains_key(a) {
                 problems.push(Problem {
                     path: a.clone(),
-                    message: "archive is listed in no .kpm manifest of its directory, and no marker's \
+                    message:
+                        "archive is listed in no .kpm manifest of its directory, and no marker's \
                               @GFXARCH@ pattern reaches it"
-                        .into(),
+                            .into(),
                 });
             }
             continue;
@@ -433,7 +457,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
         if layout::archive_unit(ar.group_name(), file_name) != Some(unit.to_string().as_str()) {
             problems.push(Problem {
                 path: a.clone(),
-                message: format!("archive component {:?} does not match its file name", ar.group_name()),
+                message: format!(
+                    "archive component {:?} does not match its file name",
+                    ar.group_name()
+                ),
             });
         }
         let foreign: Vec<&str> = ar
@@ -471,7 +498,11 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     }
                 }
             } else if layout::is_archive_pattern(&t) {
-                out.extend(pattern_hits(&t, opened.keys()).into_iter().map(|(a, _)| a.clone()));
+                out.extend(
+                    pattern_hits(&t, opened.keys())
+                        .into_iter()
+                        .map(|(a, _)| a.clone()),
+                );
             } else if opened.contains_key(&t) {
                 out.insert(t);
             }
@@ -509,7 +540,11 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                 let carried: Vec<TargetId> = reached
                     .iter()
                     .filter_map(|a| opened.get(a))
-                    .flat_map(|ar| ar.gfx_arches().iter().filter_map(|g| TargetId::parse(g).ok()))
+                    .flat_map(|ar| {
+                        ar.gfx_arches()
+                            .iter()
+                            .filter_map(|g| TargetId::parse(g).ok())
+                    })
                     .collect();
                 TargetId::parse(t)
                     .ok()
@@ -602,7 +637,10 @@ mod tests {
 
     #[test]
     fn lexical_normalization() {
-        assert_eq!(normalize(Path::new("lib/../.kpack/x.kpm")), Path::new(".kpack/x.kpm"));
+        assert_eq!(
+            normalize(Path::new("lib/../.kpack/x.kpm")),
+            Path::new(".kpack/x.kpm")
+        );
         assert_eq!(normalize(Path::new("a/./b/../../c")), Path::new("c"));
         assert_eq!(normalize(Path::new("../x")), Path::new("../x"));
     }

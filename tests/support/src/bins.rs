@@ -39,9 +39,16 @@ pub fn built() -> &'static PathBuf {
         // with everything above them.
         for (key, _) in std::env::vars_os() {
             let key = key.to_string_lossy();
-            if ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"]
-                .iter()
-                .any(|p| key.starts_with(p))
+            if [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .iter()
+            .any(|p| key.starts_with(p))
             {
                 cmd.env_remove(key.as_ref());
             }
@@ -50,7 +57,10 @@ pub fn built() -> &'static PathBuf {
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("running cargo build");
-        assert!(status.success(), "cargo build of the workspace binaries failed");
+        assert!(
+            status.success(),
+            "cargo build of the workspace binaries failed"
+        );
         dir
     })
 }
@@ -79,7 +89,14 @@ pub fn isolate_fetcher(cmd: &mut Command) -> &mut Command {
         .env_remove("RUST_LOG")
         .env("ROCM_KPACK_PYTHON", "")
         .env("NO_PROXY", "*");
-    for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
+    for var in [
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
         cmd.env_remove(var);
     }
     cmd

@@ -16,8 +16,18 @@ use std::process::Command;
 /// Targets of every bundle: a dozen processors from gfx900 to gfx1201,
 /// with the two xnack variants of gfx90a sharing an archive unit.
 pub const TARGETS: &[&str] = &[
-    "gfx900", "gfx906", "gfx908", "gfx90a:xnack+", "gfx90a:xnack-", "gfx942", "gfx1030", "gfx1100",
-    "gfx1101", "gfx1102", "gfx1200", "gfx1201",
+    "gfx900",
+    "gfx906",
+    "gfx908",
+    "gfx90a:xnack+",
+    "gfx90a:xnack-",
+    "gfx942",
+    "gfx1030",
+    "gfx1100",
+    "gfx1101",
+    "gfx1102",
+    "gfx1200",
+    "gfx1201",
 ];
 
 /// The shape of a library.
@@ -56,7 +66,12 @@ impl Shape {
     }
 
     fn key(&self) -> String {
-        format!("b{}-t{}-k{}", self.bundles, TARGETS.len(), self.blob_bytes >> 10)
+        format!(
+            "b{}-t{}-k{}",
+            self.bundles,
+            TARGETS.len(),
+            self.blob_bytes >> 10
+        )
     }
 }
 
@@ -66,7 +81,9 @@ impl Shape {
 pub fn code_like_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (state >> 33) as u32
     };
     let dict: Vec<u32> = (0..4096).map(|_| next()).collect();
@@ -82,7 +99,10 @@ pub fn code_like_bytes(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn processors() -> Vec<&'static str> {
-    let mut p: Vec<&str> = TARGETS.iter().map(|t| t.split(':').next().unwrap_or(t)).collect();
+    let mut p: Vec<&str> = TARGETS
+        .iter()
+        .map(|t| t.split(':').next().unwrap_or(t))
+        .collect();
     p.dedup();
     p
 }
@@ -115,7 +135,10 @@ fn build(shape: Shape, work: &Path) -> io::Result<()> {
     for b in 0..shape.bundles {
         for (pi, p) in processors().iter().enumerate() {
             let seed = (b * 1000 + pi) as u64;
-            fs::write(work.join(format!("blob_{b}_{p}.bin")), code_like_bytes(seed, shape.blob_bytes))?;
+            fs::write(
+                work.join(format!("blob_{b}_{p}.bin")),
+                code_like_bytes(seed, shape.blob_bytes),
+            )?;
         }
         let mut src = String::from("#include \"hipmin.h\"\n");
         let _ = writeln!(
@@ -131,35 +154,54 @@ fn build(shape: Shape, work: &Path) -> io::Result<()> {
         fs::write(&hip, src)?;
         let obj = work.join(format!("tu{b}.o"));
         let mut cmd = Command::new("clang-19");
-        cmd.args(["-x", "hip", "-nogpuinc", "-nogpulib", "-O2", "-fPIC", "-mcode-object-version=6"])
-            .args(["--offload-compress", "-Wno-unused-command-line-argument"])
-            .arg(format!("-I{}", fixtures.join("src").display()))
-            .arg(format!("-cuid=ccob{b}"))
-            .args(TARGETS.iter().map(|t| format!("--offload-arch={t}")))
-            .arg("-c")
-            .arg(&hip)
-            .arg("-o")
-            .arg(&obj);
+        cmd.args([
+            "-x",
+            "hip",
+            "-nogpuinc",
+            "-nogpulib",
+            "-O2",
+            "-fPIC",
+            "-mcode-object-version=6",
+        ])
+        .args(["--offload-compress", "-Wno-unused-command-line-argument"])
+        .arg(format!("-I{}", fixtures.join("src").display()))
+        .arg(format!("-cuid=ccob{b}"))
+        .args(TARGETS.iter().map(|t| format!("--offload-arch={t}")))
+        .arg("-c")
+        .arg(&hip)
+        .arg("-o")
+        .arg(&obj);
         run(&mut cmd)?;
         objects.push(obj);
     }
     let mut link = Command::new("clang-19");
-    link.args(["-fuse-ld=lld", "-shared", "-Wl,--build-id=sha1", "-Wl,-soname,libccob.so"])
-        .args(&objects)
-        .arg(format!("-L{}", crate::fixtures::stub_lib_dir().display()))
-        .arg("-lamdhip64")
-        .arg("-o")
-        .arg(out.join("libccob.so"));
+    link.args([
+        "-fuse-ld=lld",
+        "-shared",
+        "-Wl,--build-id=sha1",
+        "-Wl,-soname,libccob.so",
+    ])
+    .args(&objects)
+    .arg(format!("-L{}", crate::fixtures::stub_lib_dir().display()))
+    .arg("-lamdhip64")
+    .arg("-o")
+    .arg(out.join("libccob.so"));
     run(&mut link)
 }
 
 fn run(cmd: &mut Command) -> io::Result<()> {
     let o = cmd.output().map_err(|e| {
-        io::Error::new(e.kind(), format!("{cmd:?}: {e} (apt-get install clang-19 lld-19)"))
+        io::Error::new(
+            e.kind(),
+            format!("{cmd:?}: {e} (apt-get install clang-19 lld-19)"),
+        )
     })?;
     if o.status.success() {
         Ok(())
     } else {
-        Err(io::Error::other(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr))))
+        Err(io::Error::other(format!(
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )))
     }
 }

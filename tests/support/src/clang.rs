@@ -51,4 +51,3 @@ pub fn bundler_unbundle(bundle_file: &Path, triples: &[&str], dir: &Path) -> Vec
         .map(|o| std::fs::read(o).expect("unbundled"))
         .collect()
 }
-

@@ -87,7 +87,10 @@ pub fn trixie_apt_args() -> io::Result<Vec<String>> {
     .flat_map(|o| ["-o".to_string(), o])
     .collect();
     let updated = std::fs::read_dir(root.join("lists"))
-        .map(|rd| rd.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("_InRelease")))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .any(|e| e.file_name().to_string_lossy().ends_with("_InRelease"))
+        })
         .unwrap_or(false);
     if !updated {
         for d in ["etc", "lists/partial", "archives/partial"] {
@@ -106,7 +109,9 @@ pub fn trixie_apt_args() -> io::Result<Vec<String>> {
             .status()
             .map_err(|e| io::Error::other(format!("running apt-get update (trixie): {e}")))?;
         if !status.success() {
-            return Err(io::Error::other(format!("apt-get update of the private trixie configuration failed ({status})")));
+            return Err(io::Error::other(format!(
+                "apt-get update of the private trixie configuration failed ({status})"
+            )));
         }
     }
     Ok(args)

@@ -40,7 +40,12 @@ pub fn pattern_of(binary: &Path) -> io::Result<Pattern> {
         .kpack_search_paths
         .iter()
         .find(|p| is_archive_pattern(p))
-        .ok_or_else(|| io::Error::other(format!("{}: marker has no @GFXARCH@ pattern", binary.display())))?;
+        .ok_or_else(|| {
+            io::Error::other(format!(
+                "{}: marker has no @GFXARCH@ pattern",
+                binary.display()
+            ))
+        })?;
     let dir = binary.parent().unwrap_or(Path::new("."));
     Ok(Pattern {
         pattern: dir.join(rel).to_string_lossy().into_owned(),
@@ -82,7 +87,11 @@ pub fn lookup(pattern: &str, device: &TargetId) -> Option<Found> {
             let Ok(archive) = Archive::open(Path::new(&path)) else {
                 continue;
             };
-            if let Some(key) = arch.compatible_variants().into_iter().find(|v| archive.has_arch(v)) {
+            if let Some(key) = arch
+                .compatible_variants()
+                .into_iter()
+                .find(|v| archive.has_arch(v))
+            {
                 return Some(Found {
                     archive: PathBuf::from(path),
                     key,

@@ -109,13 +109,20 @@ impl Server {
     /// Serves in-memory files ([`Server::add`]) on an ephemeral port of
     /// 127.0.0.1, closing the connection after each response.
     pub fn start() -> Server {
-        Server::with_state(State { close: true, ..State::default() }).expect("bind 127.0.0.1")
+        Server::with_state(State {
+            close: true,
+            ..State::default()
+        })
+        .expect("bind 127.0.0.1")
     }
 
     fn with_state(state: State) -> io::Result<Server> {
         let state = Arc::new(state);
         let handler = TestHandler(Arc::clone(&state));
-        Ok(Server { state, inner: serve::Server::with_handler(handler)? })
+        Ok(Server {
+            state,
+            inner: serve::Server::with_handler(handler)?,
+        })
     }
 
     /// `http://127.0.0.1:PORT` (no trailing slash: append `/path`).
@@ -166,7 +173,10 @@ impl Server {
 
     /// Requests for one path.
     pub fn requests_for(&self, path: &str) -> Vec<Request> {
-        self.requests().into_iter().filter(|r| r.path == path).collect()
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
     }
 
     /// Waits until `n` requests were logged; false on timeout.
@@ -191,7 +201,10 @@ impl Drop for Server {
 /// Serves the directory `root` (as `rocm-kpack demo` does) with keep-alive;
 /// faults and in-memory files work as for [`Server::start`].
 pub fn serve_dir(root: impl AsRef<Path>) -> io::Result<Server> {
-    Server::with_state(State { dir: Some(Dir::new(root.as_ref())?), ..State::default() })
+    Server::with_state(State {
+        dir: Some(Dir::new(root.as_ref())?),
+        ..State::default()
+    })
 }
 
 struct TestHandler(Arc<State>);
@@ -225,7 +238,9 @@ impl Handler for TestHandler {
                     (None, None) => Response::status(404),
                 };
                 match fault {
-                    Some(f) if matches!(response.status, 200 | 206) => misbehave(response, f, &self.0),
+                    Some(f) if matches!(response.status, 200 | 206) => {
+                        misbehave(response, f, &self.0)
+                    }
                     _ => response,
                 }
             }
@@ -264,7 +279,10 @@ fn misbehave(mut r: Response, fault: Fault, state: &Arc<State>) -> Response {
             r.length = r.length.map(|l| l + n as u64);
             Box::new(body.chain(extra(n)))
         }
-        Fault::Gate(gate) => Box::new(Gated { gate: Some(gate), body }),
+        Fault::Gate(gate) => Box::new(Gated {
+            gate: Some(gate),
+            body,
+        }),
         Fault::Drip(every) => Box::new(Drip {
             body,
             every,

@@ -24,11 +24,18 @@ use crate::gfxarch;
 pub fn fat_code_objects(fat: &Path) -> io::Result<BTreeMap<(u32, String), Vec<u8>>> {
     let data = fs::read(fat)?;
     let Classification::Fat(f) = elf::classify(&data).map_err(io::Error::other)? else {
-        return Err(io::Error::other(format!("{}: not a fat binary", fat.display())));
+        return Err(io::Error::other(format!(
+            "{}: not a fat binary",
+            fat.display()
+        )));
     };
     let section = f.fatbin_bytes().map_err(io::Error::other)?;
     let mut out = BTreeMap::new();
-    for (i, b) in bundle::parse_fatbin(section).map_err(io::Error::other)?.iter().enumerate() {
+    for (i, b) in bundle::parse_fatbin(section)
+        .map_err(io::Error::other)?
+        .iter()
+        .enumerate()
+    {
         for (t, d) in b.code_objects() {
             out.insert((i as u32, t.to_string()), d.to_vec());
         }
@@ -45,25 +52,42 @@ pub fn check_pattern_finds(split: &Path, fat: &Path, targets: &[&str]) -> Result
     let pattern = gfxarch::pattern_of(split).map_err(|e| e.to_string())?;
     let cos = fat_code_objects(fat).map_err(|e| format!("{}: {e}", fat.display()))?;
     let mut checked = 0;
-    for ((co, target), bytes) in cos.iter().filter(|((_, t), _)| targets.contains(&t.as_str())) {
+    for ((co, target), bytes) in cos
+        .iter()
+        .filter(|((_, t), _)| targets.contains(&t.as_str()))
+    {
         let device = TargetId::parse(target).map_err(|e| e.to_string())?;
         let Some(found) = gfxarch::lookup(&pattern.pattern, &device) else {
             let tried = gfxarch::candidates(&pattern.pattern, &device);
-            return Err(format!("{}: {target}: no archive among {tried:?}", split.display()));
+            return Err(format!(
+                "{}: {target}: no archive among {tried:?}",
+                split.display()
+            ));
         };
         if found.key != *target {
-            return Err(format!("{}: {target} found as {}", found.archive.display(), found.key));
+            return Err(format!(
+                "{}: {target} found as {}",
+                found.archive.display(),
+                found.key
+            ));
         }
         // The name the pattern expands to is the archive itself, never an alias.
-        let md = fs::symlink_metadata(&found.archive).map_err(|e| format!("{}: {e}", found.archive.display()))?;
+        let md = fs::symlink_metadata(&found.archive)
+            .map_err(|e| format!("{}: {e}", found.archive.display()))?;
         if !md.file_type().is_file() {
             return Err(format!("{}: not a regular file", found.archive.display()));
         }
         let key = format!("{}#{co}", pattern.marker.kernel_name);
-        let archive = Archive::open(&found.archive).map_err(|e| format!("{}: {e}", found.archive.display()))?;
+        let archive = Archive::open(&found.archive)
+            .map_err(|e| format!("{}: {e}", found.archive.display()))?;
         match archive.kernel(&key, target) {
             Ok(got) if got == *bytes => checked += 1,
-            Ok(_) => return Err(format!("{}: {key} {target}: bytes differ", found.archive.display())),
+            Ok(_) => {
+                return Err(format!(
+                    "{}: {key} {target}: bytes differ",
+                    found.archive.display()
+                ))
+            }
             Err(e) => return Err(format!("{}: {key} {target}: {e}", found.archive.display())),
         }
     }
@@ -86,14 +110,24 @@ pub fn write_reference_layout(fat: &Path, out: &Path) -> io::Result<()> {
     let kernel_name = format!("lib/{file_name}");
     let [_, pattern] = layout::marker_search_paths("../", component);
     let data = fs::read(fat)?;
-    let ElfSplit::Split(split) = split_fat_elf(&data, &kernel_name, vec![pattern]).map_err(io::Error::other)? else {
-        return Err(io::Error::other(format!("{}: not a fat binary", fat.display())));
+    let ElfSplit::Split(split) =
+        split_fat_elf(&data, &kernel_name, vec![pattern]).map_err(io::Error::other)?
+    else {
+        return Err(io::Error::other(format!(
+            "{}: not a fat binary",
+            fat.display()
+        )));
     };
     // Target id -> (binary key, bytes), in co_index order.
     let mut by_target: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
     for (co, target, bytes) in split.code_objects().map_err(io::Error::other)? {
-        let id = TargetId::parse(&target).map_err(io::Error::other)?.to_string();
-        by_target.entry(id).or_default().push((format!("{kernel_name}#{co}"), bytes));
+        let id = TargetId::parse(&target)
+            .map_err(io::Error::other)?
+            .to_string();
+        by_target
+            .entry(id)
+            .or_default()
+            .push((format!("{kernel_name}#{co}"), bytes));
     }
     let kpack = out.join(layout::KPACK_DIR);
     fs::create_dir_all(&kpack)?;
@@ -107,7 +141,8 @@ pub fn write_reference_layout(fat: &Path, out: &Path) -> io::Result<()> {
         )
         .map_err(io::Error::other)?;
         for (key, bytes) in kernels {
-            w.add_kernel(&key, &target, bytes).map_err(io::Error::other)?;
+            w.add_kernel(&key, &target, bytes)
+                .map_err(io::Error::other)?;
         }
         let bytes = w.finish().map_err(io::Error::other)?.into_inner();
         let path = kpack.join(layout::archive_file_name(component, &target));

@@ -21,7 +21,10 @@ pub fn site_packages(venv: &std::path::Path) -> std::path::PathBuf {
     let py = std::fs::read_dir(&lib)
         .expect("venv lib")
         .map(|e| e.expect("entry").path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+        })
         .expect("pythonX.Y");
     py.join("site-packages")
 }

@@ -15,7 +15,11 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
     /// A regular file: mode, size and sha256 (hex).
-    File { mode: u32, size: u64, sha256: String },
+    File {
+        mode: u32,
+        size: u64,
+        sha256: String,
+    },
     /// A directory and its mode.
     Dir { mode: u32 },
     /// A symlink and its target (never followed).

@@ -30,19 +30,52 @@ pub const BINARIES: [(&str, &str); 5] = [
 /// A second name of `bin/app_pie` (same inode).
 pub const FAT_HARD_LINK: (&str, &str) = ("bin/app_pie_alias", "bin/app_pie");
 /// A second name of a plain file (same inode).
-pub const PLAIN_HARD_LINK: (&str, &str) = ("share/doc/fixture/README.alias", "share/doc/fixture/README");
+pub const PLAIN_HARD_LINK: (&str, &str) =
+    ("share/doc/fixture/README.alias", "share/doc/fixture/README");
 
 /// Kernel database files: tree path, the device group of the built-in
 /// spec they belong to, and the arch read from the path.
 pub const DATABASES: [(&str, &str, &str); 9] = [
-    ("lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat", "gfx110X-dgpu", "gfx1100"),
-    ("lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat", "gfx90a", "gfx90a"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a.co", "gfx90a", "gfx90a"),
-    ("lib/rocblas/library/TensileLibrary_Type_HH_gfx90a_xnack+.co", "gfx90a", "gfx90a:xnack+"),
-    ("lib/rocblas/library/Kernels.so-000-gfx1030.hsaco", "gfx103X-dgpu", "gfx1030"),
-    ("lib/aotriton/kernels/gfx942/attn_fwd.hsaco", "gfx94X", "gfx942"),
-    ("lib/aotriton/kernels/gfx942/attn_fwd.json", "gfx94X", "gfx942"),
-    ("lib/aotriton/kernels/gfx1100/attn_fwd.hsaco", "gfx110X-dgpu", "gfx1100"),
+    (
+        "lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat",
+        "gfx110X-dgpu",
+        "gfx1100",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat",
+        "gfx90a",
+        "gfx90a",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_gfx90a.co",
+        "gfx90a",
+        "gfx90a",
+    ),
+    (
+        "lib/rocblas/library/TensileLibrary_Type_HH_gfx90a_xnack+.co",
+        "gfx90a",
+        "gfx90a:xnack+",
+    ),
+    (
+        "lib/rocblas/library/Kernels.so-000-gfx1030.hsaco",
+        "gfx103X-dgpu",
+        "gfx1030",
+    ),
+    (
+        "lib/aotriton/kernels/gfx942/attn_fwd.hsaco",
+        "gfx94X",
+        "gfx942",
+    ),
+    (
+        "lib/aotriton/kernels/gfx942/attn_fwd.json",
+        "gfx94X",
+        "gfx942",
+    ),
+    (
+        "lib/aotriton/kernels/gfx1100/attn_fwd.hsaco",
+        "gfx110X-dgpu",
+        "gfx1100",
+    ),
     ("share/miopen/db/gfx90a68.kdb", "gfx90a", "gfx90a"),
 ];
 
@@ -63,12 +96,28 @@ pub const SYMLINKS: [(&str, &str); 4] = [
 
 /// Plain files: path, contents, mode.
 pub const PLAIN: [(&str, &str, u32); 6] = [
-    ("lib/rocblas/library/TensileManifest.txt", "TensileLibrary_lazy_gfx1100.dat\nTensileLibrary_lazy_gfx90a.dat\n", 0o644),
+    (
+        "lib/rocblas/library/TensileManifest.txt",
+        "TensileLibrary_lazy_gfx1100.dat\nTensileLibrary_lazy_gfx90a.dat\n",
+        0o644,
+    ),
     ("include/fixture.h", "int kpack_fixture_run(void);\n", 0o644),
-    ("share/doc/fixture/README", "fixture install tree for rocm-kpack tests\n", 0o644),
-    ("bin/run.sh", "#!/bin/sh\nexec \"$(dirname \"$0\")/app_pie\" \"$@\"\n", 0o755),
+    (
+        "share/doc/fixture/README",
+        "fixture install tree for rocm-kpack tests\n",
+        0o644,
+    ),
+    (
+        "bin/run.sh",
+        "#!/bin/sh\nexec \"$(dirname \"$0\")/app_pie\" \"$@\"\n",
+        0o755,
+    ),
     ("etc/fixture.conf", "secret=1\n", 0o600),
-    ("share/fixture/notes_gfx.txt", "not a target token: gfx, gfx9, gfx9999\n", 0o444),
+    (
+        "share/fixture/notes_gfx.txt",
+        "not a target token: gfx, gfx9, gfx9999\n",
+        0o444,
+    ),
 ];
 
 /// An empty directory the split must keep.

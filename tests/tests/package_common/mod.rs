@@ -16,14 +16,14 @@ use std::process::{Command, Output};
 
 use object::{Object, ObjectSection};
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
-use rocm_kpack_format::layout;
-use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageOptions, PackageReport};
+use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_test_support::{debian, fixtures, gfxarch};
 use sha2::{Digest, Sha256};
 
@@ -95,7 +95,11 @@ pub fn copy_tree(src: &Path, dst: &Path, skip: &[&str]) {
 /// their tree as family. Returns the device trees, sorted.
 pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) -> Vec<String> {
     let spec = Spec::default_families();
-    let key_base = fat.file_name().expect("name").to_string_lossy().into_owned();
+    let key_base = fat
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
     // (tree, unit) -> (binary key, arch, code object)
     type Kernels = Vec<(String, String, Vec<u8>)>;
     let mut per_unit: BTreeMap<(String, String), Kernels> = BTreeMap::new();
@@ -140,8 +144,11 @@ pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) 
         database_files: Vec::new(),
         prefix_path: None,
     };
-    fs::write(kpm_dir.join(layout::manifest_file_name(component)), m.to_msgpack().expect("kpm"))
-        .expect("write kpm");
+    fs::write(
+        kpm_dir.join(layout::manifest_file_name(component)),
+        m.to_msgpack().expect("kpm"),
+    )
+    .expect("write kpm");
     let trees: BTreeSet<String> = per_unit.keys().map(|(tree, _)| tree.clone()).collect();
     trees.into_iter().collect()
 }
@@ -249,10 +256,17 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         for e in fs::read_dir(&d).expect("read_dir") {
             let e = e.expect("entry");
             let p = e.path();
-            let rel = p.strip_prefix(dir).expect("prefix").to_string_lossy().into_owned();
+            let rel = p
+                .strip_prefix(dir)
+                .expect("prefix")
+                .to_string_lossy()
+                .into_owned();
             let ft = e.file_type().expect("type");
             if ft.is_symlink() {
-                out.insert(rel, format!("-> {}", fs::read_link(&p).expect("link").display()).into_bytes());
+                out.insert(
+                    rel,
+                    format!("-> {}", fs::read_link(&p).expect("link").display()).into_bytes(),
+                );
             } else if ft.is_dir() {
                 stack.push(p);
             } else {
@@ -265,7 +279,11 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Creates an empty dpkg database under `root`.
 pub fn dpkg_root(root: &Path) {
-    for d in ["var/lib/dpkg/updates", "var/lib/dpkg/info", "var/lib/dpkg/triggers"] {
+    for d in [
+        "var/lib/dpkg/updates",
+        "var/lib/dpkg/info",
+        "var/lib/dpkg/triggers",
+    ] {
         fs::create_dir_all(root.join(d)).expect("mkdir");
     }
     fs::write(root.join("var/lib/dpkg/status"), "").expect("status");
@@ -302,9 +320,7 @@ pub fn apt_opts(root: &Path) -> Vec<String> {
 
 /// `E:` tags lintian reports for a package (tag names, sorted, unique).
 pub fn lintian_errors(deb: &Path) -> Vec<String> {
-    let o = run(Command::new("lintian")
-        .arg("--no-cfg")
-        .arg(deb));
+    let o = run(Command::new("lintian").arg("--no-cfg").arg(deb));
     let text = String::from_utf8_lossy(&o.stdout);
     let mut tags: Vec<String> = text
         .lines()
@@ -367,9 +383,17 @@ pub fn wheel_options() -> PackageOptions {
 pub fn code_objects(fat: &Path) -> BTreeMap<(u32, String), Vec<u8>> {
     let bytes = fs::read(fat).expect("read fat binary");
     let elf = object::File::parse(&*bytes).expect("parse ELF");
-    let section = elf.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().expect("data");
+    let section = elf
+        .section_by_name(".hip_fatbin")
+        .expect(".hip_fatbin")
+        .data()
+        .expect("data");
     let mut out = BTreeMap::new();
-    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section).expect("bundles").iter().enumerate() {
+    for (i, b) in rocm_kpack_format::bundle::parse_fatbin(section)
+        .expect("bundles")
+        .iter()
+        .enumerate()
+    {
         for (target, data) in b.code_objects() {
             out.insert((i as u32, target.to_string()), data.to_vec());
         }
@@ -388,9 +412,17 @@ pub fn assert_gfxarch_finds(lib: &Path, fat: &Path, device: &str, expected: &str
     let found = gfxarch::lookup(&pattern.pattern, &device_id)
         .unwrap_or_else(|| panic!("no archive for {device} beside {}", lib.display()));
     let path = &found.archive;
-    assert_eq!(path.file_name().and_then(|n| n.to_str()), Some(expected), "{device}");
+    assert_eq!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some(expected),
+        "{device}"
+    );
     let md = fs::symlink_metadata(path).expect("lstat");
-    assert!(md.file_type().is_file(), "{} is not a regular file", path.display());
+    assert!(
+        md.file_type().is_file(),
+        "{} is not a regular file",
+        path.display()
+    );
     let archive = Archive::open(path).expect("archive");
     let mut checked = 0;
     for ((i, t), data) in code_objects(fat) {
@@ -401,16 +433,30 @@ pub fn assert_gfxarch_finds(lib: &Path, fat: &Path, device: &str, expected: &str
         let got = archive
             .kernel(&key, &t)
             .unwrap_or_else(|e| panic!("{}: {key} {t}: {e}", path.display()));
-        assert!(got == data, "{}: {key} {t} differs from the fat original", path.display());
+        assert!(
+            got == data,
+            "{}: {key} {t} differs from the fat original",
+            path.display()
+        );
         checked += 1;
     }
-    assert!(checked > 0, "{} holds no {} code object of {}", path.display(), found.key, fat.display());
+    assert!(
+        checked > 0,
+        "{} holds no {} code object of {}",
+        path.display(),
+        found.key,
+        fat.display()
+    );
 }
 
 /// Whether AMD's lookup finds any archive for `device` beside `lib`.
 pub fn gfxarch_finds_any(lib: &Path, device: &str) -> bool {
     let pattern = gfxarch::pattern_of(lib).expect("marker");
-    gfxarch::lookup(&pattern.pattern, &TargetId::parse(device).expect("target id")).is_some()
+    gfxarch::lookup(
+        &pattern.pattern,
+        &TargetId::parse(device).expect("target id"),
+    )
+    .is_some()
 }
 
 /// A package's payload as the format's own tool lists it (`dpkg-deb -c`,
@@ -436,7 +482,11 @@ fn listed(pkg: &Path, kind: char) -> Vec<String> {
         .lines()
         .filter(|l| l.starts_with(kind))
         .filter_map(|l| l.split(" -> ").next()?.split_whitespace().last())
-        .map(|p| p.trim_start_matches("./").trim_start_matches('/').to_string())
+        .map(|p| {
+            p.trim_start_matches("./")
+                .trim_start_matches('/')
+                .to_string()
+        })
         .collect()
 }
 
@@ -457,7 +507,9 @@ pub fn payload_archives(pkg: &Path) -> Vec<String> {
 
 /// `pip uninstall -y` of `dists`.
 pub fn pip_uninstall(pip: &Path, dists: &[&str]) {
-    ok(Command::new(pip).args(["uninstall", "-y", "--disable-pip-version-check"]).args(dists));
+    ok(Command::new(pip)
+        .args(["uninstall", "-y", "--disable-pip-version-check"])
+        .args(dists));
 }
 
 /// No alias symlinks (docs/packaging.md, "Package naming"): no symlink in a
@@ -470,17 +522,30 @@ pub fn assert_no_alias_symlinks(p: &BuiltPackage) {
         .iter()
         .filter(|l| l.split('/').any(|c| c == layout::KPACK_DIR))
         .collect();
-    assert!(in_kpack.is_empty(), "{}: symlinks in .kpack/: {in_kpack:?}", p.name);
+    assert!(
+        in_kpack.is_empty(),
+        "{}: symlinks in .kpack/: {in_kpack:?}",
+        p.name
+    );
     if p.group.is_some() {
         let doc = format!("usr/share/doc/{}", p.name);
         let other: Vec<&String> = links.iter().filter(|l| **l != doc).collect();
-        assert!(other.is_empty(), "{}: device package carries symlinks {other:?}", p.name);
+        assert!(
+            other.is_empty(),
+            "{}: device package carries symlinks {other:?}",
+            p.name
+        );
     }
 }
 
 /// Writes a wheel with python's zipfile: `files` (name, bytes) plus a
 /// dist-info; `record_override` replaces the computed RECORD.
-pub fn write_wheel(path: &Path, files: &[(String, Vec<u8>)], dist_info: &str, record_override: Option<&str>) {
+pub fn write_wheel(
+    path: &Path,
+    files: &[(String, Vec<u8>)],
+    dist_info: &str,
+    record_override: Option<&str>,
+) {
     let stage = path.with_extension("stage");
     fs::create_dir_all(&stage).expect("stage");
     let mut list = String::new();

@@ -72,8 +72,15 @@ pub fn kernel(binary: &str, arch: &str, data: impl Into<Vec<u8>>) -> Kernel {
 }
 
 /// Write an archive holding `kernels` (in order) to `path`.
-pub fn write_archive(path: &Path, group: &str, family: &str, scheme: CompressionScheme, kernels: &[Kernel]) {
-    let mut w = ArchiveWriter::new(Cursor::new(Vec::new()), group, family, scheme, 3).expect("writer");
+pub fn write_archive(
+    path: &Path,
+    group: &str,
+    family: &str,
+    scheme: CompressionScheme,
+    kernels: &[Kernel],
+) {
+    let mut w =
+        ArchiveWriter::new(Cursor::new(Vec::new()), group, family, scheme, 3).expect("writer");
     for (b, a, d) in kernels {
         w.add_kernel(b, a, d.clone()).expect("add_kernel");
     }
@@ -88,7 +95,11 @@ pub fn write_archive(path: &Path, group: &str, family: &str, scheme: Compression
 pub fn manifest_file(path: &Path, family: &str, arches: &[&str]) -> ManifestFile {
     let bytes = fs::read(path).unwrap_or_default();
     ManifestFile {
-        filename: path.file_name().expect("file name").to_string_lossy().into_owned(),
+        filename: path
+            .file_name()
+            .expect("file name")
+            .to_string_lossy()
+            .into_owned(),
         family: family.to_owned(),
         architectures: arches.iter().map(|s| s.to_string()).collect(),
         size: bytes.len() as u64,
@@ -142,7 +153,10 @@ impl Layout {
     }
     /// The marker the splitter would write for this layout.
     pub fn marker(&self) -> Marker {
-        marker(KERNEL_NAME, &["../.kpack/foo.kpm", "../.kpack/foo_@GFXARCH@.kpack"])
+        marker(
+            KERNEL_NAME,
+            &["../.kpack/foo.kpm", "../.kpack/foo_@GFXARCH@.kpack"],
+        )
     }
     /// Write `.kpack/foo_<family>.kpack` and return its path.
     pub fn archive(&self, family: &str, scheme: CompressionScheme, kernels: &[Kernel]) -> PathBuf {
@@ -152,7 +166,10 @@ impl Layout {
     }
     /// Write `.kpack/foo.kpm` listing (archive path, family, arches).
     pub fn manifest(&self, files: &[(&Path, &str, &[&str])]) {
-        let files = files.iter().map(|(p, f, a)| manifest_file(p, f, a)).collect();
+        let files = files
+            .iter()
+            .map(|(p, f, a)| manifest_file(p, f, a))
+            .collect();
         write_manifest(&self.kpack("foo.kpm"), COMPONENT, files);
     }
 }
@@ -194,12 +211,29 @@ pub fn artifacts() -> &'static Artifacts {
     static ART: OnceLock<Artifacts> = OnceLock::new();
     ART.get_or_init(|| {
         let out_dir = profile_dir();
-        let dir_name = out_dir.file_name().expect("profile dir").to_string_lossy().into_owned();
-        let profile = if dir_name == "debug" { "dev".to_owned() } else { dir_name };
+        let dir_name = out_dir
+            .file_name()
+            .expect("profile dir")
+            .to_string_lossy()
+            .into_owned();
+        let profile = if dir_name == "debug" {
+            "dev".to_owned()
+        } else {
+            dir_name
+        };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let manifest = workspace_root().join("Cargo.toml");
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", &profile, "-p", "rocm-kpack-capi", "-p", "rocm-kpack-preload"])
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                &profile,
+                "-p",
+                "rocm-kpack-capi",
+                "-p",
+                "rocm-kpack-preload",
+            ])
             .arg("--manifest-path")
             .arg(&manifest)
             .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
@@ -231,7 +265,9 @@ pub fn artifacts() -> &'static Artifacts {
 
 /// Run a command, returning (status success, stdout, stderr) as text.
 pub fn run(cmd: &mut Command) -> (bool, String, String) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -243,6 +279,9 @@ pub fn run(cmd: &mut Command) -> (bool, String, String) {
 pub fn run_ok(cmd: &mut Command) -> String {
     let shown = format!("{cmd:?}");
     let (ok, stdout, stderr) = run(cmd);
-    assert!(ok, "{shown} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    assert!(
+        ok,
+        "{shown} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
     stdout
 }

@@ -2,8 +2,8 @@
 //! open, blobs are touched only when a kernel is asked for.
 
 use super::{
-    CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE,
-    MAX_TOC_SIZE, MAX_ZSTD_RATIO,
+    CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE, MAX_TOC_SIZE,
+    MAX_ZSTD_RATIO,
 };
 use crate::error::{Error, Result};
 use crate::msgpack::{Reader, Value};

@@ -23,7 +23,12 @@ pub fn many_entries(n: usize) -> Vec<u8> {
         (s("original_size"), Value::UInt(BLOB.len() as u64)),
     ]);
     let toc = (0..n)
-        .map(|i| (s(&binary_key(i)), Value::Map(vec![(s("gfx90a"), entry.clone())])))
+        .map(|i| {
+            (
+                s(&binary_key(i)),
+                Value::Map(vec![(s("gfx90a"), entry.clone())]),
+            )
+        })
         .collect();
     let header = 64u64;
     let top = Value::Map(vec![

@@ -35,7 +35,9 @@ impl<W: Write + Seek> ArWriter<W> {
 
     fn header(&self, name: &str, size: u64) -> io::Result<[u8; 60]> {
         if name.len() > 16 {
-            return Err(io::Error::other(format!("ar member name {name:?} too long")));
+            return Err(io::Error::other(format!(
+                "ar member name {name:?} too long"
+            )));
         }
         if size > 9_999_999_999 {
             return Err(io::Error::other("ar member larger than 9999999999 bytes"));

@@ -39,8 +39,9 @@ impl<W: Write> CpioWriter<W> {
     }
 
     fn header(&mut self, name: &str, ino: u32, mode: u32, nlink: u32, size: u64) -> io::Result<()> {
-        let size32 = u32::try_from(size)
-            .map_err(|_| io::Error::other(format!("{name}: larger than 4 GiB (cpio newc limit)")))?;
+        let size32 = u32::try_from(size).map_err(|_| {
+            io::Error::other(format!("{name}: larger than 4 GiB (cpio newc limit)"))
+        })?;
         let namesize = name.len() + 1;
         let mtime = u32::try_from(self.mtime).unwrap_or(u32::MAX);
         let h = format!(
@@ -113,7 +114,10 @@ impl<R: Read> CpioReader<R> {
     fn skip(&mut self, n: u64) -> io::Result<()> {
         let skipped = io::copy(&mut (&mut self.inner).take(n), &mut io::sink())?;
         if skipped != n {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated cpio"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "truncated cpio",
+            ));
         }
         self.pos += n;
         Ok(())
@@ -161,7 +165,10 @@ impl<R: Read> CpioReader<R> {
         let size = field(6)?;
         let namesize = field(11)?;
         if namesize == 0 || namesize > 65_536 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad cpio name size"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bad cpio name size",
+            ));
         }
         let mut name = vec![0u8; namesize as usize];
         self.inner.read_exact(&mut name)?;
@@ -202,7 +209,10 @@ impl<R: Read> Read for CpioData<'_, R> {
             .inner
             .read(buf.get_mut(..want).unwrap_or_default())?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated cpio data"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "truncated cpio data",
+            ));
         }
         self.reader.pending -= n as u64;
         self.reader.pos += n as u64;
@@ -217,7 +227,8 @@ mod tests {
     #[test]
     fn cpio_roundtrip() {
         let mut w = CpioWriter::new(Vec::new(), 5);
-        w.append("./a", 1, 0o100644, 3, Some(&mut &b"abc"[..])).expect("a");
+        w.append("./a", 1, 0o100644, 3, Some(&mut &b"abc"[..]))
+            .expect("a");
         w.append("./d", 2, 0o040755, 0, None).expect("d");
         let bytes = w.finish().expect("finish");
         let mut r = CpioReader::new(&bytes[..]);

@@ -33,7 +33,11 @@ struct Stanza {
 }
 
 /// Writes pool + dists into `root`; returns how many debs it holds.
-pub fn write_apt(debs: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result<usize, PublishError> {
+pub fn write_apt(
+    debs: &[PathBuf],
+    root: &Path,
+    opts: &PublishOptions,
+) -> Result<usize, PublishError> {
     let mut stanzas: Vec<Stanza> = Vec::new();
     let mut placed: BTreeMap<String, [u8; 32]> = BTreeMap::new();
     for deb in debs {
@@ -92,7 +96,10 @@ pub fn write_apt(debs: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
     let mut index_files: Vec<(String, Vec<u8>)> = Vec::new();
     for arch in &arches {
         let mut text = String::new();
-        for s in stanzas.iter().filter(|s| s.arch == *arch || s.arch == "all") {
+        for s in stanzas
+            .iter()
+            .filter(|s| s.arch == *arch || s.arch == "all")
+        {
             text.push_str(&s.fields.render());
             text.push('\n');
         }
@@ -135,8 +142,18 @@ pub fn write_apt(debs: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
     let release_path = dist.join("Release");
     write_file(&release_path, release.as_bytes())?;
     if opts.sign_key.is_some() {
-        sign(opts, &release_path, &dist.join("InRelease"), SignMode::Clear)?;
-        sign(opts, &release_path, &dist.join("Release.gpg"), SignMode::Detached)?;
+        sign(
+            opts,
+            &release_path,
+            &dist.join("InRelease"),
+            SignMode::Clear,
+        )?;
+        sign(
+            opts,
+            &release_path,
+            &dist.join("Release.gpg"),
+            SignMode::Detached,
+        )?;
     }
     Ok(placed.len())
 }

@@ -46,7 +46,11 @@ const HOMEPAGE: &str = "https://github.com/ROCm/rocm-kpack";
 /// The hook templates, compiled in so that `publish` needs no checkout.
 macro_rules! template {
     ($rel:literal) => {
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../repo-templates/fetch/", $rel))
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../repo-templates/fetch/",
+            $rel
+        ))
     };
 }
 const SERVICE: &str = template!("systemd/rocm-kpack-fetch.service");
@@ -111,7 +115,11 @@ fn generate(binary: &Path, work: &Path) -> Result<Generated, PublishError> {
     let version = text
         .split_whitespace()
         .nth(1)
-        .filter(|v| text.starts_with(NAME) && v.chars().all(|c| c.is_ascii_alphanumeric() || ".+~-".contains(c)))
+        .filter(|v| {
+            text.starts_with(NAME)
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".+~-".contains(c))
+        })
         .ok_or_else(|| {
             PublishError::Invalid(format!(
                 "{} is not a rocm-kpack-fetch binary (--version said {:?})",
@@ -124,10 +132,17 @@ fn generate(binary: &Path, work: &Path) -> Result<Generated, PublishError> {
     let dir_arg = man_dir.to_string_lossy().into_owned();
     run(binary, &["man", "--out", &dir_arg])?;
     let mut man_pages = Vec::new();
-    let entries = std::fs::read_dir(&man_dir).map_err(|e| PublishError::io("cannot list", &man_dir, e))?;
+    let entries =
+        std::fs::read_dir(&man_dir).map_err(|e| PublishError::io("cannot list", &man_dir, e))?;
     for entry in entries {
-        let path = entry.map_err(|e| PublishError::io("cannot list", &man_dir, e))?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()).filter(|n| n.ends_with(".1")) else {
+        let path = entry
+            .map_err(|e| PublishError::io("cannot list", &man_dir, e))?
+            .path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.ends_with(".1"))
+        else {
             continue;
         };
         let page = std::fs::read(&path).map_err(|e| PublishError::io("cannot read", &path, e))?;
@@ -177,9 +192,13 @@ fn sources_file(url: &str) -> Vec<u8> {
 
 /// The sources file's path in the packages (relative), if any.
 fn sources_path(opts: &FetcherOptions) -> Option<String> {
-    opts.store_url
-        .as_ref()
-        .map(|_| format!("{}/{}", layout::fetch::SOURCES_D, layout::fetch::PUBLISHED_SOURCES_FILE))
+    opts.store_url.as_ref().map(|_| {
+        format!(
+            "{}/{}",
+            layout::fetch::SOURCES_D,
+            layout::fetch::PUBLISHED_SOURCES_FILE
+        )
+    })
 }
 
 /// The files deb and rpm share: binary, man pages, completion, units, the
@@ -191,17 +210,32 @@ fn common_payload(
     unit_dir: &str,
 ) -> Result<Payload, PublishError> {
     let mut p = Payload::new();
-    p.insert(Entry::bytes(&format!("usr/bin/{NAME}"), 0o755, bin.to_vec()))?;
+    p.insert(Entry::bytes(
+        &format!("usr/bin/{NAME}"),
+        0o755,
+        bin.to_vec(),
+    ))?;
     for (name, page) in &generated.man_pages {
-        p.insert(Entry::bytes(&format!("usr/share/man/man1/{name}"), 0o644, page.clone()))?;
+        p.insert(Entry::bytes(
+            &format!("usr/share/man/man1/{name}"),
+            0o644,
+            page.clone(),
+        ))?;
     }
     p.insert(Entry::bytes(
         &format!("usr/share/bash-completion/completions/{NAME}"),
         0o644,
         generated.bash_completion.clone(),
     ))?;
-    for (unit, text) in [("rocm-kpack-fetch.service", SERVICE), ("rocm-kpack-fetch.timer", TIMER)] {
-        p.insert(Entry::bytes(&format!("{unit_dir}/{unit}"), 0o644, text.as_bytes().to_vec()))?;
+    for (unit, text) in [
+        ("rocm-kpack-fetch.service", SERVICE),
+        ("rocm-kpack-fetch.timer", TIMER),
+    ] {
+        p.insert(Entry::bytes(
+            &format!("{unit_dir}/{unit}"),
+            0o644,
+            text.as_bytes().to_vec(),
+        ))?;
     }
     if let (Some(path), Some(url)) = (sources_path(opts), &opts.store_url) {
         p.insert(Entry::bytes(&path, 0o644, sources_file(url)))?;
@@ -216,18 +250,33 @@ fn create(path: &Path) -> Result<BufWriter<File>, PublishError> {
 }
 
 fn flush(mut w: BufWriter<File>, path: &Path) -> Result<(), PublishError> {
-    w.flush().map_err(|e| PublishError::io("cannot write", path, e))
+    w.flush()
+        .map_err(|e| PublishError::io("cannot write", path, e))
 }
 
-fn deb(bin: &[u8], g: &Generated, opts: &FetcherOptions, epoch: u64, out: &Path) -> Result<PathBuf, PublishError> {
+fn deb(
+    bin: &[u8],
+    g: &Generated,
+    opts: &FetcherOptions,
+    epoch: u64,
+    out: &Path,
+) -> Result<PathBuf, PublishError> {
     let version = &g.version;
     let doc = format!("usr/share/doc/{NAME}");
     let changelog = format!(
         "{NAME} ({version}) unstable; urgency=medium\n\n  * Release {version}.\n\n -- {MAINTAINER}  Mon, 01 Jan 2024 00:00:00 +0000\n"
     );
     let mut p = common_payload(bin, g, opts, "lib/systemd/system")?;
-    p.insert(Entry::bytes(&format!("{doc}/copyright"), 0o644, copyright()))?;
-    p.insert(Entry::bytes(&format!("{doc}/changelog.gz"), 0o644, super::gzip(changelog.as_bytes())?))?;
+    p.insert(Entry::bytes(
+        &format!("{doc}/copyright"),
+        0o644,
+        copyright(),
+    ))?;
+    p.insert(Entry::bytes(
+        &format!("{doc}/changelog.gz"),
+        0o644,
+        super::gzip(changelog.as_bytes())?,
+    ))?;
     p.add_parent_dirs();
     let (deb_arch, _) = arches();
     let mut control = ControlFields::default();
@@ -236,11 +285,17 @@ fn deb(bin: &[u8], g: &Generated, opts: &FetcherOptions, epoch: u64, out: &Path)
     control.set("Architecture", deb_arch);
     control.set("Maintainer", MAINTAINER);
     // https sources need the system's CA certificates.
-    control.set("Depends", "libc6 (>= 2.34), libgcc-s1 (>= 4.2), ca-certificates");
+    control.set(
+        "Depends",
+        "libc6 (>= 2.34), libgcc-s1 (>= 4.2), ca-certificates",
+    );
     control.set("Section", "utils");
     control.set("Priority", "optional");
     control.set("Homepage", HOMEPAGE);
-    control.set("Description", render_description(SUMMARY, &wrap(DESCRIPTION, 72)));
+    control.set(
+        "Description",
+        render_description(SUMMARY, &wrap(DESCRIPTION, 72)),
+    );
     let mut files = vec![
         ControlFile {
             name: "triggers".into(),
@@ -276,9 +331,19 @@ fn deb(bin: &[u8], g: &Generated, opts: &FetcherOptions, epoch: u64, out: &Path)
     Ok(path)
 }
 
-fn rpm(bin: &[u8], g: &Generated, opts: &FetcherOptions, epoch: u64, out: &Path) -> Result<PathBuf, PublishError> {
+fn rpm(
+    bin: &[u8],
+    g: &Generated,
+    opts: &FetcherOptions,
+    epoch: u64,
+    out: &Path,
+) -> Result<PathBuf, PublishError> {
     let mut p = common_payload(bin, g, opts, "usr/lib/systemd/system")?;
-    p.insert(Entry::bytes(&format!("usr/share/licenses/{NAME}/LICENSE"), 0o644, copyright()))?;
+    p.insert(Entry::bytes(
+        &format!("usr/share/licenses/{NAME}/LICENSE"),
+        0o644,
+        copyright(),
+    ))?;
     p.add_parent_dirs();
     let version = g.version.replace('-', "_");
     let (_, rpm_arch) = arches();
@@ -330,7 +395,11 @@ fn wheel(bin: &[u8], g: &Generated, epoch: u64, out: &Path) -> Result<PathBuf, P
     let (_, rpm_arch) = arches();
     let tag = format!("py3-none-manylinux_2_28_{rpm_arch}");
     let mut p = Payload::new();
-    p.insert(Entry::bytes(&format!("{dist}-{version}.data/scripts/{NAME}"), 0o755, bin.to_vec()))?;
+    p.insert(Entry::bytes(
+        &format!("{dist}-{version}.data/scripts/{NAME}"),
+        0o755,
+        bin.to_vec(),
+    ))?;
     let mut info = BTreeMap::new();
     info.insert(
         "METADATA".to_string(),
@@ -341,7 +410,8 @@ fn wheel(bin: &[u8], g: &Generated, epoch: u64, out: &Path) -> Result<PathBuf, P
     );
     info.insert(
         "WHEEL".to_string(),
-        format!("Wheel-Version: 1.0\nGenerator: rocm-kpack\nRoot-Is-Purelib: false\nTag: {tag}\n").into_bytes(),
+        format!("Wheel-Version: 1.0\nGenerator: rocm-kpack\nRoot-Is-Purelib: false\nTag: {tag}\n")
+            .into_bytes(),
     );
     let path = out.join(format!("{dist}-{version}-{tag}.whl"));
     let w = write_wheel(
@@ -365,7 +435,8 @@ pub fn build_fetcher_packages(
     source_date_epoch: u64,
     out: &Path,
 ) -> Result<Vec<PathBuf>, PublishError> {
-    let bin = std::fs::read(&opts.binary).map_err(|e| PublishError::io("cannot read", &opts.binary, e))?;
+    let bin = std::fs::read(&opts.binary)
+        .map_err(|e| PublishError::io("cannot read", &opts.binary, e))?;
     let work = tempfile::Builder::new()
         .prefix(".fetcher-")
         .tempdir_in(out)

@@ -28,9 +28,9 @@ pub mod serve;
 pub mod store;
 pub mod yum;
 
-use rocm_kpack_format::layout;
-use rocm_kpack_format::fsutil::{check_replaceable, move_into_place};
 use crate::progress::ProgressHandle;
+use rocm_kpack_format::fsutil::{check_replaceable, move_into_place};
+use rocm_kpack_format::layout;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -250,7 +250,10 @@ pub fn publish(
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
-        return Err(PublishError::Invalid(format!("suite {:?}: letters, digits, `-_.` only", opts.suite)));
+        return Err(PublishError::Invalid(format!(
+            "suite {:?}: letters, digits, `-_.` only",
+            opts.suite
+        )));
     }
     if let Some(key) = &opts.sign_key {
         check_gpg(&opts.gpg, key)?;
@@ -280,8 +283,13 @@ pub fn publish(
             rpm: yum_on,
             wheel: pip_on,
         };
-        for path in fetcher::build_fetcher_packages(f, kinds, opts.source_date_epoch, fetcher_dir.path())? {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for path in
+            fetcher::build_fetcher_packages(f, kinds, opts.source_date_epoch, fetcher_dir.path())?
+        {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if name.ends_with(".deb") {
                 inputs.debs.push(path);
             } else if name.ends_with(".rpm") {
@@ -303,7 +311,10 @@ pub fn publish(
         .tempdir_in(out)
         .map_err(|e| PublishError::io("cannot create a staging directory in", out, e))?;
     let stage = staging.path();
-    let kinds = [apt_on, yum_on, pip_on, store_on].iter().filter(|k| **k).count();
+    let kinds = [apt_on, yum_on, pip_on, store_on]
+        .iter()
+        .filter(|k| **k)
+        .count();
     opts.progress.begin("publish", "repositories", kinds as u64);
     if apt_on {
         report.debs = apt::write_apt(&inputs.debs, stage, opts)?;
@@ -375,7 +386,8 @@ pub(crate) fn copy_file(src: &Path, dest: &Path) -> Result<(), PublishError> {
     io::copy(&mut input, out.file_mut()).map_err(copy_err)?;
     out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
-    out.commit().map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+    out.commit()
+        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
     Ok(())
 }
 
@@ -428,14 +440,26 @@ pub enum SignMode {
 }
 
 /// Signs `input` into `output` with gpg.
-pub fn sign(opts: &PublishOptions, input: &Path, output: &Path, mode: SignMode) -> Result<(), PublishError> {
+pub fn sign(
+    opts: &PublishOptions,
+    input: &Path,
+    output: &Path,
+    mode: SignMode,
+) -> Result<(), PublishError> {
     let Some(key) = &opts.sign_key else {
         return Ok(());
     };
     let mut cmd = Command::new(&opts.gpg);
-    cmd.args(["--batch", "--yes", "--no-tty", "--digest-algo", "SHA256", "--local-user"])
-        .arg(key)
-        .arg("--armor");
+    cmd.args([
+        "--batch",
+        "--yes",
+        "--no-tty",
+        "--digest-algo",
+        "SHA256",
+        "--local-user",
+    ])
+    .arg(key)
+    .arg("--armor");
     match mode {
         SignMode::Clear => cmd.arg("--clearsign"),
         SignMode::Detached => cmd.arg("--detach-sign"),

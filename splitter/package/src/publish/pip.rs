@@ -64,7 +64,11 @@ struct Indexed {
 
 /// Writes `files/`, `simple/` and the family views into `root`; returns
 /// how many wheels the index holds. Every wheel's RECORD is verified first.
-pub fn write_pip(wheels: &[PathBuf], root: &Path, source_date_epoch: u64) -> Result<usize, PublishError> {
+pub fn write_pip(
+    wheels: &[PathBuf],
+    root: &Path,
+    source_date_epoch: u64,
+) -> Result<usize, PublishError> {
     let mut projects: BTreeMap<String, BTreeMap<String, WheelFile>> = BTreeMap::new();
     let mut indexed: BTreeMap<String, Vec<Indexed>> = BTreeMap::new();
     let mut count = 0;
@@ -118,12 +122,19 @@ pub fn write_pip(wheels: &[PathBuf], root: &Path, source_date_epoch: u64) -> Res
 }
 
 /// Writes a PEP 503 + PEP 691 index of `projects` into `simple`.
-fn write_index(simple: &Path, projects: &BTreeMap<String, BTreeMap<String, WheelFile>>) -> Result<(), PublishError> {
+fn write_index(
+    simple: &Path,
+    projects: &BTreeMap<String, BTreeMap<String, WheelFile>>,
+) -> Result<(), PublishError> {
     let mut index = String::from(
         "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n    <title>Simple index</title>\n  </head>\n  <body>\n",
     );
     for project in projects.keys() {
-        let _ = writeln!(index, "    <a href=\"{p}/\">{p}</a><br/>", p = xml_escape(project));
+        let _ = writeln!(
+            index,
+            "    <a href=\"{p}/\">{p}</a><br/>",
+            p = xml_escape(project)
+        );
     }
     index.push_str("  </body>\n</html>\n");
     write_file(&simple.join("index.html"), index.as_bytes())?;
@@ -209,7 +220,10 @@ fn device_requirements(meta: &CoreMetadata) -> Vec<(String, String)> {
 /// family's processors.
 fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Vec<String> {
     let of = |extra: &str| -> Vec<String> {
-        reqs.iter().filter(|(e, _)| e == extra).map(|(_, r)| r.clone()).collect()
+        reqs.iter()
+            .filter(|(e, _)| e == extra)
+            .map(|(_, r)| r.clone())
+            .collect()
     };
     let own = of(&format!("{DEVICE_EXTRA_PREFIX}{family}"));
     if !own.is_empty() {
@@ -232,10 +246,18 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
         }
         return out;
     }
-    let Some(group) = spec.groups.iter().find(|g| g.name.to_ascii_lowercase() == family) else {
+    let Some(group) = spec
+        .groups
+        .iter()
+        .find(|g| g.name.to_ascii_lowercase() == family)
+    else {
         return Vec::new();
     };
-    let isas: BTreeSet<&str> = group.targets.iter().flat_map(|t| generic_isas_serving(t)).collect();
+    let isas: BTreeSet<&str> = group
+        .targets
+        .iter()
+        .flat_map(|t| generic_isas_serving(t))
+        .collect();
     let mut out = Vec::new();
     for isa in isas {
         for r in of(&format!("{DEVICE_EXTRA_PREFIX}{isa}")) {
@@ -249,7 +271,11 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
 
 /// Writes `families/<family>/` for every family of the built-in table and
 /// every device group the wheels declare (see the module docs).
-fn write_views(indexed: &BTreeMap<String, Vec<Indexed>>, root: &Path, source_date_epoch: u64) -> Result<(), PublishError> {
+fn write_views(
+    indexed: &BTreeMap<String, Vec<Indexed>>,
+    root: &Path,
+    source_date_epoch: u64,
+) -> Result<(), PublishError> {
     let spec = Spec::default_families();
     // The older table's families too, so a URL printed before keeps working.
     let mut families: BTreeSet<String> = spec
@@ -294,7 +320,12 @@ fn write_views(indexed: &BTreeMap<String, Vec<Indexed>>, root: &Path, source_dat
 /// Writes `w` into `files_dir` with `adds` appended to its METADATA as
 /// unconditional `Requires-Dist` (RECORD regenerated), plus its PEP 658
 /// `.metadata`.
-fn rewrite_wheel(w: &Indexed, adds: &[String], files_dir: &Path, source_date_epoch: u64) -> Result<WheelFile, PublishError> {
+fn rewrite_wheel(
+    w: &Indexed,
+    adds: &[String],
+    files_dir: &Path,
+    source_date_epoch: u64,
+) -> Result<WheelFile, PublishError> {
     let mut meta = w.metadata.clone();
     for r in adds {
         meta.push("Requires-Dist", r);
@@ -316,13 +347,19 @@ fn rewrite_wheel(w: &Indexed, adds: &[String], files_dir: &Path, source_date_epo
             Some(rest) => {
                 dist_info_files.insert(rest.to_string(), bytes);
             }
-            None => payload.insert(Entry::bytes(name, if mode & 0o111 != 0 { 0o755 } else { 0o644 }, bytes))?,
+            None => payload.insert(Entry::bytes(
+                name,
+                if mode & 0o111 != 0 { 0o755 } else { 0o644 },
+                bytes,
+            ))?,
         }
         Ok(())
     })?;
-    std::fs::create_dir_all(files_dir).map_err(|e| PublishError::io("cannot create", files_dir, e))?;
+    std::fs::create_dir_all(files_dir)
+        .map_err(|e| PublishError::io("cannot create", files_dir, e))?;
     let dest = files_dir.join(&w.file.file_name);
-    let out = std::fs::File::create(&dest).map_err(|e| PublishError::io("cannot create", &dest, e))?;
+    let out =
+        std::fs::File::create(&dest).map_err(|e| PublishError::io("cannot create", &dest, e))?;
     let mut out = write_wheel(
         std::io::BufWriter::new(out),
         &WheelSpec {
@@ -334,7 +371,10 @@ fn rewrite_wheel(w: &Indexed, adds: &[String], files_dir: &Path, source_date_epo
     )?;
     std::io::Write::flush(&mut out).map_err(|e| PublishError::io("cannot write", &dest, e))?;
     drop(out);
-    write_file(&files_dir.join(format!("{}.metadata", w.file.file_name)), &metadata)?;
+    write_file(
+        &files_dir.join(format!("{}.metadata", w.file.file_name)),
+        &metadata,
+    )?;
     let (sha, _, size) = hash_file(&dest)?;
     Ok(WheelFile {
         url: format!("../files/{}", w.file.file_name),

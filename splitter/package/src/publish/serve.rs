@@ -86,7 +86,8 @@ impl Response {
         mut content: impl Read + Seek + Send + 'static,
         len: u64,
     ) -> Response {
-        let unsatisfiable = || Response::status(416).with_header("Content-Range", &format!("bytes */{len}"));
+        let unsatisfiable =
+            || Response::status(416).with_header("Content-Range", &format!("bytes */{len}"));
         let (status, start, end) = match request.header("range").and_then(parse_range) {
             None => (200, 0, len),
             Some((start, end)) => {
@@ -110,13 +111,18 @@ impl Response {
         .with_header("Content-Type", content_type)
         .with_header("Accept-Ranges", "bytes");
         if status == 206 {
-            response = response.with_header("Content-Range", &format!("bytes {start}-{}/{len}", end - 1));
+            response =
+                response.with_header("Content-Range", &format!("bytes {start}-{}/{len}", end - 1));
         }
         response
     }
 
     /// In-memory `bytes` answering `request`, as [`Response::content`].
-    pub fn bytes(request: &Request, content_type: &str, bytes: impl AsRef<[u8]> + Send + 'static) -> Response {
+    pub fn bytes(
+        request: &Request,
+        content_type: &str,
+        bytes: impl AsRef<[u8]> + Send + 'static,
+    ) -> Response {
         let len = bytes.as_ref().len() as u64;
         Response::content(request, content_type, Cursor::new(bytes), len)
     }
@@ -162,7 +168,9 @@ pub struct Dir {
 impl Dir {
     /// Serves `root` (which must exist).
     pub fn new(root: &Path) -> io::Result<Dir> {
-        Ok(Dir { root: root.canonicalize()? })
+        Ok(Dir {
+            root: root.canonicalize()?,
+        })
     }
 
     /// The directory served (canonical).
@@ -194,8 +202,14 @@ impl Dir {
                 return Some((p, PEP691_JSON));
             }
         }
-        let html = self.inside(&out.join("index.html")).filter(|p| p.is_file())?;
-        let t = if quality(accept, PEP691_HTML) > 0.0 { PEP691_HTML } else { "text/html; charset=utf-8" };
+        let html = self
+            .inside(&out.join("index.html"))
+            .filter(|p| p.is_file())?;
+        let t = if quality(accept, PEP691_HTML) > 0.0 {
+            PEP691_HTML
+        } else {
+            "text/html; charset=utf-8"
+        };
         Some((html, t))
     }
 
@@ -336,16 +350,32 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<(Request
     };
     // GET and HEAD carry no body, but skip one if sent so the next request
     // on this connection parses.
-    let body = request.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0u64);
+    let body = request
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0u64);
     io::copy(&mut reader.by_ref().take(body), &mut io::sink())?;
-    let connection = request.header("connection").unwrap_or("").to_ascii_lowercase();
-    let keep_alive = if http10 { connection.contains("keep-alive") } else { !connection.contains("close") };
+    let connection = request
+        .header("connection")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let keep_alive = if http10 {
+        connection.contains("keep-alive")
+    } else {
+        !connection.contains("close")
+    };
     Ok(Some((request, keep_alive)))
 }
 
 /// Writes `response`; true if the connection can carry another request.
 fn write_response(out: &mut TcpStream, head_only: bool, response: Response) -> io::Result<bool> {
-    let Response { status, headers, body, length, close } = response;
+    let Response {
+        status,
+        headers,
+        body,
+        length,
+        close,
+    } = response;
     let close = close || length.is_none();
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
     if let Some(n) = length {
@@ -385,7 +415,11 @@ fn parse_range(value: &str) -> Option<(u64, Option<u64>)> {
     let (a, b) = value.trim().strip_prefix("bytes=")?.split_once('-')?;
     let start = a.trim().parse().ok()?;
     let b = b.trim();
-    let end = if b.is_empty() { None } else { Some(b.parse().ok()?) };
+    let end = if b.is_empty() {
+        None
+    } else {
+        Some(b.parse().ok()?)
+    };
     Some((start, end))
 }
 
@@ -399,7 +433,11 @@ fn quality(accept: &str, media: &str) -> f32 {
                 return None;
             }
             let q = params
-                .find_map(|p| p.trim().strip_prefix("q=").and_then(|v| v.trim().parse().ok()))
+                .find_map(|p| {
+                    p.trim()
+                        .strip_prefix("q=")
+                        .and_then(|v| v.trim().parse().ok())
+                })
                 .unwrap_or(1.0);
             Some(q)
         })
@@ -477,7 +515,10 @@ mod tests {
         let pip = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01";
         assert_eq!(quality(pip, PEP691_JSON), 1.0);
         assert_eq!(quality(pip, PEP691_HTML), 0.1);
-        assert_eq!(quality("application/vnd.pypi.simple.v1+json;q=0", PEP691_JSON), 0.0);
+        assert_eq!(
+            quality("application/vnd.pypi.simple.v1+json;q=0", PEP691_JSON),
+            0.0
+        );
         assert_eq!(percent_decode("/a%2Bb%zz%4"), "/a+b%zz%4");
     }
 
@@ -511,10 +552,20 @@ mod tests {
              GET /simple/p HTTP/1.1\r\nConnection: close\r\n\r\n",
         );
         let statuses: Vec<&str> = out.split("HTTP/1.1 ").filter_map(|r| r.get(..3)).collect();
-        assert_eq!(statuses, ["206", "200", "416", "404", "200", "200"], "{out}");
-        assert!(out.contains("Content-Range: bytes 2-4/10\r\n\r\n234HTTP/1.1"), "{out}");
+        assert_eq!(
+            statuses,
+            ["206", "200", "416", "404", "200", "200"],
+            "{out}"
+        );
+        assert!(
+            out.contains("Content-Range: bytes 2-4/10\r\n\r\n234HTTP/1.1"),
+            "{out}"
+        );
         assert!(out.contains("Content-Length: 10\r\n"), "{out}");
-        assert!(out.contains("Content-Type: application/vnd.pypi.simple.v1+json\r\n"), "{out}");
+        assert!(
+            out.contains("Content-Type: application/vnd.pypi.simple.v1+json\r\n"),
+            "{out}"
+        );
         assert!(out.contains("\r\n\r\njsonHTTP/1.1"), "{out}");
         assert!(out.ends_with("\r\n\r\nhtml"), "{out}");
     }
@@ -528,6 +579,11 @@ mod tests {
         })
         .expect("start");
         let out = exchange(&server, "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n");
-        assert!(out.ends_with("Content-Length: 6\r\nContent-Type: text/plain\r\nAccept-Ranges: bytes\r\n\r\nab"), "{out}");
+        assert!(
+            out.ends_with(
+                "Content-Length: 6\r\nContent-Type: text/plain\r\nAccept-Ranges: bytes\r\n\r\nab"
+            ),
+            "{out}"
+        );
     }
 }

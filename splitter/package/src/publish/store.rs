@@ -38,23 +38,23 @@
 //! only the family's (see [`targets_of`]). Entries are sorted by
 //! component, group, filename, version, sha256.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::cell::RefCell;
 use std::io::{self, BufWriter, Read};
 use std::path::Path;
 
-use rocm_kpack_format::layout;
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
 use super::{Inputs, PublishError, PublishOptions};
-use crate::digest::HashingWriter;
-use crate::deb::{DebReader, MemberInfo};
 use crate::container::EntryType;
+use crate::deb::{DebReader, MemberInfo};
 use crate::device::{is_kpack_archive_path, is_kpm_path, targets_of};
+use crate::digest::HashingWriter;
 use crate::rpm::RpmReader;
 use crate::wheel::WheelReader;
 use crate::PackageError;
@@ -170,7 +170,10 @@ impl Store<'_> {
         let entry = StoreEntry {
             component: archive.group_name().to_string(),
             group: archive.gfx_arch_family().to_string(),
-            targets: targets_of(&arches, self.spec.group_or_replaced(archive.gfx_arch_family())),
+            targets: targets_of(
+                &arches,
+                self.spec.group_or_replaced(archive.gfx_arch_family()),
+            ),
             arches,
             filename: filename.to_string(),
             version: version.map(str::to_string),
@@ -234,12 +237,20 @@ impl Store<'_> {
     ) -> Result<(), PublishError> {
         let dir = self.root.join(layout::store::BY_HASH_DIR);
         fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
-        let dest = self.root.join(layout::store::database_object_path(&db.sha256));
-        let key = (component.to_string(), db.path.clone(), version.to_string(), hex::encode(db.sha256));
+        let dest = self
+            .root
+            .join(layout::store::database_object_path(&db.sha256));
+        let key = (
+            component.to_string(),
+            db.path.clone(),
+            version.to_string(),
+            hex::encode(db.sha256),
+        );
         let stored_size = match self.databases.get(&key).map(|e| e.stored_size) {
             // Another package of this publish carries the same file.
             Some(size) if decodes_to(&dest, &db.sha256) => {
-                io::copy(data, &mut io::sink()).map_err(|e| PublishError::io("cannot read", origin, e))?;
+                io::copy(data, &mut io::sink())
+                    .map_err(|e| PublishError::io("cannot read", origin, e))?;
                 size
             }
             _ => {
@@ -247,9 +258,21 @@ impl Store<'_> {
                     .prefix(".incoming-")
                     .tempfile_in(&dir)
                     .map_err(|e| PublishError::io("cannot create a temporary file in", &dir, e))?;
-                let file = tmp.reopen().map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
-                let (sha, size) = encode_database(data, BufWriter::with_capacity(1 << 20, file), self.level, db.size)
-                    .map_err(|e| PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path))))?;
+                let file = tmp
+                    .reopen()
+                    .map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
+                let (sha, size) = encode_database(
+                    data,
+                    BufWriter::with_capacity(1 << 20, file),
+                    self.level,
+                    db.size,
+                )
+                .map_err(|e| {
+                    PublishError::Package(PackageError::corrupt(
+                        origin,
+                        format!("{}: {e}", db.path),
+                    ))
+                })?;
                 if sha != db.sha256 || size != db.size {
                     return Err(PublishError::Invalid(format!(
                         "{package}: {} has {size} bytes with sha256 {}, but the {component} manifest says {} bytes with sha256 {}",
@@ -269,7 +292,8 @@ impl Store<'_> {
                     .len();
                 tmp.persist(&dest)
                     .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
-                rocm_kpack_format::fsutil::sync_dir(&dir).map_err(|e| PublishError::io("cannot sync", &dir, e))?;
+                rocm_kpack_format::fsutil::sync_dir(&dir)
+                    .map_err(|e| PublishError::io("cannot sync", &dir, e))?;
                 stored
             }
         };
@@ -296,8 +320,12 @@ impl Store<'_> {
 
 /// Whether the encoded object at `path` decodes to bytes with `sha256`.
 fn decodes_to(path: &Path, sha256: &[u8; 32]) -> bool {
-    let Ok(file) = File::open(path) else { return false };
-    let Ok(mut dec) = zstd::stream::read::Decoder::new(file) else { return false };
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let Ok(mut dec) = zstd::stream::read::Decoder::new(file) else {
+        return false;
+    };
     let mut w = HashingWriter::new(io::sink(), false);
     if io::copy(&mut dec, &mut w).is_err() {
         return false;
@@ -374,7 +402,9 @@ const MAX_MANIFEST: u64 = 16 << 20;
 /// package (`<prefix>/<path>`, the prefix being the directory holding the
 /// manifest's `.kpack/`, or below the root a `prefix_path` names), with its
 /// component.
-fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, DatabaseFile)>, PublishError> {
+fn listed_databases(
+    inputs: &Inputs,
+) -> Result<BTreeMap<String, (String, DatabaseFile)>, PublishError> {
     let mut out = BTreeMap::new();
     for_each_package_file(inputs, |path, _version, label, origin, data| {
         if !is_kpm_path(path) {
@@ -383,9 +413,13 @@ fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, Databas
         let mut bytes = Vec::new();
         data.take(MAX_MANIFEST + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| PublishError::Package(PackageError::corrupt(origin, format!("{path}: {e}"))))?;
+            .map_err(|e| {
+                PublishError::Package(PackageError::corrupt(origin, format!("{path}: {e}")))
+            })?;
         if bytes.len() as u64 > MAX_MANIFEST {
-            return Err(PublishError::Invalid(format!("{label}: {path} is larger than {MAX_MANIFEST} bytes")));
+            return Err(PublishError::Invalid(format!(
+                "{label}: {path} is larger than {MAX_MANIFEST} bytes"
+            )));
         }
         let m = Manifest::parse(&bytes).map_err(|source| {
             PublishError::Package(PackageError::Format {
@@ -410,7 +444,11 @@ fn listed_databases(inputs: &Inputs) -> Result<BTreeMap<String, (String, Databas
 
 /// Writes `by-hash/` and `index.json` into `root`; returns the number of
 /// index entries.
-pub fn write_store(inputs: &Inputs, root: &Path, opts: &PublishOptions) -> Result<usize, PublishError> {
+pub fn write_store(
+    inputs: &Inputs,
+    root: &Path,
+    opts: &PublishOptions,
+) -> Result<usize, PublishError> {
     let mut store = Store {
         root,
         spec: Spec::default_families(),
@@ -485,8 +523,16 @@ mod tests {
     #[test]
     fn an_existing_by_hash_file_is_kept_only_if_it_holds_its_hash() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ArchiveWriter::new(io::Cursor::new(Vec::new()), "libx", "gfx90a", CompressionScheme::None, 0).unwrap();
-        w.add_kernel("lib/libx.so#0", "gfx90a", vec![7u8; 4096]).unwrap();
+        let mut w = ArchiveWriter::new(
+            io::Cursor::new(Vec::new()),
+            "libx",
+            "gfx90a",
+            CompressionScheme::None,
+            0,
+        )
+        .unwrap();
+        w.add_kernel("lib/libx.so#0", "gfx90a", vec![7u8; 4096])
+            .unwrap();
         let bytes = w.finish().unwrap().into_inner();
         let hex = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
         let dest = dir.path().join(layout::store::BY_HASH_DIR).join(&hex);
@@ -501,15 +547,34 @@ mod tests {
             fs::create_dir_all(dest.parent().unwrap()).unwrap();
             fs::write(&dest, damage).unwrap();
             store
-                .add("libx_gfx90a.kpack", None, None, Path::new("in"), &mut bytes.as_slice())
+                .add(
+                    "libx_gfx90a.kpack",
+                    None,
+                    None,
+                    Path::new("in"),
+                    &mut bytes.as_slice(),
+                )
                 .unwrap();
-            assert_eq!(fs::read(&dest).unwrap(), bytes, "a damaged by-hash file is replaced");
+            assert_eq!(
+                fs::read(&dest).unwrap(),
+                bytes,
+                "a damaged by-hash file is replaced"
+            );
         }
         // An intact one is kept as it is (same inode).
         let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap());
         store
-            .add("libx_gfx90a.kpack", None, None, Path::new("in"), &mut bytes.as_slice())
+            .add(
+                "libx_gfx90a.kpack",
+                None,
+                None,
+                Path::new("in"),
+                &mut bytes.as_slice(),
+            )
             .unwrap();
-        assert_eq!(std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap()), ino);
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap()),
+            ino
+        );
     }
 }

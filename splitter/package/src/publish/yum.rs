@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{copy_file, gzip, sign, write_file, xml_escape, PublishError, PublishOptions, SignMode};
+use super::{
+    copy_file, gzip, sign, write_file, xml_escape, PublishError, PublishOptions, SignMode,
+};
 use crate::deb::hash_file;
 use crate::rpm::{sense, split_evr, Dep, RpmFile, RpmReader};
 
@@ -69,7 +71,11 @@ fn version_xml(p: &RpmReader) -> String {
 fn file_xml(out: &mut String, f: &RpmFile, indent: &str) {
     let is_dir = f.mode & 0o170000 == 0o040000;
     if is_dir {
-        let _ = writeln!(out, "{indent}<file type=\"dir\">{}</file>", xml_escape(&f.path));
+        let _ = writeln!(
+            out,
+            "{indent}<file type=\"dir\">{}</file>",
+            xml_escape(&f.path)
+        );
     } else {
         let _ = writeln!(out, "{indent}<file>{}</file>", xml_escape(&f.path));
     }
@@ -78,7 +84,11 @@ fn file_xml(out: &mut String, f: &RpmFile, indent: &str) {
 /// Writes `<arch>/*.rpm` and `repodata/` into `root`; returns how many
 /// rpms the repository holds. Every rpm's header and payload digests are
 /// verified first.
-pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result<usize, PublishError> {
+pub fn write_yum(
+    rpms: &[PathBuf],
+    root: &Path,
+    opts: &PublishOptions,
+) -> Result<usize, PublishError> {
     let mut pkgs: BTreeMap<String, Pkg> = BTreeMap::new();
     for path in rpms {
         let reader = RpmReader::open(path)?;
@@ -144,13 +154,25 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
         let _ = writeln!(primary, "  <name>{}</name>", xml_escape(r.name()));
         let _ = writeln!(primary, "  <arch>{}</arch>", xml_escape(r.arch()));
         let _ = writeln!(primary, "  {}", version_xml(r));
-        let _ = writeln!(primary, "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>", p.sha256);
+        let _ = writeln!(
+            primary,
+            "  <checksum type=\"sha256\" pkgid=\"YES\">{}</checksum>",
+            p.sha256
+        );
         let _ = writeln!(primary, "  <summary>{}</summary>", s(tag::SUMMARY));
-        let _ = writeln!(primary, "  <description>{}</description>", s(tag::DESCRIPTION));
+        let _ = writeln!(
+            primary,
+            "  <description>{}</description>",
+            s(tag::DESCRIPTION)
+        );
         let _ = writeln!(primary, "  <packager>{}</packager>", s(tag::PACKAGER));
         let _ = writeln!(primary, "  <url>{}</url>", s(tag::URL));
         let build = h.int(tag::BUILDTIME).unwrap_or(0);
-        let _ = writeln!(primary, "  <time file=\"{}\" build=\"{build}\"/>", opts.source_date_epoch);
+        let _ = writeln!(
+            primary,
+            "  <time file=\"{}\" build=\"{build}\"/>",
+            opts.source_date_epoch
+        );
         let _ = writeln!(
             primary,
             "  <size package=\"{}\" installed=\"{}\" archive=\"{}\"/>",
@@ -160,11 +182,23 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
         );
         let _ = writeln!(primary, "  <location href=\"{}\"/>", xml_escape(&p.href));
         let _ = writeln!(primary, "  <format>");
-        let _ = writeln!(primary, "    <rpm:license>{}</rpm:license>", s(tag::LICENSE));
+        let _ = writeln!(
+            primary,
+            "    <rpm:license>{}</rpm:license>",
+            s(tag::LICENSE)
+        );
         let _ = writeln!(primary, "    <rpm:vendor>{}</rpm:vendor>", s(tag::VENDOR));
         let _ = writeln!(primary, "    <rpm:group>{}</rpm:group>", s(tag::GROUP));
-        let _ = writeln!(primary, "    <rpm:buildhost>{}</rpm:buildhost>", s(tag::BUILDHOST));
-        let _ = writeln!(primary, "    <rpm:sourcerpm>{}</rpm:sourcerpm>", s(tag::SOURCERPM));
+        let _ = writeln!(
+            primary,
+            "    <rpm:buildhost>{}</rpm:buildhost>",
+            s(tag::BUILDHOST)
+        );
+        let _ = writeln!(
+            primary,
+            "    <rpm:sourcerpm>{}</rpm:sourcerpm>",
+            s(tag::SOURCERPM)
+        );
         let _ = writeln!(
             primary,
             "    <rpm:header-range start=\"{}\" end=\"{}\"/>",
@@ -216,7 +250,11 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
         "<repomd xmlns=\"http://linux.duke.edu/metadata/repo\" xmlns:rpm=\"http://linux.duke.edu/metadata/rpm\">"
     );
     let _ = writeln!(repomd, "  <revision>{}</revision>", opts.source_date_epoch);
-    for (kind, text) in [("primary", &primary), ("filelists", &filelists), ("other", &other)] {
+    for (kind, text) in [
+        ("primary", &primary),
+        ("filelists", &filelists),
+        ("other", &other),
+    ] {
         let gz = gzip(text.as_bytes())?;
         let gz_sha = hex::encode(Sha256::digest(&gz));
         let open_sha = hex::encode(Sha256::digest(text.as_bytes()));
@@ -224,9 +262,16 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
         write_file(&repodata.join(&name), &gz)?;
         let _ = writeln!(repomd, "  <data type=\"{kind}\">");
         let _ = writeln!(repomd, "    <checksum type=\"sha256\">{gz_sha}</checksum>");
-        let _ = writeln!(repomd, "    <open-checksum type=\"sha256\">{open_sha}</open-checksum>");
+        let _ = writeln!(
+            repomd,
+            "    <open-checksum type=\"sha256\">{open_sha}</open-checksum>"
+        );
         let _ = writeln!(repomd, "    <location href=\"repodata/{name}\"/>");
-        let _ = writeln!(repomd, "    <timestamp>{}</timestamp>", opts.source_date_epoch);
+        let _ = writeln!(
+            repomd,
+            "    <timestamp>{}</timestamp>",
+            opts.source_date_epoch
+        );
         let _ = writeln!(repomd, "    <size>{}</size>", gz.len());
         let _ = writeln!(repomd, "    <open-size>{}</open-size>", text.len());
         let _ = writeln!(repomd, "  </data>");
@@ -235,7 +280,12 @@ pub fn write_yum(rpms: &[PathBuf], root: &Path, opts: &PublishOptions) -> Result
     let repomd_path = repodata.join("repomd.xml");
     write_file(&repomd_path, repomd.as_bytes())?;
     if opts.sign_key.is_some() {
-        sign(opts, &repomd_path, &repodata.join("repomd.xml.asc"), SignMode::Detached)?;
+        sign(
+            opts,
+            &repomd_path,
+            &repodata.join("repomd.xml.asc"),
+            SignMode::Detached,
+        )?;
     }
     Ok(n)
 }
