@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use rocm_kpack::detect::{ArchOverride, OverrideSource};
+use rocm_kpack_loader::detect::{ArchOverride, OverrideSource};
 use rocm_kpack_cli::ExitStatus::{self, Failure, NoGpu, Problems, Success, Usage};
 use rocm_kpack_cli::JsonArg;
 

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use rocm_kpack::detect::{
+use rocm_kpack_loader::detect::{
     detect, processor_name, DetectOptions, Detection, GpuNode, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
     TOPOLOGY_PATHS,
 };

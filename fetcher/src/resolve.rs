@@ -23,7 +23,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack::select;
+use rocm_kpack_loader::select;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
@@ -323,7 +323,7 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
 
 /// Whether a code object with arch key `key` may be loaded on a device whose
 /// target is `local`: the loader's own rule ([`select::may_load`]).
-pub use rocm_kpack::select::may_load as arch_serves;
+pub use rocm_kpack_loader::select::may_load as arch_serves;
 
 /// One archive a component needs here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -28,9 +28,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::loader::{config::resolve_search_path, Cache, LoaderConfig};
-use rocm_kpack::select::{device_arch_list, process_targets};
-use rocm_kpack::Error;
+use rocm_kpack_loader::loader::{config::resolve_search_path, Cache, LoaderConfig};
+use rocm_kpack_loader::select::{device_arch_list, process_targets};
+use rocm_kpack_loader::Error;
 use rocm_kpack_format::fsutil::open_regular;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::marker::{read_elf_marker, Marker};
@@ -397,7 +397,7 @@ fn candidates(marker: &Marker, binary: &Path, device: &TargetId) -> Vec<String> 
     let dir = binary.parent().unwrap_or(Path::new("/"));
     let mut out: Vec<String> = Vec::new();
     for arch in device_arch_list(device) {
-        for variant in rocm_kpack::select::compatible_variants(&arch) {
+        for variant in rocm_kpack_loader::select::compatible_variants(&arch) {
             for pattern in marker
                 .kpack_search_paths
                 .iter()

@@ -5,16 +5,16 @@
 //! loader [`Cache`] resolves to for every setting a process may run that GPU
 //! with, under the same keys; and with only those archives installed the
 //! loader still decides the same way. Both sides call
-//! `rocm_kpack::select` (docs/runtime.md, "Code-object selection rule").
+//! `rocm_kpack_loader::select` (docs/runtime.md, "Code-object selection rule").
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::detect::{process_isas, SRAMECC_PROCESSORS, XNACK_PROCESSORS};
-use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::ErrorCode;
+use rocm_kpack_loader::detect::{process_isas, SRAMECC_PROCESSORS, XNACK_PROCESSORS};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::ErrorCode;
 use rocm_kpack_fetch::resolve::needs;
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};

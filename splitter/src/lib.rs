@@ -9,6 +9,7 @@ pub mod budget;
 pub mod coff;
 pub mod elf;
 pub mod image;
+pub mod serve;
 pub mod inspect;
 pub mod split;
 pub mod split_package;

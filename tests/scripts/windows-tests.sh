@@ -36,4 +36,4 @@ fi
 
 # Libraries and their tests; the examples are Linux benchmarks (dlopen of
 # librocm_kpack.so).
-cargo test --target x86_64-pc-windows-gnu -p rocm-kpack-format -p rocm-kpack -p rocm-kpack-capi --lib --tests "$@"
+cargo test --target x86_64-pc-windows-gnu -p rocm-kpack-format -p rocm-kpack-loader -p rocm-kpack-capi --lib --tests "$@"

@@ -627,7 +627,7 @@ fn codes_in_prose(help: &str) -> Vec<u8> {
     out
 }
 
-/// Every help text against the one exit-code table (runtime/cli): each row
+/// Every help text against the one exit-code table (cli/): each row
 /// of an `Exit status:` section is a row of the table, spelled the same; a
 /// code the prose names is one the section lists; and a command the table
 /// says ends with a code lists it.

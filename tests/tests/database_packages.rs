@@ -20,7 +20,7 @@ use std::process::Command;
 use package_common::databases::{self, content};
 use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
 use rocm_kpack_test_support::{bins, fixtures};
 

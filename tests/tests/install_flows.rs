@@ -32,8 +32,8 @@ use std::sync::{Mutex, OnceLock};
 
 use package_common::*;
 use rocm_kpack_format::archive::Archive;
-use rocm_kpack_package::publish::fetcher::FetcherOptions;
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_publish::fetcher::FetcherOptions;
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_package::Format;
 use rocm_kpack_test_support::http::{self, Fault, Server};
 use rocm_kpack_test_support::{bins, debian};
@@ -925,7 +925,7 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
 /// installs with pip and runs.
 #[test]
 fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
-    use rocm_kpack_package::publish::fetcher::{build_fetcher_packages, Kinds};
+    use rocm_kpack_publish::fetcher::{build_fetcher_packages, Kinds};
     let tmp = tempfile::tempdir().expect("tmp");
     let out = tmp.path().join("out");
     fs::create_dir_all(&out).expect("mkdir");

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_pkgspec::Spec;

@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 
 use package_common::{chain, ok, LIBDIR};
 use rocm_kpack_package::compress::Compression;
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_test_support::{bins, debian, fixtures, http};
 

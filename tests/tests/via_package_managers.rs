@@ -29,7 +29,7 @@ use std::process::{Command, Output};
 use package_common::databases::{self, content, ROCM_PREFIX, TENSILE, TENSILE_DAT};
 use package_common::{apt_dirs, apt_opts, assert_gfxarch_finds, chain, dpkg_root, ok, run};
 use rocm_kpack_format::layout;
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_test_support::{bins, fixtures, http, site_packages};
 use serde_json::Value;
 

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::select::device_arch_list;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::select::device_arch_list;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, archive_file_name, GFXARCH_PLACEHOLDER, KPACK_DIR};
 use rocm_kpack_format::target::TargetId;

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use kpack_loader::loader::Cache;
+use rocm_kpack_loader::loader::Cache;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::{Error, ErrorCode};
 

@@ -11,7 +11,7 @@ use crate::handles::{
 };
 use crate::panic::{boundary, boundary_void};
 use crate::{kpack_cache_t, kpack_error_t};
-use kpack_loader::loader::{discover_binary_path, marker_from_ptr, Cache};
+use rocm_kpack_loader::loader::{discover_binary_path, marker_from_ptr, Cache};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::ErrorCode;
 

@@ -504,7 +504,7 @@ fn rocm_kpack_path_and_prefix() {
         &[kernel(&key(0), "gfx1100", b"from env".to_vec())],
     );
     // ':' separates the list, ';' on Windows.
-    let sep = char::from(kpack_loader::loader::config::PATH_LIST_SEPARATOR);
+    let sep = char::from(rocm_kpack_loader::loader::config::PATH_LIST_SEPARATOR);
     let list = format!("/nonexistent/a.kpack{sep}{sep}{}{sep}", x.display());
     // PATH replaces everything: gfx1101 (only in the marker's archive) is gone.
     let cache = c_cache(&[("ROCM_KPACK_PATH", &list)]);
@@ -778,7 +778,7 @@ fn malformed_markers_are_invalid_metadata() {
         let got = c_load(&cache, &buf, &l.binary(), 0, &["gfx1100"]);
         // A cut inside the last string can be completed by the padding
         // into a valid (if useless) marker; the Rust parser is the oracle.
-        if kpack_loader::loader::parse_marker(&buf).is_ok() {
+        if rocm_kpack_loader::loader::parse_marker(&buf).is_ok() {
             assert_ne!(got, Err(InvalidMetadata), "marker {i}");
             continue;
         }

@@ -3,7 +3,7 @@
 //! the same bytes with `zstd -3 -T0` as the baseline.
 //!
 //! ```text
-//! cargo run --release -p rocm-kpack --example bench_archive_write -- INPUT [OUT.kpack]
+//! cargo run --release -p rocm-kpack-loader --example bench_archive_write -- INPUT [OUT.kpack]
 //! ```
 //!
 //! INPUT is a fat ELF binary (e.g. Debian's `librocsparse.so.0.1`: run

@@ -417,7 +417,7 @@ impl Head {
 
 /// Length in bytes of the one MessagePack value at offset 0, without
 /// decoding it: for bytes behind a raw pointer whose extent is unknown (a
-/// marker, `runtime/src/loader/marker_mem.rs`). Bytes are read only through
+/// marker, `runtime/loader/src/loader/marker_mem.rs`). Bytes are read only through
 /// `read_byte`, only at offsets below `max`, and only those holding type
 /// bytes and length fields: payloads are skipped, not read. Nesting is
 /// bounded by [`MAX_DEPTH`], as in [`Reader`]; a value that would need bytes

@@ -33,7 +33,7 @@ use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use rocm_kpack::loader::{self, Cache, LoaderConfig};
+use rocm_kpack_loader::loader::{self, Cache, LoaderConfig};
 use rocm_kpack_format::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
@@ -122,7 +122,7 @@ fn cache() -> &'static Cache {
 fn local_targets() -> Result<&'static [String], String> {
     static TARGETS: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
     TARGETS
-        .get_or_init(|| rocm_kpack::detect::local_process_isas().map_err(|e| e.to_string()))
+        .get_or_init(|| rocm_kpack_loader::detect::local_process_isas().map_err(|e| e.to_string()))
         .as_deref()
         .map_err(Clone::clone)
 }

@@ -39,7 +39,7 @@ mod error;
 pub mod extract;
 pub mod meta;
 pub mod progress;
-pub mod publish;
+
 pub mod rpm;
 pub mod tree;
 pub mod wheel;

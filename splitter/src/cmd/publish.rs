@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg, UsageError};
-use rocm_kpack_package::publish::fetcher::{self, FetcherOptions};
-use rocm_kpack_package::publish::{publish, PublishOptions};
+use rocm_kpack_publish::fetcher::{self, FetcherOptions};
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_package::source_date_epoch;
 
 use crate::cli::OutArg;

@@ -28,7 +28,7 @@ use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use rayon::prelude::*;
-use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::Manifest;

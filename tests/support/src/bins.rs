@@ -28,7 +28,7 @@ pub fn built() -> &'static PathBuf {
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "--bins", "--lib"])
             .args(["-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
-            .args(["-p", "rocm-kpack", "-p", "rocm-kpack-preload"]);
+            .args(["-p", "rocm-kpack-loader", "-p", "rocm-kpack-preload"]);
         if profile == "release" {
             cmd.arg("--release");
         }

@@ -13,7 +13,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::detect::{detect, process_isas, DetectOptions};
+use rocm_kpack_loader::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{expand_pattern, is_archive_pattern};
 use rocm_kpack_format::marker::Marker;

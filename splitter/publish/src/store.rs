@@ -50,14 +50,14 @@ use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
-use super::{Inputs, PublishError, PublishOptions};
-use crate::container::EntryType;
-use crate::deb::{DebReader, MemberInfo};
-use crate::device::{is_kpack_archive_path, is_kpm_path, targets_of};
-use crate::digest::HashingWriter;
-use crate::rpm::RpmReader;
-use crate::wheel::WheelReader;
-use crate::PackageError;
+use crate::{Inputs, PublishError, PublishOptions};
+use rocm_kpack_package::container::EntryType;
+use rocm_kpack_package::deb::{DebReader, MemberInfo};
+use rocm_kpack_package::device::{is_kpack_archive_path, is_kpm_path, targets_of};
+use rocm_kpack_package::digest::HashingWriter;
+use rocm_kpack_package::rpm::RpmReader;
+use rocm_kpack_package::wheel::WheelReader;
+use rocm_kpack_package::PackageError;
 
 /// One `index.json` entry.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -480,7 +480,7 @@ pub fn write_store(
     })
     .map_err(|e| PublishError::Invalid(format!("cannot serialize index.json: {e}")))?;
     text.push('\n');
-    super::write_file(&root.join("index.json"), text.as_bytes())?;
+    crate::write_file(&root.join("index.json"), text.as_bytes())?;
     Ok(entries.len() + databases.len())
 }
 

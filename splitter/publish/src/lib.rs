@@ -24,11 +24,10 @@
 pub mod apt;
 pub mod fetcher;
 pub mod pip;
-pub mod serve;
 pub mod store;
 pub mod yum;
 
-use crate::progress::ProgressHandle;
+use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_format::fsutil::{check_replaceable, move_into_place};
 use rocm_kpack_format::layout;
 use std::fs;
@@ -38,7 +37,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::PackageError;
+use rocm_kpack_package::PackageError;
 
 /// Everything that can stop a publish.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +135,7 @@ impl Default for PublishOptions {
             origin: "rocm-kpack".into(),
             sign_key: None,
             gpg: PathBuf::from("gpg"),
-            source_date_epoch: crate::DEFAULT_SOURCE_DATE_EPOCH,
+            source_date_epoch: rocm_kpack_package::DEFAULT_SOURCE_DATE_EPOCH,
             fetcher: None,
             replace_existing: false,
             progress: ProgressHandle::default(),

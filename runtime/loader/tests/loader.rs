@@ -1,8 +1,8 @@
-//! The loader's behaviour table through the Rust API (`rocm_kpack::loader`),
+//! The loader's behaviour table through the Rust API (`rocm_kpack_loader::loader`),
 //! with explicit configurations so nothing depends on the process
 //! environment. The same table runs through the C ABI in `capi.rs`.
 
-#[path = "../capi/tests/capi_support/mod.rs"]
+#[path = "../../capi/tests/capi_support/mod.rs"]
 mod capi_support;
 
 use std::fs;
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capi_support::*;
-use rocm_kpack::loader::{Cache, LoaderConfig};
-use rocm_kpack::{Error, ErrorCode};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::{Error, ErrorCode};
 use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 
 fn cache() -> Cache {
@@ -475,7 +475,7 @@ fn relative_symlinks_share_one_open_archive() {
 
 #[test]
 fn bad_markers_are_invalid_metadata() {
-    use rocm_kpack::loader::parse_marker;
+    use rocm_kpack_loader::loader::parse_marker;
     let cases: &[&[u8]] = &[
         b"",
         b"this is not valid msgpack data!",
@@ -500,7 +500,7 @@ fn bad_markers_are_invalid_metadata() {
     let mut padded = good.clone();
     padded.extend_from_slice(b"\xc1\xc1 trailing junk");
     // SAFETY: padded is a live buffer holding a marker.
-    let m = unsafe { rocm_kpack::loader::marker_from_ptr(padded.as_ptr()) }.expect("marker");
+    let m = unsafe { rocm_kpack_loader::loader::marker_from_ptr(padded.as_ptr()) }.expect("marker");
     assert_eq!(m.kernel_name, "lib/x.so");
 }
 
@@ -566,12 +566,12 @@ fn sixteen_threads_load_from_one_cache() {
 #[test]
 fn discovers_binary_of_a_data_address() {
     static ANCHOR: [u8; 4] = *b"anch";
-    let found = rocm_kpack::loader::discover_binary_path(ANCHOR.as_ptr() as usize).expect("mapped");
+    let found = rocm_kpack_loader::loader::discover_binary_path(ANCHOR.as_ptr() as usize).expect("mapped");
     let exe = fs::canonicalize(std::env::current_exe().expect("exe")).expect("canonical");
     assert_eq!(fs::canonicalize(&found.path).expect("canonical"), exe);
     assert!(found.offset > 0);
     let heap = Box::new(0u64);
     let err =
-        rocm_kpack::loader::discover_binary_path(&*heap as *const u64 as usize).expect_err("heap");
+        rocm_kpack_loader::loader::discover_binary_path(&*heap as *const u64 as usize).expect_err("heap");
     assert_eq!(err.code(), ErrorCode::PathDiscoveryFailed);
 }

@@ -26,13 +26,13 @@ use std::process::Command;
 
 use rocm_kpack_format::layout;
 
-use super::PublishError;
-use crate::compress::Compression;
-use crate::deb::{write_deb, DebSpec};
-use crate::meta::{render_description, wrap, ControlFields, ControlFile};
-use crate::rpm::{sense, write_rpm, Dep, FileTrigger, RpmSpec};
-use crate::tree::{Entry, Payload};
-use crate::wheel::{write_wheel, WheelSpec};
+use crate::PublishError;
+use rocm_kpack_package::compress::Compression;
+use rocm_kpack_package::deb::{write_deb, DebSpec};
+use rocm_kpack_package::meta::{render_description, wrap, ControlFields, ControlFile};
+use rocm_kpack_package::rpm::{sense, write_rpm, Dep, FileTrigger, RpmSpec};
+use rocm_kpack_package::tree::{Entry, Payload};
+use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
 
 /// Package (and binary) name.
 pub const NAME: &str = "rocm-kpack-fetch";
@@ -146,7 +146,7 @@ fn generate(binary: &Path, work: &Path) -> Result<Generated, PublishError> {
             continue;
         };
         let page = std::fs::read(&path).map_err(|e| PublishError::io("cannot read", &path, e))?;
-        man_pages.push((format!("{name}.gz"), super::gzip(&page)?));
+        man_pages.push((format!("{name}.gz"), crate::gzip(&page)?));
     }
     man_pages.sort();
     let bash_completion = run(binary, &["completions", "bash"])?;
@@ -275,7 +275,7 @@ fn deb(
     p.insert(Entry::bytes(
         &format!("{doc}/changelog.gz"),
         0o644,
-        super::gzip(changelog.as_bytes())?,
+        crate::gzip(changelog.as_bytes())?,
     ))?;
     p.add_parent_dirs();
     let (deb_arch, _) = arches();

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
-use super::{copy_file, gzip, sign, write_file, PublishError, PublishOptions, SignMode};
-use crate::dates::rfc2822;
-use crate::deb::{hash_file, DebReader};
-use crate::meta::ControlFields;
+use crate::{copy_file, gzip, sign, write_file, PublishError, PublishOptions, SignMode};
+use rocm_kpack_package::dates::rfc2822;
+use rocm_kpack_package::deb::{hash_file, DebReader};
+use rocm_kpack_package::meta::ControlFields;
 
 /// Fields the repository computes; dropped from control before adding.
 const COMPUTED: [&str; 5] = ["Filename", "Size", "MD5sum", "SHA1", "SHA256"];

@@ -2,7 +2,7 @@
 //! tests/fixtures/sysfs/ (see generate.py there), plus overrides, hot-plug
 //! during a scan, and broken trees.
 //!
-//! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack --test detect` rewrites
+//! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack-loader --test detect` rewrites
 //! each fixture's expected.json; review the diff before committing.
 #![allow(clippy::unwrap_used)]
 // tests: a panic is the failure report
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use rocm_kpack::detect::{
+use rocm_kpack_loader::detect::{
     detect, process_isas, ArchOverride, DetectOptions, Detection, HsaOverride, OverrideSource,
     ScanHook, DEFAULT_MAX_SCANS, XNACK_PROCESSORS,
 };
@@ -45,7 +45,7 @@ const FIXTURES: &[(&str, &[&str])] = &[
 ];
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs")
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -228,7 +228,7 @@ fn old_kernel_without_newer_keys() {
     };
     // gfx908 is sramecc+ even though this capability lacks SRAM_EDC.
     assert_eq!(
-        mi100.capability & rocm_kpack::detect::CAP_SRAM_EDC_SUPPORTED,
+        mi100.capability & rocm_kpack_loader::detect::CAP_SRAM_EDC_SUPPORTED,
         0
     );
     assert_eq!(mi100.target, "gfx908:sramecc+");

@@ -1,8 +1,8 @@
 //! Loader benchmark: prints figures, asserts nothing.
 //!
 //!   cargo build --release -p rocm-kpack-capi      # the C library it also measures
-//!   cargo run --release -p rocm-kpack --example bench_loader -- <archive.kpack | dir> [--target T]
-//!   cargo run --release -p rocm-kpack --example bench_loader -- --from-fat <elf> [--out DIR] [--target T]
+//!   cargo run --release -p rocm-kpack-loader --example bench_loader -- <archive.kpack | dir> [--target T]
+//!   cargo run --release -p rocm-kpack-loader --example bench_loader -- --from-fat <elf> [--out DIR] [--target T]
 //!
 //! `--binary <host-only ELF>` (a binary from `rocm-kpack split-binary`) also
 //! times the first load the way a launch does it: marker read out of the
@@ -29,7 +29,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rocm_kpack::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::marker::Marker;

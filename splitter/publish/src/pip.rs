@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{copy_file, write_file, xml_escape, PublishError};
-use crate::deb::hash_file;
-use crate::tree::{Entry, Payload};
-use crate::wheel::{normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec};
+use crate::{copy_file, write_file, xml_escape, PublishError};
+use rocm_kpack_package::deb::hash_file;
+use rocm_kpack_package::tree::{Entry, Payload};
+use rocm_kpack_package::wheel::{normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec};
 use rocm_kpack_format::layout;
 use rocm_kpack_pkgspec::{generic_isas_serving, is_generic_isa, Spec};
 
@@ -338,7 +338,7 @@ fn rewrite_wheel(
     reader.for_each_file(|name, mode, _, data| {
         let mut bytes = Vec::new();
         data.read_to_end(&mut bytes)
-            .map_err(|e| crate::PackageError::io("cannot read", &w.path, e))?;
+            .map_err(|e| rocm_kpack_package::PackageError::io("cannot read", &w.path, e))?;
         match name.strip_prefix(&prefix) {
             Some("RECORD") => {}
             Some("METADATA") => {

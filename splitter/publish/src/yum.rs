@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{
+use crate::{
     copy_file, gzip, sign, write_file, xml_escape, PublishError, PublishOptions, SignMode,
 };
-use crate::deb::hash_file;
-use crate::rpm::{sense, split_evr, Dep, RpmFile, RpmReader};
+use rocm_kpack_package::deb::hash_file;
+use rocm_kpack_package::rpm::{sense, split_evr, Dep, RpmFile, RpmReader};
 
 struct Pkg {
     reader: RpmReader,
@@ -145,7 +145,7 @@ pub fn write_yum(
         other,
         "<otherdata xmlns=\"http://linux.duke.edu/metadata/other\" packages=\"{n}\">"
     );
-    use crate::rpm::tag;
+    use rocm_kpack_package::rpm::tag;
     for p in pkgs.values() {
         let r = &p.reader;
         let h = &r.header;
