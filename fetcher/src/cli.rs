@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use rocm_kpack_loader::detect::{ArchOverride, OverrideSource};
 use rocm_kpack_cli::ExitStatus::{self, Failure, NoGpu, Problems, Success, Usage};
 use rocm_kpack_cli::JsonArg;
+use rocm_kpack_loader::detect::{ArchOverride, OverrideSource};
 
 /// Environment variables, shown by `--help` after the exit-code table.
 const ENVIRONMENT_HELP: &str = "\

@@ -7,11 +7,11 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::Context;
+use rocm_kpack_format::target::TargetId;
 use rocm_kpack_loader::detect::{
     detect, processor_name, DetectOptions, Detection, GpuNode, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
     TOPOLOGY_PATHS,
 };
-use rocm_kpack_format::target::TargetId;
 
 /// Detection below `sysfs_root` (`/` for this machine) with `opts` (the
 /// overrides; the command line builds them from `--target` and the

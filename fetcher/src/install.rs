@@ -22,10 +22,10 @@ use sha2::{Digest, Sha256};
 use crate::download::Partial;
 use crate::state::StateEntry;
 
-use rocm_kpack_format::fsutil::PendingFile;
 use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
+use rocm_kpack_fs::PendingFile;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
@@ -209,7 +209,7 @@ fn lock_holders(file: &File) -> Vec<Holder> {
     let Ok(meta) = file.metadata() else {
         return Vec::new();
     };
-    let text = rocm_kpack_format::fsutil::read_limited(Path::new("/proc/locks"), 16 << 20)
+    let text = rocm_kpack_fs::read_limited(Path::new("/proc/locks"), 16 << 20)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .or_else(|_| fs::read_to_string("/proc/locks"))
         .unwrap_or_default();
@@ -377,7 +377,7 @@ fn remove_stale_temps(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-pub use rocm_kpack_format::fsutil::sync_dir;
+pub use rocm_kpack_fs::sync_dir;
 
 /// Writes `bytes` to `path` atomically (mode 0644), under a temporary name
 /// that [`DirLock::acquire`] recognises as a leftover if the run is killed.
@@ -391,10 +391,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Size and SHA-256 of a file in a `.kpack` directory: only a regular
 /// file, never through a symlink and never blocking on a FIFO
-/// ([`rocm_kpack_format::fsutil::open_regular`]).
+/// ([`rocm_kpack_fs::open_regular`]).
 pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    let file = rocm_kpack_format::fsutil::open_regular(path)?;
-    rocm_kpack_format::fsutil::sha256_reader(file)
+    let file = rocm_kpack_fs::open_regular(path)?;
+    rocm_kpack_fs::sha256_reader(file)
 }
 
 /// Why an archive could not be put in place.
@@ -845,7 +845,7 @@ fn check_and_unlink(
             st.st_size, entry.size
         )));
     }
-    let (_, got) = rocm_kpack_format::fsutil::sha256_reader(File::from(fd)).map_err(io_err)?;
+    let (_, got) = rocm_kpack_fs::sha256_reader(File::from(fd)).map_err(io_err)?;
     if got != want {
         return Err(refused(format!(
             "its sha256 {} is not the {} rocm-kpack-fetch installed (changed since?)",

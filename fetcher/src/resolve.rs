@@ -23,9 +23,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_loader::select;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::select;
 use serde::Serialize;
 
 use rocm_kpack_format::layout::{self, KPACK_DIR, MANIFEST_EXT};

@@ -342,9 +342,8 @@ fn read_file(
         path: path.to_path_buf(),
         detail,
     };
-    let bytes =
-        rocm_kpack_format::fsutil::read_limited(path, rocm_kpack_format::fsutil::MAX_SOURCES_FILE)
-            .map_err(|e| file_err(e.source.to_string()))?;
+    let bytes = rocm_kpack_fs::read_limited(path, rocm_kpack_format::layout::MAX_SOURCES_FILE)
+        .map_err(|e| file_err(e.source.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| file_err("not UTF-8 text".into()))?;
     let parsed: SourcesFile = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
     let origin = path.display().to_string();

@@ -45,9 +45,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::install::write_atomically;
 
-use rocm_kpack_format::fsutil::MAX_STATE_FILE;
 use rocm_kpack_format::layout::fetch::STATE_FILE;
 use rocm_kpack_format::layout::names::{self, NameKind};
+use rocm_kpack_format::layout::MAX_STATE_FILE;
 
 /// The state file's format version.
 pub const STATE_VERSION: u32 = 1;
@@ -180,7 +180,7 @@ impl State {
         let path = Self::path(kpack_dir);
         // Never through a symlink, never a FIFO, never more than the limit:
         // another user may have planted it.
-        let bytes = match rocm_kpack_format::fsutil::read_limited(&path, MAX_STATE_FILE) {
+        let bytes = match rocm_kpack_fs::read_limited(&path, MAX_STATE_FILE) {
             Ok(b) => b,
             Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
             Err(e) if e.action == "refusing" => {

@@ -28,13 +28,13 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_loader::loader::{config::resolve_search_path, Cache, LoaderConfig};
-use rocm_kpack_loader::select::{device_arch_list, process_targets};
-use rocm_kpack_loader::Error;
-use rocm_kpack_format::fsutil::open_regular;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::marker::{read_elf_marker, Marker};
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_fs::open_regular;
+use rocm_kpack_loader::loader::{config::resolve_search_path, Cache, LoaderConfig};
+use rocm_kpack_loader::select::{device_arch_list, process_targets};
+use rocm_kpack_loader::Error;
 use rocm_kpack_pkgspec::{NameKind, Spec};
 use serde::Serialize;
 

@@ -12,14 +12,14 @@ use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_loader::detect::{process_isas, SRAMECC_PROCESSORS, XNACK_PROCESSORS};
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
-use rocm_kpack_loader::ErrorCode;
 use rocm_kpack_fetch::resolve::needs;
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::detect::{process_isas, SRAMECC_PROCESSORS, XNACK_PROCESSORS};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::ErrorCode;
 use rocm_kpack_pkgspec::{Group, Spec};
 
 /// Code-object key of the test binary (`<kernel_name>#0`).

@@ -194,7 +194,7 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
 
 /// A regular file only: a FIFO or device would block or never end.
 fn open(path: &Path) -> std::io::Result<fs::File> {
-    rocm_kpack_format::fsutil::open_regular(path).map_err(|e| e.source)
+    rocm_kpack_fs::open_regular(path).map_err(|e| e.source)
 }
 
 fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {

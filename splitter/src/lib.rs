@@ -9,7 +9,7 @@ pub mod budget;
 pub mod coff;
 pub mod elf;
 pub mod image;
-pub mod serve;
 pub mod inspect;
+pub mod serve;
 pub mod split;
 pub mod split_package;

@@ -21,7 +21,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
-use rocm_kpack_format::fsutil::check_replaceable;
+use rocm_kpack_fs::check_replaceable;
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
@@ -376,7 +376,7 @@ fn split_into(
         check_replaceable(&dest, opts.replace_existing)
             .map_err(|e| io_err(e.action, &dest)(e.source))?;
         // Copied beside the destination, fsynced, renamed (atomic, durable).
-        let mut copy = rocm_kpack_format::fsutil::PendingFile::create(&dest)
+        let mut copy = rocm_kpack_fs::PendingFile::create(&dest)
             .map_err(|e| io_err(e.action, &e.path)(e.source))?;
         let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
         std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;

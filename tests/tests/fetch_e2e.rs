@@ -21,12 +21,12 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use package_common::*;
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
-use rocm_kpack_loader::select::device_arch_list;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::select::device_arch_list;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;

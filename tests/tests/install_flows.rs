@@ -32,9 +32,9 @@ use std::sync::{Mutex, OnceLock};
 
 use package_common::*;
 use rocm_kpack_format::archive::Archive;
+use rocm_kpack_package::Format;
 use rocm_kpack_publish::fetcher::FetcherOptions;
 use rocm_kpack_publish::{publish, PublishOptions};
-use rocm_kpack_package::Format;
 use rocm_kpack_test_support::http::{self, Fault, Server};
 use rocm_kpack_test_support::{bins, debian};
 

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions, VerifyReport};
 use rocm_kpack_test_support::layouts::{

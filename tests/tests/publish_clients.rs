@@ -14,9 +14,9 @@ use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_package::container::ZipWriter;
 use rocm_kpack_package::meta::ControlFields;
-use rocm_kpack_publish::{publish, PublishError, PublishOptions, PublishReport};
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{Format, PackageOptions};
+use rocm_kpack_publish::{publish, PublishError, PublishOptions, PublishReport};
 use rocm_kpack_test_support::http;
 use serde_json::Value;
 

@@ -8,9 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::artifact::{split_artifact, MANIFEST_TXT};
 use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, RecombineReport};

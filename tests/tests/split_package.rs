@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use package_common::*;
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::{Archive, RELEASE_ZSTD_LEVEL};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
-use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageError};
+use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,

@@ -14,10 +14,10 @@ pub mod status;
 pub mod trigger;
 mod verify;
 
-use rocm_kpack_loader::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
 use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
 use rocm_kpack_fetch::detect::LocalTargets;
 use rocm_kpack_fetch::resolve::ScanConfig;
+use rocm_kpack_loader::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
 
 use crate::cli::{Command, ScanArgs, TargetArgs};
 

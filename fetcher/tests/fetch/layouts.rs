@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
-use rocm_kpack_loader::select::device_arch_list;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, archive_file_name, GFXARCH_PLACEHOLDER, KPACK_DIR};
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::select::device_arch_list;
 use rocm_kpack_test_support::{bins, fixtures, gfxarch, http, tree};
 
 use crate::{list_dir, ok, Env};

@@ -15,10 +15,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_loader::select::may_load;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{archive_file_name, GFXARCH_PLACEHOLDER, KPACK_DIR};
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::select::may_load;
 use rocm_kpack_pkgspec::{NameKind, Spec};
 use rocm_kpack_test_support::{fixtures, gfxarch};
 use serde_json::Value;

@@ -5,9 +5,9 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use rocm_kpack_loader::loader::Cache;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::{Error, ErrorCode};
+use rocm_kpack_loader::loader::Cache;
 
 /// What `kpack_archive_t` points at: the archive plus the C strings the query
 /// functions hand out (owned here, valid until `kpack_close`).

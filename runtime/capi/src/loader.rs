@@ -11,9 +11,9 @@ use crate::handles::{
 };
 use crate::panic::{boundary, boundary_void};
 use crate::{kpack_cache_t, kpack_error_t};
-use rocm_kpack_loader::loader::{discover_binary_path, marker_from_ptr, Cache};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::ErrorCode;
+use rocm_kpack_loader::loader::{discover_binary_path, marker_from_ptr, Cache};
 
 /// `kpack_arch_callback_t`: return `true` to continue enumerating.
 #[allow(non_camel_case_types)]

@@ -21,6 +21,15 @@ pub const ARCHIVE_EXT: &str = "kpack";
 /// File extension of manifests (no dot).
 pub const MANIFEST_EXT: &str = "kpm";
 
+/// Largest `.kpm` manifest read (docs/formats.md, "Input size limits").
+pub const MAX_MANIFEST_FILE: u64 = 64 << 20;
+
+/// Largest fetcher state file (`.rocm-kpack-fetch-state.json`) read.
+pub const MAX_STATE_FILE: u64 = 16 << 20;
+
+/// Largest sources file (`sources.d/*.toml`, `<component>.sources.toml`) read.
+pub const MAX_SOURCES_FILE: u64 = 1 << 20;
+
 /// Placeholder in a marker's search path that the loader replaces with the
 /// architecture it is looking for.
 pub const GFXARCH_PLACEHOLDER: &str = "@GFXARCH@";

@@ -5,14 +5,13 @@
 //! [`wrapper`] describe what a fat binary carries; [`archive`] stores code
 //! objects in `.kpack` files; [`marker`] and [`manifest`] tell a host binary
 //! where its archives are; [`target`] parses and orders target ids;
-//! [`msgpack`] is the one MessagePack reader and writer they all use;
-//! [`fsutil`] is the file plumbing (hashing, atomic writes) every crate
-//! shares. The byte layouts are described in `docs/formats.md`.
+//! [`msgpack`] is the one MessagePack reader and writer they all use. The
+//! file plumbing (atomic writes, hashing, hostile-file checks) is
+//! `rocm-kpack-fs`. The byte layouts are described in `docs/formats.md`.
 
 pub mod archive;
 pub mod bundle;
 pub mod error;
-pub mod fsutil;
 pub mod layout;
 pub mod manifest;
 pub mod marker;

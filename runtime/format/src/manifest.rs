@@ -351,7 +351,7 @@ impl Manifest {
     pub fn read(path: &Path) -> Result<Manifest> {
         // Bounded and never a FIFO: manifests sit in directories that
         // package managers, and sometimes users, write.
-        let bytes = crate::fsutil::read_limited(path, crate::fsutil::MAX_MANIFEST_FILE)
+        let bytes = rocm_kpack_fs::read_limited(path, crate::layout::MAX_MANIFEST_FILE)
             .map_err(|e| Error::io(path, e.source))?;
         Self::parse(&bytes).map_err(|e| match e {
             Error::InvalidMetadata(m) => Error::InvalidMetadata(format!("{}: {m}", path.display())),

@@ -29,10 +29,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 

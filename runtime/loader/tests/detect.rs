@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use rocm_kpack_format::Error;
 use rocm_kpack_loader::detect::{
     detect, process_isas, ArchOverride, DetectOptions, Detection, HsaOverride, OverrideSource,
     ScanHook, DEFAULT_MAX_SCANS, XNACK_PROCESSORS,
 };
-use rocm_kpack_format::Error;
 
 /// Every fixture and the targets it must produce. The golden test also fails
 /// when a directory exists that is not listed here, or the reverse.

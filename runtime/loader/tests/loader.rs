@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capi_support::*;
+use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_loader::{Error, ErrorCode};
-use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 
 fn cache() -> Cache {
     Cache::with_config(LoaderConfig::default())
@@ -566,12 +566,13 @@ fn sixteen_threads_load_from_one_cache() {
 #[test]
 fn discovers_binary_of_a_data_address() {
     static ANCHOR: [u8; 4] = *b"anch";
-    let found = rocm_kpack_loader::loader::discover_binary_path(ANCHOR.as_ptr() as usize).expect("mapped");
+    let found =
+        rocm_kpack_loader::loader::discover_binary_path(ANCHOR.as_ptr() as usize).expect("mapped");
     let exe = fs::canonicalize(std::env::current_exe().expect("exe")).expect("canonical");
     assert_eq!(fs::canonicalize(&found.path).expect("canonical"), exe);
     assert!(found.offset > 0);
     let heap = Box::new(0u64);
-    let err =
-        rocm_kpack_loader::loader::discover_binary_path(&*heap as *const u64 as usize).expect_err("heap");
+    let err = rocm_kpack_loader::loader::discover_binary_path(&*heap as *const u64 as usize)
+        .expect_err("heap");
     assert_eq!(err.code(), ErrorCode::PathDiscoveryFailed);
 }

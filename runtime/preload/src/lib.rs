@@ -33,11 +33,11 @@ use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use rocm_kpack_loader::loader::{self, Cache, LoaderConfig};
 use rocm_kpack_format::bundle::{write_bundle, HIP_BUNDLE_ALIGN};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_VERSION};
+use rocm_kpack_loader::loader::{self, Cache, LoaderConfig};
 
 /// Host entry of the bundles we build (what clang 19 emits).
 pub const HOST_TRIPLE: &str = "host-x86_64-unknown-linux--";

@@ -129,8 +129,8 @@ pub fn targets_of(arches: &[String], group: Option<&Group>) -> Vec<String> {
 }
 
 fn sha256_file(path: &Path) -> Result<[u8; 32], PackageError> {
-    let (_, sha) = rocm_kpack_format::fsutil::sha256_file(path)
-        .map_err(|e| PackageError::io(e.action, path, e.source))?;
+    let (_, sha) =
+        rocm_kpack_fs::sha256_file(path).map_err(|e| PackageError::io(e.action, path, e.source))?;
     Ok(sha)
 }
 

@@ -45,8 +45,8 @@ pub mod tree;
 pub mod wheel;
 
 use progress::ProgressHandle;
-use rocm_kpack_format::fsutil::{check_replaceable, PathError, PendingFile};
 use rocm_kpack_format::layout;
+use rocm_kpack_fs::{check_replaceable, PathError, PendingFile};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::BufWriter;

@@ -27,9 +27,9 @@ pub mod pip;
 pub mod store;
 pub mod yum;
 
-use rocm_kpack_package::progress::ProgressHandle;
-use rocm_kpack_format::fsutil::{check_replaceable, move_into_place};
 use rocm_kpack_format::layout;
+use rocm_kpack_fs::{check_replaceable, move_into_place};
+use rocm_kpack_package::progress::ProgressHandle;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -367,7 +367,7 @@ pub(crate) fn write_file(path: &Path, data: &[u8]) -> Result<(), PublishError> {
     }
     // Fsynced and renamed into place; readable by a web server.
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
-    rocm_kpack_format::fsutil::write_atomically(path, data, Some(mode))
+    rocm_kpack_fs::write_atomically(path, data, Some(mode))
         .map_err(|e| PublishError::io(e.action, &e.path, e.source))
 }
 
@@ -379,7 +379,7 @@ pub(crate) fn copy_file(src: &Path, dest: &Path) -> Result<(), PublishError> {
     // Into a temporary file, fsynced, then renamed: a crash leaves no
     // short package under its final name.
     let copy_err = |e| PublishError::io("cannot copy into the repository:", dest, e);
-    let mut out = rocm_kpack_format::fsutil::PendingFile::create(dest)
+    let mut out = rocm_kpack_fs::PendingFile::create(dest)
         .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
     let mut input = fs::File::open(src).map_err(|e| PublishError::io("cannot open", src, e))?;
     io::copy(&mut input, out.file_mut()).map_err(copy_err)?;

@@ -33,10 +33,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::{copy_file, write_file, xml_escape, PublishError};
+use rocm_kpack_format::layout;
 use rocm_kpack_package::deb::hash_file;
 use rocm_kpack_package::tree::{Entry, Payload};
-use rocm_kpack_package::wheel::{normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec};
-use rocm_kpack_format::layout;
+use rocm_kpack_package::wheel::{
+    normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec,
+};
 use rocm_kpack_pkgspec::{generic_isas_serving, is_generic_isa, Spec};
 
 /// The extra that selects a group's device wheels (`device-<group>`).

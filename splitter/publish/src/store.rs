@@ -187,7 +187,7 @@ impl Store<'_> {
         let dest = dir.join(&hex);
         // An existing file counts only if it still holds these bytes (a
         // crash or a hand edit may have left it short or changed).
-        let intact = match rocm_kpack_format::fsutil::sha256_file(&dest) {
+        let intact = match rocm_kpack_fs::sha256_file(&dest) {
             Ok((_, existing)) => existing == sha,
             Err(_) => false,
         };
@@ -202,8 +202,7 @@ impl Store<'_> {
                 .map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
             tmp.persist(&dest)
                 .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
-            rocm_kpack_format::fsutil::sync_dir(&dir)
-                .map_err(|e| PublishError::io("cannot sync", &dir, e))?;
+            rocm_kpack_fs::sync_dir(&dir).map_err(|e| PublishError::io("cannot sync", &dir, e))?;
         }
         let key = (
             entry.component.clone(),
@@ -292,7 +291,7 @@ impl Store<'_> {
                     .len();
                 tmp.persist(&dest)
                     .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
-                rocm_kpack_format::fsutil::sync_dir(&dir)
+                rocm_kpack_fs::sync_dir(&dir)
                     .map_err(|e| PublishError::io("cannot sync", &dir, e))?;
                 stored
             }

@@ -17,17 +17,17 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context as _};
 use clap::Parser as _;
 use include_dir::{include_dir, Dir};
-use rocm_kpack_loader::detect::{self, DetectOptions};
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_cli::{iec_size, ExitStatus};
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_loader::detect::{self, DetectOptions};
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::{write_deb, DebSpec};
 use rocm_kpack_package::meta::ControlFields;
-use rocm_kpack_splitter::serve::Server;
 use rocm_kpack_package::tree::Payload;
 use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
+use rocm_kpack_splitter::serve::Server;
 use sha2::{Digest, Sha256};
 
 /// Fat fixtures compiled from `tests/fixtures/src` by Debian's clang-19

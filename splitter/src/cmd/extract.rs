@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::archive::Archive;
-use rocm_kpack_format::fsutil::check_replaceable;
+use rocm_kpack_fs::check_replaceable;
 use std::path::PathBuf;
 
 /// Write one code object out of a `.kpack` archive. KEY is a TOC binary key

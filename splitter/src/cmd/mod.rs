@@ -40,6 +40,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
 /// Writes `bytes` to `dest` atomically (temp file in the same directory,
 /// then rename), so no partial file is ever visible.
 pub fn write_atomically(dest: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    rocm_kpack_format::fsutil::write_atomically(dest, bytes, None)?;
+    rocm_kpack_fs::write_atomically(dest, bytes, None)?;
     Ok(())
 }

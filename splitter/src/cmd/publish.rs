@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg, UsageError};
+use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_publish::fetcher::{self, FetcherOptions};
 use rocm_kpack_publish::{publish, PublishOptions};
-use rocm_kpack_package::source_date_epoch;
 
 use crate::cli::OutArg;
 

@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
 use rocm_kpack_format::bundle::{self, BundleRef};
-use rocm_kpack_format::fsutil::{self, PendingFile};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
+use rocm_kpack_fs::PendingFile;
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
 
@@ -82,8 +82,8 @@ impl From<rocm_kpack_format::Error> for SplitError {
     }
 }
 
-impl From<fsutil::PathError> for SplitError {
-    fn from(e: fsutil::PathError) -> Self {
+impl From<rocm_kpack_fs::PathError> for SplitError {
+    fn from(e: rocm_kpack_fs::PathError) -> Self {
         SplitError::Io {
             what: e.action,
             path: e.path,
@@ -726,7 +726,7 @@ impl<'s> ArchiveSet<'s> {
             .par_iter_mut()
             .map(|(_, name, temp, _, _)| {
                 temp.seek(SeekFrom::Start(0))
-                    .and_then(|_| fsutil::sha256_reader(temp.file_mut()))
+                    .and_then(|_| rocm_kpack_fs::sha256_reader(temp.file_mut()))
                     .map_err(|e| {
                         SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e)
                     })
@@ -1012,8 +1012,8 @@ fn split_binary_inner(
     }
     // The overwrite rule, before any work: the host binary and the manifest
     // are what every split writes.
-    fsutil::check_replaceable(&output, opts.replace_existing)?;
-    fsutil::check_replaceable(
+    rocm_kpack_fs::check_replaceable(&output, opts.replace_existing)?;
+    rocm_kpack_fs::check_replaceable(
         &out_dir
             .join(layout::KPACK_DIR)
             .join(layout::manifest_file_name(&component)),

@@ -993,8 +993,8 @@ fn regroup(
         };
         set_mode(&to, 0o644)?;
         set_mtime(&to, generated)?;
-        let (size, sha) = rocm_kpack_format::fsutil::sha256_file(&to)
-            .map_err(|e| TreeError::io(e.action, &to, e.source))?;
+        let (size, sha) =
+            rocm_kpack_fs::sha256_file(&to).map_err(|e| TreeError::io(e.action, &to, e.source))?;
         let architectures: Vec<String> = arches.into_iter().collect();
         report.archives.push(RecombinedArchive {
             archive: ArchiveReport {

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use filetime::FileTime;
 use rayon::prelude::*;
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
-use rocm_kpack_format::fsutil::{check_replaceable, move_into_place, sync_tree, PathError};
 use rocm_kpack_format::layout;
+use rocm_kpack_fs::{check_replaceable, move_into_place, sync_tree, PathError};
 use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
@@ -872,7 +872,7 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
         };
         let file = root.join(plan.layout.dir_name(&e.dest)).join(&e.out);
         let (size, sha256) = fs::File::open(&file)
-            .and_then(rocm_kpack_format::fsutil::sha256_reader)
+            .and_then(rocm_kpack_fs::sha256_reader)
             .map_err(|err| TreeError::io("cannot read back", &file, err))?;
         listed.entry(index).or_default().push((
             e.out.as_str(),
@@ -929,7 +929,7 @@ pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
         .and_then(|f| f.sync_all())
         .map_err(|e| TreeError::io("cannot sync", from, e))?;
     fs::rename(from, to).map_err(|e| TreeError::io("cannot rename into", to, e))?;
-    rocm_kpack_format::fsutil::sync_dir(parent_of(to))
+    rocm_kpack_fs::sync_dir(parent_of(to))
         .map_err(|e| TreeError::io("cannot sync", parent_of(to), e))?;
     set_mode(to, 0o644)?;
     set_mtime(to, mtime)

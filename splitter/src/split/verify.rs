@@ -28,12 +28,12 @@ use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use rayon::prelude::*;
-use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_pkgspec::targets::feature_completion;
 use serde::Serialize;
 
@@ -370,7 +370,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     message,
                 })
             };
-            match rocm_kpack_format::fsutil::sha256_file(&apath) {
+            match rocm_kpack_fs::sha256_file(&apath) {
                 Ok((size, sha)) => {
                     if size != f.size {
                         bad(format!(

@@ -13,11 +13,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_loader::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{expand_pattern, is_archive_pattern};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
+use rocm_kpack_loader::detect::{detect, process_isas, DetectOptions};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 
 /// What the marker of a split binary points at.

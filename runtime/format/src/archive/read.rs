@@ -825,7 +825,7 @@ impl Archive {
     pub fn open(path: &Path) -> Result<Archive> {
         // Never a FIFO or device (open would block, or map endless bytes),
         // never through a symlink planted in place of an archive.
-        let file = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e.source))?;
+        let file = rocm_kpack_fs::open_regular(path).map_err(|e| Error::io(path, e.source))?;
         let meta = file.metadata().map_err(|e| Error::io(path, e))?;
         let len = meta.len();
         #[cfg(unix)]

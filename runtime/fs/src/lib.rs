@@ -8,7 +8,8 @@
 //! sources files, archives) are opened through [`open_regular`] /
 //! [`read_limited`]: never through a symlink, never blocking on a FIFO or
 //! device, and never read past a size limit chosen by the caller (the
-//! limits are listed in `docs/formats.md`, "Input size limits").
+//! limits are listed in `docs/formats.md`, "Input size limits", and kept
+//! beside each format in `rocm-kpack-format`).
 
 use std::fs::{self, File, Permissions};
 use std::io::{self, Read, Write};
@@ -78,13 +79,6 @@ pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
     let file = File::open(path).map_err(|e| PathError::new("cannot open", path, e))?;
     sha256_reader(file).map_err(|e| PathError::new("cannot read", path, e))
 }
-
-/// Largest state file (`.rocm-kpack-fetch-state.json`) read.
-pub const MAX_STATE_FILE: u64 = 16 << 20;
-/// Largest `.kpm` manifest read.
-pub const MAX_MANIFEST_FILE: u64 = 64 << 20;
-/// Largest sources file (`sources.d/*.toml`, `<component>.sources.toml`) read.
-pub const MAX_SOURCES_FILE: u64 = 1 << 20;
 
 /// Opens `path` for reading without following a symlink in its last
 /// component and without blocking (a FIFO or a device never stalls the
@@ -495,7 +489,7 @@ mod tests {
         File::create(&sparse)
             .and_then(|f| f.set_len(3 << 30))
             .expect("sparse");
-        let err = read_limited(&sparse, MAX_STATE_FILE).expect_err("sparse");
+        let err = read_limited(&sparse, 16 << 20).expect_err("sparse");
         assert!(err.to_string().contains("limit"), "{err}");
     }
 
