@@ -21,7 +21,6 @@ use std::io;
 
 use super::read::*;
 use super::{PeError, Result};
-use crate::elf::read::u32_at;
 use crate::elf::WrapperInfo;
 use crate::image::Image;
 use rocm_kpack_format::wrapper::FatbinWrapper;
@@ -228,10 +227,12 @@ pub fn rewrite<'a>(
         let value = match r.kind {
             REL_DIR64 => pe
                 .rva_to_offset(r.rva, 8)
-                .map(|o| crate::elf::read::u64_at(data, o)),
+                .map(|o| u64_at(data, o, "relocated pointer"))
+                .transpose()?,
             REL_HIGHLOW => pe
                 .rva_to_offset(r.rva, 4)
-                .map(|o| u64::from(u32_at(data, o))),
+                .map(|o| u32_at(data, o, "relocated pointer").map(u64::from))
+                .transpose()?,
             other => {
                 return Err(PeError::Unsupported(format!(
                     "base relocation type {other} at RVA {:#x} (x86-64 images use DIR64)",
@@ -422,22 +423,23 @@ pub fn rewrite<'a>(
     });
     for s in &new_sections {
         let at = pe.section_table + s.index * SECTION_HEADER_SIZE;
-        let mut bytes = s.to_bytes();
         // Keep the relocation/line-number fields the input had (zero in
         // images, but not ours to change).
-        if let Some(orig) = data
-            .get(at..at + SECTION_HEADER_SIZE)
-            .filter(|_| s.index < pe.sections.len())
-        {
-            bytes[24..36].copy_from_slice(&orig[24..36]);
-        }
-        put(&mut out, at, &bytes)?;
+        let raw = match pe.section_headers.get(s.index) {
+            Some(orig) => s.to_raw(orig),
+            None => s.to_raw(&Default::default()),
+        };
+        put(&mut out, at, object::pod::bytes_of(&raw))?;
     }
 
     // File header.
     let count = u16::try_from(new_sections.len())
         .map_err(|_| PeError::Refused("too many sections".into()))?;
-    put(&mut out, pe.nt_offset + 6, &count.to_le_bytes())?;
+    put(
+        &mut out,
+        pe.nt_offset + NT_NUMBER_OF_SECTIONS,
+        &count.to_le_bytes(),
+    )?;
     if pe.pointer_to_symbol_table != 0 {
         let mapped = map
             .map(u64::from(pe.pointer_to_symbol_table))
@@ -445,7 +447,7 @@ pub fn rewrite<'a>(
             .ok_or_else(|| {
                 PeError::Refused("the COFF symbol table lies in reclaimed bytes".into())
             })?;
-        put_u32(&mut out, pe.nt_offset + 12, mapped)?;
+        put_u32(&mut out, pe.nt_offset + NT_POINTER_TO_SYMBOL_TABLE, mapped)?;
     }
 
     // Optional header.
@@ -488,7 +490,7 @@ pub fn rewrite<'a>(
             ))
         })?;
         for e in 0..size as usize / DEBUG_ENTRY_SIZE {
-            let field = at + e * DEBUG_ENTRY_SIZE + 24;
+            let field = at + e * DEBUG_ENTRY_SIZE + DEBUG_POINTER_TO_RAW_DATA;
             let ptr = get_u32(&out, field)?;
             if ptr != 0 {
                 let mapped = map
