@@ -49,10 +49,7 @@ pub fn inspect_pe(data: &[u8]) -> Result<PeReport> {
             let report = bundle_section_report(section)?;
             bundle_offsets = parse_fatbin(section)?.iter().map(|b| b.offset).collect();
             let s = pe.sections[i];
-            fat_range = Some((
-                pe.image_base + u64::from(s.rva),
-                u64::from(s.virtual_extent()),
-            ));
+            fat_range = Some((pe.va(s.rva)?, u64::from(s.virtual_extent())));
             Some(report)
         }
         _ => None,
@@ -61,7 +58,7 @@ pub fn inspect_pe(data: &[u8]) -> Result<PeReport> {
         Some(i) => {
             let m = Marker::parse(pe.section_data(i)?)?;
             Some(MarkerReport {
-                address: pe.image_base + u64::from(pe.sections[i].rva),
+                address: pe.va(pe.sections[i].rva)?,
                 kernel_name: m.kernel_name,
                 kpack_search_paths: m.kpack_search_paths,
             })

@@ -344,6 +344,17 @@ impl<'a> Pe<'a> {
             .ok_or_else(|| PeError::Truncated(format!("section {} raw data", s.name())))
     }
 
+    /// The virtual address of `rva` at the preferred base
+    /// (`ImageBase + rva`); an image whose addresses overflow is malformed.
+    pub fn va(&self, rva: u32) -> Result<u64> {
+        self.image_base.checked_add(u64::from(rva)).ok_or_else(|| {
+            PeError::Malformed(format!(
+                "ImageBase {:#x} + RVA {rva:#x} overflows",
+                self.image_base
+            ))
+        })
+    }
+
     /// The section holding `rva`.
     pub fn section_at(&self, rva: u32) -> Option<&Section> {
         self.sections.iter().find(|s| s.contains_rva(rva))

@@ -199,7 +199,7 @@ pub fn rewrite<'a>(
         })?;
         wrappers.push(WrapperInfo {
             index: slot.index,
-            vaddr: pe.image_base + u64::from(slot.rva),
+            vaddr: pe.va(slot.rva)?,
             original_pointer: slot.wrapper.binary,
             co_index: co_index as u32,
             relocation: if slot.relocated {
@@ -364,7 +364,7 @@ pub fn rewrite<'a>(
         .map_err(|_| PeError::Refused("the image has no address space left for .kpackrf".into()))?;
     let marker_raw_ptr = raw_end + grow - fat_raw;
     let new_size_of_image = align_up(u64::from(marker_rva) + marker.len() as u64, sa);
-    let marker_va = pe.image_base + u64::from(marker_rva);
+    let marker_va = pe.va(marker_rva)?;
 
     // Assemble: runs of the input around the reclaimed bytes.
     let mut out = Image::new(data);

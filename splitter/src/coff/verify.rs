@@ -152,10 +152,7 @@ fn check_wrappers(
         let at = (slot.rva - base) as usize;
         let w = FatbinWrapper::parse(b.get(at..).unwrap_or_default())
             .map_err(|e| fail(e.to_string()))?;
-        if !w.is_hipk()
-            || w.co_index() != co
-            || w.binary != out.image_base + u64::from(exp.marker_rva)
-        {
+        if !w.is_hipk() || w.co_index() != co || Some(w.binary) != out.va(exp.marker_rva).ok() {
             return Err(fail(format!("wrapper {} is {w:?}", slot.index)));
         }
         if let Some(dst) = expected.get_mut(at..at + WRAPPER_SIZE) {
