@@ -267,9 +267,14 @@ fn mutate(rng: &mut Rng, seed: &Seed) -> Vec<u8> {
     b
 }
 
+/// How far an input got: 0 rejected by the reader, 1 parsed, 2 rewritten
+/// (split planned), 3 rewritten and the output verified.
+type Depth = usize;
+
 /// The ELF reader with every accessor, the split planning path, inspect.
-fn exercise_elf(bytes: &[u8]) {
-    if let Ok(elf) = Elf::parse(bytes) {
+fn exercise_elf(bytes: &[u8]) -> Depth {
+    let parsed = Elf::parse(bytes);
+    if let Ok(elf) = &parsed {
         for i in 0..elf.shdrs.len().min(256) {
             let _ = elf.section_name(i);
             let _ = elf.section_data(i);
@@ -279,16 +284,17 @@ fn exercise_elf(bytes: &[u8]) {
         let _ = elf.dynamic_symbols();
         let _ = elf.dynamic_symbol(1);
         let _ = elf.u64_at_vaddr(elf.phdrs.first().map_or(0, |p| p.p_vaddr));
-        let _ = elf::verify::check_structure(&elf);
+        let _ = elf::verify::check_structure(elf);
     }
-    plan(bytes);
     let _ = elf::inspect::inspect_elf(bytes);
+    plan(bytes).max(usize::from(parsed.is_ok()))
 }
 
 /// The PE reader with every accessor, the split planning path, inspect.
-fn exercise_pe(bytes: &[u8]) {
+fn exercise_pe(bytes: &[u8]) -> Depth {
     let _ = coff::is_pe(bytes);
-    if let Ok(pe) = Pe::parse(bytes) {
+    let parsed = Pe::parse(bytes);
+    if let Ok(pe) = &parsed {
         for i in 0..pe.sections.len().min(256) {
             let _ = pe.section_data(i);
         }
@@ -296,14 +302,15 @@ fn exercise_pe(bytes: &[u8]) {
         let _ = pe.find_section(coff::read::FATBIN_SECTION);
         let _ = pe.rva_to_offset(pe.sections.first().map_or(0, |s| s.rva), 8);
     }
-    plan(bytes);
     let _ = coff::inspect::inspect_pe(bytes);
+    plan(bytes).max(usize::from(parsed.is_ok()))
 }
 
 /// Classify, scan the bundles, rewrite, and verify the rewritten bytes.
-fn plan(bytes: &[u8]) {
-    if let Ok(ElfSplit::Split(s)) = split_fat_elf(bytes, "fuzz", vec!["fuzz".into()]) {
-        let _ = s.host.to_vec();
+fn plan(bytes: &[u8]) -> Depth {
+    match split_fat_elf(bytes, "fuzz", vec!["fuzz".into()]) {
+        Ok(ElfSplit::Split(s)) => 2 + usize::from(s.host.to_vec().is_ok()),
+        _ => 0,
     }
 }
 
@@ -311,7 +318,7 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-fn run(what: &str, seeds: Vec<Seed>, exercise: fn(&[u8])) {
+fn run(what: &str, seeds: Vec<Seed>, exercise: fn(&[u8]) -> Depth) {
     let iters = env_u64("KPACK_FUZZ_ITERS").unwrap_or(100_000);
     let seed = env_u64("KPACK_FUZZ_SEED").unwrap_or(0x6b70_616b);
     let budget = match env_u64("KPACK_FUZZ_SECS") {
@@ -321,8 +328,9 @@ fn run(what: &str, seeds: Vec<Seed>, exercise: fn(&[u8])) {
     };
     // The seeds themselves must go through cleanly first.
     for s in &seeds {
-        exercise(&s.bytes);
+        assert!(exercise(&s.bytes) >= 1, "{} does not parse", s.name);
     }
+    let mut depths = [0u64; 4];
     let mut rng = Rng(seed);
     let start = Instant::now();
     let mut done = 0u64;
@@ -333,13 +341,16 @@ fn run(what: &str, seeds: Vec<Seed>, exercise: fn(&[u8])) {
         let bytes = mutate(&mut rng, s);
         PEAK.with(|p| p.set(0));
         let t = Instant::now();
-        if catch_unwind(AssertUnwindSafe(|| exercise(&bytes))).is_err() {
+        let Ok(depth) = catch_unwind(AssertUnwindSafe(|| exercise(&bytes))) else {
             panic!(
                 "{what}: panic on mutated {} (seed {seed}, iteration {done}; replay with \
                  KPACK_FUZZ_SEED={seed} KPACK_FUZZ_ITERS={})",
                 s.name,
                 done + 1
             );
+        };
+        if let Some(d) = depths.get_mut(depth) {
+            *d += 1;
         }
         let took = t.elapsed();
         assert!(
@@ -360,9 +371,14 @@ fn run(what: &str, seeds: Vec<Seed>, exercise: fn(&[u8])) {
         done += 1;
     }
     eprintln!(
-        "{what} fuzz: {done} inputs from {} seeds in {:?} (slowest input {slowest:?}, largest allocation {largest} bytes)",
+        "{what} fuzz: {done} inputs from {} seeds in {:?} (slowest input {slowest:?}, largest allocation {largest} bytes); \
+         rejected by the reader {}, parsed {}, split planned {}, split output verified {}",
         seeds.len(),
-        start.elapsed()
+        start.elapsed(),
+        depths[0],
+        depths[1],
+        depths[2],
+        depths[3]
     );
     assert!(done >= iters.min(100), "only {done} iterations ran");
 }
