@@ -1,4 +1,5 @@
-//! Parse a PE image: headers (validated with `object`'s PE reader), the
+//! Parse a PE image through `object::pe`'s raw types (`ImageNtHeaders`,
+//! `SectionTable`, `ImageBaseRelocation`; every read bounds-checked): headers, the
 //! section table, data directories, base relocations and the fat binary
 //! wrappers, and classify it as host-only, already split or fat.
 

@@ -16,6 +16,14 @@
 //! The wrappers' base relocations stay valid: they patch the same fields,
 //! which now hold `ImageBase + RVA(.kpackrf)`. Nothing else may point into
 //! `.hip_fat`; that is checked before anything is written.
+//!
+//! The section table is written through `object::pe::ImageSectionHeader`
+//! ([`Section::to_raw`]) and the header fields at offsets taken from
+//! `object::pe`'s structures. `object::write::pe::Writer` is not used: it
+//! builds an image from scratch (its own header layout, no overlay or
+//! trailing data, `CheckSum` left 0) into one buffer, while this rewrite
+//! keeps every other byte of the input, recomputes the checksum the
+//! loader and signing tools check, and streams the output ([`Image`]).
 
 use std::io;
 
@@ -328,9 +336,17 @@ pub fn rewrite<'a>(
             "no room for a {MARKER_SECTION} section header: the headers would grow past the first section (RVA {first_rva:#x})"
         )));
     }
-    let slack = data
-        .get(table_end..(headers as usize).min(table_end + SECTION_HEADER_SIZE))
-        .unwrap_or_default();
+    // When the headers grow there is no padding to reuse.
+    let slack_end = (headers as usize).min(table_end + SECTION_HEADER_SIZE);
+    let slack = match slack_end.checked_sub(table_end) {
+        Some(n) if n > 0 => bytes_at(
+            data,
+            table_end as u64,
+            n as u64,
+            "header padding after the section table",
+        )?,
+        _ => &[],
+    };
     if slack.iter().any(|&b| b != 0) {
         return Err(PeError::Refused(format!(
             "the bytes after the section table (offset {table_end:#x}) are in use; no room for a {MARKER_SECTION} header"

@@ -16,6 +16,16 @@
 //! `delta` is a multiple of every moved segment's `p_align`, so each moved
 //! segment keeps `p_offset == p_vaddr (mod p_align)`; virtual addresses of
 //! existing content never change.
+//!
+//! The headers are read as `object::elf` types ([`super::read`]) and
+//! written back through them ([`Phdr::to_raw`], [`Shdr::to_raw`],
+//! [`Elf::header_bytes`]). The layout itself is planned here, not by
+//! `object::build::elf::Builder`: the builder lays every section out anew
+//! (new offsets, merged string tables, its own padding), so the kept bytes
+//! would move, and it writes the whole output into one buffer, while the
+//! split keeps every byte before `.hip_fatbin` at its offset, keeps each
+//! moved segment congruent to its alignment, and streams the output over
+//! the input ([`Image`]) without holding the host code.
 
 use std::collections::BTreeMap;
 
