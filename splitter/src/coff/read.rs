@@ -37,9 +37,9 @@ pub const SCN_INITIALIZED_DATA: u32 = object::pe::IMAGE_SCN_CNT_INITIALIZED_DATA
 /// `IMAGE_SCN_MEM_READ`.
 pub const SCN_MEM_READ: u32 = object::pe::IMAGE_SCN_MEM_READ.0;
 /// Data directory indices this module reads or rewrites.
-pub const DIR_SECURITY: usize = object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY as usize;
-pub const DIR_BASERELOC: usize = object::pe::IMAGE_DIRECTORY_ENTRY_BASERELOC as usize;
-pub const DIR_DEBUG: usize = object::pe::IMAGE_DIRECTORY_ENTRY_DEBUG as usize;
+pub const DIR_SECURITY: usize = object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
+pub const DIR_BASERELOC: usize = object::pe::IMAGE_DIRECTORY_ENTRY_BASERELOC;
+pub const DIR_DEBUG: usize = object::pe::IMAGE_DIRECTORY_ENTRY_DEBUG;
 /// Base relocation types.
 pub const REL_ABSOLUTE: u16 = object::pe::IMAGE_REL_BASED_ABSOLUTE.0;
 pub const REL_HIGHLOW: u16 = object::pe::IMAGE_REL_BASED_HIGHLOW.0;
