@@ -4,13 +4,12 @@
 
 use rocm_kpack_format::bundle::parse_fatbin;
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::wrapper::WRAPPER_SIZE;
+use rocm_kpack_format::wrapper::{FatbinWrapper, WRAPPER_SIZE};
 use serde::Serialize;
 
 use super::read::{Pe, FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
 use super::Result;
 use crate::elf::inspect::{binary_state, MarkerReport, WrapperReport};
-use crate::elf::read::{u32_at, u64_at};
 use crate::inspect::{bundle_section_report, BundleSectionReport};
 
 /// Report on one PE image.
@@ -50,10 +49,7 @@ pub fn inspect_pe(data: &[u8]) -> Result<PeReport> {
             let report = bundle_section_report(section)?;
             bundle_offsets = parse_fatbin(section)?.iter().map(|b| b.offset).collect();
             let s = pe.sections[i];
-            fat_range = Some((
-                pe.image_base + u64::from(s.rva),
-                u64::from(s.virtual_extent()),
-            ));
+            fat_range = Some((pe.va(s.rva)?, u64::from(s.virtual_extent())));
             Some(report)
         }
         _ => None,
@@ -62,7 +58,7 @@ pub fn inspect_pe(data: &[u8]) -> Result<PeReport> {
         Some(i) => {
             let m = Marker::parse(pe.section_data(i)?)?;
             Some(MarkerReport {
-                address: pe.image_base + u64::from(pe.sections[i].rva),
+                address: pe.va(pe.sections[i].rva)?,
                 kernel_name: m.kernel_name,
                 kpack_search_paths: m.kpack_search_paths,
             })
@@ -77,15 +73,15 @@ pub fn inspect_pe(data: &[u8]) -> Result<PeReport> {
             .get(..(s.virtual_size as usize).min(data.len()))
             .unwrap_or(data);
         for (index, w) in used.chunks_exact(WRAPPER_SIZE).enumerate() {
-            let magic_value = u32_at(w, 0);
-            if magic_value == 0 && w.iter().all(|&b| b == 0) {
+            if w.iter().all(|&b| b == 0) {
                 continue; // linker padding
             }
+            let wrapper = FatbinWrapper::parse(w)?;
             wrappers.push(WrapperReport::new(
                 index,
-                magic_value,
-                u64_at(w, 8),
-                u64_at(w, 16),
+                wrapper.magic,
+                wrapper.binary,
+                wrapper.reserved1,
                 fat_range,
                 &bundle_offsets,
             ));

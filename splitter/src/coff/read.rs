@@ -1,13 +1,21 @@
-//! Parse a PE image: headers (validated with `object`'s PE reader), the
+//! Parse a PE image through `object::pe`'s raw types (`ImageNtHeaders`,
+//! `SectionTable`, `ImageBaseRelocation`; every read bounds-checked): headers, the
 //! section table, data directories, base relocations and the fat binary
 //! wrappers, and classify it as host-only, already split or fat.
 
-use object::pe::{ImageDosHeader, ImageNtHeaders32, ImageNtHeaders64};
-use object::read::pe::ImageNtHeaders;
+use std::mem::{offset_of, size_of};
+
+use object::pe::{
+    ImageBaseRelocation, ImageDebugDirectory, ImageDosHeader, ImageFileHeader, ImageNtHeaders32,
+    ImageNtHeaders64, ImageOptionalHeader64, ImageSectionHeader,
+};
+use object::pod::bytes_of;
+use object::read::pe::{ImageNtHeaders, ImageOptionalHeader};
+use object::read::ReadRef;
+use object::{LittleEndian as LE, U16, U32, U64};
 use rocm_kpack_format::wrapper::{FatbinWrapper, HIPF_MAGIC, WRAPPER_SIZE};
 
 use super::{PeError, Result};
-use crate::elf::read::{u16_at, u32_at, u64_at};
 
 /// Device code: offload bundles or CCOB (`.hip_fatbin` truncated to 8 bytes).
 pub const FATBIN_SECTION: &str = ".hip_fat";
@@ -17,37 +25,73 @@ pub const WRAPPER_SECTION: &str = ".hipFatB";
 pub const MARKER_SECTION: &str = ".kpackrf";
 
 /// `IMAGE_FILE_MACHINE_AMD64`.
-pub const MACHINE_AMD64: u16 = 0x8664;
+pub const MACHINE_AMD64: u16 = object::pe::IMAGE_FILE_MACHINE_AMD64.0;
 /// `IMAGE_FILE_RELOCS_STRIPPED`.
-pub const FILE_RELOCS_STRIPPED: u16 = 0x0001;
+pub const FILE_RELOCS_STRIPPED: u16 = object::pe::IMAGE_FILE_RELOCS_STRIPPED.0;
 /// `IMAGE_FILE_DLL`.
-pub const FILE_DLL: u16 = 0x2000;
+pub const FILE_DLL: u16 = object::pe::IMAGE_FILE_DLL.0;
 /// `IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE`.
-pub const DLL_DYNAMIC_BASE: u16 = 0x0040;
+pub const DLL_DYNAMIC_BASE: u16 = object::pe::IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE.0;
 /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
-pub const SCN_INITIALIZED_DATA: u32 = 0x0000_0040;
+pub const SCN_INITIALIZED_DATA: u32 = object::pe::IMAGE_SCN_CNT_INITIALIZED_DATA.0;
 /// `IMAGE_SCN_MEM_READ`.
-pub const SCN_MEM_READ: u32 = 0x4000_0000;
+pub const SCN_MEM_READ: u32 = object::pe::IMAGE_SCN_MEM_READ.0;
 /// Data directory indices this module reads or rewrites.
-pub const DIR_SECURITY: usize = 4;
-pub const DIR_BASERELOC: usize = 5;
-pub const DIR_DEBUG: usize = 6;
+pub const DIR_SECURITY: usize = object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
+pub const DIR_BASERELOC: usize = object::pe::IMAGE_DIRECTORY_ENTRY_BASERELOC;
+pub const DIR_DEBUG: usize = object::pe::IMAGE_DIRECTORY_ENTRY_DEBUG;
 /// Base relocation types.
-pub const REL_ABSOLUTE: u16 = 0;
-pub const REL_HIGHLOW: u16 = 3;
-pub const REL_DIR64: u16 = 10;
+pub const REL_ABSOLUTE: u16 = object::pe::IMAGE_REL_BASED_ABSOLUTE.0;
+pub const REL_HIGHLOW: u16 = object::pe::IMAGE_REL_BASED_HIGHLOW.0;
+pub const REL_DIR64: u16 = object::pe::IMAGE_REL_BASED_DIR64.0;
 /// Size of one section header.
-pub const SECTION_HEADER_SIZE: usize = 40;
+pub const SECTION_HEADER_SIZE: usize = size_of::<ImageSectionHeader>();
 /// Size of one `IMAGE_DEBUG_DIRECTORY` entry.
-pub const DEBUG_ENTRY_SIZE: usize = 28;
+pub const DEBUG_ENTRY_SIZE: usize = size_of::<ImageDebugDirectory>();
+/// Offset of `PointerToRawData` in an `IMAGE_DEBUG_DIRECTORY` entry.
+pub const DEBUG_POINTER_TO_RAW_DATA: usize = offset_of!(ImageDebugDirectory, pointer_to_raw_data);
 
+/// NT header field offsets (from `PE\0\0`).
+pub const NT_NUMBER_OF_SECTIONS: usize =
+    offset_of!(ImageNtHeaders64, file_header) + offset_of!(ImageFileHeader, number_of_sections);
+pub const NT_POINTER_TO_SYMBOL_TABLE: usize = offset_of!(ImageNtHeaders64, file_header)
+    + offset_of!(ImageFileHeader, pointer_to_symbol_table);
+const NT_OPTIONAL_HEADER: usize = offset_of!(ImageNtHeaders64, optional_header);
 /// Optional header field offsets shared by PE32 and PE32+.
-pub const OPT_SIZE_OF_INITIALIZED_DATA: usize = 8;
-pub const OPT_SIZE_OF_IMAGE: usize = 56;
-pub const OPT_SIZE_OF_HEADERS: usize = 60;
-pub const OPT_CHECKSUM: usize = 64;
+pub const OPT_SIZE_OF_INITIALIZED_DATA: usize =
+    offset_of!(ImageOptionalHeader64, size_of_initialized_data);
+pub const OPT_SIZE_OF_IMAGE: usize = offset_of!(ImageOptionalHeader64, size_of_image);
+pub const OPT_SIZE_OF_HEADERS: usize = offset_of!(ImageOptionalHeader64, size_of_headers);
+pub const OPT_CHECKSUM: usize = offset_of!(ImageOptionalHeader64, check_sum);
 /// PE32+ data directories start here in the optional header.
-const OPT64_DATA_DIRECTORIES: usize = 112;
+const OPT64_DATA_DIRECTORIES: usize = size_of::<ImageOptionalHeader64>();
+
+/// `len` bytes at file offset `off`, or a [`PeError::Truncated`] naming `what`.
+pub(crate) fn bytes_at<'a>(data: &'a [u8], off: u64, len: u64, what: &str) -> Result<&'a [u8]> {
+    data.read_bytes_at(off, len).map_err(|()| {
+        PeError::Truncated(format!(
+            "{what} at offset {off:#x} ({len} bytes) extends past the end of the file ({} bytes)",
+            data.len()
+        ))
+    })
+}
+
+/// The little-endian `u32` at file offset `off`.
+pub(crate) fn u32_at(data: &[u8], off: usize, what: &str) -> Result<u32> {
+    Ok(pod_at::<U32<LE>>(data, off, what)?.get(LE))
+}
+
+/// The little-endian `u64` at file offset `off`.
+pub(crate) fn u64_at(data: &[u8], off: usize, what: &str) -> Result<u64> {
+    Ok(pod_at::<U64<LE>>(data, off, what)?.get(LE))
+}
+
+fn pod_at<'a, T: object::pod::Pod>(data: &'a [u8], off: usize, what: &str) -> Result<&'a T> {
+    let b = bytes_at(data, off as u64, size_of::<T>() as u64, what)?;
+    object::pod::from_bytes::<T>(b)
+        .map(|(v, _)| v)
+        .map_err(|()| PeError::Truncated(what.into()))
+}
 
 /// Whether `data` starts like a PE image (`MZ` and a `PE\0\0` signature
 /// where `e_lfanew` says).
@@ -55,8 +99,10 @@ pub fn is_pe(data: &[u8]) -> bool {
     if data.get(..2) != Some(b"MZ") {
         return false;
     }
-    let nt = u32_at(data, 0x3c) as usize;
-    data.get(nt..nt.saturating_add(4)) == Some(b"PE\0\0")
+    let Ok(dos) = data.read_at::<ImageDosHeader>(0) else {
+        return false;
+    };
+    data.read_bytes_at(u64::from(dos.e_lfanew.get(LE)), 4) == Ok(b"PE\0\0".as_slice())
 }
 
 /// One section header.
@@ -94,30 +140,37 @@ impl Section {
         rva >= self.rva && u64::from(rva) < u64::from(self.rva) + u64::from(self.virtual_extent())
     }
 
-    fn parse(index: usize, b: &[u8]) -> Section {
-        let mut name = [0u8; 8];
-        name.copy_from_slice(b.get(..8).unwrap_or(&[0; 8]));
+    fn parse(index: usize, h: &ImageSectionHeader) -> Section {
         Section {
             index,
-            name,
-            virtual_size: u32_at(b, 8),
-            rva: u32_at(b, 12),
-            raw_size: u32_at(b, 16),
-            raw_ptr: u32_at(b, 20),
-            characteristics: u32_at(b, 36),
+            name: h.name,
+            virtual_size: h.virtual_size.get(LE),
+            rva: h.virtual_address.get(LE),
+            raw_size: h.size_of_raw_data.get(LE),
+            raw_ptr: h.pointer_to_raw_data.get(LE),
+            characteristics: h.characteristics.get(LE).0,
         }
+    }
+
+    /// The on-disk header, relocation and line number fields taken from
+    /// `base` (zero in images, but not ours to change).
+    pub fn to_raw(&self, base: &ImageSectionHeader) -> ImageSectionHeader {
+        let mut h = *base;
+        h.name = self.name;
+        h.virtual_size.set(LE, self.virtual_size);
+        h.virtual_address.set(LE, self.rva);
+        h.size_of_raw_data.set(LE, self.raw_size);
+        h.pointer_to_raw_data.set(LE, self.raw_ptr);
+        h.characteristics
+            .set(LE, object::pe::SectionFlags(self.characteristics));
+        h
     }
 
     /// The 40 on-disk bytes (relocation and line number fields zero: images
     /// carry none).
     pub fn to_bytes(&self) -> [u8; SECTION_HEADER_SIZE] {
         let mut b = [0u8; SECTION_HEADER_SIZE];
-        b[..8].copy_from_slice(&self.name);
-        b[8..12].copy_from_slice(&self.virtual_size.to_le_bytes());
-        b[12..16].copy_from_slice(&self.rva.to_le_bytes());
-        b[16..20].copy_from_slice(&self.raw_size.to_le_bytes());
-        b[20..24].copy_from_slice(&self.raw_ptr.to_le_bytes());
-        b[36..40].copy_from_slice(&self.characteristics.to_le_bytes());
+        b.copy_from_slice(bytes_of(&self.to_raw(&ImageSectionHeader::default())));
         b
     }
 }
@@ -159,6 +212,8 @@ pub struct Pe<'a> {
     /// Offset of the section table.
     pub section_table: usize,
     pub sections: Vec<Section>,
+    /// The section table as stored.
+    pub section_headers: &'a [ImageSectionHeader],
 }
 
 impl<'a> Pe<'a> {
@@ -180,74 +235,36 @@ impl<'a> Pe<'a> {
         }
         let dos = ImageDosHeader::parse(data).map_err(|e| PeError::Truncated(e.to_string()))?;
         let nt_offset = dos.nt_headers_offset() as usize;
-        let magic = u16_at(data, nt_offset + 24);
-        let pe32_plus = match magic {
-            0x20b => true,
-            0x10b => false,
+        let opt_offset = nt_offset + NT_OPTIONAL_HEADER;
+        let magic = pod_at::<U16<LE>>(data, opt_offset, "optional header magic")?.get(LE);
+        let headers = match magic {
+            object::pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC => {
+                nt_headers::<ImageNtHeaders64>(data, dos.nt_headers_offset())?
+            }
+            object::pe::IMAGE_NT_OPTIONAL_HDR32_MAGIC => {
+                nt_headers::<ImageNtHeaders32>(data, dos.nt_headers_offset())?
+            }
             other => {
                 return Err(PeError::Malformed(format!(
                     "optional header magic {other:#x}"
                 )));
             }
         };
-        let mut offset = u64::from(dos.nt_headers_offset());
-        let (dir_count, section_count) = if pe32_plus {
-            table_sizes::<ImageNtHeaders64>(data, &mut offset)?
-        } else {
-            table_sizes::<ImageNtHeaders32>(data, &mut offset)?
-        };
-        let section_table = usize::try_from(offset)
-            .map_err(|_| PeError::Truncated("section table offset".into()))?;
-        let opt_offset = nt_offset + 24;
-        let (image_base, dirs_offset) = if pe32_plus {
-            (
-                u64_at(data, opt_offset + 24),
-                opt_offset + OPT64_DATA_DIRECTORIES,
-            )
-        } else {
-            (u64::from(u32_at(data, opt_offset + 28)), 0)
-        };
-        let dirs = if pe32_plus {
-            (0..dir_count)
-                .map(|i| {
-                    (
-                        u32_at(data, dirs_offset + 8 * i),
-                        u32_at(data, dirs_offset + 8 * i + 4),
-                    )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let sections = (0..section_count)
-            .map(|i| {
-                let at = section_table + i * SECTION_HEADER_SIZE;
-                Section::parse(
-                    i,
-                    data.get(at..at + SECTION_HEADER_SIZE).unwrap_or_default(),
-                )
-            })
-            .collect();
+        let pe32_plus = magic == object::pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC;
         let pe = Pe {
             data,
             pe32_plus,
             nt_offset,
-            machine: u16_at(data, nt_offset + 4),
-            characteristics: u16_at(data, nt_offset + 22),
-            pointer_to_symbol_table: u32_at(data, nt_offset + 12),
             opt_offset,
-            image_base,
-            section_alignment: u32_at(data, opt_offset + 32),
-            file_alignment: u32_at(data, opt_offset + 36),
-            size_of_image: u32_at(data, opt_offset + OPT_SIZE_OF_IMAGE),
-            size_of_headers: u32_at(data, opt_offset + OPT_SIZE_OF_HEADERS),
-            size_of_initialized_data: u32_at(data, opt_offset + OPT_SIZE_OF_INITIALIZED_DATA),
-            checksum: u32_at(data, opt_offset + OPT_CHECKSUM),
-            dll_characteristics: u16_at(data, opt_offset + 70),
-            dirs_offset,
-            dirs,
-            section_table,
-            sections,
+            // PE32 images are only recognised and refused: their
+            // directories are not read.
+            dirs_offset: if pe32_plus {
+                opt_offset + OPT64_DATA_DIRECTORIES
+            } else {
+                0
+            },
+            dirs: if pe32_plus { headers.dirs } else { Vec::new() },
+            ..headers.pe
         };
         pe.check_layout()?;
         Ok(pe)
@@ -328,6 +345,17 @@ impl<'a> Pe<'a> {
             .ok_or_else(|| PeError::Truncated(format!("section {} raw data", s.name())))
     }
 
+    /// The virtual address of `rva` at the preferred base
+    /// (`ImageBase + rva`); an image whose addresses overflow is malformed.
+    pub fn va(&self, rva: u32) -> Result<u64> {
+        self.image_base.checked_add(u64::from(rva)).ok_or_else(|| {
+            PeError::Malformed(format!(
+                "ImageBase {:#x} + RVA {rva:#x} overflows",
+                self.image_base
+            ))
+        })
+    }
+
     /// The section holding `rva`.
     pub fn section_at(&self, rva: u32) -> Option<&Section> {
         self.sections.iter().find(|s| s.contains_rva(rva))
@@ -389,19 +417,33 @@ impl<'a> Pe<'a> {
                 "base relocation directory at RVA {rva:#x} is not in the file"
             ))
         })?;
-        let table = self.data.get(off..off + size as usize).unwrap_or_default();
+        let table = bytes_at(
+            self.data,
+            off as u64,
+            u64::from(size),
+            "base relocation table",
+        )?;
         let mut out = Vec::new();
         let mut at = 0usize;
-        while at + 8 <= table.len() {
-            let page = u32_at(table, at);
-            let block = u32_at(table, at + 4) as usize;
-            if block < 8 || at + block > table.len() || !block.is_multiple_of(2) {
+        while at + size_of::<ImageBaseRelocation>() <= table.len() {
+            let head = pod_at::<ImageBaseRelocation>(table, at, "base relocation block")?;
+            let page = head.virtual_address.get(LE);
+            let block = head.size_of_block.get(LE) as usize;
+            if block < size_of::<ImageBaseRelocation>()
+                || at + block > table.len()
+                || !block.is_multiple_of(2)
+            {
                 return Err(PeError::Malformed(format!(
                     "base relocation block at {at:#x} has size {block:#x}"
                 )));
             }
-            for e in (at + 8..at + block).step_by(2) {
-                let v = u16_at(table, e);
+            let first = at + size_of::<ImageBaseRelocation>();
+            let count = (block - size_of::<ImageBaseRelocation>()) / 2;
+            let entries = table
+                .read_slice_at::<U16<LE>>(first as u64, count)
+                .map_err(|()| PeError::Truncated(format!("base relocation block at {at:#x}")))?;
+            for e in entries {
+                let v = e.get(LE);
                 let kind = v >> 12;
                 if kind != REL_ABSOLUTE {
                     out.push(BaseReloc {
@@ -422,14 +464,57 @@ impl<'a> Pe<'a> {
     }
 }
 
-/// `object`'s validation of the NT headers and section table; returns the
-/// number of data directories and sections, `offset` left at the table.
-fn table_sizes<H: ImageNtHeaders>(data: &[u8], offset: &mut u64) -> Result<(usize, usize)> {
-    let (nt, dirs) = H::parse(data, offset).map_err(|e| PeError::Truncated(e.to_string()))?;
-    let sections = nt
-        .sections(data, *offset)
+/// What [`nt_headers`] read: the header fields and the data directories.
+struct NtHeaders<'a> {
+    pe: Pe<'a>,
+    dirs: Vec<(u32, u32)>,
+}
+
+/// The NT headers, data directories and section table through `object`'s
+/// PE reader (which checks the signature, the optional header's size and
+/// magic, and that both tables lie in the file).
+fn nt_headers<H: ImageNtHeaders>(data: &[u8], nt_offset: u32) -> Result<NtHeaders<'_>> {
+    let mut offset = u64::from(nt_offset);
+    let (nt, dirs) = H::parse(data, &mut offset).map_err(|e| PeError::Truncated(e.to_string()))?;
+    let table = nt
+        .sections(data, offset)
         .map_err(|e| PeError::Truncated(format!("section table: {e}")))?;
-    Ok((dirs.len(), sections.len()))
+    let section_table =
+        usize::try_from(offset).map_err(|_| PeError::Truncated("section table offset".into()))?;
+    let fh = nt.file_header();
+    let opt = nt.optional_header();
+    Ok(NtHeaders {
+        pe: Pe {
+            data,
+            pe32_plus: false,
+            nt_offset: 0,
+            machine: fh.machine.get(LE).0,
+            characteristics: fh.characteristics.get(LE).0,
+            pointer_to_symbol_table: fh.pointer_to_symbol_table.get(LE),
+            opt_offset: 0,
+            image_base: opt.image_base(),
+            section_alignment: opt.section_alignment(),
+            file_alignment: opt.file_alignment(),
+            size_of_image: opt.size_of_image(),
+            size_of_headers: opt.size_of_headers(),
+            size_of_initialized_data: opt.size_of_initialized_data(),
+            checksum: opt.check_sum(),
+            dll_characteristics: opt.dll_characteristics().0,
+            dirs_offset: 0,
+            dirs: Vec::new(),
+            section_table,
+            section_headers: table.iter().as_slice(),
+            sections: table
+                .iter()
+                .enumerate()
+                .map(|(i, h)| Section::parse(i, h))
+                .collect(),
+        },
+        dirs: dirs
+            .iter()
+            .map(|d| (d.virtual_address.get(LE), d.size.get(LE)))
+            .collect(),
+    })
 }
 
 /// One wrapper of `.hipFatB` and where its pointer leads.

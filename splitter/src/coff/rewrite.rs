@@ -16,12 +16,19 @@
 //! The wrappers' base relocations stay valid: they patch the same fields,
 //! which now hold `ImageBase + RVA(.kpackrf)`. Nothing else may point into
 //! `.hip_fat`; that is checked before anything is written.
+//!
+//! The section table is written through `object::pe::ImageSectionHeader`
+//! ([`Section::to_raw`]) and the header fields at offsets taken from
+//! `object::pe`'s structures. `object::write::pe::Writer` is not used: it
+//! builds an image from scratch (its own header layout, no overlay or
+//! trailing data, `CheckSum` left 0) into one buffer, while this rewrite
+//! keeps every other byte of the input, recomputes the checksum the
+//! loader and signing tools check, and streams the output ([`Image`]).
 
 use std::io;
 
 use super::read::*;
 use super::{PeError, Result};
-use crate::elf::read::u32_at;
 use crate::elf::WrapperInfo;
 use crate::image::Image;
 use rocm_kpack_format::wrapper::FatbinWrapper;
@@ -200,7 +207,7 @@ pub fn rewrite<'a>(
         })?;
         wrappers.push(WrapperInfo {
             index: slot.index,
-            vaddr: pe.image_base + u64::from(slot.rva),
+            vaddr: pe.va(slot.rva)?,
             original_pointer: slot.wrapper.binary,
             co_index: co_index as u32,
             relocation: if slot.relocated {
@@ -228,10 +235,12 @@ pub fn rewrite<'a>(
         let value = match r.kind {
             REL_DIR64 => pe
                 .rva_to_offset(r.rva, 8)
-                .map(|o| crate::elf::read::u64_at(data, o)),
+                .map(|o| u64_at(data, o, "relocated pointer"))
+                .transpose()?,
             REL_HIGHLOW => pe
                 .rva_to_offset(r.rva, 4)
-                .map(|o| u64::from(u32_at(data, o))),
+                .map(|o| u32_at(data, o, "relocated pointer").map(u64::from))
+                .transpose()?,
             other => {
                 return Err(PeError::Unsupported(format!(
                     "base relocation type {other} at RVA {:#x} (x86-64 images use DIR64)",
@@ -327,9 +336,17 @@ pub fn rewrite<'a>(
             "no room for a {MARKER_SECTION} section header: the headers would grow past the first section (RVA {first_rva:#x})"
         )));
     }
-    let slack = data
-        .get(table_end..(headers as usize).min(table_end + SECTION_HEADER_SIZE))
-        .unwrap_or_default();
+    // When the headers grow there is no padding to reuse.
+    let slack_end = (headers as usize).min(table_end + SECTION_HEADER_SIZE);
+    let slack = match slack_end.checked_sub(table_end) {
+        Some(n) if n > 0 => bytes_at(
+            data,
+            table_end as u64,
+            n as u64,
+            "header padding after the section table",
+        )?,
+        _ => &[],
+    };
     if slack.iter().any(|&b| b != 0) {
         return Err(PeError::Refused(format!(
             "the bytes after the section table (offset {table_end:#x}) are in use; no room for a {MARKER_SECTION} header"
@@ -363,7 +380,7 @@ pub fn rewrite<'a>(
         .map_err(|_| PeError::Refused("the image has no address space left for .kpackrf".into()))?;
     let marker_raw_ptr = raw_end + grow - fat_raw;
     let new_size_of_image = align_up(u64::from(marker_rva) + marker.len() as u64, sa);
-    let marker_va = pe.image_base + u64::from(marker_rva);
+    let marker_va = pe.va(marker_rva)?;
 
     // Assemble: runs of the input around the reclaimed bytes.
     let mut out = Image::new(data);
@@ -422,22 +439,23 @@ pub fn rewrite<'a>(
     });
     for s in &new_sections {
         let at = pe.section_table + s.index * SECTION_HEADER_SIZE;
-        let mut bytes = s.to_bytes();
         // Keep the relocation/line-number fields the input had (zero in
         // images, but not ours to change).
-        if let Some(orig) = data
-            .get(at..at + SECTION_HEADER_SIZE)
-            .filter(|_| s.index < pe.sections.len())
-        {
-            bytes[24..36].copy_from_slice(&orig[24..36]);
-        }
-        put(&mut out, at, &bytes)?;
+        let raw = match pe.section_headers.get(s.index) {
+            Some(orig) => s.to_raw(orig),
+            None => s.to_raw(&Default::default()),
+        };
+        put(&mut out, at, object::pod::bytes_of(&raw))?;
     }
 
     // File header.
     let count = u16::try_from(new_sections.len())
         .map_err(|_| PeError::Refused("too many sections".into()))?;
-    put(&mut out, pe.nt_offset + 6, &count.to_le_bytes())?;
+    put(
+        &mut out,
+        pe.nt_offset + NT_NUMBER_OF_SECTIONS,
+        &count.to_le_bytes(),
+    )?;
     if pe.pointer_to_symbol_table != 0 {
         let mapped = map
             .map(u64::from(pe.pointer_to_symbol_table))
@@ -445,7 +463,7 @@ pub fn rewrite<'a>(
             .ok_or_else(|| {
                 PeError::Refused("the COFF symbol table lies in reclaimed bytes".into())
             })?;
-        put_u32(&mut out, pe.nt_offset + 12, mapped)?;
+        put_u32(&mut out, pe.nt_offset + NT_POINTER_TO_SYMBOL_TABLE, mapped)?;
     }
 
     // Optional header.
@@ -488,7 +506,7 @@ pub fn rewrite<'a>(
             ))
         })?;
         for e in 0..size as usize / DEBUG_ENTRY_SIZE {
-            let field = at + e * DEBUG_ENTRY_SIZE + 24;
+            let field = at + e * DEBUG_ENTRY_SIZE + DEBUG_POINTER_TO_RAW_DATA;
             let ptr = get_u32(&out, field)?;
             if ptr != 0 {
                 let mapped = map

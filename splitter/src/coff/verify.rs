@@ -131,7 +131,7 @@ fn only_debug_offsets_differ(pe: &Pe<'_>, s: &Section, a: &[u8], b: &[u8]) -> bo
     let mut expected = a.to_vec();
     let start = (rva - s.rva) as usize;
     for e in 0..size as usize / DEBUG_ENTRY_SIZE {
-        let at = start + e * DEBUG_ENTRY_SIZE + 24;
+        let at = start + e * DEBUG_ENTRY_SIZE + DEBUG_POINTER_TO_RAW_DATA;
         if let (Some(dst), Some(src)) = (expected.get_mut(at..at + 4), b.get(at..at + 4)) {
             dst.copy_from_slice(src);
         }
@@ -152,10 +152,7 @@ fn check_wrappers(
         let at = (slot.rva - base) as usize;
         let w = FatbinWrapper::parse(b.get(at..).unwrap_or_default())
             .map_err(|e| fail(e.to_string()))?;
-        if !w.is_hipk()
-            || w.co_index() != co
-            || w.binary != out.image_base + u64::from(exp.marker_rva)
-        {
+        if !w.is_hipk() || w.co_index() != co || Some(w.binary) != out.va(exp.marker_rva).ok() {
             return Err(fail(format!("wrapper {} is {w:?}", slot.index)));
         }
         if let Some(dst) = expected.get_mut(at..at + WRAPPER_SIZE) {

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::wrapper::{HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SIZE};
+use rocm_kpack_format::wrapper::{FatbinWrapper, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SIZE};
 use serde::Serialize;
 
-use super::read::{u32_at, u64_at, Elf, ET_DYN, ET_EXEC, PT_INTERP};
+use super::read::{Elf, ET_DYN, ET_EXEC, PT_INTERP};
 use super::rewrite::{slot_pointer, FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
 use super::Result;
 use crate::inspect::{bundle_section_report, BundleSectionReport};
@@ -97,7 +97,7 @@ pub fn binary_state(has_marker: bool, has_device_code: bool) -> String {
 /// Inspects an ELF file's fat binary parts.
 pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
     let elf = Elf::parse(data)?;
-    let elf_type = match elf.header.e_type {
+    let elf_type = match elf.file_type() {
         ET_EXEC => "executable",
         ET_DYN if elf.phdrs.iter().any(|p| p.p_type == PT_INTERP) => "PIE executable",
         ET_DYN => "shared object",
@@ -145,16 +145,16 @@ pub fn inspect_elf(data: &[u8]) -> Result<ElfReport> {
             by_offset.entry(r.r_offset).or_default().push(i);
         }
         for (index, w) in wdata.chunks_exact(WRAPPER_SIZE).enumerate() {
-            let magic_value = u32_at(w, 0);
+            let w = FatbinWrapper::parse(w)?;
             let slot = ws.sh_addr.wrapping_add((index * WRAPPER_SIZE) as u64 + 8);
             let binary = slot_pointer(&elf, &relocs, &by_offset, slot)
                 .map(|(p, _)| p)
-                .unwrap_or_else(|_| u64_at(w, 8));
+                .unwrap_or(w.binary);
             wrappers.push(WrapperReport::new(
                 index,
-                magic_value,
+                w.magic,
                 binary,
-                u64_at(w, 16),
+                w.reserved1,
                 fatbin_range,
                 &bundle_offsets,
             ));

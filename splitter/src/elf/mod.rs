@@ -1,7 +1,8 @@
 //! ELF surgery for x86-64 ELF64 little-endian fat binaries.
 //!
 //! Data flow: [`read`] parses the headers, dynamic relocations and the fat
-//! binary wrappers of the input; [`rewrite`] plans the new layout (device
+//! binary wrappers of the input (through `object::elf`'s raw types, every
+//! read bounds-checked); [`rewrite`] plans the new layout (device
 //! code out, marker in) and writes the host-only bytes; [`verify`] re-parses
 //! the result (with the `object` crate and our own checks) before anything is
 //! written to disk; [`inspect`] reports what a fat or split binary carries.

@@ -1,96 +1,67 @@
 //! Bounds-checked reading of ELF64 little-endian x86-64 headers, sections,
-//! dynamic entries, dynamic relocations and dynamic symbols.
+//! dynamic entries, dynamic relocations and dynamic symbols, over `object`'s
+//! raw ELF types (`object::elf`): every table is a `Pod` slice read with
+//! [`ReadRef`], and a read past the end is a [`ElfError::Truncated`] naming
+//! what, where and how much, never a value.
+
+use object::elf::{
+    Dyn64, FileHeader64, ProgramHeader64, Rel64, Rela64, Relr64, SectionHeader64, Sym64,
+};
+use object::pod::{bytes_of, Pod};
+use object::read::elf::RelrIterator;
+use object::read::ReadRef;
+use object::{LittleEndian as LE, U32, U64};
+
+pub use object::elf::{
+    DynamicTag, FileType, Machine, ProgramFlags, ProgramType, RelocationType, SectionFlags,
+    SectionType, DT_JMPREL, DT_NULL, DT_PLTREL, DT_PLTRELSZ, DT_REL, DT_RELA, DT_RELAENT,
+    DT_RELASZ, DT_RELENT, DT_RELR, DT_RELRENT, DT_RELRSZ, DT_RELSZ, DT_SYMENT, DT_SYMTAB,
+    ELFCLASS32, ELFCLASS64, ELFDATA2LSB, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, PF_R, PF_W,
+    PT_DYNAMIC, PT_INTERP, PT_LOAD, PT_PHDR, R_X86_64_64, R_X86_64_GLOB_DAT, R_X86_64_IRELATIVE,
+    R_X86_64_JUMP_SLOT, R_X86_64_RELATIVE, SHF_ALLOC, SHT_DYNSYM, SHT_NOBITS, SHT_PROGBITS,
+    SHT_STRTAB,
+};
 
 use super::{ElfError, Result};
 
-/// `e_machine` of x86-64.
-pub const EM_X86_64: u16 = 62;
-/// Relocatable object.
-pub const ET_REL: u16 = 1;
-/// Executable (non-PIE).
-pub const ET_EXEC: u16 = 2;
-/// Shared object or PIE.
-pub const ET_DYN: u16 = 3;
-
-/// Loadable segment.
-pub const PT_LOAD: u32 = 1;
-/// Dynamic linking table.
-pub const PT_DYNAMIC: u32 = 2;
-/// Program interpreter path.
-pub const PT_INTERP: u32 = 3;
-/// The program header table itself.
-pub const PT_PHDR: u32 = 6;
-/// Segment is readable.
-pub const PF_R: u32 = 4;
-
-/// Section with file content.
-pub const SHT_PROGBITS: u32 = 1;
-/// String table.
-pub const SHT_STRTAB: u32 = 3;
-/// Section occupying memory only (like .bss).
-pub const SHT_NOBITS: u32 = 8;
-/// Dynamic symbol table.
-pub const SHT_DYNSYM: u32 = 11;
-/// Section occupies memory at run time.
-pub const SHF_ALLOC: u64 = 2;
-
-/// End of the dynamic table.
-pub const DT_NULL: i64 = 0;
-/// Size of the PLT relocations.
-/// Type of the PLT relocations (DT_REL or DT_RELA).
-pub const DT_PLTRELSZ: i64 = 2;
-/// Address of the dynamic symbol table.
-pub const DT_SYMTAB: i64 = 6;
-/// Address of the RELA relocations.
-/// Address of the REL relocations.
-pub const DT_RELA: i64 = 7;
-/// Size of the RELA relocations.
-pub const DT_RELASZ: i64 = 8;
-/// Size of one RELA entry.
-pub const DT_RELAENT: i64 = 9;
-/// Size of one symbol.
-pub const DT_SYMENT: i64 = 11;
-pub const DT_REL: i64 = 17;
-/// Size of the REL relocations.
-pub const DT_RELSZ: i64 = 18;
-/// Size of one REL entry.
-pub const DT_RELENT: i64 = 19;
-pub const DT_PLTREL: i64 = 20;
-/// Address of the PLT relocations.
-pub const DT_JMPREL: i64 = 23;
-/// Size of the RELR relocations.
-/// Address of the RELR (packed relative) relocations.
-pub const DT_RELRSZ: i64 = 35;
-pub const DT_RELR: i64 = 36;
-/// Size of one RELR entry.
-pub const DT_RELRENT: i64 = 37;
-
-/// Absolute 64-bit: S + A.
-pub const R_X86_64_64: u32 = 1;
-/// GOT entry: S.
-pub const R_X86_64_GLOB_DAT: u32 = 6;
-/// PLT slot: S.
-pub const R_X86_64_JUMP_SLOT: u32 = 7;
-/// Base-relative: B + A.
-pub const R_X86_64_RELATIVE: u32 = 8;
-/// Indirect function resolver: call (B + A).
-pub const R_X86_64_IRELATIVE: u32 = 37;
-
 /// Size of the ELF64 file header.
-pub const EHDR_SIZE: usize = 64;
+pub const EHDR_SIZE: usize = std::mem::size_of::<FileHeader64<LE>>();
 /// Size of one ELF64 program header.
-pub const PHDR_SIZE: usize = 56;
+pub const PHDR_SIZE: usize = std::mem::size_of::<ProgramHeader64<LE>>();
 /// Size of one ELF64 section header.
-pub const SHDR_SIZE: usize = 64;
-const SYM_SIZE: u64 = 24;
+pub const SHDR_SIZE: usize = std::mem::size_of::<SectionHeader64<LE>>();
+const SYM_SIZE: u64 = std::mem::size_of::<Sym64<LE>>() as u64;
+const DYN_SIZE: usize = std::mem::size_of::<Dyn64<LE>>();
+const RELA_SIZE: u64 = std::mem::size_of::<Rela64<LE>>() as u64;
+const REL_SIZE: u64 = std::mem::size_of::<Rel64<LE>>() as u64;
+const RELR_SIZE: u64 = std::mem::size_of::<Relr64<LE>>() as u64;
+/// First reserved section index (`SHN_LORESERVE`): symbols with a section
+/// index at or above it are absolute, common or extended.
+pub const SHN_LORESERVE: u16 = 0xff00;
 
+/// `len` bytes at file offset `off`, or a [`ElfError::Truncated`] naming `what`.
 pub(crate) fn get<'a>(data: &'a [u8], off: u64, len: u64, what: &str) -> Result<&'a [u8]> {
-    let start = usize::try_from(off).map_err(|_| trunc(what, off, len, data.len()))?;
-    let n = usize::try_from(len).map_err(|_| trunc(what, off, len, data.len()))?;
-    start
-        .checked_add(n)
-        .and_then(|end| data.get(start..end))
-        .ok_or_else(|| trunc(what, off, len, data.len()))
+    data.read_bytes_at(off, len)
+        .map_err(|()| trunc(what, off, len, data.len()))
+}
+
+/// One `T` at file offset `off`.
+pub(crate) fn pod_at<'a, T: Pod>(data: &'a [u8], off: u64, what: &str) -> Result<&'a T> {
+    data.read_at::<T>(off)
+        .map_err(|()| trunc(what, off, std::mem::size_of::<T>() as u64, data.len()))
+}
+
+/// `count` `T`s at file offset `off`.
+pub(crate) fn pods_at<'a, T: Pod>(
+    data: &'a [u8],
+    off: u64,
+    count: usize,
+    what: &str,
+) -> Result<&'a [T]> {
+    data.read_slice_at::<T>(off, count).map_err(|()| {
+        let len = (count as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+        trunc(what, off, len, data.len())
+    })
 }
 
 fn trunc(what: &str, off: u64, len: u64, file_len: usize) -> ElfError {
@@ -99,69 +70,12 @@ fn trunc(what: &str, off: u64, len: u64, file_len: usize) -> ElfError {
     ))
 }
 
-pub(crate) fn u16_at(d: &[u8], off: usize) -> u16 {
-    // Callers pass slices whose length they checked; out of range reads as 0.
-    d.get(off..off + 2)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u16::from_le_bytes)
-}
-pub(crate) fn u32_at(d: &[u8], off: usize) -> u32 {
-    d.get(off..off + 4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
-}
-pub(crate) fn u64_at(d: &[u8], off: usize) -> u64 {
-    d.get(off..off + 8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
-
-/// The ELF file header fields this tool uses (64-bit form).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    pub ident: [u8; 16],
-    pub e_type: u16,
-    pub e_machine: u16,
-    pub e_version: u32,
-    pub e_entry: u64,
-    pub e_phoff: u64,
-    pub e_shoff: u64,
-    pub e_flags: u32,
-    pub e_ehsize: u16,
-    pub e_phentsize: u16,
-    pub e_phnum: u16,
-    pub e_shentsize: u16,
-    pub e_shnum: u16,
-    pub e_shstrndx: u16,
-}
-
-impl Header {
-    /// Serializes the header (64 bytes).
-    pub fn to_bytes(&self) -> [u8; EHDR_SIZE] {
-        let mut b = [0u8; EHDR_SIZE];
-        b[..16].copy_from_slice(&self.ident);
-        b[16..18].copy_from_slice(&self.e_type.to_le_bytes());
-        b[18..20].copy_from_slice(&self.e_machine.to_le_bytes());
-        b[20..24].copy_from_slice(&self.e_version.to_le_bytes());
-        b[24..32].copy_from_slice(&self.e_entry.to_le_bytes());
-        b[32..40].copy_from_slice(&self.e_phoff.to_le_bytes());
-        b[40..48].copy_from_slice(&self.e_shoff.to_le_bytes());
-        b[48..52].copy_from_slice(&self.e_flags.to_le_bytes());
-        b[52..54].copy_from_slice(&self.e_ehsize.to_le_bytes());
-        b[54..56].copy_from_slice(&self.e_phentsize.to_le_bytes());
-        b[56..58].copy_from_slice(&self.e_phnum.to_le_bytes());
-        b[58..60].copy_from_slice(&self.e_shentsize.to_le_bytes());
-        b[60..62].copy_from_slice(&self.e_shnum.to_le_bytes());
-        b[62..64].copy_from_slice(&self.e_shstrndx.to_le_bytes());
-        b
-    }
-}
-
-/// A program header.
+/// A program header, decoded from [`ProgramHeader64`] (the rewrite edits
+/// these values and encodes them back with [`Phdr::to_bytes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phdr {
-    pub p_type: u32,
-    pub p_flags: u32,
+    pub p_type: ProgramType,
+    pub p_flags: ProgramFlags,
     pub p_offset: u64,
     pub p_vaddr: u64,
     pub p_paddr: u64,
@@ -170,31 +84,40 @@ pub struct Phdr {
     pub p_align: u64,
 }
 
-impl Phdr {
-    fn parse(d: &[u8]) -> Phdr {
+impl From<&ProgramHeader64<LE>> for Phdr {
+    fn from(p: &ProgramHeader64<LE>) -> Phdr {
         Phdr {
-            p_type: u32_at(d, 0),
-            p_flags: u32_at(d, 4),
-            p_offset: u64_at(d, 8),
-            p_vaddr: u64_at(d, 16),
-            p_paddr: u64_at(d, 24),
-            p_filesz: u64_at(d, 32),
-            p_memsz: u64_at(d, 40),
-            p_align: u64_at(d, 48),
+            p_type: p.p_type.get(LE),
+            p_flags: p.p_flags.get(LE),
+            p_offset: p.p_offset.get(LE),
+            p_vaddr: p.p_vaddr.get(LE),
+            p_paddr: p.p_paddr.get(LE),
+            p_filesz: p.p_filesz.get(LE),
+            p_memsz: p.p_memsz.get(LE),
+            p_align: p.p_align.get(LE),
+        }
+    }
+}
+
+impl Phdr {
+    /// The on-disk [`ProgramHeader64`].
+    pub fn to_raw(&self) -> ProgramHeader64<LE> {
+        ProgramHeader64 {
+            p_type: U32::new(LE, self.p_type),
+            p_flags: U32::new(LE, self.p_flags),
+            p_offset: U64::new(LE, self.p_offset),
+            p_vaddr: U64::new(LE, self.p_vaddr),
+            p_paddr: U64::new(LE, self.p_paddr),
+            p_filesz: U64::new(LE, self.p_filesz),
+            p_memsz: U64::new(LE, self.p_memsz),
+            p_align: U64::new(LE, self.p_align),
         }
     }
 
     /// Serializes the program header (56 bytes).
     pub fn to_bytes(&self) -> [u8; PHDR_SIZE] {
         let mut b = [0u8; PHDR_SIZE];
-        b[0..4].copy_from_slice(&self.p_type.to_le_bytes());
-        b[4..8].copy_from_slice(&self.p_flags.to_le_bytes());
-        b[8..16].copy_from_slice(&self.p_offset.to_le_bytes());
-        b[16..24].copy_from_slice(&self.p_vaddr.to_le_bytes());
-        b[24..32].copy_from_slice(&self.p_paddr.to_le_bytes());
-        b[32..40].copy_from_slice(&self.p_filesz.to_le_bytes());
-        b[40..48].copy_from_slice(&self.p_memsz.to_le_bytes());
-        b[48..56].copy_from_slice(&self.p_align.to_le_bytes());
+        b.copy_from_slice(bytes_of(&self.to_raw()));
         b
     }
 
@@ -208,12 +131,12 @@ impl Phdr {
     }
 }
 
-/// A section header.
+/// A section header, decoded from [`SectionHeader64`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shdr {
     pub sh_name: u32,
-    pub sh_type: u32,
-    pub sh_flags: u64,
+    pub sh_type: SectionType,
+    pub sh_flags: SectionFlags,
     pub sh_addr: u64,
     pub sh_offset: u64,
     pub sh_size: u64,
@@ -223,35 +146,44 @@ pub struct Shdr {
     pub sh_entsize: u64,
 }
 
-impl Shdr {
-    fn parse(d: &[u8]) -> Shdr {
+impl From<&SectionHeader64<LE>> for Shdr {
+    fn from(s: &SectionHeader64<LE>) -> Shdr {
         Shdr {
-            sh_name: u32_at(d, 0),
-            sh_type: u32_at(d, 4),
-            sh_flags: u64_at(d, 8),
-            sh_addr: u64_at(d, 16),
-            sh_offset: u64_at(d, 24),
-            sh_size: u64_at(d, 32),
-            sh_link: u32_at(d, 40),
-            sh_info: u32_at(d, 44),
-            sh_addralign: u64_at(d, 48),
-            sh_entsize: u64_at(d, 56),
+            sh_name: s.sh_name.get(LE),
+            sh_type: s.sh_type.get(LE),
+            sh_flags: s.sh_flags.get(LE),
+            sh_addr: s.sh_addr.get(LE),
+            sh_offset: s.sh_offset.get(LE),
+            sh_size: s.sh_size.get(LE),
+            sh_link: s.sh_link.get(LE),
+            sh_info: s.sh_info.get(LE),
+            sh_addralign: s.sh_addralign.get(LE),
+            sh_entsize: s.sh_entsize.get(LE),
+        }
+    }
+}
+
+impl Shdr {
+    /// The on-disk [`SectionHeader64`].
+    pub fn to_raw(&self) -> SectionHeader64<LE> {
+        SectionHeader64 {
+            sh_name: U32::new(LE, self.sh_name),
+            sh_type: U32::new(LE, self.sh_type),
+            sh_flags: U64::new(LE, self.sh_flags),
+            sh_addr: U64::new(LE, self.sh_addr),
+            sh_offset: U64::new(LE, self.sh_offset),
+            sh_size: U64::new(LE, self.sh_size),
+            sh_link: U32::new(LE, self.sh_link),
+            sh_info: U32::new(LE, self.sh_info),
+            sh_addralign: U64::new(LE, self.sh_addralign),
+            sh_entsize: U64::new(LE, self.sh_entsize),
         }
     }
 
     /// Serializes the section header (64 bytes).
     pub fn to_bytes(&self) -> [u8; SHDR_SIZE] {
         let mut b = [0u8; SHDR_SIZE];
-        b[0..4].copy_from_slice(&self.sh_name.to_le_bytes());
-        b[4..8].copy_from_slice(&self.sh_type.to_le_bytes());
-        b[8..16].copy_from_slice(&self.sh_flags.to_le_bytes());
-        b[16..24].copy_from_slice(&self.sh_addr.to_le_bytes());
-        b[24..32].copy_from_slice(&self.sh_offset.to_le_bytes());
-        b[32..40].copy_from_slice(&self.sh_size.to_le_bytes());
-        b[40..44].copy_from_slice(&self.sh_link.to_le_bytes());
-        b[44..48].copy_from_slice(&self.sh_info.to_le_bytes());
-        b[48..56].copy_from_slice(&self.sh_addralign.to_le_bytes());
-        b[56..64].copy_from_slice(&self.sh_entsize.to_le_bytes());
+        b.copy_from_slice(bytes_of(&self.to_raw()));
         b
     }
 
@@ -262,6 +194,11 @@ impl Shdr {
         } else {
             self.sh_size
         }
+    }
+
+    /// Whether the section occupies memory at run time.
+    pub fn is_alloc(&self) -> bool {
+        self.sh_flags.intersects(SHF_ALLOC)
     }
 }
 
@@ -296,7 +233,7 @@ pub struct DynReloc {
     pub entry_offset: Option<u64>,
     /// The address written by the relocation.
     pub r_offset: u64,
-    pub r_type: u32,
+    pub r_type: RelocationType,
     pub r_sym: u32,
     /// RELA addend; REL and RELR keep the addend in place.
     pub addend: Option<i64>,
@@ -311,10 +248,27 @@ pub struct DynSym {
     pub other: u8,
 }
 
+impl From<&Sym64<LE>> for DynSym {
+    fn from(s: &Sym64<LE>) -> DynSym {
+        DynSym {
+            value: s.st_value.get(LE),
+            shndx: s.st_shndx.get(LE).0,
+            info: s.st_info.0,
+            other: s.st_other.0,
+        }
+    }
+}
+
 impl DynSym {
     /// Defined in this file (not `SHN_UNDEF`).
     pub fn is_defined(&self) -> bool {
         self.shndx != 0
+    }
+
+    /// Defined relative to a section of this file (not undefined, absolute,
+    /// common or an extended index).
+    pub fn in_section(&self) -> bool {
+        self.is_defined() && self.shndx < SHN_LORESERVE
     }
 }
 
@@ -322,7 +276,8 @@ impl DynSym {
 #[derive(Debug)]
 pub struct Elf<'a> {
     pub data: &'a [u8],
-    pub header: Header,
+    /// The file header as stored (copied: the rewrite edits a copy).
+    pub header: FileHeader64<LE>,
     pub phdrs: Vec<Phdr>,
     pub shdrs: Vec<Shdr>,
 }
@@ -332,61 +287,39 @@ impl<'a> Elf<'a> {
     /// headers. Only x86-64 ELF64 little-endian executables and shared
     /// objects are accepted.
     pub fn parse(data: &'a [u8]) -> Result<Elf<'a>> {
-        if data.len() < 4 || data.get(..4) != Some(b"\x7fELF".as_slice()) {
+        if data.get(..4) != Some(object::elf::ELFMAG.as_slice()) {
             return Err(ElfError::NotElf);
         }
-        if data.len() < 6 {
+        let (Some(&class), Some(&encoding)) = (data.get(4), data.get(5)) else {
             return Err(ElfError::Truncated(format!(
                 "file is {} bytes, shorter than the ELF identification",
                 data.len()
             )));
-        }
-        match data.get(4) {
-            Some(2) => {}
-            Some(1) => {
+        };
+        match object::elf::FileClass(class) {
+            ELFCLASS64 => {}
+            ELFCLASS32 => {
                 return Err(ElfError::Unsupported(
                     "32-bit ELF (ELFCLASS32); only x86-64 ELF64 is supported".into(),
                 ))
             }
-            other => {
-                return Err(ElfError::Unsupported(format!(
-                    "unknown ELF class {}",
-                    other.copied().unwrap_or(0)
-                )))
-            }
+            _ => return Err(ElfError::Unsupported(format!("unknown ELF class {class}"))),
         }
-        if data.get(5) != Some(&1) {
+        if object::elf::DataEncoding(encoding) != ELFDATA2LSB {
             return Err(ElfError::Unsupported(
                 "big-endian ELF; only little-endian x86-64 is supported".into(),
             ));
         }
-        let h = get(data, 0, EHDR_SIZE as u64, "ELF header")?;
-        let mut ident = [0u8; 16];
-        ident.copy_from_slice(h.get(..16).unwrap_or(&[0u8; 16]));
-        let header = Header {
-            ident,
-            e_type: u16_at(h, 16),
-            e_machine: u16_at(h, 18),
-            e_version: u32_at(h, 20),
-            e_entry: u64_at(h, 24),
-            e_phoff: u64_at(h, 32),
-            e_shoff: u64_at(h, 40),
-            e_flags: u32_at(h, 48),
-            e_ehsize: u16_at(h, 52),
-            e_phentsize: u16_at(h, 54),
-            e_phnum: u16_at(h, 56),
-            e_shentsize: u16_at(h, 58),
-            e_shnum: u16_at(h, 60),
-            e_shstrndx: u16_at(h, 62),
-        };
-        if header.e_machine != EM_X86_64 {
+        let header = *pod_at::<FileHeader64<LE>>(data, 0, "ELF header")?;
+        let machine = header.e_machine.get(LE);
+        if machine != EM_X86_64 {
             return Err(ElfError::Unsupported(format!(
                 "machine {} ({}); only x86-64 (62) is supported",
-                header.e_machine,
-                machine_name(header.e_machine)
+                machine.0,
+                machine_name(machine)
             )));
         }
-        match header.e_type {
+        match header.e_type.get(LE) {
             ET_EXEC | ET_DYN => {}
             ET_REL => {
                 return Err(ElfError::Unsupported(
@@ -395,58 +328,70 @@ impl<'a> Elf<'a> {
             }
             t => {
                 return Err(ElfError::Unsupported(format!(
-                    "ELF type {t}; only executables and shared objects are supported"
+                    "ELF type {}; only executables and shared objects are supported",
+                    t.0
                 )))
             }
         }
-        if usize::from(header.e_ehsize) != EHDR_SIZE {
+        let ehsize = header.e_ehsize.get(LE);
+        if usize::from(ehsize) != EHDR_SIZE {
             return Err(ElfError::Malformed(format!(
-                "e_ehsize {} (expected 64)",
-                header.e_ehsize
+                "e_ehsize {ehsize} (expected {EHDR_SIZE})"
             )));
         }
-        if header.e_phnum == 0xffff {
+        let phnum = header.e_phnum.get(LE);
+        if phnum == object::elf::PN_XNUM {
             return Err(ElfError::Unsupported(
                 "extended program header numbering (PN_XNUM)".into(),
             ));
         }
         let mut phdrs = Vec::new();
-        if header.e_phnum > 0 {
-            if usize::from(header.e_phentsize) != PHDR_SIZE {
+        if phnum > 0 {
+            let phentsize = header.e_phentsize.get(LE);
+            if usize::from(phentsize) != PHDR_SIZE {
                 return Err(ElfError::Malformed(format!(
-                    "e_phentsize {} (expected 56)",
-                    header.e_phentsize
+                    "e_phentsize {phentsize} (expected {PHDR_SIZE})"
                 )));
             }
-            let len = u64::from(header.e_phnum) * PHDR_SIZE as u64;
-            let table = get(data, header.e_phoff, len, "program header table")?;
-            phdrs = table.chunks_exact(PHDR_SIZE).map(Phdr::parse).collect();
+            let table = pods_at::<ProgramHeader64<LE>>(
+                data,
+                header.e_phoff.get(LE),
+                usize::from(phnum),
+                "program header table",
+            )?;
+            phdrs = table.iter().map(Phdr::from).collect();
         }
         let mut shdrs = Vec::new();
-        if header.e_shoff != 0 {
-            if usize::from(header.e_shentsize) != SHDR_SIZE {
+        let shoff = header.e_shoff.get(LE);
+        if shoff != 0 {
+            let shentsize = header.e_shentsize.get(LE);
+            if usize::from(shentsize) != SHDR_SIZE {
                 return Err(ElfError::Malformed(format!(
-                    "e_shentsize {} (expected 64)",
-                    header.e_shentsize
+                    "e_shentsize {shentsize} (expected {SHDR_SIZE})"
                 )));
             }
-            if header.e_shnum == 0 {
+            let shnum = header.e_shnum.get(LE);
+            if shnum == 0 {
                 return Err(ElfError::Unsupported(
                     "extended section numbering (e_shnum = 0)".into(),
                 ));
             }
-            let len = u64::from(header.e_shnum) * SHDR_SIZE as u64;
-            let table = get(data, header.e_shoff, len, "section header table")?;
-            shdrs = table.chunks_exact(SHDR_SIZE).map(Shdr::parse).collect();
-            if header.e_shstrndx == 0xffff {
+            let table = pods_at::<SectionHeader64<LE>>(
+                data,
+                shoff,
+                usize::from(shnum),
+                "section header table",
+            )?;
+            shdrs = table.iter().map(Shdr::from).collect();
+            let shstrndx = header.e_shstrndx.get(LE).0;
+            if shstrndx == object::elf::SHN_XINDEX.0 {
                 return Err(ElfError::Unsupported(
                     "extended section name table index (SHN_XINDEX)".into(),
                 ));
             }
-            if usize::from(header.e_shstrndx) >= shdrs.len() {
+            if usize::from(shstrndx) >= shdrs.len() {
                 return Err(ElfError::Malformed(format!(
-                    "e_shstrndx {} out of range ({} sections)",
-                    header.e_shstrndx,
+                    "e_shstrndx {shstrndx} out of range ({} sections)",
                     shdrs.len()
                 )));
             }
@@ -459,9 +404,41 @@ impl<'a> Elf<'a> {
         })
     }
 
+    /// Index of the section name string table (`e_shstrndx`).
+    pub fn shstrndx(&self) -> usize {
+        usize::from(self.header.e_shstrndx.get(LE).0)
+    }
+
+    /// File offset of the program header table (`e_phoff`).
+    pub fn phoff(&self) -> u64 {
+        self.header.e_phoff.get(LE)
+    }
+
+    /// File offset of the section header table (`e_shoff`, 0 for none).
+    pub fn shoff(&self) -> u64 {
+        self.header.e_shoff.get(LE)
+    }
+
+    /// `e_type`.
+    pub fn file_type(&self) -> FileType {
+        self.header.e_type.get(LE)
+    }
+
+    /// The file header with new table positions and counts, encoded.
+    pub fn header_bytes(&self, phoff: u64, phnum: u16, shoff: u64, shnum: u16) -> [u8; EHDR_SIZE] {
+        let mut h = self.header;
+        h.e_phoff.set(LE, phoff);
+        h.e_phnum.set(LE, phnum);
+        h.e_shoff.set(LE, shoff);
+        h.e_shnum.set(LE, shnum);
+        let mut b = [0u8; EHDR_SIZE];
+        b.copy_from_slice(bytes_of(&h));
+        b
+    }
+
     /// The section name string table's bytes.
     pub fn shstrtab(&self) -> Result<&'a [u8]> {
-        let i = usize::from(self.header.e_shstrndx);
+        let i = self.shstrndx();
         let sh = self
             .shdrs
             .get(i)
@@ -486,17 +463,14 @@ impl<'a> Elf<'a> {
             .get(i)
             .ok_or_else(|| ElfError::Malformed(format!("section index {i} out of range")))?;
         let tab = self.shstrtab()?;
-        let start = usize::try_from(sh.sh_name).unwrap_or(usize::MAX);
-        let rest = tab.get(start..).ok_or_else(|| {
+        let tab = object::read::StringTable::new(tab, 0, tab.len() as u64);
+        let name = tab.get(sh.sh_name).map_err(|()| {
             ElfError::Malformed(format!(
-                "section {i}: name offset {} out of range",
+                "section {i}: name offset {} out of range or not NUL-terminated",
                 sh.sh_name
             ))
         })?;
-        let end = rest.iter().position(|&b| b == 0).ok_or_else(|| {
-            ElfError::Malformed(format!("section {i}: name is not NUL-terminated"))
-        })?;
-        Ok(String::from_utf8_lossy(rest.get(..end).unwrap_or_default()).into_owned())
+        Ok(String::from_utf8_lossy(name).into_owned())
     }
 
     /// Index of the first section called `name`.
@@ -530,75 +504,89 @@ impl<'a> Elf<'a> {
             .and_then(|p| p.p_offset.checked_add(vaddr - p.p_vaddr))
     }
 
-    fn bytes_at_vaddr(&self, vaddr: u64, len: u64, what: &str) -> Result<(u64, &'a [u8])> {
-        let off = self.vaddr_to_offset(vaddr, len).ok_or_else(|| {
+    fn offset_of_vaddr(&self, vaddr: u64, len: u64, what: &str) -> Result<u64> {
+        self.vaddr_to_offset(vaddr, len).ok_or_else(|| {
             ElfError::Malformed(format!(
                 "{what} at address {vaddr:#x} ({len} bytes) is not in the file part of any PT_LOAD"
             ))
-        })?;
-        Ok((off, get(self.data, off, len, what)?))
+        })
+    }
+
+    /// `count` `T`s at address `vaddr` (mapped from the file by a PT_LOAD),
+    /// with the file offset they start at.
+    fn pods_at_vaddr<T: Pod>(&self, vaddr: u64, count: u64, what: &str) -> Result<(u64, &'a [T])> {
+        let len = count
+            .checked_mul(std::mem::size_of::<T>() as u64)
+            .ok_or_else(|| ElfError::Malformed(format!("{what}: size overflow")))?;
+        let n = usize::try_from(count)
+            .map_err(|_| ElfError::Malformed(format!("{what}: {count} entries")))?;
+        let off = self.offset_of_vaddr(vaddr, len, what)?;
+        Ok((off, pods_at::<T>(self.data, off, n, what)?))
     }
 
     /// The 8-byte little-endian value stored at `vaddr` in the file.
     pub fn u64_at_vaddr(&self, vaddr: u64) -> Result<u64> {
-        let (_, b) = self.bytes_at_vaddr(vaddr, 8, "8-byte value")?;
-        Ok(u64_at(b, 0))
+        let off = self.offset_of_vaddr(vaddr, 8, "8-byte value")?;
+        Ok(pod_at::<object::U64<LE>>(self.data, off, "8-byte value")?.get(LE))
     }
 
     /// The `PT_DYNAMIC` entries up to `DT_NULL` (empty for static files).
-    pub fn dynamic(&self) -> Result<Vec<(i64, u64)>> {
+    pub fn dynamic(&self) -> Result<Vec<(DynamicTag, u64)>> {
         let Some(dynp) = self.phdrs.iter().find(|p| p.p_type == PT_DYNAMIC) else {
             return Ok(Vec::new());
         };
-        let d = get(self.data, dynp.p_offset, dynp.p_filesz, "dynamic section")?;
-        let mut out = Vec::with_capacity(d.len() / 16);
-        for e in d.chunks_exact(16) {
-            let tag = u64_at(e, 0) as i64;
-            if tag == DT_NULL {
-                break;
-            }
-            out.push((tag, u64_at(e, 8)));
-        }
-        Ok(out)
+        // A partial trailing entry is not an entry (as ld.so reads it).
+        let count = usize::try_from(dynp.p_filesz / DYN_SIZE as u64).unwrap_or(usize::MAX);
+        let table = pods_at::<Dyn64<LE>>(self.data, dynp.p_offset, count, "dynamic section")?;
+        Ok(table
+            .iter()
+            .map(|d| (d.d_tag.get(LE), d.d_val.get(LE)))
+            .take_while(|(tag, _)| *tag != DT_NULL)
+            .collect())
     }
 
     /// Every dynamic relocation: `DT_RELA`, `DT_REL`, `DT_JMPREL` and
     /// `DT_RELR` (decoded).
     pub fn dynamic_relocations(&self) -> Result<Vec<DynReloc>> {
         let dynamic = self.dynamic()?;
-        let tag = |t: i64| dynamic.iter().find(|(k, _)| *k == t).map(|(_, v)| *v);
+        let tag = |t: DynamicTag| dynamic.iter().find(|(k, _)| *k == t).map(|(_, v)| *v);
         let mut out = Vec::new();
         if let Some(addr) = tag(DT_RELA) {
             let size = tag(DT_RELASZ).unwrap_or(0);
-            let ent = tag(DT_RELAENT).unwrap_or(24);
+            let ent = tag(DT_RELAENT).unwrap_or(RELA_SIZE);
             self.read_rel_table(addr, size, ent, RelocTable::Rela, &mut out)?;
         }
         if let Some(addr) = tag(DT_REL) {
             let size = tag(DT_RELSZ).unwrap_or(0);
-            let ent = tag(DT_RELENT).unwrap_or(16);
+            let ent = tag(DT_RELENT).unwrap_or(REL_SIZE);
             self.read_rel_table(addr, size, ent, RelocTable::Rel, &mut out)?;
         }
         if let Some(addr) = tag(DT_JMPREL) {
             let size = tag(DT_PLTRELSZ).unwrap_or(0);
-            let table = if tag(DT_PLTREL) == Some(DT_REL as u64) {
+            let table = if tag(DT_PLTREL) == Some(DT_REL.0 as u64) {
                 RelocTable::JmpRel
             } else {
                 RelocTable::JmpRela
             };
-            let ent = if table == RelocTable::JmpRel { 16 } else { 24 };
+            let ent = if table == RelocTable::JmpRel {
+                REL_SIZE
+            } else {
+                RELA_SIZE
+            };
             self.read_rel_table(addr, size, ent, table, &mut out)?;
         }
         if let Some(addr) = tag(DT_RELR) {
             let size = tag(DT_RELRSZ).unwrap_or(0);
             if let Some(ent) = tag(DT_RELRENT) {
-                if ent != 8 {
+                if ent != RELR_SIZE {
                     return Err(ElfError::Malformed(format!(
-                        "DT_RELRENT {ent} (expected 8)"
+                        "DT_RELRENT {ent} (expected {RELR_SIZE})"
                     )));
                 }
             }
-            let (_, d) = self.bytes_at_vaddr(addr, size, "RELR relocation table")?;
-            decode_relr(d, &mut out)?;
+            let (_, words) =
+                self.pods_at_vaddr::<Relr64<LE>>(addr, size / RELR_SIZE, "RELR relocation table")?;
+            decode_relr(words, &mut out)?;
         }
         Ok(out)
     }
@@ -611,7 +599,11 @@ impl<'a> Elf<'a> {
         table: RelocTable,
         out: &mut Vec<DynReloc>,
     ) -> Result<()> {
-        let expected = if table.has_addend() { 24 } else { 16 };
+        let expected = if table.has_addend() {
+            RELA_SIZE
+        } else {
+            REL_SIZE
+        };
         if ent != expected {
             return Err(ElfError::Malformed(format!(
                 "{table:?} relocation entry size {ent} (expected {expected})"
@@ -620,19 +612,32 @@ impl<'a> Elf<'a> {
         if size == 0 {
             return Ok(());
         }
-        let (off, d) = self.bytes_at_vaddr(addr, size, "relocation table")?;
-        let n = d.len() / expected as usize;
-        out.reserve(n);
-        for (i, e) in d.chunks_exact(expected as usize).enumerate() {
-            let info = u64_at(e, 8);
-            out.push(DynReloc {
+        let what = "relocation table";
+        // The table must be mapped whole, even a trailing partial entry.
+        self.offset_of_vaddr(addr, size, what)?;
+        let count = size / expected;
+        if table.has_addend() {
+            let (off, rels) = self.pods_at_vaddr::<Rela64<LE>>(addr, count, what)?;
+            out.reserve(rels.len());
+            out.extend(rels.iter().zip(0u64..).map(|(r, i)| DynReloc {
                 table,
-                entry_offset: Some(off + (i as u64) * expected),
-                r_offset: u64_at(e, 0),
-                r_type: (info & 0xffff_ffff) as u32,
-                r_sym: (info >> 32) as u32,
-                addend: table.has_addend().then(|| u64_at(e, 16) as i64),
-            });
+                entry_offset: Some(off + i * expected),
+                r_offset: r.r_offset.get(LE),
+                r_type: r.r_type(LE, false),
+                r_sym: r.r_sym(LE, false),
+                addend: Some(r.r_addend.get(LE)),
+            }));
+        } else {
+            let (off, rels) = self.pods_at_vaddr::<Rel64<LE>>(addr, count, what)?;
+            out.reserve(rels.len());
+            out.extend(rels.iter().zip(0u64..).map(|(r, i)| DynReloc {
+                table,
+                entry_offset: Some(off + i * expected),
+                r_offset: r.r_offset.get(LE),
+                r_type: r.r_type(LE),
+                r_sym: r.r_sym(LE),
+                addend: None,
+            }));
         }
         Ok(())
     }
@@ -653,7 +658,7 @@ impl<'a> Elf<'a> {
             .map_or(SYM_SIZE, |(_, v)| *v);
         if syment != SYM_SIZE {
             return Err(ElfError::Malformed(format!(
-                "DT_SYMENT {syment} (expected 24)"
+                "DT_SYMENT {syment} (expected {SYM_SIZE})"
             )));
         }
         if let Some(dynsym) = self
@@ -673,80 +678,58 @@ impl<'a> Elf<'a> {
             .ok_or_else(|| {
                 ElfError::Malformed(format!("dynamic symbol index {index} out of range"))
             })?;
-        let (_, s) = self.bytes_at_vaddr(addr, SYM_SIZE, "dynamic symbol")?;
-        Ok(DynSym {
-            info: s.get(4).copied().unwrap_or(0),
-            other: s.get(5).copied().unwrap_or(0),
-            shndx: u16_at(s, 6),
-            value: u64_at(s, 8),
+        let (_, sym) = self.pods_at_vaddr::<Sym64<LE>>(addr, 1, "dynamic symbol")?;
+        sym.first().map(DynSym::from).ok_or_else(|| {
+            ElfError::Malformed(format!("dynamic symbol index {index} out of range"))
         })
     }
 
     /// Every dynamic symbol (through the `.dynsym` section).
     pub fn dynamic_symbols(&self) -> Result<Vec<DynSym>> {
-        let Some(i) = self.shdrs.iter().position(|s| s.sh_type == SHT_DYNSYM) else {
+        let Some(s) = self.shdrs.iter().find(|s| s.sh_type == SHT_DYNSYM) else {
             return Ok(Vec::new());
         };
-        let d = self.section_data(i)?;
-        Ok(d.chunks_exact(SYM_SIZE as usize)
-            .map(|s| DynSym {
-                info: s.get(4).copied().unwrap_or(0),
-                other: s.get(5).copied().unwrap_or(0),
-                shndx: u16_at(s, 6),
-                value: u64_at(s, 8),
-            })
-            .collect())
+        // A partial trailing entry is not a symbol.
+        let count = usize::try_from(s.file_size() / SYM_SIZE).unwrap_or(usize::MAX);
+        get(self.data, s.sh_offset, s.file_size(), "section contents")?;
+        let syms = pods_at::<Sym64<LE>>(self.data, s.sh_offset, count, "dynamic symbol table")?;
+        Ok(syms.iter().map(DynSym::from).collect())
     }
 }
 
-/// Decodes `DT_RELR` (address entries and 63-bit bitmaps, 8-byte words).
-fn decode_relr(d: &[u8], out: &mut Vec<DynReloc>) -> Result<()> {
-    let mut base: Option<u64> = None;
-    for w in d.chunks_exact(8) {
-        let entry = u64_at(w, 0);
-        if entry & 1 == 0 {
-            out.push(relr(entry));
-            base = Some(entry.wrapping_add(8));
-        } else {
-            let start = base.ok_or_else(|| {
-                ElfError::Malformed("RELR table starts with a bitmap entry".into())
-            })?;
-            let mut bits = entry >> 1;
-            let mut i = 0u64;
-            while bits != 0 {
-                if bits & 1 != 0 {
-                    out.push(relr(start.wrapping_add(i * 8)));
-                }
-                bits >>= 1;
-                i += 1;
-            }
-            base = Some(start.wrapping_add(63 * 8));
-        }
+/// Decodes `DT_RELR` (address entries and 63-bit bitmaps, 8-byte words)
+/// with `object`'s [`RelrIterator`]. A table that starts with a bitmap has
+/// no base address: malformed.
+fn decode_relr(words: &[Relr64<LE>], out: &mut Vec<DynReloc>) -> Result<()> {
+    if words.first().is_some_and(|w| w.0.get(LE) & 1 != 0) {
+        return Err(ElfError::Malformed(
+            "RELR table starts with a bitmap entry".into(),
+        ));
     }
+    out.extend(
+        RelrIterator::<FileHeader64<LE>>::new(LE, words).map(|r_offset| DynReloc {
+            table: RelocTable::Relr,
+            entry_offset: None,
+            r_offset,
+            r_type: R_X86_64_RELATIVE,
+            r_sym: 0,
+            addend: None,
+        }),
+    );
     Ok(())
 }
 
-fn relr(r_offset: u64) -> DynReloc {
-    DynReloc {
-        table: RelocTable::Relr,
-        entry_offset: None,
-        r_offset,
-        r_type: R_X86_64_RELATIVE,
-        r_sym: 0,
-        addend: None,
-    }
-}
-
-fn machine_name(m: u16) -> &'static str {
+fn machine_name(m: Machine) -> &'static str {
+    use object::elf::{EM_386, EM_AARCH64, EM_AMDGPU, EM_ARM, EM_PPC64, EM_RISCV, EM_S390};
     match m {
-        3 => "i386",
-        40 => "ARM",
-        62 => "x86-64",
-        183 => "AArch64",
-        243 => "RISC-V",
-        224 => "AMDGPU",
-        21 => "PowerPC64",
-        22 => "s390",
+        EM_386 => "i386",
+        EM_ARM => "ARM",
+        EM_X86_64 => "x86-64",
+        EM_AARCH64 => "AArch64",
+        EM_RISCV => "RISC-V",
+        EM_AMDGPU => "AMDGPU",
+        EM_PPC64 => "PowerPC64",
+        EM_S390 => "s390",
         _ => "unknown",
     }
 }
@@ -755,20 +738,23 @@ fn machine_name(m: u16) -> &'static str {
 mod tests {
     use super::*;
 
+    fn relr(words: &[u64]) -> Vec<Relr64<LE>> {
+        words
+            .iter()
+            .map(|&w| Relr64(object::U64::new(LE, w)))
+            .collect()
+    }
+
     #[test]
     fn relr_decoding() {
         // Address 0x1000, then bitmap with bits for 0x1008 and 0x1010 (bits 1,2 => value 0b111).
-        let mut d = Vec::new();
-        d.extend_from_slice(&0x1000u64.to_le_bytes());
-        d.extend_from_slice(&0b111u64.to_le_bytes());
         // Next bitmap covers from 0x1008 + 63*8.
-        d.extend_from_slice(&0b11u64.to_le_bytes());
         let mut out = Vec::new();
-        decode_relr(&d, &mut out).expect("valid RELR");
+        decode_relr(&relr(&[0x1000, 0b111, 0b11]), &mut out).expect("valid RELR");
         let offs: Vec<u64> = out.iter().map(|r| r.r_offset).collect();
         assert_eq!(offs, [0x1000, 0x1008, 0x1010, 0x1008 + 63 * 8]);
         let mut out = Vec::new();
-        assert!(decode_relr(&0b11u64.to_le_bytes(), &mut out).is_err());
+        assert!(decode_relr(&relr(&[0b11]), &mut out).is_err());
     }
 
     #[test]
@@ -786,5 +772,18 @@ mod tests {
             Elf::parse(b"\x7fELF\x02\x02\x01"),
             Err(ElfError::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn short_reads_are_errors_with_context() {
+        let err = get(&[0u8; 4], 2, 8, "thing").expect_err("past the end");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("thing") && msg.contains("0x2") && msg.contains("8 bytes"),
+            "{msg}"
+        );
+        assert!(pod_at::<object::U64<LE>>(&[0u8; 7], 0, "value").is_err());
+        assert!(pods_at::<Sym64<LE>>(&[0u8; 47], 0, 2, "symbols").is_err());
+        assert!(pods_at::<Sym64<LE>>(&[0u8; 48], u64::MAX, 2, "symbols").is_err());
     }
 }

@@ -16,8 +16,20 @@
 //! `delta` is a multiple of every moved segment's `p_align`, so each moved
 //! segment keeps `p_offset == p_vaddr (mod p_align)`; virtual addresses of
 //! existing content never change.
+//!
+//! The headers are read as `object::elf` types ([`super::read`]) and
+//! written back through them ([`Phdr::to_raw`], [`Shdr::to_raw`],
+//! [`Elf::header_bytes`]). The layout itself is planned here, not by
+//! `object::build::elf::Builder`: the builder lays every section out anew
+//! (new offsets, merged string tables, its own padding), so the kept bytes
+//! would move, and it writes the whole output into one buffer, while the
+//! split keeps every byte before `.hip_fatbin` at its offset, keeps each
+//! moved segment congruent to its alignment, and streams the output over
+//! the input ([`Image`]) without holding the host code.
 
 use std::collections::BTreeMap;
+
+use rocm_kpack_format::wrapper::FatbinWrapper;
 
 use super::read::*;
 use super::{ElfError, Result};
@@ -150,7 +162,7 @@ pub fn classify(data: &[u8]) -> Result<Classification<'_>> {
         .iter()
         .position(|p| {
             p.p_type == PT_LOAD
-                && sh.sh_flags & SHF_ALLOC != 0
+                && sh.is_alloc()
                 && p.contains_file_vaddr(sh.sh_addr, sh.sh_size)
                 && sh.sh_offset.checked_sub(p.p_offset) == sh.sh_addr.checked_sub(p.p_vaddr)
         })
@@ -180,8 +192,9 @@ fn wrapper_magics(elf: &Elf<'_>, w: usize) -> Result<Vec<u32>> {
         )));
     }
     let d = elf.section_data(w)?;
-    Ok(d.chunks_exact(WRAPPER_SIZE as usize)
-        .map(|c| u32_at(c, 0))
+    Ok(FatbinWrapper::parse_all(d)?
+        .into_iter()
+        .map(|w| w.magic)
         .collect())
 }
 
@@ -192,7 +205,7 @@ fn reloc_name(r: &DynReloc) -> String {
         R_X86_64_JUMP_SLOT => "R_X86_64_JUMP_SLOT".to_string(),
         R_X86_64_RELATIVE => "R_X86_64_RELATIVE".to_string(),
         R_X86_64_IRELATIVE => "R_X86_64_IRELATIVE".to_string(),
-        t => format!("type {t}"),
+        t => format!("type {}", t.0),
     };
     let table = match r.table {
         RelocTable::Rela => "RELA",
@@ -233,7 +246,7 @@ fn reloc_target(elf: &Elf<'_>, syms: &Symbols<'_, '_>, r: &DynReloc) -> Result<O
         R_X86_64_RELATIVE | R_X86_64_IRELATIVE => addend(r),
         R_X86_64_64 | R_X86_64_GLOB_DAT | R_X86_64_JUMP_SLOT => {
             let s = syms.get(r.r_sym)?;
-            if r.r_sym == 0 || !s.is_defined() || s.shndx >= 0xff00 {
+            if r.r_sym == 0 || !s.in_section() {
                 None
             } else {
                 let a = if r.r_type == R_X86_64_64 {
@@ -447,7 +460,7 @@ pub fn rewrite<'a>(
         }
     }
     for (i, s) in syms.table.iter().enumerate() {
-        if s.is_defined() && s.shndx < 0xff00 && in_fatbin(s.value) && s.info >> 4 != 0 {
+        if s.in_section() && in_fatbin(s.value) && s.info >> 4 != 0 {
             tracing::warn!(
                 symbol_index = i,
                 value = s.value,
@@ -506,7 +519,7 @@ pub fn rewrite<'a>(
     );
 
     // Sections: which stay in place, which move to the tail.
-    let shstrndx = usize::from(elf.header.e_shstrndx);
+    let shstrndx = elf.shstrndx();
     let mut order: Vec<usize> = (1..elf.shdrs.len())
         .filter(|&i| {
             let s = &elf.shdrs[i];
@@ -612,7 +625,7 @@ pub fn rewrite<'a>(
         }
     };
     zero(
-        elf.header.e_phoff,
+        elf.phoff(),
         elf.phdrs.len() as u64 * PHDR_SIZE as u64,
         "program header table",
     )?;
@@ -620,9 +633,9 @@ pub fn rewrite<'a>(
         let s = elf.shdrs[shstrndx];
         zero(s.sh_offset, s.sh_size, "section name table")?;
     }
-    if elf.header.e_shoff != 0 {
+    if elf.shoff() != 0 {
         zero(
-            elf.header.e_shoff,
+            elf.shoff(),
             elf.shdrs.len() as u64 * SHDR_SIZE as u64,
             "section header table",
         )?;
@@ -761,12 +774,8 @@ pub fn rewrite<'a>(
     out.pad_to(shoff as usize);
     out.extend_from_slice(&shdrs.iter().flat_map(|s| s.to_bytes()).collect::<Vec<u8>>());
 
-    let mut header = elf.header.clone();
-    header.e_phoff = n0;
-    header.e_phnum = new_phnum_u16;
-    header.e_shoff = shoff;
-    header.e_shnum = new_shnum;
-    out.patch(0, &header.to_bytes()[..EHDR_SIZE])
+    let header = elf.header_bytes(n0, new_phnum_u16, shoff, new_shnum);
+    out.patch(0, &header)
         .ok_or_else(|| ElfError::Malformed("output shorter than an ELF header".into()))?;
 
     // --- Wrappers: HIPK, marker address, co_index; and their relocations.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use object::read::elf::{ElfFile64, ProgramHeader as _};
 use object::{LittleEndian, Object, ObjectSection};
+use rocm_kpack_format::wrapper::FatbinWrapper;
 
 use super::read::*;
 use super::rewrite::{slot_pointer, HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
@@ -70,15 +71,9 @@ fn verify_with_object(bytes: &[u8], expected: &Expected<'_>) -> Result<()> {
 /// Generic ELF structure checks.
 pub fn check_structure(elf: &Elf<'_>) -> Result<()> {
     let len = elf.data.len() as u64;
-    let h = &elf.header;
-    let pht = (
-        h.e_phoff,
-        h.e_phoff + elf.phdrs.len() as u64 * PHDR_SIZE as u64,
-    );
-    let sht = (
-        h.e_shoff,
-        h.e_shoff + elf.shdrs.len() as u64 * SHDR_SIZE as u64,
-    );
+    let (phoff, shoff) = (elf.phoff(), elf.shoff());
+    let pht = (phoff, phoff + elf.phdrs.len() as u64 * PHDR_SIZE as u64);
+    let sht = (shoff, shoff + elf.shdrs.len() as u64 * SHDR_SIZE as u64);
 
     // Segments.
     let loads: Vec<&Phdr> = elf.phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
@@ -186,7 +181,7 @@ pub fn check_structure(elf: &Elf<'_>) -> Result<()> {
                 )));
             }
         }
-        if s.sh_flags & SHF_ALLOC != 0 && s.sh_size > 0 {
+        if s.is_alloc() && s.sh_size > 0 {
             let inside = loads.iter().any(|p| {
                 let in_mem = s.sh_addr >= p.p_vaddr
                     && s.sh_addr.saturating_add(s.sh_size) <= p.p_vaddr.saturating_add(p.p_memsz);
@@ -230,7 +225,7 @@ fn check_split(elf: &Elf<'_>, expected: &Expected<'_>) -> Result<()> {
         .map_err(|e| fail(e.to_string()))?
         .ok_or_else(|| fail(format!("no {MARKER_SECTION} section")))?;
     let ms = &elf.shdrs[mi];
-    if ms.sh_flags & SHF_ALLOC == 0 || ms.sh_addr != expected.marker_vaddr {
+    if !ms.is_alloc() || ms.sh_addr != expected.marker_vaddr {
         return Err(fail(format!(
             "{MARKER_SECTION} is not allocated at the marker address"
         )));
@@ -246,7 +241,7 @@ fn check_split(elf: &Elf<'_>, expected: &Expected<'_>) -> Result<()> {
         .iter()
         .find(|p| p.p_type == PT_LOAD && p.contains_file_vaddr(expected.marker_vaddr, 1))
     {
-        if seg.p_flags & 2 != 0 {
+        if seg.p_flags.intersects(PF_W) {
             return Err(fail("the marker is in a writable segment"));
         }
     }
@@ -269,10 +264,11 @@ fn check_split(elf: &Elf<'_>, expected: &Expected<'_>) -> Result<()> {
         .zip(expected.co_indices)
         .enumerate()
     {
-        if u32_at(w, 0) != HIPK_MAGIC {
+        let w = FatbinWrapper::parse(w).map_err(|e| fail(format!("wrapper {i}: {e}")))?;
+        if w.magic != HIPK_MAGIC {
             return Err(fail(format!("wrapper {i} is not a HIPK wrapper")));
         }
-        if u64_at(w, 16) & 0xffff_ffff != u64::from(co) {
+        if w.reserved1 & 0xffff_ffff != u64::from(co) {
             return Err(fail(format!("wrapper {i} carries the wrong co_index")));
         }
         let slot = ws.sh_addr.wrapping_add(i as u64 * WRAPPER_SIZE + 8);
@@ -283,7 +279,7 @@ fn check_split(elf: &Elf<'_>, expected: &Expected<'_>) -> Result<()> {
         let symbolic_rel = ri.and_then(|r| relocs.get(r)).is_some_and(|r| {
             !r.table.has_addend() && r.table != RelocTable::Relr && r.r_type == R_X86_64_64
         });
-        if !symbolic_rel && u64_at(w, 8) != expected.marker_vaddr {
+        if !symbolic_rel && w.binary != expected.marker_vaddr {
             return Err(fail(format!(
                 "wrapper {i}: the in-file pointer is not the marker address"
             )));
