@@ -1,5 +1,5 @@
 //! Rules about the source tree itself: every document a source comment
-//! cites is in the repository, nothing reads outside the repository, file
+//! cites and every path cited in docs/ and comments is in the repository, nothing reads outside the repository, file
 //! names are built only by the format crate's `layout` module, the C
 //! library is built by one crate, and the splitter does not link the
 //! fetcher.
@@ -85,6 +85,93 @@ fn every_cited_document_exists() {
     assert!(
         missing.is_empty(),
         "documents cited but not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// File extensions of the repository files that docs and comments cite.
+const CITED_EXTENSIONS: [&str; 14] = [
+    ".rs", ".md", ".sh", ".py", ".toml", ".h", ".hip", ".yml", ".yaml", ".map", ".cmake", ".in",
+    ".c", ".txt",
+];
+
+/// Repository paths (with a `/`, ending in a cited extension) in `text`.
+/// Not paths of this repository, so skipped: absolute and home paths, URLs,
+/// patterns and placeholders (`*`, `{}`, `$`, `@`, `%`, `<...>`), and
+/// `#include <...>` names.
+fn cited_paths(text: &str) -> Vec<String> {
+    let is_separator = |c: char| c.is_whitespace() || "()[]`'\",;:<>|=".contains(c);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        if !is_separator(c) {
+            continue;
+        }
+        let word = text.get(start..i).unwrap_or_default().trim_end_matches('.');
+        let after_angle = start > 0 && text.get(start - 1..start) == Some("<");
+        start = i + c.len_utf8();
+        if !word.contains('/')
+            || after_angle
+            || !CITED_EXTENSIONS.iter().any(|e| word.ends_with(e))
+            || word.starts_with(['/', '~', '$', '-'])
+            || word.starts_with("http")
+            || word.contains(['*', '{', '}', '$', '@', '%'])
+            || !word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._/+-".contains(c))
+        {
+            continue;
+        }
+        out.push(word.to_string());
+    }
+    out
+}
+
+/// Every path cited in `docs/`, the README and source comments names a file
+/// of the repository: from the root, the citing file's directory or its
+/// crate's root (`src/x.rs` in a crate's own comments).
+#[test]
+fn every_cited_path_exists() {
+    let root = repo();
+    let mut missing = Vec::new();
+    for path in files() {
+        let name = path.to_string_lossy().into_owned();
+        let is_doc = name == "README.md" || (name.starts_with("docs/") && name.ends_with(".md"));
+        let text = if is_doc {
+            fs::read_to_string(root.join(&path)).expect("read doc")
+        } else if name.ends_with(".rs") {
+            let source = fs::read_to_string(root.join(&path)).expect("read source");
+            source
+                .lines()
+                .filter_map(|l| l.find("//").and_then(|at| l.get(at..)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            continue;
+        };
+        let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let mut bases = vec![PathBuf::new(), dir.clone()];
+        if let Some(krate) = dir
+            .ancestors()
+            .find(|a| root.join(a).join("Cargo.toml").is_file())
+        {
+            bases.push(krate.to_path_buf());
+        }
+        let mut cited = cited_paths(&text);
+        cited.sort();
+        cited.dedup();
+        for cite in cited {
+            if !bases.iter().any(|b| root.join(b).join(&cite).exists()) {
+                missing.push(format!("{name}: {cite}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths cited but not in the repository:\n{}",
         missing.join("\n")
     );
 }

@@ -1,4 +1,4 @@
-//! The `librocm_kpack` C ABI (`rocm_kpack/kpack.h`): a thin layer over
+//! The `librocm_kpack` C ABI (`include/rocm_kpack/kpack.h`): a thin layer over
 //! [`rocm_kpack_format::archive`] and [`rocm_kpack_loader::loader`]. This crate is
 //! the only one that builds `librocm_kpack.so` / `librocm_kpack.a`; its
 //! `exports.map` keeps every symbol but `kpack_*` local.

@@ -975,7 +975,7 @@ fn write_artifact_manifests(plan: &SplitPlan, root: &Path, trees: &[(String, Des
     Ok(())
 }
 
-/// Writes `dir/artifact_manifest.txt` (one prefix per line).
+/// Writes `artifact_manifest.txt` into `dir` (one prefix per line).
 pub fn write_manifest_txt(dir: &Path, prefixes: &[&str], mtime: FileTime) -> Result<()> {
     let path = dir.join(crate::split::artifact::MANIFEST_TXT);
     let mut text = String::new();

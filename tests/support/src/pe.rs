@@ -1,7 +1,7 @@
 //! A large fat Windows DLL, built at test time the way
 //! tests/fixtures/windows/build.sh builds the committed ones (clang-19 for
 //! x86_64-pc-windows-msvc, lld-link-19, the fixture CRT and the stand-in
-//! HIP runtime's import library): `src/lib.hip` for two processors plus a
+//! HIP runtime's import library): `tests/fixtures/src/lib.hip` for two processors plus a
 //! host data array of the requested size, so that the host code, not the
 //! device code, makes the DLL big. Built once per size and cached under the
 //! test-data cache ([`crate::debian::cache_dir`]/pe-big/), atomically.
