@@ -8,9 +8,13 @@
 //! [`msgpack`] is the one MessagePack reader and writer they all use;
 //! [`fsutil`] is the file plumbing (hashing, atomic writes) every crate
 //! shares. The byte layouts are described in `docs/formats.md`.
+//!
+//! [`debcontrol`] parses and writes deb822 control paragraphs (a deb's
+//! `control`, apt's indexes and `apt-cache show` output).
 
 pub mod archive;
 pub mod bundle;
+pub mod debcontrol;
 pub mod error;
 pub mod fsutil;
 pub mod layout;
