@@ -161,18 +161,21 @@ mod tests {
     #[test]
     fn malformed_paragraphs_say_where() {
         assert_eq!(
-            ControlFields::parse(" lead\n").unwrap_err(),
+            ControlFields::parse(" lead\n").expect_err("lead"),
             "line 1: continuation before any field"
         );
         assert_eq!(
-            ControlFields::parse("Package: a\nno colon\n").unwrap_err(),
+            ControlFields::parse("Package: a\nno colon\n").expect_err("colon"),
             "line 2: expected `Field: value`"
         );
         assert_eq!(
-            ControlFields::parse("Bad Name: a\n").unwrap_err(),
+            ControlFields::parse("Bad Name: a\n").expect_err("name"),
             "line 1: bad field name \"Bad Name\""
         );
-        assert_eq!(ControlFields::parse("\n\n").unwrap_err(), "no fields");
+        assert_eq!(
+            ControlFields::parse("\n\n").expect_err("empty"),
+            "no fields"
+        );
     }
 
     #[test]
