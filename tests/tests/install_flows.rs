@@ -957,15 +957,19 @@ fn the_fetcher_packages_publish_builds_pass_lintian_rpmlint_and_pip() {
 
     let contents = ok(Command::new("dpkg-deb").arg("-c").arg(deb));
     for f in [
-        "./usr/bin/rocm-kpack-fetch",
-        "./lib/systemd/system/rocm-kpack-fetch.service",
-        "./lib/systemd/system/rocm-kpack-fetch.timer",
-        "./usr/share/man/man1/rocm-kpack-fetch.1.gz",
-        "./usr/share/man/man1/rocm-kpack-fetch-install.1.gz",
-        "./usr/share/bash-completion/completions/rocm-kpack-fetch",
-        "./etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml",
+        "usr/bin/rocm-kpack-fetch",
+        "lib/systemd/system/rocm-kpack-fetch.service",
+        "lib/systemd/system/rocm-kpack-fetch.timer",
+        "usr/share/man/man1/rocm-kpack-fetch.1.gz",
+        "usr/share/man/man1/rocm-kpack-fetch-install.1.gz",
+        "usr/share/bash-completion/completions/rocm-kpack-fetch",
+        "etc/rocm-kpack/sources.d/50-rocm-kpack-publish.toml",
     ] {
-        assert!(contents.contains(f), "{f} missing:\n{contents}");
+        // tar member names carry no `./` (tar::Header::set_path drops it).
+        assert!(
+            contents.lines().any(|l| l.ends_with(&format!(" {f}"))),
+            "{f} missing:\n{contents}"
+        );
     }
     assert!(
         !contents.contains("apt.conf.d"),

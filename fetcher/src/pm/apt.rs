@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rocm_kpack_format::debcontrol::ControlFields;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 
@@ -174,15 +175,15 @@ pub fn parse_dpkg_s(text: &str) -> Option<String> {
         })
 }
 
-/// The `X-Kpack-Gfx` field of the first stanza of `apt-cache show` output.
+/// The `X-Kpack-Gfx` field of the first stanza of `apt-cache show` output
+/// (none when the stanza does not parse or lacks the field).
 pub fn parse_kpack_gfx(text: &str) -> Vec<String> {
-    let stanza = text.split("\n\n").next().unwrap_or("");
-    stanza
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("X-Kpack-Gfx")
-                .then(|| v.split_whitespace().map(str::to_string).collect())
+    ControlFields::parse(text)
+        .ok()
+        .and_then(|stanza| {
+            stanza
+                .get("X-Kpack-Gfx")
+                .map(|v| v.split_whitespace().map(str::to_string).collect())
         })
         .unwrap_or_default()
 }

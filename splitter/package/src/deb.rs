@@ -106,7 +106,7 @@ pub fn write_deb<W: Write + Seek>(out: W, spec: &DebSpec<'_>) -> Result<W, Packa
     for (name, mode, data) in &ctl_members {
         let mut r: &[u8] = data;
         ctl.append(
-            &format!("./{name}"),
+            name,
             EntryType::File,
             *mode,
             data.len() as u64,
@@ -117,77 +117,85 @@ pub fn write_deb<W: Write + Seek>(out: W, spec: &DebSpec<'_>) -> Result<W, Packa
     }
     let ctl_bytes = ctl.finish().and_then(Encoder::finish).map_err(out_err)?;
 
-    let mut ar = ArWriter::new(out, spec.mtime).map_err(out_err)?;
+    // Pass 2: data archive, md5 re-checked. `ar` wants a member's size
+    // before its data, so the compressed archive is spooled to an unnamed
+    // temporary file (TMPDIR), then copied in.
+    let spool_err = |e: io::Error| PackageError::io("cannot write", &std::env::temp_dir(), e);
+    let spool = tempfile::tempfile().map_err(spool_err)?;
+    let mut failure: Option<PackageError> = None;
+    let (mut spool, data_size) = write_data_tar(spool, spec, &sums, &mut failure)
+        .map_err(|e| failure.take().unwrap_or_else(|| spool_err(e)))?;
+    spool.rewind().map_err(spool_err)?;
+
+    let mut ar = ArWriter::new(out, spec.mtime);
     ar.add_bytes("debian-binary", b"2.0\n").map_err(out_err)?;
     ar.add_bytes(
         &format!("control.tar{}", spec.compression.suffix()),
         &ctl_bytes,
     )
     .map_err(out_err)?;
-    // Pass 2: data archive, streamed; md5 re-checked.
-    let mut failure: Option<PackageError> = None;
+    ar.add_reader(
+        &format!("data.tar{}", spec.compression.suffix()),
+        data_size,
+        io::BufReader::with_capacity(1 << 20, spool),
+    )
+    .map_err(out_err)?;
+    ar.finish().map_err(out_err)
+}
+
+/// Writes the compressed data archive of `spec` to `file`; returns it and
+/// the compressed size. Each file's md5 must match `sums` (pass 1); a
+/// source error or mismatch is left in `failure`.
+fn write_data_tar(
+    file: File,
+    spec: &DebSpec<'_>,
+    sums: &[(String, [u8; 16])],
+    failure: &mut Option<PackageError>,
+) -> io::Result<(File, u64)> {
     let mut sum_iter = sums.iter();
-    ar.add_streamed(&format!("data.tar{}", spec.compression.suffix()), |w| {
-        let enc = Encoder::new(
-            BufWriter::with_capacity(1 << 20, w),
-            spec.compression,
-            spec.level,
-        )?;
-        let mut tar = TarWriter::new(enc, spec.mtime);
-        tar.append("./", EntryType::Dir, 0o755, 0, "", None)?;
-        for e in spec.payload.iter() {
-            match &e.kind {
-                EntryKind::Dir => tar.append(
-                    &format!("./{}/", e.path),
-                    EntryType::Dir,
-                    e.mode,
-                    0,
-                    "",
-                    None,
-                )?,
-                EntryKind::Symlink { target } => tar.append(
-                    &format!("./{}", e.path),
-                    EntryType::Symlink,
-                    0o777,
-                    0,
-                    target,
-                    None,
-                )?,
-                EntryKind::File { size, .. } => {
-                    let src = match e.open() {
-                        Ok(s) => s,
-                        Err(err) => {
-                            failure = Some(err);
-                            return Err(io::Error::other("source unreadable"));
-                        }
-                    };
-                    let mut hr = HashingReaderMd5::new(src);
-                    tar.append(
-                        &format!("./{}", e.path),
-                        EntryType::File,
-                        e.mode,
-                        *size,
-                        "",
-                        Some(&mut hr),
-                    )?;
-                    let got = hr.finish();
-                    if sum_iter.next().map(|(_, h)| *h) != Some(got) {
-                        failure = Some(PackageError::corrupt(
-                            Path::new(&e.source_display()),
-                            "file changed while packaging (md5 differs between passes)",
-                        ));
-                        return Err(io::Error::other("file changed"));
+    let enc = Encoder::new(
+        BufWriter::with_capacity(1 << 20, file),
+        spec.compression,
+        spec.level,
+    )?;
+    let mut tar = TarWriter::new(enc, spec.mtime);
+    tar.append("./", EntryType::Dir, 0o755, 0, "", None)?;
+    for e in spec.payload.iter() {
+        match &e.kind {
+            EntryKind::Dir => {
+                tar.append(&format!("{}/", e.path), EntryType::Dir, e.mode, 0, "", None)?
+            }
+            EntryKind::Symlink { target } => {
+                tar.append(&e.path, EntryType::Symlink, 0o777, 0, target, None)?
+            }
+            EntryKind::File { size, .. } => {
+                let src = match e.open() {
+                    Ok(s) => s,
+                    Err(err) => {
+                        *failure = Some(err);
+                        return Err(io::Error::other("source unreadable"));
                     }
+                };
+                let mut hr = HashingReaderMd5::new(src);
+                tar.append(&e.path, EntryType::File, e.mode, *size, "", Some(&mut hr))?;
+                let got = hr.finish();
+                if sum_iter.next().map(|(_, h)| *h) != Some(got) {
+                    *failure = Some(PackageError::corrupt(
+                        Path::new(&e.source_display()),
+                        "file changed while packaging (md5 differs between passes)",
+                    ));
+                    return Err(io::Error::other("file changed"));
                 }
             }
         }
-        let enc = tar.finish()?;
-        let mut buf = enc.finish()?;
-        buf.flush()?;
-        Ok(())
-    })
-    .map_err(|e| failure.take().unwrap_or_else(|| out_err(e)))?;
-    ar.finish().map_err(out_err)
+    }
+    let mut file = tar
+        .finish()?
+        .finish()?
+        .into_inner()
+        .map_err(io::IntoInnerError::into_error)?;
+    let size = file.stream_position()?;
+    Ok((file, size))
 }
 
 struct HashingReaderMd5<R: Read> {

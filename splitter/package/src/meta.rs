@@ -40,130 +40,9 @@ use serde::Deserialize;
 use crate::PackageError;
 use rocm_kpack_format::layout::names::{self, NameKind};
 
-/// Control fields of a deb in their original order. Values are stored as
-/// written after `Field:` (first line without the leading space,
-/// continuation lines joined with `\n` and keeping their leading space).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ControlFields {
-    fields: Vec<(String, String)>,
-}
-
-impl ControlFields {
-    /// Parses the first paragraph of a deb822 text.
-    pub fn parse(text: &str) -> Result<ControlFields, String> {
-        let mut fields: Vec<(String, String)> = Vec::new();
-        for (lineno, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                if fields.is_empty() {
-                    continue;
-                }
-                break;
-            }
-            if line.starts_with('#') {
-                continue;
-            }
-            if line.starts_with(' ') || line.starts_with('\t') {
-                let last = fields
-                    .last_mut()
-                    .ok_or_else(|| format!("line {}: continuation before any field", lineno + 1))?;
-                last.1.push('\n');
-                last.1.push_str(line);
-                continue;
-            }
-            let (name, value) = line
-                .split_once(':')
-                .ok_or_else(|| format!("line {}: expected `Field: value`", lineno + 1))?;
-            let name = name.trim();
-            if name.is_empty() || name.contains(char::is_whitespace) {
-                return Err(format!("line {}: bad field name {name:?}", lineno + 1));
-            }
-            fields.push((name.to_string(), value.trim().to_string()));
-        }
-        if fields.is_empty() {
-            return Err("no fields".into());
-        }
-        Ok(ControlFields { fields })
-    }
-
-    /// Parses every paragraph of a deb822 text (e.g. a Packages file).
-    pub fn parse_all(text: &str) -> Result<Vec<ControlFields>, String> {
-        let mut out = Vec::new();
-        for para in text.split("\n\n") {
-            if para.trim().is_empty() {
-                continue;
-            }
-            out.push(ControlFields::parse(para)?);
-        }
-        Ok(out)
-    }
-
-    /// The value of a field (case-insensitive name).
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Sets a field, keeping its position if present, else appending.
-    pub fn set(&mut self, name: &str, value: impl Into<String>) {
-        let value = value.into();
-        if let Some(slot) = self
-            .fields
-            .iter_mut()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        {
-            slot.1 = value;
-        } else {
-            self.fields.push((name.to_string(), value));
-        }
-    }
-
-    /// Inserts a field before `before` (or appends if absent); replaces an
-    /// existing field of that name in place.
-    pub fn set_before(&mut self, name: &str, value: impl Into<String>, before: &str) {
-        if self.get(name).is_some() {
-            self.set(name, value);
-            return;
-        }
-        let pos = self
-            .fields
-            .iter()
-            .position(|(n, _)| n.eq_ignore_ascii_case(before))
-            .unwrap_or(self.fields.len());
-        self.fields.insert(pos, (name.to_string(), value.into()));
-    }
-
-    /// Removes a field.
-    pub fn remove(&mut self, name: &str) {
-        self.fields.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    }
-
-    /// Fields in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.fields.iter().map(|(n, v)| (n.as_str(), v.as_str()))
-    }
-
-    /// Whether there are no fields.
-    pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
-    }
-
-    /// deb822 text of this paragraph (ends with a newline).
-    pub fn render(&self) -> String {
-        let mut s = String::new();
-        for (n, v) in &self.fields {
-            s.push_str(n);
-            s.push(':');
-            if !v.is_empty() && !v.starts_with('\n') {
-                s.push(' ');
-            }
-            s.push_str(v);
-            s.push('\n');
-        }
-        s
-    }
-}
+/// The deb822 paragraph, parsed and rendered by the format crate (the
+/// fetcher reads `apt-cache show` output with the same parser).
+pub use rocm_kpack_format::debcontrol::ControlFields;
 
 /// Appends `item` to a comma-separated relation field value unless a
 /// relation on the same package is already there.
@@ -637,18 +516,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_roundtrip() {
-        let text = "Package: a\nVersion: 1-2\nDescription: short\n long one\n .\n more\n";
-        let c = ControlFields::parse(text).expect("parse");
-        assert_eq!(c.get("package"), Some("a"));
-        assert_eq!(c.render(), text);
-        let (s, l) = split_description(c.get("Description").expect("desc"));
+    fn description_splits_and_renders_back() {
+        let value = "short\n long one\n .\n more";
+        let (s, l) = split_description(value);
         assert_eq!(s, "short");
         assert_eq!(l, "long one\n\nmore");
-        assert_eq!(
-            render_description(&s, &l),
-            c.get("Description").expect("desc")
-        );
+        assert_eq!(render_description(&s, &l), value);
     }
 
     #[test]

@@ -1,102 +1,72 @@
-//! `ar`, the deb container: a hand-written writer, and a reader on
-//! `object::read::archive`.
+//! `ar`, the deb container: written with the `ar` crate's `Builder`,
+//! read with `object::read::archive`.
 //!
-//! Writing stays hand-written because `data.tar.*` is streamed into the
-//! archive and its size is known only at the end: the writer leaves a
-//! placeholder header and patches it by seeking back. The `ar` crate's
-//! `Builder` wants the size in the header before the data (so the
-//! compressed data archive, gigabytes for some libraries, would first have
-//! to be spooled to a temporary file), and `object` only reads archives.
-//! The header is one `format!` of fixed-width fields.
+//! `ar::Builder` writes each member header (the common format: names of
+//! up to 16 bytes, which deb members are) before its data, so a member's
+//! size must be known first; `deb.rs` therefore spools the compressed
+//! data archive to a temporary file before adding it.
 //!
 //! Reading uses `object`, which reads only the member headers (through
 //! `ReadCache`: the file is neither mapped nor loaded) and bounds-checks
 //! them; this module adds the deb-specific checks: the plain `!<arch>`
 //! magic (no thin archives) and member data within the file.
 
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, Write};
 
 use object::read::archive::ArchiveFile;
 use object::read::ReadCache;
 
-/// `ar` archive writer (the deb container). Member sizes are patched after
-/// the data is written, so members can be streamed.
-pub struct ArWriter<W: Write + Seek> {
-    out: W,
+/// `ar` archive writer (the deb container) on `ar::Builder`: every member
+/// owned by 0:0, mode 0100644, one mtime (SOURCE_DATE_EPOCH).
+pub struct ArWriter<W: Write> {
+    builder: ar::Builder<W>,
     mtime: u64,
 }
 
-impl<W: Write + Seek> ArWriter<W> {
-    /// Writes the global header.
-    pub fn new(mut out: W, mtime: u64) -> io::Result<Self> {
-        out.write_all(b"!<arch>\n")?;
-        Ok(ArWriter { out, mtime })
+impl<W: Write> ArWriter<W> {
+    /// An archive on `out`; the global header is written with the first member.
+    pub fn new(out: W, mtime: u64) -> Self {
+        ArWriter {
+            builder: ar::Builder::new(out),
+            mtime,
+        }
     }
 
-    fn header(&self, name: &str, size: u64) -> io::Result<[u8; 60]> {
+    /// Adds a member of `size` bytes read from `data` (exactly `size`
+    /// bytes, else an error).
+    pub fn add_reader<R: Read>(&mut self, name: &str, size: u64, data: R) -> io::Result<()> {
+        // ar's common format: longer names would need an extension dpkg
+        // does not read.
         if name.len() > 16 {
             return Err(io::Error::other(format!(
                 "ar member name {name:?} too long"
             )));
         }
+        // The header's size field has 10 decimal digits; the crate would
+        // widen it and break the header.
         if size > 9_999_999_999 {
-            return Err(io::Error::other("ar member larger than 9999999999 bytes"));
+            return Err(io::Error::other(format!(
+                "ar member {name:?} larger than 9999999999 bytes"
+            )));
         }
-        let text = format!(
-            "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
-            self.mtime.min(999_999_999_999),
-            0,
-            0,
-            "100644",
-            size
-        );
-        let mut h = [0u8; 60];
-        if text.len() != 60 {
-            return Err(io::Error::other("ar header overflow"));
-        }
-        h.copy_from_slice(text.as_bytes());
-        Ok(h)
+        let mut h = ar::Header::new(name.as_bytes().to_vec(), size);
+        h.set_mtime(self.mtime.min(999_999_999_999));
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mode(0o100644);
+        self.builder.append(&h, data)
     }
 
     /// Adds a member from memory.
     pub fn add_bytes(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
-        let h = self.header(name, data.len() as u64)?;
-        self.out.write_all(&h)?;
-        self.out.write_all(data)?;
-        if data.len() % 2 == 1 {
-            self.out.write_all(b"\n")?;
-        }
-        Ok(())
+        self.add_reader(name, data.len() as u64, data)
     }
 
-    /// Adds a member whose data `fill` streams into the writer it is given;
-    /// the size is patched afterwards.
-    pub fn add_streamed<F>(&mut self, name: &str, fill: F) -> io::Result<u64>
-    where
-        F: FnOnce(&mut W) -> io::Result<()>,
-    {
-        let start = self.out.stream_position()?;
-        let placeholder = self.header(name, 0)?;
-        self.out.write_all(&placeholder)?;
-        fill(&mut self.out)?;
-        let end = self.out.stream_position()?;
-        let size = end
-            .checked_sub(start + 60)
-            .ok_or_else(|| io::Error::other("ar member writer moved backwards"))?;
-        let h = self.header(name, size)?;
-        self.out.seek(SeekFrom::Start(start))?;
-        self.out.write_all(&h)?;
-        self.out.seek(SeekFrom::Start(end))?;
-        if size % 2 == 1 {
-            self.out.write_all(b"\n")?;
-        }
-        Ok(size)
-    }
-
-    /// Returns the output.
-    pub fn finish(mut self) -> io::Result<W> {
-        self.out.flush()?;
-        Ok(self.out)
+    /// Returns the output, flushed.
+    pub fn finish(self) -> io::Result<W> {
+        let mut out = self.builder.into_inner()?;
+        out.flush()?;
+        Ok(out)
     }
 }
 
@@ -136,4 +106,44 @@ pub fn read_ar_members<R: Read + Seek>(r: &mut R, len: u64) -> Result<Vec<ArMemb
         members.push(ArMember { name, offset, size });
     }
     Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_round_trip_with_padding() {
+        let mut w = ArWriter::new(io::Cursor::new(Vec::new()), 1_700_000_000);
+        w.add_bytes("debian-binary", b"2.0\n").expect("a");
+        w.add_reader("data.tar", 3, &b"abc"[..]).expect("b");
+        w.add_bytes("z", b"").expect("c");
+        let bytes = w.finish().expect("finish").into_inner();
+        assert!(bytes.starts_with(
+            b"!<arch>\ndebian-binary   1700000000  0     0     100644  4         `\n2.0\n"
+        ));
+        let members =
+            read_ar_members(&mut io::Cursor::new(&bytes), bytes.len() as u64).expect("read");
+        let got: Vec<_> = members
+            .iter()
+            .map(|m| (m.name.as_str(), m.offset, m.size))
+            .collect();
+        // "abc" is padded to an even length before the next header.
+        assert_eq!(
+            got,
+            [
+                ("debian-binary", 68, 4),
+                ("data.tar", 132, 3),
+                ("z", 196, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn short_data_and_long_names_are_errors() {
+        let mut w = ArWriter::new(Vec::new(), 0);
+        assert!(w.add_reader("data.tar", 5, &b"ab"[..]).is_err());
+        let mut w = ArWriter::new(Vec::new(), 0);
+        assert!(w.add_bytes("a-name-of-17-byte", b"").is_err());
+    }
 }

@@ -1,14 +1,14 @@
 //! Deterministic containers of the deb, rpm and wheel writers, one module
-//! per format: [`ar`] (the deb), [`tar`] (its members), [`cpio`] (the rpm
-//! payload), [`zip`] (the wheel). Each module says whether it uses a crate
-//! or hand-written code, and why.
+//! per format: [`ar`] (the deb, on the `ar` crate), [`tar`] (its members,
+//! on `tar`), [`cpio`] (the rpm payload, hand-written: no crate we use
+//! writes it), [`zip`] (the wheel, on `zip`).
 //!
 //! Every writer takes the timestamp from the caller (SOURCE_DATE_EPOCH),
-//! fixes owners to 0:0 root/root, and writes entries in the order it is
-//! given (callers sort). Data is streamed from readers; nothing buffers a
-//! whole member. Members whose size must precede their data (`ar`, `zip`)
-//! are written with a placeholder and patched by seeking back, so the
-//! output must be a seekable file.
+//! fixes owners to 0:0 (root/root where the format names them), and
+//! writes entries in the order it is given (callers sort). Data is
+//! streamed from readers; nothing buffers a whole member. `zip` patches
+//! sizes by seeking back, so a wheel's output must be seekable; `ar` needs
+//! a member's size first (see [`ar`]).
 
 pub mod ar;
 pub mod cpio;
@@ -18,7 +18,7 @@ pub mod zip;
 pub use self::ar::{read_ar_members, ArMember, ArWriter};
 pub use self::cpio::{CpioData, CpioEntry, CpioReader, CpioWriter};
 pub use self::tar::TarWriter;
-pub use self::zip::{dos_datetime, ZipWriter};
+pub use self::zip::ZipWriter;
 
 /// Kind of a tar / cpio entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,15 +1,11 @@
-//! GNU tar, the format `dpkg-deb` writes, on `tar::Builder` with headers
-//! built here.
+//! GNU tar (the deb's `control.tar` and `data.tar`) on `tar::Builder` and
+//! `tar::Header`'s own setters.
 //!
-//! `Builder::append` writes each header, the data and the padding, and
-//! `into_inner` the end-of-archive blocks. The headers are filled field by
-//! field rather than through `Builder::append_data` / `Header::set_path`,
-//! which keep today's bytes out of reach: they drop the leading `./` that
-//! dpkg's members carry, refuse `..` (the readers' tests craft such
-//! members), write the checksum as seven digits and NUL where GNU tar
-//! writes six digits, NUL and space, and emit `././@LongLink` records
-//! without the `root` owner names. Long names and link targets therefore
-//! get their `././@LongLink` records here too.
+//! `Header::set_path` normalizes names: a leading `./` is dropped (the
+//! archive root stays `./`, directories keep their trailing `/`), and `..`
+//! or absolute names are refused, so a hostile name cannot be written by
+//! mistake. Names and link targets longer than a header field go into
+//! `././@LongLink` records written by `append_data` / `append_link`.
 
 use std::io::{self, Read, Write};
 
@@ -18,50 +14,11 @@ use ::tar::{Builder, EntryType as TarType, Header};
 use super::EntryType;
 use crate::digest::ExactReader;
 
-/// GNU tar writer: owners 0:0 root/root, one mtime, names and link targets
-/// as given, long ones through `././@LongLink`.
+/// GNU tar writer: owners 0:0 root/root, one mtime, long names and link
+/// targets through `././@LongLink`.
 pub struct TarWriter<W: Write> {
     builder: Builder<W>,
     mtime: u64,
-}
-
-/// Copies `value` into a NUL-padded header field, truncating what does not
-/// fit (the full value is then in a `././@LongLink` record).
-fn put(field: &mut [u8], value: &[u8]) {
-    let n = value.len().min(field.len());
-    field.fill(0);
-    if let (Some(dst), Some(src)) = (field.get_mut(..n), value.get(..n)) {
-        dst.copy_from_slice(src);
-    }
-}
-
-fn header(
-    name: &[u8],
-    kind: TarType,
-    mode: u32,
-    size: u64,
-    link: &[u8],
-    mtime: u64,
-) -> io::Result<Header> {
-    let mut h = Header::new_gnu();
-    put(&mut h.as_old_mut().name, name);
-    h.set_mode(mode & 0o7777);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_size(size);
-    h.set_mtime(mtime);
-    h.set_entry_type(kind);
-    put(&mut h.as_old_mut().linkname, link);
-    h.set_username("root")?;
-    h.set_groupname("root")?;
-    // The crate's checksum value, in GNU tar's layout (6 digits, NUL, space).
-    h.set_cksum();
-    let sum = h.cksum()?;
-    put(
-        &mut h.as_old_mut().cksum,
-        format!("{sum:06o}\0 ").as_bytes(),
-    );
-    Ok(h)
 }
 
 impl<W: Write> TarWriter<W> {
@@ -73,18 +30,9 @@ impl<W: Write> TarWriter<W> {
         }
     }
 
-    /// A `././@LongLink` record carrying `value` for the next header. GNU
-    /// tar writes it with mtime 0.
-    fn long(&mut self, kind: TarType, value: &[u8]) -> io::Result<()> {
-        let mut data = value.to_vec();
-        data.push(0);
-        let h = header(b"././@LongLink", kind, 0o644, data.len() as u64, b"", 0)?;
-        self.builder.append(&h, data.as_slice())
-    }
-
-    /// Adds one entry. `path` is written as given (callers pass `./usr/...`,
-    /// directories with a trailing `/`). For files `data` supplies exactly
-    /// `size` bytes; for symlinks `link` is the target.
+    /// Adds one entry. `path` is relative (`usr/lib/x`; `./` for the
+    /// archive root; directories may end in `/`). For files `data`
+    /// supplies exactly `size` bytes; for symlinks `link` is the target.
     pub fn append(
         &mut self,
         path: &str,
@@ -94,35 +42,100 @@ impl<W: Write> TarWriter<W> {
         link: &str,
         data: Option<&mut dyn Read>,
     ) -> io::Result<()> {
-        if path.len() > 100 {
-            self.long(TarType::GNULongName, path.as_bytes())?;
-        }
-        if link.len() > 100 {
-            self.long(TarType::GNULongLink, link.as_bytes())?;
-        }
-        let (flag, size) = match kind {
-            EntryType::File => (TarType::Regular, size),
-            EntryType::Dir => (TarType::Directory, 0),
-            EntryType::Symlink => (TarType::Symlink, 0),
-        };
-        let h = header(
-            path.as_bytes(),
-            flag,
-            mode,
-            size,
-            link.as_bytes(),
-            self.mtime,
-        )?;
-        if kind == EntryType::File {
-            let src = data.ok_or_else(|| io::Error::other("tar file entry without data"))?;
-            self.builder.append(&h, ExactReader::new(src, size))
-        } else {
-            self.builder.append(&h, io::empty())
+        let mut h = Header::new_gnu();
+        h.set_mode(mode & 0o7777);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_username("root")?;
+        h.set_groupname("root")?;
+        h.set_mtime(self.mtime);
+        match kind {
+            EntryType::File => {
+                let src = data.ok_or_else(|| io::Error::other("tar file entry without data"))?;
+                h.set_entry_type(TarType::Regular);
+                h.set_size(size);
+                self.builder
+                    .append_data(&mut h, path, ExactReader::new(src, size))
+            }
+            EntryType::Dir => {
+                h.set_entry_type(TarType::Directory);
+                h.set_size(0);
+                self.builder.append_data(&mut h, path, io::empty())
+            }
+            EntryType::Symlink => {
+                h.set_entry_type(TarType::Symlink);
+                h.set_size(0);
+                self.builder.append_link(&mut h, path, link)
+            }
         }
     }
 
     /// Writes the end-of-archive blocks and returns the output.
     pub fn finish(self) -> io::Result<W> {
         self.builder.into_inner()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_back(bytes: &[u8]) -> Vec<(String, TarType, Option<String>, u64)> {
+        let mut a = ::tar::Archive::new(bytes);
+        a.entries()
+            .expect("entries")
+            .map(|e| {
+                let e = e.expect("entry");
+                let link = e
+                    .link_name()
+                    .expect("link")
+                    .map(|l| l.to_string_lossy().into_owned());
+                (
+                    e.path().expect("path").to_string_lossy().into_owned(),
+                    e.header().entry_type(),
+                    link,
+                    e.header().mtime().expect("mtime"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_names_and_targets_round_trip() {
+        let long = format!("usr/lib/{}", "d/".repeat(60));
+        let file = format!("{long}f");
+        let target = format!("../{}", "t".repeat(120));
+        let mut w = TarWriter::new(Vec::new(), 7);
+        w.append("./", EntryType::Dir, 0o755, 0, "", None)
+            .expect("root");
+        w.append(&long, EntryType::Dir, 0o755, 0, "", None)
+            .expect("dir");
+        w.append(&file, EntryType::File, 0o644, 3, "", Some(&mut &b"abc"[..]))
+            .expect("file");
+        w.append("usr/l", EntryType::Symlink, 0o777, 0, &target, None)
+            .expect("link");
+        let got = read_back(&w.finish().expect("finish"));
+        assert_eq!(
+            got,
+            [
+                ("./".to_string(), TarType::Directory, None, 7),
+                (long.clone(), TarType::Directory, None, 7),
+                (file, TarType::Regular, None, 7),
+                ("usr/l".to_string(), TarType::Symlink, Some(target), 7),
+            ]
+        );
+    }
+
+    #[test]
+    fn hostile_names_and_short_data_are_refused() {
+        let mut w = TarWriter::new(Vec::new(), 0);
+        assert!(w
+            .append("usr/../../x", EntryType::Dir, 0o755, 0, "", None)
+            .is_err());
+        assert!(w
+            .append("/etc/x", EntryType::Dir, 0o755, 0, "", None)
+            .is_err());
+        let short = w.append("x", EntryType::File, 0o644, 5, "", Some(&mut &b"ab"[..]));
+        assert!(short.is_err());
     }
 }
