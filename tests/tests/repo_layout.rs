@@ -132,7 +132,7 @@ fn cited_paths(text: &str) -> Vec<String> {
 
 /// Every path cited in `docs/`, the README and source comments names a file
 /// of the repository: from the root, the citing file's directory or its
-/// crate's root (`src/x.rs` in a crate's own comments).
+/// crate's root (a crate citing its own `src` files).
 #[test]
 fn every_cited_path_exists() {
     let root = repo();
