@@ -5,7 +5,8 @@
 //! [`wrapper`] describe what a fat binary carries; [`archive`] stores code
 //! objects in `.kpack` files; [`marker`] and [`manifest`] tell a host binary
 //! where its archives are; [`target`] parses and orders target ids;
-//! [`msgpack`] is the one MessagePack reader and writer they all use;
+//! [`msgpack`] is the one MessagePack layer (rmp-serde behind a bounded
+//! scanner) they all use;
 //! [`fsutil`] is the file plumbing (hashing, atomic writes) every crate
 //! shares. The byte layouts are described in `docs/formats.md`.
 
@@ -14,6 +15,7 @@ pub mod bundle;
 pub mod error;
 pub mod fsutil;
 pub mod layout;
+mod le;
 pub mod manifest;
 pub mod marker;
 pub mod msgpack;
