@@ -15,7 +15,7 @@
 //! by arch) is read too.
 
 use crate::error::{Error, Result};
-use crate::msgpack::{self, present, Bin, Pairs, Str};
+use crate::msgpack::{self, present, Bin, Named, Pairs, Str};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -149,14 +149,14 @@ struct Wire<'a> {
     #[serde(borrow)]
     component: Str<'a>,
     #[serde(borrow)]
-    kpack_files: Vec<WireArchive<'a>>,
+    kpack_files: Vec<Named<WireArchive<'a>>>,
     #[serde(
         default,
         borrow,
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    database_files: Option<Vec<WireDatabase<'a>>>,
+    database_files: Option<Vec<Named<WireDatabase<'a>>>>,
     #[serde(
         default,
         borrow,
@@ -201,7 +201,7 @@ struct WireLegacy<'a> {
     #[allow(dead_code)] // only its type is checked
     prefix: Option<Str<'a>>,
     #[serde(borrow)]
-    kpack_files: Pairs<Str<'a>, WireLegacyFile<'a>>,
+    kpack_files: Pairs<Str<'a>, Named<WireLegacyFile<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -228,7 +228,7 @@ impl Manifest {
                 detail: format!("{} trailing bytes after the manifest", bytes.len() - len),
             });
         }
-        let head: Head = msgpack::deserialize(bytes).map_err(bad)?;
+        let head = msgpack::deserialize::<Named<Head>>(bytes).map_err(bad)?.0;
         let version = head.format_version;
         if version == 0 || version > MANIFEST_VERSION {
             return Err(Error::UnsupportedVersion {
@@ -238,9 +238,9 @@ impl Manifest {
             });
         }
         let manifest = if version == 1 && head.component_name.is_some() {
-            Self::parse_legacy(msgpack::deserialize(bytes).map_err(bad)?)?
+            Self::parse_legacy(msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0)?
         } else {
-            Self::parse_v1(msgpack::deserialize(bytes).map_err(bad)?, version)?
+            Self::parse_v1(msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0, version)?
         };
         let mut names: Vec<&str> = manifest
             .kpack_files
@@ -432,25 +432,25 @@ impl Manifest {
             let sha = f.sha256.ok_or_else(|| {
                 Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
             })?;
-            kpack_files.push(WireArchive {
+            kpack_files.push(Named(WireArchive {
                 filename: Str(&f.filename),
                 family: Str(&f.family),
                 architectures: str_refs(&f.architectures),
                 size: f.size,
                 sha256: Sha256(sha),
-            });
+            }));
         }
         let database_files = if version >= 2 {
             let mut out = Vec::with_capacity(self.database_files.len());
             for f in &self.database_files {
                 validate_database_path(&f.path)?;
-                out.push(WireDatabase {
+                out.push(Named(WireDatabase {
                     path: Str(&f.path),
                     family: Str(&f.family),
                     architectures: str_refs(&f.architectures),
                     size: f.size,
                     sha256: Sha256(f.sha256),
-                });
+                }));
             }
             Some(out)
         } else {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::le;
-use crate::msgpack::{self, Str};
+use crate::msgpack::{self, Named, Str};
 
 /// The section holding the marker in an ELF host binary.
 pub const ELF_SECTION: &str = ".rocm_kpack_ref";
@@ -59,7 +59,7 @@ impl Marker {
                 rest.len()
             )));
         }
-        let wire: Wire<'_> = msgpack::deserialize(value).map_err(bad)?;
+        let wire = msgpack::deserialize::<Named<Wire<'_>>>(value).map_err(bad)?.0;
         Ok(Marker {
             kpack_search_paths: wire
                 .kpack_search_paths

@@ -365,6 +365,41 @@ impl<'de: 'a, 'a> Deserialize<'de> for Bin<'a> {
     }
 }
 
+/// A struct that must be encoded as a map keyed by field name: serde's
+/// derived structs also accept an array of their fields in order, which
+/// our formats never write and so must not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named<T>(pub T);
+
+impl<T> std::ops::Deref for Named<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Serialize> Serialize for Named<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Named<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct MapOnly<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for MapOnly<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<T, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(MapOnly(PhantomData)).map(Named)
+    }
+}
+
 /// A map kept in encoded order, whose keys must be distinct (a repeated
 /// key makes "which one wins" reader-dependent). Checked in linear time:
 /// a hostile map of a million keys costs a million hash insertions.
@@ -550,6 +585,18 @@ mod tests {
         assert!(measure(&[0xa2, 0xff, 0xfe], 0).is_err());
         // value_len does not read payloads.
         assert_eq!(len_of(&[0xa2, 0xff, 0xfe]).ok(), Some(3));
+    }
+
+    #[test]
+    fn structs_are_maps_never_arrays() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            a: u64,
+        }
+        assert!(decode::<T>(&[0x91, 0x01]).is_ok(), "serde's own leniency");
+        assert!(decode::<Named<T>>(&[0x91, 0x01]).is_err());
+        assert_eq!(decode::<Named<T>>(&[0x81, 0xa1, b'a', 0x01]).map(|t| t.a).ok(), Some(1));
     }
 
     #[test]

@@ -105,7 +105,7 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
 /// Every parser and accessor over `bytes`; results are ignored, only
 /// panics and allocation size matter.
 fn exercise(bytes: &[u8]) {
-    let _ = msgpack::decode(bytes);
+    let _ = msgpack::decode::<msgpack::Value>(bytes);
     let _ = Marker::parse(bytes);
     let _ = Manifest::parse(bytes).map(|m| {
         let _ = m.file_for_arch("gfx1100");

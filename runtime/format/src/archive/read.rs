@@ -8,7 +8,7 @@ use super::{
 use crate::error::{Error, Result};
 use super::wire::{TocIn, VersionOnly, WireEntry, WireToc};
 use crate::le;
-use crate::msgpack;
+use crate::msgpack::{self, Named};
 use memmap2::Mmap;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -329,12 +329,12 @@ fn parse(data: &[u8]) -> Result<Parsed> {
         ));
     }
     let at = toc_offset;
-    let wire: WireToc<'_, TocIn<'_>> = match msgpack::deserialize(toc_bytes) {
-        Ok(w) => w,
+    let wire: WireToc<'_, TocIn<'_>> = match msgpack::deserialize::<Named<_>>(toc_bytes) {
+        Ok(w) => w.0,
         Err(detail) => {
             // A TOC of another version may have another shape: say so
             // rather than what shape it lacks.
-            if let Ok(v) = msgpack::deserialize::<VersionOnly>(toc_bytes) {
+            if let Ok(v) = msgpack::deserialize::<Named<VersionOnly>>(toc_bytes) {
                 check_version(v.format_version)?;
             }
             return Err(toc_err(at, detail));
@@ -385,7 +385,7 @@ fn parse_toc(data: &[u8], at: u64, wire: WireToc<'_, TocIn<'_>>) -> Result<Parse
                     format!("toc arch {arch:?} of {binary:?} is not listed in gfx_arches"),
                 ));
             }
-            arches.push((arch.to_owned(), parse_entry(entry, binary, arch, at)?));
+            arches.push((arch.to_owned(), parse_entry(entry.0, binary, arch, at)?));
         }
         toc.push(BinaryToc {
             name: binary.to_owned(),

@@ -8,7 +8,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::TocEntry;
-use crate::msgpack::{present, Pairs, Str, Value};
+use crate::msgpack::{present, Named, Pairs, Str, Value};
 
 /// The TOC map. `T` is the `toc` field: [`TocIn`] when reading, a view
 /// of the writer's entries ([`TocOut`]) when writing.
@@ -41,12 +41,12 @@ pub(super) struct WireToc<'a, T> {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub blobs: Option<Vec<WireBlob>>,
+    pub blobs: Option<Vec<Named<WireBlob>>>,
 }
 
 /// `toc` as read: binary key -> arch key -> entry, in encoded order, keys
 /// distinct.
-pub(super) type TocIn<'a> = Pairs<Str<'a>, Pairs<Str<'a>, WireEntry<'a>>>;
+pub(super) type TocIn<'a> = Pairs<Str<'a>, Pairs<Str<'a>, Named<WireEntry<'a>>>>;
 
 /// Just the version, to tell "another version" from "malformed".
 #[derive(Deserialize)]

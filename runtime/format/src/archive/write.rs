@@ -11,7 +11,7 @@
 use super::{CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE};
 use crate::error::{Error, Result};
 use super::wire::{TocOut, WireBlob, WireToc};
-use crate::msgpack::{self, Str, Value};
+use crate::msgpack::{self, Named, Str, Value};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -414,7 +414,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             blobs: (!zstd).then(|| {
                 self.blobs
                     .iter()
-                    .map(|&(offset, size)| WireBlob { offset, size })
+                    .map(|&(offset, size)| Named(WireBlob { offset, size }))
                     .collect()
             }),
         })
