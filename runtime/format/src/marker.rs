@@ -129,10 +129,25 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
             format!("{shnum} section headers of {shentsize} bytes, names in section {shstrndx}"),
         ));
     }
+    // Claimed extents are checked against the file's real length before
+    // anything is allocated for them: a 400-byte file claiming 4096
+    // headers of 64 KiB each costs nothing.
+    let file_len = file.seek(SeekFrom::End(0)).map_err(io)?;
+    let fits = |offset: u64, size: u64| offset.checked_add(size).is_some_and(|end| end <= file_len);
     // At most 4096 entries of at most 65535 bytes: no overflow.
-    let table_len = usize::try_from(shnum * shentsize)
-        .map_err(|_| bad_elf(path, 0x3a, "section header table too large"))?;
-    let mut table = vec![0u8; table_len];
+    let table_len = shnum * shentsize;
+    if !fits(shoff, table_len) {
+        return Err(bad_elf(
+            path,
+            shoff,
+            "section headers run past the end of the file",
+        ));
+    }
+    let mut table = vec![
+        0u8;
+        usize::try_from(table_len)
+            .map_err(|_| bad_elf(path, 0x3a, "section header table too large"))?
+    ];
     file.seek(SeekFrom::Start(shoff)).map_err(io)?;
     file.read_exact(&mut table)
         .map_err(|_| bad_elf(path, shoff, "section headers run past the end of the file"))?;
@@ -158,7 +173,14 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
                 format!("section {i} is {size} bytes, over the {max}-byte limit"),
             ));
         }
-        // `size <= max`, at most 1 MiB.
+        if !fits(offset, size) {
+            return Err(bad_elf(
+                path,
+                offset,
+                format!("section {i} runs past the end of the file"),
+            ));
+        }
+        // `size <= max`, at most 1 MiB, and inside the file.
         let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| bad_elf(path, offset, "size"))?];
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         file.read_exact(&mut bytes).map_err(|_| {
