@@ -942,7 +942,9 @@ impl<'a> Inflow<'a> {
         let (method, base) = (self.method, self.base);
         let digest = self.md5.finalize();
         let actual = le::u64_at(&digest, 0).ok_or_else(|| {
-            Error::Decompression(format!("{method} payload at offset {base}: short MD5 digest"))
+            Error::Decompression(format!(
+                "{method} payload at offset {base}: short MD5 digest"
+            ))
         })?;
         if actual != self.hash {
             return Err(Error::Decompression(format!(

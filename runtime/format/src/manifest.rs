@@ -240,7 +240,10 @@ impl Manifest {
         let manifest = if version == 1 && head.component_name.is_some() {
             Self::parse_legacy(msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0)?
         } else {
-            Self::parse_v1(msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0, version)?
+            Self::parse_v1(
+                msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0,
+                version,
+            )?
         };
         let mut names: Vec<&str> = manifest
             .kpack_files

@@ -52,14 +52,18 @@ impl Marker {
     /// (section padding); anything else after the map is an error.
     pub fn parse(bytes: &[u8]) -> Result<Marker> {
         let len = msgpack::measure(bytes, 0)?;
-        let (value, rest) = bytes.split_at_checked(len).ok_or_else(|| bad("truncated"))?;
+        let (value, rest) = bytes
+            .split_at_checked(len)
+            .ok_or_else(|| bad("truncated"))?;
         if rest.iter().any(|&b| b != 0) {
             return Err(bad(format!(
                 "{} unexpected bytes after the map",
                 rest.len()
             )));
         }
-        let wire = msgpack::deserialize::<Named<Wire<'_>>>(value).map_err(bad)?.0;
+        let wire = msgpack::deserialize::<Named<Wire<'_>>>(value)
+            .map_err(bad)?
+            .0;
         Ok(Marker {
             kpack_search_paths: wire
                 .kpack_search_paths
@@ -145,8 +149,11 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
     }
     let mut table = vec![
         0u8;
-        usize::try_from(table_len)
-            .map_err(|_| bad_elf(path, 0x3a, "section header table too large"))?
+        usize::try_from(table_len).map_err(|_| bad_elf(
+            path,
+            0x3a,
+            "section header table too large"
+        ))?
     ];
     file.seek(SeekFrom::Start(shoff)).map_err(io)?;
     file.read_exact(&mut table)
@@ -181,7 +188,8 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
             ));
         }
         // `size <= max`, at most 1 MiB, and inside the file.
-        let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| bad_elf(path, offset, "size"))?];
+        let mut bytes =
+            vec![0u8; usize::try_from(size).map_err(|_| bad_elf(path, offset, "size"))?];
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         file.read_exact(&mut bytes).map_err(|_| {
             bad_elf(

@@ -87,7 +87,10 @@ enum Shape {
     Scalar(u64),
     Str(u64),
     /// Nested values follow (2 per map pair).
-    Nested { values: u64, map: bool },
+    Nested {
+        values: u64,
+        map: bool,
+    },
 }
 
 /// The one scanner: the length of the value at offset 0 of `src`, reading
@@ -194,7 +197,10 @@ fn scan<S: Source>(mut src: S, max: usize, base: u64) -> Result<usize> {
         if is_key && !matches!(shape, Shape::Str(_)) {
             return Err(error(
                 at,
-                format!("map key must be a str, found type byte {:#04x}", marker.to_u8()),
+                format!(
+                    "map key must be a str, found type byte {:#04x}",
+                    marker.to_u8()
+                ),
             ));
         }
         let remain = max.saturating_sub(pos) as u64;
@@ -269,7 +275,9 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T> {
 /// ordinal: invalid type ...`); the format's reader wraps it in its own
 /// error. The path is worked out on the error path only, by decoding
 /// again, so valid input pays nothing for it.
-pub(crate) fn deserialize<'a, T: Deserialize<'a>>(value: &'a [u8]) -> std::result::Result<T, String> {
+pub(crate) fn deserialize<'a, T: Deserialize<'a>>(
+    value: &'a [u8],
+) -> std::result::Result<T, String> {
     let first = match T::deserialize(&mut rmp_serde::Deserializer::from_read_ref(value)) {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -288,11 +296,30 @@ pub(crate) fn deserialize<'a, T: Deserialize<'a>>(value: &'a [u8]) -> std::resul
 }
 
 /// Encodes `v`: structs as maps keyed by field name, in field order.
+///
+/// A length above 2^32 - 1 is an error, never truncated: [`Str`] and
+/// [`Bin`] refuse one, and the output is measured once written, so any
+/// other header `rmp-serde` could have truncated (a container of 2^32
+/// elements) shows as a value that does not span the output.
 pub fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>> {
+    let fail =
+        |detail: String| Error::InvalidArgument(format!("MessagePack encoding failed: {detail}"));
     let mut buf = Vec::new();
     v.serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())
-        .map_err(|e| Error::InvalidArgument(format!("MessagePack encoding failed: {e}")))?;
-    Ok(buf)
+        .map_err(|e| fail(e.to_string()))?;
+    match measure(&buf, 0) {
+        Ok(n) if n == buf.len() => Ok(buf),
+        _ => Err(fail("a length exceeds MessagePack's 32-bit limit".into())),
+    }
+}
+
+fn len32<E: serde::ser::Error>(what: &str, len: usize) -> std::result::Result<(), E> {
+    match u32::try_from(len) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(E::custom(format_args!(
+            "{what} of length {len} exceeds MessagePack's 32-bit length limit"
+        ))),
+    }
 }
 
 /// For `#[serde(default, deserialize_with = "present")]` on an optional
@@ -310,6 +337,7 @@ pub struct Str<'a>(pub &'a str);
 
 impl Serialize for Str<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        len32("str", self.0.len())?;
         s.serialize_str(self.0)
     }
 }
@@ -322,7 +350,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a str")
             }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> std::result::Result<Self::Value, E> {
+            fn visit_borrowed_str<E: de::Error>(
+                self,
+                s: &'de str,
+            ) -> std::result::Result<Self::Value, E> {
                 Ok(Str(s))
             }
         }
@@ -342,6 +373,7 @@ pub struct Bin<'a>(pub &'a [u8]);
 
 impl Serialize for Bin<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        len32("bin", self.0.len())?;
         s.serialize_bytes(self.0)
     }
 }
@@ -428,7 +460,10 @@ where
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
                 // Small maps (a TOC entry's arches) compare in place; a
                 // set is built only for large ones.
                 const LINEAR: usize = 8;
@@ -445,7 +480,10 @@ where
                         !seen.insert(k)
                     };
                     if repeated {
-                        return Err(de::Error::custom(format_args!("key {k:?} repeated", k = k.to_string())));
+                        return Err(de::Error::custom(format_args!(
+                            "key {k:?} repeated",
+                            k = k.to_string()
+                        )));
                     }
                     out.push((k, map.next_value()?));
                 }
@@ -554,7 +592,8 @@ mod tests {
         assert_eq!(decode::<Value>(&bytes)?, v);
         // Same bytes as rmpv's own writer.
         let mut direct = Vec::new();
-        rmpv::encode::write_value(&mut direct, &v).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        rmpv::encode::write_value(&mut direct, &v)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         assert_eq!(bytes, direct);
         Ok(())
     }
@@ -576,8 +615,14 @@ mod tests {
         }
         let e = decode::<Pairs<Str<'_>, ()>>(&many).map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("repeated"), "{e}");
-        assert!(is_str_keyed_map(&Value::Map(vec![(Value::from("a"), Value::Nil)])));
-        assert!(!is_str_keyed_map(&Value::Map(vec![(Value::from(1), Value::Nil)])));
+        assert!(is_str_keyed_map(&Value::Map(vec![(
+            Value::from("a"),
+            Value::Nil
+        )])));
+        assert!(!is_str_keyed_map(&Value::Map(vec![(
+            Value::from(1),
+            Value::Nil
+        )])));
     }
 
     #[test]
@@ -596,7 +641,12 @@ mod tests {
         }
         assert!(decode::<T>(&[0x91, 0x01]).is_ok(), "serde's own leniency");
         assert!(decode::<Named<T>>(&[0x91, 0x01]).is_err());
-        assert_eq!(decode::<Named<T>>(&[0x81, 0xa1, b'a', 0x01]).map(|t| t.a).ok(), Some(1));
+        assert_eq!(
+            decode::<Named<T>>(&[0x81, 0xa1, b'a', 0x01])
+                .map(|t| t.a)
+                .ok(),
+            Some(1)
+        );
     }
 
     #[test]

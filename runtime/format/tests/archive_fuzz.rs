@@ -23,8 +23,8 @@ use rocm_kpack_format::msgpack;
 use rocm_kpack_format::wrapper::FatbinWrapper;
 use rocm_kpack_format::Error;
 use std::io::Cursor;
-use std::path::Path;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
@@ -182,7 +182,10 @@ fn bundle_bytes() -> Vec<u8> {
         &[
             ("host-x86_64-unknown-linux", &[]),
             ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
-            ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", b"\x7fELF code object"),
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                b"\x7fELF code object",
+            ),
         ],
         8,
     )
@@ -237,7 +240,11 @@ fn elf_with_marker() -> Vec<u8> {
     b.extend(section(1, 3, names_at, names.len() as u64)); // SHT_STRTAB
     b.extend(section(11, 1, data_at, data.len() as u64)); // SHT_PROGBITS
     let found = marker::read_elf_marker(&mut Cursor::new(&b), Path::new("seed.o"));
-    assert_eq!(found.unwrap(), Some(sample_marker()), "seed must carry the marker");
+    assert_eq!(
+        found.unwrap(),
+        Some(sample_marker()),
+        "seed must carry the marker"
+    );
     b
 }
 

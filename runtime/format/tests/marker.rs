@@ -76,11 +76,17 @@ fn wrong_types_and_keys_are_rejected() {
         ("duplicate key", Value::Map(vec![paths(), name(), name()])),
         (
             "bin key",
-            Value::Map(vec![paths(), (Value::Binary(b"kernel_name".to_vec()), s("k"))]),
+            Value::Map(vec![
+                paths(),
+                (Value::Binary(b"kernel_name".to_vec()), s("k")),
+            ]),
         ),
         (
             "name bin",
-            Value::Map(vec![paths(), (s("kernel_name"), Value::Binary(b"k".to_vec()))]),
+            Value::Map(vec![
+                paths(),
+                (s("kernel_name"), Value::Binary(b"k".to_vec())),
+            ]),
         ),
         (
             "name int",

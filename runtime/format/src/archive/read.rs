@@ -1,12 +1,12 @@
 //! Reading `.kpack` archives: header and TOC are parsed and validated at
 //! open, blobs are touched only when a kernel is asked for.
 
+use super::wire::{TocIn, VersionOnly, WireEntry, WireToc};
 use super::{
     CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE, MAX_TOC_SIZE,
     MAX_ZSTD_RATIO,
 };
 use crate::error::{Error, Result};
-use super::wire::{TocIn, VersionOnly, WireEntry, WireToc};
 use crate::le;
 use crate::msgpack::{self, Named};
 use memmap2::Mmap;
@@ -325,7 +325,10 @@ fn parse(data: &[u8]) -> Result<Parsed> {
     if len != toc_bytes.len() {
         return Err(toc_err(
             toc_offset,
-            format!("{} bytes follow the TOC (nothing may)", toc_bytes.len() - len),
+            format!(
+                "{} bytes follow the TOC (nothing may)",
+                toc_bytes.len() - len
+            ),
         ));
     }
     let at = toc_offset;
@@ -514,7 +517,12 @@ fn parse_toc(data: &[u8], at: u64, wire: WireToc<'_, TocIn<'_>>) -> Result<Parse
 fn parse_entry(e: WireEntry<'_>, binary: &str, arch: &str, at: u64) -> Result<TocEntry> {
     let field = |name: &str| format!("toc[{binary:?}][{arch:?}].{name}");
     if e.kind.0 != "hsaco" {
-        tracing::debug!(binary, arch, kind = e.kind.0, "kpack TOC: entry type is not \"hsaco\"");
+        tracing::debug!(
+            binary,
+            arch,
+            kind = e.kind.0,
+            "kpack TOC: entry type is not \"hsaco\""
+        );
     }
     let ordinal = u32::try_from(e.ordinal).map_err(|_| {
         toc_err(

@@ -8,9 +8,9 @@
 //! sequence of `add_kernel` calls. The bytes of kernels added but not yet
 //! written are bounded ([`DEFAULT_IN_FLIGHT_BYTES`]), which bounds memory.
 
+use super::wire::{TocOut, WireBlob, WireToc};
 use super::{CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE};
 use crate::error::{Error, Result};
-use super::wire::{TocOut, WireBlob, WireToc};
 use crate::msgpack::{self, Named, Str, Value};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
