@@ -140,7 +140,7 @@ fn scan<S: Source>(mut src: S, max: usize, base: u64) -> Result<usize> {
             }
         }
         // Map pairs are counted down from an even number: keys come first.
-        let is_key = in_map && pending % 2 == 0;
+        let is_key = in_map && pending.is_multiple_of(2);
         pending -= 1;
         let at = pos;
         let marker = Marker::from_u8(field(&mut src, &mut pos, 1)? as u8);
@@ -605,7 +605,9 @@ mod tests {
         // {"a": nil, "a": nil}
         let dup = [0x82, 0xa1, b'a', 0xc0, 0xa1, b'a', 0xc0];
         assert!(measure(&dup, 0).is_ok());
-        let e = decode::<Pairs<Str<'_>, ()>>(&dup).map(|_| ()).unwrap_err();
+        let e = decode::<Pairs<Str<'_>, ()>>(&dup)
+            .map(|_| ())
+            .expect_err("repeated key");
         assert!(e.to_string().contains("repeated"), "{e}");
         let ok = [0x82, 0xa1, b'a', 0xc0, 0xa1, b'b', 0xc0];
         assert!(decode::<Pairs<Str<'_>, ()>>(&ok).is_ok());
@@ -613,7 +615,9 @@ mod tests {
         for i in 0..20u8 {
             many.extend([0xa1, b'a' + (i % 19), 0xc0]);
         }
-        let e = decode::<Pairs<Str<'_>, ()>>(&many).map(|_| ()).unwrap_err();
+        let e = decode::<Pairs<Str<'_>, ()>>(&many)
+            .map(|_| ())
+            .expect_err("repeated key");
         assert!(e.to_string().contains("repeated"), "{e}");
         assert!(is_str_keyed_map(&Value::Map(vec![(
             Value::from("a"),
@@ -658,7 +662,7 @@ mod tests {
             name: Str<'a>,
         }
         // {"name": 1}
-        let e = decode::<T<'_>>(&[0x81, 0xa4, b'n', b'a', b'm', b'e', 0x01]).unwrap_err();
+        let e = decode::<T<'_>>(&[0x81, 0xa4, b'n', b'a', b'm', b'e', 0x01]).expect_err("int name");
         assert!(e.to_string().contains("name: invalid type"), "{e}");
     }
 
