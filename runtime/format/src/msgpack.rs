@@ -298,19 +298,13 @@ pub(crate) fn deserialize<'a, T: Deserialize<'a>>(
 /// Encodes `v`: structs as maps keyed by field name, in field order.
 ///
 /// A length above 2^32 - 1 is an error, never truncated: [`Str`] and
-/// [`Bin`] refuse one, and the output is measured once written, so any
-/// other header `rmp-serde` could have truncated (a container of 2^32
-/// elements) shows as a value that does not span the output.
+/// [`Bin`] refuse one. (Containers cannot reach it: 2^32 elements of our
+/// types do not fit in memory.)
 pub fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>> {
-    let fail =
-        |detail: String| Error::InvalidArgument(format!("MessagePack encoding failed: {detail}"));
     let mut buf = Vec::new();
     v.serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())
-        .map_err(|e| fail(e.to_string()))?;
-    match measure(&buf, 0) {
-        Ok(n) if n == buf.len() => Ok(buf),
-        _ => Err(fail("a length exceeds MessagePack's 32-bit limit".into())),
-    }
+        .map_err(|e| Error::InvalidArgument(format!("MessagePack encoding failed: {e}")))?;
+    Ok(buf)
 }
 
 fn len32<E: serde::ser::Error>(what: &str, len: usize) -> std::result::Result<(), E> {
