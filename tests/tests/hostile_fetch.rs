@@ -66,7 +66,7 @@ impl Archive {
 }
 
 fn s(x: &str) -> Value {
-    Value::Str(x.into())
+    Value::String(x.into())
 }
 
 /// A v1 manifest written as raw msgpack, so any name can be in it.
@@ -78,13 +78,13 @@ fn write_manifest(kpack: &Path, file: &str, component: &str, entries: &[(&str, &
                 (s("filename"), s(name)),
                 (s("family"), s("gfx90a")),
                 (s("architectures"), Value::Array(vec![s("gfx90a")])),
-                (s("size"), Value::UInt(a.bytes.len() as u64)),
-                (s("sha256"), Value::Bin(a.sha().to_vec())),
+                (s("size"), Value::from(a.bytes.len() as u64)),
+                (s("sha256"), Value::Binary(a.sha().to_vec())),
             ])
         })
         .collect();
     let v = Value::Map(vec![
-        (s("format_version"), Value::UInt(1)),
+        (s("format_version"), Value::from(1)),
         (s("component"), s(component)),
         (s("kpack_files"), Value::Array(files)),
     ]);

@@ -324,8 +324,10 @@ fn hostile_database_paths_and_prefixes_are_refused() {
             database_files: vec![b.dbs[0].file.clone()],
             prefix_path: None,
         };
-        let mut v =
-            rocm_kpack_format::msgpack::decode(&m.to_msgpack().expect("encode")).expect("decode");
+        let mut v = rocm_kpack_format::msgpack::decode::<rocm_kpack_format::msgpack::Value>(
+            &m.to_msgpack().expect("encode"),
+        )
+        .expect("decode");
         let rocm_kpack_format::msgpack::Value::Map(top) = &mut v else {
             panic!()
         };
@@ -335,7 +337,7 @@ fn hostile_database_paths_and_prefixes_are_refused() {
         let rocm_kpack_format::msgpack::Value::Map(d) = &mut dbs[0] else {
             panic!()
         };
-        d[0].1 = rocm_kpack_format::msgpack::Value::Str(path.into());
+        d[0].1 = rocm_kpack_format::msgpack::Value::String(path.into());
         fs::write(
             b.env.kpack.join("rocblas.kpm"),
             rocm_kpack_format::msgpack::encode(&v).expect("encode"),

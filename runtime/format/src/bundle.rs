@@ -22,6 +22,7 @@ use std::io::Read;
 
 use md5::{Digest, Md5};
 
+use crate::le;
 use crate::{Error, Result};
 
 /// Magic of an uncompressed bundle (no NUL).
@@ -439,7 +440,11 @@ impl<'a> BundleRef<'a> {
                 Some(cluster) => {
                     for e in cluster {
                         let at = (e.offset - start) as usize;
-                        let piece = buf.get(at..at + e.size as usize).unwrap_or_default();
+                        // Entries of a cluster lie inside it, by construction.
+                        let piece = usize::try_from(e.size)
+                            .ok()
+                            .and_then(|size| buf.get(at..at.checked_add(size)?))
+                            .ok_or_else(|| inflow.fail(&"entry outside its cluster"))?;
                         f(e, Cow::Owned(piece.to_vec()))?;
                     }
                 }
@@ -477,7 +482,10 @@ pub fn scan_bundle_at(section: &[u8], offset: usize) -> Result<BundleRef<'_>> {
                 let target = want.min(h.uncompressed_size) as usize;
                 let have = prefix.len();
                 prefix.resize(target, 0);
-                inflow.read_exact(prefix.get_mut(have..).unwrap_or_default())?;
+                let more = prefix
+                    .get_mut(have..)
+                    .ok_or_else(|| inflow.fail(&"header prefix shrank"))?;
+                inflow.read_exact(more)?;
                 match parse_entries_within(
                     &prefix,
                     h.uncompressed_size,
@@ -509,21 +517,6 @@ pub fn scan_bundle_at(section: &[u8], offset: usize) -> Result<BundleRef<'_>> {
             })
         }
     }
-}
-
-fn read_u64(data: &[u8], at: usize) -> Option<u64> {
-    let b: [u8; 8] = data.get(at..at.checked_add(8)?)?.try_into().ok()?;
-    Some(u64::from_le_bytes(b))
-}
-
-fn read_u32(data: &[u8], at: usize) -> Option<u32> {
-    let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
-    Some(u32::from_le_bytes(b))
-}
-
-fn read_u16(data: &[u8], at: usize) -> Option<u16> {
-    let b: [u8; 2] = data.get(at..at.checked_add(2)?)?.try_into().ok()?;
-    Some(u16::from_le_bytes(b))
 }
 
 /// Parses the header of the uncompressed bundle at the start of `data` (which
@@ -569,7 +562,7 @@ fn parse_entries_within(
         Some(_) => return Err(bad(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into())),
         None => return Err(short(0, "missing __CLANG_OFFLOAD_BUNDLE__ magic".into())),
     }
-    let count = read_u64(data, BUNDLE_MAGIC.len())
+    let count = le::u64_at(data, BUNDLE_MAGIC.len())
         .ok_or_else(|| short(BUNDLE_MAGIC.len(), "truncated entry count".into()))?;
     // Each entry needs at least its fixed fields: bounds the allocation.
     let room = total.saturating_sub(BUNDLE_HEADER_LEN as u64) / ENTRY_FIXED_LEN as u64;
@@ -584,9 +577,9 @@ fn parse_entries_within(
     let mut end = 0u64;
     for i in 0..count {
         let (Some(offset), Some(size), Some(triple_len)) = (
-            read_u64(data, pos),
-            read_u64(data, pos + 8),
-            read_u64(data, pos + 16),
+            le::u64_at(data, pos),
+            le::u64_at(data, pos + 8),
+            le::u64_at(data, pos + 16),
         ) else {
             return Err(short(pos, format!("entry {i}: truncated")));
         };
@@ -652,26 +645,26 @@ struct CcobHeader {
 fn parse_ccob_header(data: &[u8], base: u64) -> Result<CcobHeader> {
     let what = "compressed offload bundle";
     let trunc = |at: usize| Error::format(what, base + at as u64, "truncated header");
-    let version = read_u16(data, 4).ok_or_else(|| trunc(4))?;
-    let method_code = read_u16(data, 6).ok_or_else(|| trunc(6))?;
+    let version = le::u16_at(data, 4).ok_or_else(|| trunc(4))?;
+    let method_code = le::u16_at(data, 6).ok_or_else(|| trunc(6))?;
     let (header_len, total_size, uncompressed_size, hash) = match version {
         1 => (
             20,
             None,
-            u64::from(read_u32(data, 8).ok_or_else(|| trunc(8))?),
-            read_u64(data, 12).ok_or_else(|| trunc(12))?,
+            u64::from(le::u32_at(data, 8).ok_or_else(|| trunc(8))?),
+            le::u64_at(data, 12).ok_or_else(|| trunc(12))?,
         ),
         2 => (
             24,
-            Some(u64::from(read_u32(data, 8).ok_or_else(|| trunc(8))?)),
-            u64::from(read_u32(data, 12).ok_or_else(|| trunc(12))?),
-            read_u64(data, 16).ok_or_else(|| trunc(16))?,
+            Some(u64::from(le::u32_at(data, 8).ok_or_else(|| trunc(8))?)),
+            u64::from(le::u32_at(data, 12).ok_or_else(|| trunc(12))?),
+            le::u64_at(data, 16).ok_or_else(|| trunc(16))?,
         ),
         3 => (
             32,
-            Some(read_u64(data, 8).ok_or_else(|| trunc(8))?),
-            read_u64(data, 16).ok_or_else(|| trunc(16))?,
-            read_u64(data, 24).ok_or_else(|| trunc(24))?,
+            Some(le::u64_at(data, 8).ok_or_else(|| trunc(8))?),
+            le::u64_at(data, 16).ok_or_else(|| trunc(16))?,
+            le::u64_at(data, 24).ok_or_else(|| trunc(24))?,
         ),
         v => {
             return Err(Error::UnsupportedVersion {
@@ -874,7 +867,9 @@ impl<'a> Inflow<'a> {
     /// Reads up to `buf.len()` bytes; 0 only at the end of the stream.
     fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
         let n = self.dec.read(buf).map_err(|e| self.fail(&e))?;
-        let got = buf.get(..n).unwrap_or_default();
+        let got = buf
+            .get(..n)
+            .ok_or_else(|| self.fail(&"decoder reported more bytes than it was given room for"))?;
         self.md5.update(got);
         self.pos += n as u64;
         Ok(n)
@@ -886,7 +881,7 @@ impl<'a> Inflow<'a> {
             if n == 0 {
                 return Err(self.short());
             }
-            buf = buf.get_mut(n..).unwrap_or_default();
+            buf = buf.get_mut(n..).ok_or_else(|| self.short())?;
         }
         Ok(())
     }
@@ -898,7 +893,7 @@ impl<'a> Inflow<'a> {
             if n == 0 {
                 return Ok(());
             }
-            out.extend_from_slice(chunk.get(..n).unwrap_or_default());
+            out.extend_from_slice(chunk.get(..n).ok_or_else(|| self.short())?);
         }
     }
 
@@ -908,7 +903,8 @@ impl<'a> Inflow<'a> {
         let mut chunk = [0u8; 16 << 10];
         while self.pos < to {
             let want = (to - self.pos).min(chunk.len() as u64) as usize;
-            if self.read(chunk.get_mut(..want).unwrap_or_default())? == 0 {
+            let room = chunk.get_mut(..want).ok_or_else(|| self.short())?;
+            if self.read(room)? == 0 {
                 return Err(self.short());
             }
         }
@@ -943,10 +939,13 @@ impl<'a> Inflow<'a> {
             )));
         }
         let consumed = self.consumed();
+        let (method, base) = (self.method, self.base);
         let digest = self.md5.finalize();
-        let mut low = [0u8; 8];
-        low.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
-        let actual = u64::from_le_bytes(low);
+        let actual = le::u64_at(&digest, 0).ok_or_else(|| {
+            Error::Decompression(format!(
+                "{method} payload at offset {base}: short MD5 digest"
+            ))
+        })?;
         if actual != self.hash {
             return Err(Error::Decompression(format!(
                 "compressed offload bundle at offset {}: MD5 of the decompressed data \
@@ -1061,7 +1060,10 @@ pub fn compress_ccob(uncompressed: &[u8], version: u16, method: CcobMethod) -> R
             out.extend_from_slice(&size.to_le_bytes());
         }
     }
-    out.extend_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+    let low = digest
+        .get(..8)
+        .ok_or_else(|| Error::InvalidArgument("short MD5 digest".into()))?;
+    out.extend_from_slice(low);
     out.extend_from_slice(&compressed);
     Ok(out)
 }

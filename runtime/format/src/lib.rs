@@ -5,7 +5,8 @@
 //! [`wrapper`] describe what a fat binary carries; [`archive`] stores code
 //! objects in `.kpack` files; [`marker`] and [`manifest`] tell a host binary
 //! where its archives are; [`target`] parses and orders target ids;
-//! [`msgpack`] is the one MessagePack reader and writer they all use. The
+//! [`msgpack`] is the one MessagePack layer (rmp-serde behind a bounded
+//! scanner) they all use. The
 //! file plumbing (atomic writes, hashing, hostile-file checks) is
 //! `rocm-kpack-fs`. The byte layouts are described in `docs/formats.md`.
 //!
@@ -17,6 +18,7 @@ pub mod bundle;
 pub mod debcontrol;
 pub mod error;
 pub mod layout;
+mod le;
 pub mod manifest;
 pub mod marker;
 pub mod msgpack;

@@ -15,7 +15,9 @@
 //! by arch) is read too.
 
 use crate::error::{Error, Result};
-use crate::msgpack::{self, Value};
+use crate::msgpack::{self, present, Bin, Named, Pairs, Str};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use crate::layout::names::NameKind;
@@ -112,64 +114,122 @@ fn check_name(kind: NameKind, name: &str, field: &str) -> Result<()> {
         .map_err(|e| bad(format!("unsafe {field} {}: {}", e.shown, e.reason)))
 }
 
-fn map_of<'v>(v: &'v Value, what: &str) -> Result<Vec<(&'v str, &'v Value)>> {
-    v.map_entries().ok_or_else(|| {
-        bad(format!(
-            "{what} must be a map with distinct str keys, found {}",
-            v.type_name()
-        ))
-    })
+/// A SHA-256 as the manifest stores it: a 32-byte `bin`.
+#[derive(Clone, Copy)]
+struct Sha256([u8; 32]);
+
+impl Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        Bin(&self.0).serialize(s)
+    }
 }
 
-fn field<'v>(m: &[(&str, &'v Value)], key: &str, what: &str) -> Result<&'v Value> {
-    m.iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| bad(format!("{what}: missing key {key:?}")))
+impl<'de> Deserialize<'de> for Sha256 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let b = Bin::deserialize(d)?;
+        b.0.try_into()
+            .map(Sha256)
+            .map_err(|_| serde::de::Error::invalid_length(b.0.len(), &"a 32-byte bin"))
+    }
 }
 
-fn str_field(m: &[(&str, &Value)], key: &str, what: &str) -> Result<String> {
-    let v = field(m, key, what)?;
-    v.as_str().map(str::to_owned).ok_or_else(|| {
-        bad(format!(
-            "{what}.{key} must be a str, found {}",
-            v.type_name()
-        ))
-    })
+/// What decides the schema: the version, and (version 1) whether the
+/// legacy `component_name` key is there.
+#[derive(Deserialize)]
+struct Head {
+    format_version: u64,
+    #[serde(default, deserialize_with = "present")]
+    component_name: Option<IgnoredAny>,
 }
 
-fn uint_field(m: &[(&str, &Value)], key: &str, what: &str) -> Result<u64> {
-    let v = field(m, key, what)?;
-    v.as_u64().ok_or_else(|| {
-        bad(format!(
-            "{what}.{key} must be an unsigned int, found {}",
-            v.type_name()
-        ))
-    })
+/// Versions 1 to 3, keys in the order written.
+#[derive(Serialize, Deserialize)]
+struct Wire<'a> {
+    format_version: u64,
+    #[serde(borrow)]
+    component: Str<'a>,
+    #[serde(borrow)]
+    kpack_files: Vec<Named<WireArchive<'a>>>,
+    #[serde(
+        default,
+        borrow,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    database_files: Option<Vec<Named<WireDatabase<'a>>>>,
+    #[serde(
+        default,
+        borrow,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    prefix_path: Option<Str<'a>>,
 }
 
-fn str_list(v: &Value, what: &str) -> Result<Vec<String>> {
-    let list = v
-        .as_array()
-        .ok_or_else(|| bad(format!("{what} must be an array, found {}", v.type_name())))?;
-    list.iter()
-        .map(|item| {
-            item.as_str().map(str::to_owned).ok_or_else(|| {
-                bad(format!(
-                    "{what} element must be a str, found {}",
-                    item.type_name()
-                ))
-            })
-        })
-        .collect()
+/// A `kpack_files` element.
+#[derive(Serialize, Deserialize)]
+struct WireArchive<'a> {
+    #[serde(borrow)]
+    filename: Str<'a>,
+    #[serde(borrow)]
+    family: Str<'a>,
+    #[serde(borrow)]
+    architectures: Vec<Str<'a>>,
+    size: u64,
+    sha256: Sha256,
+}
+
+/// A `database_files` element.
+#[derive(Serialize, Deserialize)]
+struct WireDatabase<'a> {
+    #[serde(borrow)]
+    path: Str<'a>,
+    #[serde(borrow)]
+    family: Str<'a>,
+    #[serde(borrow)]
+    architectures: Vec<Str<'a>>,
+    size: u64,
+    sha256: Sha256,
+}
+
+/// The legacy schema: `kpack_files` keyed by arch.
+#[derive(Deserialize)]
+struct WireLegacy<'a> {
+    #[serde(borrow)]
+    component_name: Str<'a>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    #[allow(dead_code)] // only its type is checked
+    prefix: Option<Str<'a>>,
+    #[serde(borrow)]
+    kpack_files: Pairs<Str<'a>, Named<WireLegacyFile<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct WireLegacyFile<'a> {
+    #[serde(borrow)]
+    file: Str<'a>,
+    size: u64,
+    #[serde(default, deserialize_with = "present")]
+    #[allow(dead_code)] // only its type is checked
+    kernel_count: Option<u64>,
+}
+
+fn strings(list: &[Str<'_>]) -> Vec<String> {
+    list.iter().map(|s| s.0.to_owned()).collect()
 }
 
 impl Manifest {
     /// Parses a v1 or legacy manifest, rejecting hostile filenames.
     pub fn parse(bytes: &[u8]) -> Result<Manifest> {
-        let value = msgpack::decode(bytes)?;
-        let top = map_of(&value, "manifest")?;
-        let version = uint_field(&top, "format_version", "manifest")?;
+        let len = msgpack::measure(bytes, 0)?;
+        if len != bytes.len() {
+            return Err(Error::Msgpack {
+                offset: len as u64,
+                detail: format!("{} trailing bytes after the manifest", bytes.len() - len),
+            });
+        }
+        let head = msgpack::deserialize::<Named<Head>>(bytes).map_err(bad)?.0;
+        let version = head.format_version;
         if version == 0 || version > MANIFEST_VERSION {
             return Err(Error::UnsupportedVersion {
                 what: "kpm manifest",
@@ -177,10 +237,13 @@ impl Manifest {
                 supported: "1 to 3; a newer rocm-kpack wrote it, so upgrade rocm-kpack-fetch and the runtime",
             });
         }
-        let manifest = if version == 1 && top.iter().any(|(k, _)| *k == "component_name") {
-            Self::parse_legacy(&top)?
+        let manifest = if version == 1 && head.component_name.is_some() {
+            Self::parse_legacy(msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0)?
         } else {
-            Self::parse_v1(&top, version)?
+            Self::parse_v1(
+                msgpack::deserialize::<Named<_>>(bytes).map_err(bad)?.0,
+                version,
+            )?
         };
         let mut names: Vec<&str> = manifest
             .kpack_files
@@ -230,55 +293,51 @@ impl Manifest {
         Ok(manifest)
     }
 
-    fn parse_v1(top: &[(&str, &Value)], version: u64) -> Result<Manifest> {
-        let component = str_field(top, "component", "manifest")?;
+    fn parse_v1(wire: Wire<'_>, version: u64) -> Result<Manifest> {
+        let component = wire.component.0.to_owned();
         validate_component(&component)?;
-        let files_v = field(top, "kpack_files", "manifest")?;
-        let files = files_v.as_array().ok_or_else(|| {
-            bad(format!(
-                "kpack_files must be an array, found {}",
-                files_v.type_name()
-            ))
-        })?;
-        let mut kpack_files = Vec::with_capacity(files.len());
-        for (i, f) in files.iter().enumerate() {
-            let what = format!("kpack_files[{i}]");
-            let m = map_of(f, &what)?;
-            let filename = str_field(&m, "filename", &what)?;
-            validate_filename(&filename)?;
-            let sha256 = sha256_field(&m, &what)?;
+        let mut kpack_files = Vec::with_capacity(wire.kpack_files.len());
+        for f in &wire.kpack_files {
+            validate_filename(f.filename.0)?;
             kpack_files.push(ManifestFile {
-                filename,
-                family: str_field(&m, "family", &what)?,
-                architectures: str_list(
-                    field(&m, "architectures", &what)?,
-                    &format!("{what}.architectures"),
-                )?,
-                size: uint_field(&m, "size", &what)?,
-                sha256: Some(sha256),
+                filename: f.filename.0.to_owned(),
+                family: f.family.0.to_owned(),
+                architectures: strings(&f.architectures),
+                size: f.size,
+                sha256: Some(f.sha256.0),
             });
         }
-        let database_files = match top.iter().find(|(k, _)| *k == "database_files") {
+        let database_files = match wire.database_files {
             None if version >= 2 => return Err(bad("manifest: missing key \"database_files\"")),
             None => Vec::new(),
             Some(_) if version < 2 => {
                 return Err(bad("database_files needs format_version 2"));
             }
-            Some((_, v)) => parse_database_files(v)?,
+            Some(list) => {
+                let mut out = Vec::with_capacity(list.len());
+                for (i, f) in list.iter().enumerate() {
+                    validate_database_path(f.path.0)?;
+                    if f.architectures.is_empty() {
+                        return Err(bad(format!("database_files[{i}].architectures is empty")));
+                    }
+                    out.push(DatabaseFile {
+                        path: f.path.0.to_owned(),
+                        family: f.family.0.to_owned(),
+                        architectures: strings(&f.architectures),
+                        size: f.size,
+                        sha256: f.sha256.0,
+                    });
+                }
+                out
+            }
         };
-        let prefix_path = match top.iter().find(|(k, _)| *k == "prefix_path") {
+        let prefix_path = match wire.prefix_path {
             None if version >= 3 => return Err(bad("manifest: missing key \"prefix_path\"")),
             None => None,
             Some(_) if version < 3 => return Err(bad("prefix_path needs format_version 3")),
-            Some((_, v)) => {
-                let p = v.as_str().ok_or_else(|| {
-                    bad(format!(
-                        "prefix_path must be a str, found {}",
-                        v.type_name()
-                    ))
-                })?;
-                check_name(NameKind::DatabasePath, p, "prefix path")?;
-                Some(p.to_string())
+            Some(p) => {
+                check_name(NameKind::DatabasePath, p.0, "prefix path")?;
+                Some(p.0.to_owned())
             }
         };
         Ok(Manifest {
@@ -293,28 +352,13 @@ impl Manifest {
     /// sharing a file merge into one entry (first-appearance order). The
     /// family is taken from a `<component>_<family>.kpack` filename, else
     /// the first arch.
-    fn parse_legacy(top: &[(&str, &Value)]) -> Result<Manifest> {
-        let component = str_field(top, "component_name", "manifest")?;
+    fn parse_legacy(wire: WireLegacy<'_>) -> Result<Manifest> {
+        let component = wire.component_name.0.to_owned();
         validate_component(&component)?;
-        if let Some((_, prefix)) = top.iter().find(|(k, _)| *k == "prefix") {
-            if prefix.as_str().is_none() {
-                return Err(bad(format!(
-                    "prefix must be a str, found {}",
-                    prefix.type_name()
-                )));
-            }
-        }
-        let files = map_of(field(top, "kpack_files", "manifest")?, "kpack_files")?;
         let mut kpack_files: Vec<ManifestFile> = Vec::new();
-        for (arch, entry) in files {
-            let what = format!("kpack_files[{arch:?}]");
-            let m = map_of(entry, &what)?;
-            let file = str_field(&m, "file", &what)?;
-            validate_filename(&file)?;
-            let size = uint_field(&m, "size", &what)?;
-            if m.iter().any(|(k, _)| *k == "kernel_count") {
-                uint_field(&m, "kernel_count", &what)?;
-            }
+        for (arch, entry) in &wire.kpack_files.0 {
+            let (arch, file, size) = (arch.0, entry.file.0, entry.size);
+            validate_filename(file)?;
             match kpack_files.iter_mut().find(|f| f.filename == file) {
                 Some(existing) => {
                     if existing.size != size {
@@ -326,11 +370,11 @@ impl Manifest {
                     existing.architectures.push(arch.to_owned());
                 }
                 None => {
-                    let family = crate::layout::archive_unit(&component, &file)
+                    let family = crate::layout::archive_unit(&component, file)
                         .unwrap_or(arch)
                         .to_owned();
                     kpack_files.push(ManifestFile {
-                        filename: file,
+                        filename: file.to_owned(),
                         family,
                         architectures: vec![arch.to_owned()],
                         size,
@@ -383,58 +427,48 @@ impl Manifest {
     /// schema order). Fails on unsafe names and on entries without a sha256
     /// (legacy data).
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
-        let mut b = Vec::new();
         let version = self.format_version();
-        msgpack::write_map_len(
-            &mut b,
-            match version {
-                1 => 3,
-                2 => 4,
-                _ => 5,
-            },
-        )?;
-        msgpack::write_str(&mut b, "format_version")?;
-        msgpack::write_uint(&mut b, version)?;
-        msgpack::write_str(&mut b, "component")?;
         validate_component(&self.component)?;
-        msgpack::write_str(&mut b, &self.component)?;
-        msgpack::write_str(&mut b, "kpack_files")?;
-        msgpack::write_array_len(&mut b, self.kpack_files.len())?;
+        let mut kpack_files = Vec::with_capacity(self.kpack_files.len());
         for f in &self.kpack_files {
             validate_filename(&f.filename)?;
             let sha = f.sha256.ok_or_else(|| {
                 Error::InvalidArgument(format!("{:?} has no sha256; v1 requires one", f.filename))
             })?;
-            write_entry(
-                &mut b,
-                ("filename", &f.filename),
-                &f.family,
-                &f.architectures,
-                f.size,
-                &sha,
-            )?;
+            kpack_files.push(Named(WireArchive {
+                filename: Str(&f.filename),
+                family: Str(&f.family),
+                architectures: str_refs(&f.architectures),
+                size: f.size,
+                sha256: Sha256(sha),
+            }));
         }
-        if version >= 2 {
-            msgpack::write_str(&mut b, "database_files")?;
-            msgpack::write_array_len(&mut b, self.database_files.len())?;
+        let database_files = if version >= 2 {
+            let mut out = Vec::with_capacity(self.database_files.len());
             for f in &self.database_files {
                 validate_database_path(&f.path)?;
-                write_entry(
-                    &mut b,
-                    ("path", &f.path),
-                    &f.family,
-                    &f.architectures,
-                    f.size,
-                    &f.sha256,
-                )?;
+                out.push(Named(WireDatabase {
+                    path: Str(&f.path),
+                    family: Str(&f.family),
+                    architectures: str_refs(&f.architectures),
+                    size: f.size,
+                    sha256: Sha256(f.sha256),
+                }));
             }
-        }
+            Some(out)
+        } else {
+            None
+        };
         if let Some(p) = &self.prefix_path {
             validate_database_path(p)?;
-            msgpack::write_str(&mut b, "prefix_path")?;
-            msgpack::write_str(&mut b, p)?;
         }
-        Ok(b)
+        msgpack::encode(&Wire {
+            format_version: version,
+            component: Str(&self.component),
+            kpack_files,
+            database_files,
+            prefix_path: self.prefix_path.as_deref().map(Str),
+        })
     }
 
     /// The database files serving any of `arches` (exact arch keys).
@@ -448,64 +482,6 @@ impl Manifest {
     }
 }
 
-/// One `kpack_files` or `database_files` element: its name key and value,
-/// then family, architectures, size, sha256 (schema order).
-fn write_entry(
-    b: &mut Vec<u8>,
-    (key, name): (&str, &str),
-    family: &str,
-    architectures: &[String],
-    size: u64,
-    sha256: &[u8; 32],
-) -> Result<()> {
-    msgpack::write_map_len(b, 5)?;
-    msgpack::write_str(b, key)?;
-    msgpack::write_str(b, name)?;
-    msgpack::write_str(b, "family")?;
-    msgpack::write_str(b, family)?;
-    msgpack::write_str(b, "architectures")?;
-    msgpack::write_str_array(b, architectures)?;
-    msgpack::write_str(b, "size")?;
-    msgpack::write_uint(b, size)?;
-    msgpack::write_str(b, "sha256")?;
-    msgpack::write_bin(b, sha256)?;
-    Ok(())
-}
-
-fn sha256_field(m: &[(&str, &Value)], what: &str) -> Result<[u8; 32]> {
-    field(m, "sha256", what)?
-        .as_bin()
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| bad(format!("{what}.sha256 must be a 32-byte bin")))
-}
-
-fn parse_database_files(v: &Value) -> Result<Vec<DatabaseFile>> {
-    let list = v.as_array().ok_or_else(|| {
-        bad(format!(
-            "database_files must be an array, found {}",
-            v.type_name()
-        ))
-    })?;
-    let mut out = Vec::with_capacity(list.len());
-    for (i, f) in list.iter().enumerate() {
-        let what = format!("database_files[{i}]");
-        let m = map_of(f, &what)?;
-        let path = str_field(&m, "path", &what)?;
-        validate_database_path(&path)?;
-        let architectures = str_list(
-            field(&m, "architectures", &what)?,
-            &format!("{what}.architectures"),
-        )?;
-        if architectures.is_empty() {
-            return Err(bad(format!("{what}.architectures is empty")));
-        }
-        out.push(DatabaseFile {
-            path,
-            family: str_field(&m, "family", &what)?,
-            architectures,
-            size: uint_field(&m, "size", &what)?,
-            sha256: sha256_field(&m, &what)?,
-        });
-    }
-    Ok(out)
+fn str_refs(list: &[String]) -> Vec<Str<'_>> {
+    list.iter().map(|s| Str(s)).collect()
 }

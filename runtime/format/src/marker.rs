@@ -6,7 +6,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::msgpack;
+use crate::le;
+use crate::msgpack::{self, Named, Str};
 
 /// The section holding the marker in an ELF host binary.
 pub const ELF_SECTION: &str = ".rocm_kpack_ref";
@@ -35,77 +36,51 @@ fn bad(detail: impl Into<String>) -> Error {
     Error::InvalidMetadata(format!("marker: {}", detail.into()))
 }
 
+/// The marker's wire form: exactly these two keys, in this order.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire<'a> {
+    #[serde(borrow)]
+    kpack_search_paths: Vec<Str<'a>>,
+    #[serde(borrow)]
+    kernel_name: Str<'a>,
+}
+
 impl Marker {
     /// Parses marker bytes. The map must hold exactly `kpack_search_paths`
     /// ([str]) and `kernel_name` (str). Trailing zero bytes are accepted
     /// (section padding); anything else after the map is an error.
     pub fn parse(bytes: &[u8]) -> Result<Marker> {
-        let mut reader = msgpack::Reader::new(bytes);
-        let value = reader.read_value()?;
-        let rest = bytes.get(reader.position()..).unwrap_or_default();
+        let len = msgpack::measure(bytes, 0)?;
+        let (value, rest) = bytes
+            .split_at_checked(len)
+            .ok_or_else(|| bad("truncated"))?;
         if rest.iter().any(|&b| b != 0) {
             return Err(bad(format!(
                 "{} unexpected bytes after the map",
                 rest.len()
             )));
         }
-        let map = value.map_entries().ok_or_else(|| {
-            bad(format!(
-                "expected a map with distinct str keys, found {}",
-                value.type_name()
-            ))
-        })?;
-        let mut paths = None;
-        let mut name = None;
-        for (key, v) in map {
-            match key {
-                "kpack_search_paths" => {
-                    let list = v.as_array().ok_or_else(|| {
-                        bad(format!(
-                            "kpack_search_paths must be an array, found {}",
-                            v.type_name()
-                        ))
-                    })?;
-                    let mut out = Vec::with_capacity(list.len());
-                    for item in list {
-                        let s = item.as_str().ok_or_else(|| {
-                            bad(format!(
-                                "kpack_search_paths element must be a str, found {}",
-                                item.type_name()
-                            ))
-                        })?;
-                        out.push(s.to_owned());
-                    }
-                    paths = Some(out);
-                }
-                "kernel_name" => {
-                    let s = v.as_str().ok_or_else(|| {
-                        bad(format!(
-                            "kernel_name must be a str, found {}",
-                            v.type_name()
-                        ))
-                    })?;
-                    name = Some(s.to_owned());
-                }
-                other => return Err(bad(format!("unexpected key {other:?}"))),
-            }
-        }
+        let wire = msgpack::deserialize::<Named<Wire<'_>>>(value)
+            .map_err(bad)?
+            .0;
         Ok(Marker {
-            kpack_search_paths: paths.ok_or_else(|| bad("missing kpack_search_paths"))?,
-            kernel_name: name.ok_or_else(|| bad("missing kernel_name"))?,
+            kpack_search_paths: wire
+                .kpack_search_paths
+                .iter()
+                .map(|s| s.0.to_owned())
+                .collect(),
+            kernel_name: wire.kernel_name.0.to_owned(),
         })
     }
 
     /// Encodes the marker: keys in the order `kpack_search_paths`,
     /// `kernel_name`, strings as `str`. Same marker, same bytes.
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
-        let mut b = Vec::new();
-        msgpack::write_map_len(&mut b, 2)?;
-        msgpack::write_str(&mut b, "kpack_search_paths")?;
-        msgpack::write_str_array(&mut b, &self.kpack_search_paths)?;
-        msgpack::write_str(&mut b, "kernel_name")?;
-        msgpack::write_str(&mut b, &self.kernel_name)?;
-        Ok(b)
+        msgpack::encode(&Wire {
+            kpack_search_paths: self.kpack_search_paths.iter().map(|s| Str(s)).collect(),
+            kernel_name: Str(&self.kernel_name),
+        })
     }
 }
 
@@ -142,24 +117,12 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
     if header[..4] != *b"\x7fELF" || header[4] != 2 || header[5] != 1 {
         return Ok(None);
     }
-    let u16_at = |b: &[u8], at: usize| {
-        b.get(at..at + 2)
-            .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
-    };
-    let u32_at = |b: &[u8], at: usize| {
-        b.get(at..at + 4)
-            .and_then(|x| x.try_into().ok())
-            .map_or(0, u32::from_le_bytes)
-    };
-    let u64_at = |b: &[u8], at: usize| {
-        b.get(at..at + 8)
-            .and_then(|x| x.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
-    };
-    let shoff = u64_at(&header, 0x28);
-    let shentsize = u64::from(u16_at(&header, 0x3a));
-    let shnum = u64::from(u16_at(&header, 0x3c));
-    let shstrndx = u64::from(u16_at(&header, 0x3e));
+    // Every field read is checked: a short table is an error, never a 0.
+    let short = |at: u64| bad_elf(path, at, "field runs past the end of its header");
+    let shoff = le::u64_at(&header, 0x28).ok_or_else(|| short(0x28))?;
+    let shentsize = u64::from(le::u16_at(&header, 0x3a).ok_or_else(|| short(0x3a))?);
+    let shnum = u64::from(le::u16_at(&header, 0x3c).ok_or_else(|| short(0x3c))?);
+    let shstrndx = u64::from(le::u16_at(&header, 0x3e).ok_or_else(|| short(0x3e))?);
     if shoff == 0 || shnum == 0 {
         return Ok(None);
     }
@@ -170,19 +133,46 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
             format!("{shnum} section headers of {shentsize} bytes, names in section {shstrndx}"),
         ));
     }
-    let mut table = vec![0u8; usize::try_from(shnum * shentsize).unwrap_or(usize::MAX)];
+    // Claimed extents are checked against the file's real length before
+    // anything is allocated for them: a 400-byte file claiming 4096
+    // headers of 64 KiB each costs nothing.
+    let file_len = file.seek(SeekFrom::End(0)).map_err(io)?;
+    let fits = |offset: u64, size: u64| offset.checked_add(size).is_some_and(|end| end <= file_len);
+    // At most 4096 entries of at most 65535 bytes: no overflow.
+    let table_len = shnum * shentsize;
+    if !fits(shoff, table_len) {
+        return Err(bad_elf(
+            path,
+            shoff,
+            "section headers run past the end of the file",
+        ));
+    }
+    let mut table = vec![
+        0u8;
+        usize::try_from(table_len).map_err(|_| bad_elf(
+            path,
+            0x3a,
+            "section header table too large"
+        ))?
+    ];
     file.seek(SeekFrom::Start(shoff)).map_err(io)?;
     file.read_exact(&mut table)
         .map_err(|_| bad_elf(path, shoff, "section headers run past the end of the file"))?;
-    let entry = |i: u64| {
-        table
-            .get(usize::try_from(i * shentsize).unwrap_or(usize::MAX)..)
-            .unwrap_or_default()
+    // Section header `i`, exactly `shentsize` bytes of the table.
+    let entry = |i: u64| -> Result<(&[u8], u64)> {
+        let start = i * shentsize;
+        usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(start + shentsize).ok())
+            .and_then(|(s, e)| table.get(s..e))
+            .map(|e| (e, shoff.saturating_add(start)))
+            .ok_or_else(|| bad_elf(path, shoff, format!("section header {i} past the table")))
     };
     // (offset, size) of a section, its size bounded by `max`.
     let mut read_section = |i: u64, max: u64| -> Result<Vec<u8>> {
-        let sh = entry(i);
-        let (offset, size) = (u64_at(sh, 0x18), u64_at(sh, 0x20));
+        let (sh, at) = entry(i)?;
+        let offset = le::u64_at(sh, 0x18).ok_or_else(|| short(at + 0x18))?;
+        let size = le::u64_at(sh, 0x20).ok_or_else(|| short(at + 0x20))?;
         if size > max {
             return Err(bad_elf(
                 path,
@@ -190,7 +180,16 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
                 format!("section {i} is {size} bytes, over the {max}-byte limit"),
             ));
         }
-        let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(0)];
+        if !fits(offset, size) {
+            return Err(bad_elf(
+                path,
+                offset,
+                format!("section {i} runs past the end of the file"),
+            ));
+        }
+        // `size <= max`, at most 1 MiB, and inside the file.
+        let mut bytes =
+            vec![0u8; usize::try_from(size).map_err(|_| bad_elf(path, offset, "size"))?];
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         file.read_exact(&mut bytes).map_err(|_| {
             bad_elf(
@@ -203,13 +202,19 @@ pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Opti
     };
     let names = read_section(shstrndx, MAX_SHSTRTAB)?;
     let wanted = ELF_SECTION.as_bytes();
-    let found = (0..shnum).find(|&i| {
-        let at = usize::try_from(u32_at(entry(i), 0)).unwrap_or(usize::MAX);
-        names
-            .get(at..)
-            .and_then(|rest| rest.get(..rest.iter().position(|&b| b == 0)?))
-            .is_some_and(|name| name == wanted)
-    });
+    let mut found = None;
+    for i in 0..shnum {
+        // A name offset past the table names nothing (as with `readelf`).
+        let (sh, at) = entry(i)?;
+        let name = usize::try_from(le::u32_at(sh, 0).ok_or_else(|| short(at))?)
+            .ok()
+            .and_then(|at| names.get(at..))
+            .and_then(|rest| rest.get(..rest.iter().position(|&b| b == 0)?));
+        if name == Some(wanted) {
+            found = Some(i);
+            break;
+        }
+    }
     let Some(index) = found else {
         return Ok(None);
     };

@@ -1,598 +1,512 @@
-//! A small, bounded MessagePack reader and the writer helpers every format
-//! in this crate uses.
+//! MessagePack for every format in this crate: serde types, decoded and
+//! encoded by `rmp-serde`, behind one bounded scanner.
 //!
-//! The reader decodes untrusted bytes into a [`Value`] tree. It never
-//! recurses deeper than [`MAX_DEPTH`] and checks every declared length
-//! against the bytes that remain before allocating, so a hostile length
-//! prefix cannot make it reserve more memory than the input justifies.
-//! [`value_len`] measures one value without decoding it, for bytes behind a
-//! raw pointer; both take type bytes apart through the same `Head`.
+//! Untrusted bytes go through [`measure`] before `rmp-serde` sees them. The
+//! scanner walks one value without recursion and without allocating for
+//! it: nesting deeper than [`MAX_DEPTH`] is refused, every declared length
+//! (string, binary, extension payload, element and pair counts) is checked
+//! against the bytes that remain, `str` payloads must be UTF-8 and map keys
+//! must be `str` (all our formats key their maps by name). What passes is
+//! then exactly the slice handed to `rmp-serde`, so no length prefix it
+//! reads can claim more than the input holds, and serde's own cautious
+//! preallocation (capped at 1 MiB per container) is the most a declared
+//! count can reserve. [`value_len`] runs the same scanner over bytes behind
+//! a raw pointer, reading type bytes and length fields only.
 //!
-//! The writer helpers wrap `rmp::encode`: strings are always `str` (never
-//! `bin`), integers always take their smallest encoding, and lengths that do
-//! not fit MessagePack's 32-bit limit are an error instead of being
-//! truncated.
+//! The wire types are strict where serde is lenient: [`Str`] accepts only a
+//! `str` (serde's `String` also takes a `bin` holding UTF-8) and [`Bin`]
+//! only a `bin`. Integers keep serde's rule, which is also ours: a signed
+//! encoding of a non-negative number is read as unsigned.
+//!
+//! Encoding ([`encode`]) writes structs as maps keyed by field name, in
+//! field order; strings as `str`, never `bin`; integers in their smallest
+//! encoding (`rmp::encode::write_uint`/`write_sint`).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+use rmp::Marker;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::ser::{Serialize, Serializer};
 
 use crate::error::{Error, Result};
 
-/// Nesting limit of [`Reader`]: deeper input is rejected, which bounds the
-/// recursion (and stack use) of the decoder. Our formats need depth 4.
+/// A decoded MessagePack value of any shape (`rmpv`), for free-form data
+/// such as a TOC entry's `metadata` map.
+pub use rmpv::Value;
+
+/// Nesting limit: deeper input is refused by the scanner, which bounds the
+/// recursion (and stack use) of the serde decoders behind it. Our formats
+/// need depth 4.
 pub const MAX_DEPTH: usize = 64;
 
-/// Preallocation cap for arrays and maps: a declared element count is only
-/// trusted up to this many slots; longer containers grow as elements
-/// actually decode.
+/// Preallocation cap of our own containers ([`Pairs`]): a declared count is
+/// trusted up to this many slots; longer maps grow as entries decode.
 const PREALLOC_LIMIT: usize = 1024;
 
-/// One decoded MessagePack value. Maps keep their encoded order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Nil,
-    Bool(bool),
-    /// Any non-negative integer, whatever width it was encoded with.
-    UInt(u64),
-    /// A negative integer.
-    Int(i64),
-    F32(f32),
-    F64(f64),
-    /// A `str` (valid UTF-8).
-    Str(String),
-    /// A `bin`.
-    Bin(Vec<u8>),
-    Array(Vec<Value>),
-    /// Key/value pairs in encoded order (duplicates are kept; see
-    /// [`Value::map_entries`] for a checked view).
-    Map(Vec<(Value, Value)>),
-    /// An extension value: type tag and payload.
-    Ext(i8, Vec<u8>),
+/// Where the scanner reads: a slice, or single bytes behind a pointer.
+trait Source {
+    /// The byte at `at`; only asked for `at` below the scan's bound.
+    fn byte(&mut self, at: usize) -> Option<u8>;
+    /// Whether the `len` bytes at `at` (below the bound) are UTF-8. A source
+    /// whose payloads must not be read answers yes: those are checked when
+    /// the bytes are decoded.
+    fn utf8(&mut self, at: usize, len: usize) -> bool;
 }
 
-impl Value {
-    /// The string if this is a `str`.
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::Str(s) => Some(s),
-            _ => None,
-        }
+impl Source for &[u8] {
+    fn byte(&mut self, at: usize) -> Option<u8> {
+        self.get(at).copied()
     }
 
-    /// The integer if this is a non-negative integer.
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Value::UInt(v) => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// The bytes if this is a `bin`.
-    pub fn as_bin(&self) -> Option<&[u8]> {
-        match self {
-            Value::Bin(b) => Some(b),
-            _ => None,
-        }
-    }
-
-    /// The elements if this is an array.
-    pub fn as_array(&self) -> Option<&[Value]> {
-        match self {
-            Value::Array(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The pairs if this is a map.
-    pub fn as_map(&self) -> Option<&[(Value, Value)]> {
-        match self {
-            Value::Map(m) => Some(m),
-            _ => None,
-        }
-    }
-
-    /// The value stored under the string key `key`, if this is a map.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.as_map()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v)
-    }
-
-    /// The pairs of a map whose keys are all distinct strings, in encoded
-    /// order. `None` if this is not a map, a key is not a `str`, or a key
-    /// repeats (a repeated key makes "which one wins" reader-dependent).
-    pub fn map_entries(&self) -> Option<Vec<(&str, &Value)>> {
-        let map = self.as_map()?;
-        let mut out: Vec<(&str, &Value)> = Vec::with_capacity(map.len());
-        // Hashed: a map of n keys costs O(n), so a hostile TOC with a
-        // million keys opens in linear time.
-        let mut seen: std::collections::HashSet<&str> =
-            std::collections::HashSet::with_capacity(map.len());
-        for (k, v) in map {
-            let k = k.as_str()?;
-            if !seen.insert(k) {
-                return None;
-            }
-            out.push((k, v));
-        }
-        Some(out)
-    }
-
-    /// A short name of this value's type, for error messages.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Nil => "nil",
-            Value::Bool(_) => "bool",
-            Value::UInt(_) | Value::Int(_) => "int",
-            Value::F32(_) | Value::F64(_) => "float",
-            Value::Str(_) => "str",
-            Value::Bin(_) => "bin",
-            Value::Array(_) => "array",
-            Value::Map(_) => "map",
-            Value::Ext(..) => "ext",
-        }
+    fn utf8(&mut self, at: usize, len: usize) -> bool {
+        at.checked_add(len)
+            .and_then(|end| self.get(at..end))
+            .is_some_and(|s| std::str::from_utf8(s).is_ok())
     }
 }
 
-/// Decodes exactly one value that spans all of `bytes`.
-pub fn decode(bytes: &[u8]) -> Result<Value> {
-    let mut reader = Reader::new(bytes);
-    let value = reader.read_value()?;
-    if reader.remaining() != 0 {
-        return Err(reader.error(format!(
-            "{} trailing bytes after the value",
-            reader.remaining()
-        )));
-    }
-    Ok(value)
-}
+/// Bytes read one at a time through a closure (memory behind a pointer).
+struct Probe<F>(F);
 
-/// A bounded MessagePack decoder over a byte slice.
-#[derive(Debug, Clone)]
-pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    base: u64,
-}
-
-impl<'a> Reader<'a> {
-    /// A reader at the start of `buf`.
-    pub fn new(buf: &'a [u8]) -> Self {
-        Reader {
-            buf,
-            pos: 0,
-            base: 0,
-        }
+impl<F: FnMut(usize) -> u8> Source for Probe<F> {
+    fn byte(&mut self, at: usize) -> Option<u8> {
+        Some((self.0)(at))
     }
 
-    /// A reader whose error offsets are reported relative to `base` (the
-    /// position of `buf` inside its file).
-    pub fn with_base_offset(buf: &'a [u8], base: u64) -> Self {
-        Reader { buf, pos: 0, base }
-    }
-
-    /// Bytes consumed so far.
-    pub fn position(&self) -> usize {
-        self.pos
-    }
-
-    /// Bytes not consumed yet.
-    pub fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    /// Decodes the next value.
-    pub fn read_value(&mut self) -> Result<Value> {
-        self.value(0)
-    }
-
-    fn error(&self, detail: impl Into<String>) -> Error {
-        Error::Msgpack {
-            offset: self.base.saturating_add(self.pos as u64),
-            detail: detail.into(),
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&end| end <= self.buf.len())
-            .ok_or_else(|| {
-                self.error(format!(
-                    "needs {n} bytes, {} remain (truncated?)",
-                    self.remaining()
-                ))
-            })?;
-        let out = self
-            .buf
-            .get(self.pos..end)
-            .ok_or_else(|| self.error("out of range"))?;
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn take_array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let bytes = self.take(N)?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(bytes);
-        Ok(out)
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take_array::<1>()?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_be_bytes(self.take_array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_be_bytes(self.take_array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_be_bytes(self.take_array()?))
-    }
-
-    /// A length read from the input, converted to usize and checked against
-    /// the remaining bytes: each of `len` items needs at least `min_item`
-    /// bytes, so a longer claim cannot be honest.
-    fn checked_len(&self, len: u64, min_item: usize, what: &str) -> Result<usize> {
-        let len = usize::try_from(len)
-            .map_err(|_| self.error(format!("{what} length {len} too large")))?;
-        let need = len
-            .checked_mul(min_item)
-            .ok_or_else(|| self.error(format!("{what} length {len} too large")))?;
-        if need > self.remaining() {
-            return Err(self.error(format!(
-                "{what} of length {len} needs at least {need} bytes, {} remain",
-                self.remaining()
-            )));
-        }
-        Ok(len)
-    }
-
-    fn str_body(&mut self, len: u64) -> Result<Value> {
-        let at = self.pos;
-        let len = self.checked_len(len, 1, "str")?;
-        let bytes = self.take(len)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
-            Err(e) => Err(Error::Msgpack {
-                offset: self.base.saturating_add(at as u64),
-                detail: format!("str is not valid UTF-8: {e}"),
-            }),
-        }
-    }
-
-    fn bin_body(&mut self, len: u64) -> Result<Value> {
-        let len = self.checked_len(len, 1, "bin")?;
-        Ok(Value::Bin(self.take(len)?.to_vec()))
-    }
-
-    fn ext_body(&mut self, len: u64) -> Result<Value> {
-        let tag = i8::from_be_bytes(self.take_array()?);
-        let len = self.checked_len(len, 1, "ext")?;
-        Ok(Value::Ext(tag, self.take(len)?.to_vec()))
-    }
-
-    fn array_body(&mut self, len: u64, depth: usize) -> Result<Value> {
-        let len = self.checked_len(len, 1, "array")?;
-        let mut items = Vec::with_capacity(len.min(PREALLOC_LIMIT));
-        for _ in 0..len {
-            items.push(self.value(depth + 1)?);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn map_body(&mut self, len: u64, depth: usize) -> Result<Value> {
-        let len = self.checked_len(len, 2, "map")?;
-        let mut pairs = Vec::with_capacity(len.min(PREALLOC_LIMIT));
-        for _ in 0..len {
-            let k = self.value(depth + 1)?;
-            let v = self.value(depth + 1)?;
-            pairs.push((k, v));
-        }
-        Ok(Value::Map(pairs))
-    }
-
-    /// `n` big-endian bytes as an integer (a length field).
-    fn be(&mut self, n: usize) -> Result<u64> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |v, &b| (v << 8) | u64::from(b)))
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Value> {
-        if depth >= MAX_DEPTH {
-            return Err(self.error(format!("nesting deeper than {MAX_DEPTH}")));
-        }
-        let tag = self.u8()?;
-        let head =
-            Head::read(tag, |n| self.be(n))?.ok_or_else(|| self.error("reserved marker 0xc1"))?;
-        Ok(match head {
-            Head::Nil => Value::Nil,
-            Head::Bool(b) => Value::Bool(b),
-            Head::FixInt(v) => int(v),
-            Head::UInt(1) => Value::UInt(u64::from(self.u8()?)),
-            Head::UInt(2) => Value::UInt(u64::from(self.u16()?)),
-            Head::UInt(4) => Value::UInt(u64::from(self.u32()?)),
-            Head::UInt(_) => Value::UInt(self.u64()?),
-            Head::Int(1) => int(i64::from(i8::from_be_bytes(self.take_array()?))),
-            Head::Int(2) => int(i64::from(i16::from_be_bytes(self.take_array()?))),
-            Head::Int(4) => int(i64::from(i32::from_be_bytes(self.take_array()?))),
-            Head::Int(_) => int(i64::from_be_bytes(self.take_array()?)),
-            Head::Float(4) => Value::F32(f32::from_be_bytes(self.take_array()?)),
-            Head::Float(_) => Value::F64(f64::from_be_bytes(self.take_array()?)),
-            Head::Str(n) => return self.str_body(n),
-            Head::Bin(n) => return self.bin_body(n),
-            Head::Ext(n) => return self.ext_body(n),
-            Head::Array(n) => return self.array_body(n, depth),
-            Head::Map(n) => return self.map_body(n, depth),
-        })
+    fn utf8(&mut self, _: usize, _: usize) -> bool {
+        true
     }
 }
 
-/// What a type byte announces: the one place that knows MessagePack's type
-/// bytes, shared by [`Reader`] and [`value_len`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Head {
-    Nil,
-    Bool(bool),
-    /// A fixint: the value is the type byte itself.
-    FixInt(i64),
-    /// Unsigned, signed or float number of this many payload bytes.
-    UInt(u8),
-    Int(u8),
-    Float(u8),
-    /// Payload byte counts.
+/// What a type byte announces, from `rmp`'s [`Marker`].
+enum Shape {
+    /// This many payload bytes follow the header.
+    Scalar(u64),
     Str(u64),
-    Bin(u64),
-    /// Payload byte count after the one-byte extension type.
-    Ext(u64),
-    /// Element and pair counts.
-    Array(u64),
-    Map(u64),
+    /// Nested values follow (2 per map pair).
+    Nested {
+        values: u64,
+        map: bool,
+    },
 }
 
-impl Head {
-    /// Decodes type byte `tag`, reading its length field (1, 2 or 4
-    /// big-endian bytes) through `length` where it has one. `None` for the
-    /// reserved byte 0xc1.
-    fn read(tag: u8, mut length: impl FnMut(usize) -> Result<u64>) -> Result<Option<Head>> {
-        Ok(Some(match tag {
-            0x00..=0x7f => Head::FixInt(i64::from(tag)),
-            0x80..=0x8f => Head::Map(u64::from(tag & 0x0f)),
-            0x90..=0x9f => Head::Array(u64::from(tag & 0x0f)),
-            0xa0..=0xbf => Head::Str(u64::from(tag & 0x1f)),
-            0xc0 => Head::Nil,
-            0xc1 => return Ok(None),
-            0xc2 => Head::Bool(false),
-            0xc3 => Head::Bool(true),
-            0xc4 => Head::Bin(length(1)?),
-            0xc5 => Head::Bin(length(2)?),
-            0xc6 => Head::Bin(length(4)?),
-            0xc7 => Head::Ext(length(1)?),
-            0xc8 => Head::Ext(length(2)?),
-            0xc9 => Head::Ext(length(4)?),
-            0xca => Head::Float(4),
-            0xcb => Head::Float(8),
-            0xcc => Head::UInt(1),
-            0xcd => Head::UInt(2),
-            0xce => Head::UInt(4),
-            0xcf => Head::UInt(8),
-            0xd0 => Head::Int(1),
-            0xd1 => Head::Int(2),
-            0xd2 => Head::Int(4),
-            0xd3 => Head::Int(8),
-            0xd4 => Head::Ext(1),
-            0xd5 => Head::Ext(2),
-            0xd6 => Head::Ext(4),
-            0xd7 => Head::Ext(8),
-            0xd8 => Head::Ext(16),
-            0xd9 => Head::Str(length(1)?),
-            0xda => Head::Str(length(2)?),
-            0xdb => Head::Str(length(4)?),
-            0xdc => Head::Array(length(2)?),
-            0xdd => Head::Array(length(4)?),
-            0xde => Head::Map(length(2)?),
-            0xdf => Head::Map(length(4)?),
-            0xe0..=0xff => Head::FixInt(i64::from(tag as i8)),
-        }))
-    }
-
-    /// Bytes after the header (and length field) that belong to this value
-    /// itself, and how many nested values follow them.
-    fn extent(self) -> (u64, u64) {
-        match self {
-            Head::Nil | Head::Bool(_) | Head::FixInt(_) => (0, 0),
-            Head::UInt(n) | Head::Int(n) | Head::Float(n) => (u64::from(n), 0),
-            Head::Str(n) | Head::Bin(n) => (n, 0),
-            Head::Ext(n) => (n.saturating_add(1), 0),
-            Head::Array(n) => (0, n),
-            Head::Map(n) => (0, n.saturating_mul(2)),
-        }
-    }
-}
-
-/// Length in bytes of the one MessagePack value at offset 0, without
-/// decoding it: for bytes behind a raw pointer whose extent is unknown (a
-/// marker, `runtime/loader/src/loader/marker_mem.rs`). Bytes are read only through
-/// `read_byte`, only at offsets below `max`, and only those holding type
-/// bytes and length fields: payloads are skipped, not read. Nesting is
-/// bounded by [`MAX_DEPTH`], as in [`Reader`]; a value that would need bytes
-/// at or past `max` is an error.
-pub fn value_len(mut read_byte: impl FnMut(usize) -> u8, max: usize) -> Result<usize> {
+/// The one scanner: the length of the value at offset 0 of `src`, reading
+/// no byte at or past `max`. Error offsets are `base` plus the position.
+fn scan<S: Source>(mut src: S, max: usize, base: u64) -> Result<usize> {
     let error = |pos: usize, detail: String| Error::Msgpack {
-        offset: pos as u64,
+        offset: base.saturating_add(pos as u64),
         detail,
     };
-    let truncated = |pos: usize| error(pos, format!("value longer than {max} bytes or truncated"));
-    let mut pos = 0usize;
-    let mut byte = |pos: &mut usize| -> Result<u8> {
-        if *pos >= max {
-            return Err(truncated(*pos));
-        }
-        let b = read_byte(*pos);
-        *pos += 1;
-        Ok(b)
+    let short = |pos: usize, need: u64| {
+        error(
+            pos,
+            format!(
+                "needs {need} more bytes, {} remain (truncated, or longer than {max} bytes)",
+                max.saturating_sub(pos)
+            ),
+        )
     };
-    // Values still to walk at the current level, and those of the enclosing
-    // levels: containers are walked depth-first, without recursion.
+    let mut pos = 0usize;
+    // A length field of `n` big-endian bytes.
+    let field = |src: &mut S, pos: &mut usize, n: usize| -> Result<u64> {
+        let mut v = 0u64;
+        for i in 0..n {
+            let b = pos
+                .checked_add(i)
+                .filter(|&at| at < max)
+                .and_then(|at| src.byte(at))
+                .ok_or_else(|| short(*pos, n as u64))?;
+            v = (v << 8) | u64::from(b);
+        }
+        *pos += n;
+        Ok(v)
+    };
+    // Values still to walk at the current level (and whether it is a map),
+    // and those of the enclosing levels: depth-first, without recursion.
     let mut pending: u64 = 1;
-    let mut outer: Vec<u64> = Vec::new();
+    let mut in_map = false;
+    let mut outer: Vec<(u64, bool)> = Vec::new();
     loop {
         if pending == 0 {
             match outer.pop() {
-                Some(p) => {
-                    pending = p;
+                Some((p, m)) => {
+                    (pending, in_map) = (p, m);
                     continue;
                 }
                 None => return Ok(pos),
             }
         }
+        // Map pairs are counted down from an even number: keys come first.
+        let is_key = in_map && pending.is_multiple_of(2);
         pending -= 1;
-        let tag = byte(&mut pos)?;
-        let head = Head::read(tag, |n| {
-            (0..n).try_fold(0u64, |v, _| Ok((v << 8) | u64::from(byte(&mut pos)?)))
-        })?
-        .ok_or_else(|| error(pos - 1, "reserved marker 0xc1".into()))?;
-        let (skip, children) = head.extent();
-        // Skipped payload must still lie below the cap: checked, not read.
-        pos = usize::try_from(skip)
-            .ok()
-            .and_then(|skip| pos.checked_add(skip))
-            .filter(|&p| p <= max)
-            .ok_or_else(|| truncated(pos))?;
-        if children > 0 {
-            // Every child needs at least one byte: impossible counts fail
-            // before they are walked.
-            if children > (max - pos) as u64 {
-                return Err(truncated(pos));
+        let at = pos;
+        let marker = Marker::from_u8(field(&mut src, &mut pos, 1)? as u8);
+        let shape = match marker {
+            Marker::FixPos(_) | Marker::FixNeg(_) | Marker::Null | Marker::True | Marker::False => {
+                Shape::Scalar(0)
             }
-            if outer.len() + 1 >= MAX_DEPTH {
-                return Err(error(pos, format!("nesting deeper than {MAX_DEPTH}")));
+            Marker::U8 | Marker::I8 => Shape::Scalar(1),
+            Marker::U16 | Marker::I16 => Shape::Scalar(2),
+            Marker::U32 | Marker::I32 | Marker::F32 => Shape::Scalar(4),
+            Marker::U64 | Marker::I64 | Marker::F64 => Shape::Scalar(8),
+            Marker::FixStr(n) => Shape::Str(u64::from(n)),
+            Marker::Str8 => Shape::Str(field(&mut src, &mut pos, 1)?),
+            Marker::Str16 => Shape::Str(field(&mut src, &mut pos, 2)?),
+            Marker::Str32 => Shape::Str(field(&mut src, &mut pos, 4)?),
+            Marker::Bin8 => Shape::Scalar(field(&mut src, &mut pos, 1)?),
+            Marker::Bin16 => Shape::Scalar(field(&mut src, &mut pos, 2)?),
+            Marker::Bin32 => Shape::Scalar(field(&mut src, &mut pos, 4)?),
+            // Extension payloads follow a one-byte type tag.
+            Marker::FixExt1 => Shape::Scalar(2),
+            Marker::FixExt2 => Shape::Scalar(3),
+            Marker::FixExt4 => Shape::Scalar(5),
+            Marker::FixExt8 => Shape::Scalar(9),
+            Marker::FixExt16 => Shape::Scalar(17),
+            Marker::Ext8 => Shape::Scalar(field(&mut src, &mut pos, 1)? + 1),
+            Marker::Ext16 => Shape::Scalar(field(&mut src, &mut pos, 2)? + 1),
+            Marker::Ext32 => Shape::Scalar(field(&mut src, &mut pos, 4)? + 1),
+            Marker::FixArray(n) => Shape::Nested {
+                values: u64::from(n),
+                map: false,
+            },
+            Marker::Array16 => Shape::Nested {
+                values: field(&mut src, &mut pos, 2)?,
+                map: false,
+            },
+            Marker::Array32 => Shape::Nested {
+                values: field(&mut src, &mut pos, 4)?,
+                map: false,
+            },
+            Marker::FixMap(n) => Shape::Nested {
+                values: 2 * u64::from(n),
+                map: true,
+            },
+            Marker::Map16 => Shape::Nested {
+                values: 2 * field(&mut src, &mut pos, 2)?,
+                map: true,
+            },
+            Marker::Map32 => Shape::Nested {
+                values: 2 * field(&mut src, &mut pos, 4)?,
+                map: true,
+            },
+            Marker::Reserved => return Err(error(at, "reserved type byte 0xc1".into())),
+        };
+        if is_key && !matches!(shape, Shape::Str(_)) {
+            return Err(error(
+                at,
+                format!(
+                    "map key must be a str, found type byte {:#04x}",
+                    marker.to_u8()
+                ),
+            ));
+        }
+        let remain = max.saturating_sub(pos) as u64;
+        match shape {
+            Shape::Scalar(n) | Shape::Str(n) if n > remain => return Err(short(pos, n)),
+            Shape::Str(n) => {
+                // `n <= remain`, so it fits a usize.
+                if !src.utf8(pos, n as usize) {
+                    return Err(error(at, "str is not valid UTF-8".into()));
+                }
+                pos += n as usize;
             }
-            outer.push(pending);
-            pending = children;
+            Shape::Scalar(n) => pos += n as usize,
+            Shape::Nested { values, map } => {
+                // Every value needs at least one byte: impossible counts
+                // fail before they are walked.
+                if values > remain {
+                    return Err(error(
+                        at,
+                        format!(
+                            "{} of {values} values needs at least {values} bytes, {remain} remain",
+                            if map { "map" } else { "array" }
+                        ),
+                    ));
+                }
+                if values > 0 {
+                    if outer.len() + 1 >= MAX_DEPTH {
+                        return Err(error(at, format!("nesting deeper than {MAX_DEPTH}")));
+                    }
+                    outer.push((pending, in_map));
+                    (pending, in_map) = (values, map);
+                }
+            }
         }
     }
 }
 
-/// Signed encodings of non-negative numbers normalise to [`Value::UInt`], so
-/// "is this an unsigned integer" does not depend on the writer's choice.
-fn int(v: i64) -> Value {
-    match u64::try_from(v) {
-        Ok(u) => Value::UInt(u),
-        Err(_) => Value::Int(v),
+/// Length of the one well-formed MessagePack value at the start of
+/// `bytes` (see the module docs for what "well-formed" checks). Error
+/// offsets are reported relative to `base` (where `bytes` sit in a file).
+pub fn measure(bytes: &[u8], base: u64) -> Result<usize> {
+    scan(bytes, bytes.len(), base)
+}
+
+/// Length in bytes of the one MessagePack value at offset 0, without
+/// decoding it: for bytes behind a raw pointer whose extent is unknown (a
+/// marker, `runtime/loader/src/loader/marker_mem.rs`). The scanner of [`measure`]:
+/// bytes are read only through `read_byte`, only at offsets below `max`,
+/// and only those holding type bytes and length fields (payloads are
+/// skipped, not read, so `str` payloads are checked for UTF-8 only when the
+/// copied bytes are decoded). A value that would need bytes at or past
+/// `max` is an error.
+pub fn value_len(read_byte: impl FnMut(usize) -> u8, max: usize) -> Result<usize> {
+    scan(Probe(read_byte), max, 0)
+}
+
+/// Decodes `T` from exactly one value that spans all of `bytes`; a value
+/// that does not fit `T` is an [`Error::Msgpack`] naming the field.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T> {
+    let len = measure(bytes, 0)?;
+    if len != bytes.len() {
+        return Err(Error::Msgpack {
+            offset: len as u64,
+            detail: format!("{} trailing bytes after the value", bytes.len() - len),
+        });
     }
+    deserialize(bytes).map_err(|detail| Error::Msgpack { offset: 0, detail })
 }
 
-fn too_long(what: &str, len: usize) -> Error {
-    Error::InvalidArgument(format!(
-        "{what} of length {len} exceeds MessagePack's 32-bit length limit"
-    ))
-}
-
-fn len32(what: &str, len: usize) -> Result<u32> {
-    u32::try_from(len).map_err(|_| too_long(what, len))
-}
-
-// Writing into a Vec cannot fail, but rmp's signatures carry io::Error.
-fn write_err<E: std::fmt::Display>(e: E) -> Error {
-    Error::InvalidArgument(format!("MessagePack encoding failed: {e}"))
-}
-
-/// Appends a `str` (never `bin`) in its smallest encoding.
-pub fn write_str(buf: &mut Vec<u8>, s: &str) -> Result<()> {
-    rmp::encode::write_str_len(buf, len32("str", s.len())?).map_err(write_err)?;
-    buf.extend_from_slice(s.as_bytes());
-    Ok(())
-}
-
-/// Appends a `bin` in its smallest encoding.
-pub fn write_bin(buf: &mut Vec<u8>, b: &[u8]) -> Result<()> {
-    rmp::encode::write_bin_len(buf, len32("bin", b.len())?).map_err(write_err)?;
-    buf.extend_from_slice(b);
-    Ok(())
-}
-
-/// Appends an unsigned integer in its smallest encoding.
-pub fn write_uint(buf: &mut Vec<u8>, v: u64) -> Result<()> {
-    rmp::encode::write_uint(buf, v).map_err(write_err)?;
-    Ok(())
-}
-
-/// Appends a signed integer in its smallest encoding.
-pub fn write_sint(buf: &mut Vec<u8>, v: i64) -> Result<()> {
-    rmp::encode::write_sint(buf, v).map_err(write_err)?;
-    Ok(())
-}
-
-/// Appends a map header for `len` pairs.
-pub fn write_map_len(buf: &mut Vec<u8>, len: usize) -> Result<()> {
-    rmp::encode::write_map_len(buf, len32("map", len)?).map_err(write_err)?;
-    Ok(())
-}
-
-/// Appends an array header for `len` elements.
-pub fn write_array_len(buf: &mut Vec<u8>, len: usize) -> Result<()> {
-    rmp::encode::write_array_len(buf, len32("array", len)?).map_err(write_err)?;
-    Ok(())
-}
-
-/// Appends an array of `str`.
-pub fn write_str_array<S: AsRef<str>>(buf: &mut Vec<u8>, items: &[S]) -> Result<()> {
-    write_array_len(buf, items.len())?;
-    for s in items {
-        write_str(buf, s.as_ref())?;
-    }
-    Ok(())
-}
-
-/// Appends any [`Value`], integers in their smallest encoding, maps in
-/// their stored order. Decoding the output gives back an equal value.
-pub fn write_value(buf: &mut Vec<u8>, v: &Value) -> Result<()> {
-    match v {
-        Value::Nil => rmp::encode::write_nil(buf).map_err(write_err)?,
-        Value::Bool(b) => rmp::encode::write_bool(buf, *b).map_err(write_err)?,
-        Value::UInt(u) => write_uint(buf, *u)?,
-        Value::Int(i) => write_sint(buf, *i)?,
-        Value::F32(f) => rmp::encode::write_f32(buf, *f).map_err(write_err)?,
-        Value::F64(f) => rmp::encode::write_f64(buf, *f).map_err(write_err)?,
-        Value::Str(s) => write_str(buf, s)?,
-        Value::Bin(b) => write_bin(buf, b)?,
-        Value::Array(items) => {
-            write_array_len(buf, items.len())?;
-            for item in items {
-                write_value(buf, item)?;
+/// Decodes `T` from `value`, the exact bytes of one value that [`measure`]
+/// accepted. On failure the message names where (`toc.lib/x.so#0.gfx90a:
+/// ordinal: invalid type ...`); the format's reader wraps it in its own
+/// error. The path is worked out on the error path only, by decoding
+/// again, so valid input pays nothing for it.
+pub(crate) fn deserialize<'a, T: Deserialize<'a>>(
+    value: &'a [u8],
+) -> std::result::Result<T, String> {
+    let first = match T::deserialize(&mut rmp_serde::Deserializer::from_read_ref(value)) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let mut de = rmp_serde::Deserializer::from_read_ref(value);
+    Err(match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Err(e) => {
+            let path = e.path().to_string();
+            match path.as_str() {
+                "" | "." => e.into_inner().to_string(),
+                _ => format!("{path}: {}", e.into_inner()),
             }
         }
-        Value::Map(pairs) => {
-            write_map_len(buf, pairs.len())?;
-            for (k, v) in pairs {
-                write_value(buf, k)?;
-                write_value(buf, v)?;
-            }
-        }
-        Value::Ext(tag, data) => {
-            rmp::encode::write_ext_meta(buf, len32("ext", data.len())?, *tag).map_err(write_err)?;
-            buf.extend_from_slice(data);
-        }
-    }
-    Ok(())
+        Ok(_) => first.to_string(),
+    })
 }
 
-/// Encodes one [`Value`] into a new buffer.
-pub fn encode(v: &Value) -> Result<Vec<u8>> {
+/// Encodes `v`: structs as maps keyed by field name, in field order.
+///
+/// A length above 2^32 - 1 is an error, never truncated: [`Str`] and
+/// [`Bin`] refuse one. (Containers cannot reach it: 2^32 elements of our
+/// types do not fit in memory.)
+pub fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    write_value(&mut buf, v)?;
+    v.serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())
+        .map_err(|e| Error::InvalidArgument(format!("MessagePack encoding failed: {e}")))?;
     Ok(buf)
+}
+
+fn len32<E: serde::ser::Error>(what: &str, len: usize) -> std::result::Result<(), E> {
+    match u32::try_from(len) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(E::custom(format_args!(
+            "{what} of length {len} exceeds MessagePack's 32-bit length limit"
+        ))),
+    }
+}
+
+/// For `#[serde(default, deserialize_with = "present")]` on an optional
+/// field: a key that is there holds a `T`, even when it is `nil` (serde's
+/// `Option` would read `nil` as an absent key).
+pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A MessagePack `str`, borrowed from the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Str<'a>(pub &'a str);
+
+impl Serialize for Str<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        len32("str", self.0.len())?;
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a str")
+            }
+            fn visit_borrowed_str<E: de::Error>(
+                self,
+                s: &'de str,
+            ) -> std::result::Result<Self::Value, E> {
+                Ok(Str(s))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl fmt::Display for Str<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A MessagePack `bin`, borrowed from the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bin<'a>(pub &'a [u8]);
+
+impl Serialize for Bin<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        len32("bin", self.0.len())?;
+        s.serialize_bytes(self.0)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Bin<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Bin<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a bin")
+            }
+            fn visit_borrowed_bytes<E: de::Error>(
+                self,
+                b: &'de [u8],
+            ) -> std::result::Result<Self::Value, E> {
+                Ok(Bin(b))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+/// A struct that must be encoded as a map keyed by field name: serde's
+/// derived structs also accept an array of their fields in order, which
+/// our formats never write and so must not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named<T>(pub T);
+
+impl<T> std::ops::Deref for Named<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Serialize> Serialize for Named<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Named<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct MapOnly<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for MapOnly<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<T, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(MapOnly(PhantomData)).map(Named)
+    }
+}
+
+/// A map kept in encoded order, whose keys must be distinct (a repeated
+/// key makes "which one wins" reader-dependent). Checked in linear time:
+/// a hostile map of a million keys costs a million hash insertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pairs<K, V>(pub Vec<(K, V)>);
+
+impl<K: Serialize, V: Serialize> Serialize for Pairs<K, V> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl<'de, K, V> Deserialize<'de> for Pairs<K, V>
+where
+    K: Deserialize<'de> + Copy + Eq + Hash + fmt::Display,
+    V: Deserialize<'de>,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct PairsVisitor<K, V>(PhantomData<(K, V)>);
+        impl<'de, K, V> Visitor<'de> for PairsVisitor<K, V>
+        where
+            K: Deserialize<'de> + Copy + Eq + Hash + fmt::Display,
+            V: Deserialize<'de>,
+        {
+            type Value = Pairs<K, V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                // Small maps (a TOC entry's arches) compare in place; a
+                // set is built only for large ones.
+                const LINEAR: usize = 8;
+                let cap = map.size_hint().unwrap_or(0).min(PREALLOC_LIMIT);
+                let mut out: Vec<(K, V)> = Vec::with_capacity(cap);
+                let mut seen: HashSet<K> = HashSet::new();
+                while let Some(k) = map.next_key::<K>()? {
+                    let repeated = if out.len() < LINEAR {
+                        out.iter().any(|(o, _)| *o == k)
+                    } else {
+                        if seen.is_empty() {
+                            seen.extend(out.iter().map(|(o, _)| *o));
+                        }
+                        !seen.insert(k)
+                    };
+                    if repeated {
+                        return Err(de::Error::custom(format_args!(
+                            "key {k:?} repeated",
+                            k = k.to_string()
+                        )));
+                    }
+                    out.push((k, map.next_value()?));
+                }
+                Ok(Pairs(out))
+            }
+        }
+        d.deserialize_map(PairsVisitor(PhantomData))
+    }
+}
+
+/// Whether `v` is a map whose keys are distinct strings (what a TOC
+/// entry's `metadata` must be).
+pub fn is_str_keyed_map(v: &Value) -> bool {
+    let Some(pairs) = v.as_map() else {
+        return false;
+    };
+    let mut seen = HashSet::with_capacity(pairs.len());
+    pairs
+        .iter()
+        .all(|(k, _)| k.as_str().is_some_and(|k| seen.insert(k)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write_uint(v: u64) -> Vec<u8> {
+        encode(&v).unwrap_or_default()
+    }
 
     #[test]
     fn smallest_int_encodings() -> Result<()> {
@@ -606,26 +520,32 @@ mod tests {
             (1 << 32, &[0xcf, 0, 0, 0, 1, 0, 0, 0, 0]),
         ];
         for (v, want) in cases {
-            let mut buf = Vec::new();
-            write_uint(&mut buf, *v)?;
+            let buf = write_uint(*v);
             assert_eq!(&buf, want, "encoding of {v}");
-            assert_eq!(decode(&buf)?, Value::UInt(*v));
+            assert_eq!(decode::<u64>(&buf)?, *v);
         }
         Ok(())
     }
 
     #[test]
-    fn str_is_never_bin() -> Result<()> {
-        let mut buf = Vec::new();
-        write_str(&mut buf, &"x".repeat(40))?;
+    fn str_is_never_bin_and_bin_is_never_str() -> Result<()> {
+        let long = "x".repeat(40);
+        let buf = encode(&Str(&long))?;
         assert_eq!(buf.first(), Some(&0xd9));
+        assert_eq!(decode::<Str<'_>>(&buf)?, Str(&long));
+        assert!(decode::<Bin<'_>>(&buf).is_err());
+        let bin = encode(&Bin(b"xy"))?;
+        assert_eq!(bin, [0xc4, 2, b'x', b'y']);
+        assert!(decode::<Str<'_>>(&bin).is_err());
+        // serde's own String would take the bin; ours does not.
+        assert!(decode::<String>(&bin).is_ok());
         Ok(())
     }
 
     #[test]
     fn depth_limit() {
         let deep = vec![0x91u8; MAX_DEPTH + 1];
-        assert!(matches!(decode(&deep), Err(Error::Msgpack { .. })));
+        assert!(matches!(decode::<Value>(&deep), Err(Error::Msgpack { .. })));
     }
 
     #[test]
@@ -637,15 +557,16 @@ mod tests {
             &[0xc6, 0xff, 0xff, 0xff, 0xff],
             &[0xc9, 0xff, 0xff, 0xff, 0xff, 0x01],
         ] {
-            assert!(decode(bytes).is_err(), "{bytes:02x?}");
+            assert!(measure(bytes, 0).is_err(), "{bytes:02x?}");
+            assert!(decode::<Value>(bytes).is_err(), "{bytes:02x?}");
         }
     }
 
     #[test]
-    fn signed_non_negative_normalises() -> Result<()> {
-        assert_eq!(decode(&[0xd0, 0x05])?, Value::UInt(5));
-        assert_eq!(decode(&[0xd0, 0xfb])?, Value::Int(-5));
-        assert_eq!(decode(&[0xff])?, Value::Int(-1));
+    fn signed_non_negative_reads_as_unsigned() -> Result<()> {
+        assert_eq!(decode::<u64>(&[0xd0, 0x05])?, 5);
+        assert!(decode::<u64>(&[0xd0, 0xfb]).is_err());
+        assert!(decode::<u64>(&[0xcb, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         Ok(())
     }
 
@@ -653,27 +574,90 @@ mod tests {
     fn value_round_trip() -> Result<()> {
         let v = Value::Map(vec![
             (
-                Value::Str("a".into()),
-                Value::Array(vec![Value::Nil, Value::Bool(true)]),
+                Value::from("a"),
+                Value::Array(vec![Value::Nil, Value::Boolean(true)]),
             ),
-            (Value::Str("b".into()), Value::Bin(vec![1, 2, 3])),
-            (Value::Str("c".into()), Value::Int(-300)),
-            (Value::Str("d".into()), Value::F64(1.5)),
-            (Value::Str("e".into()), Value::Ext(7, vec![9; 3])),
+            (Value::from("b"), Value::Binary(vec![1, 2, 3])),
+            (Value::from("c"), Value::from(-300)),
+            (Value::from("d"), Value::F64(1.5)),
+            (Value::from("e"), Value::Ext(7, vec![9; 3])),
         ]);
-        assert_eq!(decode(&encode(&v)?)?, v);
+        let bytes = encode(&v)?;
+        assert_eq!(decode::<Value>(&bytes)?, v);
+        // Same bytes as rmpv's own writer.
+        let mut direct = Vec::new();
+        rmpv::encode::write_value(&mut direct, &v)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        assert_eq!(bytes, direct);
         Ok(())
     }
 
     #[test]
-    fn map_entries_rejects_duplicates_and_non_str_keys() {
-        let dup = Value::Map(vec![
-            (Value::Str("a".into()), Value::Nil),
-            (Value::Str("a".into()), Value::Nil),
-        ]);
-        assert!(dup.map_entries().is_none());
-        let binkey = Value::Map(vec![(Value::Bin(b"a".to_vec()), Value::Nil)]);
-        assert!(binkey.map_entries().is_none());
+    fn keys_must_be_str_and_distinct() {
+        // {1: nil}
+        assert!(measure(&[0x81, 0x01, 0xc0], 0).is_err());
+        // {"a": nil, "a": nil}
+        let dup = [0x82, 0xa1, b'a', 0xc0, 0xa1, b'a', 0xc0];
+        assert!(measure(&dup, 0).is_ok());
+        let e = decode::<Pairs<Str<'_>, ()>>(&dup)
+            .map(|_| ())
+            .expect_err("repeated key");
+        assert!(e.to_string().contains("repeated"), "{e}");
+        let ok = [0x82, 0xa1, b'a', 0xc0, 0xa1, b'b', 0xc0];
+        assert!(decode::<Pairs<Str<'_>, ()>>(&ok).is_ok());
+        let mut many = vec![0xde, 0, 20];
+        for i in 0..20u8 {
+            many.extend([0xa1, b'a' + (i % 19), 0xc0]);
+        }
+        let e = decode::<Pairs<Str<'_>, ()>>(&many)
+            .map(|_| ())
+            .expect_err("repeated key");
+        assert!(e.to_string().contains("repeated"), "{e}");
+        assert!(is_str_keyed_map(&Value::Map(vec![(
+            Value::from("a"),
+            Value::Nil
+        )])));
+        assert!(!is_str_keyed_map(&Value::Map(vec![(
+            Value::from(1),
+            Value::Nil
+        )])));
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused_by_the_scanner() {
+        assert!(measure(&[0xa2, 0xff, 0xfe], 0).is_err());
+        // value_len does not read payloads.
+        assert_eq!(len_of(&[0xa2, 0xff, 0xfe]).ok(), Some(3));
+    }
+
+    #[test]
+    fn structs_are_maps_never_arrays() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            a: u64,
+        }
+        assert!(decode::<T>(&[0x91, 0x01]).is_ok(), "serde's own leniency");
+        assert!(decode::<Named<T>>(&[0x91, 0x01]).is_err());
+        assert_eq!(
+            decode::<Named<T>>(&[0x81, 0xa1, b'a', 0x01])
+                .map(|t| t.a)
+                .ok(),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T<'a> {
+            #[serde(borrow)]
+            name: Str<'a>,
+        }
+        // {"name": 1}
+        let e = decode::<T<'_>>(&[0x81, 0xa4, b'n', b'a', b'm', b'e', 0x01]).expect_err("int name");
+        assert!(e.to_string().contains("name: invalid type"), "{e}");
     }
 
     fn len_of(bytes: &[u8]) -> Result<usize> {
@@ -690,10 +674,13 @@ mod tests {
         let mut padded = v.to_vec();
         padded.extend_from_slice(&[0xff; 8]);
         assert_eq!(len_of(&padded)?, v.len());
-        // The reader consumes exactly as much of every value.
-        let mut reader = Reader::new(&padded);
-        reader.read_value()?;
-        assert_eq!(reader.position(), v.len());
+        assert_eq!(measure(&padded, 0)?, v.len());
+        // rmp-serde consumes exactly as much.
+        let mut de = rmp_serde::Deserializer::from_read_ref(&padded);
+        Value::deserialize(&mut de).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let mut rest = &padded[..];
+        rmpv::decode::read_value(&mut rest).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        assert_eq!(padded.len() - rest.len(), v.len());
         Ok(())
     }
 
@@ -720,26 +707,34 @@ mod tests {
         assert!(len_of(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x00]).is_err());
         assert!(len_of(&[0xc1]).is_err());
         assert!(len_of(&[]).is_err());
-        // The reader's depth limit, exactly.
         let mut deep = vec![0x91u8; MAX_DEPTH - 1];
         deep.push(0x00);
         assert_eq!(len_of(&deep).ok(), Some(deep.len()));
-        assert!(decode(&deep).is_ok());
+        assert!(decode::<Value>(&deep).is_ok());
         let mut deeper = vec![0x91u8; MAX_DEPTH];
         deeper.push(0x00);
         assert!(len_of(&deeper).is_err());
-        assert!(decode(&deeper).is_err());
+        assert!(decode::<Value>(&deeper).is_err());
     }
 
     #[test]
-    fn value_len_agrees_with_the_reader_on_every_type_byte() {
-        // Each type byte followed by enough 0x01 bytes for any header.
+    fn scanner_agrees_with_rmpv_on_every_type_byte() {
+        // Each type byte followed by enough empty strs for any header:
+        // where the scanner accepts, rmpv reads the same length.
         for tag in 0..=255u8 {
             let mut bytes = vec![tag];
-            bytes.extend_from_slice(&[0x01; 40]);
-            let mut reader = Reader::new(&bytes);
-            let read = reader.read_value().map(|_| reader.position());
-            assert_eq!(len_of(&bytes).ok(), read.ok(), "type byte {tag:#04x}");
+            bytes.extend_from_slice(&[0xa0; 40]);
+            let scanned = measure(&bytes, 0).ok();
+            let mut rest = &bytes[..];
+            let read = rmpv::decode::read_value(&mut rest)
+                .ok()
+                .map(|_| bytes.len() - rest.len());
+            // value_len reads no payload, so it may accept what measure
+            // refuses (a str of 0xa0 bytes is not UTF-8), never the reverse.
+            if let Some(n) = scanned {
+                assert_eq!(Some(n), read, "type byte {tag:#04x}");
+                assert_eq!(len_of(&bytes).ok(), Some(n), "type byte {tag:#04x}");
+            }
         }
     }
 }

@@ -171,7 +171,7 @@ fn toc_key_order_and_types() {
     ] {
         let bytes = write_archive(scheme, "test", "gfx900X", &noop_kernels());
         let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
-        let toc = msgpack::decode(&bytes[toc_offset..]).unwrap();
+        let toc = msgpack::decode::<Value>(&bytes[toc_offset..]).unwrap();
         let keys: Vec<&str> = toc
             .as_map()
             .unwrap()
@@ -202,7 +202,7 @@ fn toc_key_order_and_types() {
             .map(|(k, _)| k.as_str().unwrap())
             .collect();
         assert_eq!(entry_keys, ["type", "ordinal", "original_size"]);
-        assert_eq!(entry.get("type"), Some(&Value::Str("hsaco".into())));
+        assert_eq!(entry.get("type"), Some(&Value::String("hsaco".into())));
     }
 }
 
@@ -325,7 +325,7 @@ fn gfx_arches_metadata_and_writer_errors() {
         3,
     )
     .unwrap();
-    let meta = Value::Map(vec![(Value::Str("note".into()), Value::UInt(7))]);
+    let meta = Value::Map(vec![(Value::String("note".into()), Value::from(7))]);
     w.add_kernel_with_metadata("b#0", "gfx1101", vec![1, 2, 3], Some(meta.clone()))
         .unwrap();
     w.add_kernel("b#0", "gfx1100", vec![4]).unwrap();
@@ -335,7 +335,7 @@ fn gfx_arches_metadata_and_writer_errors() {
     );
     assert!(w.add_kernel("", "gfx1100", vec![5]).is_err());
     assert!(w
-        .add_kernel_with_metadata("c#0", "gfx1100", vec![], Some(Value::UInt(1)))
+        .add_kernel_with_metadata("c#0", "gfx1100", vec![], Some(Value::from(1)))
         .is_err());
     w.set_gfx_arches(vec!["gfx1100".into(), "gfx1101".into(), "gfx1102".into()]);
     let a = Archive::from_bytes(w.finish().unwrap().into_inner()).unwrap();

@@ -1,9 +1,13 @@
 //! Mutation fuzzing on stable Rust: random edits of valid archives,
-//! markers and manifests go through every parser and accessor; none may
-//! panic, and no allocation may exceed MAX_ZSTD_RATIO times the input.
+//! markers (bare and in an ELF section), manifests, offload bundles (plain
+//! and CCOB) and HIPF/HIPK wrapper segments go through every parser and
+//! accessor; none may panic, and no allocation may exceed MAX_ZSTD_RATIO
+//! times the input.
 //!
-//! `KPACK_FUZZ_ITERS` sets the iteration count (default 100000; the run also
-//! stops after 10 s), `KPACK_FUZZ_SEED` the seed, to replay a failure.
+//! `KPACK_FUZZ_ITERS` sets the iteration count (default 100000),
+//! `KPACK_FUZZ_SECS` the time stop (default 10 s; 0: none, so that
+//! `KPACK_FUZZ_ITERS=1000000 KPACK_FUZZ_SECS=0` runs a million inputs),
+//! `KPACK_FUZZ_SEED` the seed, to replay a failure.
 #![allow(clippy::unwrap_used)]
 
 mod archive_common;
@@ -12,10 +16,15 @@ mod peak_alloc;
 use archive_common::*;
 use peak_alloc::{PeakAlloc, PEAK};
 use rocm_kpack_format::archive::{Archive, MAX_ZSTD_RATIO};
+use rocm_kpack_format::bundle::{self, CcobMethod};
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::marker::{self, Marker};
 use rocm_kpack_format::msgpack;
+use rocm_kpack_format::wrapper::FatbinWrapper;
+use rocm_kpack_format::Error;
+use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
@@ -105,8 +114,31 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
 /// Every parser and accessor over `bytes`; results are ignored, only
 /// panics and allocation size matter.
 fn exercise(bytes: &[u8]) {
-    let _ = msgpack::decode(bytes);
+    let _ = msgpack::decode::<msgpack::Value>(bytes);
+    let _ = msgpack::value_len(|i| bytes.get(i).copied().unwrap_or(0), bytes.len());
     let _ = Marker::parse(bytes);
+    let _ = marker::read_elf_marker(&mut Cursor::new(bytes), Path::new("fuzz.so"));
+    let _ = FatbinWrapper::parse_all(bytes);
+    if let Ok(w) = FatbinWrapper::parse(bytes) {
+        let _ = (w.is_hipf(), w.is_hipk(), w.co_index(), w.to_bytes());
+    }
+    if let Ok(bundles) = bundle::parse_fatbin(bytes) {
+        for b in &bundles {
+            let _ = b.code_objects().count();
+            for e in &b.entries {
+                let _ = (e.is_host(), e.target_id(), b.entry_data(e));
+            }
+        }
+    }
+    if let Ok(refs) = bundle::scan_fatbin(bytes) {
+        for r in &refs {
+            let _ = (r.targets().count(), r.decoder_memory(), r.raw().len());
+            let _ = r.stream_code_objects::<Error>(|_, data| {
+                std::hint::black_box(data.len());
+                Ok(())
+            });
+        }
+    }
     let _ = Manifest::parse(bytes).map(|m| {
         let _ = m.file_for_arch("gfx1100");
         let _ = m.to_msgpack();
@@ -142,6 +174,80 @@ fn exercise(bytes: &[u8]) {
     }
 }
 
+/// A small plain offload bundle: host entry and two code objects, 8-byte
+/// aligned so mutations land on the header often.
+fn bundle_bytes() -> Vec<u8> {
+    let a: Vec<u8> = (0..200u32).map(|i| (i * 7 % 251) as u8).collect();
+    bundle::write_bundle_aligned(
+        &[
+            ("host-x86_64-unknown-linux", &[]),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                b"\x7fELF code object",
+            ),
+        ],
+        8,
+    )
+}
+
+fn ccob(version: u16, method: CcobMethod) -> Vec<u8> {
+    bundle::compress_ccob(&bundle_bytes(), version, method).unwrap()
+}
+
+/// `.hipFatBinSegment`: a HIPF wrapper and a HIPK one.
+fn wrapper_segment() -> Vec<u8> {
+    let hipf = FatbinWrapper {
+        magic: rocm_kpack_format::wrapper::HIPF_MAGIC,
+        ..FatbinWrapper::hipk(0x1000, 0)
+    };
+    [hipf.to_bytes(), FatbinWrapper::hipk(0x2000, 3).to_bytes()].concat()
+}
+
+/// A minimal little-endian ELF64 file whose `.rocm_kpack_ref` holds the
+/// sample marker: header, section-name table, the marker, and three
+/// section headers (null, `.shstrtab`, the marker), laid out as a linker
+/// would; read back through the reader before it seeds anything.
+fn elf_with_marker() -> Vec<u8> {
+    let names = b"\0.shstrtab\0.rocm_kpack_ref\0";
+    let data = sample_marker().to_msgpack().unwrap();
+    let names_at = 64u64;
+    let data_at = names_at + names.len() as u64;
+    let shoff = (data_at + data.len() as u64).next_multiple_of(8);
+    let mut b = vec![0u8; 64];
+    b[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x00");
+    b[16..18].copy_from_slice(&1u16.to_le_bytes()); // ET_REL
+    b[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+    b[20..24].copy_from_slice(&1u32.to_le_bytes());
+    b[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+    b[0x34..0x36].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+    b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+    b[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes()); // e_shnum
+    b[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes()); // e_shstrndx
+    b.extend_from_slice(names);
+    b.extend_from_slice(&data);
+    b.resize(shoff as usize, 0);
+    let section = |name: u32, kind: u32, offset: u64, size: u64| {
+        let mut sh = vec![0u8; 64];
+        sh[0..4].copy_from_slice(&name.to_le_bytes());
+        sh[4..8].copy_from_slice(&kind.to_le_bytes());
+        sh[0x18..0x20].copy_from_slice(&offset.to_le_bytes());
+        sh[0x20..0x28].copy_from_slice(&size.to_le_bytes());
+        sh[0x30..0x38].copy_from_slice(&1u64.to_le_bytes()); // sh_addralign
+        sh
+    };
+    b.extend(vec![0u8; 64]);
+    b.extend(section(1, 3, names_at, names.len() as u64)); // SHT_STRTAB
+    b.extend(section(11, 1, data_at, data.len() as u64)); // SHT_PROGBITS
+    let found = marker::read_elf_marker(&mut Cursor::new(&b), Path::new("seed.o"));
+    assert_eq!(
+        found.unwrap(),
+        Some(sample_marker()),
+        "seed must carry the marker"
+    );
+    b
+}
+
 #[test]
 fn mutated_inputs_never_panic() {
     let iters: u64 = std::env::var("KPACK_FUZZ_ITERS")
@@ -152,7 +258,14 @@ fn mutated_inputs_never_panic() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x6b70_616b);
-    let budget = Duration::from_secs(10);
+    let budget = match std::env::var("KPACK_FUZZ_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(0) => Duration::MAX,
+        Some(secs) => Duration::from_secs(secs),
+        None => Duration::from_secs(10),
+    };
     let corpus: Vec<(&str, Vec<u8>)> = vec![
         ("noop", noop_bytes()),
         ("zstd", zstd_bytes()),
@@ -160,6 +273,12 @@ fn mutated_inputs_never_panic() {
         ("marker", sample_marker().to_msgpack().unwrap()),
         ("manifest", sample_manifest().to_msgpack().unwrap()),
         ("legacy manifest", legacy_manifest_bytes()),
+        ("marker in ELF", elf_with_marker()),
+        ("bundle", bundle_bytes()),
+        ("CCOB v2 zlib", ccob(2, CcobMethod::Zlib)),
+        ("CCOB v3 zstd", ccob(3, CcobMethod::Zstd)),
+        ("CCOB v1 zstd", ccob(1, CcobMethod::Zstd)),
+        ("wrapper segment", wrapper_segment()),
     ];
     let mut rng = Rng(seed);
     let start = Instant::now();

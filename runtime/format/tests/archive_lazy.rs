@@ -29,11 +29,11 @@ fn toc_offset(bytes: &[u8]) -> usize {
 /// TOC's `zstd_size` adjusted so the region covers them.
 fn with_bytes_after_last_frame(bytes: &[u8], extra: &[u8]) -> Vec<u8> {
     let at = toc_offset(bytes);
-    let mut toc = msgpack::decode(&bytes[at..]).unwrap();
+    let mut toc = msgpack::decode::<Value>(&bytes[at..]).unwrap();
     if let Value::Map(pairs) = &mut toc {
         for (k, v) in pairs.iter_mut() {
             if k.as_str() == Some("zstd_size") {
-                *v = Value::UInt(v.as_u64().unwrap() + extra.len() as u64);
+                *v = Value::from(v.as_u64().unwrap() + extra.len() as u64);
             }
         }
     }

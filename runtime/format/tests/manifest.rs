@@ -3,7 +3,7 @@
 
 mod archive_common;
 
-use archive_common::{legacy_manifest_bytes, sample_manifest};
+use archive_common::{legacy_manifest_bytes, sample_manifest, ValueExt};
 use proptest::prelude::*;
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
@@ -11,12 +11,12 @@ use rocm_kpack_format::msgpack::{self, Value};
 use rocm_kpack_format::Error;
 
 fn s(x: &str) -> Value {
-    Value::Str(x.into())
+    Value::String(x.into())
 }
 
 /// The sample manifest as a Value, for mutation.
 fn sample_value() -> Value {
-    msgpack::decode(&sample_manifest().to_msgpack().unwrap()).unwrap()
+    msgpack::decode::<Value>(&sample_manifest().to_msgpack().unwrap()).unwrap()
 }
 
 fn file0(v: &mut Value) -> &mut Vec<(Value, Value)> {
@@ -44,7 +44,7 @@ fn v1_round_trip_and_layout() {
     assert_eq!(m.to_msgpack().unwrap(), bytes, "deterministic");
     assert_eq!(Manifest::parse(&bytes).unwrap(), m);
 
-    let v = msgpack::decode(&bytes).unwrap();
+    let v = msgpack::decode::<Value>(&bytes).unwrap();
     let keys: Vec<&str> = v
         .as_map()
         .unwrap()
@@ -63,7 +63,7 @@ fn v1_round_trip_and_layout() {
         fkeys,
         ["filename", "family", "architectures", "size", "sha256"]
     );
-    assert_eq!(f.get("sha256"), Some(&Value::Bin(vec![0xab; 32])));
+    assert_eq!(f.get("sha256"), Some(&Value::Binary(vec![0xab; 32])));
 
     assert_eq!(
         m.file_for_arch("gfx90a:xnack-").unwrap().filename,
@@ -144,7 +144,7 @@ fn hostile_filenames_are_rejected() {
         assert!(matches!(e, Error::InvalidMetadata(_)), "{name:?}: {e}");
 
         // The legacy manifest with the hostile name in its last entry.
-        let mut v = msgpack::decode(&legacy_manifest_bytes()).unwrap();
+        let mut v = msgpack::decode::<Value>(&legacy_manifest_bytes()).unwrap();
         let Value::Map(top) = &mut v else { panic!() };
         let Value::Map(files) = &mut top[3].1 else {
             panic!()
@@ -199,11 +199,11 @@ fn wrong_types_and_versions() {
     let cases: &[Mutation] = &[
         ("version 4", |v| {
             let Value::Map(top) = v else { panic!() };
-            top[0].1 = Value::UInt(4);
+            top[0].1 = Value::from(4);
         }),
         ("version 2 without database_files", |v| {
             let Value::Map(top) = v else { panic!() };
-            top[0].1 = Value::UInt(2);
+            top[0].1 = Value::from(2);
         }),
         ("database_files in version 1", |v| {
             let Value::Map(top) = v else { panic!() };
@@ -211,25 +211,25 @@ fn wrong_types_and_versions() {
         }),
         ("component bin", |v| {
             let Value::Map(top) = v else { panic!() };
-            top[1].1 = Value::Bin(b"rand_lib".to_vec());
+            top[1].1 = Value::Binary(b"rand_lib".to_vec());
         }),
         ("kpack_files map", |v| {
             let Value::Map(top) = v else { panic!() };
             top[2].1 = Value::Map(vec![]);
         }),
         ("sha256 31 bytes", |v| {
-            set(file0(v), "sha256", Value::Bin(vec![0; 31]))
+            set(file0(v), "sha256", Value::Binary(vec![0; 31]))
         }),
         ("sha256 33 bytes", |v| {
-            set(file0(v), "sha256", Value::Bin(vec![0; 33]))
+            set(file0(v), "sha256", Value::Binary(vec![0; 33]))
         }),
         ("sha256 hex str", |v| {
             set(file0(v), "sha256", s(&"ab".repeat(32)))
         }),
-        ("size negative", |v| set(file0(v), "size", Value::Int(-1))),
+        ("size negative", |v| set(file0(v), "size", Value::from(-1))),
         ("size str", |v| set(file0(v), "size", s("518"))),
         ("family bin", |v| {
-            set(file0(v), "family", Value::Bin(b"gfx110X".to_vec()))
+            set(file0(v), "family", Value::Binary(b"gfx110X".to_vec()))
         }),
         ("architectures str", |v| {
             set(file0(v), "architectures", s("gfx1100"))
@@ -297,14 +297,14 @@ fn with_databases() -> Manifest {
 fn v2_lists_database_files_and_v1_stays_for_archives_only() {
     let v1 = sample_manifest().to_msgpack().unwrap();
     assert_eq!(
-        msgpack::decode(&v1).unwrap().get("format_version"),
-        Some(&Value::UInt(1))
+        msgpack::decode::<Value>(&v1).unwrap().get("format_version"),
+        Some(&Value::from(1))
     );
     let m = with_databases();
     let bytes = m.to_msgpack().unwrap();
     assert_eq!(Manifest::parse(&bytes).unwrap(), m);
-    let v = msgpack::decode(&bytes).unwrap();
-    assert_eq!(v.get("format_version"), Some(&Value::UInt(2)));
+    let v = msgpack::decode::<Value>(&bytes).unwrap();
+    assert_eq!(v.get("format_version"), Some(&Value::from(2)));
     let keys: Vec<&str> = v
         .as_map()
         .unwrap()
@@ -328,7 +328,7 @@ fn v2_lists_database_files_and_v1_stays_for_archives_only() {
         .map(|(k, _)| k.as_str().unwrap())
         .collect();
     assert_eq!(dkeys, ["path", "family", "architectures", "size", "sha256"]);
-    assert_eq!(d.get("sha256"), Some(&Value::Bin(vec![0x22; 32])));
+    assert_eq!(d.get("sha256"), Some(&Value::Binary(vec![0x22; 32])));
     let served: Vec<&str> = m
         .database_files_for("gfx90a:xnack+")
         .map(|f| f.path.as_str())
@@ -361,7 +361,7 @@ fn hostile_database_paths_are_rejected() {
         m.database_files[0].path = path.into();
         assert!(m.to_msgpack().is_err(), "writer accepted {path:?}");
         // The same bytes, hand-made: the reader refuses them too.
-        let mut v = msgpack::decode(&with_databases().to_msgpack().unwrap()).unwrap();
+        let mut v = msgpack::decode::<Value>(&with_databases().to_msgpack().unwrap()).unwrap();
         let Value::Map(top) = &mut v else { panic!() };
         let Value::Array(dbs) = &mut top[3].1 else {
             panic!()
@@ -399,8 +399,8 @@ fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
     let m = multiarch();
     let bytes = m.to_msgpack().unwrap();
     assert_eq!(Manifest::parse(&bytes).unwrap(), m);
-    let v = msgpack::decode(&bytes).unwrap();
-    assert_eq!(v.get("format_version"), Some(&Value::UInt(3)));
+    let v = msgpack::decode::<Value>(&bytes).unwrap();
+    assert_eq!(v.get("format_version"), Some(&Value::from(3)));
     let keys: Vec<&str> = v
         .as_map()
         .unwrap()
@@ -450,11 +450,11 @@ fn v3_declares_the_prefix_path_and_lists_databases_from_the_root() {
         None
     );
     // A version-2 manifest has no prefix_path, a version-3 one must.
-    let Value::Map(top) = msgpack::decode(&bytes).unwrap() else {
+    let Value::Map(top) = msgpack::decode::<Value>(&bytes).unwrap() else {
         panic!()
     };
     let mut v2 = top.clone();
-    v2[0].1 = Value::UInt(2);
+    v2[0].1 = Value::from(2);
     let e = Manifest::parse(&msgpack::encode(&Value::Map(v2)).unwrap()).unwrap_err();
     assert!(e.to_string().contains("prefix_path"), "{e}");
     let mut v3 = top;
@@ -479,7 +479,7 @@ fn hostile_prefix_paths_and_paths_at_the_prefix_are_rejected() {
         let mut m = multiarch();
         m.prefix_path = Some(prefix.into());
         assert!(m.to_msgpack().is_err(), "writer accepted {prefix:?}");
-        let mut v = msgpack::decode(&multiarch().to_msgpack().unwrap()).unwrap();
+        let mut v = msgpack::decode::<Value>(&multiarch().to_msgpack().unwrap()).unwrap();
         let Value::Map(top) = &mut v else { panic!() };
         top[4].1 = s(prefix);
         let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();

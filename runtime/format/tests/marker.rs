@@ -9,7 +9,7 @@ use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::msgpack::{self, Value};
 
 fn s(x: &str) -> Value {
-    Value::Str(x.into())
+    Value::String(x.into())
 }
 
 fn enc(v: &Value) -> Vec<u8> {
@@ -76,15 +76,21 @@ fn wrong_types_and_keys_are_rejected() {
         ("duplicate key", Value::Map(vec![paths(), name(), name()])),
         (
             "bin key",
-            Value::Map(vec![paths(), (Value::Bin(b"kernel_name".to_vec()), s("k"))]),
+            Value::Map(vec![
+                paths(),
+                (Value::Binary(b"kernel_name".to_vec()), s("k")),
+            ]),
         ),
         (
             "name bin",
-            Value::Map(vec![paths(), (s("kernel_name"), Value::Bin(b"k".to_vec()))]),
+            Value::Map(vec![
+                paths(),
+                (s("kernel_name"), Value::Binary(b"k".to_vec())),
+            ]),
         ),
         (
             "name int",
-            Value::Map(vec![paths(), (s("kernel_name"), Value::UInt(1))]),
+            Value::Map(vec![paths(), (s("kernel_name"), Value::from(1))]),
         ),
         (
             "paths str",
@@ -95,7 +101,7 @@ fn wrong_types_and_keys_are_rejected() {
             Value::Map(vec![
                 (
                     s("kpack_search_paths"),
-                    Value::Array(vec![Value::Bin(b"p".to_vec())]),
+                    Value::Array(vec![Value::Binary(b"p".to_vec())]),
                 ),
                 name(),
             ]),

@@ -10,6 +10,7 @@
 //! (streaming, deterministic, deduplicating, compressing in parallel).
 
 mod read;
+mod wire;
 mod write;
 
 pub use read::Archive;

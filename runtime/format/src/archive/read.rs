@@ -1,12 +1,14 @@
 //! Reading `.kpack` archives: header and TOC are parsed and validated at
 //! open, blobs are touched only when a kernel is asked for.
 
+use super::wire::{TocIn, VersionOnly, WireEntry, WireToc};
 use super::{
     CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE, MAX_TOC_SIZE,
     MAX_ZSTD_RATIO,
 };
 use crate::error::{Error, Result};
-use crate::msgpack::{Reader, Value};
+use crate::le;
+use crate::msgpack::{self, Named};
 use memmap2::Mmap;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -65,7 +67,7 @@ impl Backing {
                 return Some(u32::from_le_bytes(buf));
             }
         }
-        read_u32_le(bytes, at)
+        le::u32_at_offset(bytes, at)
     }
 }
 
@@ -254,85 +256,6 @@ fn toc_err(toc_offset: u64, detail: impl Into<String>) -> Error {
     Error::format("kpack TOC", toc_offset, detail)
 }
 
-// The helpers below take the name of what they check as `impl Display` and
-// format it only on the error path: a TOC has hundreds of entries, and
-// building their error context eagerly was most of the cost of opening.
-
-/// The pairs of a map with distinct str keys, or an error naming `what`.
-fn map_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<Vec<(&str, &Value)>> {
-    v.map_entries().ok_or_else(|| {
-        toc_err(
-            at,
-            format!(
-                "{what} must be a map with distinct str keys, found {}",
-                if v.as_map().is_some() {
-                    "a map with repeated or non-str keys"
-                } else {
-                    v.type_name()
-                }
-            ),
-        )
-    })
-}
-
-fn str_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<&str> {
-    v.as_str()
-        .ok_or_else(|| toc_err(at, format!("{what} must be a str, found {}", v.type_name())))
-}
-
-fn uint_of(v: &Value, what: impl fmt::Display, at: u64) -> Result<u64> {
-    v.as_u64().ok_or_else(|| {
-        toc_err(
-            at,
-            format!("{what} must be an unsigned int, found {}", v.type_name()),
-        )
-    })
-}
-
-fn required(v: Option<&Value>, what: impl fmt::Display, at: u64) -> Result<&Value> {
-    v.ok_or_else(|| toc_err(at, format!("missing {what}")))
-}
-
-/// Names a field of a TOC entry (`toc["lib/x.so#0"]["gfx1100"].ordinal`)
-/// when displayed; costs nothing until then.
-#[derive(Clone, Copy)]
-struct EntryField<'a> {
-    binary: &'a str,
-    arch: &'a str,
-    field: &'static str,
-}
-
-impl fmt::Display for EntryField<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "toc[{:?}][{:?}].{}", self.binary, self.arch, self.field)
-    }
-}
-
-/// Names a field of a `blobs` element (`blobs[3].size`) when displayed.
-#[derive(Clone, Copy)]
-struct BlobField {
-    index: usize,
-    field: &'static str,
-}
-
-impl fmt::Display for BlobField {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "blobs[{}].{}", self.index, self.field)
-    }
-}
-
-fn read_u32_le(data: &[u8], at: u64) -> Option<u32> {
-    let start = usize::try_from(at).ok()?;
-    let bytes = data.get(start..start.checked_add(4)?)?;
-    Some(u32::from_le_bytes(bytes.try_into().ok()?))
-}
-
-fn read_u64_le(data: &[u8], at: u64) -> Option<u64> {
-    let start = usize::try_from(at).ok()?;
-    let bytes = data.get(start..start.checked_add(8)?)?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
-}
-
 /// Everything parsed from header + TOC, before it is joined with the bytes.
 struct Parsed {
     group_name: String,
@@ -361,7 +284,7 @@ fn parse(data: &[u8]) -> Result<Parsed> {
         ));
     }
     let version =
-        read_u32_le(data, 4).ok_or_else(|| Error::format("kpack header", 4, "truncated"))?;
+        le::u32_at_offset(data, 4).ok_or_else(|| Error::format("kpack header", 4, "truncated"))?;
     if version != FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
             what: "kpack archive",
@@ -370,7 +293,7 @@ fn parse(data: &[u8]) -> Result<Parsed> {
         });
     }
     let toc_offset =
-        read_u64_le(data, 8).ok_or_else(|| Error::format("kpack header", 8, "truncated"))?;
+        le::u64_at_offset(data, 8).ok_or_else(|| Error::format("kpack header", 8, "truncated"))?;
     if toc_offset < HEADER_SIZE || toc_offset >= len {
         return Err(Error::format(
             "kpack header",
@@ -398,41 +321,32 @@ fn parse(data: &[u8]) -> Result<Parsed> {
         .ok()
         .and_then(|start| data.get(start..))
         .ok_or_else(|| Error::format("kpack header", 8, "toc_offset out of range"))?;
-    let mut reader = Reader::with_base_offset(toc_bytes, toc_offset);
-    let toc_value = reader.read_value()?;
-    if reader.remaining() != 0 {
+    let len = msgpack::measure(toc_bytes, toc_offset)?;
+    if len != toc_bytes.len() {
         return Err(toc_err(
             toc_offset,
-            format!("{} bytes follow the TOC (nothing may)", reader.remaining()),
+            format!(
+                "{} bytes follow the TOC (nothing may)",
+                toc_bytes.len() - len
+            ),
         ));
     }
-    parse_toc(data, toc_offset, &toc_value)
+    let at = toc_offset;
+    let wire: WireToc<'_, TocIn<'_>> = match msgpack::deserialize::<Named<_>>(toc_bytes) {
+        Ok(w) => w.0,
+        Err(detail) => {
+            // A TOC of another version may have another shape: say so
+            // rather than what shape it lacks.
+            if let Ok(v) = msgpack::deserialize::<Named<VersionOnly>>(toc_bytes) {
+                check_version(v.format_version)?;
+            }
+            return Err(toc_err(at, detail));
+        }
+    };
+    parse_toc(data, at, wire)
 }
 
-fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
-    let top = map_of(toc_value, "TOC", at)?;
-    let get = |key: &str| top.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-    let req = |key: &'static str| required(get(key), key, at);
-    let req_str = |key: &'static str| str_of(req(key)?, key, at);
-    let req_uint = |key: &'static str| uint_of(req(key)?, key, at);
-    for (k, _) in &top {
-        if !matches!(
-            *k,
-            "format_version"
-                | "group_name"
-                | "gfx_arch_family"
-                | "gfx_arches"
-                | "toc"
-                | "compression_scheme"
-                | "blobs"
-                | "zstd_offset"
-                | "zstd_size"
-        ) {
-            tracing::debug!(key = %k, "kpack TOC: ignoring unknown key");
-        }
-    }
-
-    let version = req_uint("format_version")?;
+fn check_version(version: u64) -> Result<()> {
     if version != u64::from(FORMAT_VERSION) {
         return Err(Error::UnsupportedVersion {
             what: "kpack TOC",
@@ -440,46 +354,41 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
             supported: "1",
         });
     }
-    let group_name = req_str("group_name")?;
-    let gfx_arch_family = req_str("gfx_arch_family")?;
+    Ok(())
+}
 
-    let arches_v = req("gfx_arches")?;
-    let arches_list = arches_v.as_array().ok_or_else(|| {
-        toc_err(
-            at,
-            format!(
-                "gfx_arches must be an array, found {}",
-                arches_v.type_name()
-            ),
-        )
-    })?;
-    let mut gfx_arches: Vec<String> = Vec::with_capacity(arches_list.len());
+fn parse_toc(data: &[u8], at: u64, wire: WireToc<'_, TocIn<'_>>) -> Result<Parsed> {
+    check_version(wire.format_version)?;
+    let missing = |key: &str| toc_err(at, format!("missing {key}"));
+    let group_name = wire.group_name.0;
+    let gfx_arch_family = wire.gfx_arch_family.0;
+    let mut gfx_arches: Vec<String> = Vec::with_capacity(wire.gfx_arches.len());
     // Hashed, so a TOC with many arches costs linear time, not quadratic.
-    let mut known: HashSet<&str> = HashSet::with_capacity(arches_list.len());
-    for a in arches_list {
-        let a = str_of(a, "gfx_arches element", at)?;
-        if !known.insert(a) {
-            return Err(toc_err(at, format!("gfx_arches lists {a:?} twice")));
+    let mut known: HashSet<&str> = HashSet::with_capacity(wire.gfx_arches.len());
+    for a in &wire.gfx_arches {
+        if !known.insert(a.0) {
+            return Err(toc_err(at, format!("gfx_arches lists {:?} twice", a.0)));
         }
-        gfx_arches.push(a.to_owned());
+        gfx_arches.push(a.0.to_owned());
     }
 
-    let scheme_name = req_str("compression_scheme")?;
+    let scheme_name = wire.compression_scheme.0;
     let scheme = CompressionScheme::from_name(scheme_name)
         .ok_or_else(|| toc_err(at, format!("unknown compression_scheme {scheme_name:?}")))?;
 
-    let toc_v = req("toc")?;
-    let mut toc: Vec<BinaryToc> = Vec::new();
-    for (binary, arches_v) in map_of(toc_v, "toc", at)? {
-        let mut arches = Vec::new();
-        for (arch, entry_v) in map_of(arches_v, "toc entry map", at)? {
+    let mut toc: Vec<BinaryToc> = Vec::with_capacity(wire.toc.0.len());
+    for (binary, arches_in) in wire.toc.0 {
+        let binary = binary.0;
+        let mut arches = Vec::with_capacity(arches_in.0.len());
+        for (arch, entry) in arches_in.0 {
+            let arch = arch.0;
             if !known.contains(arch) {
                 return Err(toc_err(
                     at,
                     format!("toc arch {arch:?} of {binary:?} is not listed in gfx_arches"),
                 ));
             }
-            arches.push((arch.to_owned(), parse_entry(entry_v, binary, arch, at)?));
+            arches.push((arch.to_owned(), parse_entry(entry.0, binary, arch, at)?));
         }
         toc.push(BinaryToc {
             name: binary.to_owned(),
@@ -489,27 +398,12 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
 
     let blobs = match scheme {
         CompressionScheme::None => {
-            let blobs_v = req("blobs")?;
-            let list = blobs_v.as_array().ok_or_else(|| {
-                toc_err(
-                    at,
-                    format!("blobs must be an array, found {}", blobs_v.type_name()),
-                )
-            })?;
+            let list = wire.blobs.ok_or_else(|| missing("blobs"))?;
             let mut spans = Vec::with_capacity(list.len());
             for (i, b) in list.iter().enumerate() {
-                let m = map_of(b, "blobs element", at)?;
-                let field = |key: &'static str| {
-                    let v = m.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-                    let what = BlobField {
-                        index: i,
-                        field: key,
-                    };
-                    uint_of(required(v, what, at)?, what, at)
-                };
                 let span = Span {
-                    offset: field("offset")?,
-                    len: field("size")?,
+                    offset: b.offset,
+                    len: b.size,
                 };
                 let end = span.offset.checked_add(span.len);
                 if span.offset < HEADER_SIZE || !matches!(end, Some(end) if end <= at) {
@@ -551,8 +445,8 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
             Blobs::Plain(spans)
         }
         CompressionScheme::ZstdPerKernel => {
-            let offset = req_uint("zstd_offset")?;
-            let size = req_uint("zstd_size")?;
+            let offset = wire.zstd_offset.ok_or_else(|| missing("zstd_offset"))?;
+            let size = wire.zstd_size.ok_or_else(|| missing("zstd_size"))?;
             let end = offset.checked_add(size);
             if offset < HEADER_SIZE || size < 4 || !matches!(end, Some(end) if end <= at) {
                 return Err(toc_err(
@@ -562,7 +456,7 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
                     ),
                 ));
             }
-            let num_frames = read_u32_le(data, offset)
+            let num_frames = le::u32_at_offset(data, offset)
                 .ok_or_else(|| Error::format("kpack zstd region", offset, "truncated"))?;
             // Each frame has at least its 4-byte size prefix.
             if u64::from(num_frames) > (size - 4) / 4 {
@@ -620,56 +514,45 @@ fn parse_toc(data: &[u8], at: u64, toc_value: &Value) -> Result<Parsed> {
     })
 }
 
-fn parse_entry(v: &Value, binary: &str, arch: &str, at: u64) -> Result<TocEntry> {
-    let what = |field: &'static str| EntryField {
-        binary,
-        arch,
-        field,
-    };
-    let m = map_of(v, what("entry"), at)?;
-    let get = |key: &str| m.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-    let kind = str_of(required(get("type"), what("type"), at)?, what("type"), at)?;
-    if kind != "hsaco" {
-        tracing::debug!(binary, arch, kind, "kpack TOC: entry type is not \"hsaco\"");
+fn parse_entry(e: WireEntry<'_>, binary: &str, arch: &str, at: u64) -> Result<TocEntry> {
+    let field = |name: &str| format!("toc[{binary:?}][{arch:?}].{name}");
+    if e.kind.0 != "hsaco" {
+        tracing::debug!(
+            binary,
+            arch,
+            kind = e.kind.0,
+            "kpack TOC: entry type is not \"hsaco\""
+        );
     }
-    let ordinal = uint_of(
-        required(get("ordinal"), what("ordinal"), at)?,
-        what("ordinal"),
-        at,
-    )?;
-    let ordinal = u32::try_from(ordinal)
-        .map_err(|_| toc_err(at, format!("{} {ordinal} exceeds u32", what("ordinal"))))?;
-    let original_size = uint_of(
-        required(get("original_size"), what("original_size"), at)?,
-        what("original_size"),
-        at,
-    )?;
-    if original_size > MAX_KERNEL_SIZE {
+    let ordinal = u32::try_from(e.ordinal).map_err(|_| {
+        toc_err(
+            at,
+            format!("{} {} exceeds u32", field("ordinal"), e.ordinal),
+        )
+    })?;
+    if e.original_size > MAX_KERNEL_SIZE {
         return Err(toc_err(
             at,
             format!(
-                "{} {original_size} exceeds the {MAX_KERNEL_SIZE}-byte limit",
-                what("original_size")
+                "{} {} exceeds the {MAX_KERNEL_SIZE}-byte limit",
+                field("original_size"),
+                e.original_size
             ),
         ));
     }
-    let metadata = match get("metadata") {
+    let metadata = match e.metadata {
         None => None,
-        Some(v @ Value::Map(_)) => Some(v.clone()),
+        Some(v) if v.is_map() => Some(v.into_owned()),
         Some(v) => {
             return Err(toc_err(
                 at,
-                format!(
-                    "{} must be a map, found {}",
-                    what("metadata"),
-                    v.type_name()
-                ),
+                format!("{} must be a map, found {v}", field("metadata")),
             ))
         }
     };
     Ok(TocEntry {
         ordinal,
-        original_size,
+        original_size: e.original_size,
         metadata,
     })
 }

@@ -8,9 +8,10 @@
 //! sequence of `add_kernel` calls. The bytes of kernels added but not yet
 //! written are bounded ([`DEFAULT_IN_FLIGHT_BYTES`]), which bounds memory.
 
+use super::wire::{TocOut, WireBlob, WireToc};
 use super::{CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE};
 use crate::error::{Error, Result};
-use crate::msgpack::{self, Value};
+use crate::msgpack::{self, Named, Str, Value};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -208,7 +209,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             )));
         }
         if let Some(m) = &metadata {
-            if m.map_entries().is_none() {
+            if !msgpack::is_str_keyed_map(m) {
                 return Err(Error::InvalidArgument(
                     "metadata must be a map with distinct str keys".into(),
                 ));
@@ -400,57 +401,23 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn encode_toc(&self, arches: &[String], toc_offset: u64) -> Result<Vec<u8>> {
-        use msgpack::{write_array_len, write_map_len, write_str, write_str_array, write_uint};
-        let mut b = Vec::new();
         let zstd = self.scheme == CompressionScheme::ZstdPerKernel;
-        write_map_len(&mut b, if zstd { 8 } else { 7 })?;
-        write_str(&mut b, "format_version")?;
-        write_uint(&mut b, u64::from(FORMAT_VERSION))?;
-        write_str(&mut b, "group_name")?;
-        write_str(&mut b, &self.group_name)?;
-        write_str(&mut b, "gfx_arch_family")?;
-        write_str(&mut b, &self.gfx_arch_family)?;
-        write_str(&mut b, "gfx_arches")?;
-        write_str_array(&mut b, arches)?;
-        write_str(&mut b, "toc")?;
-        write_map_len(&mut b, self.toc.len())?;
-        for (binary, entries) in &self.toc {
-            write_str(&mut b, binary)?;
-            write_map_len(&mut b, entries.len())?;
-            for (arch, e) in entries {
-                write_str(&mut b, arch)?;
-                write_map_len(&mut b, if e.metadata.is_some() { 4 } else { 3 })?;
-                write_str(&mut b, "type")?;
-                write_str(&mut b, "hsaco")?;
-                write_str(&mut b, "ordinal")?;
-                write_uint(&mut b, u64::from(e.ordinal))?;
-                write_str(&mut b, "original_size")?;
-                write_uint(&mut b, e.original_size)?;
-                if let Some(m) = &e.metadata {
-                    write_str(&mut b, "metadata")?;
-                    msgpack::write_value(&mut b, m)?;
-                }
-            }
-        }
-        write_str(&mut b, "compression_scheme")?;
-        write_str(&mut b, self.scheme.as_str())?;
-        if zstd {
-            write_str(&mut b, "zstd_offset")?;
-            write_uint(&mut b, HEADER_SIZE)?;
-            write_str(&mut b, "zstd_size")?;
-            write_uint(&mut b, toc_offset - HEADER_SIZE)?;
-        } else {
-            write_str(&mut b, "blobs")?;
-            write_array_len(&mut b, self.blobs.len())?;
-            for &(offset, size) in &self.blobs {
-                write_map_len(&mut b, 2)?;
-                write_str(&mut b, "offset")?;
-                write_uint(&mut b, offset)?;
-                write_str(&mut b, "size")?;
-                write_uint(&mut b, size)?;
-            }
-        }
-        Ok(b)
+        msgpack::encode(&WireToc {
+            format_version: u64::from(FORMAT_VERSION),
+            group_name: Str(&self.group_name),
+            gfx_arch_family: Str(&self.gfx_arch_family),
+            gfx_arches: arches.iter().map(|a| Str(a)).collect(),
+            toc: TocOut(&self.toc),
+            compression_scheme: Str(self.scheme.as_str()),
+            zstd_offset: zstd.then_some(HEADER_SIZE),
+            zstd_size: zstd.then(|| toc_offset - HEADER_SIZE),
+            blobs: (!zstd).then(|| {
+                self.blobs
+                    .iter()
+                    .map(|&(offset, size)| Named(WireBlob { offset, size }))
+                    .collect()
+            }),
+        })
     }
 }
 

@@ -6,7 +6,7 @@
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_format::msgpack;
+use rocm_kpack_format::msgpack::{self, Value};
 use std::io::Cursor;
 
 /// `test_noop.kpack` as written by the reference Python writer (903 bytes).
@@ -175,31 +175,45 @@ pub fn sample_manifest() -> Manifest {
 
 /// A legacy-schema manifest: `kpack_files` keyed by arch.
 pub fn legacy_manifest_bytes() -> Vec<u8> {
-    let mut b = Vec::new();
-    msgpack::write_map_len(&mut b, 4).unwrap();
-    msgpack::write_str(&mut b, "format_version").unwrap();
-    msgpack::write_uint(&mut b, 1).unwrap();
-    msgpack::write_str(&mut b, "component_name").unwrap();
-    msgpack::write_str(&mut b, "rand_lib").unwrap();
-    msgpack::write_str(&mut b, "prefix").unwrap();
-    msgpack::write_str(&mut b, "math-libs/rocRAND/stage").unwrap();
-    msgpack::write_str(&mut b, "kpack_files").unwrap();
-    msgpack::write_map_len(&mut b, 3).unwrap();
-    for (arch, file, size) in [
+    let s = |x: &str| Value::from(x);
+    let files = [
         ("gfx1100", "rand_lib_gfx110X.kpack", 518u64),
         ("gfx1101", "rand_lib_gfx110X.kpack", 518),
         ("gfx942", "rand_lib_gfx942.kpack", 4096),
-    ] {
-        msgpack::write_str(&mut b, arch).unwrap();
-        msgpack::write_map_len(&mut b, 3).unwrap();
-        msgpack::write_str(&mut b, "file").unwrap();
-        msgpack::write_str(&mut b, file).unwrap();
-        msgpack::write_str(&mut b, "size").unwrap();
-        msgpack::write_uint(&mut b, size).unwrap();
-        msgpack::write_str(&mut b, "kernel_count").unwrap();
-        msgpack::write_uint(&mut b, 7).unwrap();
+    ]
+    .into_iter()
+    .map(|(arch, file, size)| {
+        (
+            s(arch),
+            Value::Map(vec![
+                (s("file"), s(file)),
+                (s("size"), Value::from(size)),
+                (s("kernel_count"), Value::from(7)),
+            ]),
+        )
+    })
+    .collect();
+    msgpack::encode(&Value::Map(vec![
+        (s("format_version"), Value::from(1)),
+        (s("component_name"), s("rand_lib")),
+        (s("prefix"), s("math-libs/rocRAND/stage")),
+        (s("kpack_files"), Value::Map(files)),
+    ]))
+    .unwrap()
+}
+
+/// `v[key]` if `v` is a map holding `key`.
+pub trait ValueExt {
+    fn get(&self, key: &str) -> Option<&Value>;
+}
+
+impl ValueExt for Value {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
     }
-    b
 }
 
 /// SplitMix64: a tiny seeded generator, so random tests replay exactly.

@@ -16,11 +16,11 @@ pub fn binary_key(i: usize) -> String {
 
 /// A valid `none` archive with `n` TOC entries (arch `gfx90a`).
 pub fn many_entries(n: usize) -> Vec<u8> {
-    let s = |x: &str| Value::Str(x.into());
+    let s = |x: &str| Value::String(x.into());
     let entry = Value::Map(vec![
         (s("type"), s("hsaco")),
-        (s("ordinal"), Value::UInt(0)),
-        (s("original_size"), Value::UInt(BLOB.len() as u64)),
+        (s("ordinal"), Value::from(0)),
+        (s("original_size"), Value::from(BLOB.len() as u64)),
     ]);
     let toc = (0..n)
         .map(|i| {
@@ -32,7 +32,7 @@ pub fn many_entries(n: usize) -> Vec<u8> {
         .collect();
     let header = 64u64;
     let top = Value::Map(vec![
-        (s("format_version"), Value::UInt(1)),
+        (s("format_version"), Value::from(1)),
         (s("group_name"), s("bench")),
         (s("gfx_arch_family"), s("gfx90a")),
         (s("gfx_arches"), Value::Array(vec![s("gfx90a")])),
@@ -41,8 +41,8 @@ pub fn many_entries(n: usize) -> Vec<u8> {
         (
             s("blobs"),
             Value::Array(vec![Value::Map(vec![
-                (s("offset"), Value::UInt(header)),
-                (s("size"), Value::UInt(BLOB.len() as u64)),
+                (s("offset"), Value::from(header)),
+                (s("size"), Value::from(BLOB.len() as u64)),
             ])]),
         ),
     ]);
