@@ -13,11 +13,9 @@
 //! copying, fsynced and renamed.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 use crate::download::Partial;
 use crate::state::StateEntry;
@@ -25,13 +23,13 @@ use crate::state::StateEntry;
 use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
-use rocm_kpack_fs::PendingFile;
+use rocm_kpack_fs::{HashingWriter, PendingFile};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
 const ARCHIVE_MODE: u32 = 0o644;
 
-/// Block size for hashing and copying.
+/// Block size for copying.
 const BLOCK: usize = 1 << 20;
 
 /// An exclusive lock on one `.kpack` directory, released on drop.
@@ -441,13 +439,11 @@ pub fn place_from_partial(
         let _ = partial.remove();
         return Ok(meta);
     }
-    partial.file().sync_all().map_err(io_err)?;
     partial
         .file()
         .set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
         .map_err(io_err)?;
-    fs::rename(partial.path(), dest).map_err(io_err)?;
-    sync_dir(dir).map_err(io_err)?;
+    rocm_kpack_fs::rename_durably(partial.path(), dest).map_err(|e| io_err(e.source))?;
     fs::metadata(dest).map_err(io_err)
 }
 
@@ -458,31 +454,24 @@ pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Meta
         dest: dest.to_path_buf(),
         source,
     };
-    let mut input = File::open(src).map_err(io_err)?;
+    let input = File::open(src).map_err(io_err)?;
     let mut out =
         PendingFile::create_named(dest, TEMP_PREFIX, TEMP_SUFFIX).map_err(|e| io_err(e.source))?;
     out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
         .map_err(|e| io_err(e.source))?;
-    {
-        let mut hasher = Sha256::new();
-        let mut block = vec![0u8; BLOCK];
-        loop {
-            let n = input.read(&mut block).map_err(io_err)?;
-            if n == 0 {
-                break;
-            }
-            let data = block.get(..n).unwrap_or_default();
-            hasher.update(data);
-            out.write_all(data).map_err(io_err)?;
-        }
-        let actual: [u8; 32] = hasher.finalize().into();
-        if &actual != sha256 {
-            return Err(PlaceError::Changed {
-                dest: dest.to_path_buf(),
-                expected: hex::encode(sha256),
-                actual: hex::encode(actual),
-            });
-        }
+    let mut hashing = HashingWriter::new(&mut out);
+    io::copy(
+        &mut io::BufReader::with_capacity(BLOCK, input),
+        &mut hashing,
+    )
+    .map_err(io_err)?;
+    let (_, actual, _) = hashing.finish();
+    if &actual != sha256 {
+        return Err(PlaceError::Changed {
+            dest: dest.to_path_buf(),
+            expected: hex::encode(sha256),
+            actual: hex::encode(actual),
+        });
     }
     out.commit().map_err(|e| io_err(e.source))?;
     fs::metadata(dest).map_err(io_err)
@@ -867,6 +856,7 @@ fn check_and_unlink(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     /// Database files of one directory are fetched in parallel: each
     /// download making the same missing directories succeeds, and between

@@ -925,12 +925,7 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
 pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
     mkdirs(parent_of(to))?;
     // Durable before it is visible under its final name.
-    fs::File::open(from)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| TreeError::io("cannot sync", from, e))?;
-    fs::rename(from, to).map_err(|e| TreeError::io("cannot rename into", to, e))?;
-    rocm_kpack_fs::sync_dir(parent_of(to))
-        .map_err(|e| TreeError::io("cannot sync", parent_of(to), e))?;
+    rocm_kpack_fs::rename_durably(from, to)?;
     set_mode(to, 0o644)?;
     set_mtime(to, mtime)
 }
