@@ -23,7 +23,7 @@ use crate::state::StateEntry;
 use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
-use rocm_kpack_fs::{HashingWriter, PendingFile};
+use rocm_kpack_fs::{HashingWriter, PathError, PendingFile};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
@@ -398,15 +398,10 @@ pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
 /// Why an archive could not be put in place.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceError {
-    /// A file operation failed; nothing partial is visible.
-    #[error("installing {}: {source}", dest.display())]
-    Io {
-        /// The archive's final path.
-        dest: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
+    /// A file operation failed; nothing partial is visible. The path is
+    /// the archive's final path.
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// The copy read back different bytes than were verified.
     #[error("installing {}: copy has sha256 {actual}, expected {expected}", dest.display())]
     Changed {
@@ -427,10 +422,7 @@ pub fn place_from_partial(
     dest: &Path,
     sha256: &[u8; 32],
 ) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io {
-        dest: dest.to_path_buf(),
-        source,
-    };
+    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
     let dir = dest.parent().unwrap_or(Path::new("."));
     let same_fs = fs::metadata(dir).map_err(io_err)?.dev()
         == partial.file().metadata().map_err(io_err)?.dev();
@@ -450,10 +442,7 @@ pub fn place_from_partial(
 /// Installs a copy of the verified file `src` as `dest`: copied into a
 /// temp file next to `dest` while hashing, checked, fsynced, renamed.
 pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io {
-        dest: dest.to_path_buf(),
-        source,
-    };
+    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
     let input = File::open(src).map_err(io_err)?;
     let mut out =
         PendingFile::create_named(dest, TEMP_PREFIX, TEMP_SUFFIX).map_err(|e| io_err(e.source))?;
@@ -662,15 +651,9 @@ pub enum DeleteError {
         /// Why.
         reason: String,
     },
-    /// A file operation failed.
-    #[error("removing {}: {source}", path.display())]
-    Io {
-        /// The archive.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
+    /// A file operation failed on the archive.
+    #[error(transparent)]
+    Io(#[from] PathError),
 }
 
 /// The one way the fetcher deletes a kernel-database file (`remove`, `gc`,
@@ -760,10 +743,7 @@ fn delete_item(
         path: path.clone(),
         reason,
     };
-    let io_err = |e: io::Error| DeleteError::Io {
-        path: path.clone(),
-        source: e,
-    };
+    let io_err = |e: io::Error| DeleteError::Io(PathError::new("removing", &path, e));
     names::check(name_kind, name).map_err(|e| refused(e.to_string()))?;
     if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
         return Err(refused(format!(

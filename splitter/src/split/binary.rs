@@ -22,7 +22,7 @@ use rocm_kpack_format::bundle::{self, BundleRef};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_fs::PendingFile;
+use rocm_kpack_fs::{PathError, PendingFile};
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
 
@@ -56,13 +56,8 @@ pub enum SplitError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// An error while splitting a particular file.
     #[error("{}", path.display())]
     File {
@@ -82,28 +77,14 @@ impl From<rocm_kpack_format::Error> for SplitError {
     }
 }
 
-impl From<rocm_kpack_fs::PathError> for SplitError {
-    fn from(e: rocm_kpack_fs::PathError) -> Self {
-        SplitError::Io {
-            what: e.action,
-            path: e.path,
-            source: e.source,
-        }
-    }
-}
-
 impl SplitError {
     fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        SplitError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
+        SplitError::Io(PathError::new(what, path, source))
     }
 
     fn in_file(self, path: &Path) -> Self {
         match self {
-            SplitError::File { .. } | SplitError::Io { .. } | SplitError::Invalid(_) => self,
+            SplitError::File { .. } | SplitError::Io(_) | SplitError::Invalid(_) => self,
             other => SplitError::File {
                 path: path.to_path_buf(),
                 source: Box::new(other),

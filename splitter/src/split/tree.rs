@@ -69,13 +69,8 @@ pub enum TreeError {
         source: rocm_kpack_format::Error,
     },
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// Recombine: shards disagree (generic files, duplicate device code,
     /// missing device code) as the spec's validation switches say to fail.
     #[error("{0}")]
@@ -88,21 +83,7 @@ pub enum TreeError {
 impl TreeError {
     /// An I/O error with what was being done and the path.
     pub fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        TreeError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
-
-impl From<PathError> for TreeError {
-    fn from(e: PathError) -> Self {
-        TreeError::Io {
-            what: e.action,
-            path: e.path,
-            source: e.source,
-        }
+        TreeError::Io(PathError::new(what, path, source))
     }
 }
 
