@@ -364,17 +364,14 @@ fn split_into(
         check_replaceable(&dest, opts.replace_existing)
             .map_err(|e| io_err(e.action, &dest)(e.source))?;
         // Copied beside the destination, fsynced, renamed (atomic, durable).
-        let mut copy = rocm_kpack_fs::PendingFile::create(&dest)
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        let mut copy = rocm_kpack_fs::PendingFile::create(&dest)?;
         let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
         std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;
         let mode = fs::metadata(input)
             .map_err(io_err("cannot stat", input))?
             .permissions();
-        copy.set_permissions(mode)
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
-        copy.commit()
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        copy.set_permissions(mode)?;
+        copy.commit()?;
         let size = fs::metadata(&dest)
             .map_err(io_err("cannot stat", &dest))?
             .len();

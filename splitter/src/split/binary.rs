@@ -141,10 +141,15 @@ pub enum SplitOutcome {
     HostOnly,
 }
 
-/// One archive written.
+/// One archive written, in the reports of `split-binary`, `split` and
+/// `recombine`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ArchiveFileReport {
+pub struct ArchiveReport {
+    /// `split-binary`: the file written; `split`, `recombine`: its path
+    /// relative to the output directory.
     pub path: PathBuf,
+    /// The component (the `<component>` of its file name).
+    pub component: String,
     /// The device tree that ships it (= the archive's `gfx_arch_family`):
     /// the group carrying its processor, or its generic ISA.
     pub group: String,
@@ -184,7 +189,7 @@ pub struct SplitBinaryReport {
     /// Address of the marker section (`.rocm_kpack_ref`, PE: `.kpackrf`)
     /// in the host-only binary.
     pub marker_address: Option<u64>,
-    pub archives: Vec<ArchiveFileReport>,
+    pub archives: Vec<ArchiveReport>,
     /// The `.kpm` manifest written.
     pub manifest: Option<PathBuf>,
 }
@@ -729,8 +734,9 @@ impl<'s> ArchiveSet<'s> {
             });
             files.push((
                 temp,
-                ArchiveFileReport {
+                ArchiveReport {
                     path: self.kpack_dir.join(&file_name),
+                    component: self.component.clone(),
                     group,
                     unit,
                     architectures,
@@ -784,13 +790,13 @@ impl Drop for ArchiveSet<'_> {
 pub struct PendingArchives {
     kpack_dir: PathBuf,
     created_dir: bool,
-    files: Vec<(PendingFile, ArchiveFileReport)>,
+    files: Vec<(PendingFile, ArchiveReport)>,
     manifest: Option<PendingFile>,
 }
 
 impl PendingArchives {
     /// The archives that [`PendingArchives::commit`] will make visible.
-    pub fn reports(&self) -> impl Iterator<Item = &ArchiveFileReport> {
+    pub fn reports(&self) -> impl Iterator<Item = &ArchiveReport> {
         self.files.iter().map(|(_, r)| r)
     }
 
@@ -827,7 +833,7 @@ impl PendingArchives {
 /// Archives and manifest made visible by [`PendingArchives::commit`].
 #[derive(Debug)]
 pub struct CommittedArchives {
-    pub archives: Vec<ArchiveFileReport>,
+    pub archives: Vec<ArchiveReport>,
     /// None when there was no device code.
     pub manifest: Option<PathBuf>,
 }

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::budget::Work;
 use crate::split::binary::{
-    add_bundles, release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf,
+    add_bundles, release_pages, split_fat_elf, ArchiveReport, ArchiveSet, ElfSplit, SplitElf,
     SplitError,
 };
 use crate::split::plan::{
@@ -156,22 +156,6 @@ pub struct BinaryReport {
     /// Authenticode signature removed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-}
-
-/// One archive written.
-#[derive(Debug, Clone, Serialize)]
-pub struct ArchiveReport {
-    /// Path relative to the output directory.
-    pub path: String,
-    pub component: String,
-    /// The device tree it is in (= its `gfx_arch_family`).
-    pub group: String,
-    /// The processor or generic ISA it holds code for.
-    pub unit: String,
-    pub architectures: Vec<String>,
-    pub entries: usize,
-    pub size: u64,
-    pub sha256: String,
 }
 
 /// One output tree.
@@ -739,7 +723,7 @@ fn run_set(
         let rel = format!("{tree}/{}/{file_name}", set.archive_dir);
         let to = root.join(&rel);
         place(&a.path, &to, plan.generated_mtime)?;
-        archives.push(archive_report(a, &set.component, rel));
+        archives.push(archive_report(a, rel));
     }
     let mut manifests = Vec::new();
     if let Some(kpm) = &committed.manifest {
@@ -911,17 +895,11 @@ pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
     set_mtime(to, mtime)
 }
 
-/// Report entry for one committed archive.
-pub fn archive_report(a: &ArchiveFileReport, component: &str, rel: String) -> ArchiveReport {
+/// Report entry for one committed archive, now at `rel`.
+pub fn archive_report(a: &ArchiveReport, rel: String) -> ArchiveReport {
     ArchiveReport {
-        path: rel,
-        component: component.to_string(),
-        group: a.group.clone(),
-        unit: a.unit.clone(),
-        architectures: a.architectures.clone(),
-        entries: a.entries,
-        size: a.size,
-        sha256: a.sha256.clone(),
+        path: rel.into(),
+        ..a.clone()
     }
 }
 
