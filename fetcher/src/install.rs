@@ -13,11 +13,9 @@
 //! copying, fsynced and renamed.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 use crate::download::Partial;
 use crate::state::StateEntry;
@@ -25,13 +23,13 @@ use crate::state::StateEntry;
 use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
-use rocm_kpack_fs::PendingFile;
+use rocm_kpack_fs::{HashingWriter, PathError, PendingFile};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Installed archives are readable by everyone (the loader runs as any user).
 const ARCHIVE_MODE: u32 = 0o644;
 
-/// Block size for hashing and copying.
+/// Block size for copying.
 const BLOCK: usize = 1 << 20;
 
 /// An exclusive lock on one `.kpack` directory, released on drop.
@@ -400,15 +398,10 @@ pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
 /// Why an archive could not be put in place.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceError {
-    /// A file operation failed; nothing partial is visible.
-    #[error("installing {}: {source}", dest.display())]
-    Io {
-        /// The archive's final path.
-        dest: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
+    /// A file operation failed; nothing partial is visible. The path is
+    /// the archive's final path.
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// The copy read back different bytes than were verified.
     #[error("installing {}: copy has sha256 {actual}, expected {expected}", dest.display())]
     Changed {
@@ -429,10 +422,7 @@ pub fn place_from_partial(
     dest: &Path,
     sha256: &[u8; 32],
 ) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io {
-        dest: dest.to_path_buf(),
-        source,
-    };
+    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
     let dir = dest.parent().unwrap_or(Path::new("."));
     let same_fs = fs::metadata(dir).map_err(io_err)?.dev()
         == partial.file().metadata().map_err(io_err)?.dev();
@@ -441,48 +431,36 @@ pub fn place_from_partial(
         let _ = partial.remove();
         return Ok(meta);
     }
-    partial.file().sync_all().map_err(io_err)?;
     partial
         .file()
         .set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
         .map_err(io_err)?;
-    fs::rename(partial.path(), dest).map_err(io_err)?;
-    sync_dir(dir).map_err(io_err)?;
+    rocm_kpack_fs::rename_durably(partial.path(), dest).map_err(|e| io_err(e.source))?;
     fs::metadata(dest).map_err(io_err)
 }
 
 /// Installs a copy of the verified file `src` as `dest`: copied into a
 /// temp file next to `dest` while hashing, checked, fsynced, renamed.
 pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io {
-        dest: dest.to_path_buf(),
-        source,
-    };
-    let mut input = File::open(src).map_err(io_err)?;
+    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
+    let input = File::open(src).map_err(io_err)?;
     let mut out =
         PendingFile::create_named(dest, TEMP_PREFIX, TEMP_SUFFIX).map_err(|e| io_err(e.source))?;
     out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
         .map_err(|e| io_err(e.source))?;
-    {
-        let mut hasher = Sha256::new();
-        let mut block = vec![0u8; BLOCK];
-        loop {
-            let n = input.read(&mut block).map_err(io_err)?;
-            if n == 0 {
-                break;
-            }
-            let data = block.get(..n).unwrap_or_default();
-            hasher.update(data);
-            out.write_all(data).map_err(io_err)?;
-        }
-        let actual: [u8; 32] = hasher.finalize().into();
-        if &actual != sha256 {
-            return Err(PlaceError::Changed {
-                dest: dest.to_path_buf(),
-                expected: hex::encode(sha256),
-                actual: hex::encode(actual),
-            });
-        }
+    let mut hashing = HashingWriter::new(&mut out);
+    io::copy(
+        &mut io::BufReader::with_capacity(BLOCK, input),
+        &mut hashing,
+    )
+    .map_err(io_err)?;
+    let (_, actual, _) = hashing.finish();
+    if &actual != sha256 {
+        return Err(PlaceError::Changed {
+            dest: dest.to_path_buf(),
+            expected: hex::encode(sha256),
+            actual: hex::encode(actual),
+        });
     }
     out.commit().map_err(|e| io_err(e.source))?;
     fs::metadata(dest).map_err(io_err)
@@ -673,15 +651,9 @@ pub enum DeleteError {
         /// Why.
         reason: String,
     },
-    /// A file operation failed.
-    #[error("removing {}: {source}", path.display())]
-    Io {
-        /// The archive.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
+    /// A file operation failed on the archive.
+    #[error(transparent)]
+    Io(#[from] PathError),
 }
 
 /// The one way the fetcher deletes a kernel-database file (`remove`, `gc`,
@@ -771,10 +743,7 @@ fn delete_item(
         path: path.clone(),
         reason,
     };
-    let io_err = |e: io::Error| DeleteError::Io {
-        path: path.clone(),
-        source: e,
-    };
+    let io_err = |e: io::Error| DeleteError::Io(PathError::new("removing", &path, e));
     names::check(name_kind, name).map_err(|e| refused(e.to_string()))?;
     if kpack_dir.file_name().is_none_or(|n| n != KPACK_DIR) {
         return Err(refused(format!(
@@ -867,6 +836,7 @@ fn check_and_unlink(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     /// Database files of one directory are fetched in parallel: each
     /// download making the same missing directories succeeds, and between

@@ -48,6 +48,7 @@ use crate::install::write_atomically;
 use rocm_kpack_format::layout::fetch::STATE_FILE;
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::MAX_STATE_FILE;
+use rocm_kpack_fs::PathError;
 
 /// The state file's format version.
 pub const STATE_VERSION: u32 = 1;
@@ -137,15 +138,9 @@ impl FileStamp {
 /// Why a state file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// Reading or writing failed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The state file.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
+    /// Reading or writing the state file failed.
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// The file is not valid state JSON.
     #[error("{}: not a valid rocm-kpack-fetch state file: {detail}", path.display())]
     Invalid {
@@ -185,14 +180,9 @@ impl State {
             Err(e) if e.source.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
             Err(e) if e.action == "refusing" => {
                 let source = io::Error::new(io::ErrorKind::PermissionDenied, e.source.to_string());
-                return Err(StateError::Io { path, source });
+                return Err(PathError::new(e.action, path, source).into());
             }
-            Err(e) => {
-                return Err(StateError::Io {
-                    path,
-                    source: e.source,
-                })
-            }
+            Err(e) => return Err(e.into()),
         };
         let state: State = serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid {
             path: path.clone(),
@@ -252,10 +242,8 @@ impl State {
         match Self::load(kpack_dir) {
             Err(StateError::Invalid { path, detail }) => {
                 let aside = path.with_extension("json.corrupt");
-                fs::rename(&path, &aside).map_err(|source| StateError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
+                fs::rename(&path, &aside)
+                    .map_err(|source| PathError::new("cannot move aside", &path, source))?;
                 warnings.push(format!(
                     "{}: {detail}; moved to {} and starting over",
                     path.display(),
@@ -275,7 +263,8 @@ impl State {
             detail: e.to_string(),
         })?;
         json.push(b'\n');
-        write_atomically(&path, &json).map_err(|source| StateError::Io { path, source })
+        write_atomically(&path, &json)
+            .map_err(|source| PathError::new("cannot write", path, source).into())
     }
 }
 
@@ -343,7 +332,7 @@ mod tests {
         fs::remove_file(State::path(dir.path())).expect("rm");
         std::os::unix::fs::symlink(&link, State::path(dir.path())).expect("symlink");
         assert!(
-            matches!(State::load(dir.path()), Err(StateError::Io { .. })),
+            matches!(State::load(dir.path()), Err(StateError::Io(_))),
             "symlinked state is not followed"
         );
         fs::remove_file(State::path(dir.path())).expect("rm");

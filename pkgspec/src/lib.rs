@@ -53,12 +53,8 @@ pub enum SpecError {
     #[error("invalid spec: {0}")]
     Invalid(String),
     /// The spec file could not be read.
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] rocm_kpack_fs::PathError),
     /// The spec file is not valid TOML for this schema or is inconsistent;
     /// the message starts with `line N, column M:`.
     #[error("{}: {message}", path.as_deref().map_or_else(|| "spec".to_string(), |p| p.display().to_string()))]
@@ -281,9 +277,8 @@ impl Spec {
 
     /// Reads, parses and validates a TOML spec file.
     pub fn from_file(path: &Path) -> Result<Spec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
-            path: path.to_path_buf(),
-            source,
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            SpecError::Io(rocm_kpack_fs::PathError::new("cannot read", path, source))
         })?;
         schema::parse(&text, Some(path))
     }

@@ -21,7 +21,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
-use rocm_kpack_fs::check_replaceable;
+use rocm_kpack_fs::{check_replaceable, PathError};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
@@ -55,16 +55,8 @@ pub enum SplitPackageError {
     #[error("splitting the payload failed")]
     Tree(#[source] Box<TreeError>),
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
 }
 
 impl From<TreeError> for SplitPackageError {
@@ -77,11 +69,7 @@ fn io_err<'a>(
     what: &'static str,
     path: &'a Path,
 ) -> impl FnOnce(io::Error) -> SplitPackageError + 'a {
-    move |source| SplitPackageError::Io {
-        what,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| SplitPackageError::Io(PathError::new(what, path, source))
 }
 
 /// Kind of input package, judged by content.
@@ -376,17 +364,14 @@ fn split_into(
         check_replaceable(&dest, opts.replace_existing)
             .map_err(|e| io_err(e.action, &dest)(e.source))?;
         // Copied beside the destination, fsynced, renamed (atomic, durable).
-        let mut copy = rocm_kpack_fs::PendingFile::create(&dest)
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        let mut copy = rocm_kpack_fs::PendingFile::create(&dest)?;
         let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
         std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;
         let mode = fs::metadata(input)
             .map_err(io_err("cannot stat", input))?
             .permissions();
-        copy.set_permissions(mode)
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
-        copy.commit()
-            .map_err(|e| io_err(e.action, &e.path)(e.source))?;
+        copy.set_permissions(mode)?;
+        copy.commit()?;
         let size = fs::metadata(&dest)
             .map_err(io_err("cannot stat", &dest))?
             .len();

@@ -412,7 +412,7 @@ fn duplicate_device_code_fails_or_warns() {
     let from = |path: &str| {
         r.archives
             .iter()
-            .find(|x| x.archive.path == path)
+            .find(|x| x.archive.path == std::path::Path::new(path))
             .and_then(|x| x.copied_from.clone())
             .unwrap()
     };

@@ -357,7 +357,11 @@ fn compression_level_changes_sizes_never_code_objects() {
                 ..SplitOptions::default()
             },
         );
-        let mut names: Vec<&str> = r.archives.iter().map(|a| a.path.as_str()).collect();
+        let mut names: Vec<&str> = r
+            .archives
+            .iter()
+            .map(|a| a.path.to_str().unwrap())
+            .collect();
         names.sort_unstable();
         sizes.push((
             names.join(" "),

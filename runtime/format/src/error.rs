@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use rocm_kpack_fs::PathError;
+
 /// Result alias used throughout the runtime crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -35,12 +37,8 @@ pub enum Error {
     InvalidArgument(String),
     #[error("{}: file not found", path.display())]
     FileNotFound { path: PathBuf },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(PathError),
     /// Structural problem in a binary format (bad magic, truncation, offsets
     /// out of range, wrong field types).
     #[error("invalid {what} at offset {offset}: {detail}")]
@@ -82,7 +80,7 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
             Error::FileNotFound { .. } => ErrorCode::FileNotFound,
-            Error::Io { .. } => ErrorCode::IoError,
+            Error::Io(_) => ErrorCode::IoError,
             Error::InvalidFormat { .. } => ErrorCode::InvalidFormat,
             Error::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
             Error::Msgpack { .. } => ErrorCode::MsgpackParseFailed,
@@ -96,14 +94,9 @@ impl Error {
         }
     }
 
-    /// An I/O error on `path`; `NotFound` becomes [`Error::FileNotFound`].
+    /// An error reading `path`; `NotFound` becomes [`Error::FileNotFound`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        let path = path.into();
-        if source.kind() == std::io::ErrorKind::NotFound {
-            Error::FileNotFound { path }
-        } else {
-            Error::Io { path, source }
-        }
+        PathError::new("cannot read", path, source).into()
     }
 
     /// Shorthand for [`Error::InvalidFormat`].
@@ -112,6 +105,17 @@ impl Error {
             what,
             offset,
             detail: detail.into(),
+        }
+    }
+}
+
+impl From<PathError> for Error {
+    /// `NotFound` becomes [`Error::FileNotFound`].
+    fn from(e: PathError) -> Self {
+        if e.source.kind() == std::io::ErrorKind::NotFound {
+            Error::FileNotFound { path: e.path }
+        } else {
+            Error::Io(e)
         }
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::le;
 use crate::msgpack::{self, Named, Str};
+use rocm_kpack_fs::PathError;
 
 /// The section holding the marker in an ELF host binary.
 pub const ELF_SECTION: &str = ".rocm_kpack_ref";
@@ -101,10 +102,7 @@ fn bad_elf(path: &Path, offset: u64, detail: impl Into<String>) -> Error {
 /// was never split); an error when it is one with broken section headers
 /// or a marker that does not parse.
 pub fn read_elf_marker<R: Read + Seek>(file: &mut R, path: &Path) -> Result<Option<Marker>> {
-    let io = |source: std::io::Error| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source: std::io::Error| Error::Io(PathError::new("cannot read", path, source));
     let mut header = [0u8; 64];
     let mut got = 0;
     while got < header.len() {

@@ -69,9 +69,87 @@ pub fn for_each_block(mut reader: impl Read, mut consume: impl FnMut(&[u8])) -> 
 
 /// Size and SHA-256 of everything `reader` yields.
 pub fn sha256_reader(reader: impl Read) -> io::Result<(u64, [u8; 32])> {
-    let mut hasher = Sha256::new();
-    let len = for_each_block(reader, |b| hasher.update(b))?;
-    Ok((len, hasher.finalize().into()))
+    let mut hashing = HashingReader::new(reader);
+    for_each_block(&mut hashing, |_| {})?;
+    let (sha, len) = hashing.finish();
+    Ok((len, sha))
+}
+
+/// Counts and SHA-256-hashes everything written through it, so that a
+/// file is hashed on its way to disk rather than in a second pass.
+#[derive(Debug)]
+pub struct HashingWriter<W> {
+    inner: W,
+    sha256: Sha256,
+    count: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    /// Hashes what is written to `inner`.
+    pub fn new(inner: W) -> Self {
+        HashingWriter {
+            inner,
+            sha256: Sha256::new(),
+            count: 0,
+        }
+    }
+    /// Bytes written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+    /// The inner writer.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+    /// The inner writer, the SHA-256 and the byte count.
+    pub fn finish(self) -> (W, [u8; 32], u64) {
+        (self.inner, self.sha256.finalize().into(), self.count)
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        let done = buf.get(..n).unwrap_or_default();
+        self.sha256.update(done);
+        self.count += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Counts and SHA-256-hashes everything read through it.
+#[derive(Debug)]
+pub struct HashingReader<R> {
+    inner: R,
+    sha256: Sha256,
+    count: u64,
+}
+
+impl<R: Read> HashingReader<R> {
+    /// Hashes what is read from `inner`.
+    pub fn new(inner: R) -> Self {
+        HashingReader {
+            inner,
+            sha256: Sha256::new(),
+            count: 0,
+        }
+    }
+    /// The SHA-256 and the byte count of what was read.
+    pub fn finish(self) -> ([u8; 32], u64) {
+        (self.sha256.finalize().into(), self.count)
+    }
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha256.update(buf.get(..n).unwrap_or_default());
+        self.count += n as u64;
+        Ok(n)
+    }
 }
 
 /// Size and SHA-256 of a file.
@@ -276,6 +354,13 @@ impl PendingFile {
         &self.dest
     }
 
+    /// Changes the destination, for a file named by its content (known
+    /// once it is written). `dest` must be in the directory the file was
+    /// created for: a rename is atomic only within one file system.
+    pub fn set_dest(&mut self, dest: PathBuf) {
+        self.dest = dest;
+    }
+
     /// Sets the permissions the file will have at its destination.
     pub fn set_permissions(&self, permissions: Permissions) -> Result<(), PathError> {
         fs::set_permissions(self.temp.path(), permissions)
@@ -285,6 +370,12 @@ impl PendingFile {
     /// Flushes the file to disk, renames it to its destination (atomic on
     /// one file system) and makes the rename durable.
     pub fn commit(self) -> Result<PathBuf, PathError> {
+        self.commit_as("cannot rename into")
+    }
+
+    /// [`PendingFile::commit`], saying `action` ("cannot store", ...) when
+    /// the rename fails.
+    pub fn commit_as(self, action: &'static str) -> Result<PathBuf, PathError> {
         let dest = self.dest;
         self.temp
             .as_file()
@@ -292,7 +383,7 @@ impl PendingFile {
             .map_err(|e| PathError::new("cannot write", self.temp.path(), e))?;
         self.temp
             .persist(&dest)
-            .map_err(|e| PathError::new("cannot rename into", &dest, e.error))?;
+            .map_err(|e| PathError::new(action, &dest, e.error))?;
         let dir = parent_dir(&dest);
         sync_dir(dir).map_err(|e| PathError::new("cannot sync directory", dir, e))?;
         Ok(dest)
@@ -323,6 +414,20 @@ pub fn write_atomically(
     PendingFile::write(dest, bytes, permissions)?
         .commit()
         .map(drop)
+}
+
+/// Renames the complete file `from` to `to` durably: `from` reaches the
+/// disk before it is visible under its final name, and the rename is made
+/// durable by an fsync of `to`'s directory. For a file written elsewhere
+/// (a download, a staged archive) on the same file system; a file written
+/// for `to` from the start is a [`PendingFile`].
+pub fn rename_durably(from: &Path, to: &Path) -> Result<(), PathError> {
+    File::open(from)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| PathError::new("cannot sync", from, e))?;
+    fs::rename(from, to).map_err(|e| PathError::new("cannot rename into", to, e))?;
+    let dir = parent_dir(to);
+    sync_dir(dir).map_err(|e| PathError::new("cannot sync directory", dir, e))
 }
 
 /// Flushes every regular file and directory below `dir` (and `dir`) to
@@ -460,7 +565,26 @@ mod tests {
         let data = vec![7u8; BLOCK * 2 + 5];
         let (len, sha) = sha256_reader(&data[..]).expect("hash");
         assert_eq!(len, data.len() as u64);
-        assert_eq!(sha, <[u8; 32]>::from(Sha256::digest(&data)));
+        let want = <[u8; 32]>::from(Sha256::digest(&data));
+        assert_eq!(sha, want);
+        let mut w = HashingWriter::new(Vec::new());
+        io::copy(&mut &data[..], &mut w).expect("copy");
+        let (copy, wsha, wlen) = w.finish();
+        assert_eq!((copy.as_slice(), wsha, wlen), (&data[..], want, len));
+        let mut r = HashingReader::new(&data[..]);
+        io::copy(&mut r, &mut io::sink()).expect("copy");
+        assert_eq!(r.finish(), (want, len));
+    }
+
+    #[test]
+    fn durable_rename_moves_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (from, to) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&from, b"x").expect("write");
+        rename_durably(&from, &to).expect("rename");
+        assert!(!from.exists() && fs::read(&to).expect("read") == b"x");
+        let err = rename_durably(&from, &to).expect_err("gone");
+        assert!(err.to_string().contains("/a"), "{err}");
     }
 
     #[cfg(unix)]

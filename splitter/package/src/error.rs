@@ -3,20 +3,14 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rocm_kpack_fs::PathError;
+
 /// Everything that can stop building or reading a package.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// An input package (or split tree file) is malformed.
     #[error("{}: {detail}", path.display())]
     Corrupt {
@@ -76,11 +70,7 @@ pub enum PackageError {
 impl PackageError {
     /// An I/O error on `path`.
     pub fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        PackageError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
+        PackageError::Io(PathError::new(what, path, source))
     }
 
     /// A malformed input.

@@ -652,7 +652,7 @@ pub fn write_rpm<W: Write>(
         .tempfile_in(tmp_dir)
         .map_err(tmp_err)?;
     let mtime = spec.build_time;
-    let hashed = HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()), false);
+    let hashed = HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
     let enc = Encoder::new(hashed, spec.compression, spec.level).map_err(tmp_err)?;
     let counting = CountingWriter {
         inner: enc,
@@ -697,7 +697,7 @@ pub fn write_rpm<W: Write>(
         count: archive_size,
     } = cpio.finish().map_err(tmp_err)?;
     let hashed = enc.finish().map_err(tmp_err)?;
-    let (mut buf, payload_sha, _, payload_len) = hashed.finish();
+    let (mut buf, payload_sha, payload_len) = hashed.finish();
     buf.flush().map_err(tmp_err)?;
     drop(buf);
 
@@ -1477,7 +1477,7 @@ impl RpmReader {
         let mut file = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
         file.seek(SeekFrom::Start(self.header.end))
             .map_err(|e| PackageError::io("cannot read", path, e))?;
-        let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file), false);
+        let mut hashing = HashingReader::new(BufReader::with_capacity(1 << 20, file));
         {
             let dec = decoder(&mut hashing, self.payload_compression()?)
                 .map_err(|e| PackageError::corrupt(path, e.to_string()))?;
@@ -1499,7 +1499,7 @@ impl RpmReader {
         }
         io::copy(&mut hashing, &mut io::sink())
             .map_err(|e| PackageError::io("cannot read", path, e))?;
-        let (sha, _, _) = hashing.finish();
+        let (sha, _) = hashing.finish();
         if let Some(want) = self.header.strings(tag::PAYLOADDIGEST).first() {
             if self.header.int(tag::PAYLOADDIGESTALGO) == Some(u64::from(PGPHASHALGO_SHA256))
                 && !hex::encode(sha).eq_ignore_ascii_case(want)

@@ -28,7 +28,7 @@ pub mod store;
 pub mod yum;
 
 use rocm_kpack_format::layout;
-use rocm_kpack_fs::{check_replaceable, move_into_place};
+use rocm_kpack_fs::{check_replaceable, move_into_place, PathError};
 use rocm_kpack_package::progress::ProgressHandle;
 use std::fs;
 use std::io;
@@ -46,16 +46,8 @@ pub enum PublishError {
     #[error(transparent)]
     Package(#[from] PackageError),
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// A signing key was given but gpg cannot be run.
     #[error("signing with key {key:?} requested but {program:?} was not found; install gnupg or drop --sign-key")]
     GpgMissing {
@@ -79,11 +71,7 @@ pub enum PublishError {
 
 impl PublishError {
     pub(crate) fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        PublishError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
+        PublishError::Io(PathError::new(what, path, source))
     }
 }
 
@@ -351,8 +339,7 @@ pub fn publish(
     for name in names {
         let dest = out.join(&name);
         let existed = fs::symlink_metadata(&dest).is_ok();
-        move_into_place(&stage.join(&name), &dest, opts.replace_existing)
-            .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+        move_into_place(&stage.join(&name), &dest, opts.replace_existing)?;
         if existed {
             report.replaced.push(name.to_string_lossy().into_owned());
         }
@@ -367,8 +354,7 @@ pub(crate) fn write_file(path: &Path, data: &[u8]) -> Result<(), PublishError> {
     }
     // Fsynced and renamed into place; readable by a web server.
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
-    rocm_kpack_fs::write_atomically(path, data, Some(mode))
-        .map_err(|e| PublishError::io(e.action, &e.path, e.source))
+    rocm_kpack_fs::write_atomically(path, data, Some(mode)).map_err(PublishError::from)
 }
 
 /// Copies a package into the repository (creating parents).
@@ -379,14 +365,11 @@ pub(crate) fn copy_file(src: &Path, dest: &Path) -> Result<(), PublishError> {
     // Into a temporary file, fsynced, then renamed: a crash leaves no
     // short package under its final name.
     let copy_err = |e| PublishError::io("cannot copy into the repository:", dest, e);
-    let mut out = rocm_kpack_fs::PendingFile::create(dest)
-        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+    let mut out = rocm_kpack_fs::PendingFile::create(dest)?;
     let mut input = fs::File::open(src).map_err(|e| PublishError::io("cannot open", src, e))?;
     io::copy(&mut input, out.file_mut()).map_err(copy_err)?;
-    out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
-    out.commit()
-        .map_err(|e| PublishError::io(e.action, &e.path, e.source))?;
+    out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    out.commit()?;
     Ok(())
 }
 

@@ -51,10 +51,10 @@ use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
 use crate::{Inputs, PublishError, PublishOptions};
+use rocm_kpack_fs::{HashingWriter, PendingFile};
 use rocm_kpack_package::container::EntryType;
 use rocm_kpack_package::deb::{DebReader, MemberInfo};
 use rocm_kpack_package::device::{is_kpack_archive_path, is_kpm_path, targets_of};
-use rocm_kpack_package::digest::HashingWriter;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::PackageError;
@@ -145,21 +145,16 @@ impl Store<'_> {
     ) -> Result<(), PublishError> {
         let dir = self.root.join(layout::store::BY_HASH_DIR);
         fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".incoming-")
-            .tempfile_in(&dir)
-            .map_err(|e| PublishError::io("cannot create a temporary file in", &dir, e))?;
-        let file = tmp
-            .reopen()
-            .map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
-        let mut w = HashingWriter::new(BufWriter::with_capacity(1 << 20, file), false);
+        // Named for its hash once the hash is known.
+        let mut tmp = PendingFile::create_named(&dir.join(INCOMING), INCOMING, "")?;
+        let mut w = HashingWriter::new(BufWriter::with_capacity(1 << 20, &mut tmp));
         io::copy(data, &mut w).map_err(|e| {
             PublishError::Package(PackageError::corrupt(origin, format!("{filename}: {e}")))
         })?;
-        let (mut buf, sha, _, size) = w.finish();
-        io::Write::flush(&mut buf).map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
-        drop(buf);
-        let archive = Archive::open(tmp.path()).map_err(|source| {
+        let (buf, sha, size) = w.finish();
+        buf.into_inner()
+            .map_err(|e| PublishError::io("cannot write", &dir, e.into_error()))?;
+        let archive = Archive::open(tmp.temp_path()).map_err(|source| {
             PublishError::Package(PackageError::Format {
                 path: origin.join(filename),
                 source,
@@ -197,12 +192,8 @@ impl Store<'_> {
             if dest.exists() {
                 tracing::warn!("{} does not hold its hash; replacing it", dest.display());
             }
-            tmp.as_file()
-                .sync_all()
-                .map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
-            tmp.persist(&dest)
-                .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
-            rocm_kpack_fs::sync_dir(&dir).map_err(|e| PublishError::io("cannot sync", &dir, e))?;
+            tmp.set_dest(dest);
+            tmp.commit_as("cannot store")?;
         }
         let key = (
             entry.component.clone(),
@@ -253,16 +244,10 @@ impl Store<'_> {
                 size
             }
             _ => {
-                let tmp = tempfile::Builder::new()
-                    .prefix(".incoming-")
-                    .tempfile_in(&dir)
-                    .map_err(|e| PublishError::io("cannot create a temporary file in", &dir, e))?;
-                let file = tmp
-                    .reopen()
-                    .map_err(|e| PublishError::io("cannot open", tmp.path(), e))?;
+                let mut tmp = PendingFile::create_named(&dest, INCOMING, "")?;
                 let (sha, size) = encode_database(
                     data,
-                    BufWriter::with_capacity(1 << 20, file),
+                    BufWriter::with_capacity(1 << 20, &mut tmp),
                     self.level,
                     db.size,
                 )
@@ -281,18 +266,12 @@ impl Store<'_> {
                         hex::encode(db.sha256)
                     )));
                 }
-                tmp.as_file()
-                    .sync_all()
-                    .map_err(|e| PublishError::io("cannot write", tmp.path(), e))?;
                 let stored = tmp
-                    .as_file()
+                    .file_mut()
                     .metadata()
-                    .map_err(|e| PublishError::io("cannot read", tmp.path(), e))?
+                    .map_err(|e| PublishError::io("cannot read", tmp.temp_path(), e))?
                     .len();
-                tmp.persist(&dest)
-                    .map_err(|e| PublishError::io("cannot store", &dest, e.error))?;
-                rocm_kpack_fs::sync_dir(&dir)
-                    .map_err(|e| PublishError::io("cannot sync", &dir, e))?;
+                tmp.commit_as("cannot store")?;
                 stored
             }
         };
@@ -325,11 +304,11 @@ fn decodes_to(path: &Path, sha256: &[u8; 32]) -> bool {
     let Ok(mut dec) = zstd::stream::read::Decoder::new(file) else {
         return false;
     };
-    let mut w = HashingWriter::new(io::sink(), false);
+    let mut w = HashingWriter::new(io::sink());
     if io::copy(&mut dec, &mut w).is_err() {
         return false;
     }
-    let (_, sha, _, _) = w.finish();
+    let (_, sha, _) = w.finish();
     &sha == sha256
 }
 
@@ -396,6 +375,9 @@ fn for_each_package_file(
 
 /// The largest `.kpm` read (real ones are a few KiB).
 const MAX_MANIFEST: u64 = 16 << 20;
+
+/// Prefix of the temporary name of a store object being written.
+const INCOMING: &str = ".incoming-";
 
 /// Every database file the packages' manifests list, by its path in the
 /// package (`<prefix>/<path>`, the prefix being the directory holding the
@@ -501,9 +483,9 @@ pub fn encode_database(
     enc.long_distance_matching(true)?;
     enc.window_log(DATABASE_WINDOW_LOG)?;
     enc.include_checksum(true)?;
-    let mut w = HashingWriter::new(enc, false);
+    let mut w = HashingWriter::new(enc);
     io::copy(data, &mut w)?;
-    let (enc, sha, _, size) = w.finish();
+    let (enc, sha, size) = w.finish();
     let mut out = enc.finish()?;
     out.flush()?;
     Ok((sha, size))

@@ -83,7 +83,7 @@ fn render(r: &RecombineReport) -> String {
         let _ = writeln!(
             out,
             "  {} ({} entries, {}) arches: {}",
-            a.archive.path,
+            a.archive.path.display(),
             a.archive.entries,
             rocm_kpack_cli::iec_size(a.archive.size),
             a.archive.architectures.join(" ")

@@ -22,7 +22,7 @@ use rocm_kpack_format::bundle::{self, BundleRef};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
-use rocm_kpack_fs::PendingFile;
+use rocm_kpack_fs::{PathError, PendingFile};
 use rocm_kpack_pkgspec::{Spec, SpecError};
 use serde::Serialize;
 
@@ -56,13 +56,8 @@ pub enum SplitError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// An error while splitting a particular file.
     #[error("{}", path.display())]
     File {
@@ -82,28 +77,14 @@ impl From<rocm_kpack_format::Error> for SplitError {
     }
 }
 
-impl From<rocm_kpack_fs::PathError> for SplitError {
-    fn from(e: rocm_kpack_fs::PathError) -> Self {
-        SplitError::Io {
-            what: e.action,
-            path: e.path,
-            source: e.source,
-        }
-    }
-}
-
 impl SplitError {
     fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        SplitError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
+        SplitError::Io(PathError::new(what, path, source))
     }
 
     fn in_file(self, path: &Path) -> Self {
         match self {
-            SplitError::File { .. } | SplitError::Io { .. } | SplitError::Invalid(_) => self,
+            SplitError::File { .. } | SplitError::Io(_) | SplitError::Invalid(_) => self,
             other => SplitError::File {
                 path: path.to_path_buf(),
                 source: Box::new(other),
@@ -160,10 +141,15 @@ pub enum SplitOutcome {
     HostOnly,
 }
 
-/// One archive written.
+/// One archive written, in the reports of `split-binary`, `split` and
+/// `recombine`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ArchiveFileReport {
+pub struct ArchiveReport {
+    /// `split-binary`: the file written; `split`, `recombine`: its path
+    /// relative to the output directory.
     pub path: PathBuf,
+    /// The component (the `<component>` of its file name).
+    pub component: String,
     /// The device tree that ships it (= the archive's `gfx_arch_family`):
     /// the group carrying its processor, or its generic ISA.
     pub group: String,
@@ -203,7 +189,7 @@ pub struct SplitBinaryReport {
     /// Address of the marker section (`.rocm_kpack_ref`, PE: `.kpackrf`)
     /// in the host-only binary.
     pub marker_address: Option<u64>,
-    pub archives: Vec<ArchiveFileReport>,
+    pub archives: Vec<ArchiveReport>,
     /// The `.kpm` manifest written.
     pub manifest: Option<PathBuf>,
 }
@@ -748,8 +734,9 @@ impl<'s> ArchiveSet<'s> {
             });
             files.push((
                 temp,
-                ArchiveFileReport {
+                ArchiveReport {
                     path: self.kpack_dir.join(&file_name),
+                    component: self.component.clone(),
                     group,
                     unit,
                     architectures,
@@ -803,13 +790,13 @@ impl Drop for ArchiveSet<'_> {
 pub struct PendingArchives {
     kpack_dir: PathBuf,
     created_dir: bool,
-    files: Vec<(PendingFile, ArchiveFileReport)>,
+    files: Vec<(PendingFile, ArchiveReport)>,
     manifest: Option<PendingFile>,
 }
 
 impl PendingArchives {
     /// The archives that [`PendingArchives::commit`] will make visible.
-    pub fn reports(&self) -> impl Iterator<Item = &ArchiveFileReport> {
+    pub fn reports(&self) -> impl Iterator<Item = &ArchiveReport> {
         self.files.iter().map(|(_, r)| r)
     }
 
@@ -846,7 +833,7 @@ impl PendingArchives {
 /// Archives and manifest made visible by [`PendingArchives::commit`].
 #[derive(Debug)]
 pub struct CommittedArchives {
-    pub archives: Vec<ArchiveFileReport>,
+    pub archives: Vec<ArchiveReport>,
     /// None when there was no device code.
     pub manifest: Option<PathBuf>,
 }

@@ -45,11 +45,10 @@ use rocm_kpack_pkgspec::{
 use serde::Serialize;
 
 use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
+use crate::split::binary::ArchiveReport;
 use crate::split::plan::{source_date_epoch, Dest, Layout};
 use crate::split::scan::is_kpack_path;
-use crate::split::tree::{
-    finish_dirs_with, write_manifest_txt, ArchiveReport, Result, Staging, TreeError,
-};
+use crate::split::tree::{finish_dirs_with, write_manifest_txt, Result, Staging, TreeError};
 
 /// How to recombine.
 #[derive(Debug, Clone)]
@@ -998,7 +997,7 @@ fn regroup(
         let architectures: Vec<String> = arches.into_iter().collect();
         report.archives.push(RecombinedArchive {
             archive: ArchiveReport {
-                path: rel,
+                path: rel.into(),
                 component: component.to_string(),
                 group: tree_name.clone(),
                 unit,

@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use filetime::FileTime;
 use rayon::prelude::*;
+use rocm_kpack_fs::PathError;
 use rocm_kpack_pkgspec::DatabaseClassifier;
 use serde::Serialize;
 
@@ -25,12 +26,8 @@ use crate::split::binary::SplitError;
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
     /// A file or directory could not be read.
-    #[error("cannot read {}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// A name that is not UTF-8 (markers and archive keys are strings).
     #[error("{}: file name is not valid UTF-8", path.display())]
     NotUtf8 { path: PathBuf },
@@ -48,10 +45,7 @@ pub enum ScanError {
 
 impl ScanError {
     fn io(path: &Path, source: io::Error) -> Self {
-        ScanError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        ScanError::Io(PathError::new("cannot read", path, source))
     }
 }
 
@@ -162,7 +156,7 @@ pub fn scan(root: &Path, databases: &DatabaseClassifier) -> Result<Scan, ScanErr
             let source = e
                 .into_io_error()
                 .unwrap_or_else(|| io::Error::other("file system loop"));
-            ScanError::Io { path, source }
+            ScanError::io(&path, source)
         })?;
         let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
         let rel = rel_string(rel_path).ok_or_else(|| ScanError::NotUtf8 {

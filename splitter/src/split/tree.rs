@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::budget::Work;
 use crate::split::binary::{
-    add_bundles, release_pages, split_fat_elf, ArchiveFileReport, ArchiveSet, ElfSplit, SplitElf,
+    add_bundles, release_pages, split_fat_elf, ArchiveReport, ArchiveSet, ElfSplit, SplitElf,
     SplitError,
 };
 use crate::split::plan::{
@@ -69,13 +69,8 @@ pub enum TreeError {
         source: rocm_kpack_format::Error,
     },
     /// A file system operation failed.
-    #[error("{what} {}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] PathError),
     /// Recombine: shards disagree (generic files, duplicate device code,
     /// missing device code) as the spec's validation switches say to fail.
     #[error("{0}")]
@@ -88,21 +83,7 @@ pub enum TreeError {
 impl TreeError {
     /// An I/O error with what was being done and the path.
     pub fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        TreeError::Io {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
-
-impl From<PathError> for TreeError {
-    fn from(e: PathError) -> Self {
-        TreeError::Io {
-            what: e.action,
-            path: e.path,
-            source: e.source,
-        }
+        TreeError::Io(PathError::new(what, path, source))
     }
 }
 
@@ -175,22 +156,6 @@ pub struct BinaryReport {
     /// Authenticode signature removed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-}
-
-/// One archive written.
-#[derive(Debug, Clone, Serialize)]
-pub struct ArchiveReport {
-    /// Path relative to the output directory.
-    pub path: String,
-    pub component: String,
-    /// The device tree it is in (= its `gfx_arch_family`).
-    pub group: String,
-    /// The processor or generic ISA it holds code for.
-    pub unit: String,
-    pub architectures: Vec<String>,
-    pub entries: usize,
-    pub size: u64,
-    pub sha256: String,
 }
 
 /// One output tree.
@@ -758,7 +723,7 @@ fn run_set(
         let rel = format!("{tree}/{}/{file_name}", set.archive_dir);
         let to = root.join(&rel);
         place(&a.path, &to, plan.generated_mtime)?;
-        archives.push(archive_report(a, &set.component, rel));
+        archives.push(archive_report(a, rel));
     }
     let mut manifests = Vec::new();
     if let Some(kpm) = &committed.manifest {
@@ -925,27 +890,16 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
 pub fn place(from: &Path, to: &Path, mtime: FileTime) -> Result<()> {
     mkdirs(parent_of(to))?;
     // Durable before it is visible under its final name.
-    fs::File::open(from)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| TreeError::io("cannot sync", from, e))?;
-    fs::rename(from, to).map_err(|e| TreeError::io("cannot rename into", to, e))?;
-    rocm_kpack_fs::sync_dir(parent_of(to))
-        .map_err(|e| TreeError::io("cannot sync", parent_of(to), e))?;
+    rocm_kpack_fs::rename_durably(from, to)?;
     set_mode(to, 0o644)?;
     set_mtime(to, mtime)
 }
 
-/// Report entry for one committed archive.
-pub fn archive_report(a: &ArchiveFileReport, component: &str, rel: String) -> ArchiveReport {
+/// Report entry for one committed archive, now at `rel`.
+pub fn archive_report(a: &ArchiveReport, rel: String) -> ArchiveReport {
     ArchiveReport {
-        path: rel,
-        component: component.to_string(),
-        group: a.group.clone(),
-        unit: a.unit.clone(),
-        architectures: a.architectures.clone(),
-        entries: a.entries,
-        size: a.size,
-        sha256: a.sha256.clone(),
+        path: rel.into(),
+        ..a.clone()
     }
 }
 

@@ -12,11 +12,11 @@ use super::wire::{TocOut, WireBlob, WireToc};
 use super::{CompressionScheme, TocEntry, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_KERNEL_SIZE};
 use crate::error::{Error, Result};
 use crate::msgpack::{self, Named, Str, Value};
+use rocm_kpack_fs::PathError;
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 
@@ -29,17 +29,15 @@ pub const DEFAULT_IN_FLIGHT_BYTES: usize = 64 << 20;
 const MAX_IN_FLIGHT_KERNELS: usize = 4096;
 
 fn out_err(source: std::io::Error) -> Error {
-    Error::Io {
-        path: PathBuf::from("<kpack output>"),
-        source,
-    }
+    Error::Io(PathError::new("cannot write", "<kpack output>", source))
 }
 
 fn zstd_err(detail: String) -> Error {
-    Error::Io {
-        path: PathBuf::from("<zstd compressor>"),
-        source: std::io::Error::other(detail),
-    }
+    Error::Io(PathError::new(
+        "cannot write",
+        "<zstd compressor>",
+        std::io::Error::other(detail),
+    ))
 }
 
 /// What a kernel's background job hands back.
