@@ -48,23 +48,53 @@ fn rust_sources() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-/// Markdown file names cited in the comments of a file.
-fn cited_docs(text: &str) -> Vec<String> {
+/// The comment parts (from `//` on) of a source file's lines.
+fn comments(source: &str) -> String {
+    source
+        .lines()
+        .filter_map(|l| l.find("//").and_then(|at| l.get(at..)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The words of `text` (split at whitespace, brackets, quotes and
+/// punctuation, trailing dots dropped), each with whether it follows a `<`
+/// (an `#include <...>` name or a placeholder).
+fn words(text: &str) -> Vec<(&str, bool)> {
+    let is_separator = |c: char| c.is_whitespace() || "()[]`'\",;:<>|=".contains(c);
     let mut out = Vec::new();
-    for line in text.lines() {
-        let Some(at) = line.find("//") else { continue };
-        let comment = line.get(at..).unwrap_or_default();
-        for word in comment.split(|c: char| c.is_whitespace() || "()[]`'\",;:".contains(c)) {
-            let word = word.trim_end_matches('.');
-            let name_ok = word
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c));
-            if word.ends_with(".md") && word.len() > 3 && name_ok {
-                out.push(word.to_string());
-            }
+    let mut start = 0;
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        if !is_separator(c) {
+            continue;
+        }
+        let word = text.get(start..i).unwrap_or_default().trim_end_matches('.');
+        let after_angle = start > 0 && text.get(start - 1..start) == Some("<");
+        start = i + c.len_utf8();
+        if !word.is_empty() {
+            out.push((word, after_angle));
         }
     }
     out
+}
+
+/// Markdown file names cited in the comments of a file.
+fn cited_docs(text: &str) -> Vec<String> {
+    words(&comments(text))
+        .into_iter()
+        .map(|(word, _)| word)
+        .filter(|word| {
+            word.ends_with(".md")
+                && word.len() > 3
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -100,34 +130,21 @@ const CITED_EXTENSIONS: [&str; 14] = [
 /// patterns and placeholders (`*`, `{}`, `$`, `@`, `%`, `<...>`), and
 /// `#include <...>` names.
 fn cited_paths(text: &str) -> Vec<String> {
-    let is_separator = |c: char| c.is_whitespace() || "()[]`'\",;:<>|=".contains(c);
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, c) in text
-        .char_indices()
-        .chain(std::iter::once((text.len(), ' ')))
-    {
-        if !is_separator(c) {
-            continue;
-        }
-        let word = text.get(start..i).unwrap_or_default().trim_end_matches('.');
-        let after_angle = start > 0 && text.get(start - 1..start) == Some("<");
-        start = i + c.len_utf8();
-        if !word.contains('/')
-            || after_angle
-            || !CITED_EXTENSIONS.iter().any(|e| word.ends_with(e))
-            || word.starts_with(['/', '~', '$', '-'])
-            || word.starts_with("http")
-            || word.contains(['*', '{', '}', '$', '@', '%'])
-            || !word
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._/+-".contains(c))
-        {
-            continue;
-        }
-        out.push(word.to_string());
-    }
-    out
+    words(text)
+        .into_iter()
+        .filter(|&(word, after_angle)| {
+            word.contains('/')
+                && !after_angle
+                && CITED_EXTENSIONS.iter().any(|e| word.ends_with(e))
+                && !word.starts_with(['/', '~', '$', '-'])
+                && !word.starts_with("http")
+                && !word.contains(['*', '{', '}', '$', '@', '%'])
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._/+-".contains(c))
+        })
+        .map(|(word, _)| word.to_string())
+        .collect()
 }
 
 /// Every path cited in `docs/`, the README and source comments names a file
@@ -143,12 +160,7 @@ fn every_cited_path_exists() {
         let text = if is_doc {
             fs::read_to_string(root.join(&path)).expect("read doc")
         } else if name.ends_with(".rs") {
-            let source = fs::read_to_string(root.join(&path)).expect("read source");
-            source
-                .lines()
-                .filter_map(|l| l.find("//").and_then(|at| l.get(at..)))
-                .collect::<Vec<_>>()
-                .join("\n")
+            comments(&fs::read_to_string(root.join(&path)).expect("read source"))
         } else {
             continue;
         };
