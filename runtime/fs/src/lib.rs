@@ -120,33 +120,45 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// Counts and SHA-256-hashes everything read through it.
+/// Counts and hashes everything read through it: SHA-256 by default, any
+/// other digest (a deb's md5sums) through [`HashingReader::with_digest`].
 #[derive(Debug)]
-pub struct HashingReader<R> {
+pub struct HashingReader<R, D = Sha256> {
     inner: R,
-    sha256: Sha256,
+    digest: D,
     count: u64,
 }
 
 impl<R: Read> HashingReader<R> {
-    /// Hashes what is read from `inner`.
+    /// SHA-256-hashes what is read from `inner`.
     pub fn new(inner: R) -> Self {
-        HashingReader {
-            inner,
-            sha256: Sha256::new(),
-            count: 0,
-        }
+        HashingReader::with_digest(inner, Sha256::new())
     }
     /// The SHA-256 and the byte count of what was read.
     pub fn finish(self) -> ([u8; 32], u64) {
-        (self.sha256.finalize().into(), self.count)
+        (self.digest.finalize().into(), self.count)
     }
 }
 
-impl<R: Read> Read for HashingReader<R> {
+impl<R: Read, D: Digest> HashingReader<R, D> {
+    /// Hashes what is read from `inner` with `digest`.
+    pub fn with_digest(inner: R, digest: D) -> Self {
+        HashingReader {
+            inner,
+            digest,
+            count: 0,
+        }
+    }
+    /// The digest and the byte count of what was read.
+    pub fn finish_digest(self) -> (sha2::digest::Output<D>, u64) {
+        (self.digest.finalize(), self.count)
+    }
+}
+
+impl<R: Read, D: Digest> Read for HashingReader<R, D> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.sha256.update(buf.get(..n).unwrap_or_default());
+        self.digest.update(buf.get(..n).unwrap_or_default());
         self.count += n as u64;
         Ok(n)
     }

@@ -176,9 +176,9 @@ fn write_data_tar(
                         return Err(io::Error::other("source unreadable"));
                     }
                 };
-                let mut hr = HashingReaderMd5::new(src);
+                let mut hr = HashingReader::with_digest(src, Md5::new());
                 tar.append(&e.path, EntryType::File, e.mode, *size, "", Some(&mut hr))?;
-                let got = hr.finish();
+                let got: [u8; 16] = hr.finish_digest().0.into();
                 if sum_iter.next().map(|(_, h)| *h) != Some(got) {
                     *failure = Some(PackageError::corrupt(
                         Path::new(&e.source_display()),
@@ -196,31 +196,6 @@ fn write_data_tar(
         .map_err(io::IntoInnerError::into_error)?;
     let size = file.stream_position()?;
     Ok((file, size))
-}
-
-struct HashingReaderMd5<R: Read> {
-    inner: R,
-    md5: Md5,
-}
-
-impl<R: Read> HashingReaderMd5<R> {
-    fn new(inner: R) -> Self {
-        HashingReaderMd5 {
-            inner,
-            md5: Md5::new(),
-        }
-    }
-    fn finish(self) -> [u8; 16] {
-        self.md5.finalize().into()
-    }
-}
-
-impl<R: Read> Read for HashingReaderMd5<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.md5.update(buf.get(..n).unwrap_or_default());
-        Ok(n)
-    }
 }
 
 // ---------------------------------------------------------------- reading
