@@ -19,6 +19,7 @@
 
 pub mod databases;
 pub mod defaults;
+pub mod fields;
 pub mod naming;
 pub mod schema;
 pub mod targets;

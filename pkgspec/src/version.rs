@@ -16,7 +16,7 @@
 //!   a version that already has a local label extends it:
 //!   `2.1.0+cu121` -> `2.1.0+cu121.kpack1`.
 
-use rocm_kpack_format::layout::names::{self, NameKind};
+use crate::fields::{self, FieldKind};
 use serde::{Deserialize, Serialize};
 
 /// The built-in suffix.
@@ -79,25 +79,25 @@ impl Versioning {
     /// stays. A version that already ends in the suffix is refused (the
     /// input looks like a package we split).
     pub fn deb(&self, version: &str) -> Result<String, String> {
-        check_name(NameKind::DebVersion, version)?;
+        check_name(FieldKind::DebVersion, version)?;
         let out = self.append(version, '+')?;
-        check_name(NameKind::DebVersion, &out)?;
+        check_name(FieldKind::DebVersion, &out)?;
         Ok(out)
     }
 
     /// The rpm release of a split package whose input release is
     /// `release`: `.<suffix>` appended.
     pub fn rpm_release(&self, release: &str) -> Result<String, String> {
-        check_name(NameKind::RpmRelease, release)?;
+        check_name(FieldKind::RpmRelease, release)?;
         let out = self.append(release, '.')?;
-        check_name(NameKind::RpmRelease, &out)?;
+        check_name(FieldKind::RpmRelease, &out)?;
         Ok(out)
     }
 
     /// The PEP 440 version of a split wheel of a wheel at `version`:
     /// `+<suffix>`, or `.<suffix>` after an existing local label.
     pub fn wheel(&self, version: &str) -> Result<String, String> {
-        check_name(NameKind::WheelVersion, version)?;
+        check_name(FieldKind::WheelVersion, version)?;
         let sep = match version.split_once('+') {
             None => '+',
             Some((public, local)) => {
@@ -114,7 +114,7 @@ impl Versioning {
             }
         };
         let out = self.append(version, sep)?;
-        check_name(NameKind::WheelVersion, &out)?;
+        check_name(FieldKind::WheelVersion, &out)?;
         Ok(out)
     }
 
@@ -134,10 +134,10 @@ impl Versioning {
     }
 }
 
-/// `value` checked against the shared grammar of its kind
-/// (rocm_kpack_format::layout::names), the one every package field passes.
-fn check_name(kind: NameKind, value: &str) -> Result<(), String> {
-    names::check(kind, value).map_err(|e| e.to_string())
+/// `value` checked against the grammar of its field ([`crate::fields`]),
+/// the one every package field read from input passes too.
+fn check_name(kind: FieldKind, value: &str) -> Result<(), String> {
+    fields::check(kind, value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -307,17 +307,17 @@ pub mod fetch {
     }
 }
 
-/// Validators for names read from input (package metadata, manifests, the
-/// fetcher's state file) before they become a path component or a URL path
-/// segment. Each kind has one grammar; whatever fails it is refused with a
-/// [`names::NameError`] that the caller wraps with the field and the file.
+/// Validators for the file and path names read from input (manifests,
+/// the fetcher's state file, package members) before they become a path
+/// component or a URL path segment. Each kind has one grammar; whatever
+/// fails it is refused with a [`names::NameError`] that the caller wraps
+/// with the field and the file.
 ///
-/// The grammars are those of the formats the names come from (Debian
-/// policy 5.6.1/5.6.7/5.6.12, rpm's spec preamble rules, PEP 427/440/508),
-/// narrowed where a format is looser than a file name may be: every
-/// accepted name is non-empty, at most [`names::MAX_NAME`] bytes, free of
-/// `/`, `\`, `%`, `..`, NUL, whitespace and control characters, and never
-/// starts with `-` or `.`.
+/// Every accepted single name is non-empty, at most [`names::MAX_NAME`]
+/// bytes, free of `/`, `\`, `%`, `..`, NUL, whitespace and control
+/// characters, and never starts with `-` or `.` ([`names::plain`]). The
+/// package-field grammars (Debian, rpm, PEP 427/440/508) build on the same
+/// rule and live with the package model (`rocm_kpack_pkgspec::fields`).
 pub mod names {
     use std::fmt;
 
@@ -330,28 +330,6 @@ pub mod names {
     /// What a name is; selects the grammar.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum NameKind {
-        /// Debian `Package` (`[a-z0-9][a-z0-9+.-]+`).
-        DebPackage,
-        /// Debian `Source` (same grammar as a package name).
-        DebSource,
-        /// Debian `Version` (`[epoch:]upstream[-revision]`).
-        DebVersion,
-        /// Debian `Architecture` (`amd64`, `all`, `linux-any`).
-        DebArchitecture,
-        /// rpm `NAME`.
-        RpmName,
-        /// rpm `VERSION` (no `-`).
-        RpmVersion,
-        /// rpm `RELEASE` (no `-`).
-        RpmRelease,
-        /// rpm `ARCH` (`x86_64`, `noarch`).
-        RpmArch,
-        /// Wheel distribution name (PEP 508 `Name`, or its escaped form).
-        WheelName,
-        /// Wheel version (PEP 440 characters).
-        WheelVersion,
-        /// One part of a wheel's compressed tag triple.
-        WheelTag,
         /// A relative install path inside a package (`usr/lib/x.so`).
         MemberPath,
         /// A component (`librocsparse`).
@@ -373,17 +351,6 @@ pub mod names {
         /// The kind in words, for messages.
         pub fn describe(self) -> &'static str {
             match self {
-                NameKind::DebPackage => "Debian package name",
-                NameKind::DebSource => "Debian source package name",
-                NameKind::DebVersion => "Debian version",
-                NameKind::DebArchitecture => "Debian architecture",
-                NameKind::RpmName => "rpm name",
-                NameKind::RpmVersion => "rpm version",
-                NameKind::RpmRelease => "rpm release",
-                NameKind::RpmArch => "rpm architecture",
-                NameKind::WheelName => "wheel distribution name",
-                NameKind::WheelVersion => "wheel version",
-                NameKind::WheelTag => "wheel tag",
                 NameKind::MemberPath => "member path",
                 NameKind::Component => "component name",
                 NameKind::ArchiveFile => "archive file name",
@@ -394,12 +361,12 @@ pub mod names {
         }
     }
 
-    /// A refused name: its kind, a printable spelling and why.
+    /// A refused name: what it was to be, a printable spelling and why.
     #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-    #[error("refusing {} {shown}: {reason}", kind.describe())]
+    #[error("refusing {kind} {shown}: {reason}")]
     pub struct NameError {
-        /// What the name was to be.
-        pub kind: NameKind,
+        /// What the name was to be, in words (`archive file name`).
+        pub kind: &'static str,
         /// The name, escaped and shortened for printing.
         pub shown: String,
         /// Why it is refused.
@@ -417,7 +384,8 @@ pub mod names {
         format!("{head:?}... ({} bytes)", name.len())
     }
 
-    fn refuse(kind: NameKind, name: &str, reason: impl fmt::Display) -> NameError {
+    /// The refusal of `name` as a `kind` (in words), because of `reason`.
+    pub fn refuse(kind: &'static str, name: &str, reason: impl fmt::Display) -> NameError {
         NameError {
             kind,
             shown: shown(name),
@@ -426,8 +394,9 @@ pub mod names {
     }
 
     /// Checks what every single name must be (see the module docs), then
-    /// that each character is alphanumeric or in `extra`.
-    fn plain(kind: NameKind, name: &str, extra: &str) -> Result<(), NameError> {
+    /// that each character is alphanumeric or in `extra`. `kind` says what
+    /// the name is, in words.
+    pub fn plain(kind: &'static str, name: &str, extra: &str) -> Result<(), NameError> {
         if name.is_empty() {
             return Err(refuse(kind, name, "empty"));
         }
@@ -458,7 +427,8 @@ pub mod names {
         Ok(())
     }
 
-    fn starts_alnum(kind: NameKind, name: &str) -> Result<(), NameError> {
+    /// Refuses a name that does not start with an ASCII letter or digit.
+    pub fn starts_alnum(kind: &'static str, name: &str) -> Result<(), NameError> {
         if name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
             Ok(())
         } else {
@@ -477,77 +447,17 @@ pub mod names {
 
     /// Checks `name` against the grammar of `kind`.
     pub fn check(kind: NameKind, name: &str) -> Result<(), NameError> {
+        let what = kind.describe();
         match kind {
-            NameKind::DebPackage | NameKind::DebSource => {
-                plain(kind, name, "+.-")?;
-                if name.len() < 2 || name.chars().any(|c| c.is_ascii_uppercase()) {
-                    return Err(refuse(kind, name, "must be two or more of [a-z0-9+.-]"));
-                }
-                Ok(())
-            }
-            NameKind::DebVersion => {
-                plain(kind, name, ".+~-:")?;
-                let upstream = match name.split_once(':') {
-                    Some((epoch, rest)) => {
-                        if epoch.is_empty() || !epoch.bytes().all(|b| b.is_ascii_digit()) {
-                            return Err(refuse(kind, name, "the epoch must be a number"));
-                        }
-                        rest
-                    }
-                    None => name,
-                };
-                if upstream.contains(':') {
-                    return Err(refuse(kind, name, "`:` only after the epoch"));
-                }
-                if !upstream.starts_with(|c: char| c.is_ascii_digit()) {
-                    return Err(refuse(
-                        kind,
-                        name,
-                        "the upstream version must start with a digit",
-                    ));
-                }
-                if upstream.ends_with('-') {
-                    return Err(refuse(kind, name, "empty Debian revision"));
-                }
-                Ok(())
-            }
-            NameKind::DebArchitecture => {
-                plain(kind, name, "-")?;
-                if name.chars().any(|c| c.is_ascii_uppercase()) {
-                    return Err(refuse(kind, name, "must be lowercase"));
-                }
-                Ok(())
-            }
-            NameKind::RpmName => {
-                plain(kind, name, "._+-")?;
-                Ok(())
-            }
-            NameKind::RpmVersion | NameKind::RpmRelease => {
-                plain(kind, name, "._+~^")?;
-                starts_alnum(kind, name)
-            }
-            NameKind::RpmArch => plain(kind, name, "_"),
-            NameKind::WheelName => {
-                plain(kind, name, "._-")?;
-                if !name.ends_with(|c: char| c.is_ascii_alphanumeric()) {
-                    return Err(refuse(kind, name, "must end with a letter or digit"));
-                }
-                Ok(())
-            }
-            NameKind::WheelVersion => {
-                plain(kind, name, ".!+_-")?;
-                starts_alnum(kind, name)
-            }
-            NameKind::WheelTag => plain(kind, name, "._"),
             NameKind::MemberPath => check_member_path(name),
             NameKind::DatabasePath => {
-                check_member_path(name).map_err(|e| refuse(kind, name, e.reason))?;
+                check_member_path(name).map_err(|e| refuse(what, name, e.reason))?;
                 if name.contains('\\') {
-                    return Err(refuse(kind, name, "contains a backslash"));
+                    return Err(refuse(what, name, "contains a backslash"));
                 }
                 if name.split('/').any(|c| c == super::KPACK_DIR) {
                     return Err(refuse(
-                        kind,
+                        what,
                         name,
                         format!("lies in a {} directory", super::KPACK_DIR),
                     ));
@@ -555,31 +465,31 @@ pub mod names {
                 if super::is_archive_path(name)
                     || super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some()
                 {
-                    return Err(refuse(kind, name, "names a kpack archive or manifest"));
+                    return Err(refuse(what, name, "names a kpack archive or manifest"));
                 }
                 Ok(())
             }
             NameKind::DatabaseKey => {
                 let (_, rest) = super::split_database_key(name).ok_or_else(|| {
                     refuse(
-                        kind,
+                        what,
                         name,
                         format!("climbs more than {} levels", super::MAX_DATABASE_UP),
                     )
                 })?;
-                check(NameKind::DatabasePath, rest).map_err(|e| refuse(kind, name, e.reason))
+                check(NameKind::DatabasePath, rest).map_err(|e| refuse(what, name, e.reason))
             }
             NameKind::Component => {
-                plain(kind, name, "._+-")?;
-                starts_alnum(kind, name)
+                plain(what, name, "._+-")?;
+                starts_alnum(what, name)
             }
             NameKind::ArchiveFile => {
                 // Archive names carry target ids: `x_gfx90a:xnack-.kpack`.
-                plain(kind, name, "._+:-")?;
-                starts_alnum(kind, name)?;
+                plain(what, name, "._+:-")?;
+                starts_alnum(what, name)?;
                 if !super::is_archive_path(name) {
                     return Err(refuse(
-                        kind,
+                        what,
                         name,
                         format!("does not end in .{}", super::ARCHIVE_EXT),
                     ));
@@ -588,19 +498,19 @@ pub mod names {
                     .split_once(':')
                     .is_some_and(|(head, _)| looks_like_scheme(head))
                 {
-                    return Err(refuse(kind, name, "starts like a URL scheme"));
+                    return Err(refuse(what, name, "starts like a URL scheme"));
                 }
                 Ok(())
             }
             NameKind::ManifestFile => {
                 let component = super::manifest_component(name).ok_or_else(|| {
                     refuse(
-                        kind,
+                        what,
                         name,
                         format!("does not end in .{}", super::MANIFEST_EXT),
                     )
                 })?;
-                check(NameKind::Component, component).map_err(|e| refuse(kind, name, e.reason))
+                check(NameKind::Component, component).map_err(|e| refuse(what, name, e.reason))
             }
         }
     }
@@ -610,7 +520,7 @@ pub mod names {
     /// [`MAX_PATH`] bytes. Other characters are allowed: packages install
     /// arbitrary file names.
     fn check_member_path(path: &str) -> Result<(), NameError> {
-        let kind = NameKind::MemberPath;
+        let kind = NameKind::MemberPath.describe();
         if path.is_empty() {
             return Err(refuse(kind, path, "empty path"));
         }
@@ -649,26 +559,6 @@ mod tests {
     fn names_accept_real_ones() {
         use names::{check, NameKind::*};
         for (kind, ok) in [
-            (DebPackage, "librocrand1"),
-            (DebPackage, "libstdc++6"),
-            (DebPackage, "g++-12"),
-            (DebVersion, "5.3.3-4"),
-            (DebVersion, "1:2.3~rc1+dfsg-1.1"),
-            (DebVersion, "6.2.4.60204-139~22.04"),
-            (DebArchitecture, "amd64"),
-            (DebArchitecture, "linux-any"),
-            (RpmName, "rocm-hip-libraries"),
-            (RpmName, "libstdc++"),
-            (RpmVersion, "6.2.0"),
-            (RpmRelease, "1.el9"),
-            (RpmVersion, "1.0~rc1^git1"),
-            (RpmArch, "x86_64"),
-            (RpmArch, "noarch"),
-            (WheelName, "torch"),
-            (WheelName, "rocm_sdk.libraries"),
-            (WheelVersion, "2.5.0+rocm6.2"),
-            (WheelVersion, "1!2.0.post1"),
-            (WheelTag, "manylinux_2_28_x86_64"),
             (MemberPath, "usr/lib/x86_64-linux-gnu/libfoo.so.1"),
             (MemberPath, "opt/my dir/file with spaces"),
             (Component, "librocsparse"),
@@ -688,37 +578,6 @@ mod tests {
         let long_archive = format!("{}.kpack", "a".repeat(300));
         let long_path = "a/".repeat(3000);
         let kinds_and_names: &[(names::NameKind, &[&str])] = &[
-            (
-                DebPackage,
-                &[
-                    "../x", "/etc", "a/b", "%2e%2e", "http:x", "a\0b", "a\nb", "A", "-x", ".x",
-                    &long, "x", "",
-                ],
-            ),
-            (DebSource, &["../x", "..", "foo bar"]),
-            (
-                DebVersion,
-                &[
-                    "../1", "1/2", "1%2F", "x1", "1:", ":1", "a:1", "1\n", "1-", &long,
-                ],
-            ),
-            (
-                DebArchitecture,
-                &["..", "amd64/../x", "AMD64", "a%2f", "a\0"],
-            ),
-            (
-                RpmName,
-                &["..", "../x", "/abs", "a/b", "-x", "a%2e", "a\tb", &long],
-            ),
-            (RpmVersion, &["..", ".1", "1-2", "1/2", "~1", "1\0"]),
-            (RpmRelease, &["..", "1/../../x", "1-2"]),
-            (RpmArch, &["..", "x86_64/..", "x86-64", "noarch\n"]),
-            (
-                WheelName,
-                &["..", "../x", "torch/", "torch-", "-torch", "a:b"],
-            ),
-            (WheelVersion, &["..", ".1", "1/2", "1%2F"]),
-            (WheelTag, &["..", "py3/x", "py3-none"]),
             (
                 MemberPath,
                 &[

@@ -21,7 +21,7 @@ use crate::extract::Extractor;
 use crate::meta::{ControlFields, ControlFile};
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
-use rocm_kpack_format::layout::names::NameKind;
+use rocm_kpack_pkgspec::fields::FieldKind;
 
 /// Control-archive members a generic deb regenerates rather than copies.
 const REGENERATED: [&str; 2] = ["control", "md5sums"];
@@ -360,9 +360,9 @@ impl DebReader {
         }
         let control = control.ok_or_else(|| PackageError::corrupt(path, "no control file"))?;
         for (field, kind) in [
-            ("Package", NameKind::DebPackage),
-            ("Version", NameKind::DebVersion),
-            ("Architecture", NameKind::DebArchitecture),
+            ("Package", FieldKind::DebPackage),
+            ("Version", FieldKind::DebVersion),
+            ("Architecture", FieldKind::DebArchitecture),
         ] {
             let value = control
                 .get(field)
@@ -373,13 +373,13 @@ impl DebReader {
             // `Source: name (version)`: both parts may name files.
             let mut words = source.split_whitespace();
             let name = words.next().unwrap_or_default();
-            PackageError::check_name(path, "Source", NameKind::DebSource, name)?;
+            PackageError::check_name(path, "Source", FieldKind::DebSource, name)?;
             if let Some(v) = words.next() {
                 let v = v
                     .strip_prefix('(')
                     .and_then(|v| v.strip_suffix(')'))
                     .unwrap_or(v);
-                PackageError::check_name(path, "Source", NameKind::DebVersion, v)?;
+                PackageError::check_name(path, "Source", FieldKind::DebVersion, v)?;
             }
         }
         Ok(DebReader {

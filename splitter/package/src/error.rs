@@ -85,15 +85,13 @@ impl PackageError {
     pub fn check_name(
         path: &Path,
         field: &'static str,
-        kind: rocm_kpack_format::layout::names::NameKind,
+        kind: rocm_kpack_pkgspec::fields::FieldKind,
         name: &str,
     ) -> Result<(), Self> {
-        rocm_kpack_format::layout::names::check(kind, name).map_err(|source| {
-            PackageError::UnsafeName {
-                path: path.to_path_buf(),
-                field,
-                source,
-            }
+        rocm_kpack_pkgspec::fields::check(kind, name).map_err(|source| PackageError::UnsafeName {
+            path: path.to_path_buf(),
+            field,
+            source,
         })
     }
 

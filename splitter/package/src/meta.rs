@@ -38,7 +38,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::PackageError;
-use rocm_kpack_format::layout::names::{self, NameKind};
+use rocm_kpack_format::layout::names;
+use rocm_kpack_pkgspec::fields::{self, FieldKind};
 
 /// The deb822 paragraph, parsed and rendered by the format crate (the
 /// fetcher reads `apt-cache show` output with the same parser).
@@ -370,7 +371,7 @@ impl PackageMeta {
             )));
         }
         // The name becomes file names in every format: the common grammar.
-        names::check(NameKind::RpmName, &self.name)
+        fields::check(FieldKind::RpmName, &self.name)
             .map_err(|e| PackageError::Invalid(format!("package name: {e}")))?;
         if self.version.contains("..")
             || self.version.starts_with(['.', '-'])

@@ -33,7 +33,7 @@ use crate::container::{CpioReader, CpioWriter};
 use crate::digest::{DigestWriter, HashingReader, HashingWriter};
 use crate::tree::{EntryKind, Payload};
 use crate::PackageError;
-use rocm_kpack_format::layout::names::NameKind;
+use rocm_kpack_pkgspec::fields::FieldKind;
 
 // Tag value types.
 const T_INT16: u32 = 3;
@@ -1295,10 +1295,10 @@ impl RpmReader {
             }
         }
         for (field, t, kind) in [
-            ("NAME", tag::NAME, NameKind::RpmName),
-            ("VERSION", tag::VERSION, NameKind::RpmVersion),
-            ("RELEASE", tag::RELEASE, NameKind::RpmRelease),
-            ("ARCH", tag::ARCH, NameKind::RpmArch),
+            ("NAME", tag::NAME, FieldKind::RpmName),
+            ("VERSION", tag::VERSION, FieldKind::RpmVersion),
+            ("RELEASE", tag::RELEASE, FieldKind::RpmRelease),
+            ("ARCH", tag::ARCH, FieldKind::RpmArch),
         ] {
             let value = header
                 .string(t)

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::container::ZipWriter;
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
-use rocm_kpack_format::layout::names::NameKind;
+use rocm_kpack_pkgspec::fields::FieldKind;
 
 /// Generator line written into `WHEEL`.
 pub const GENERATOR: &str = concat!("rocm-kpack ", env!("CARGO_PKG_VERSION"));
@@ -491,10 +491,15 @@ impl WheelReader {
                 ))
             }
         };
-        PackageError::check_name(path, "file name (distribution)", NameKind::WheelName, dist)?;
-        PackageError::check_name(path, "file name (version)", NameKind::WheelVersion, version)?;
+        PackageError::check_name(path, "file name (distribution)", FieldKind::WheelName, dist)?;
+        PackageError::check_name(
+            path,
+            "file name (version)",
+            FieldKind::WheelVersion,
+            version,
+        )?;
         for part in triple.split(['-', '.']) {
-            PackageError::check_name(path, "file name (tag)", NameKind::WheelTag, part)?;
+            PackageError::check_name(path, "file name (tag)", FieldKind::WheelTag, part)?;
         }
         let f = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
         let mut zip = zip::ZipArchive::new(f)
@@ -567,8 +572,8 @@ impl WheelReader {
                 detail: d,
             })?;
         for (field, kind) in [
-            ("Name", NameKind::WheelName),
-            ("Version", NameKind::WheelVersion),
+            ("Name", FieldKind::WheelName),
+            ("Version", FieldKind::WheelVersion),
         ] {
             let value = metadata
                 .get(field)
