@@ -239,19 +239,9 @@ impl Partial {
 
     fn rehash(&mut self, held: u64) -> io::Result<()> {
         self.file.seek(SeekFrom::Start(0))?;
-        let mut block = vec![0u8; WRITE_BUFFER];
-        let mut remaining = held;
-        while remaining > 0 {
-            let want = usize::try_from(remaining.min(WRITE_BUFFER as u64)).unwrap_or(WRITE_BUFFER);
-            let slot = block.get_mut(..want).unwrap_or_default();
-            let n = self.file.read(slot)?;
-            if n == 0 {
-                break;
-            }
-            self.hasher.update(slot.get(..n).unwrap_or_default());
-            remaining -= n as u64;
-        }
-        self.len = held - remaining;
+        let hasher = &mut self.hasher;
+        self.len =
+            rocm_kpack_fs::for_each_block((&self.file).take(held), |block| hasher.update(block))?;
         self.file.set_len(self.len)?;
         self.file.seek(SeekFrom::Start(self.len))?;
         Ok(())

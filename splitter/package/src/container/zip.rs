@@ -12,7 +12,7 @@ use std::io::{self, Read, Seek, Write};
 
 use ::zip::write::SimpleFileOptions;
 use ::zip::{CompressionMethod, DateTime};
-use sha2::{Digest, Sha256};
+use rocm_kpack_fs::HashingWriter;
 
 use crate::dates::civil;
 
@@ -84,12 +84,9 @@ impl<W: Write + Seek> ZipWriter<W> {
                 .compression_level(Some(6))
         };
         self.zip.start_file(name, options).map_err(zip_err)?;
-        let mut sha = ShaWriter {
-            inner: &mut self.zip,
-            sha: Sha256::new(),
-        };
-        let copied = io::copy(&mut data.take(size), &mut sha)?;
-        let digest = sha.sha.finalize().into();
+        let mut hashing = HashingWriter::new(&mut self.zip);
+        let copied = io::copy(&mut data.take(size), &mut hashing)?;
+        let (_, digest, _) = hashing.finish();
         if copied != size {
             // Leave no half entry behind for `finish` to complete.
             self.zip.abort_file().map_err(zip_err)?;
@@ -115,27 +112,10 @@ impl<W: Write + Seek> ZipWriter<W> {
     }
 }
 
-/// Hashes what is written through it (the entry's uncompressed data).
-struct ShaWriter<'a, W: Write> {
-    inner: &'a mut W,
-    sha: Sha256,
-}
-
-impl<W: Write> Write for ShaWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.sha.update(buf.get(..n).unwrap_or_default());
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn entry_times_clamp_to_1980() {
