@@ -296,13 +296,21 @@ fn run(
         })?;
         let speedup = wall_1 / wall_n;
         // Amdahl: the parallel fraction this speedup implies on `cores`.
-        let p = if cores > 1 {
+        // A speedup at or above linear (noise on a shared machine, caches)
+        // implies no serial part to project from: capped at 1.
+        let p_raw = if cores > 1 {
             (1.0 - 1.0 / speedup) / (1.0 - 1.0 / cores as f64)
         } else {
             1.0
         };
+        let p = p_raw.clamp(0.0, 1.0);
+        let capped = if p_raw > 1.0 {
+            ", at or above linear: projection capped at linear"
+        } else {
+            ""
+        };
         println!(
-            "split --jobs 1     : wall {}, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
+            "split --jobs 1     : wall {}, peak RSS {:7.1} MiB; speedup 1 -> {cores}: {speedup:.2}x (parallel fraction {:.2}{capped}; projected 1 -> 16: {:.1}x, 1 -> 64: {:.1}x)",
             walls_text(&walls_1, wall_1),
             mib(rss_1),
             p,
