@@ -1,5 +1,5 @@
-//! `rocm-kpack-fetch detect` run as a process: the JSON output against every
-//! golden fixture (tests/fixtures/sysfs/*/expected.json, shared with the
+//! `rocm-kpack-fetch detect` run as a process: the JSON output against the
+//! golden of every sysfs tree (tests/fixtures/detect-golden/, shared with the
 //! runtime's tests), the text output, exit codes, overrides, and this
 //! machine's real `/`.
 
@@ -38,15 +38,24 @@ fn output(mut cmd: impl BorrowMut<Command>) -> (i32, String, String) {
     )
 }
 
+/// The two homes of sysfs trees: the demo's machines (product data) and
+/// the detection tests' own trees.
+const TREE_DIRS: [&str; 2] = ["splitter/demo/machines", "tests/fixtures/sysfs"];
+
+/// Tree `name` as the workspace-relative path its golden records.
 fn fixture_arg(name: &str) -> String {
-    format!("tests/fixtures/sysfs/{name}")
+    let dir = TREE_DIRS
+        .iter()
+        .find(|dir| workspace().join(dir).join(name).is_dir())
+        .unwrap_or_else(|| panic!("no sysfs tree {name} in {TREE_DIRS:?}"));
+    format!("{dir}/{name}")
 }
 
 #[test]
 fn json_matches_the_golden_of_every_fixture() {
-    let dir = workspace().join("tests/fixtures/sysfs");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("fixtures")
+    let mut names: Vec<String> = TREE_DIRS
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(workspace().join(dir)).expect("sysfs trees"))
         .map(|e| e.expect("entry"))
         .filter(|e| e.file_type().expect("type").is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -54,13 +63,18 @@ fn json_matches_the_golden_of_every_fixture() {
     names.sort();
     assert!(names.len() >= 17, "fixtures missing: {names:?}");
     for name in names {
-        let expected = std::fs::read_to_string(dir.join(&name).join("expected.json"))
-            .unwrap_or_else(|e| panic!("{name}: expected.json: {e}"));
+        let golden = workspace()
+            .join("tests/fixtures/detect-golden")
+            .join(format!("{name}.json"));
+        let expected = std::fs::read_to_string(&golden)
+            .unwrap_or_else(|e| panic!("{name}: {}: {e}", golden.display()));
         let root = fixture_arg(&name);
         let (code, stdout, stderr) = output(fetch(&["detect", "--json", "--sysfs-root", &root]));
         assert_eq!(
-            stdout, expected,
-            "{name}: --json output differs from expected.json\n--- stderr\n{stderr}"
+            stdout,
+            expected,
+            "{name}: --json output differs from {}\n--- stderr\n{stderr}",
+            golden.display()
         );
         assert_eq!(stderr, "", "{name}: JSON mode keeps warnings in the JSON");
         let json: serde_json::Value = serde_json::from_str(&stdout).expect("valid JSON");
@@ -82,7 +96,7 @@ fn text_lists_each_gpu_node_then_the_union() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         stdout,
-        "sysfs root: tests/fixtures/sysfs/apu-plus-dgpu\n\
+        "sysfs root: splitter/demo/machines/apu-plus-dgpu\n\
          KFD topology /sys/class/kfd/kfd/topology (generation 1): 1 CPU node, 2 GPU nodes\n\
          node 1: gfx1103, 12 CUs, device 0x15bf, PCI 0000:c4:00.0, /dev/dri/renderD129 usable\n\
          node 2: gfx1100, 96 CUs, device 0x744c, PCI 0000:03:00.0, /dev/dri/renderD128 usable\n\

@@ -140,7 +140,7 @@ fn trigger_never_fails_and_says_one_line() {
     let dir = tempfile::tempdir().expect("tmp");
     let kdir = dir.path().join(".kpack");
     fs::create_dir_all(&kdir).expect("mkdir");
-    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sysfs/cpu-only");
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/demo/machines/cpu-only");
     let sysfs = sysfs.to_str().expect("utf-8");
     let (code, out) = run(
         &["--no-systemd", kdir.to_str().expect("utf-8")],

@@ -28,6 +28,7 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, Format, PackageOptions};
 use rocm_kpack_splitter::split::binary::{split_binary, SplitBinaryOptions, SplitOutcome};
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 
 fn max_rss_kib() -> i64 {
     // SAFETY: getrusage writes one plain struct we own.
@@ -84,7 +85,10 @@ fn make_split(root: &Path, split: &Path, scheme: CompressionScheme) -> Result<f6
         let scratch = split.join(format!(".scratch{i}"));
         fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
         let opts = SplitBinaryOptions {
-            compression: scheme,
+            output: ArchiveOutput {
+                compression: Some(scheme),
+                ..ArchiveOutput::fast()
+            },
             ..SplitBinaryOptions::default()
         };
         let report =

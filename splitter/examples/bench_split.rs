@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use rocm_kpack_splitter::elf::{classify, Classification};
 use rocm_kpack_splitter::split::binary::{split_binary, SplitBinaryOptions};
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 
 struct Usage {
     cpu_s: f64,
@@ -86,7 +87,10 @@ fn run(input: &Path, level: i32) -> anyhow::Result<()> {
     let warm_s = warm.elapsed().as_secs_f64();
 
     let opts = SplitBinaryOptions {
-        zstd_level: level,
+        output: ArchiveOutput {
+            zstd_level: level,
+            ..ArchiveOutput::fast()
+        },
         ..SplitBinaryOptions::default()
     };
     let before = usage(libc::RUSAGE_SELF);

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
 
 struct Usage {
@@ -60,7 +61,10 @@ fn child(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: --child THREADS INPUT OUT");
     };
     let opts = SplitOptions {
-        jobs: Some(threads.parse()?),
+        output: ArchiveOutput {
+            jobs: Some(threads.parse()?),
+            ..ArchiveOutput::release()
+        },
         ..SplitOptions::default()
     };
     let t0 = Instant::now();

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 
 use crate::cmd;
 
@@ -188,6 +189,18 @@ impl ArchiveCompressionArgs {
         self.compression.map(|c| match c {
             Compression::Zstd => CompressionScheme::ZstdPerKernel,
             Compression::None => CompressionScheme::None,
+        })
+    }
+
+    /// How a command writes archives: these flags, `--jobs`/`--memory` and
+    /// `--force`.
+    pub fn output(&self, jobs: &JobsArg, out: &OutArg) -> anyhow::Result<ArchiveOutput> {
+        Ok(ArchiveOutput {
+            compression: self.scheme(),
+            zstd_level: self.level,
+            jobs: jobs.get()?,
+            memory: jobs.memory()?,
+            replace_existing: out.force,
         })
     }
 }

@@ -12,7 +12,8 @@
 //! [`crate::split::tree::split_tree`]; hand the split directory and the original
 //! metadata to [`rocm_kpack_package::package`], which writes into `--out`.
 //! The archives are release outputs, what users download: they default to
-//! [`RELEASE_ZSTD_LEVEL`], and the split runs on every core.
+//! [`rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL`], and the split runs on
+//! every core.
 //! A package with no device code is copied unchanged, with a note.
 //! The work directory is removed whatever happens.
 
@@ -20,11 +21,11 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_fs::{check_replaceable, PathError};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
+use crate::split::output::ArchiveOutput;
 use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
@@ -132,23 +133,15 @@ pub fn detect_kind(path: &Path) -> Result<PackageKind, SplitPackageError> {
 pub struct SplitPackageOptions {
     /// Device groups and database rules (also the package naming).
     pub spec: Spec,
-    /// Archive compression.
-    pub compression: CompressionScheme,
-    /// zstd level of the archives (default [`RELEASE_ZSTD_LEVEL`]).
-    pub zstd_level: i32,
-    /// Worker threads for the split (None: one per core).
-    pub jobs: Option<usize>,
-    /// Memory budget of the split in bytes (None:
-    /// [`crate::budget::default_budget`]).
-    pub memory: Option<u64>,
+    /// How the archives are written (default [`ArchiveOutput::release`]);
+    /// `replace_existing` also covers the packages written.
+    pub output: ArchiveOutput,
     /// Timestamp of every package entry.
     pub source_date_epoch: u64,
     /// Compression of the generic package (deb members, rpm payload).
     pub package_compression: Compression,
     /// Its level (None: the compressor's default).
     pub package_level: Option<u32>,
-    /// Replace outputs that exist (`--force`); else they are refused.
-    pub replace_existing: bool,
     /// Where progress goes (split files and code objects, packages).
     pub progress: ProgressHandle,
 }
@@ -157,14 +150,10 @@ impl Default for SplitPackageOptions {
     fn default() -> Self {
         SplitPackageOptions {
             spec: Spec::builtin(),
-            compression: CompressionScheme::ZstdPerKernel,
-            zstd_level: RELEASE_ZSTD_LEVEL,
-            jobs: None,
-            memory: None,
+            output: ArchiveOutput::release(),
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             package_compression: Compression::Xz,
             package_level: None,
-            replace_existing: false,
             progress: ProgressHandle::default(),
         }
     }
@@ -329,12 +318,11 @@ fn split_into(
         spec: opts.spec.clone(),
         component: None,
         prefix_dirs: opened.prefix_dirs(&root)?,
-        compression: opts.compression,
-        zstd_level: opts.zstd_level,
-        jobs: opts.jobs,
-        memory: opts.memory,
-        // A fresh work directory: nothing to replace.
-        replace_existing: false,
+        output: ArchiveOutput {
+            // A fresh work directory: nothing to replace.
+            replace_existing: false,
+            ..opts.output
+        },
         progress: opts.progress.clone(),
     };
     tracing::info!("splitting the payload");
@@ -361,7 +349,7 @@ fn split_into(
         || !split.databases.is_empty();
     if !has_device {
         let dest = out.join(file_name);
-        check_replaceable(&dest, opts.replace_existing)
+        check_replaceable(&dest, opts.output.replace_existing)
             .map_err(|e| io_err(e.action, &dest)(e.source))?;
         // Copied beside the destination, fsynced, renamed (atomic, durable).
         let mut copy = rocm_kpack_fs::PendingFile::create(&dest)?;
@@ -400,7 +388,7 @@ fn split_into(
     popts.source_date_epoch = opts.source_date_epoch;
     popts.compression = opts.package_compression;
     popts.level = opts.package_level;
-    popts.replace_existing = opts.replace_existing;
+    popts.replace_existing = opts.output.replace_existing;
     popts.progress = opts.progress.clone();
     tracing::info!("packaging");
     let built = package(&split_dir, out, &popts)?;

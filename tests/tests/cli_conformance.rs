@@ -222,7 +222,7 @@ fn closed_stdout_is_a_quiet_success() {
     let man_dir = tempfile::tempdir().expect("tempdir");
     let man = man_dir.path().to_str().expect("UTF-8 temp path");
     let fixture = fixtures::fixture("clang19/libfixture.so");
-    let sysfs = fixtures::fixture("sysfs/mi210");
+    let sysfs = fixtures::machine("mi210");
     let (fixture, sysfs) = (
         fixture.to_str().expect("UTF-8"),
         sysfs.to_str().expect("UTF-8"),
@@ -400,7 +400,7 @@ fn man_pages_cover_every_subcommand_and_render() {
 /// the problem, with a hint for a near miss.
 #[test]
 fn invalid_targets_are_usage_errors_with_a_hint() {
-    let sysfs = fixtures::fixture("sysfs/mi210");
+    let sysfs = fixtures::machine("mi210");
     let tree = tempfile::tempdir().expect("tempdir");
     let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
         (
@@ -543,8 +543,8 @@ fn outputs_are_replaced_only_with_force() {
 fn exit_codes_follow_the_table() {
     let empty = tempfile::tempdir().expect("tempdir");
     let root = empty.path().to_str().expect("UTF-8");
-    let cpu_only = fixtures::fixture("sysfs/cpu-only");
-    let mi210 = fixtures::fixture("sysfs/mi210");
+    let cpu_only = fixtures::machine("cpu-only");
+    let mi210 = fixtures::machine("mi210");
     let (cpu_only, mi210) = (
         cpu_only.to_str().expect("UTF-8"),
         mi210.to_str().expect("UTF-8"),

@@ -411,7 +411,7 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     );
     let server = rocm_kpack_test_support::http::serve_dir(&repo).unwrap();
     let url = server.root_url();
-    let mi210 = fixtures::fixture("sysfs/mi210");
+    let mi210 = fixtures::machine("mi210");
     let mi210 = mi210.to_str().unwrap();
 
     let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", mi210]);

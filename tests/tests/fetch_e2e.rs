@@ -160,7 +160,7 @@ fn install_auto(tmp: &Path, machine: &str) -> (PathBuf, String, Vec<String>) {
         .arg("--root")
         .arg(&root)
         .arg("--sysfs-root")
-        .arg(fixtures::fixture(&format!("sysfs/{machine}")))
+        .arg(fixtures::machine(machine))
         .arg("--source")
         .arg(server.root_url())
         .arg("--allow-http"));
@@ -325,7 +325,7 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
         .args(["install", "--auto", "--root"])
         .arg(&root)
         .arg("--sysfs-root")
-        .arg(fixtures::fixture("sysfs/mi210"))
+        .arg(fixtures::machine("mi210"))
         .arg("--source")
         .arg(server.root_url())
         .arg("--allow-http"));

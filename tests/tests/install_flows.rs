@@ -19,7 +19,7 @@
 //! The README's apt, dnf and pip blocks (` ```sh apt `, ...) are run as
 //! written; `tests/tests/readme.rs` runs only the plain `sh` blocks.
 //!
-//! GPUs come from sysfs fixture trees (`ROCM_KPACK_SYSFS_ROOT` reaches the
+//! GPUs come from the demo's machines, KFD sysfs trees (`ROCM_KPACK_SYSFS_ROOT` reaches the
 //! hooks through the package manager's environment; `ROCM_KPACK_ALLOW_HTTP`
 //! lets them use the test server's http:// store).
 
@@ -36,7 +36,7 @@ use rocm_kpack_package::Format;
 use rocm_kpack_publish::fetcher::FetcherOptions;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_test_support::http::{self, Fault, Server};
-use rocm_kpack_test_support::{bins, debian};
+use rocm_kpack_test_support::{bins, debian, fixtures};
 
 /// Where the split binary and its archives are installed.
 const KPACK_DIR: &str = "usr/lib/x86_64-linux-gnu/.kpack";
@@ -89,8 +89,8 @@ fn cached_root() -> &'static Path {
 }
 
 /// A fresh copy of the cached root with Debian's sources and, given
-/// `repo_url`, ours beside them, with the sysfs fixture trees at
-/// /srv/sysfs/.
+/// `repo_url`, ours beside them, with the demo's machines (KFD sysfs trees)
+/// at /srv/sysfs/.
 fn debian_root(tmp: &Path, repo_url: Option<&str>) -> PathBuf {
     let root = tmp.join("root");
     ok(Command::new("cp").arg("-a").arg(cached_root()).arg(&root));
@@ -99,7 +99,7 @@ fn debian_root(tmp: &Path, repo_url: Option<&str>) -> PathBuf {
     }
     ok(Command::new("cp")
         .arg("-a")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs"))
+        .arg(fixtures::demo_machines_dir())
         .arg(root.join("srv/sysfs")));
     root
 }
@@ -1237,7 +1237,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         },
     )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sysfs/rx7900xtx");
+    let sysfs = fixtures::machine("rx7900xtx");
     let url = ok(bins::command("rocm-kpack-fetch")
         .args([
             "pip-index-url",

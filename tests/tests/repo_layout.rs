@@ -1,8 +1,8 @@
 //! Rules about the source tree itself: every document a source comment
 //! cites and every path cited in docs/ and comments is in the repository, nothing reads outside the repository, file
-//! names are built only by the format crate's `layout` module, the C
-//! library is built by one crate, and the splitter does not link the
-//! fetcher.
+//! names are built only by the format crate's `layout` module, shipped
+//! code embeds no test-only sysfs tree, the C library is built by one
+//! crate, and the splitter does not link the fetcher.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -202,6 +202,32 @@ fn nothing_reads_outside_the_repository() {
     assert!(
         offenders.is_empty(),
         "files referring to {shared}: {offenders:?}"
+    );
+}
+
+#[test]
+fn shipped_code_embeds_no_test_only_sysfs_tree() {
+    // The demo's machines are product data (splitter/demo/machines/); the
+    // trees under the tests' sysfs directory exist only for the tests.
+    let test_trees = ["tests", "fixtures", "sysfs"].join("/");
+    let mut offenders = Vec::new();
+    for (path, text) in rust_sources() {
+        let p = path.to_string_lossy();
+        if !p.contains("/src/") || p.starts_with("tests/") {
+            continue;
+        }
+        let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in body.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("include") && code.contains(&test_trees) {
+                offenders.push(format!("{p}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "product code embedding test-only sysfs trees:\n{}",
+        offenders.join("\n")
     );
 }
 

@@ -29,6 +29,7 @@ use std::sync::OnceLock;
 use package_common::{chain, ok, LIBDIR};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_publish::{publish, PublishOptions};
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_test_support::{bins, debian, fixtures, http};
 
@@ -76,7 +77,10 @@ fn base() -> &'static Base {
             &deb,
             &pkgs,
             &SplitPackageOptions {
-                zstd_level: 3,
+                output: ArchiveOutput {
+                    zstd_level: 3,
+                    ..ArchiveOutput::release()
+                },
                 package_compression: Compression::Xz,
                 package_level: Some(0),
                 ..SplitPackageOptions::default()
@@ -154,8 +158,7 @@ fn fetch(root: &Path, machine: &str, args: &[&str]) -> (i32, String, String) {
     cmd.args(args).arg("--root").arg(root);
     // `verify` checks what is installed, whatever the GPUs.
     if args.first() != Some(&"verify") {
-        cmd.arg("--sysfs-root")
-            .arg(fixtures::fixture(&format!("sysfs/{machine}")));
+        cmd.arg("--sysfs-root").arg(fixtures::machine(machine));
     }
     let o = cmd.output().unwrap();
     (

@@ -359,7 +359,7 @@ fn split_library_with_three_translation_units_through_the_shim() {
 // reads the MI210 fixture tree through ROCM_KPACK_SYSFS_ROOT.
 
 fn mi210_sysfs() -> PathBuf {
-    fixtures::fixture("sysfs/mi210")
+    fixtures::machine("mi210")
 }
 
 #[test]

@@ -21,6 +21,7 @@ use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitError, SplitOutcome,
 };
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_test_support::layouts::check_pattern_finds;
 use rocm_kpack_test_support::{debian, fixtures};
 
@@ -568,8 +569,10 @@ fn per_target_spec_component_and_uncompressed_archives() {
     let opts = SplitBinaryOptions {
         component: Some("fixture_lib".into()),
         spec,
-        compression: CompressionScheme::None,
-        ..SplitBinaryOptions::default()
+        output: ArchiveOutput {
+            compression: Some(CompressionScheme::None),
+            ..ArchiveOutput::fast()
+        },
     };
     let r = split_with(&fx, &tmp.path().join("o"), &opts);
     let names: Vec<String> = r

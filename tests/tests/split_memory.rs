@@ -24,6 +24,7 @@ use rocm_kpack_format::archive::{Archive, CompressionScheme};
 use rocm_kpack_format::bundle::{parse_fatbin, Compression};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::binary::{split_binary, ArchiveSet, SplitBinaryOptions};
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
 use rocm_kpack_test_support::ccob::{self, Shape};
 use rocm_kpack_test_support::snapshot;
@@ -87,8 +88,11 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
     let out = tempfile::tempdir().unwrap();
     let opts = SplitBinaryOptions {
         spec: Spec::builtin(),
-        memory: Some(64 << 20),
-        jobs: Some(2),
+        output: ArchiveOutput {
+            memory: Some(64 << 20),
+            jobs: Some(2),
+            ..ArchiveOutput::fast()
+        },
         ..SplitBinaryOptions::default()
     };
     let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&lib, out.path(), &opts));
@@ -149,7 +153,10 @@ fn pe_split_peak_heap_does_not_grow_with_the_host_code() {
     let out = tempfile::tempdir().unwrap();
     let opts = SplitBinaryOptions {
         spec: Spec::builtin(),
-        jobs: Some(1),
+        output: ArchiveOutput {
+            jobs: Some(1),
+            ..ArchiveOutput::fast()
+        },
         ..SplitBinaryOptions::default()
     };
     let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&dll, out.path(), &opts));
@@ -222,8 +229,11 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
         std::fs::create_dir_all(&out).unwrap();
         let opts = SplitBinaryOptions {
             spec: spec.clone(),
-            jobs,
-            memory,
+            output: ArchiveOutput {
+                jobs,
+                memory,
+                ..ArchiveOutput::fast()
+            },
             ..SplitBinaryOptions::default()
         };
         split_binary(&lib, &out, &opts).unwrap();
@@ -255,9 +265,12 @@ fn outputs_are_identical_whatever_the_jobs_and_memory() {
     ] {
         let out = d.path().join(format!("tree-{jobs:?}-{memory:?}"));
         let opts = SplitOptions {
-            jobs,
-            memory,
-            zstd_level: 3,
+            output: ArchiveOutput {
+                jobs,
+                memory,
+                zstd_level: 3,
+                ..ArchiveOutput::release()
+            },
             ..SplitOptions::default()
         };
         split_tree(&input, &out, &opts).unwrap();

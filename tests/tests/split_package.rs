@@ -911,7 +911,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     // level (the CLI's output equals the library's at its default), and
     // --level overrides it.
     assert_eq!(
-        SplitPackageOptions::default().zstd_level,
+        SplitPackageOptions::default().output.zstd_level,
         RELEASE_ZSTD_LEVEL
     );
     let lib_out = tmp.path().join("lib-out");

@@ -18,6 +18,7 @@ use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::elf::{classify, Classification};
 use rocm_kpack_splitter::split::artifact::{split_artifact, split_batch, MANIFEST_TXT};
+use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions, SplitReport};
 use rocm_kpack_splitter::split::verify::{verify_tree, VerifyOptions};
 use rocm_kpack_test_support::layouts::check_pattern_finds;
@@ -342,7 +343,10 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
 /// loads byte-identical code objects, the fat binary's.
 #[test]
 fn compression_level_changes_sizes_never_code_objects() {
-    assert_eq!(SplitOptions::default().zstd_level, RELEASE_ZSTD_LEVEL);
+    assert_eq!(
+        SplitOptions::default().output.zstd_level,
+        RELEASE_ZSTD_LEVEL
+    );
     let root = debian::extracted("librocrand1").unwrap();
     let lib = "usr/lib/x86_64-linux-gnu/librocrand.so.1.1";
     let d = tempfile::tempdir().unwrap();
@@ -353,7 +357,10 @@ fn compression_level_changes_sizes_never_code_objects() {
             &root,
             &out,
             &SplitOptions {
-                zstd_level: level,
+                output: ArchiveOutput {
+                    zstd_level: level,
+                    ..ArchiveOutput::release()
+                },
                 ..SplitOptions::default()
             },
         );
@@ -402,11 +409,17 @@ fn split_is_deterministic_and_independent_of_threads() {
     tree::build(&a).unwrap();
     tree::build(&b).unwrap();
     let one = SplitOptions {
-        jobs: Some(1),
+        output: ArchiveOutput {
+            jobs: Some(1),
+            ..ArchiveOutput::release()
+        },
         ..SplitOptions::default()
     };
     let two = SplitOptions {
-        jobs: Some(2),
+        output: ArchiveOutput {
+            jobs: Some(2),
+            ..ArchiveOutput::release()
+        },
         ..SplitOptions::default()
     };
     split(&a, &d.path().join("out1"), &one);

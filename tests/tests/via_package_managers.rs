@@ -71,7 +71,7 @@ fn rx7900xtx(g: Granularity) -> Expect {
     match g {
         // The family package carries its sibling gfx1101 too.
         Granularity::Family => Expect {
-            machine: "sysfs/rx7900xtx",
+            machine: "rx7900xtx",
             target: "gfx1100",
             groups: &["gfx110x-dgpu"],
             dependencies: &["gfx11-generic"],
@@ -79,7 +79,7 @@ fn rx7900xtx(g: Granularity) -> Expect {
             database_targets: &["gfx1100", "gfx1101"],
         },
         Granularity::PerTarget => Expect {
-            machine: "sysfs/rx7900xtx",
+            machine: "rx7900xtx",
             target: "gfx1100",
             groups: &["gfx1100"],
             dependencies: &["gfx11-generic"],
@@ -93,7 +93,7 @@ fn rx7900xtx(g: Granularity) -> Expect {
 /// database has, so its family package carries database files only.
 fn rx9070xt() -> Expect {
     Expect {
-        machine: "sysfs/rx9070xt",
+        machine: "rx9070xt",
         target: "gfx1201",
         groups: &["gfx120x"],
         dependencies: &[],
@@ -224,7 +224,7 @@ impl Case {
         bins::isolate_fetcher(&mut c);
         c.args(args)
             .arg("--sysfs-root")
-            .arg(fixtures::fixture(machine));
+            .arg(fixtures::machine(machine));
         match self.pm {
             Pm::Apt | Pm::Dnf => {
                 c.arg("--root").arg(&self.root);

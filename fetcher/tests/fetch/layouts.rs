@@ -140,9 +140,7 @@ fn install_auto(
     let server = http::serve_dir(&split.mirror).expect("serve");
     let root = env.root.to_string_lossy().into_owned();
     let cache = env.cache.to_string_lossy().into_owned();
-    let sysfs = fixtures::fixture(&format!("sysfs/{machine}"))
-        .to_string_lossy()
-        .into_owned();
+    let sysfs = fixtures::machine(machine).to_string_lossy().into_owned();
     let mut args = vec![
         "install",
         "--auto",

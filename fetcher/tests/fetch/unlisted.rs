@@ -57,9 +57,7 @@ fn reference_env() -> Env {
 }
 
 fn sysfs(machine: &str) -> String {
-    fixtures::fixture(&format!("sysfs/{machine}"))
-        .to_string_lossy()
-        .into_owned()
+    fixtures::machine(machine).to_string_lossy().into_owned()
 }
 
 /// `SUB --root ROOT --sysfs-root MACHINE EXTRA --json`: (exit code, JSON).

@@ -1,9 +1,12 @@
-//! GPU detection against the golden KFD sysfs trees in
-//! tests/fixtures/sysfs/ (see generate.py there), plus overrides, hot-plug
-//! during a scan, and broken trees.
+//! GPU detection against KFD sysfs trees: the demo's machines
+//! (splitter/demo/machines/) and the trees that exist only for these tests
+//! (tests/fixtures/sysfs/), both written by
+//! splitter/demo/machines/generate.py, each with a golden output in
+//! tests/fixtures/detect-golden/; plus overrides, hot-plug during a scan, and
+//! broken trees.
 //!
 //! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack-loader --test detect` rewrites
-//! each fixture's expected.json; review the diff before committing.
+//! the goldens; review the diff before committing.
 #![allow(clippy::unwrap_used)]
 // tests: a panic is the failure report
 // Linux only: KFD sysfs exists only there, and the golden outputs hold
@@ -22,8 +25,8 @@ use rocm_kpack_loader::detect::{
     ScanHook, DEFAULT_MAX_SCANS, XNACK_PROCESSORS,
 };
 
-/// Every fixture and the targets it must produce. The golden test also fails
-/// when a directory exists that is not listed here, or the reverse.
+/// Every tree and the targets it must produce. The golden test also fails
+/// when a tree exists that is not listed here, or the reverse.
 const FIXTURES: &[(&str, &[&str])] = &[
     ("780m", &["gfx1103"]),
     ("apu-plus-dgpu", &["gfx1100", "gfx1103"]),
@@ -44,12 +47,26 @@ const FIXTURES: &[(&str, &[&str])] = &[
     ("w7500", &["gfx1102"]),
 ];
 
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs")
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The two homes of sysfs trees, relative to the workspace: the demo's
+/// machines (product data) and the detection tests' own trees.
+const TREE_DIRS: [&str; 2] = ["splitter/demo/machines", "tests/fixtures/sysfs"];
+
+/// Where tree `name` is, relative to the workspace (the `root` its golden
+/// records, and the path the CLI test passes).
+fn tree_rel(name: &str) -> String {
+    let dir = TREE_DIRS
+        .iter()
+        .find(|dir| workspace().join(dir).join(name).is_dir())
+        .unwrap_or_else(|| panic!("no sysfs tree {name} in {TREE_DIRS:?}"));
+    format!("{dir}/{name}")
 }
 
 fn fixture(name: &str) -> PathBuf {
-    fixtures_dir().join(name)
+    workspace().join(tree_rel(name))
 }
 
 fn run(name: &str) -> Detection {
@@ -59,7 +76,7 @@ fn run(name: &str) -> Detection {
 /// The golden form: pretty JSON with `root` as the workspace-relative path the
 /// CLI test passes, so both tests compare against the same bytes.
 fn golden_text(name: &str, mut detection: Detection) -> String {
-    detection.root = PathBuf::from(format!("tests/fixtures/sysfs/{name}"));
+    detection.root = PathBuf::from(tree_rel(name));
     let mut text = serde_json::to_string_pretty(&detection).expect("serialize");
     text.push('\n');
     text
@@ -68,15 +85,16 @@ fn golden_text(name: &str, mut detection: Detection) -> String {
 #[test]
 fn golden_outputs_match_every_fixture() {
     let update = std::env::var_os("KPACK_UPDATE_GOLDEN").is_some_and(|v| v == "1");
-    let mut on_disk: Vec<String> = fs::read_dir(fixtures_dir())
-        .expect("fixtures dir")
+    let mut on_disk: Vec<String> = TREE_DIRS
+        .iter()
+        .flat_map(|dir| fs::read_dir(workspace().join(dir)).expect("sysfs trees dir"))
         .map(|e| e.expect("entry"))
         .filter(|e| e.file_type().expect("type").is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     on_disk.sort();
     let listed: Vec<&str> = FIXTURES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(on_disk, listed, "fixture directories vs the FIXTURES table");
+    assert_eq!(on_disk, listed, "tree directories vs the FIXTURES table");
 
     let mut failures = Vec::new();
     for (name, targets) in FIXTURES {
@@ -92,7 +110,9 @@ fn golden_outputs_match_every_fixture() {
             "{name}"
         );
         let actual = golden_text(name, detection);
-        let path = fixture(name).join("expected.json");
+        let path = workspace()
+            .join("tests/fixtures/detect-golden")
+            .join(format!("{name}.json"));
         if update {
             fs::write(&path, &actual).expect("write golden");
             continue;

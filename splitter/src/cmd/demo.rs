@@ -59,52 +59,52 @@ const WHEEL_DIST: &str = "kpack_demo";
 const VERSION: &str = "1.0.0";
 
 /// Machines `--machine` can simulate: name, description, and the KFD sysfs tree of
-/// that real machine (golden fixtures of the detection tests).
+/// that machine (`splitter/demo/machines/<name>`, written by `generate.py` there).
 const GPUS: &[(&str, &str, Dir<'static>)] = &[
     (
         "rx7900xtx",
         "RX 7900 XTX (gfx1100)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx7900xtx"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/rx7900xtx"),
     ),
     (
         "mi300x",
         "Instinct MI300X (gfx942)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi300x"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/mi300x"),
     ),
     (
         "mi210",
         "Instinct MI210 (gfx90a)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/mi210"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/mi210"),
     ),
     (
         "w7500",
         "Radeon Pro W7500 (gfx1102)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/w7500"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/w7500"),
     ),
     (
         "rx9070xt",
         "RX 9070 XT (gfx1201)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/rx9070xt"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/rx9070xt"),
     ),
     (
         "strix-halo",
         "Strix Halo APU (gfx1151)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/strix-halo"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/strix-halo"),
     ),
     (
         "780m",
         "Radeon 780M APU (gfx1103)",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/780m"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/780m"),
     ),
     (
         "apu-plus-dgpu",
         "780M APU + RX 7900 XTX",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/apu-plus-dgpu"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/apu-plus-dgpu"),
     ),
     (
         "cpu-only",
         "a machine without an AMD GPU",
-        include_dir!("$CARGO_MANIFEST_DIR/../tests/fixtures/sysfs/cpu-only"),
+        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/cpu-only"),
     ),
 ];
 

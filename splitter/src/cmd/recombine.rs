@@ -45,11 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let spec = args.spec.load()?;
     let opts = RecombineOptions {
         spec,
-        compression: args.compression.scheme(),
-        zstd_level: args.compression.level,
-        jobs: args.jobs.get()?,
-        memory: args.jobs.memory()?,
-        replace_existing: args.out.force,
+        output: args.compression.output(&args.jobs, &args.out)?,
     };
     let report = recombine(&args.shards, &args.out.dir, &opts)?;
     // Warnings go to stderr once (also in the JSON report).

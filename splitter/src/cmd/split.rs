@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
-use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_splitter::split::artifact::{
     batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch,
 };
@@ -75,7 +74,6 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let spec = args.spec.load()?;
-    let jobs = args.jobs.get()?;
     let prefix_dirs = args
         .prefix_dirs
         .iter()
@@ -90,14 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         spec,
         component: args.component.clone(),
         prefix_dirs,
-        compression: args
-            .compression
-            .scheme()
-            .unwrap_or(CompressionScheme::ZstdPerKernel),
-        zstd_level: args.compression.level,
-        jobs,
-        memory: args.jobs.memory()?,
-        replace_existing: args.out.force,
+        output: args.compression.output(&args.jobs, &args.out)?,
         progress: progress.handle(),
     };
     if !args.input.exists() {

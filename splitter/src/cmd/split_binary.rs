@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg};
-use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,
 };
@@ -51,14 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitBinaryOptions {
         component: args.component.clone(),
         spec,
-        compression: args
-            .compression
-            .scheme()
-            .unwrap_or(CompressionScheme::ZstdPerKernel),
-        zstd_level: args.compression.level,
-        replace_existing: args.out.force,
-        jobs: args.jobs.get()?,
-        memory: args.jobs.memory()?,
+        output: args.compression.output(&args.jobs, &args.out)?,
     };
     let report = match split_binary(&args.file, out, &opts) {
         Ok(r) => r,

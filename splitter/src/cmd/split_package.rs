@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
-use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 
@@ -46,15 +45,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let progress = super::progress::CommandProgress::new();
     let opts = SplitPackageOptions {
         spec: args.spec.load()?,
-        jobs: args.jobs.get()?,
-        memory: args.jobs.memory()?,
-        compression: args
-            .compression
-            .scheme()
-            .unwrap_or(CompressionScheme::ZstdPerKernel),
-        zstd_level: args.compression.level,
+        output: args.compression.output(&args.jobs, &args.out)?,
         source_date_epoch: source_date_epoch()?,
-        replace_existing: args.out.force,
         progress: progress.handle(),
         ..SplitPackageOptions::default()
     };

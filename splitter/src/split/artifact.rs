@@ -80,7 +80,7 @@ pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
 /// Splits the artifact directory `input` into `out` (see the module docs).
 pub fn split_artifact(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
     opts.spec.validate()?;
-    let staging = Staging::new(&[input], out, opts.replace_existing)?;
+    let staging = Staging::new(&[input], out, opts.output.replace_existing)?;
     let work = opts.work()?;
     let mut report = split_one(input, &staging, opts, &work)?;
     staging.publish()?;
@@ -102,7 +102,7 @@ pub fn split_batch(parent: &Path, out: &Path, opts: &SplitOptions) -> Result<Spl
     }
     opts.spec.validate()?;
     let (artifacts, skipped) = batch_list(parent)?;
-    let staging = Staging::new(&[parent], out, opts.replace_existing)?;
+    let staging = Staging::new(&[parent], out, opts.output.replace_existing)?;
     let work = opts.work()?;
     let mut report = SplitReport::default();
     for (_, _, path) in &artifacts {

@@ -17,7 +17,7 @@ use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, DEFAULT_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::bundle::{self, BundleRef};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::coff::{self, PeError};
 use crate::elf::{self, verify, Classification, ElfError, WrapperInfo};
 use crate::image::Image;
+use crate::split::output::ArchiveOutput;
 
 /// Everything that can stop a split. Messages carry context; the
 /// underlying error is the `source`.
@@ -101,18 +102,10 @@ pub struct SplitBinaryOptions {
     pub component: Option<String>,
     /// Device groups. Default: the built-in family table.
     pub spec: Spec,
-    /// Archive compression.
-    pub compression: CompressionScheme,
-    /// zstd level for [`CompressionScheme::ZstdPerKernel`]. Default:
-    /// [`DEFAULT_ZSTD_LEVEL`], fast, since one binary is split to try
-    /// things out; release outputs use the tree split's level.
-    pub zstd_level: i32,
-    /// Replace outputs that exist (`--force`); else they are refused.
-    pub replace_existing: bool,
-    /// Compression threads (None: one per core, as the budget allows).
-    pub jobs: Option<usize>,
-    /// Memory budget in bytes (None: [`crate::budget::default_budget`]).
-    pub memory: Option<u64>,
+    /// How the archives are written. Default: [`ArchiveOutput::fast`],
+    /// since one binary is split to try things out; release outputs use
+    /// the tree split's level.
+    pub output: ArchiveOutput,
 }
 
 impl Default for SplitBinaryOptions {
@@ -120,11 +113,7 @@ impl Default for SplitBinaryOptions {
         SplitBinaryOptions {
             component: None,
             spec: Spec::default_families(),
-            compression: CompressionScheme::ZstdPerKernel,
-            zstd_level: DEFAULT_ZSTD_LEVEL,
-            replace_existing: false,
-            jobs: None,
-            memory: None,
+            output: ArchiveOutput::fast(),
         }
     }
 }
@@ -999,12 +988,12 @@ fn split_binary_inner(
     }
     // The overwrite rule, before any work: the host binary and the manifest
     // are what every split writes.
-    rocm_kpack_fs::check_replaceable(&output, opts.replace_existing)?;
+    rocm_kpack_fs::check_replaceable(&output, opts.output.replace_existing)?;
     rocm_kpack_fs::check_replaceable(
         &out_dir
             .join(layout::KPACK_DIR)
             .join(layout::manifest_file_name(&component)),
-        opts.replace_existing,
+        opts.output.replace_existing,
     )?;
     if meta.len() == 0 {
         return Err(ElfError::NotElf.into());
@@ -1054,8 +1043,8 @@ fn split_binary_inner(
         &out_dir.join(layout::KPACK_DIR),
         &component,
         &opts.spec,
-        opts.compression,
-        opts.zstd_level,
+        opts.output.scheme(),
+        opts.output.zstd_level,
     )?;
     set.check_targets(
         split
@@ -1063,8 +1052,7 @@ fn split_binary_inner(
             .iter()
             .flat_map(|b| b.targets().map(|(t, _)| t)),
     )?;
-    let work =
-        crate::budget::MemoryPlan::new(opts.memory, opts.jobs, opts.compression, opts.zstd_level);
+    let work = opts.output.memory_plan();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(work.threads)
         .build()

@@ -4,10 +4,12 @@
 //! [`crate::elf`]) and streams its device code into per-group archives,
 //! [`tree`] and [`artifact`] execute a plan for install trees and build
 //! artifact directories, [`recombine`] merges the outputs of build shards,
-//! and [`verify`] checks that every marker of a split tree resolves.
+//! and [`verify`] checks that every marker of a split tree resolves;
+//! [`output`] is how each of them writes archives.
 
 pub mod artifact;
 pub mod binary;
+pub mod output;
 pub mod plan;
 pub mod recombine;
 pub mod scan;

@@ -35,7 +35,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
-use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, RELEASE_ZSTD_LEVEL};
+use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
@@ -46,6 +46,7 @@ use serde::Serialize;
 
 use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
 use crate::split::binary::ArchiveReport;
+use crate::split::output::ArchiveOutput;
 use crate::split::plan::{source_date_epoch, Dest, Layout};
 use crate::split::scan::is_kpack_path;
 use crate::split::tree::{finish_dirs_with, write_manifest_txt, Result, Staging, TreeError};
@@ -55,28 +56,16 @@ use crate::split::tree::{finish_dirs_with, write_manifest_txt, Result, Staging, 
 pub struct RecombineOptions {
     /// Output groups, database rules, validation switches.
     pub spec: Spec,
-    /// Compression of rewritten archives (None: that of the inputs).
-    pub compression: Option<CompressionScheme>,
-    /// zstd level of rewritten archives.
-    pub zstd_level: i32,
-    /// Worker threads.
-    pub jobs: Option<usize>,
-    /// Memory budget in bytes (None: [`crate::budget::default_budget`]):
-    /// bounds the compression threads and each writer's queue.
-    pub memory: Option<u64>,
-    /// Replace outputs that exist (`--force`); else they are refused.
-    pub replace_existing: bool,
+    /// How rewritten archives are written; with no compression given,
+    /// an archive keeps its shard's scheme (and may be copied unchanged).
+    pub output: ArchiveOutput,
 }
 
 impl Default for RecombineOptions {
     fn default() -> Self {
         RecombineOptions {
             spec: Spec::builtin(),
-            compression: None,
-            zstd_level: RELEASE_ZSTD_LEVEL,
-            jobs: None,
-            memory: None,
-            replace_existing: false,
+            output: ArchiveOutput::release(),
         }
     }
 }
@@ -202,14 +191,8 @@ pub fn recombine(
     }
     let kind = kind.unwrap_or(Kind::Tree);
     let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
-    let staging = Staging::new(&inputs, out, opts.replace_existing)?;
-    let work = crate::budget::Work::new(
-        opts.memory,
-        opts.jobs,
-        opts.compression.unwrap_or(CompressionScheme::ZstdPerKernel),
-        opts.zstd_level,
-    )
-    .map_err(TreeError::Invalid)?;
+    let staging = Staging::new(&inputs, out, opts.output.replace_existing)?;
+    let work = opts.output.work().map_err(TreeError::Invalid)?;
     let in_flight = work.plan.in_flight;
     let mut report = work.install(|| -> Result<RecombineReport> {
         let classifier = DatabaseClassifier::new(&opts.spec)?;
@@ -941,7 +924,10 @@ fn regroup(
                 s.unit.as_deref() == Some(unit.as_str())
                     && s.archive.gfx_arch_family() == tree_name
                     && s.archive.entries().count() == entries.len()
-                    && opts.compression.is_none_or(|c| c == s.archive.scheme())
+                    && opts
+                        .output
+                        .compression
+                        .is_none_or(|c| c == s.archive.scheme())
             }),
             _ => None,
         };
@@ -952,6 +938,7 @@ fn regroup(
             }
             None => {
                 let scheme = opts
+                    .output
                     .compression
                     .or_else(|| srcs.first().map(|s| s.archive.scheme()))
                     .unwrap_or(CompressionScheme::ZstdPerKernel);
@@ -965,7 +952,7 @@ fn regroup(
                     component,
                     &tree_name,
                     scheme,
-                    opts.zstd_level,
+                    opts.output.zstd_level,
                 )
                 .map_err(fmt_err)?;
                 w.set_in_flight_bytes(in_flight);

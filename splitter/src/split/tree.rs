@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
 use rayon::prelude::*;
-use rocm_kpack_format::archive::{CompressionScheme, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_format::layout;
 use rocm_kpack_fs::{check_replaceable, move_into_place, sync_tree, PathError};
 use rocm_kpack_package::progress::ProgressHandle;
@@ -31,6 +30,7 @@ use crate::split::binary::{
     add_bundles, release_pages, split_fat_elf, ArchiveReport, ArchiveSet, ElfSplit, SplitElf,
     SplitError,
 };
+use crate::split::output::ArchiveOutput;
 use crate::split::plan::{
     self, Action, ArchiveSetPlan, Dest, KpackMode, Layout, PlanError, Root, SplitPlan,
 };
@@ -100,18 +100,9 @@ pub struct SplitOptions {
     pub component: Option<String>,
     /// Tree: explicit kpack roots (tree-relative); see [`crate::split::plan`].
     pub prefix_dirs: Vec<String>,
-    /// Archive compression.
-    pub compression: CompressionScheme,
-    /// zstd level. Default: [`RELEASE_ZSTD_LEVEL`], since trees and
-    /// artifacts are what users download; the level never changes the bytes
-    /// a loader gets back.
-    pub zstd_level: i32,
-    /// Worker threads (None: one per core).
-    pub jobs: Option<usize>,
-    /// Memory budget in bytes (None: [`crate::budget::default_budget`]).
-    pub memory: Option<u64>,
-    /// Replace outputs that exist (`--force`); else they are refused.
-    pub replace_existing: bool,
+    /// How the archives are written. Default: [`ArchiveOutput::release`],
+    /// since trees and artifacts are what users download.
+    pub output: ArchiveOutput,
     /// Where progress goes (per input file, per code object).
     pub progress: ProgressHandle,
 }
@@ -119,8 +110,7 @@ pub struct SplitOptions {
 impl SplitOptions {
     /// The threads and memory budget of a split with these options.
     pub fn work(&self) -> Result<Work> {
-        Work::new(self.memory, self.jobs, self.compression, self.zstd_level)
-            .map_err(TreeError::Invalid)
+        self.output.work().map_err(TreeError::Invalid)
     }
 }
 
@@ -130,11 +120,7 @@ impl Default for SplitOptions {
             spec: Spec::builtin(),
             component: None,
             prefix_dirs: Vec::new(),
-            compression: CompressionScheme::ZstdPerKernel,
-            zstd_level: RELEASE_ZSTD_LEVEL,
-            jobs: None,
-            memory: None,
-            replace_existing: false,
+            output: ArchiveOutput::release(),
             progress: ProgressHandle::default(),
         }
     }
@@ -366,7 +352,7 @@ pub fn split_tree(input: &Path, out: &Path, opts: &SplitOptions) -> Result<Split
         });
     }
     opts.spec.validate()?;
-    let staging = Staging::new(&[input], out, opts.replace_existing)?;
+    let staging = Staging::new(&[input], out, opts.output.replace_existing)?;
     staging.check_free("generic")?;
     let work = opts.work()?;
     let plan = work.install(|| plan_tree(input, opts))?;
@@ -613,8 +599,8 @@ fn run_set(
         &scratch,
         &set.component,
         &opts.spec,
-        opts.compression,
-        opts.zstd_level,
+        opts.output.scheme(),
+        opts.output.zstd_level,
     )
     .map_err(|e| TreeError::Invalid(e.to_string()))?;
     archive_set.set_memory(work.plan.in_flight, Some(std::sync::Arc::clone(&work.pool)));

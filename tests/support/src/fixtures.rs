@@ -137,6 +137,24 @@ pub fn fixture(name: &str) -> PathBuf {
     fixtures_dir().join(name)
 }
 
+/// The demo's machines (`splitter/demo/machines/`): KFD sysfs trees the
+/// `rocm-kpack` binary embeds, which the tests use as real machines.
+pub fn demo_machines_dir() -> PathBuf {
+    fixtures_dir().join("../../splitter/demo/machines")
+}
+
+/// The KFD sysfs tree of machine `name`: a demo machine
+/// (`splitter/demo/machines/<name>`) or a tree that exists only for the
+/// detection tests (`tests/fixtures/sysfs/<name>`).
+pub fn machine(name: &str) -> PathBuf {
+    let demo = demo_machines_dir().join(name);
+    if demo.is_dir() {
+        demo
+    } else {
+        fixture(&format!("sysfs/{name}"))
+    }
+}
+
 /// Every fat fixture (3 sets x 5 binaries).
 pub fn all_fat() -> Vec<Fixture> {
     SETS.iter()

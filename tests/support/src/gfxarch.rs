@@ -102,11 +102,11 @@ pub fn lookup(pattern: &str, device: &TargetId) -> Option<Found> {
     None
 }
 
-/// Every ISA a process may present for the GPUs of sysfs fixture
-/// `machine` (`tests/fixtures/sysfs/<machine>`): each detected target as
+/// Every ISA a process may present for the GPUs of machine `machine`
+/// ([`crate::fixtures::machine`]): each detected target as
 /// the HIP runtime names it under `HSA_XNACK=0` and `=1`.
 pub fn process_devices(machine: &str) -> Vec<TargetId> {
-    let root = crate::fixtures::fixture(&format!("sysfs/{machine}"));
+    let root = crate::fixtures::machine(machine);
     let d = detect(&root, &DetectOptions::default()).expect("detect");
     let mut out: Vec<TargetId> = Vec::new();
     for xnack in ["0", "1"] {

@@ -37,7 +37,7 @@ use rocm_kpack_format::target::TargetId;
 pub const HSA_XNACK_ENV: &str = "HSA_XNACK";
 
 /// Test seam: the directory [`local_process_isas`] reads sysfs below
-/// instead of `/` (a fixture tree such as `tests/fixtures/sysfs/mi210`).
+/// instead of `/` (a fixture tree such as `splitter/demo/machines/mi210`).
 pub const SYSFS_ROOT_ENV: &str = "ROCM_KPACK_SYSFS_ROOT";
 
 /// Where the topology lives, as seen from the root: the class path first,
