@@ -1052,14 +1052,8 @@ fn split_binary_inner(
             .iter()
             .flat_map(|b| b.targets().map(|(t, _)| t)),
     )?;
-    let work = opts.output.memory_plan();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(work.threads)
-        .build()
-        .map_err(|e| {
-            SplitError::Invalid(format!("cannot start {} worker threads: {e}", work.threads))
-        })?;
-    set.set_memory(work.in_flight, Some(Arc::new(pool)));
+    let work = opts.output.work().map_err(SplitError::Invalid)?;
+    set.set_memory(work.plan.in_flight, Some(Arc::clone(&work.pool)));
     // The rewrite read the host part through the map: those pages are not
     // needed any more.
     release_pages(&map, data);

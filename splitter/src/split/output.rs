@@ -5,7 +5,7 @@
 
 use rocm_kpack_format::archive::{CompressionScheme, DEFAULT_ZSTD_LEVEL, RELEASE_ZSTD_LEVEL};
 
-use crate::budget::{MemoryPlan, Work};
+use crate::budget::Work;
 
 /// Archive output settings. [`ArchiveOutput::release`] is the default of
 /// the commands whose outputs users download; [`ArchiveOutput::fast`] that
@@ -51,11 +51,6 @@ impl ArchiveOutput {
     /// The scheme of the archives written (zstd when none was asked for).
     pub fn scheme(&self) -> CompressionScheme {
         self.compression.unwrap_or(CompressionScheme::ZstdPerKernel)
-    }
-
-    /// The threads and memory plan these settings give.
-    pub fn memory_plan(&self) -> MemoryPlan {
-        MemoryPlan::new(self.memory, self.jobs, self.scheme(), self.zstd_level)
     }
 
     /// The worker pool and memory budget these settings give.
