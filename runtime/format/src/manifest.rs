@@ -267,28 +267,28 @@ impl Manifest {
                 )));
             }
         }
-        let mut paths: Vec<&str> = manifest
-            .database_files
-            .iter()
-            .map(|f| f.path.as_str())
-            .collect();
-        paths.sort_unstable();
-        if let Some(w) = paths.windows(2).find(|w| w.first() == w.get(1)) {
-            return Err(bad(format!(
-                "database file {:?} listed twice",
-                w.first().copied().unwrap_or_default()
-            )));
+        // Every path once, and none that is a directory of another: each
+        // path's proper directories looked up in the set of paths (linear
+        // in the total length; after sorting, `a-b` lies between `a` and
+        // `a/x`, so comparing neighbours alone misses that pair).
+        let mut paths: std::collections::HashSet<&str> =
+            std::collections::HashSet::with_capacity(manifest.database_files.len());
+        for f in &manifest.database_files {
+            if !paths.insert(f.path.as_str()) {
+                return Err(bad(format!("database file {:?} listed twice", f.path)));
+            }
         }
-        // One path may not be both a file and a directory of another.
-        if let Some(w) = paths
-            .windows(2)
-            .find(|w| matches!((w.first(), w.get(1)), (Some(a), Some(b)) if b.starts_with(&format!("{a}/"))))
-        {
-            return Err(bad(format!(
-                "database file {:?} is a directory of {:?}",
-                w.first().copied().unwrap_or_default(),
-                w.get(1).copied().unwrap_or_default()
-            )));
+        for f in &manifest.database_files {
+            let dirs = f
+                .path
+                .match_indices('/')
+                .filter_map(|(i, _)| f.path.get(..i));
+            if let Some(dir) = dirs.into_iter().find(|d| paths.contains(d)) {
+                return Err(bad(format!(
+                    "database file {dir:?} is a directory of {:?}",
+                    f.path
+                )));
+            }
         }
         Ok(manifest)
     }

@@ -379,6 +379,29 @@ fn hostile_database_paths_are_rejected() {
         let e = Manifest::parse(&m.to_msgpack().unwrap()).unwrap_err();
         assert!(e.to_string().contains("database file"), "{a} {b}: {e}");
     }
+    // A path between the file and its descendant in sorted order (`-`
+    // sorts before `/`): the file is still found to be a directory.
+    for order in [
+        ["a", "a-b", "a/x"],
+        ["a/x", "a-b", "a"],
+        ["a-b", "a/x", "a"],
+    ] {
+        let mut m = with_databases();
+        let template = m.database_files[0].clone();
+        m.database_files = order
+            .iter()
+            .map(|p| DatabaseFile {
+                path: format!("lib/{p}"),
+                ..template.clone()
+            })
+            .collect();
+        let e = Manifest::parse(&m.to_msgpack().unwrap()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(r#"database file "lib/a" is a directory of "lib/a/x""#),
+            "{order:?}: {e}"
+        );
+    }
 }
 
 /// Debian's multiarch MIOpen: databases outside the prefix. The manifest
