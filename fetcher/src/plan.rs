@@ -251,13 +251,74 @@ pub fn superseded(scan: &Scan, m: &InstalledManifest, state: Option<&State>) -> 
         .collect()
 }
 
+/// Every installed manifest that lists each database file, by the file's
+/// path on disk (the manifest's prefix joined with its key): built once
+/// from a scan, so that "who else lists this path" is one lookup whatever
+/// the number of manifests and files. Keyed by the path, not the key: a
+/// `.kpack` directory nested in another's prefix (`/opt/rocm/.kpack`
+/// listing `lib/x.co`, `/opt/rocm/lib/.kpack` listing `x.co`) reaches the
+/// same file by another key.
+#[derive(Debug, Default)]
+pub struct Claims {
+    by_path: std::collections::HashMap<PathBuf, Vec<PathBuf>>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Entries indexed plus paths looked up, for tests that check the
+    /// work is linear in the number of database files.
+    static CLAIM_PROBES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn probe() {
+    #[cfg(test)]
+    CLAIM_PROBES.with(|c| c.set(c.get() + 1));
+}
+
+impl Claims {
+    /// The index of `manifests`.
+    pub fn build<'a>(manifests: impl IntoIterator<Item = &'a InstalledManifest>) -> Claims {
+        let mut claims = Claims::default();
+        claims.add(manifests);
+        claims
+    }
+
+    /// Adds `manifests` (a manifest already indexed counts once).
+    pub fn add<'a>(&mut self, manifests: impl IntoIterator<Item = &'a InstalledManifest>) {
+        for m in manifests {
+            for f in &m.manifest.database_files {
+                probe();
+                let listers = self.by_path.entry(m.database_path(&f.path)).or_default();
+                if !listers.contains(&m.path) {
+                    listers.push(m.path.clone());
+                }
+            }
+        }
+    }
+
+    /// The manifests listing the file at `path`, other than `manifest`.
+    pub fn others<'c>(
+        &'c self,
+        path: &Path,
+        manifest: &'c Path,
+    ) -> impl Iterator<Item = &'c PathBuf> {
+        probe();
+        self.by_path
+            .get(path)
+            .into_iter()
+            .flatten()
+            .filter(move |m| m.as_path() != manifest)
+    }
+}
+
 /// The database files of `m` the local `targets` may load (the loader's
 /// rule, [`crate::resolve::arch_serves`], on each file's architectures), each judged like an
 /// archive. A file found at its path that this tool did not install and
 /// that differs is not ours to replace: it is reported, not fetched. A path
-/// another manifest of the same prefix lists too is refused.
+/// another installed manifest lists too (of the same prefix, or of another
+/// whose paths reach it: `claims`) is refused.
 fn plan_databases(
-    scan: &Scan,
+    claims: &Claims,
     m: &InstalledManifest,
     targets: &[TargetId],
     state: Option<&State>,
@@ -278,16 +339,11 @@ fn plan_databases(
             (false, d) if fs::symlink_metadata(&path).is_ok() => (Action::Replace, d),
             (false, d) => (Action::Fetch, d),
         };
-        let claimed_by = scan
-            .manifests
-            .iter()
-            .filter(|o| o.kpack_dir == m.kpack_dir && o.path != m.path)
-            .find(|o| o.manifest.database_files.iter().any(|g| g.path == f.path));
-        if let Some(other) = claimed_by {
+        if let Some(other) = claims.others(&path, &m.path).next() {
             action = Action::Refused;
             detail = Some(format!(
                 "{} lists the same path; refusing a database file two components claim",
-                other.path.display()
+                other.display()
             ));
         } else if action == Action::Replace && recorded.is_none() {
             action = Action::Refused;
@@ -322,6 +378,7 @@ impl InstallPlan {
         targets: &[TargetId],
         states: &BTreeMap<PathBuf, State>,
     ) -> InstallPlan {
+        let claims = Claims::build(&scan.manifests);
         let mut components = Vec::new();
         for m in &scan.manifests {
             let n = needs(&m.manifest, targets);
@@ -363,7 +420,7 @@ impl InstallPlan {
                     detail,
                 });
             }
-            let databases = plan_databases(scan, m, targets, state);
+            let databases = plan_databases(&claims, m, targets, state);
             components.push(ComponentPlan {
                 component: m.manifest.component.clone(),
                 manifest: m.path.clone(),
@@ -672,6 +729,73 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("1 superseded to remove"), "{text}");
+    }
+
+    /// Two components of one prefix listing 20,000 database files each,
+    /// one path in both: the shared path is refused for both, and finding
+    /// the other claimant of every path is one index build and one lookup
+    /// per file (linear), not a scan of the other manifests per file (the
+    /// quadratic way took 8e8 comparisons here).
+    #[test]
+    fn claimed_paths_are_found_with_one_lookup_per_file() {
+        use rocm_kpack_format::manifest::DatabaseFile;
+        const N: usize = 20_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kpack = dir.path().join(".kpack");
+        fs::create_dir_all(&kpack).expect("mkdir");
+        let db = |path: String| DatabaseFile {
+            path,
+            family: "gfx90X".into(),
+            architectures: vec!["gfx90a".into()],
+            size: 1,
+            sha256: [7; 32],
+        };
+        let component = |name: &str| {
+            let mut files: Vec<DatabaseFile> = (0..N)
+                .map(|i| db(format!("{name}/library/TensileLibrary_{i}_gfx90a.co")))
+                .collect();
+            files.push(db("shared/TensileLibrary_gfx90a.co".into()));
+            InstalledManifest {
+                path: kpack.join(format!("{name}.kpm")),
+                kpack_dir: kpack.clone(),
+                manifest: Manifest {
+                    component: name.into(),
+                    kpack_files: Vec::new(),
+                    database_files: files,
+                    prefix_path: None,
+                },
+            }
+        };
+        let scan = Scan {
+            kpack_dirs: vec![kpack.clone()],
+            manifests: vec![component("a"), component("b")],
+            refused: vec![],
+        };
+        CLAIM_PROBES.with(|c| c.set(0));
+        let plan = InstallPlan::build(
+            &scan,
+            &[TargetId::parse("gfx90a").expect("t")],
+            &BTreeMap::new(),
+        );
+        let probes = CLAIM_PROBES.with(std::cell::Cell::get);
+        let files = 2 * (N as u64 + 1);
+        assert_eq!(probes, 2 * files, "one insert and one lookup per file");
+        for c in &plan.components {
+            assert_eq!(c.databases.len(), N + 1);
+            let refused: Vec<&str> = c
+                .databases
+                .iter()
+                .filter(|d| d.action == Action::Refused)
+                .map(|d| d.filename.as_str())
+                .collect();
+            assert_eq!(
+                refused,
+                ["shared/TensileLibrary_gfx90a.co"],
+                "{}",
+                c.component
+            );
+        }
+        assert_eq!(plan.summary().to_fetch, 2 * N);
     }
 
     #[test]
