@@ -619,3 +619,138 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
         "written through the symlink"
     );
 }
+
+/// The Tensile-only family's file (gfx1201: the fixture library has no
+/// code for it, its kernel database has).
+const GFX1201_DB: &str = "lib/rocblas/library/TensileLibrary_gfx1201.co";
+
+/// The fat deb of [`databases::TENSILE`] in `dir` (the gfx1201 file's
+/// bytes replaced by `gfx1201` when given: a new release), split, its
+/// generic package unpacked over `root`, published as a kpack store (zstd
+/// -3) and served on 127.0.0.1.
+fn tensile_release(
+    dir: &Path,
+    root: &Path,
+    gfx1201: Option<&[u8]>,
+) -> rocm_kpack_test_support::http::Server {
+    let tree = dir.join("tree");
+    let prefix = tree.join(databases::ROCM_PREFIX);
+    let rels: Vec<&str> = databases::TENSILE.iter().map(|(rel, _)| *rel).collect();
+    databases::write_fat_payload(&prefix, &rels);
+    if let Some(bytes) = gfx1201 {
+        fs::write(prefix.join(GFX1201_DB), bytes).unwrap();
+    }
+    let fat = databases::deb_from_tree(dir, &tree, "libfixture1", "Tensile fixture");
+    let report = databases::split(&fat, &dir.join("pkgs"), None);
+    let generic = report
+        .packages
+        .iter()
+        .find(|p| p.name == "libfixture1")
+        .unwrap();
+    fs::create_dir_all(root).unwrap();
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&generic.path)
+        .arg(root));
+    rocm_kpack_test_support::http::serve_dir(&publish_store(dir)).unwrap()
+}
+
+/// A machine whose only device code in a manifest is kernel-database files
+/// (an RX 9070 XT, gfx1201: a Tensile-only family) installs them from the
+/// store on 127.0.0.1 like any device code, updates them when a new
+/// release changes the file, and loses them to `remove`, `gc` and the
+/// package trigger after the package went. (The `.kpack` directory used to
+/// be locked only for manifests with archives to fetch, so every such file
+/// failed with "… is not locked".)
+#[test]
+fn database_only_device_code_installs_updates_and_goes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let server = tensile_release(&tmp.path().join("r1"), &root, None);
+    let url = server.root_url();
+    let navi48 = fixtures::machine("rx9070xt");
+    let navi48 = navi48.to_str().unwrap();
+    let mi210 = fixtures::machine("mi210");
+    let mi210 = mi210.to_str().unwrap();
+    let installed = root.join(databases::ROCM_PREFIX).join(GFX1201_DB);
+    let kpack = root
+        .join(databases::ROCM_PREFIX)
+        .join(rocm_kpack_format::layout::KPACK_DIR);
+    let install = |url: &str| {
+        let (code, stdout, stderr) = fetch(
+            &root,
+            &[
+                "install",
+                "--auto",
+                "--sysfs-root",
+                navi48,
+                "--source",
+                url,
+                "--allow-http",
+            ],
+        );
+        assert_eq!(code, 0, "{stdout}{stderr}");
+    };
+
+    let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", navi48]);
+    assert_eq!(code, 4, "{stdout}");
+    install(url);
+    assert_eq!(fs::read(&installed).unwrap(), content(GFX1201_DB));
+    for (rel, target) in databases::TENSILE {
+        let got = root.join(databases::ROCM_PREFIX).join(rel);
+        assert_eq!(got.exists(), target == "gfx1201", "{rel}");
+    }
+    let (code, stdout, _) = fetch(&root, &["status", "--sysfs-root", navi48]);
+    assert_eq!(code, 0, "{stdout}");
+
+    // A new release changes the file: the update replaces it.
+    let new_bytes: Vec<u8> = content(GFX1201_DB).iter().map(|b| b ^ 0x5a).collect();
+    let server2 = tensile_release(&tmp.path().join("r2"), &root, Some(&new_bytes));
+    install(server2.root_url());
+    assert_eq!(fs::read(&installed).unwrap(), new_bytes);
+
+    // `remove` takes it; the generic package's index stays.
+    let (code, stdout, stderr) = fetch(&root, &["remove", "libfixture", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!installed.exists(), "{stdout}");
+    let dat = root
+        .join(databases::ROCM_PREFIX)
+        .join(databases::TENSILE_DAT);
+    assert!(dat.is_file());
+
+    // `gc` on a machine no file serves takes it.
+    install(server2.root_url());
+    let (code, stdout, stderr) = fetch(&root, &["gc", "--sysfs-root", mi210, "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!installed.exists(), "{stdout}");
+
+    // The package goes (its manifest with it): the trigger takes the file
+    // and the fetcher's bookkeeping.
+    install(server2.root_url());
+    assert!(installed.is_file());
+    for e in fs::read_dir(&kpack).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension()
+            .is_some_and(|x| x == rocm_kpack_format::layout::MANIFEST_EXT)
+        {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    let mut trigger = bins::command("rocm-kpack-fetch");
+    bins::isolate_fetcher(&mut trigger);
+    let o = trigger
+        .arg("trigger")
+        .arg("--removed")
+        .arg(&kpack)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(!installed.exists(), "{o:?}");
+    assert!(dat.is_file());
+    assert!(
+        !kpack
+            .join(rocm_kpack_format::layout::fetch::STATE_FILE)
+            .exists(),
+        "{o:?}"
+    );
+}

@@ -17,7 +17,7 @@ use crate::install::DirLock;
 use crate::plan::{superseded, InstallPlan};
 use crate::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmError, PmPlan};
 use crate::progress::Reporter;
-use crate::resolve::{needs, Scan};
+use crate::resolve::{database_needs, needs, Scan};
 use crate::sources::Sources;
 use crate::state::State;
 
@@ -52,7 +52,11 @@ pub fn install(
         .manifests
         .iter()
         .filter(|m| {
+            // Database files are written below the prefix but recorded in
+            // this directory's state, under its lock: a manifest whose only
+            // device code for these targets is database files is written too.
             !needs(&m.manifest, targets).archives.is_empty()
+                || !database_needs(&m.manifest, targets).is_empty()
                 || !superseded(scan, m, unlocked.get(&m.kpack_dir)).is_empty()
         })
         .map(|m| m.kpack_dir.clone())
