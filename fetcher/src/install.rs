@@ -549,14 +549,13 @@ pub fn remove_created_dirs(
     key: &str,
     created: &mut std::collections::BTreeSet<String>,
 ) {
-    use rustix::fs::{unlinkat, AtFlags};
     let Some(prefix) = kpack_dir.parent() else {
         return;
     };
     if names::check(NameKind::DatabaseKey, key).is_err() {
         return;
     }
-    let (base, rel) = crate::resolve::database_base(prefix, key);
+    let (_, rel) = crate::resolve::database_base(prefix, key);
     let climb = key.get(..key.len() - rel.len()).unwrap_or_default();
     let comps: Vec<&str> = rel.split('/').collect();
     for depth in (1..comps.len()).rev() {
@@ -564,67 +563,52 @@ pub fn remove_created_dirs(
             "{climb}{}",
             comps.get(..depth).unwrap_or_default().join("/")
         );
-        if !created.contains(&dir_key) {
+        if !created.contains(&dir_key) || !remove_created_dir(prefix, &dir_key) {
             return;
         }
-        // Open the parent of the directory component by component.
-        let Some(parent) = open_below(&base, comps.get(..depth - 1).unwrap_or_default()) else {
-            return;
-        };
-        let Some(name) = comps.get(depth - 1) else {
-            return;
-        };
-        match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {
-                created.remove(&dir_key);
-            }
-            // Not empty (another file, ours or not), a symlink or a file
-            // now: keep it, and everything above it.
-            Err(_) => return,
+        created.remove(&dir_key);
+    }
+}
+
+/// Removes every directory `created` records (deepest first) that is
+/// empty, dropping it from `created`; for a state about to be dropped
+/// (its manifests and files are gone), so that no directory the fetcher
+/// made outlives its record. Others (something else put files there) stay
+/// in `created`. The caller holds the lock.
+pub fn remove_all_created_dirs(kpack_dir: &Path, created: &mut std::collections::BTreeSet<String>) {
+    let Some(prefix) = kpack_dir.parent() else {
+        return;
+    };
+    let mut deepest_first: Vec<String> = created.iter().cloned().collect();
+    deepest_first.sort_by_key(|k| std::cmp::Reverse(k.matches('/').count()));
+    for key in deepest_first {
+        if remove_created_dir(prefix, &key) {
+            created.remove(&key);
         }
     }
 }
 
-/// After the database file `key` of the prefix of `kpack_dir` was
-/// removed because the package that listed it is gone: removes its parent
-/// directories below the prefix (or the directory the key climbs to),
-/// deepest first, that are empty and that
-/// no installed package owns. The package manager skipped them when it
-/// removed that package because the fetched file was still inside; they
-/// are on the path the removed package's manifest named, so they were
-/// its. Stops at the first one that is not empty, is owned by a package
-/// (dpkg or rpm), is a symlink or cannot be removed. Only for orphans
-/// (the trigger's pass after a removal): while a manifest lists the file,
-/// its directories are the package's.
-pub fn remove_orphaned_dirs(kpack_dir: &Path, key: &str) {
+/// Removes the directory `key` (a directory key as the state records it,
+/// relative to `prefix`) if it is empty, reached without following a
+/// symlink below the directory the key climbs to. `true` when it is gone.
+fn remove_created_dir(prefix: &Path, key: &str) -> bool {
     use rustix::fs::{unlinkat, AtFlags};
-    let Some(prefix) = kpack_dir.parent() else {
-        return;
-    };
     if names::check(NameKind::DatabaseKey, key).is_err() {
-        return;
+        return false;
     }
-    // A key that climbs above the prefix (files outside it, such as
-    // Debian's multiarch MIOpen databases) is handled below the directory
-    // it climbs to, never above it.
     let (base, rel) = crate::resolve::database_base(prefix, key);
     let comps: Vec<&str> = rel.split('/').collect();
-    for depth in (1..comps.len()).rev() {
-        let (Some(parents), Some(name)) = (comps.get(..depth - 1), comps.get(depth - 1)) else {
-            return;
-        };
-        let Some(parent) = open_below(&base, parents) else {
-            return;
-        };
-        let dir = base.join(comps.get(..depth).unwrap_or_default().join("/"));
-        if package_owner(prefix, &dir).is_some() {
-            return;
-        }
-        match unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(_) => return,
-        }
-    }
+    let Some((name, parents)) = comps.split_last() else {
+        return false;
+    };
+    let Some(parent) = open_below(&base, parents) else {
+        return false;
+    };
+    // Not empty (another file, ours or not), a symlink or a file now: kept.
+    matches!(
+        unlinkat(&parent, *name, AtFlags::REMOVEDIR),
+        Ok(()) | Err(rustix::io::Errno::NOENT)
+    )
 }
 
 /// The directory `prefix/comps...`, opened component by component without
@@ -871,33 +855,6 @@ mod tests {
         let top = tempfile::tempdir().expect("tempdir");
         fs::write(top.path().join("rocblas"), b"x").expect("write");
         assert!(make_database_dirs(top.path(), "rocblas/library/f.co").is_err());
-    }
-
-    #[test]
-    fn orphaned_dirs_go_once_empty_and_never_through_a_symlink() {
-        let top = tempfile::tempdir().expect("tempdir");
-        let prefix = top.path();
-        let kdir = prefix.join(KPACK_DIR);
-        fs::create_dir(&kdir).expect("mkdir");
-        // a/b/c held the removed file; a/keep still holds another one.
-        fs::create_dir_all(prefix.join("a/b/c")).expect("mkdir");
-        fs::write(prefix.join("a/keep"), b"x").expect("write");
-        remove_orphaned_dirs(&kdir, "a/b/c/TensileLibrary_gfx90a.co");
-        assert!(!prefix.join("a/b").exists());
-        assert!(
-            prefix.join("a/keep").is_file(),
-            "a directory with a file stays"
-        );
-        // A symlinked directory on the way is not followed.
-        let elsewhere = top.path().join("elsewhere");
-        fs::create_dir_all(elsewhere.join("d")).expect("mkdir");
-        std::os::unix::fs::symlink(&elsewhere, prefix.join("s")).expect("symlink");
-        remove_orphaned_dirs(&kdir, "s/d/x.co");
-        assert!(elsewhere.join("d").is_dir());
-        // A path the validator refuses does nothing.
-        fs::create_dir_all(prefix.join("e")).expect("mkdir");
-        remove_orphaned_dirs(&kdir, "e/../e/x.co");
-        assert!(prefix.join("e").is_dir());
     }
 
     #[test]

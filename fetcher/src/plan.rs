@@ -296,18 +296,14 @@ impl Claims {
         }
     }
 
-    /// The manifests listing the file at `path`, other than `manifest`.
-    pub fn others<'c>(
-        &'c self,
-        path: &Path,
-        manifest: &'c Path,
-    ) -> impl Iterator<Item = &'c PathBuf> {
+    /// The first manifest (in scan order) listing the file at `path`,
+    /// other than `manifest`.
+    pub fn other(&self, path: &Path, manifest: &Path) -> Option<&PathBuf> {
         probe();
         self.by_path
-            .get(path)
-            .into_iter()
-            .flatten()
-            .filter(move |m| m.as_path() != manifest)
+            .get(path)?
+            .iter()
+            .find(|m| m.as_path() != manifest)
     }
 }
 
@@ -339,7 +335,7 @@ fn plan_databases(
             (false, d) if fs::symlink_metadata(&path).is_ok() => (Action::Replace, d),
             (false, d) => (Action::Fetch, d),
         };
-        if let Some(other) = claims.others(&path, &m.path).next() {
+        if let Some(other) = claims.other(&path, &m.path) {
             action = Action::Refused;
             detail = Some(format!(
                 "{} lists the same path; refusing a database file two components claim",

@@ -24,8 +24,17 @@ pub fn run(args: &GcArgs) -> anyhow::Result<ExitStatus> {
     print_warnings(&out.warnings);
     let mut text = String::new();
     for c in &out.candidates {
+        let path = c.path();
+        if let Some(k) = out.kept.iter().find(|k| k.path == path) {
+            text.push_str(&format!(
+                "kept {}: {} lists it too\n",
+                path.display(),
+                k.listed_by.display()
+            ));
+            continue;
+        }
         let verb = if args.yes { "removed" } else { "would remove" };
-        text.push_str(&format!("{verb} {}: {}\n", c.path().display(), c.reason));
+        text.push_str(&format!("{verb} {}: {}\n", path.display(), c.reason));
     }
     if out.candidates.is_empty() {
         text.push_str("nothing to collect\n");

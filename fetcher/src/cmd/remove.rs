@@ -24,6 +24,13 @@ pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
             .iter()
             .map(|p| format!("{verb} {}\n", p.display()))
             .collect();
+        for k in &out.kept {
+            text.push_str(&format!(
+                "kept {}: {} lists it too\n",
+                k.path.display(),
+                k.listed_by.display()
+            ));
+        }
         if !out.applied && !out.removed.is_empty() {
             text.push_str("(dry run: pass --yes to remove them)\n");
         }

@@ -209,20 +209,14 @@ fn prune(config: &ScanConfig) -> anyhow::Result<usize> {
     for w in &warnings {
         tracing::warn!("{w}");
     }
+    // Only the directories the fetcher recorded making go with the files
+    // (`remove_recorded`): an empty directory it did not make (a package's,
+    // the system's `run/sshd` a database path reached) is not its to remove.
     let removed = if orphans.is_empty() {
         0
     } else {
-        ops::apply_removals(&orphans)?.len()
+        ops::apply_removals(&orphans, &scan)?.removed.len()
     };
-    // The package manager left the removed package's directories that
-    // held a fetched database file; they go once empty.
-    let gone = |o: &&ops::Removal| {
-        o.kind == rocm_kpack_fetch::plan::ItemKind::Database
-            && std::fs::symlink_metadata(o.path()).is_err()
-    };
-    for o in orphans.iter().filter(gone) {
-        rocm_kpack_fetch::install::remove_orphaned_dirs(&o.kpack_dir, &o.filename);
-    }
     ops::gc::tidy_abandoned(&scan.kpack_dirs);
     Ok(removed)
 }

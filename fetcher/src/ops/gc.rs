@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{apply_removals, load_states, Removal};
+use super::{apply_removals, load_states, Kept, Removal, Removed};
 use crate::detect::LocalTargets;
 use crate::plan::ItemKind;
 use crate::resolve::{needs, Scan};
@@ -20,6 +20,8 @@ pub struct GcReport {
     pub candidates: Vec<Removal>,
     /// Those removed (none on a dry run).
     pub removed: Vec<PathBuf>,
+    /// Database files kept because another installed manifest lists them.
+    pub kept: Vec<Kept>,
     /// Only listed, nothing removed.
     pub dry_run: bool,
     /// Detection warnings and unreadable state files.
@@ -81,7 +83,8 @@ fn lister<'a>(
 
 /// Removes the fetcher's own bookkeeping (state and lock file) from each
 /// of `dirs` that holds no manifest and whose state file exists and
-/// records no archive, then the directory itself when that leaves it
+/// records no archive (first removing, once empty, the directories that
+/// state records making), then the directory itself when that leaves it
 /// empty: after the package that owned the manifests was removed, nothing
 /// of rocm-kpack-fetch stays behind. A directory without a state file was
 /// never written by this tool and is left alone. Everything happens under
@@ -106,6 +109,11 @@ pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
         };
         if !abandoned(dir) {
             continue;
+        }
+        // Directories made for files that are gone but that were not
+        // empty then go now, before their record does.
+        if let Ok(mut state) = crate::state::State::load(dir) {
+            crate::install::remove_all_created_dirs(dir, &mut state.created_dirs);
         }
         for file in [crate::state::State::path(dir), dir.join(LOCK_FILE)] {
             if let Err(e) = std::fs::remove_file(&file) {
@@ -185,15 +193,16 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
             });
         }
     }
-    let removed = if remove {
-        apply_removals(&candidates)?
+    let done = if remove {
+        apply_removals(&candidates, scan)?
     } else {
-        Vec::new()
+        Removed::default()
     };
     Ok(GcReport {
         targets: local.detection.targets.clone(),
         candidates,
-        removed,
+        removed: done.removed,
+        kept: done.kept,
         dry_run: !remove,
         warnings,
     })

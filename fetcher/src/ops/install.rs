@@ -112,9 +112,9 @@ pub fn install(
             .iter()
             .map(|s| (crate::plan::ItemKind::Archive, s.filename.as_str()))
             .collect();
-        report
-            .removed
-            .extend(remove_recorded(&c.kpack_dir, &names)?);
+        // Archives only: no other manifest's claim to weigh.
+        let done = remove_recorded(&c.kpack_dir, &names, &crate::plan::Claims::default())?;
+        report.removed.extend(done.removed);
     }
     drop(locks);
     Ok((plan, report))

@@ -16,14 +16,16 @@ pub mod remove;
 pub mod status;
 pub mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::plan::ItemKind;
+use crate::plan::{Claims, ItemKind};
+use crate::resolve::{Scan, ScanConfig};
 use crate::state::State;
+use rocm_kpack_format::layout::KPACK_DIR;
 
 /// The default cache directory: below `root` when it is not `/`, else
 /// `/var/cache/rocm-kpack-fetch` for root and the XDG cache for others.
@@ -93,10 +95,71 @@ pub fn item_path(kind: ItemKind, kpack_dir: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// A database file left in place on a removal because another installed
+/// manifest lists it too: it is not deleted on behalf of one of them. Its
+/// record stays with the `.kpack` directory that installed it, so a later
+/// `gc` or trigger removes it once no other manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    /// The file.
+    pub path: PathBuf,
+    /// The other manifest that lists it (the first in path order).
+    pub listed_by: PathBuf,
+}
+
+/// What a removal did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Removed {
+    /// Paths removed (also those already gone).
+    pub removed: Vec<PathBuf>,
+    /// Database files kept because another manifest lists them.
+    pub kept: Vec<Kept>,
+}
+
+/// The claims index for deleting `removals`: the manifests of `scan`, and
+/// those of every `.kpack` directory at an ancestor of a database file to
+/// delete that `scan` did not look at (the trigger scans only the
+/// directories a transaction named; a prefix nested in another's reaches
+/// the same files).
+pub fn claims_for(scan: &Scan, removals: &[Removal]) -> Claims {
+    let mut claims = Claims::build(&scan.manifests);
+    let mut seen = BTreeSet::new();
+    let mut extra = Vec::new();
+    for r in removals.iter().filter(|r| r.kind == ItemKind::Database) {
+        for dir in r.path().ancestors().skip(1) {
+            // Every ancestor of a directory seen was seen too.
+            if !seen.insert(dir.to_path_buf()) {
+                break;
+            }
+            let kpack = dir.join(KPACK_DIR);
+            if !scan.kpack_dirs.contains(&kpack)
+                && std::fs::symlink_metadata(&kpack).is_ok_and(|m| m.is_dir())
+            {
+                extra.push(kpack);
+            }
+        }
+    }
+    if !extra.is_empty() {
+        // Only to know who else lists a file: any root will do (a wider
+        // one keeps more files, never deletes more).
+        let more = ScanConfig {
+            root: PathBuf::from("/"),
+            prefixes: extra,
+            default_prefixes: false,
+            python: None,
+        }
+        .scan();
+        claims.add(&more.manifests);
+    }
+    claims
+}
+
 /// Removes the archives under each directory's lock, dropping their state
-/// records. Only archives still recorded when the lock is held are touched.
-/// Returns the paths removed.
-pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
+/// records; a database file another manifest of `scan` (or of a `.kpack`
+/// directory whose paths reach it, [`claims_for`]) lists is kept. Only
+/// archives still recorded when the lock is held are touched.
+pub fn apply_removals(removals: &[Removal], scan: &Scan) -> anyhow::Result<Removed> {
+    let claims = claims_for(scan, removals);
     let mut by_dir: BTreeMap<&Path, Vec<(ItemKind, &str)>> = BTreeMap::new();
     for r in removals {
         by_dir
@@ -104,28 +167,33 @@ pub fn apply_removals(removals: &[Removal]) -> anyhow::Result<Vec<PathBuf>> {
             .or_default()
             .push((r.kind, &r.filename));
     }
-    let mut removed = Vec::new();
+    let mut out = Removed::default();
     for (dir, names) in by_dir {
         let _lock = crate::install::DirLock::acquire(dir, crate::install::say_waiting)
             .with_context(|| format!("cannot lock {}", dir.display()))?;
-        removed.extend(remove_recorded(dir, &names)?);
+        let done = remove_recorded(dir, &names, &claims)?;
+        out.removed.extend(done.removed);
+        out.kept.extend(done.kept);
     }
-    Ok(removed)
+    Ok(out)
 }
 
 /// Removes the archives `names` of `dir` that its state records, with
 /// their records, through [`crate::install::delete_recorded`] (only the
 /// regular files the fetcher wrote, unchanged); the caller holds the
-/// directory's lock. The state is read from the file, so changes made
-/// under the same lock count. Returns the paths removed (also those
-/// already gone); archives refused (changed since, symlinks, ...) keep
-/// their records and make the call fail after the others are removed.
+/// directory's lock. A database file another manifest than the one that
+/// installed it lists (`claims`) is kept, with its record. The state is
+/// read from the file, so changes made under the same lock count. Returns
+/// the paths removed (also those already gone) and kept; archives refused
+/// (changed since, symlinks, ...) keep their records and make the call
+/// fail after the others are removed.
 pub(crate) fn remove_recorded(
     dir: &Path,
     names: &[(ItemKind, &str)],
-) -> anyhow::Result<Vec<PathBuf>> {
+    claims: &Claims,
+) -> anyhow::Result<Removed> {
     let mut state = State::load(dir)?;
-    let mut removed = Vec::new();
+    let mut out = Removed::default();
     let mut refused = Vec::new();
     for &(kind, name) in names {
         let records = match kind {
@@ -135,6 +203,22 @@ pub(crate) fn remove_recorded(
         let Some(entry) = records.get(name).cloned() else {
             continue;
         };
+        let path = item_path(kind, dir, name);
+        if kind == ItemKind::Database {
+            let installer = dir.join(&entry.manifest);
+            if let Some(other) = claims.other(&path, &installer) {
+                tracing::info!(
+                    "keeping {}: {} lists it too",
+                    path.display(),
+                    other.display()
+                );
+                out.kept.push(Kept {
+                    path,
+                    listed_by: other.clone(),
+                });
+                continue;
+            }
+        }
         let deleted = match kind {
             ItemKind::Archive => crate::install::delete_recorded(dir, name, &entry),
             ItemKind::Database => crate::install::delete_recorded_database(dir, name, &entry),
@@ -145,7 +229,7 @@ pub(crate) fn remove_recorded(
                 if kind == ItemKind::Database {
                     crate::install::remove_created_dirs(dir, name, &mut state.created_dirs);
                 }
-                removed.push(item_path(kind, dir, name));
+                out.removed.push(path);
             }
             Err(e @ crate::install::DeleteError::Refused { .. }) => refused.push(e.to_string()),
             Err(e) => {
@@ -159,5 +243,5 @@ pub(crate) fn remove_recorded(
     if !refused.is_empty() {
         anyhow::bail!(refused.join("\n"));
     }
-    Ok(removed)
+    Ok(out)
 }

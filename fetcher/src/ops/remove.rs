@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{apply_removals, load_states, Removal};
+use super::{apply_removals, load_states, Kept, Removal};
 use crate::resolve::Scan;
 
 /// What `remove` did (its `--json` output).
@@ -16,6 +16,8 @@ pub struct RemoveReport {
     pub applied: bool,
     /// The archives removed (or, not applied, that would be).
     pub removed: Vec<PathBuf>,
+    /// Database files kept because another installed manifest lists them.
+    pub kept: Vec<Kept>,
     /// Unreadable state files.
     pub warnings: Vec<String>,
     /// Names that matched nothing this tool installed, with why (an error
@@ -67,14 +69,16 @@ pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<Remo
             )
         });
     }
-    let removed = if apply {
-        apply_removals(&chosen)?
+    let (removed, kept) = if apply {
+        let done = apply_removals(&chosen, scan)?;
+        (done.removed, done.kept)
     } else {
-        chosen.iter().map(Removal::path).collect()
+        (chosen.iter().map(Removal::path).collect(), Vec::new())
     };
     Ok(RemoveReport {
         applied: apply,
         removed,
+        kept,
         warnings,
         problems,
     })

@@ -518,3 +518,161 @@ fn directories_made_for_database_files_go_with_them_and_no_others() {
         "not made by the fetcher: kept"
     );
 }
+
+/// `trigger --removed ROOT/opt/rocm/.kpack`, the package hook after a
+/// removal (it works on absolute paths, not below `--root`).
+fn trigger_removed(env: &Env, kpack: &std::path::Path) -> String {
+    let kpack = kpack.to_string_lossy().into_owned();
+    ok(env.cmd(&["trigger", "--removed", &kpack]))
+}
+
+/// After the package went, the trigger removes the database files the
+/// fetcher installed and the directories it recorded making, and no other
+/// directory even when empty: here a version-3 manifest's files outside the
+/// prefix land in directories the system had (`srv/www`, `run/sshd`).
+#[test]
+fn orphan_removal_takes_only_directories_the_fetcher_made() {
+    let env = Env::new();
+    let dbs = [
+        Db::new(
+            "srv/www/TensileLibrary_gfx90a.co",
+            "gfx90a",
+            "gfx90X",
+            code(50_000, 11),
+        ),
+        Db::new(
+            "run/sshd/Kernels_gfx90a.hsaco",
+            "gfx90a",
+            "gfx90X",
+            code(40_000, 12),
+        ),
+        Db::new(
+            "usr/share/made/deep/gfx90a68.kdb",
+            "gfx90a",
+            "gfx90X",
+            code(30_000, 13),
+        ),
+    ];
+    let server = Server::start();
+    for d in &dbs {
+        server.add(&d.url_path(), d.object.clone());
+    }
+    let m = Manifest {
+        component: "blas".into(),
+        kpack_files: Vec::new(),
+        database_files: dbs.iter().map(|d| d.file.clone()).collect(),
+        prefix_path: Some("opt/rocm".into()),
+    };
+    let kpm = env.kpack.join("blas.kpm");
+    fs::write(&kpm, m.to_msgpack().expect("encode")).expect("write kpm");
+    for system in ["srv/www", "run/sshd"] {
+        fs::create_dir_all(env.root.join(system)).expect("mkdir");
+    }
+    ok(env.install("gfx90a", &[server.url()], &[]));
+    for d in &dbs {
+        assert_eq!(
+            fs::read(env.root.join(&d.file.path)).expect("installed"),
+            d.bytes
+        );
+    }
+    let made = env.state()["created_dirs"].clone();
+    assert_eq!(
+        made,
+        serde_json::json!([
+            "../../usr",
+            "../../usr/share",
+            "../../usr/share/made",
+            "../../usr/share/made/deep"
+        ]),
+    );
+
+    fs::remove_file(&kpm).expect("rm kpm");
+    let out = trigger_removed(&env, &env.kpack);
+    for d in &dbs {
+        assert!(!env.root.join(&d.file.path).exists(), "{out}");
+    }
+    assert!(
+        !env.root.join("usr").exists(),
+        "made by the fetcher: gone ({out})"
+    );
+    for system in ["srv/www", "run/sshd"] {
+        assert!(
+            env.root.join(system).is_dir(),
+            "{system}: empty, but not the fetcher's to remove ({out})"
+        );
+    }
+}
+
+/// Two nested prefixes whose manifests list the same file
+/// (`/opt/rocm/.kpack` lists `lib/x.co`, `/opt/rocm/lib/.kpack` lists
+/// `x.co`): removing one package, or `remove`/`gc` for one component,
+/// never deletes the file the other still lists; the output names it.
+/// Once the other is gone too, the file goes.
+#[test]
+fn a_file_two_nested_prefixes_list_is_not_deleted_for_one_of_them() {
+    let env = Env::new();
+    let db = Db::new(
+        "lib/rocblas/TensileLibrary_gfx90a.co",
+        "gfx90a",
+        "gfx90X",
+        code(50_000, 21),
+    );
+    let server = Server::start();
+    server.add(&db.url_path(), db.object.clone());
+    let outer = Manifest {
+        component: "rocblas".into(),
+        kpack_files: Vec::new(),
+        database_files: vec![db.file.clone()],
+        prefix_path: None,
+    };
+    let outer_kpm = env.kpack.join("rocblas.kpm");
+    let inner_kpack = env.root.join("opt/rocm/lib/.kpack");
+    let inner_kpm = inner_kpack.join("hipblas.kpm");
+    let inner = Manifest {
+        component: "hipblas".into(),
+        kpack_files: Vec::new(),
+        database_files: vec![DatabaseFile {
+            path: "rocblas/TensileLibrary_gfx90a.co".into(),
+            ..db.file.clone()
+        }],
+        prefix_path: None,
+    };
+    let installed = env.root.join("opt/rocm").join(&db.file.path);
+    let write = |path: &std::path::Path, m: &Manifest| {
+        fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        fs::write(path, m.to_msgpack().expect("encode")).expect("write kpm");
+    };
+    // Installed while only the outer package lists it; then the inner
+    // package arrives listing the same file.
+    write(&outer_kpm, &outer);
+    ok(env.install("gfx90a", &[server.url()], &[]));
+    assert_eq!(fs::read(&installed).expect("installed"), db.bytes);
+    write(&inner_kpm, &inner);
+    // Planned now, each is refused for the other's claim.
+    let (_, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--dry-run"]));
+    assert!(
+        format!("{stdout}{stderr}").contains("two components claim"),
+        "{stdout}{stderr}"
+    );
+
+    // `remove` and `gc` for the outer component keep it, naming the other.
+    let out = ok(env.sub("remove", &["rocblas", "--yes"]));
+    assert!(installed.is_file(), "{out}");
+    assert!(
+        out.contains("kept") && out.contains(&inner_kpm.display().to_string()),
+        "{out}"
+    );
+    let out = ok(env.sub("gc", &["--target", "gfx1100", "--yes"]));
+    assert!(installed.is_file(), "{out}");
+    assert!(out.contains("kept"), "{out}");
+
+    // The outer package goes: its trigger keeps the file the inner lists.
+    fs::remove_file(&outer_kpm).expect("rm kpm");
+    let out = trigger_removed(&env, &env.kpack);
+    assert_eq!(fs::read(&installed).expect("kept"), db.bytes, "{out}");
+
+    // The inner one goes too: now nobody lists it, and it goes.
+    fs::remove_file(&inner_kpm).expect("rm kpm");
+    let out = ok(env.sub("gc", &["--target", "gfx90a", "--yes"]));
+    assert!(!installed.exists(), "{out}");
+}
