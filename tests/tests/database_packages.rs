@@ -652,7 +652,7 @@ fn tensile_release(
         .arg("-x")
         .arg(&generic.path)
         .arg(root));
-    rocm_kpack_test_support::http::serve_dir(&publish_store(dir)).unwrap()
+    rocm_kpack_test_support::http::serve_dir(publish_store(dir)).unwrap()
 }
 
 /// A machine whose only device code in a manifest is kernel-database files
