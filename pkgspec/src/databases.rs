@@ -365,8 +365,8 @@ pub fn check_fetchable(
     path: &str,
     architectures: &[String],
 ) -> Result<String, Unfetchable> {
-    let key = rocm_kpack_format::layout::database_key(prefix_path, path)
-        .ok_or(Unfetchable::Invalid)?;
+    let key =
+        rocm_kpack_format::layout::database_key(prefix_path, path).ok_or(Unfetchable::Invalid)?;
     let (up, rel) =
         rocm_kpack_format::layout::split_database_key(&key).ok_or(Unfetchable::Invalid)?;
     let (m, anchors) = builtin_classifier()
@@ -393,7 +393,10 @@ pub fn check_fetchable(
         return Err(Unfetchable::OffAnchor {
             rule: m.rule,
             anchors: anchors.join(", "),
-            base: prefix.get(..prefix.len() - up).unwrap_or_default().join("/"),
+            base: prefix
+                .get(..prefix.len() - up)
+                .unwrap_or_default()
+                .join("/"),
         });
     }
     Ok(m.rule)
@@ -519,7 +522,11 @@ mod tests {
         let multiarch = Some("usr/lib/x86_64-linux-gnu");
         // Below the prefix: any built-in rule, with the listed arch.
         assert_eq!(
-            check_fetchable(None, "rocblas/library/TensileLibrary_gfx90a.co", &a("gfx90a")),
+            check_fetchable(
+                None,
+                "rocblas/library/TensileLibrary_gfx90a.co",
+                &a("gfx90a")
+            ),
             Ok("tensile".into())
         );
         assert_eq!(
@@ -541,7 +548,11 @@ mod tests {
             Ok("miopen-db".into())
         );
         assert_eq!(
-            check_fetchable(multiarch, "usr/lib/x86_64-linux-gnu/rocblas/library/T_gfx90a.co", &a("gfx90a")),
+            check_fetchable(
+                multiarch,
+                "usr/lib/x86_64-linux-gnu/rocblas/library/T_gfx90a.co",
+                &a("gfx90a")
+            ),
             Ok("tensile".into())
         );
         for (path, want) in [
@@ -566,7 +577,11 @@ mod tests {
                 },
             ),
         ] {
-            assert_eq!(check_fetchable(multiarch, path, &a("gfx90a")), Err(want), "{path}");
+            assert_eq!(
+                check_fetchable(multiarch, path, &a("gfx90a")),
+                Err(want),
+                "{path}"
+            );
         }
     }
 
