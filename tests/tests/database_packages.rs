@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 use package_common::databases::{self, content};
-use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
+use package_common::{apt_dirs, apt_opts, chain, dpkg_install, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
@@ -215,15 +215,7 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
         .iter()
         .find(|p| p.name == "libdbfixture1")
         .unwrap();
-    ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .args([
-            "--force-not-root",
-            "--force-script-chrootless",
-            "--force-depends",
-            "-i",
-        ])
-        .arg(&generic.path));
+    dpkg_install(&root, &[&generic.path]);
     fs::write(
         root.join("etc/apt/sources.list"),
         format!("deb [trusted=yes] {} stable main\n", server.root_url()),
@@ -620,6 +612,33 @@ fn multiarch_database_root_is_checked_and_symlinks_are_not_followed() {
     );
 }
 
+/// The generic and gfx90a debs of [`split_multiarch_fixture`].
+struct MultiarchDebs {
+    generic: std::path::PathBuf,
+    gfx90a: std::path::PathBuf,
+}
+
+/// [`split_multiarch_fixture`] in `dir`, published by [`publish_store`];
+/// its debs and the store's `file://` URL.
+fn multiarch_store(dir: &Path) -> (MultiarchDebs, String) {
+    let report = split_multiarch_fixture(dir);
+    let deb = |name: &str| {
+        report
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .path
+            .clone()
+    };
+    let debs = MultiarchDebs {
+        generic: deb("libmiopen-fixture1"),
+        gfx90a: deb("libmiopen-fixture1-gfx90a"),
+    };
+    let repo = publish_store(dir);
+    (debs, format!("file://{}/", repo.display()))
+}
+
 /// The generic deb of [`split_multiarch_fixture`] unpacked in `root`, its
 /// manifest rewritten by the format crate's writer to say `prefix_path`
 /// and to list each of `paths` with the bytes of the store's
@@ -687,16 +706,8 @@ fn trigger_as_dpkg(kpack: &Path) -> String {
 #[test]
 fn database_paths_never_leave_their_rules_directories() {
     let tmp = tempfile::tempdir().unwrap();
-    let report = split_multiarch_fixture(tmp.path());
-    let generic = report
-        .packages
-        .iter()
-        .find(|p| p.name == "libmiopen-fixture1")
-        .unwrap()
-        .path
-        .clone();
-    let repo = publish_store(tmp.path());
-    let source = format!("file://{}/", repo.display());
+    let (debs, source) = multiarch_store(tmp.path());
+    let generic = debs.generic;
     let hostile = [
         ("etc/cron.d/x", "no built-in kernel-database rule"),
         ("etc/sudoers.d/x", "no built-in kernel-database rule"),
@@ -768,19 +779,6 @@ fn database_paths_never_leave_their_rules_directories() {
     assert_eq!(fs::read(root.join(real)).unwrap(), content(real));
 }
 
-/// `dpkg -i` of `debs` into the dpkg database below `root`.
-fn dpkg_install(root: &Path, debs: &[&Path]) {
-    ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .args([
-            "--force-not-root",
-            "--force-script-chrootless",
-            "--force-depends",
-            "-i",
-        ])
-        .args(debs));
-}
-
 /// A database path an installed package owns is the package manager's:
 /// where dpkg lists it but the file is missing, `install` does not create
 /// it; where the fetcher installed it and a package (a device deb of
@@ -790,19 +788,8 @@ fn dpkg_install(root: &Path, debs: &[&Path]) {
 #[test]
 fn package_owned_database_files_are_never_written() {
     let tmp = tempfile::tempdir().unwrap();
-    let report = split_multiarch_fixture(tmp.path());
-    let deb = |name: &str| {
-        report
-            .packages
-            .iter()
-            .find(|p| p.name == name)
-            .unwrap()
-            .path
-            .clone()
-    };
-    let (generic, dev90) = (deb("libmiopen-fixture1"), deb("libmiopen-fixture1-gfx90a"));
-    let repo = publish_store(tmp.path());
-    let source = format!("file://{}/", repo.display());
+    let (debs, source) = multiarch_store(tmp.path());
+    let (generic, dev90) = (debs.generic, debs.gfx90a);
     let kdb = "usr/share/miopen/db/gfx90a68.kdb";
     let install = |root: &Path| {
         fetch(
@@ -856,16 +843,8 @@ fn package_owned_database_files_are_never_written() {
 fn database_directories_another_user_controls_are_refused_and_races_lose() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let tmp = tempfile::tempdir().unwrap();
-    let report = split_multiarch_fixture(tmp.path());
-    let generic = report
-        .packages
-        .iter()
-        .find(|p| p.name == "libmiopen-fixture1")
-        .unwrap()
-        .path
-        .clone();
-    let repo = publish_store(tmp.path());
-    let source = format!("file://{}/", repo.display());
+    let (debs, source) = multiarch_store(tmp.path());
+    let generic = debs.generic;
     let kdb = "usr/share/miopen/db/gfx90a68.kdb";
     let root = tmp.path().join("root");
     hostile_generic(&generic, &root, Some(MULTIARCH_LIB), &[kdb], &source);
