@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::client::{Client, ClientOptions, HostCause};
 use crate::download::{self, Cache, Fetched, Wanted};
-use crate::install::{place_copy, place_from_partial};
+use crate::install::{package_owner, place_copy, place_from_partial, Destination};
 use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
@@ -70,6 +70,20 @@ pub struct Failed {
     pub causes: Vec<HostCause>,
 }
 
+/// A database file not written because an installed package owns its
+/// path: the package manager's file, even where it is missing or differs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Owned {
+    /// Component.
+    pub component: String,
+    /// The database file's key (relative to the prefix).
+    pub filename: String,
+    /// Its path.
+    pub path: PathBuf,
+    /// The package dpkg or rpm says owns it.
+    pub package: String,
+}
+
 /// What execution did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
@@ -77,6 +91,8 @@ pub struct Report {
     pub installed: Vec<Installed>,
     /// Archives that failed.
     pub failed: Vec<Failed>,
+    /// Database files left alone because a package owns them.
+    pub owned: Vec<Owned>,
     /// Superseded archives removed (filled in by `ops::install`).
     pub removed: Vec<PathBuf>,
 }
@@ -216,9 +232,10 @@ pub fn execute(
         }
         while let Some(done) = set.join_next().await {
             match done {
-                Ok((installed, fails)) => {
-                    report.installed.extend(installed);
-                    report.failed.extend(fails);
+                Ok(placed) => {
+                    report.installed.extend(placed.installed);
+                    report.failed.extend(placed.failed);
+                    report.owned.extend(placed.owned);
                 }
                 Err(e) => anyhow::bail!("a transfer task failed: {e}"),
             }
@@ -228,6 +245,7 @@ pub fn execute(
     // Deterministic output order.
     report.installed.sort_by(|a, b| a.path.cmp(&b.path));
     report.failed.sort_by(|a, b| a.path.cmp(&b.path));
+    report.owned.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(report)
 }
 
@@ -239,7 +257,7 @@ async fn run_job(
     job: Job,
     reporter: Arc<dyn Reporter>,
     states: Shared,
-) -> (Vec<Installed>, Vec<Failed>) {
+) -> Placed {
     let fetched = match download::fetch(&client, &cache, &job.want, reporter.as_ref()).await {
         Ok(f) => f,
         Err(e) => {
@@ -253,20 +271,24 @@ async fn run_job(
                     ..failed(d, msg.clone())
                 })
                 .collect();
-            return (Vec::new(), fails);
+            return Placed {
+                failed: fails,
+                ..Placed::default()
+            };
         }
     };
     let dests = job.dests.clone();
     let sha = job.want.sha256;
     match tokio::task::spawn_blocking(move || place_all(fetched, &dests, &sha, &states)).await {
         Ok(result) => result,
-        Err(e) => (
-            Vec::new(),
-            job.dests
+        Err(e) => Placed {
+            failed: job
+                .dests
                 .iter()
                 .map(|d| failed(d, format!("install task failed: {e}")))
                 .collect(),
-        ),
+            ..Placed::default()
+        },
     }
 }
 
@@ -315,14 +337,39 @@ fn record_created_dirs(states: &Shared, d: &Dest, created: Vec<String>) -> Resul
         .map_err(|e| format!("recording the directories made: {e}"))
 }
 
-fn place_all(
-    fetched: Fetched,
-    dests: &[Dest],
-    sha: &[u8; 32],
-    states: &Shared,
-) -> (Vec<Installed>, Vec<Failed>) {
-    let mut installed = Vec::new();
-    let mut fails = Vec::new();
+/// What placing one download did.
+#[derive(Debug, Default)]
+struct Placed {
+    installed: Vec<Installed>,
+    failed: Vec<Failed>,
+    owned: Vec<Owned>,
+}
+
+/// Opens where `d` goes: its `.kpack` directory for an archive; for a
+/// database file the directory below its prefix, made and checked on the
+/// way ([`Destination::database`], recording the directories made).
+fn open_destination(states: &Shared, d: &Dest) -> Result<Destination, String> {
+    let a = &d.archive;
+    match a.kind {
+        ItemKind::Archive => {
+            Destination::archive(&d.kpack_dir, &a.filename).map_err(|e| e.to_string())
+        }
+        ItemKind::Database => {
+            let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
+            let (dest, created) =
+                Destination::database(prefix, &a.filename).map_err(|e| e.to_string())?;
+            if !created.is_empty() {
+                if let Err(e) = record_created_dirs(states, d, created) {
+                    tracing::warn!("{}: {e}", a.path.display());
+                }
+            }
+            Ok(dest)
+        }
+    }
+}
+
+fn place_all(fetched: Fetched, dests: &[Dest], sha: &[u8; 32], states: &Shared) -> Placed {
+    let mut out = Placed::default();
     let Fetched {
         partial,
         url,
@@ -333,6 +380,21 @@ fn place_all(
     let last = dests.len().saturating_sub(1);
     for (i, d) in dests.iter().enumerate() {
         let a = &d.archive;
+        // A database file's path that an installed package owns is the
+        // package manager's, whether the file is there, missing or
+        // different: never written (docs/formats.md section 3).
+        if a.kind == ItemKind::Database {
+            let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
+            if let Some(package) = package_owner(prefix, &a.path) {
+                out.owned.push(Owned {
+                    component: d.component.clone(),
+                    filename: a.filename.clone(),
+                    path: a.path.clone(),
+                    package,
+                });
+                continue;
+            }
+        }
         let mut entry = StateEntry {
             component: d.component.clone(),
             manifest: d.manifest.clone(),
@@ -349,38 +411,30 @@ fn place_all(
         let previous = match record(states, d, Some(entry.clone())) {
             Ok(p) => p,
             Err(e) => {
-                fails.push(failed(d, e));
+                out.failed.push(failed(d, e));
                 continue;
             }
         };
-        // A database file's directories below the prefix are made here
-        // (never through a symlink).
-        if a.kind == ItemKind::Database {
-            let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
-            match crate::install::make_database_dirs(prefix, &a.filename) {
-                Ok(created) if !created.is_empty() => {
-                    if let Err(e) = record_created_dirs(states, d, created) {
-                        tracing::warn!("{}: {e}", a.path.display());
-                    }
+        let dest = match open_destination(states, d) {
+            Ok(dest) => dest,
+            Err(e) => {
+                if let Err(undo) = record(states, d, previous) {
+                    tracing::warn!("{}: {undo}", a.path.display());
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    let _ = record(states, d, previous);
-                    fails.push(failed(d, e.to_string()));
-                    continue;
-                }
+                out.failed.push(failed(d, e));
+                continue;
             }
-        }
+        };
         // Every destination but the last gets a copy; the last takes the
         // cached file itself (a rename when on the same filesystem).
         let placed = if i == last {
             match partial.take() {
-                Some(p) => place_from_partial(p, &a.path, sha),
+                Some(p) => place_from_partial(p, &dest, sha),
                 None => continue,
             }
         } else {
             match &partial {
-                Some(p) => place_copy(p.path(), &a.path, sha),
+                Some(p) => place_copy(p.path(), &dest, sha),
                 None => continue,
             }
         };
@@ -390,7 +444,7 @@ fn place_all(
                 if let Err(e) = record(states, d, Some(entry)) {
                     tracing::warn!("{}: {e}", a.path.display());
                 }
-                installed.push(Installed {
+                out.installed.push(Installed {
                     component: d.component.clone(),
                     filename: a.filename.clone(),
                     path: a.path.clone(),
@@ -406,9 +460,9 @@ fn place_all(
                 if let Err(undo) = record(states, d, previous) {
                     tracing::warn!("{}: {undo}", a.path.display());
                 }
-                fails.push(failed(d, e.to_string()));
+                out.failed.push(failed(d, e.to_string()));
             }
         }
     }
-    (installed, fails)
+    out
 }

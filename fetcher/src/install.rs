@@ -14,7 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::download::Partial;
@@ -414,18 +414,181 @@ pub enum PlaceError {
     },
 }
 
-/// Installs the verified `partial` as `dest` by renaming it when the cache
+/// Where a verified file goes: a directory opened without following
+/// symlinks (and, for a database file, each directory on the way checked
+/// and opened the same way), and the name in it. Everything after the open
+/// is relative to that descriptor (`openat`, `renameat`), so no symlink
+/// swapped in after the checks can send the write elsewhere.
+#[derive(Debug)]
+pub struct Destination {
+    dir: rustix::fd::OwnedFd,
+    name: String,
+    path: PathBuf,
+}
+
+const DIR_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+    .union(rustix::fs::OFlags::DIRECTORY)
+    .union(rustix::fs::OFlags::NOFOLLOW)
+    .union(rustix::fs::OFlags::CLOEXEC);
+
+impl Destination {
+    /// The archive `name` in the `.kpack` directory `kpack_dir` (locked and
+    /// checked by [`DirLock::acquire`]).
+    pub fn archive(kpack_dir: &Path, name: &str) -> io::Result<Destination> {
+        names::check(NameKind::ArchiveFile, name)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let dir = open_dir(&rustix::fs::CWD, kpack_dir.as_os_str(), kpack_dir)?;
+        Ok(Destination {
+            dir,
+            name: name.to_string(),
+            path: kpack_dir.join(name),
+        })
+    }
+
+    /// The database file `key` of `prefix` (a manifest's prefix, `../` for
+    /// each level above it: see [`crate::resolve::database_base`]): opens
+    /// the directory the key climbs to, then each directory below it,
+    /// making the missing ones (mode 0755), never through a symlink; each
+    /// must be owned by root or this user and writable by no one else
+    /// (sticky excepted), as [`check_permissions`] asks of a `.kpack`
+    /// directory, unless `--unsafe-permissions`. Refuses a destination that
+    /// is a symlink or a directory. Also returns the directories it made,
+    /// as keys like `key`, shallowest first (recorded in the state so that
+    /// removal takes them away again).
+    pub fn database(prefix: &Path, key: &str) -> io::Result<(Destination, Vec<String>)> {
+        use rustix::fs::{mkdirat, statat, AtFlags, FileType, Mode};
+        names::check(NameKind::DatabaseKey, key)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let (base, rel) = crate::resolve::database_base(prefix, key);
+        let up = key.len() - rel.len();
+        let mut dir = open_dir(&rustix::fs::CWD, base.as_os_str(), &base)?;
+        check_dir_owner(&dir, &base)?;
+        let mut shown = base.clone();
+        let mut created = Vec::new();
+        let comps: Vec<&str> = rel.split('/').collect();
+        let Some((file, parents)) = comps.split_last() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
+        };
+        for (depth, comp) in parents.iter().enumerate() {
+            shown.push(comp);
+            match mkdirat(&dir, *comp, Mode::from_raw_mode(0o755)) {
+                Ok(()) => {
+                    let made = parents.get(..=depth).unwrap_or_default().join("/");
+                    created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
+                }
+                // Made before, by anyone (another download of this run
+                // among them): what it is is checked on opening.
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(io::Error::from(e)),
+            }
+            let next = open_dir(&dir, comp.as_ref(), &shown)?;
+            check_dir_owner(&next, &shown)?;
+            dir = next;
+        }
+        let path = base.join(rel);
+        match statat(&dir, *file, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if matches!(
+                    FileType::from_raw_mode(st.st_mode),
+                    FileType::Symlink | FileType::Directory
+                ) =>
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} is a symlink or directory; not replacing it",
+                        path.display()
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        let dest = Destination {
+            dir,
+            name: (*file).to_string(),
+            path,
+        };
+        Ok((dest, created))
+    }
+
+    /// The destination's path (for messages and the report).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn metadata(&self) -> io::Result<fs::Metadata> {
+        use rustix::fs::{openat, Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = openat(&self.dir, self.name.as_str(), flags, Mode::empty())?;
+        File::from(fd).metadata()
+    }
+}
+
+/// Opens the directory `name` in `at` without following a symlink; `shown`
+/// names it in errors.
+fn open_dir(
+    at: &impl rustix::fd::AsFd,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+) -> io::Result<rustix::fd::OwnedFd> {
+    rustix::fs::openat(at, name, DIR_FLAGS, rustix::fs::Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is a symlink or not a directory; not installing a file through it",
+                shown.display()
+            ),
+        ),
+        e => io::Error::new(
+            io::Error::from(e).kind(),
+            format!("opening {}: {e}", shown.display()),
+        ),
+    })
+}
+
+/// Refuses an open directory another user could change: owned by neither
+/// root nor this user, or writable by another user (group root excepted)
+/// without the sticky bit. Skipped with `--unsafe-permissions`.
+fn check_dir_owner(dir: &rustix::fd::OwnedFd, shown: &Path) -> io::Result<()> {
+    if UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let st = rustix::fs::fstat(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    let hint = "fix its permissions or pass --unsafe-permissions";
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(denied(format!(
+            "{} is owned by uid {}, not root or this user; not installing a file in it; {hint}",
+            shown.display(),
+            st.st_uid
+        )));
+    }
+    let mode = st.st_mode;
+    let group_write = mode & 0o020 != 0 && st.st_gid != 0;
+    let other_write = mode & 0o002 != 0;
+    if (group_write || other_write) && mode & 0o1000 == 0 {
+        return Err(denied(format!(
+            "other users may write {} (mode {:o}); not installing a file in it; {hint}",
+            shown.display(),
+            mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Installs the verified `partial` at `dest` by renaming it when the cache
 /// is on the same filesystem (consuming it), else by a verified copy.
 /// Returns the installed file's metadata.
 pub fn place_from_partial(
     partial: Partial,
-    dest: &Path,
+    dest: &Destination,
     sha256: &[u8; 32],
 ) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    let same_fs = fs::metadata(dir).map_err(io_err)?.dev()
-        == partial.file().metadata().map_err(io_err)?.dev();
+    let io_err = |source| PlaceError::Io(PathError::new("installing", &dest.path, source));
+    let dir_dev = rustix::fs::fstat(&dest.dir)
+        .map_err(|e| io_err(e.into()))?
+        .st_dev;
+    let same_fs = dir_dev == partial.file().metadata().map_err(io_err)?.dev();
     if !same_fs {
         let meta = place_copy(partial.path(), dest, sha256)?;
         let _ = partial.remove();
@@ -435,106 +598,82 @@ pub fn place_from_partial(
         .file()
         .set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
         .map_err(io_err)?;
-    rocm_kpack_fs::rename_durably(partial.path(), dest).map_err(|e| io_err(e.source))?;
-    fs::metadata(dest).map_err(io_err)
+    partial.file().sync_all().map_err(io_err)?;
+    rustix::fs::renameat(
+        rustix::fs::CWD,
+        partial.path(),
+        &dest.dir,
+        dest.name.as_str(),
+    )
+    .map_err(|e| io_err(e.into()))?;
+    rustix::fs::fsync(&dest.dir).map_err(|e| io_err(e.into()))?;
+    dest.metadata().map_err(io_err)
 }
 
-/// Installs a copy of the verified file `src` as `dest`: copied into a
-/// temp file next to `dest` while hashing, checked, fsynced, renamed.
-pub fn place_copy(src: &Path, dest: &Path, sha256: &[u8; 32]) -> Result<fs::Metadata, PlaceError> {
-    let io_err = |source| PlaceError::Io(PathError::new("installing", dest, source));
+/// Installs a copy of the verified file `src` at `dest`: copied into a
+/// temp file made (`O_EXCL`, `O_NOFOLLOW`) in the destination's open
+/// directory while hashing, checked, fsynced, renamed within that
+/// directory.
+pub fn place_copy(
+    src: &Path,
+    dest: &Destination,
+    sha256: &[u8; 32],
+) -> Result<fs::Metadata, PlaceError> {
+    use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
+    let io_err = |source| PlaceError::Io(PathError::new("installing", &dest.path, source));
     let input = File::open(src).map_err(io_err)?;
-    let mut out =
-        PendingFile::create_named(dest, TEMP_PREFIX, TEMP_SUFFIX).map_err(|e| io_err(e.source))?;
-    out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))
-        .map_err(|e| io_err(e.source))?;
-    let mut hashing = HashingWriter::new(&mut out);
-    io::copy(
-        &mut io::BufReader::with_capacity(BLOCK, input),
-        &mut hashing,
-    )
-    .map_err(io_err)?;
-    let (_, actual, _) = hashing.finish();
-    if &actual != sha256 {
-        return Err(PlaceError::Changed {
-            dest: dest.to_path_buf(),
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(ARCHIVE_MODE);
+    let (temp, fd) = loop {
+        let temp = temp_name();
+        match openat(&dest.dir, temp.as_str(), flags, mode) {
+            Ok(fd) => break (temp, fd),
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(io_err(e.into())),
+        }
+    };
+    let written = (|| {
+        let mut out = File::from(fd);
+        out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))?;
+        let mut hashing = HashingWriter::new(&mut out);
+        io::copy(
+            &mut io::BufReader::with_capacity(BLOCK, input),
+            &mut hashing,
+        )?;
+        let (_, actual, _) = hashing.finish();
+        out.sync_all()?;
+        Ok::<_, io::Error>(actual)
+    })();
+    let commit = match written {
+        Ok(actual) if &actual != sha256 => Err(PlaceError::Changed {
+            dest: dest.path.clone(),
             expected: hex::encode(sha256),
             actual: hex::encode(actual),
-        });
+        }),
+        Ok(_) => renameat(&dest.dir, temp.as_str(), &dest.dir, dest.name.as_str())
+            .and_then(|()| rustix::fs::fsync(&dest.dir))
+            .map_err(|e| io_err(e.into())),
+        Err(e) => Err(io_err(e)),
+    };
+    if let Err(e) = commit {
+        let _ = unlinkat(&dest.dir, temp.as_str(), AtFlags::empty());
+        return Err(e);
     }
-    out.commit().map_err(|e| io_err(e.source))?;
-    fs::metadata(dest).map_err(io_err)
+    dest.metadata().map_err(io_err)
 }
 
-/// Makes the directories of the database file `key` (relative to `prefix`,
-/// a manifest's prefix, `../` for each level above it: see
-/// [`crate::resolve::database_base`]) that are missing below the directory
-/// the key climbs to, refusing any that exists as a symlink or
-/// non-directory: a path in a manifest never leads the fetcher outside that
-/// directory. `key` must pass the database-key validator. Returns the
-/// directories it created, as keys like `key`, shallowest first (recorded
-/// in the state so that removal takes them away again).
-pub fn make_database_dirs(prefix: &Path, key: &str) -> io::Result<Vec<String>> {
-    names::check(NameKind::DatabaseKey, key)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let (base, rel) = crate::resolve::database_base(prefix, key);
-    let up = key.len() - rel.len();
-    let mut dir = base.clone();
-    let mut created = Vec::new();
-    let parents: Vec<&str> = rel.split('/').collect();
-    for (depth, comp) in parents
-        .iter()
-        .take(parents.len().saturating_sub(1))
-        .enumerate()
-    {
-        dir.push(comp);
-        match fs::symlink_metadata(&dir) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{} is a symlink; not installing a database file through it",
-                        dir.display()
-                    ),
-                ))
-            }
-            Ok(m) if !m.is_dir() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a directory", dir.display()),
-                ))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match fs::DirBuilder::new().mode(0o755).create(&dir) {
-                    Ok(()) => {
-                        let made = parents.get(..=depth).unwrap_or_default().join("/");
-                        created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
-                    }
-                    // Another download of the same run (files of one directory
-                    // are fetched in parallel) made it between the check and
-                    // the mkdir; it records it. Anything but a real directory
-                    // is still refused.
-                    Err(e)
-                        if e.kind() == io::ErrorKind::AlreadyExists
-                            && fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    let dest = base.join(rel);
-    if fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink() || m.is_dir()) {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "{} is a symlink or directory; not replacing it",
-                dest.display()
-            ),
-        ));
-    }
-    Ok(created)
+/// A fresh temporary name [`DirLock::acquire`] recognises as a leftover.
+fn temp_name() -> String {
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{TEMP_PREFIX}{}.{}.{nanos}{TEMP_SUFFIX}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// After the database file `key` of the prefix of `kpack_dir` is removed:
@@ -659,7 +798,7 @@ pub fn delete_recorded_database(
 /// The installed package owning `path`, asked of dpkg and rpm where their
 /// databases exist below the system root `path` is under (found from
 /// `prefix` upwards), `None` when neither knows it.
-fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
+pub fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
     let root = prefix
         .ancestors()
         .find(|a| a.join("var/lib/dpkg/status").is_file() || a.join("var/lib/rpm").is_dir())?;
@@ -834,7 +973,8 @@ mod tests {
                 let handles: Vec<_> = (0..4)
                     .map(|i| {
                         s.spawn(move || {
-                            make_database_dirs(prefix, &format!("rocblas/library/deep/f{i}.co"))
+                            Destination::database(prefix, &format!("rocblas/library/deep/f{i}.co"))
+                                .map(|(_, created)| created)
                         })
                     })
                     .collect();
@@ -854,7 +994,7 @@ mod tests {
         // A file where a directory belongs is still refused.
         let top = tempfile::tempdir().expect("tempdir");
         fs::write(top.path().join("rocblas"), b"x").expect("write");
-        assert!(make_database_dirs(top.path(), "rocblas/library/f.co").is_err());
+        assert!(Destination::database(top.path(), "rocblas/library/f.co").is_err());
     }
 
     #[test]
@@ -889,12 +1029,22 @@ mod tests {
         fs::write(&src, b"payload").expect("write");
         let sha: [u8; 32] = Sha256::digest(b"payload").into();
         let dest = dir.join("a.kpack");
-        place_copy(&src, &dest, &sha).expect("copy");
+        let at = |name: &str| Destination::archive(dir, name).expect("open");
+        place_copy(&src, &at("a.kpack"), &sha).expect("copy");
         assert_eq!(fs::read(&dest).expect("read"), b"payload");
         let wrong = [0u8; 32];
-        let err = place_copy(&src, &dir.join("b.kpack"), &wrong).expect_err("must fail");
+        let err = place_copy(&src, &at("b.kpack"), &wrong).expect_err("must fail");
         assert!(err.to_string().contains(&hex::encode(wrong)), "{err}");
         assert!(!dir.join("b.kpack").exists());
+        let left: Vec<_> = fs::read_dir(dir)
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_str().is_some_and(is_temp_name))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "a failed copy leaves no temp file: {left:?}"
+        );
         assert_eq!(hash_file(&dest).expect("hash"), (7, sha));
     }
 

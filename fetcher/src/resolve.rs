@@ -206,9 +206,27 @@ pub fn database_base<'k>(prefix: &Path, key: &'k str) -> (PathBuf, &'k str) {
 /// `root` or below it: it cannot send its files into an ancestor of its
 /// prefix that is not the install root it was built for, nor above the
 /// `--root`.
+///
+/// Every database file must also be one the fetcher may install where the
+/// manifest puts it ([`rocm_kpack_pkgspec::check_fetchable`]: a built-in
+/// kernel-database rule's file, above the prefix only in that rule's own
+/// directory); one that is not refuses the whole manifest, as a hostile
+/// archive name does.
 fn database_keys(m: &mut Manifest, kpack_dir: &Path, root: &Path) -> Result<(), String> {
+    let fetchable = |m: &Manifest| {
+        m.database_files.iter().try_for_each(|f| {
+            rocm_kpack_pkgspec::check_fetchable(m.prefix_path.as_deref(), &f.path, &f.architectures)
+                .map(drop)
+                .map_err(|e| {
+                    format!(
+                        "database file {:?}: {e}; not installing any of its files",
+                        f.path
+                    )
+                })
+        })
+    };
     let Some(prefix_path) = m.prefix_path.clone() else {
-        return Ok(());
+        return fetchable(m);
     };
     let prefix = kpack_dir.parent().unwrap_or(Path::new("/"));
     let install_root = prefix_path
@@ -230,6 +248,7 @@ fn database_keys(m: &mut Manifest, kpack_dir: &Path, root: &Path) -> Result<(), 
             root.display()
         ));
     }
+    fetchable(m)?;
     for f in &mut m.database_files {
         f.path = layout::database_key(Some(&prefix_path), &f.path)
             .ok_or_else(|| format!("database file {:?} is not below {:?}", f.path, prefix_path))?;

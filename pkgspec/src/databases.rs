@@ -82,6 +82,8 @@ pub struct DatabaseMatch {
 struct CompiledRule {
     name: String,
     include: GlobSet,
+    /// The anchor of each include glob ([`glob_anchor`]), by index.
+    anchors: Vec<Option<String>>,
     exclude: GlobSet,
     arch: Vec<ArchSource>,
 }
@@ -144,6 +146,7 @@ impl DatabaseClassifier {
             rules.push(CompiledRule {
                 name: r.name.clone(),
                 include: compile_set(&r.name, &r.include).map_err(SpecError::Invalid)?,
+                anchors: r.include.iter().map(|g| glob_anchor(g)).collect(),
                 exclude: compile_set(&r.name, &r.exclude).map_err(SpecError::Invalid)?,
                 arch: r.arch.clone(),
             });
@@ -174,6 +177,31 @@ impl DatabaseClassifier {
                     });
                 }
             }
+        }
+        None
+    }
+
+    /// [`DatabaseClassifier::classify`], and the anchors ([`glob_anchor`])
+    /// of the deciding rule's include globs that match `rel_path`.
+    fn classify_anchored(&self, rel_path: &str) -> Option<(DatabaseMatch, Vec<&str>)> {
+        for r in &self.rules {
+            if !r.include.is_match(rel_path) || r.exclude.is_match(rel_path) {
+                continue;
+            }
+            let Some(arch) = r.arch.iter().find_map(|src| self.arch_from(*src, rel_path)) else {
+                continue;
+            };
+            let anchors = r
+                .include
+                .matches(rel_path)
+                .into_iter()
+                .filter_map(|i| r.anchors.get(i).and_then(Option::as_deref))
+                .collect();
+            let m = DatabaseMatch {
+                rule: r.name.clone(),
+                arch,
+            };
+            return Some((m, anchors));
         }
         None
     }
@@ -251,6 +279,135 @@ impl DatabaseClassifier {
         }
         found
     }
+}
+
+/// The directory a rule's include glob names literally, its *anchor*: the
+/// glob's leading directory components (after a leading `**/`) up to the
+/// first one with a wildcard, with a trailing `/` (`library/` for
+/// `**/library/**/*.co`, `share/miopen/db/` for
+/// `**/share/miopen/db/gfx*.kdb`); `None` when it names none
+/// (`**/*.{co,hsaco}`, `**/libMIOpenCK*_gfx*.so*`).
+pub fn glob_anchor(pattern: &str) -> Option<String> {
+    let rest = pattern.strip_prefix("**/").unwrap_or(pattern);
+    let comps: Vec<&str> = rest.split('/').collect();
+    let dirs = comps.split_last().map_or(&[][..], |(_, d)| d);
+    let literal: Vec<&str> = dirs
+        .iter()
+        .take_while(|c| !c.is_empty() && !c.contains(['*', '?', '[', ']', '{', '}', '\\']))
+        .copied()
+        .collect();
+    (!literal.is_empty()).then(|| format!("{}/", literal.join("/")))
+}
+
+/// Why the fetcher may not install a database file a manifest lists
+/// ([`check_fetchable`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfetchable {
+    /// No built-in rule classifies the path as a kernel database.
+    #[error("no built-in kernel-database rule matches it and reads an architecture from it")]
+    NoRule,
+    /// The rule reads an arch the manifest does not list for the file.
+    #[error("kernel-database rule {rule:?} reads the architecture {arch} from it, which the manifest does not list for it ({listed:?})")]
+    OtherArch {
+        /// The deciding rule.
+        rule: String,
+        /// What it read.
+        arch: String,
+        /// What the manifest lists.
+        listed: Vec<String>,
+    },
+    /// Above the prefix, by a rule that names no directory of its own.
+    #[error("it lies above the manifest's prefix, and kernel-database rule {rule:?} that matches it names no directory files above a prefix could be confined to")]
+    NoAnchor {
+        /// The deciding rule.
+        rule: String,
+    },
+    /// Above the prefix, but not in the rule's directory right in the
+    /// directory it shares with the prefix.
+    #[error("it lies above the manifest's prefix, but not in the directory kernel-database rule {rule:?} names ({anchors}) right in the directory {base:?} the prefix shares with it")]
+    OffAnchor {
+        /// The deciding rule.
+        rule: String,
+        /// The rule's directories.
+        anchors: String,
+        /// The directory the path climbs to, relative to the install root
+        /// (empty: the install root).
+        base: String,
+    },
+    /// Above the prefix in no directory the prefix shares with it below
+    /// the install root.
+    #[error("it lies above the manifest's prefix and shares no directory with it below the install root")]
+    AtRoot,
+    /// Not a database path at all (climbs too far, names the prefix).
+    #[error("it is not a database path below the install root the prefix names")]
+    Invalid,
+}
+
+/// Whether the fetcher may install the database file at `path` with the
+/// `architectures` a manifest lists for it: relative to the manifest's
+/// prefix, or with a `prefix_path` (version 3) to the install root that
+/// the prefix lies `prefix_path` below. Returns the name of the rule that
+/// allows it.
+///
+/// The rule, whatever rules the spec that split the package used: a
+/// built-in kernel-database rule ([`crate::defaults::database_rules`]) must
+/// classify the path (below the directory it climbs to, see
+/// [`rocm_kpack_format::layout::database_key`]) with an architecture the
+/// manifest lists for it. Below the prefix, that is all. Above the prefix,
+/// the rule must name a directory (its anchor, [`glob_anchor`]), the path
+/// below the directory it climbs to must begin with that anchor, and that
+/// directory must lie below the install root (the path and `prefix_path`
+/// share their first component): Debian's `usr/share/miopen/db/` for a
+/// prefix `usr/lib/x86_64-linux-gnu`, never `etc/cron.d/` nor anything
+/// right in the install root.
+pub fn check_fetchable(
+    prefix_path: Option<&str>,
+    path: &str,
+    architectures: &[String],
+) -> Result<String, Unfetchable> {
+    let key =
+        rocm_kpack_format::layout::database_key(prefix_path, path).ok_or(Unfetchable::Invalid)?;
+    let (up, rel) =
+        rocm_kpack_format::layout::split_database_key(&key).ok_or(Unfetchable::Invalid)?;
+    let (m, anchors) = builtin_classifier()
+        .and_then(|c| c.classify_anchored(rel))
+        .ok_or(Unfetchable::NoRule)?;
+    if !architectures.contains(&m.arch) {
+        return Err(Unfetchable::OtherArch {
+            rule: m.rule,
+            arch: m.arch,
+            listed: architectures.to_vec(),
+        });
+    }
+    if up == 0 {
+        return Ok(m.rule);
+    }
+    let prefix: Vec<&str> = prefix_path.unwrap_or_default().split('/').collect();
+    if up >= prefix.len() {
+        return Err(Unfetchable::AtRoot);
+    }
+    if anchors.is_empty() {
+        return Err(Unfetchable::NoAnchor { rule: m.rule });
+    }
+    if !anchors.iter().any(|a| rel.starts_with(a)) {
+        return Err(Unfetchable::OffAnchor {
+            rule: m.rule,
+            anchors: anchors.join(", "),
+            base: prefix
+                .get(..prefix.len() - up)
+                .unwrap_or_default()
+                .join("/"),
+        });
+    }
+    Ok(m.rule)
+}
+
+/// The built-in rules, compiled once.
+fn builtin_classifier() -> Option<&'static DatabaseClassifier> {
+    static CLASSIFIER: std::sync::OnceLock<Option<DatabaseClassifier>> = std::sync::OnceLock::new();
+    CLASSIFIER
+        .get_or_init(|| DatabaseClassifier::new(&Spec::builtin()).ok())
+        .as_ref()
 }
 
 /// The generic ISA serving every known processor of a family spelled as a
@@ -337,6 +494,95 @@ mod tests {
             m("target-token", "gfx11-generic")
         );
         assert_eq!(got("torch/hsa/gfx1100/k.co"), m("code-objects", "gfx1100"));
+    }
+
+    #[test]
+    fn anchors_of_the_builtin_rules() {
+        let anchors: Vec<(String, Option<String>)> = crate::defaults::database_rules()
+            .iter()
+            .flat_map(|r| r.include.iter().map(|g| (r.name.clone(), glob_anchor(g))))
+            .collect();
+        let want = |n: &str, a: Option<&str>| (n.to_string(), a.map(str::to_string));
+        assert_eq!(
+            anchors,
+            [
+                want("tensile", Some("library/")),
+                want("aotriton", Some("aotriton/kernels/")),
+                want("aotriton-images", Some("aotriton.images/")),
+                want("miopen-db", Some("share/miopen/db/")),
+                want("miopen-ck", None),
+                want("code-objects", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_the_fetcher_may_install() {
+        let a = |s: &str| vec![s.to_string()];
+        let multiarch = Some("usr/lib/x86_64-linux-gnu");
+        // Below the prefix: any built-in rule, with the listed arch.
+        assert_eq!(
+            check_fetchable(
+                None,
+                "rocblas/library/TensileLibrary_gfx90a.co",
+                &a("gfx90a")
+            ),
+            Ok("tensile".into())
+        );
+        assert_eq!(
+            check_fetchable(None, "k/x_gfx90a.co", &a("gfx90a")),
+            Ok("code-objects".into())
+        );
+        assert!(matches!(
+            check_fetchable(None, "k/x_gfx90a.co", &a("gfx1100")),
+            Err(Unfetchable::OtherArch { .. })
+        ));
+        assert_eq!(
+            check_fetchable(None, "etc/sudoers.d/x", &a("gfx90a")),
+            Err(Unfetchable::NoRule)
+        );
+        // Debian's multiarch MIOpen: above the prefix, in the rule's
+        // directory right in `usr/`.
+        assert_eq!(
+            check_fetchable(multiarch, "usr/share/miopen/db/gfx90a68.kdb", &a("gfx90a")),
+            Ok("miopen-db".into())
+        );
+        assert_eq!(
+            check_fetchable(
+                multiarch,
+                "usr/lib/x86_64-linux-gnu/rocblas/library/T_gfx90a.co",
+                &a("gfx90a")
+            ),
+            Ok("tensile".into())
+        );
+        for (path, want) in [
+            ("etc/cron.d/x", Unfetchable::NoRule),
+            ("etc/sudoers.d/x", Unfetchable::NoRule),
+            ("etc/ld.so.preload", Unfetchable::NoRule),
+            ("root/.ssh/authorized_keys", Unfetchable::NoRule),
+            ("etc/cron.d/x_gfx90a.co", Unfetchable::AtRoot),
+            ("share/miopen/db/gfx90a68.kdb", Unfetchable::AtRoot),
+            (
+                "usr/x_gfx90a.co",
+                Unfetchable::NoAnchor {
+                    rule: "code-objects".into(),
+                },
+            ),
+            (
+                "usr/cron.d/library/x_gfx90a.co",
+                Unfetchable::OffAnchor {
+                    rule: "tensile".into(),
+                    anchors: "library/".into(),
+                    base: "usr".into(),
+                },
+            ),
+        ] {
+            assert_eq!(
+                check_fetchable(multiarch, path, &a("gfx90a")),
+                Err(want),
+                "{path}"
+            );
+        }
     }
 
     fn m(rule: &str, arch: &str) -> Option<(String, String)> {

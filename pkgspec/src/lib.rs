@@ -30,7 +30,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use databases::{ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule};
+pub use databases::{
+    check_fetchable, ArchSource, DatabaseClassifier, DatabaseMatch, DatabaseRule, Unfetchable,
+};
 pub use defaults::KNOWN_PROCESSORS;
 pub use naming::{NameKind, Naming};
 /// LLVM's generic ISA table, owned by the runtime crate (target ids).

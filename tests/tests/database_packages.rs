@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 use package_common::databases::{self, content};
-use package_common::{apt_dirs, apt_opts, chain, dpkg_root, ok};
+use package_common::{apt_dirs, apt_opts, chain, dpkg_install, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
@@ -215,15 +215,7 @@ fn via_apt_installs_the_family_deb_with_its_database_files_and_status_is_complet
         .iter()
         .find(|p| p.name == "libdbfixture1")
         .unwrap();
-    ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .args([
-            "--force-not-root",
-            "--force-script-chrootless",
-            "--force-depends",
-            "-i",
-        ])
-        .arg(&generic.path));
+    dpkg_install(&root, &[&generic.path]);
     fs::write(
         root.join("etc/apt/sources.list"),
         format!("deb [trusted=yes] {} stable main\n", server.root_url()),
@@ -752,5 +744,324 @@ fn database_only_device_code_installs_updates_and_goes() {
             .join(rocm_kpack_format::layout::fetch::STATE_FILE)
             .exists(),
         "{o:?}"
+    );
+}
+
+/// The generic and gfx90a debs of [`split_multiarch_fixture`].
+struct MultiarchDebs {
+    generic: std::path::PathBuf,
+    gfx90a: std::path::PathBuf,
+}
+
+/// [`split_multiarch_fixture`] in `dir`, published by [`publish_store`];
+/// its debs and the store's `file://` URL.
+fn multiarch_store(dir: &Path) -> (MultiarchDebs, String) {
+    let report = split_multiarch_fixture(dir);
+    let deb = |name: &str| {
+        report
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .path
+            .clone()
+    };
+    let debs = MultiarchDebs {
+        generic: deb("libmiopen-fixture1"),
+        gfx90a: deb("libmiopen-fixture1-gfx90a"),
+    };
+    let repo = publish_store(dir);
+    (debs, format!("file://{}/", repo.display()))
+}
+
+/// The generic deb of [`split_multiarch_fixture`] unpacked in `root`, its
+/// manifest rewritten by the format crate's writer to say `prefix_path`
+/// and to list each of `paths` with the bytes of the store's
+/// `gfx90a68.kdb`, and a `<component>.sources.toml` beside it naming
+/// `source`, as a generic package ships it. Returns the `.kpack`
+/// directory.
+fn hostile_generic(
+    generic: &Path,
+    root: &Path,
+    prefix_path: Option<&str>,
+    paths: &[&str],
+    source: &str,
+) -> std::path::PathBuf {
+    fs::create_dir_all(root).unwrap();
+    ok(Command::new("dpkg-deb").arg("-x").arg(generic).arg(root));
+    let kpm_path = multiarch_kpm(root);
+    let mut kpm = Manifest::read(&kpm_path).unwrap();
+    let real = kpm
+        .database_files
+        .iter()
+        .find(|f| f.path.ends_with("gfx90a68.kdb"))
+        .unwrap()
+        .clone();
+    kpm.prefix_path = prefix_path.map(str::to_string);
+    kpm.database_files = paths
+        .iter()
+        .map(|p| rocm_kpack_format::manifest::DatabaseFile {
+            path: p.to_string(),
+            ..real.clone()
+        })
+        .collect();
+    fs::write(&kpm_path, kpm.to_msgpack().unwrap()).unwrap();
+    let kpack = kpm_path.parent().unwrap().to_path_buf();
+    fs::write(
+        kpack.join(rocm_kpack_format::layout::fetch::component_sources_file_name(&kpm.component)),
+        format!("[[source]]\nurl = \"{source}\"\n"),
+    )
+    .unwrap();
+    kpack
+}
+
+/// `rocm-kpack-fetch trigger` as dpkg runs it for a `.kpack` directory
+/// (root `/`, GPUs of an MI210, the fetch run here); its one line.
+fn trigger_as_dpkg(kpack: &Path) -> String {
+    let mut trigger = bins::command("rocm-kpack-fetch");
+    bins::isolate_fetcher(&mut trigger);
+    let o = trigger
+        .arg("trigger")
+        .arg("--no-systemd")
+        .arg(kpack)
+        .env("ROCM_KPACK_SYSFS_ROOT", fixtures::machine("mi210"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A manifest's database paths stay in the directories the built-in
+/// kernel-database rules name (docs/formats.md section 3): a version-3
+/// manifest listing system files, or a code object above its prefix, with
+/// bytes the store has, is refused whole by `install` and by the trigger
+/// dpkg runs, naming why, and nothing is written; so is a `prefix_path`
+/// that is the prefix's whole absolute path (its install root `/`, above
+/// `--root`, or above the prefix's own tree).
+#[test]
+fn database_paths_never_leave_their_rules_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (debs, source) = multiarch_store(tmp.path());
+    let generic = debs.generic;
+    let hostile = [
+        ("etc/cron.d/x", "no built-in kernel-database rule"),
+        ("etc/sudoers.d/x", "no built-in kernel-database rule"),
+        ("etc/ld.so.preload", "no built-in kernel-database rule"),
+        (
+            "root/.ssh/authorized_keys",
+            "no built-in kernel-database rule",
+        ),
+        ("etc/cron.d/x_gfx90a.co", "shares no directory with it"),
+        ("usr/x_gfx90a.co", "rule \"code-objects\""),
+        ("usr/cron.d/library/x_gfx90a.co", "rule \"tensile\""),
+    ];
+    for (n, (path, why)) in hostile.iter().enumerate() {
+        // `install`, told the root.
+        let root = tmp.path().join(format!("install{n}"));
+        hostile_generic(&generic, &root, Some(MULTIARCH_LIB), &[path], &source);
+        let (code, stdout, stderr) = fetch(&root, &["install", "--target", "gfx90a"]);
+        assert_eq!(code, 1, "{path}: {stdout}{stderr}");
+        assert!(
+            stderr.contains(&format!("database file {path:?}")) && stderr.contains(why),
+            "{path}: {stderr}"
+        );
+        assert!(!root.join(path).exists(), "{path} written by install");
+        // The trigger, as dpkg runs it after installing the package.
+        let root = tmp.path().join(format!("trigger{n}"));
+        let kpack = hostile_generic(&generic, &root, Some(MULTIARCH_LIB), &[path], &source);
+        let line = trigger_as_dpkg(&kpack);
+        assert!(line.contains("refused"), "{path}: {line}");
+        assert!(!root.join(path).exists(), "{path} written by the trigger");
+    }
+
+    // The prefix's whole absolute path as `prefix_path`: below `--root`
+    // nothing can be relative to `/`, and for the trigger (root `/`) the
+    // paths still have to stay in a rule's directory below the tree.
+    let root = tmp.path().join("absolute");
+    let abs = root.join(MULTIARCH_LIB);
+    let abs = abs.to_str().unwrap().trim_start_matches('/');
+    let cron = format!(
+        "{}/etc/cron.d/x_gfx90a.co",
+        root.to_str().unwrap().trim_start_matches('/')
+    );
+    let kpack = hostile_generic(&generic, &root, Some(abs), &[&cron], &source);
+    let (code, stdout, stderr) = fetch(
+        &root,
+        &[
+            "install",
+            "--target",
+            "gfx90a",
+            "--no-default-prefixes",
+            "--prefix",
+            kpack.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("not below the root"), "{stderr}");
+    let line = trigger_as_dpkg(&kpack);
+    assert!(line.contains("refused"), "{line}");
+    assert!(
+        !root.join("etc").exists(),
+        "written below the absolute prefix_path"
+    );
+
+    // The real layout still installs, by install and by the trigger.
+    let root = tmp.path().join("real");
+    let real = "usr/share/miopen/db/gfx90a68.kdb";
+    let kpack = hostile_generic(&generic, &root, Some(MULTIARCH_LIB), &[real], &source);
+    let line = trigger_as_dpkg(&kpack);
+    assert!(line.contains("installed"), "{line}");
+    assert_eq!(fs::read(root.join(real)).unwrap(), content(real));
+}
+
+/// A database path an installed package owns is the package manager's:
+/// where dpkg lists it but the file is missing, `install` does not create
+/// it; where the fetcher installed it and a package (a device deb of
+/// another version) now owns it with other bytes, `install` does not
+/// replace it. Both are reported, naming the package, and the run
+/// succeeds.
+#[test]
+fn package_owned_database_files_are_never_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (debs, source) = multiarch_store(tmp.path());
+    let (generic, dev90) = (debs.generic, debs.gfx90a);
+    let kdb = "usr/share/miopen/db/gfx90a68.kdb";
+    let install = |root: &Path| {
+        fetch(
+            root,
+            &["install", "--target", "gfx90a", "--source", &source],
+        )
+    };
+
+    // Listed by dpkg, missing on disk: not created.
+    let root = tmp.path().join("missing");
+    dpkg_root(&root);
+    dpkg_install(&root, &[&generic, &dev90]);
+    fs::remove_file(root.join(kdb)).unwrap();
+    let (code, stdout, stderr) = install(&root);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("libmiopen-fixture1-gfx90a owns it"),
+        "{stderr}"
+    );
+    assert!(!root.join(kdb).exists(), "a package's missing file created");
+
+    // Fetched and recorded, then a package owns it with other bytes.
+    let root = tmp.path().join("recorded");
+    dpkg_root(&root);
+    dpkg_install(&root, &[&generic]);
+    let (code, stdout, stderr) = install(&root);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(fs::read(root.join(kdb)).unwrap(), content(kdb));
+    dpkg_install(&root, &[&dev90]);
+    fs::write(root.join(kdb), b"the package's other version").unwrap();
+    let (code, stdout, stderr) = install(&root);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("libmiopen-fixture1-gfx90a owns it"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(root.join(kdb)).unwrap(),
+        b"the package's other version",
+        "a package's file replaced"
+    );
+}
+
+/// A directory on a database path that another user controls: one owned
+/// by `nobody` is refused up front (naming it and its owner), and in a
+/// root-owned sticky world-writable directory (as `/tmp`) `nobody` swaps
+/// a directory of its own for a symlink to a root-only directory a
+/// thousand times while root installs again and again: nothing is ever
+/// written outside, every write lands in a directory root made.
+#[test]
+fn database_directories_another_user_controls_are_refused_and_races_lose() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let (debs, source) = multiarch_store(tmp.path());
+    let generic = debs.generic;
+    let kdb = "usr/share/miopen/db/gfx90a68.kdb";
+    let root = tmp.path().join("root");
+    hostile_generic(&generic, &root, Some(MULTIARCH_LIB), &[kdb], &source);
+    let rootonly = tmp.path().join("rootonly");
+    fs::create_dir(&rootonly).unwrap();
+    fs::set_permissions(&rootonly, fs::Permissions::from_mode(0o700)).unwrap();
+    for d in [
+        tmp.path(),
+        &root,
+        &root.join("usr"),
+        &root.join("usr/share"),
+    ] {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let miopen = root.join("usr/share/miopen");
+    fs::create_dir(&miopen).unwrap();
+    let install = || {
+        fetch(
+            &root,
+            &[
+                "install",
+                "--target",
+                "gfx90a",
+                "--cache-dir",
+                tmp.path().join("cache").to_str().unwrap(),
+            ],
+        )
+    };
+
+    // Owned by nobody: refused, nothing written.
+    fs::set_permissions(&miopen, fs::Permissions::from_mode(0o777)).unwrap();
+    bins::as_nobody(&format!("mkdir {}/db", miopen.display()));
+    fs::set_permissions(&miopen, fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, stdout, stderr) = install();
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!("{}/db is owned by uid 65534", miopen.display())),
+        "{stderr}"
+    );
+    assert_eq!(fs::read_dir(miopen.join("db")).unwrap().count(), 0);
+
+    // The race, in a sticky world-writable directory.
+    fs::remove_dir(miopen.join("db")).unwrap();
+    fs::set_permissions(&miopen, fs::Permissions::from_mode(0o1777)).unwrap();
+    let script = format!(
+        "cd {} && i=0; while [ $i -lt 1000 ]; do \
+           mkdir -p db 2>/dev/null; mv db own 2>/dev/null; ln -s {} db 2>/dev/null; \
+           rm -f db 2>/dev/null; mv own db 2>/dev/null; i=$((i+1)); done",
+        miopen.display(),
+        rootonly.display()
+    );
+    let mut swapper = bins::nobody_shell(&script).spawn().unwrap();
+    let started = std::time::Instant::now();
+    let (mut runs, mut refused, mut installed) = (0, 0, 0);
+    while swapper.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "the race did not end"
+        );
+        let (code, stdout, stderr) = install();
+        runs += 1;
+        assert_eq!(
+            fs::read_dir(&rootonly).unwrap().count(),
+            0,
+            "written into the root-only directory: {stdout}{stderr}"
+        );
+        let db = miopen.join("db");
+        if code == 0 {
+            installed += 1;
+            let meta = fs::symlink_metadata(&db).unwrap();
+            assert!(meta.is_dir() && meta.uid() == 0, "{stdout}{stderr}");
+            // Root's own directory: nobody cannot swap it (sticky); take it
+            // away to race again.
+            fs::remove_dir_all(&db).unwrap();
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(swapper.wait().unwrap().success());
+    assert_eq!(fs::read_dir(&rootonly).unwrap().count(), 0);
+    assert!(runs > 0 && refused + installed == runs, "{runs} runs");
+    eprintln!(
+        "race: {runs} runs, {refused} refused, {installed} installed in root's own directory"
     );
 }

@@ -24,7 +24,7 @@ use std::process::{Command, Output};
 
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::msgpack::{self, Value};
-use rocm_kpack_test_support::bins;
+use rocm_kpack_test_support::bins::{self, as_nobody};
 use rocm_kpack_test_support::http::{Fault, Server};
 use rocm_kpack_test_support::snapshot::{snapshot, Snapshot};
 use sha2::{Digest, Sha256};
@@ -539,27 +539,6 @@ fn only_unchanged_regular_files_are_deleted() {
         fs::read(&victim).unwrap(),
         a.bytes,
         "the symlink's target is untouched"
-    );
-}
-
-/// Runs a shell command as `nobody` (the unprivileged attacker).
-fn as_nobody(script: &str) {
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .output()
-        .expect("setpriv");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

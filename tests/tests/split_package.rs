@@ -236,17 +236,14 @@ fn librocrand_deb_splits_installs_and_loads() {
     // dpkg installs generic + gfx90a + gfx906; dpkg -S owns every file.
     let root = tmp.path().join("root");
     dpkg_root(&root);
-    ok(Command::new("dpkg")
-        .arg(format!("--root={}", root.display()))
-        .args([
-            "--force-not-root",
-            "--force-script-chrootless",
-            "--force-depends",
-            "-i",
-        ])
-        .arg(&by_name(&r, "librocrand1").path)
-        .arg(&by_name(&r, "librocrand1-gfx90a").path)
-        .arg(&by_name(&r, "librocrand1-gfx906").path));
+    dpkg_install(
+        &root,
+        &[
+            &by_name(&r, "librocrand1").path,
+            &by_name(&r, "librocrand1-gfx90a").path,
+            &by_name(&r, "librocrand1-gfx906").path,
+        ],
+    );
     let mut installed = Vec::new();
     for e in walk(&root) {
         let rel = e.strip_prefix(&root).expect("prefix");

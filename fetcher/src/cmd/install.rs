@@ -12,7 +12,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
 use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
 use rocm_kpack_fetch::detect::{no_targets_message, targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
-use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Report};
+use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
 use rocm_kpack_fetch::ops::install::PackageManager;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
@@ -33,6 +33,7 @@ struct Output<'a> {
     summary: Summary,
     installed: &'a [Installed],
     failed: &'a [Failed],
+    owned: &'a [Owned],
     removed: &'a [std::path::PathBuf],
     warnings: &'a [String],
 }
@@ -221,11 +222,20 @@ fn finish(
             summary,
             installed: &report.installed,
             failed: &report.failed,
+            owned: &report.owned,
             removed: &report.removed,
             warnings,
         })?;
     } else {
         print_warnings(warnings);
+        for o in &report.owned {
+            eprintln!(
+                "rocm-kpack-fetch: not installing {}: the installed package {} owns it, so it is the package manager's (upgrade or remove {} to change it)",
+                o.path.display(),
+                o.package,
+                o.package
+            );
+        }
         let mut text = String::new();
         if dry_run {
             text.push_str(&plan.to_string());

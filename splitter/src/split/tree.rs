@@ -846,6 +846,29 @@ fn list_databases(plan: &SplitPlan, root: &Path) -> Result<Vec<String>> {
         };
         let mut m = rocm_kpack_format::manifest::Manifest::read(path).map_err(format_err)?;
         let below = |out: &str| prefix.is_empty() || out.starts_with(&format!("{prefix}/"));
+        // Only files the fetcher will install where they go
+        // (`check_fetchable`); the others still ship in their device tree.
+        let mut files = files;
+        files.retain(|(out, f)| {
+            let checked = if below(out) {
+                let rel = out.get(prefix.len()..).unwrap_or(out);
+                rocm_kpack_pkgspec::check_fetchable(None, rel.trim_start_matches('/'), &f.architectures)
+            } else {
+                rocm_kpack_pkgspec::check_fetchable(Some(prefix.as_str()), out, &f.architectures)
+            };
+            checked
+                .map_err(|e| {
+                    warnings.push(format!(
+                        "{out}: kernel database not listed in {}: {e}; it ships in the {} tree but `rocm-kpack-fetch` cannot fetch it",
+                        path.display(),
+                        f.family
+                    ));
+                })
+                .is_ok()
+        });
+        if files.is_empty() {
+            continue;
+        }
         // One root for the whole manifest: the tree's, when any file lies
         // outside the prefix.
         let rooted = files.iter().any(|(out, _)| !below(out));

@@ -106,3 +106,29 @@ pub fn isolate_fetcher(cmd: &mut Command) -> &mut Command {
 pub fn command(name: &str) -> Command {
     Command::new(bin(name))
 }
+
+/// Runs a shell command as `nobody` (the unprivileged attacker of the
+/// hostile tests), failing the test when it fails.
+pub fn as_nobody(script: &str) {
+    let out = nobody_shell(script).output().expect("setpriv");
+    assert!(
+        out.status.success(),
+        "as nobody: {script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `sh -c script` as `nobody`, not yet started.
+pub fn nobody_shell(script: &str) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd
+}

@@ -290,6 +290,21 @@ pub fn dpkg_root(root: &Path) {
     fs::write(root.join("var/lib/dpkg/available"), "").expect("available");
 }
 
+/// `dpkg -i` of `debs` into the dpkg database below `root` (a
+/// [`dpkg_root`]), as root or not, without maintainer scripts' chroot and
+/// dependencies.
+pub fn dpkg_install(root: &Path, debs: &[&Path]) {
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args([
+            "--force-not-root",
+            "--force-script-chrootless",
+            "--force-depends",
+            "-i",
+        ])
+        .args(debs));
+}
+
 /// apt's own directories in a throwaway root (docs/packaging.md, "Testing with
 /// the real clients").
 pub fn apt_dirs(root: &Path) {
