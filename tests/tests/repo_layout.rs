@@ -241,7 +241,7 @@ fn shipped_files(krate: &Path, all: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Source files that are unit-test modules: declared `#[cfg(test)] mod x;`
-/// by a file of the same crate (`x.rs` or `x/mod.rs` beside it, or in its
+/// by a file of the same crate (`<x>.rs` or `<x>/mod.rs` beside it, or in its
 /// directory when the declaring file is `foo.rs`).
 fn test_modules(sources: &[(PathBuf, String)]) -> Vec<PathBuf> {
     let mut out = Vec::new();
