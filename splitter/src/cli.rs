@@ -62,7 +62,7 @@ pub enum Command {
     /// Split a fat .deb, .rpm or .whl into a generic package plus one package per device group.
     SplitPackage(cmd::split_package::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
-    Demo(cmd::demo::Args),
+    Demo(rocm_kpack_demo::Args),
     #[command(flatten)]
     Docs(rocm_kpack_cli::DocsCommand),
 }

@@ -10,6 +10,5 @@ pub mod coff;
 pub mod elf;
 pub mod image;
 pub mod inspect;
-pub mod serve;
 pub mod split;
 pub mod split_package;

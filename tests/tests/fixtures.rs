@@ -365,3 +365,35 @@ fn debian_packages_are_verified() {
     assert!(err.to_string().contains("sha256"), "{err}");
     assert!(debian::pinned("libfoo").is_err());
 }
+
+/// The demo ships copies of fixtures (splitter/demo/binaries, the crate
+/// cannot reach tests/): its generator's check says each equals the
+/// fixture it was copied from, and every binary there is one it checks.
+#[test]
+fn demo_binaries_are_the_fixtures() {
+    let dir = fixtures::fixtures_dir().join("../../splitter/demo/binaries");
+    let script = dir.join("generate.sh");
+    let out = Command::new("sh")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .expect("run generate.sh --check");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = std::fs::read_to_string(&script).expect("read generate.sh");
+    for entry in std::fs::read_dir(&dir).expect("list the demo's binaries") {
+        let name = entry.expect("entry").file_name();
+        let name = name.to_string_lossy();
+        assert!(
+            name == "generate.sh"
+                || listed
+                    .lines()
+                    .any(|l| l.split_whitespace().next() == Some(&*name)),
+            "splitter/demo/binaries/{name} is not one generate.sh copies and checks"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Rules about the source tree itself: every document a source comment
 //! cites and every path cited in docs/ and comments is in the repository, nothing reads outside the repository, file
-//! names are built only by the format crate's `layout` module, shipped
-//! code embeds no test-only sysfs tree, the C library is built by one
+//! names are built only by the format crate's `layout` module, no
+//! shipped crate reads anything under `tests/`, the C library is built by one
 //! crate, and the splitter does not link the fetcher.
 
 use std::fs;
@@ -205,30 +205,224 @@ fn nothing_reads_outside_the_repository() {
     );
 }
 
-#[test]
-fn shipped_code_embeds_no_test_only_sysfs_tree() {
-    // The demo's machines are product data (splitter/demo/machines/); the
-    // trees under the tests' sysfs directory exist only for the tests.
-    let test_trees = ["tests", "fixtures", "sysfs"].join("/");
-    let mut offenders = Vec::new();
-    for (path, text) in rust_sources() {
-        let p = path.to_string_lossy();
-        if !p.contains("/src/") || p.starts_with("tests/") {
-            continue;
-        }
-        let body = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for (n, line) in body.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            if code.contains("include") && code.contains(&test_trees) {
-                offenders.push(format!("{p}:{}: {}", n + 1, line.trim()));
+/// Directories of the crates that ship (every workspace package without
+/// `publish = false`), relative to the repository root.
+fn shipped_crates() -> Vec<PathBuf> {
+    files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "Cargo.toml"))
+        .filter(|p| {
+            let text = fs::read_to_string(repo().join(p)).expect("read Cargo.toml");
+            text.contains("[package]") && !text.lines().any(|l| l.trim() == "publish = false")
+        })
+        .map(|p| p.parent().unwrap_or(Path::new("")).to_path_buf())
+        .collect()
+}
+
+/// Files of the crate at `krate` that go into what it ships: not its
+/// tests, benches or examples, nor the files of a crate nested in it.
+fn shipped_files(krate: &Path, all: &[PathBuf]) -> Vec<PathBuf> {
+    all.iter()
+        .filter(|p| p.starts_with(krate))
+        .filter(|p| {
+            let rel = p.strip_prefix(krate).unwrap_or(p);
+            let first = rel
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_string_lossy());
+            !matches!(first.as_deref(), Some("tests" | "benches" | "examples"))
+                && !rel.ancestors().skip(1).any(|a| {
+                    !a.as_os_str().is_empty()
+                        && repo().join(krate).join(a).join("Cargo.toml").is_file()
+                })
+        })
+        .cloned()
+        .collect()
+}
+
+/// Source files that are unit-test modules: declared `#[cfg(test)] mod x;`
+/// by a file of the same crate (`<x>.rs` or `<x>/mod.rs` beside it, or in its
+/// directory when the declaring file is `foo.rs`).
+fn test_modules(sources: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (path, text) in sources {
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let dir = match path.file_stem().and_then(|s| s.to_str()) {
+            Some("lib" | "main" | "mod") => path.parent().unwrap_or(Path::new("")).to_path_buf(),
+            _ => path.with_extension(""),
+        };
+        for pair in lines.windows(2) {
+            let name = pair[1]
+                .strip_prefix("mod ")
+                .and_then(|r| r.strip_suffix(';'));
+            if let (true, Some(name)) = (pair[0] == "#[cfg(test)]", name) {
+                out.push(dir.join(format!("{name}.rs")));
+                out.push(dir.join(name).join("mod.rs"));
             }
         }
     }
+    out
+}
+
+/// The lines of a shipped file (`path` relative to the repository root)
+/// that read something under a `tests/` directory: an `include_bytes!`,
+/// `include_str!`, `include!` or `include_dir!` of such a path, a path
+/// climbing into one (`../tests/`), the crate's directory joined with
+/// `tests`, any mention in a build script, and, in a manifest, such a path
+/// or a test crate outside the dev-dependencies and test targets.
+/// Comments are not code; unit-test modules at the end of a file are not
+/// shipped.
+fn reads_under_tests(path: &str, text: &str) -> Vec<String> {
+    let mut offenders = Vec::new();
+    let mut flag =
+        |n: usize, line: &str| offenders.push(format!("{path}:{}: {}", n + 1, line.trim()));
+    if path.ends_with("Cargo.toml") {
+        let mut section = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split('#').next().unwrap_or_default().trim();
+            if code.starts_with('[') {
+                section = code.to_string();
+                continue;
+            }
+            let test_only = section.contains("dev-dependencies")
+                || ["[[test]]", "[[bench]]", "[[example]]"].contains(&section.as_str());
+            let test_crate =
+                code.starts_with("rocm-kpack-test-support") || code.starts_with("rocm-kpack-tests");
+            if !test_only && (code.contains("tests/") || code.contains("\"tests\"") || test_crate) {
+                flag(n, line);
+            }
+        }
+        return offenders;
+    }
+    let build_script = path.ends_with("build.rs");
+    let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+    for (n, line) in body.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mentions = code.contains("tests/") || code.contains("\"tests\"");
+        let include = ["include_bytes!", "include_str!", "include!", "include_dir!"]
+            .iter()
+            .any(|m| code.contains(m));
+        let climbs = code.contains("../tests");
+        let joins = code.contains("CARGO_MANIFEST_DIR") && mentions;
+        if (mentions && (include || build_script)) || climbs || joins {
+            flag(n, line);
+        }
+    }
+    offenders
+}
+
+#[test]
+fn shipped_crates_read_nothing_under_tests() {
+    // Test data is for tests: a shipped crate that embeds or opens a file
+    // under tests/ ships test fixtures, and cannot be packaged on its own
+    // (a crate cannot reach outside its directory). Product data lives in
+    // the crate that ships it (the demo's machines and binaries in
+    // splitter/demo/).
+    let all = files();
+    let mut offenders = Vec::new();
+    for krate in shipped_crates() {
+        let shipped = shipped_files(&krate, &all);
+        let sources: Vec<(PathBuf, String)> = shipped
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .map(|p| {
+                (
+                    p.clone(),
+                    fs::read_to_string(repo().join(p)).expect("read source"),
+                )
+            })
+            .collect();
+        let unit_tests = test_modules(&sources);
+        for (path, text) in &sources {
+            if !unit_tests.contains(path) {
+                offenders.extend(reads_under_tests(&path.to_string_lossy(), text));
+            }
+        }
+        let manifest = krate.join("Cargo.toml");
+        let text = fs::read_to_string(repo().join(&manifest)).expect("read Cargo.toml");
+        offenders.extend(reads_under_tests(&manifest.to_string_lossy(), &text));
+    }
     assert!(
         offenders.is_empty(),
-        "product code embedding test-only sysfs trees:\n{}",
+        "shipped code reading test files:\n{}",
         offenders.join("\n")
     );
+}
+
+#[test]
+fn the_tests_rule_catches_planted_reads() {
+    // Each of these, planted in a shipped file, must be caught.
+    let planted = [
+        (
+            "splitter/src/x.rs",
+            "const A: &[u8] = include_bytes!(\"../../tests/fixtures/clang19/app_pie\");",
+        ),
+        (
+            "splitter/src/x.rs",
+            "const A: &str = include_str!(\"../tests/data.txt\");",
+        ),
+        (
+            "splitter/src/x.rs",
+            "static D: Dir = include_dir!(\"$CARGO_MANIFEST_DIR/tests/fixtures/sysfs\");",
+        ),
+        (
+            "splitter/src/x.rs",
+            "let p = Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"tests/fixtures\");",
+        ),
+        (
+            "splitter/src/x.rs",
+            "let p = root.join(\"../tests/fixtures/specs\");",
+        ),
+        (
+            "runtime/capi/build.rs",
+            "println!(\"cargo:rerun-if-changed=tests/exports.map\");",
+        ),
+        (
+            "splitter/Cargo.toml",
+            "[package]\nbuild = \"../tests/build.rs\"",
+        ),
+        (
+            "splitter/Cargo.toml",
+            "[dependencies]\nrocm-kpack-test-support.workspace = true",
+        ),
+        (
+            "splitter/Cargo.toml",
+            "[package]\ninclude = [\"src/**\", \"tests/fixtures/**\"]",
+        ),
+    ];
+    for (path, text) in planted {
+        assert_eq!(
+            reads_under_tests(path, text).len(),
+            1,
+            "not caught in {path}: {text}"
+        );
+    }
+    // Mentions that read nothing, and test-only code, pass.
+    let fine = [
+        (
+            "splitter/demo/src/lib.rs",
+            "outln!(\"run tests/scripts/fetch-debian-testdata.sh to include it\")?;",
+        ),
+        (
+            "splitter/src/x.rs",
+            "/// Built like tests/fixtures/build.sh builds it.",
+        ),
+        (
+            "splitter/src/x.rs",
+            "fn f() {}\n#[cfg(test)]\nmod t { const A: &str = include_str!(\"../tests/a\"); }",
+        ),
+        (
+            "splitter/Cargo.toml",
+            "[dev-dependencies]\nrocm-kpack-test-support.workspace = true",
+        ),
+    ];
+    for (path, text) in fine {
+        assert_eq!(
+            reads_under_tests(path, text),
+            Vec::<String>::new(),
+            "{path}: {text}"
+        );
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! `simple/<project>/index.html` + `simple/<project>/index.json`. A static
 //! server serves `index.html` for directory URLs; to offer the JSON form,
 //! it serves `index.json` with type `application/vnd.pypi.simple.v1+json`
-//! when the request's Accept header asks for it (`serve::Dir` does).
+//! when the request's Accept header asks for it (`rocm_kpack_serve::Dir` does).
 //! Links are relative (`../../files/<wheel>`), so the tree can be hosted
 //! under any prefix.
 //!

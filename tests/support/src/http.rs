@@ -1,4 +1,4 @@
-//! The product's HTTP server (`rocm_kpack_splitter::serve`) with a
+//! The product's HTTP server (`rocm_kpack_serve`, splitter/serve) with a
 //! test handler: serves in-memory files by path and/or a directory, logs
 //! every request, and misbehaves on cue (one-shot faults per path, or
 //! standing ones), so clients are tested against real HTTP.
@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rocm_kpack_splitter::serve::{self, Dir, Handler, Response};
+use rocm_kpack_serve::{self as serve, Dir, Handler, Response};
 
 /// A way to misbehave for one request.
 #[derive(Debug, Clone)]

@@ -2,10 +2,16 @@
 //! without a GPU, in a temporary directory that is reported and removed
 //! (`--keep` keeps it).
 //!
-//! Each step is a real command (`rocm-kpack ...` in-process,
-//! `rocm-kpack-fetch ...` and `dpkg ...` as children), printed before it runs; a
-//! failing step stops the demo with the error and the command that
-//! reproduces it.
+//! Each step is a real command (`rocm-kpack ...` in-process, through the
+//! runner the `rocm-kpack` binary hands to [`run`]; `rocm-kpack-fetch ...`
+//! and `dpkg ...` as children), printed before it runs; a failing step
+//! stops the demo with the error and the command that reproduces it.
+//!
+//! Its inputs are product data in this crate: the fat binaries and the
+//! stand-in HIP runtime in `binaries/` (the test fixtures, copied by
+//! `binaries/generate.sh`) and the simulated machines in `machines/`.
+//! The demo is a command, so like the `rocm-kpack` command modules it
+//! reports errors with `anyhow`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -15,10 +21,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _};
-use clap::Parser as _;
 use include_dir::{include_dir, Dir};
 use rocm_kpack_cli::{iec_size, ExitStatus};
-use rocm_kpack_format::marker::Marker;
+use rocm_kpack_format::marker::read_elf_marker;
+use rocm_kpack_format::wrapper::FatbinWrapper;
 use rocm_kpack_loader::detect::{self, DetectOptions};
 use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_package::compress::Compression;
@@ -26,31 +32,32 @@ use rocm_kpack_package::deb::{write_deb, DebSpec};
 use rocm_kpack_package::meta::ControlFields;
 use rocm_kpack_package::tree::Payload;
 use rocm_kpack_package::wheel::{write_wheel, WheelSpec};
-use rocm_kpack_splitter::elf::inspect::inspect_elf;
-use rocm_kpack_splitter::serve::Server;
+use rocm_kpack_serve::Server;
 use sha2::{Digest, Sha256};
 
-/// Fat fixtures compiled from `tests/fixtures/src` by Debian's clang-19
-/// (seven targets; CCOB-compressed and plain), embedded so the demo needs
-/// nothing but this binary: (installed name, bytes).
+/// Runs `rocm-kpack ARGS...` (argv without the program name) in this
+/// process and returns its exit status: the `rocm-kpack` binary's own
+/// dispatcher, which this crate cannot link (the binary links the demo).
+pub type RocmKpack<'a> = &'a dyn Fn(&[OsString]) -> anyhow::Result<ExitStatus>;
+
+/// Fat binaries compiled by Debian's clang-19 for seven targets (CCOB-compressed
+/// and plain), embedded so the demo needs nothing but the binary:
+/// (installed name, bytes).
 const FAT_FIXTURES: &[(&str, &[u8])] = &[
     (
         "bin/kpack_demo_app",
-        include_bytes!("../../../tests/fixtures/clang19/app_pie"),
+        include_bytes!("../binaries/kpack_demo_app"),
     ),
-    (
-        "lib/libmulti.so",
-        include_bytes!("../../../tests/fixtures/clang19/libmulti.so"),
-    ),
+    ("lib/libmulti.so", include_bytes!("../binaries/libmulti.so")),
     (
         "lib/libfixture.so",
-        include_bytes!("../../../tests/fixtures/clang19-compressed/libfixture.so"),
+        include_bytes!("../binaries/libfixture.so"),
     ),
 ];
 
-/// The stand-in HIP runtime the fixtures link against (records what it is
-/// handed; see tests/fixtures/stub-hip).
-const STUB_HIP: &[u8] = include_bytes!("../../../tests/fixtures/stub-hip/libamdhip64.so");
+/// The stand-in HIP runtime the fat binaries link against (records what it
+/// is handed).
+const STUB_HIP: &[u8] = include_bytes!("../binaries/libamdhip64.so");
 
 /// Where the demo's deb installs: an /opt/rocm-style prefix.
 const PREFIX: &str = "opt/rocm-kpack-demo";
@@ -59,52 +66,52 @@ const WHEEL_DIST: &str = "kpack_demo";
 const VERSION: &str = "1.0.0";
 
 /// Machines `--machine` can simulate: name, description, and the KFD sysfs tree of
-/// that machine (`splitter/demo/machines/<name>`, written by `generate.py` there).
+/// that machine (`machines/<name>`, written by `machines/generate.py`).
 const GPUS: &[(&str, &str, Dir<'static>)] = &[
     (
         "rx7900xtx",
         "RX 7900 XTX (gfx1100)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/rx7900xtx"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/rx7900xtx"),
     ),
     (
         "mi300x",
         "Instinct MI300X (gfx942)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/mi300x"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/mi300x"),
     ),
     (
         "mi210",
         "Instinct MI210 (gfx90a)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/mi210"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/mi210"),
     ),
     (
         "w7500",
         "Radeon Pro W7500 (gfx1102)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/w7500"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/w7500"),
     ),
     (
         "rx9070xt",
         "RX 9070 XT (gfx1201)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/rx9070xt"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/rx9070xt"),
     ),
     (
         "strix-halo",
         "Strix Halo APU (gfx1151)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/strix-halo"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/strix-halo"),
     ),
     (
         "780m",
         "Radeon 780M APU (gfx1103)",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/780m"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/780m"),
     ),
     (
         "apu-plus-dgpu",
         "780M APU + RX 7900 XTX",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/apu-plus-dgpu"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/apu-plus-dgpu"),
     ),
     (
         "cpu-only",
         "a machine without an AMD GPU",
-        include_dir!("$CARGO_MANIFEST_DIR/demo/machines/cpu-only"),
+        include_dir!("$CARGO_MANIFEST_DIR/machines/cpu-only"),
     ),
 ];
 
@@ -193,7 +200,8 @@ impl Work {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+/// Runs the demo; `rocm_kpack` runs the `rocm-kpack` commands it shows.
+pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> {
     let mut tmp = None;
     let root = match &args.dir {
         Some(dir) => {
@@ -222,7 +230,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     )?;
     let work = Work::new(&root, &args.machine);
     let mut report = Report::default();
-    let result = run_steps(&args, &work, &mut report);
+    let result = run_steps(&args, &work, rocm_kpack, &mut report);
     if let Some(dir) = tmp {
         if args.keep {
             let _ = dir.keep();
@@ -240,14 +248,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// Runs `rocm-kpack ARGS...` in this process, as the user would on the
-/// command line.
-fn rocm_kpack(args: &[OsString]) -> anyhow::Result<()> {
+/// Prints `rocm-kpack ARGS...` and runs it through `runner`, as the user
+/// would on the command line.
+fn rocm_kpack_step(runner: RocmKpack<'_>, args: &[OsString]) -> anyhow::Result<()> {
     let mut argv = vec![OsString::from("rocm-kpack")];
     argv.extend(args.iter().cloned());
     rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
-    let cli = crate::cli::Cli::try_parse_from(&argv)?;
-    let status = crate::cmd::run(cli.command)?;
+    let status = runner(args)?;
     ensure!(status == ExitStatus::Success, "exited {}", status.code());
     Ok(())
 }
@@ -309,7 +316,13 @@ fn shell_line(argv: &[OsString]) -> String {
         .join(" ")
 }
 
-fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()> {
+fn run_steps(
+    args: &Args,
+    work: &Work,
+    runner: RocmKpack<'_>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let rocm_kpack = |argv: &[OsString]| rocm_kpack_step(runner, argv);
     // 1. Inputs: a fat deb and a fat wheel carrying the fat fixtures.
     let (fat_deb, fat_wheel) = report.step(
         "build a fat .deb and a fat wheel from the built-in fat binaries",
@@ -384,7 +397,16 @@ fn run_steps(args: &Args, work: &Work, report: &mut Report) -> anyhow::Result<()
                 &"--kpack-store",
                 &"--store-url",
                 &store_url,
+                // The fetcher's own packages (a deb, an rpm and a wheel of
+                // a 10 MiB program, at release compression) took most of
+                // the demo's time; the demo runs this build's
+                // rocm-kpack-fetch and installs no package of it.
+                &"--no-fetcher",
             ]))?;
+            rocm_kpack_cli::outln!(
+                "    (--no-fetcher: without it, publish also adds rocm-kpack-fetch's own deb, rpm and wheel, \
+                 which the generic packages recommend; the demo runs this build's rocm-kpack-fetch instead)"
+            )?;
             let server = Server::start(&work.repo)?;
             rocm_kpack_cli::outln!("    serving {} at {}", work.repo.display(), server.url)?;
             Ok(server)
@@ -598,7 +620,8 @@ fn cached_librocrand() -> Option<PathBuf> {
         .into_iter()
         .collect();
     dirs.push(PathBuf::from("/var/cache/rocm-kpack-debs"));
-    dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debian-cache"));
+    // The workspace's target directory (this crate is splitter/demo).
+    dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debian-cache"));
     dirs.into_iter()
         .map(|d| d.join(FILE))
         .find(|p| fs::read(p).is_ok_and(|bytes| sha256_hex(&bytes) == SHA256))
@@ -711,9 +734,12 @@ fn installed_size(deb: &Path) -> anyhow::Result<u64> {
 /// Where the demo's Tensile-style kernel database lives below the prefix.
 const TENSILE_DIR: &str = "lib/kpack-demo-blas/library";
 
-/// Bytes of each processor's database file: code-object-sized, so device
-/// code has the share of the package it has in real libraries (over 90%).
-const TENSILE_FILE_SIZE: usize = 2 << 20;
+/// Bytes of each processor's database file: large enough that device code
+/// has the share of the package it has in real libraries (over 90%), small
+/// enough that packaging, splitting and publishing it at the release
+/// compression levels (xz, zstd 19) takes seconds: at 2 MiB those three
+/// steps were 50 s of a 50 s demo.
+const TENSILE_FILE_SIZE: usize = 256 << 10;
 
 /// A Tensile-style kernel database for each processor the fixtures are
 /// built for: `TensileLibrary_<processor>.co`, one of that processor's
@@ -735,8 +761,13 @@ fn tensile_database() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .into_iter()
         .map(|(processor, code)| {
             // Real kernel databases compress to a few percent, not to
-            // nothing: vary every 16th byte (deterministically).
-            let mut x: u32 = 0x9e37_79b9;
+            // nothing: vary every 16th byte (deterministically), from a
+            // seed of the processor's own, as no two processors' databases
+            // share those bytes (with one seed for all, xz found the
+            // shared bytes across files and the fat deb looked smaller
+            // than it would be).
+            let seed = Sha256::digest(processor.as_bytes());
+            let mut x = u32::from_le_bytes([seed[0], seed[1], seed[2], seed[3]]) | 1;
             let bytes: Vec<u8> = code
                 .iter()
                 .cycle()
@@ -917,6 +948,24 @@ fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), 
     Ok(out)
 }
 
+/// The co_index of every wrapper of a split binary (each a HIPK wrapper
+/// pointing at the marker).
+fn split_co_indices(data: &[u8]) -> anyhow::Result<Vec<u32>> {
+    use object::{Object as _, ObjectSection as _};
+    let file = object::File::parse(data)?;
+    let section = file
+        .section_by_name(".hipFatBinSegment")
+        .context("no .hipFatBinSegment section")?;
+    FatbinWrapper::parse_all(section.data()?)?
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            ensure!(w.is_hipk(), "wrapper {i} is not a HIPK wrapper: not split");
+            Ok(w.co_index())
+        })
+        .collect()
+}
+
 fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
@@ -927,19 +976,11 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
     for (name, fat) in FAT_FIXTURES {
         let originals = original_code_objects(fat)?;
         let host_path = work.install_root.join(PREFIX).join(name);
-        let elf = inspect_elf(&fs::read(&host_path)?)?;
-        let m = elf
-            .marker
-            .as_ref()
+        let marker = read_elf_marker(&mut fs::File::open(&host_path)?, &host_path)?
             .with_context(|| format!("{name}: not split (no marker)"))?;
-        let marker = Marker {
-            kpack_search_paths: m.kpack_search_paths.clone(),
-            kernel_name: m.kernel_name.clone(),
-        };
-        for w in &elf.wrappers {
-            let co_index = w
-                .co_index
-                .with_context(|| format!("{name}: wrapper {} lacks co_index", w.index))?;
+        for co_index in split_co_indices(&fs::read(&host_path)?)
+            .with_context(|| format!("{name}: its fat binary wrappers"))?
+        {
             for isa in isas {
                 let co = cache
                     .load_code_object(&marker, &host_path, co_index, &[isa.as_str()])
