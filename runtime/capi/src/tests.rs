@@ -1214,7 +1214,7 @@ fn kpack_get_kernel_refuses_a_zstd_bomb_in_little_memory() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let result = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("bomb-result "))
+        .find_map(|l| l.split_once("bomb-result ").map(|(_, r)| r))
         .unwrap_or_else(|| {
             panic!(
                 "child reported nothing: {stdout}{}",
