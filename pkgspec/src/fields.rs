@@ -241,7 +241,12 @@ mod tests {
             let version = format!("{epoch}:1.0-1");
             assert_eq!(check(DebVersion, &version).is_ok(), ok, "{version}");
             let dpkg = std::process::Command::new("dpkg")
-                .args(["--compare-versions", &format!("{version}+kpack1"), "gt", &version])
+                .args([
+                    "--compare-versions",
+                    &format!("{version}+kpack1"),
+                    "gt",
+                    &version,
+                ])
                 .output()
                 .expect("dpkg (apt-get install dpkg)");
             assert_eq!(

@@ -169,7 +169,13 @@ fn extract_refuses_a_zstd_bomb_in_little_memory() {
         .arg(bins::bin("rocm-kpack"))
         .arg("extract")
         .arg(&archive)
-        .args(["--binary", bomb::BOMB_BINARY, "--target", bomb::BOMB_ARCH, "-o"])
+        .args([
+            "--binary",
+            bomb::BOMB_BINARY,
+            "--target",
+            bomb::BOMB_ARCH,
+            "-o",
+        ])
         .arg(dir.path().join("k.co"))
         .output()
         .expect("run /usr/bin/time rocm-kpack extract");

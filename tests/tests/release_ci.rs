@@ -213,7 +213,10 @@ fn repo_template_shell_scripts_pass_shellcheck() {
         "fetch/rpm/transfiletriggerin.sh",
         "fetch/rpm/filetriggerpostun.sh",
     ] {
-        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
     }
     let out = Command::new("shellcheck")
         .args(["--shell=sh", "--severity=style", "--format=gcc"])
@@ -264,7 +267,9 @@ fn reduce_takes_its_own_shards_whatever_the_output_path() {
         &[fixtures::fixture("clang19-compressed/libfixture.so")],
     );
     let stray = root.join("stray.tar");
-    run(script("kpack-shard.sh").arg(root.join("theirs")).arg(&stray));
+    run(script("kpack-shard.sh")
+        .arg(root.join("theirs"))
+        .arg(&stray));
 
     let mut seen = Vec::new();
     for (out, sibling) in [("out put*", "out put-old"), ("rel*", "release-old")] {

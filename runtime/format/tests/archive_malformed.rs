@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod archive_common;
-mod peak_alloc;
 #[path = "../../../tests/support/src/bomb.rs"]
 mod bomb;
+mod peak_alloc;
 
 use archive_common::*;
 use peak_alloc::{PeakAlloc, PEAK};

@@ -58,10 +58,8 @@ pub fn zstd_bomb_archive(size: u64) -> Vec<u8> {
     w.add_kernel(BOMB_BINARY, BOMB_ARCH, vec![0; 4096])
         .expect("kernel");
     let small = w.finish().expect("finish").into_inner();
-    let toc_at = usize::try_from(u64::from_le_bytes(
-        small[8..16].try_into().expect("header"),
-    ))
-    .expect("offset");
+    let toc_at = usize::try_from(u64::from_le_bytes(small[8..16].try_into().expect("header")))
+        .expect("offset");
     let mut toc = msgpack::decode::<Value>(&small[toc_at..]).expect("toc");
 
     let frame = zero_frame(size);
