@@ -1218,29 +1218,7 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
 
     // pip: base + the gfx90a extra puts the gfx90a files where the fat
     // wheel had them, and nothing for gfx1100.
-    let repo = tmp.path().join("repo");
-    publish(
-        &out,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-    let server = http::serve_dir(&repo).expect("serve");
-    let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    ok(Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(format!("{}simple/", server.root_url()))
-        .arg("kpkg[device-gfx90a]")
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    let (venv, _, _) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx90a]");
     let sp = rocm_kpack_test_support::site_packages(&venv);
     for (p, a, bytes) in &dbs {
         if a.starts_with("gfx90a") {
