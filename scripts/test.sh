@@ -15,6 +15,7 @@ packages=(
   gpg systemd curl                         # repository signing, unit checks, bench baseline
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs
+  shellcheck time                          # repo-templates scripts; peak RSS of a child (/usr/bin/time)
   mmdebstrap                               # the Debian root of the install-flow tests (chroot)
   man-db groff-base                        # man -l renders the generated man pages
   libhsa-runtime64-1                       # dependency of Debian's libamdhip64.so.5 (dlopen tests)

@@ -11,6 +11,9 @@
 pub use rocm_kpack_format::layout::names::NameError;
 use rocm_kpack_format::layout::names::{plain, refuse, starts_alnum};
 
+/// Largest epoch dpkg accepts in a Debian version (C's `INT_MAX`).
+pub const MAX_DEB_EPOCH: u64 = i32::MAX as u64;
+
 /// Which package field a value is; selects the grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldKind {
@@ -75,6 +78,15 @@ pub fn check(kind: FieldKind, value: &str) -> Result<(), NameError> {
                     if epoch.is_empty() || !epoch.bytes().all(|b| b.is_ascii_digit()) {
                         return Err(refuse(what, value, "the epoch must be a number"));
                     }
+                    // dpkg reads the epoch with strtol and refuses one
+                    // above INT_MAX ("epoch in version is too big").
+                    if epoch.parse::<u64>().map_or(true, |n| n > MAX_DEB_EPOCH) {
+                        return Err(refuse(
+                            what,
+                            value,
+                            format!("the epoch is above dpkg's limit {MAX_DEB_EPOCH}"),
+                        ));
+                    }
                     rest
                 }
                 None => value,
@@ -135,6 +147,8 @@ mod tests {
             (DebVersion, "5.3.3-4"),
             (DebVersion, "1:2.3~rc1+dfsg-1.1"),
             (DebVersion, "6.2.4.60204-139~22.04"),
+            (DebVersion, "2147483647:1.0-1"),
+            (DebVersion, "0002147483647:1.0"),
             (DebArchitecture, "amd64"),
             (DebArchitecture, "linux-any"),
             (RpmName, "rocm-hip-libraries"),
@@ -142,12 +156,14 @@ mod tests {
             (RpmVersion, "6.2.0"),
             (RpmRelease, "1.el9"),
             (RpmVersion, "1.0~rc1^git1"),
+            (RpmVersion, "1.0^git"),
             (RpmArch, "x86_64"),
             (RpmArch, "noarch"),
             (WheelName, "torch"),
             (WheelName, "rocm_sdk.libraries"),
             (WheelVersion, "2.5.0+rocm6.2"),
             (WheelVersion, "1!2.0.post1"),
+            (WheelVersion, "1!2.0"),
             (WheelTag, "manylinux_2_28_x86_64"),
         ] {
             assert_eq!(check(kind, ok), Ok(()), "{kind:?} {ok:?}");
@@ -169,7 +185,19 @@ mod tests {
             (
                 DebVersion,
                 &[
-                    "../1", "1/2", "1%2F", "x1", "1:", ":1", "a:1", "1\n", "1-", &long,
+                    "../1",
+                    "1/2",
+                    "1%2F",
+                    "x1",
+                    "1:",
+                    ":1",
+                    "a:1",
+                    "1\n",
+                    "1-",
+                    &long,
+                    "2147483648:1",
+                    "4294967296:1",
+                    "99999999999999999999999:1",
                 ],
             ),
             (
@@ -202,6 +230,31 @@ mod tests {
                 assert!(text.len() < 300, "message is bounded: {text}");
                 assert!(!text.contains('\n') && !text.contains('\0'), "{text:?}");
             }
+        }
+    }
+
+    /// dpkg itself on the epochs around its limit: what we accept, dpkg
+    /// compares; what we refuse, dpkg refuses.
+    #[test]
+    fn deb_epoch_limit_is_dpkgs() {
+        for (epoch, ok) in [("2147483647", true), ("2147483648", false)] {
+            let version = format!("{epoch}:1.0-1");
+            assert_eq!(check(DebVersion, &version).is_ok(), ok, "{version}");
+            let dpkg = std::process::Command::new("dpkg")
+                .args([
+                    "--compare-versions",
+                    &format!("{version}+kpack1"),
+                    "gt",
+                    &version,
+                ])
+                .output()
+                .expect("dpkg (apt-get install dpkg)");
+            assert_eq!(
+                dpkg.status.success(),
+                ok,
+                "dpkg on {version}: {}",
+                String::from_utf8_lossy(&dpkg.stderr)
+            );
         }
     }
 }

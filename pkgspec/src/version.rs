@@ -113,6 +113,9 @@ impl Versioning {
                 '.'
             }
         };
+        // `1.0+kpack1` was split already though its tail is `+kpack1`,
+        // not the `.kpack1` a second split would add.
+        self.refuse_split(version, '+')?;
         let out = self.append(version, sep)?;
         check_name(FieldKind::WheelVersion, &out)?;
         Ok(out)
@@ -122,15 +125,22 @@ impl Versioning {
         if self.suffix.is_empty() {
             return Ok(version.to_string());
         }
+        self.refuse_split(version, sep)?;
+        Ok(format!("{version}{sep}{}", self.suffix))
+    }
+
+    /// Refuses a `version` ending in `<sep><suffix>`: the input looks like
+    /// a package rocm-kpack already split.
+    fn refuse_split(&self, version: &str, sep: char) -> Result<(), String> {
         let tail = format!("{sep}{}", self.suffix);
-        if version.ends_with(&tail) {
+        if !self.suffix.is_empty() && version.ends_with(&tail) {
             return Err(format!(
                 "version {version:?} already ends in {tail:?}: the input looks like a package \
                  rocm-kpack already split; split the distribution's package, or set \
                  [version] suffix = \"\" in the spec to keep the version as it is"
             ));
         }
-        Ok(format!("{version}{tail}"))
+        Ok(())
     }
 }
 
@@ -174,6 +184,11 @@ mod tests {
         assert!(v.wheel("2.1.0+").is_err());
         assert!(v.wheel("1.0+a+b").is_err());
         assert!(v.wheel("1.0/x").is_err());
+        assert_eq!(v.wheel("1!2.0").unwrap(), "1!2.0+kpack1");
+        assert!(v.wheel("1.0+kpack1").unwrap_err().contains("already"));
+        assert!(v.wheel("1!2.0+kpack1").unwrap_err().contains("already"));
+        assert!(v.deb("2147483647:1.0-1").is_ok());
+        assert!(v.deb("4294967296:1.0-1").unwrap_err().contains("epoch"));
         assert!(v
             .wheel("2.1.0+cu121.kpack1")
             .unwrap_err()

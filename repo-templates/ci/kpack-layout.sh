@@ -14,7 +14,7 @@ for dir in "$1"/*_*/; do
   dest=$2/$suffix
   mkdir -p "$dest"
   while IFS= read -r prefix || [ -n "$prefix" ]; do
-    [ -n "$prefix" ] && [ -d "$dir/$prefix" ] || continue
+    if [ -z "$prefix" ] || [ ! -d "$dir/$prefix" ]; then continue; fi
     cp -a --no-clobber "$dir/$prefix/." "$dest/"
   done <"$dir/artifact_manifest.txt"
 done

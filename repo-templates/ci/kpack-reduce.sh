@@ -25,8 +25,16 @@ for t in "$shards"/*.tar; do
   tar -C "$out/shards/$n" -xf "$t"
 done
 [ "$n" -gt 0 ] || { echo "kpack-reduce.sh: no shard tars in $shards" >&2; exit 1; }
-# shellcheck disable=SC2046 # one argument per shard directory
-"$kpack" recombine $(for i in $(seq 1 "$n"); do echo "$out/shards/$i"; done) --out "$out/release" -q \
+# One argument per shard directory, each quoted: OUT may hold spaces or
+# glob characters, and an unquoted expansion would split it or pick up
+# another directory's shards.
+set --
+i=1
+while [ "$i" -le "$n" ]; do
+  set -- "$@" "$out/shards/$i"
+  i=$((i + 1))
+done
+"$kpack" recombine "$@" --out "$out/release" -q \
   ${KPACK_MEMORY:+--memory "$KPACK_MEMORY"} ${KPACK_JOBS:+--jobs "$KPACK_JOBS"}
 "$(dirname "$0")/kpack-layout.sh" "$out/release" "$out/split"
 "$kpack" package "$out/split" --name "${KPACK_NAME:-rocm-kpack-release}" --version "$KPACK_VERSION" \

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_test_support::{bins, clang, debian, fixtures};
+use rocm_kpack_test_support::{bins, bomb, clang, debian, fixtures};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -150,6 +150,47 @@ fn extract_writes_one_code_object() {
         "{err}"
     );
     assert!(!dir.path().join("none.co").exists());
+}
+
+/// A 140 KiB archive whose kernel decodes to 4 GiB of zeros (TOC and frame
+/// agree): `extract` refuses it before allocating, so its peak RSS stays
+/// far below what the kernel would take.
+#[test]
+fn extract_refuses_a_zstd_bomb_in_little_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("bomb.kpack");
+    let bytes = bomb::zstd_bomb_archive(4 << 30);
+    assert!(bytes.len() < 200 << 10, "{} bytes", bytes.len());
+    std::fs::write(&archive, bytes).expect("write bomb");
+    let rss = dir.path().join("rss");
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss)
+        .arg(bins::bin("rocm-kpack"))
+        .arg("extract")
+        .arg(&archive)
+        .args([
+            "--binary",
+            bomb::BOMB_BINARY,
+            "--target",
+            bomb::BOMB_ARCH,
+            "-o",
+        ])
+        .arg(dir.path().join("k.co"))
+        .output()
+        .expect("run /usr/bin/time rocm-kpack extract");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("limit"), "{err}");
+    assert!(!dir.path().join("k.co").exists());
+    // time writes "Command exited with non-zero status 1" first.
+    let kib: u64 = std::fs::read_to_string(&rss)
+        .expect("time -o")
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("%M is KiB");
+    assert!(kib < 256 << 10, "peak RSS {kib} KiB");
 }
 
 /// (target, size) of every device entry of every bundle in an inspect report.

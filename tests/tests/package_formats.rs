@@ -1013,6 +1013,30 @@ fn corrupt_and_hostile_packages_are_refused_by_the_readers() {
     assert_eq!(parsed.get_all("Requires-Dist").count(), 2);
 }
 
+/// rpm's caret (rpm >= 4.15: `1.0^git1` sorts after `1.0`, before
+/// `1.0.1`) is packaged: rpm reads the version back, and the device rpm
+/// pins it.
+#[test]
+fn rpm_caret_version_is_built_and_queried() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (split, _) = fixture_split(tmp.path());
+    let mut opts = fixture_options(&[Format::Rpm]);
+    opts.meta.version = "1.0^git1-1".into();
+    let report = build(&split, &tmp.path().join("out"), &opts);
+    let rpms = by_name(&report, Format::Rpm);
+    let evr = ok(Command::new("rpm")
+        .args(["-qp", "--qf", "%{VERSION}-%{RELEASE}"])
+        .arg(&rpms["libfixture1"]));
+    assert_eq!(evr, "1.0^git1-1.kpack1");
+    let req = ok(Command::new("rpm")
+        .args(["-qp", "--requires"])
+        .arg(&rpms["libfixture1-gfx90a"]));
+    assert!(
+        req.lines().any(|l| l == "libfixture1 = 1.0^git1-1.kpack1"),
+        "{req}"
+    );
+}
+
 #[test]
 fn spec_naming_defaults_and_fetch_source_are_honoured() {
     let tmp = tempfile::tempdir().expect("tmp");

@@ -179,3 +179,116 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
     assert!(a.nodes.len() > 12, "{}", a.nodes.len());
     assert!(a == b, "packages differ: {:?}", a.diff(&b));
 }
+
+/// Every shell script in repo-templates/ (the CI steps, the fetcher's deb
+/// and rpm hooks, which have no shebang and run under /bin/sh) passes
+/// shellcheck as POSIX sh, warnings included.
+#[test]
+fn repo_template_shell_scripts_pass_shellcheck() {
+    let root = ci_dir().join("..");
+    let mut scripts = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "sh")
+                || fs::read(&p).unwrap().starts_with(b"#!/bin/sh")
+            {
+                scripts.push(p);
+            }
+        }
+    }
+    scripts.sort();
+    let names: Vec<String> = scripts
+        .iter()
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    for expected in [
+        "ci/kpack-reduce.sh",
+        "ci/kpack-shard.sh",
+        "ci/kpack-layout.sh",
+        "fetch/deb/postinst",
+        "fetch/rpm/transfiletriggerin.sh",
+        "fetch/rpm/filetriggerpostun.sh",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    let out = Command::new("shellcheck")
+        .args(["--shell=sh", "--severity=style", "--format=gcc"])
+        .args(&scripts)
+        .output()
+        .expect("shellcheck (apt-get install shellcheck)");
+    assert!(
+        out.status.success(),
+        "shellcheck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Names of the artifact outputs a reduce wrote to OUT/release.
+fn release_outputs(out: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(out.join("release"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// kpack-reduce.sh with an OUT holding a space and a `*`, next to a
+/// directory the glob matches that holds another build's shard: the
+/// release is recombined from the shards given, and only from them.
+#[test]
+fn reduce_takes_its_own_shards_whatever_the_output_path() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let shards = root.join("shards");
+    fs::create_dir_all(&shards).unwrap();
+    artifact(
+        &root.join("ours"),
+        "fix_lib_gfx110X",
+        "core/fix/stage",
+        &[fixtures::fixture("clang19/libmulti.so")],
+    );
+    run(script("kpack-shard.sh")
+        .arg(root.join("ours"))
+        .arg(shards.join("shard-0.tar")));
+    // Another build's shard, unpacked where OUT's glob would find it.
+    artifact(
+        &root.join("theirs"),
+        "other_lib_gfx110X",
+        "core/other/stage",
+        &[fixtures::fixture("clang19-compressed/libfixture.so")],
+    );
+    let stray = root.join("stray.tar");
+    run(script("kpack-shard.sh")
+        .arg(root.join("theirs"))
+        .arg(&stray));
+
+    let mut seen = Vec::new();
+    for (out, sibling) in [("out put*", "out put-old"), ("rel*", "release-old")] {
+        let unpacked = root.join(sibling).join("shards/1");
+        fs::create_dir_all(&unpacked).unwrap();
+        run(Command::new("tar")
+            .arg("-C")
+            .arg(&unpacked)
+            .arg("-xf")
+            .arg(&stray));
+        let out = root.join(out);
+        run(script("kpack-reduce.sh").arg(&shards).arg(&out));
+        let names = release_outputs(&out);
+        assert!(
+            !names.is_empty() && names.iter().all(|n| n.starts_with("fix_lib_")),
+            "{}: {names:?}",
+            out.display()
+        );
+        seen.push(names);
+    }
+    assert_eq!(seen[0], seen[1]);
+}

@@ -560,35 +560,8 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         );
     }
 
-    // pip from a published index.
-    let repo = tmp.path().join("repo");
-    publish(
-        &out,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-    let server = http::serve_dir(&repo).expect("serve");
-    let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    let pip = venv.join("bin/pip");
-    ok(Command::new(&pip)
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(format!("{}simple/", server.root_url()))
-        // The 2025 family's extra keeps working.
-        .arg("kpkg[device-gfx110x]")
-        .env("PIP_CONFIG_FILE", "/dev/null"));
-    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
-    let listed =
-        ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
+    // pip from a published index; the 2025 family's extra keeps working.
+    let (venv, pip, listed) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx110x]");
     let v = KPKG_SPLIT_VERSION;
     assert!(
         listed.contains(&format!("kpkg=={v}"))
@@ -644,6 +617,88 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         .filter(|p| !fs::symlink_metadata(p).expect("stat").is_dir())
         .collect();
     assert!(left.is_empty(), "left after uninstall: {left:?}");
+}
+
+/// Publishes the packages in `out` as a pip index, serves it, installs
+/// `requirement` from it into a fresh venv under `tmp` and checks it;
+/// returns the venv, its pip and `pip list --format=freeze`.
+fn pip_install_published(out: &Path, tmp: &Path, requirement: &str) -> (PathBuf, PathBuf, String) {
+    let repo = tmp.join("repo");
+    publish(
+        out,
+        &repo,
+        &PublishOptions {
+            pip: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    let server = http::serve_dir(&repo).expect("serve");
+    let venv = tmp.join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let pip = venv.join("bin/pip");
+    ok(Command::new(&pip)
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+        ])
+        .arg(format!("{}simple/", server.root_url()))
+        .arg(requirement)
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    let listed =
+        ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));
+    (venv, pip, listed)
+}
+
+/// The kpkg wheel at `version`: its module, the fat library and METADATA.
+fn versioned_kpkg_wheel(dir: &Path, version: &str) -> PathBuf {
+    let di = format!("kpkg-{version}.dist-info");
+    let files = vec![
+        ("kpkg/__init__.py".to_string(), Vec::new()),
+        (
+            "kpkg/libfixture.so".into(),
+            fs::read(fixtures::fixture("clang19/libfixture.so")).expect("fixture"),
+        ),
+        (
+            format!("{di}/METADATA"),
+            format!("Metadata-Version: 2.1\nName: kpkg\nVersion: {version}\nSummary: kpkg\n\n")
+                .into_bytes(),
+        ),
+        (
+            format!("{di}/WHEEL"),
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+        ),
+    ];
+    let whl = dir.join(format!("kpkg-{version}-py3-none-linux_x86_64.whl"));
+    write_wheel(&whl, &files, &di, None);
+    whl
+}
+
+/// A PEP 440 epoch (`1!2.0`) splits to `1!2.0+kpack1` wheels pip installs;
+/// a wheel already at `1.0+kpack1` is refused, as debs and rpms ending in
+/// the suffix are, instead of becoming `1.0+kpack1.kpack1`.
+#[test]
+fn wheel_versions_with_an_epoch_split_and_split_ones_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let whl = versioned_kpkg_wheel(tmp.path(), "1!2.0");
+    let out = tmp.path().join("out");
+    let r = split_ok(&whl, &out);
+    assert!(names(&r).contains(&"kpkg-device-gfx110x-dgpu".to_string()));
+    let (_, _, listed) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx110x-dgpu]");
+    assert!(
+        listed.contains("kpkg==1!2.0+kpack1")
+            && listed.contains("kpkg-device-gfx110x-dgpu==1!2.0+kpack1"),
+        "{listed}"
+    );
+
+    let split_dir = tmp.path().join("again");
+    fs::create_dir(&split_dir).expect("mkdir");
+    let whl = versioned_kpkg_wheel(&split_dir, "1.0+kpack1");
+    let e = chain(&split_err(&whl, &split_dir));
+    assert!(e.contains("already ends in"), "{e}");
 }
 
 // ------------------------------------------------------------- errors
@@ -1160,29 +1215,7 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
 
     // pip: base + the gfx90a extra puts the gfx90a files where the fat
     // wheel had them, and nothing for gfx1100.
-    let repo = tmp.path().join("repo");
-    publish(
-        &out,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
-    let server = http::serve_dir(&repo).expect("serve");
-    let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    ok(Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(format!("{}simple/", server.root_url()))
-        .arg("kpkg[device-gfx90a]")
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    let (venv, _, _) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx90a]");
     let sp = rocm_kpack_test_support::site_packages(&venv);
     for (p, a, bytes) in &dbs {
         if a.starts_with("gfx90a") {

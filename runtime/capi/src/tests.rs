@@ -1151,3 +1151,78 @@ fn kpack_open_refuses_fifos_devices_and_sparse_files_and_opens_a_million_entries
         kpack_close(a);
     }
 }
+
+#[cfg(unix)]
+#[path = "../../../tests/support/src/bomb.rs"]
+mod bomb;
+
+/// Set in the child [`kpack_get_kernel_refuses_a_zstd_bomb_in_little_memory`]
+/// runs itself as: the bomb's path.
+#[cfg(unix)]
+const BOMB_CHILD: &str = "ROCM_KPACK_TEST_BOMB_ARCHIVE";
+
+/// A 140 KiB archive whose kernel decodes to 4 GiB of zeros, TOC and frame
+/// agreeing: refused with a corrupt-data code, and the process's peak RSS
+/// stays far below the kernel's size. Runs in a child (this test binary,
+/// this test alone) so the peak is that of the C calls, not of whatever
+/// other tests did in this process.
+#[cfg(unix)]
+#[test]
+fn kpack_get_kernel_refuses_a_zstd_bomb_in_little_memory() {
+    if let Some(path) = std::env::var_os(BOMB_CHILD) {
+        let p = path_cstr(Path::new(&path));
+        let binary = cstr(bomb::BOMB_BINARY);
+        let arch = cstr(bomb::BOMB_ARCH);
+        // SAFETY: valid C strings and out-pointers; handles closed once.
+        let rc = unsafe {
+            let mut a: kpack_archive_t = ptr::null_mut();
+            match kpack_open(p.as_ptr(), &mut a) {
+                Success => {
+                    let (mut d, mut n): (*mut c_void, usize) = (ptr::null_mut(), 0);
+                    let rc = kpack_get_kernel(a, binary.as_ptr(), arch.as_ptr(), &mut d, &mut n);
+                    kpack_free_kernel(d);
+                    kpack_close(a);
+                    rc
+                }
+                rc => rc,
+            }
+        };
+        // SAFETY: getrusage writes the struct it is given.
+        let max_rss_kib = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut ru), 0);
+            ru.ru_maxrss
+        };
+        println!("bomb-result {rc:?} {max_rss_kib}");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bomb.kpack");
+    let bytes = bomb::zstd_bomb_archive(4 << 30);
+    assert!(bytes.len() < 200 << 10, "{} bytes", bytes.len());
+    fs::write(&path, bytes).expect("write bomb");
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "tests::kpack_get_kernel_refuses_a_zstd_bomb_in_little_memory",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(BOMB_CHILD, &path)
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result = stdout
+        .lines()
+        .find_map(|l| l.split_once("bomb-result ").map(|(_, r)| r))
+        .unwrap_or_else(|| {
+            panic!(
+                "child reported nothing: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let (code, kib) = result.split_once(' ').expect("code and KiB");
+    assert_eq!(code, format!("{InvalidFormat:?}"), "{result}");
+    let kib: u64 = kib.parse().expect("KiB");
+    assert!(kib < 256 << 10, "peak RSS {kib} KiB");
+}

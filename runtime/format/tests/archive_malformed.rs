@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod archive_common;
+#[path = "../../../tests/support/src/bomb.rs"]
+mod bomb;
 mod peak_alloc;
 
 use archive_common::*;
@@ -430,18 +432,34 @@ fn zip_bomb_is_refused_before_allocating() {
     let a = Archive::from_bytes(bytes.clone()).unwrap();
     assert_eq!(a.kernel("b#0", "gfx1100").unwrap(), bomb);
 
-    // The same frame claiming 3 GiB in TOC and frame header: refused, and
-    // nothing near that size is allocated.
-    let p = 68 + 4;
-    let mut b = with_toc(&bytes, |t| {
-        *field(entry(t, "b#0", "gfx1100"), "original_size") = Value::from(3u64 << 30)
-    });
-    let fhd = b[p + 4];
-    assert_eq!(fhd >> 6, 2, "4-byte FCS expected, FHD {fhd:#x}");
-    let fcs_at = p + 5 + usize::from(fhd & 0x20 == 0);
-    b[fcs_at..fcs_at + 4].copy_from_slice(&(3u32 << 30).to_le_bytes());
-    let e = expect_err(&b, "3 GiB claim");
+    // The same frame claiming 512 MiB (under MAX_KERNEL_SIZE) in TOC and
+    // frame header: refused by the ratio cap, and nothing near that size
+    // is allocated.
+    let claim = |size: u32| {
+        let p = 68 + 4;
+        let mut b = with_toc(&bytes, |t| {
+            *field(entry(t, "b#0", "gfx1100"), "original_size") = Value::from(size)
+        });
+        let fhd = b[p + 4];
+        assert_eq!(fhd >> 6, 2, "4-byte FCS expected, FHD {fhd:#x}");
+        let fcs_at = p + 5 + usize::from(fhd & 0x20 == 0);
+        b[fcs_at..fcs_at + 4].copy_from_slice(&size.to_le_bytes());
+        b
+    };
+    let e = expect_err(&claim(512 << 20), "512 MiB claim");
     assert!(e.to_string().contains("impossible"), "{e}");
+    // 3 GiB is over MAX_KERNEL_SIZE: refused when the TOC is read.
+    let e = expect_err(&claim(3 << 30), "3 GiB claim");
+    assert!(e.to_string().contains("limit"), "{e}");
+}
+
+#[test]
+fn truthful_4_gib_bomb_is_refused_before_allocating() {
+    // 4 GiB of zeros in a 128 KiB frame: within the 32768:1 ratio, so only
+    // MAX_KERNEL_SIZE stands between it and a 4 GiB buffer.
+    let b = bomb::zstd_bomb_archive(4 << 30);
+    let e = expect_err(&b, "4 GiB bomb");
+    assert!(e.to_string().contains("limit"), "{e}");
 }
 
 #[test]

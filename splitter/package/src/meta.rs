@@ -383,13 +383,14 @@ impl PackageMeta {
                 names::MAX_NAME
             )));
         }
-        if !self
-            .version
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-' | '~' | ':' | '_'))
-        {
+        // The union of the formats' version characters (`!`: a PEP 440
+        // epoch, `^`: rpm's caret); each format's own grammar
+        // (`rocm_kpack_pkgspec::fields`) then refuses what it cannot carry.
+        if !self.version.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-' | '~' | ':' | '_' | '!' | '^')
+        }) {
             return Err(PackageError::Invalid(format!(
-                "version {:?}: only letters, digits and `.+-~:_` allowed",
+                "version {:?}: only letters, digits and `.+-~:_!^` allowed",
                 self.version
             )));
         }

@@ -4,6 +4,7 @@
 //! HTTP server that misbehaves on cue.
 
 pub mod bins;
+pub mod bomb;
 pub mod ccob;
 pub mod clang;
 pub mod debian;

@@ -40,6 +40,8 @@ extern "C" {
 /* Open the .kpack archive at `path`: maps the file and parses header and TOC
  * (the blob region is not read until a kernel is requested).
  * On success *archive receives a handle the caller frees with kpack_close.
+ * A TOC entry whose code object would be above 1 GiB is INVALID_FORMAT: no
+ * kernel of an archive this library opened costs more memory than that.
  * Errors: INVALID_ARGUMENT (NULL argument), FILE_NOT_FOUND, IO_ERROR,
  * INVALID_FORMAT, UNSUPPORTED_VERSION, MSGPACK_PARSE_FAILED. */
 KPACK_API kpack_error_t kpack_open(const char* path, kpack_archive_t* archive);

@@ -34,9 +34,12 @@ pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// the level, so only the one-time split pays for it.
 pub const RELEASE_ZSTD_LEVEL: i32 = 19;
 
-/// Largest kernel the reader will decompress (4 GiB). Code objects are far
-/// smaller; anything bigger in a TOC is corruption or an attack.
-pub const MAX_KERNEL_SIZE: u64 = 4 << 30;
+/// Largest kernel the writer stores and the reader decompresses (1 GiB):
+/// a TOC entry above it is refused when the archive is opened. Real code
+/// objects are at most tens of MiB; a bigger entry is corruption or a bomb
+/// (a 128 KiB zstd frame truthfully decodes to 4 GiB), and this is what
+/// bounds the memory reading one kernel of a hostile archive can cost.
+pub const MAX_KERNEL_SIZE: u64 = 1 << 30;
 
 /// Largest TOC the reader parses (256 MiB; a million entries take about
 /// 60 MiB). The TOC is the one part of an archive decoded into memory, so
