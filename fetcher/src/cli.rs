@@ -248,7 +248,8 @@ pub struct InstallArgs {
     pub index_url: Option<String>,
     /// Extra argument for the package manager (repeatable), e.g.
     /// --pm-opt=--repofrompath=local,http://mirror/ for dnf or
-    /// --pm-opt=-o=Acquire::Retries=3 for apt.
+    /// --pm-opt=-o=Acquire::Retries=3 for apt. pip runs isolated
+    /// (`python -I`) from `/`: give it absolute paths.
     #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
     pub pm_opts: Vec<String>,
 }
