@@ -1297,6 +1297,25 @@ fn a_skipped_configured_source_is_named() {
         "masked URL: {last}"
     );
     assert!(last.contains("--allow-http"), "says why: {last}");
+    // `status` and `doctor` say so too, in the same words.
+    for args in [
+        &["status", "--target", "gfx90a"][..],
+        &["doctor", "--target", "gfx90a"],
+    ] {
+        let (_, stdout, stderr) = run(env.fetch(args));
+        let both = format!("{stdout}{stderr}");
+        let line = both
+            .lines()
+            .find(|l| l.contains("configured but skipped"))
+            .unwrap_or_else(|| panic!("{args:?}: no skipped source named: {both}"));
+        assert!(
+            line.contains(&file.display().to_string())
+                && line.contains("****@127.0.0.1:9")
+                && line.contains("--allow-http"),
+            "{args:?}: {line}"
+        );
+        assert!(!both.contains("hunter2"), "{args:?}: {both}");
+    }
 }
 
 #[test]
