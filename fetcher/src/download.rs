@@ -734,8 +734,8 @@ async fn attempt_file(
     // file elsewhere is followed (the bytes are checked against the
     // manifest's sha256 anyway), but whatever is opened must be a regular
     // file, opened without blocking (a FIFO would stall the run forever).
-    let mut file = rocm_kpack_fs::open_regular_following(&src)
-        .map_err(|e| file_err(io::Error::from(e)))?;
+    let mut file =
+        rocm_kpack_fs::open_regular_following(&src).map_err(|e| file_err(io::Error::from(e)))?;
     let len = file.metadata().map_err(file_err)?.len();
     if len > sink.wire_limit(want) {
         return Err(FetchError::Oversize {

@@ -303,10 +303,7 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
                   user = getattr(site, 'getusersitepackages', lambda: None)()\n\
                   paths += [user] if isinstance(user, str) else []\n\
                   print(json.dumps(paths))";
-    let out = match crate::python::command(python)
-        .args(["-c", script])
-        .output()
-    {
+    let out = match crate::python::command(python).args(["-c", script]).output() {
         Ok(o) if o.status.success() => o.stdout,
         Ok(o) => {
             tracing::debug!(

@@ -1499,7 +1499,11 @@ fn a_fifo_in_a_local_store_fails_that_file_without_stalling() {
         &db.sha256,
     ));
     for fifo in [store.join(&stuck.name), db_object] {
-        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
     }
     let store_url = format!("file://{}/", store.display());
     for how in [
@@ -1582,10 +1586,7 @@ fn a_zstd_bomb_leaves_nothing_in_the_cache() {
         let (bytes, partials) = cache_usage(&env.cache);
         assert_eq!(partials, Vec::<PathBuf>::new(), "{shape}: no partial kept");
         assert!(bytes < 1 << 20, "{shape}: the cache holds {bytes} bytes");
-        assert!(
-            !env.root.join("opt/rocm").join(db.path).exists(),
-            "{shape}"
-        );
+        assert!(!env.root.join("opt/rocm").join(db.path).exists(), "{shape}");
         env.assert_confined(&before, shape);
         let _ = fs::remove_file(env.kpack.join(&a.name));
         let _ = fs::remove_file(env.kpack.join(STATE));
