@@ -164,7 +164,8 @@ pub struct NetArgs {
     /// Accept plain http:// sources (and redirects to loopback http).
     #[arg(long)]
     pub allow_http: bool,
-    /// Parallel transfers.
+    /// Parallel transfers, 1 to 64 (more is a usage error: transfers wait
+    /// on the network and share one worker thread per core).
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
