@@ -164,7 +164,8 @@ pub struct NetArgs {
     /// Accept plain http:// sources (and redirects to loopback http).
     #[arg(long)]
     pub allow_http: bool,
-    /// Parallel transfers.
+    /// Parallel transfers, 1 to 64 (more is a usage error: transfers wait
+    /// on the network and share one worker thread per core).
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
@@ -248,7 +249,8 @@ pub struct InstallArgs {
     pub index_url: Option<String>,
     /// Extra argument for the package manager (repeatable), e.g.
     /// --pm-opt=--repofrompath=local,http://mirror/ for dnf or
-    /// --pm-opt=-o=Acquire::Retries=3 for apt.
+    /// --pm-opt=-o=Acquire::Retries=3 for apt. pip runs isolated
+    /// (`python -I`) from `/`: give it absolute paths.
     #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
     pub pm_opts: Vec<String>,
 }

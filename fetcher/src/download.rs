@@ -11,7 +11,13 @@
 //! they arrive, so the partial holds (and the size bound, sha256 and
 //! resume logic apply to) the installed bytes. A decoder cannot pick up in
 //! the middle of a stream, so an interrupted encoded transfer starts again
-//! at byte 0 (the objects are small: a few percent of the installed size).
+//! at byte 0 (the objects are small: a few percent of the installed size)
+//! and a failed one leaves no partial behind. Decoding stops at the first
+//! output that would pass the manifest's size, so a small object that
+//! decodes to gigabytes (a zstd bomb) never writes more than that size.
+//!
+//! A `file://` or `--offline` source opens regular files only, without
+//! blocking: a FIFO there is an error for that file, not a stalled run.
 //!
 //! The partial file is `flock`ed while in use, so two processes that need
 //! the same archive (for different prefixes) do not write it together.
@@ -402,9 +408,7 @@ pub async fn fetch(
                 if let Some(t) = transfer.take() {
                     t.finish(Err(&error.to_string()));
                 }
-                if partial.is_empty() {
-                    let _ = partial.remove();
-                }
+                drop_unresumable(partial, want);
                 return Err(local_err(error));
             }
             if matches!(
@@ -448,11 +452,21 @@ pub async fn fetch(
     if let Some(t) = transfer.take() {
         t.finish(Err(&summary.to_string()));
     }
-    // Keep a non-empty partial for the next run to resume.
-    if partial.is_empty() {
-        let _ = partial.remove();
-    }
+    drop_unresumable(partial, want);
     Err(summary)
+}
+
+/// After a failed download: keeps a non-empty plain partial for the next
+/// run to resume; removes an empty one, and an encoded one whatever it
+/// holds (a decoder cannot resume, so its bytes would only take disk space
+/// until the next run empties them: up to the manifest's size, whatever
+/// the object's own).
+fn drop_unresumable(partial: Partial, want: &Wanted) {
+    if partial.is_empty() || want.encoded {
+        if let Err(e) = partial.remove() {
+            tracing::debug!("{}: cannot remove its partial download: {e}", want.name);
+        }
+    }
 }
 
 /// One try of one URL: append to `partial` until it holds `want.size`
@@ -594,14 +608,7 @@ async fn attempt(
     };
     partial.flush().map_err(|e| local(partial.path(), e))?;
     result?;
-    if partial.len() < want.size {
-        return Err(FetchError::ShortBody {
-            url: shown,
-            got: partial.len(),
-            expected: want.size,
-        });
-    }
-    Ok(())
+    sink.complete(partial, want, shown)
 }
 
 /// The throughput floor of one transfer: bytes counted per window of
@@ -723,7 +730,12 @@ async fn attempt_file(
             }
         }
     };
-    let mut file = File::open(&src).map_err(file_err)?;
+    // The store is a directory the administrator chose: a link in it to a
+    // file elsewhere is followed (the bytes are checked against the
+    // manifest's sha256 anyway), but whatever is opened must be a regular
+    // file, opened without blocking (a FIFO would stall the run forever).
+    let mut file =
+        rocm_kpack_fs::open_regular_following(&src).map_err(|e| file_err(io::Error::from(e)))?;
     let len = file.metadata().map_err(file_err)?.len();
     if len > sink.wire_limit(want) {
         return Err(FetchError::Oversize {
@@ -757,14 +769,7 @@ async fn attempt_file(
         tokio::task::yield_now().await;
     }
     partial.flush().map_err(|e| local(partial.path(), e))?;
-    if partial.len() < want.size {
-        return Err(FetchError::ShortBody {
-            url: shown,
-            got: partial.len(),
-            expected: want.size,
-        });
-    }
-    Ok(())
+    sink.complete(partial, want, shown)
 }
 
 /// Where received bytes go: straight into the partial, or through a zstd
@@ -808,6 +813,32 @@ impl Sink {
                 .size
                 .saturating_add(want.size / 8)
                 .saturating_add(64 << 10),
+        }
+    }
+
+    /// At the end of the body: `Ok` when `partial` holds the manifest's
+    /// size. Fewer bytes are a short body (transient: the connection may
+    /// have dropped), unless the zstd frame ended: then the object decodes
+    /// to fewer bytes than the manifest says, and asking again brings the
+    /// same.
+    fn complete(&self, partial: &Partial, want: &Wanted, url: String) -> Result<(), FetchError> {
+        if partial.len() >= want.size {
+            return Ok(());
+        }
+        match self {
+            Sink::Zstd(d) if d.frame_done => Err(FetchError::Encoding {
+                url,
+                detail: format!(
+                    "the zstd frame decodes to {} bytes; the manifest says {}",
+                    partial.len(),
+                    want.size
+                ),
+            }),
+            _ => Err(FetchError::ShortBody {
+                url,
+                got: partial.len(),
+                expected: want.size,
+            }),
         }
     }
 

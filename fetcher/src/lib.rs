@@ -13,8 +13,8 @@
 //! hash, resume, retry) -> [`install`] (lock, temp, fsync, rename) and
 //! [`state`] (what was installed and why), driven by [`execute`].
 //! [`sources`] says where archives come from; [`progress`] reports
-//! transfers. [`pm`] is the alternative to all that: install device
-//! packages with apt, dnf or pip.
+//! transfers; [`python`] starts interpreters isolated. [`pm`] is the
+//! alternative to all that: install device packages with apt, dnf or pip.
 
 pub mod client;
 pub mod detect;
@@ -25,6 +25,7 @@ pub mod ops;
 pub mod plan;
 pub mod pm;
 pub mod progress;
+pub mod python;
 pub mod resolve;
 pub mod sources;
 pub mod state;

@@ -21,7 +21,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
@@ -323,7 +322,7 @@ pub fn python_site_packages(python: &str) -> Vec<String> {
                   user = getattr(site, 'getusersitepackages', lambda: None)()\n\
                   paths += [user] if isinstance(user, str) else []\n\
                   print(json.dumps(paths))";
-    let out = match Command::new(python).args(["-c", script]).output() {
+    let out = match crate::python::command(python).args(["-c", script]).output() {
         Ok(o) if o.status.success() => o.stdout,
         Ok(o) => {
             tracing::debug!(

@@ -273,6 +273,24 @@ impl Sources {
         Ok(out)
     }
 
+    /// The configured sources alone (`sources.d` below `root`, the files
+    /// packages ship beside these manifests), read as `install` without
+    /// `--source`, `--offline` or `--allow-http` reads them: for `status`
+    /// and `doctor`, which fetch nothing but say what `install` would skip.
+    pub fn configured(root: &Path, manifests: &[crate::resolve::InstalledManifest]) -> Sources {
+        // Without command-line sources nothing here can fail: bad files
+        // become warnings.
+        Sources::load(&[], None, root, &package_files(manifests), false).unwrap_or_default()
+    }
+
+    /// The configured sources that were skipped, and why, in one sentence
+    /// (`None`: none was). `install` adds it to "no source serves ...",
+    /// `status` and `doctor` report it.
+    pub fn skipped(&self) -> Option<String> {
+        (!self.warnings.is_empty())
+            .then(|| format!("configured but skipped: {}", self.warnings.join("; ")))
+    }
+
     fn add_file(&mut self, path: &Path, component: Option<&str>, allow_http: bool) {
         match read_file(path, component, allow_http) {
             Ok((sources, warnings)) => {

@@ -4,7 +4,8 @@
 //! Three things cost memory, and each is bounded here:
 //! - compression threads: a zstd context each, sized by the level
 //!   ([`compressor_memory`]); [`MemoryPlan::new`] runs fewer threads than
-//!   `--jobs` when their contexts would take more than half the budget;
+//!   `--jobs` when their contexts would take more than half the budget, and
+//!   never more than [`max_threads`] (each thread also costs a stack);
 //! - code objects waiting for (or in) compression: bounded per archive set
 //!   by [`MemoryPlan::in_flight`], the writers' queues;
 //! - the binary being split: its host-only bytes, its largest code object
@@ -106,7 +107,8 @@ pub struct MemoryPlan {
 
 impl MemoryPlan {
     /// The plan for `budget` bytes (None: [`default_budget`]) and `jobs`
-    /// threads (None: one per core).
+    /// threads (None: one per core; at most [`max_threads`], with a
+    /// warning).
     pub fn new(
         budget: Option<u64>,
         jobs: Option<usize>,
@@ -115,7 +117,13 @@ impl MemoryPlan {
     ) -> MemoryPlan {
         let budget = budget.unwrap_or_else(default_budget);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let wanted = jobs.unwrap_or(cores).max(1);
+        let asked = jobs.unwrap_or(cores).max(1);
+        let wanted = asked.min(max_threads(cores));
+        if wanted < asked {
+            tracing::warn!(
+                "--jobs {asked}: running {wanted} threads, the most for {cores} core(s) (compression cannot use more)"
+            );
+        }
         let per_thread = compressor_memory(scheme, level);
         let affordable = usize::try_from(budget / 2 / per_thread)
             .unwrap_or(usize::MAX)
@@ -144,6 +152,15 @@ impl MemoryPlan {
     pub fn for_binaries(&self) -> u64 {
         self.budget - self.contexts.min(self.budget / 2)
     }
+}
+
+/// The most compression threads a run starts on a machine with `cores`
+/// cores: compression is CPU-bound, so threads past the cores only cost
+/// stacks (`--jobs 20000` would start 20000). Twice the cores, for threads
+/// that wait on reads and writes, and at least 8, so that parallel paths
+/// can be exercised on a small machine.
+pub fn max_threads(cores: usize) -> usize {
+    cores.saturating_mul(2).max(8)
 }
 
 /// The threads and memory of one run: the plan, the pool its compression
@@ -300,6 +317,13 @@ mod tests {
         assert_eq!(big.in_flight, 256 << 20);
         let d = default_budget();
         assert!((MIN_BUDGET..=MAX_DEFAULT_BUDGET).contains(&d));
+        // A budget that affords 20000 contexts still runs no more threads
+        // than the cores can use.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let many = MemoryPlan::new(Some(64 << 30), Some(20_000), CompressionScheme::None, 0);
+        assert_eq!(many.threads, max_threads(cores), "{many:?}");
+        assert_eq!(max_threads(1), 8);
+        assert_eq!(max_threads(64), 128);
     }
 
     #[test]

@@ -104,7 +104,8 @@ pub struct OutArg {
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobsArg {
     /// Worker threads [default: one per core, as many as the memory budget
-    /// admits].
+    /// admits]. At most twice the cores (at least 8): more are capped, with
+    /// a warning.
     #[arg(long, short)]
     pub jobs: Option<usize>,
     /// Memory budget: what runs at the same time is admitted against it

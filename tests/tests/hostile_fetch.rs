@@ -1276,6 +1276,25 @@ fn a_skipped_configured_source_is_named() {
         "masked URL: {last}"
     );
     assert!(last.contains("--allow-http"), "says why: {last}");
+    // `status` and `doctor` say so too, in the same words.
+    for args in [
+        &["status", "--target", "gfx90a"][..],
+        &["doctor", "--target", "gfx90a"],
+    ] {
+        let (_, stdout, stderr) = run(env.fetch(args));
+        let both = format!("{stdout}{stderr}");
+        let line = both
+            .lines()
+            .find(|l| l.contains("configured but skipped"))
+            .unwrap_or_else(|| panic!("{args:?}: no skipped source named: {both}"));
+        assert!(
+            line.contains(&file.display().to_string())
+                && line.contains("****@127.0.0.1:9")
+                && line.contains("--allow-http"),
+            "{args:?}: {line}"
+        );
+        assert!(!both.contains("hunter2"), "{args:?}: {both}");
+    }
 }
 
 #[test]
@@ -1300,4 +1319,255 @@ fn publishing_an_http_store_warns_even_when_quiet() {
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// Root runs the fetcher from any directory, one another user may own:
+/// no command starts a Python that imports modules from there (the
+/// site-packages query, the distribution listing of `--via pip`), and the
+/// isolated interpreter still names a venv's site-packages.
+#[test]
+fn python_never_imports_from_the_working_directory() {
+    use rocm_kpack_test_support::{site_packages, HostilePythonDir};
+    let env = Env::new();
+    let a = Archive::new("x", "gfx90a", 13, 1_000);
+    write_manifest(&env.kpack, "x.kpm", "x", &[(&a.name, &a)]);
+    let hostile = HostilePythonDir::plant(&env.top.join("hostile"));
+    // A venv whose site-packages (as seen below --root) holds a manifest.
+    let venv = env.top.join("venv");
+    let status = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success());
+    let site = site_packages(&venv);
+    let below_root = env.root.join(site.strip_prefix("/").unwrap());
+    write_manifest(
+        &below_root.join("venvpkg/.kpack"),
+        "y.kpm",
+        "y",
+        &[(&a.name, &a)],
+    );
+    let offline = env.top.join("offline");
+    fs::create_dir_all(&offline).unwrap();
+    let python = venv.join("bin/python");
+    for args in [
+        &["status", "--target", "gfx90a"][..],
+        &["list", "--json"],
+        &["verify"],
+        &["gc", "--target", "gfx90a"],
+        &["doctor", "--target", "gfx90a"],
+        &[
+            "install",
+            "--dry-run",
+            "--target",
+            "gfx90a",
+            "--offline",
+            offline.to_str().unwrap(),
+        ],
+        &["install", "--dry-run", "--target", "gfx90a", "--via", "pip"],
+    ] {
+        let mut cmd = env.fetch(args);
+        cmd.env("ROCM_KPACK_PYTHON", &python)
+            .current_dir(&hostile.dir);
+        let (_, stdout, stderr, _) = run_bounded(cmd, b"", BOUND);
+        assert_eq!(
+            hostile.ran(),
+            Vec::<String>::new(),
+            "{args:?}: code from the working directory ran\n{stdout}{stderr}"
+        );
+        if args[0] == "list" {
+            let list: serde_json::Value = serde_json::from_str(&stdout).expect("list --json");
+            assert!(
+                list.to_string().contains("venvpkg"),
+                "the venv's site-packages is scanned: {stdout}"
+            );
+        }
+    }
+}
+
+/// A database file for [`write_manifest_with_database`]: its installed
+/// path below the prefix, size and sha256.
+struct Database {
+    path: &'static str,
+    size: u64,
+    sha256: [u8; 32],
+}
+
+/// A v2 manifest: `archives` plus one database file, for gfx90a.
+fn write_manifest_with_database(
+    kpack: &Path,
+    component: &str,
+    archives: &[&Archive],
+    db: &Database,
+) {
+    use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
+    let m = Manifest {
+        component: component.into(),
+        prefix_path: None,
+        kpack_files: archives
+            .iter()
+            .map(|a| ManifestFile {
+                filename: a.name.clone(),
+                family: "gfx90a".into(),
+                architectures: vec!["gfx90a".into()],
+                size: a.bytes.len() as u64,
+                sha256: Some(a.sha()),
+            })
+            .collect(),
+        database_files: vec![DatabaseFile {
+            path: db.path.into(),
+            family: "gfx90a".into(),
+            architectures: vec!["gfx90a".into()],
+            size: db.size,
+            sha256: db.sha256,
+        }],
+    };
+    fs::create_dir_all(kpack).unwrap();
+    fs::write(
+        kpack.join(format!("{component}.kpm")),
+        m.to_msgpack().unwrap(),
+    )
+    .unwrap();
+}
+
+/// Bytes the cache directory takes on disk, and its partial files.
+fn cache_usage(cache: &Path) -> (u64, Vec<PathBuf>) {
+    use std::os::unix::fs::MetadataExt;
+    let mut bytes = 0;
+    let mut partials = Vec::new();
+    let mut stack = vec![cache.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let e = e.unwrap();
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            bytes += m.blocks() * 512;
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if e.path().extension().is_some_and(|x| x == "part") {
+                partials.push(e.path());
+            }
+        }
+    }
+    (bytes, partials)
+}
+
+/// A FIFO where a local store (`--offline DIR`, a `file://` or directory
+/// `--source`) has an archive or a database object fails that file, named,
+/// at once; the other component's archive still installs.
+#[test]
+fn a_fifo_in_a_local_store_fails_that_file_without_stalling() {
+    let env = Env::new();
+    let stuck = Archive::new("x", "gfx90a", 14, 5_000);
+    let fine = Archive::new("y", "gfx90a", 15, 5_000);
+    let db = Database {
+        path: "lib/rocblas/library/TensileLibrary_gfx90a.co",
+        size: 100,
+        sha256: [7; 32],
+    };
+    write_manifest_with_database(&env.kpack, "x", &[&stuck], &db);
+    write_manifest(&env.kpack, "y.kpm", "y", &[(&fine.name, &fine)]);
+    let store = env.top.join("store");
+    let by_hash = store.join("by-hash/sha256");
+    fs::create_dir_all(&by_hash).unwrap();
+    fs::write(store.join(&fine.name), &fine.bytes).unwrap();
+    let db_object = store.join(rocm_kpack_format::layout::store::database_object_path(
+        &db.sha256,
+    ));
+    for fifo in [store.join(&stuck.name), db_object] {
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let store_url = format!("file://{}/", store.display());
+    for how in [
+        vec!["--offline", store.to_str().unwrap()],
+        vec!["--source", store_url.as_str()],
+        vec!["--source", store.to_str().unwrap()],
+    ] {
+        let mut args = vec![
+            "install",
+            "--target",
+            "gfx90a",
+            "--retries",
+            "0",
+            "--cache-dir",
+            env.cache.to_str().unwrap(),
+        ];
+        args.extend(&how);
+        let (code, stdout, stderr, took) = run_bounded(env.fetch(&args), b"", BOUND);
+        assert_eq!(code, 1, "{how:?}: {stdout}{stderr}");
+        assert!(
+            took < Duration::from_secs(60),
+            "{how:?}: took {took:?}\n{stderr}"
+        );
+        assert!(
+            stderr.contains("not a regular file (a FIFO)"),
+            "{how:?}: the FIFO is named: {stderr}"
+        );
+        assert_eq!(
+            fs::read(env.kpack.join(&fine.name)).unwrap(),
+            fine.bytes,
+            "{how:?}: the other archive installs"
+        );
+        assert!(!env.kpack.join(&stuck.name).exists(), "{how:?}");
+        assert!(!env.root.join("opt/rocm").join(db.path).exists(), "{how:?}");
+        fs::remove_file(env.kpack.join(&fine.name)).unwrap();
+        let _ = fs::remove_file(env.kpack.join(STATE));
+    }
+}
+
+/// A hostile manifest and store: a database object of a few KiB that
+/// decodes to far more, or to less, than the manifest's size. Decoding
+/// stops at the size; the run fails naming why; no partial is kept (an
+/// encoded download never resumes) and the cache stays small.
+#[test]
+fn a_zstd_bomb_leaves_nothing_in_the_cache() {
+    use std::io::Read as _;
+    const SIZE: u64 = 32 << 20;
+    let env = Env::new();
+    for (shape, decoded, says) in [
+        ("decodes short", SIZE / 2, "decodes to"),
+        ("decodes long", SIZE * 8, "more data than the manifest's"),
+    ] {
+        let _ = fs::remove_dir_all(&env.cache);
+        let object = zstd::encode_all(std::io::repeat(0).take(decoded), 3).unwrap();
+        assert!(object.len() < 1 << 20, "{shape}: {} bytes", object.len());
+        let db = Database {
+            path: "lib/rocblas/library/TensileLibrary_gfx90a.co",
+            size: SIZE,
+            sha256: [9; 32],
+        };
+        let a = Archive::new("x", "gfx90a", 16, 1_000);
+        write_manifest_with_database(&env.kpack, "x", &[&a], &db);
+        let server = Server::start();
+        server.add(&a.by_hash(), a.bytes.clone());
+        server.add(
+            &format!(
+                "/{}",
+                rocm_kpack_format::layout::store::database_object_path(&db.sha256)
+            ),
+            object,
+        );
+        let before = env.snap();
+        let (code, stdout, stderr, _) = run_bounded(
+            env.install(&[server.url()], &["--retries", "1"]),
+            b"",
+            BOUND,
+        );
+        assert_eq!(code, 1, "{shape}: {stdout}{stderr}");
+        assert!(stderr.contains(says), "{shape}: {stderr}");
+        let (bytes, partials) = cache_usage(&env.cache);
+        assert_eq!(partials, Vec::<PathBuf>::new(), "{shape}: no partial kept");
+        assert!(bytes < 1 << 20, "{shape}: the cache holds {bytes} bytes");
+        assert!(!env.root.join("opt/rocm").join(db.path).exists(), "{shape}");
+        env.assert_confined(&before, shape);
+        let _ = fs::remove_file(env.kpack.join(&a.name));
+        let _ = fs::remove_file(env.kpack.join(STATE));
+    }
 }

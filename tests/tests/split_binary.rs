@@ -999,3 +999,43 @@ fn corrupted_inputs_never_panic() {
         );
     }
 }
+
+/// `--jobs 20000` with a budget that affords 20000 compression contexts
+/// (no compression, 30 GiB) starts no more threads than the cores can use
+/// (`budget::max_threads`), and says so. The thread count is sampled from
+/// `/proc/<pid>/task` while the command runs.
+#[test]
+fn jobs_beyond_the_cores_are_capped_with_a_warning() {
+    use rocm_kpack_splitter::budget::max_threads;
+    use rocm_kpack_test_support::bins;
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures::fixture("clang19/libmulti.so");
+    let mut child = bins::command("rocm-kpack")
+        .args(["split-binary", "--jobs", "20000", "--compression", "none"])
+        .args(["--memory", "30G", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&input)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let task = PathBuf::from(format!("/proc/{}/task", child.id()));
+    let mut most = 0;
+    while child.try_wait().unwrap().is_none() {
+        if let Ok(entries) = fs::read_dir(&task) {
+            most = most.max(entries.count());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cap = max_threads(cores);
+    assert!(
+        stderr.contains(&format!("--jobs 20000: running {cap} threads")),
+        "{stderr}"
+    );
+    // The pool, the main thread and a few helpers.
+    assert!(most <= cap + 8, "{most} threads (cap {cap})");
+}

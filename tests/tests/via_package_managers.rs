@@ -30,7 +30,7 @@ use package_common::databases::{self, content, ROCM_PREFIX, TENSILE, TENSILE_DAT
 use package_common::{apt_dirs, apt_opts, assert_gfxarch_finds, chain, dpkg_root, ok, run};
 use rocm_kpack_format::layout;
 use rocm_kpack_publish::{publish, PublishOptions};
-use rocm_kpack_test_support::{bins, fixtures, http, site_packages};
+use rocm_kpack_test_support::{bins, fixtures, http, site_packages, HostilePythonDir};
 use serde_json::Value;
 
 /// The package manager under test.
@@ -112,6 +112,10 @@ struct Case {
     root: PathBuf,
     /// Where the library and its databases are installed.
     prefix: PathBuf,
+    /// pip: the fetcher runs from here, a directory whose `json.py`,
+    /// `pip.py`, ... a Python that imports from its working directory
+    /// would run.
+    hostile: HostilePythonDir,
 }
 
 impl Case {
@@ -141,6 +145,7 @@ impl Case {
         let root = dir.join("root");
         let mut case = Case {
             pm,
+            hostile: HostilePythonDir::plant(&dir.join("hostile")),
             prefix: root.join(ROCM_PREFIX),
             root,
             server,
@@ -231,6 +236,7 @@ impl Case {
             }
             Pm::Pip => {
                 c.env("ROCM_KPACK_PYTHON", self.python())
+                    .current_dir(&self.hostile.dir)
                     .env("PIP_CONFIG_FILE", "/dev/null")
                     .env("PIP_NO_CACHE_DIR", "1")
                     .args(["--no-default-prefixes", "--prefix"])
@@ -552,6 +558,9 @@ fn via(pm: Pm, g: Granularity, want: Expect) {
             .any(|p| p.replace('-', "_").contains(&other)),
         "{requested:?}"
     );
+    // pip ran from a directory another user may own without importing
+    // anything from it.
+    assert_eq!(case.hostile.ran(), Vec::<String>::new());
 }
 
 #[test]

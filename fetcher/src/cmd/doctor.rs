@@ -3,6 +3,7 @@
 
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
+use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, scan_config};
 use crate::cli::DoctorArgs;
@@ -19,7 +20,8 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let mut warnings = Vec::new();
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     super::print_warnings(&warnings);
-    let out = ops::doctor::doctor(&local, &scan, &visible, &unlisted);
+    let sources = Sources::configured(&args.scan.root, &scan.manifests);
+    let out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
     if args.json.enabled {
         print_json(&out)?;
     } else {

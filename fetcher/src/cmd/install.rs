@@ -114,11 +114,8 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
             );
             // Say which configured sources were skipped and why: otherwise
             // a store named in sources.d looks ignored.
-            if !sources.warnings.is_empty() {
-                msg.push_str(&format!(
-                    "; configured but skipped: {}",
-                    sources.warnings.join("; ")
-                ));
+            if let Some(skipped) = sources.skipped() {
+                msg.push_str(&format!("; {skipped}"));
             }
             if preview
                 .fetches()

@@ -5,6 +5,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
+use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, print_warnings, scan_config};
 use crate::cli::StatusArgs;
@@ -24,6 +25,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::status::status(&local, &scan, &cache, unlisted);
     out.warnings.extend(warnings);
+    // A source `install` would skip looks configured but serves nothing.
+    out.warnings
+        .extend(Sources::configured(&args.scan.root, &scan.manifests).skipped());
     // The exit code says what the text says: 3 without a GPU, 4 with
     // archives missing (or manifests refused), else 0; the same with --json.
     let status = if out.targets.is_empty() {

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::detect::LocalTargets;
 use crate::resolve::{arch_serves, needs, Scan};
+use crate::sources::Sources;
 use crate::unlisted::BinaryCoverage;
 
 /// How a check came out.
@@ -59,12 +60,14 @@ pub const VISIBLE_DEVICE_VARS: [&str; 3] = [
 /// Runs every check for `local`'s targets and the manifests of `scan`;
 /// `visible_devices` are the [`VISIBLE_DEVICE_VARS`] that are set, with
 /// their values; `unlisted` is the coverage of the host binaries without
-/// a manifest ([`crate::unlisted::check`]).
+/// a manifest ([`crate::unlisted::check`]); `sources` the configured
+/// sources ([`Sources::configured`]), whose skipped entries are warnings.
 pub fn doctor(
     local: &LocalTargets,
     scan: &Scan,
     visible_devices: &[(String, String)],
     unlisted: &[BinaryCoverage],
+    sources: &Sources,
 ) -> DoctorReport {
     let d = &local.detection;
     let overridden = d.arch_override.is_some();
@@ -194,6 +197,9 @@ pub fn doctor(
             scan.kpack_dirs.len()
         ),
     );
+    if let Some(skipped) = sources.skipped() {
+        add("sources", Outcome::Warning, skipped);
+    }
     for r in &scan.refused {
         add(
             "manifest",

@@ -4,7 +4,6 @@
 //! distribution's RECORD says which `.kpm` manifests it installed.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::target::TargetId;
@@ -55,8 +54,8 @@ pub struct Pip {
 impl Pip {
     /// The installed distributions that declare `device-*` extras.
     pub fn distributions(&self) -> Result<Vec<Distribution>, PmError> {
-        let mut c = Command::new(&self.python);
-        c.args(["-I", "-c", LIST_SCRIPT]);
+        let mut c = crate::python::command(&self.python);
+        c.args(["-c", LIST_SCRIPT]);
         let text = checked(&mut c)?;
         serde_json::from_str(text.trim()).map_err(|e| PmError::Output {
             tool: self.python.clone(),
@@ -117,9 +116,10 @@ impl Pip {
         Ok(plan)
     }
 
-    /// Runs `python -m pip install` for the plan's requirements.
+    /// Runs `python -I -m pip install` for the plan's requirements, from
+    /// `/` ([`crate::python::command`]).
     pub fn install(&self, plan: &PmPlan) -> Result<(), PmError> {
-        let mut c = Command::new(&self.python);
+        let mut c = crate::python::command(&self.python);
         c.args(["-m", "pip", "install", "--disable-pip-version-check"]);
         if let Some(url) = &self.index_url {
             c.args(["--index-url", url]);

@@ -175,6 +175,18 @@ pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
 /// caller), and checks with `fstat` that it is a regular file. The file is
 /// switched back to blocking reads before it is returned.
 pub fn open_regular(path: &Path) -> Result<File, PathError> {
+    open_checked(path, true)
+}
+
+/// [`open_regular`] that follows symlinks: for directories an
+/// administrator configured (a local store), where a link to a file
+/// elsewhere is ordinary. What the link leads to must still be a regular
+/// file, opened without blocking.
+pub fn open_regular_following(path: &Path) -> Result<File, PathError> {
+    open_checked(path, false)
+}
+
+fn open_checked(path: &Path, no_follow: bool) -> Result<File, PathError> {
     let refuse = |detail: String| {
         PathError::new(
             "refusing",
@@ -187,11 +199,12 @@ pub fn open_regular(path: &Path) -> Result<File, PathError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+        let follow = if no_follow { libc::O_NOFOLLOW } else { 0 };
+        options.custom_flags(follow | libc::O_NONBLOCK | libc::O_CLOEXEC);
     }
     let file = options.open(path).map_err(|e| {
         #[cfg(unix)]
-        if e.raw_os_error() == Some(libc::ELOOP) {
+        if no_follow && e.raw_os_error() == Some(libc::ELOOP) {
             return refuse("it is a symlink; not following it".into());
         }
         PathError::new("cannot open", path, e)
@@ -620,6 +633,25 @@ mod tests {
         std::os::unix::fs::symlink(&ok, &link).expect("symlink");
         let err = read_limited(&link, 5).expect_err("symlink");
         assert!(err.to_string().contains("symlink"), "{err}");
+        // In a directory an administrator configured, links are followed,
+        // to regular files only: one to a FIFO or a device is refused
+        // without blocking.
+        let mut text = String::new();
+        open_regular_following(&link)
+            .expect("open")
+            .read_to_string(&mut text)
+            .expect("read");
+        assert_eq!(text, "12345");
+        let to_fifo = dir.path().join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).expect("symlink");
+        for path in [&fifo, &to_fifo] {
+            let err = open_regular_following(path).expect_err("fifo");
+            assert!(err.to_string().contains("FIFO"), "{err}");
+        }
+        let to_zero = dir.path().join("to-zero");
+        std::os::unix::fs::symlink("/dev/zero", &to_zero).expect("symlink");
+        let err = open_regular_following(&to_zero).expect_err("device");
+        assert!(err.to_string().contains("device"), "{err}");
         // A sparse file claiming 3 GiB is refused by its size, unread.
         let sparse = dir.path().join("sparse");
         File::create(&sparse)

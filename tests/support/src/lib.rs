@@ -29,3 +29,50 @@ pub fn site_packages(venv: &std::path::Path) -> std::path::PathBuf {
         .expect("pythonX.Y");
     py.join("site-packages")
 }
+
+/// A directory that runs code as whoever starts a Python from it: module
+/// files (`json.py`, `pip.py`, `site.py`, `sitecustomize.py`,
+/// `usercustomize.py`, `encodings/`) that a non-isolated interpreter
+/// imports from its working directory, each creating `<dir>/ran-<name>`
+/// when imported ([`HostilePythonDir::ran`]).
+pub struct HostilePythonDir {
+    /// The directory to start commands from.
+    pub dir: std::path::PathBuf,
+}
+
+impl HostilePythonDir {
+    /// Plants the modules in `dir` (created).
+    pub fn plant(dir: &std::path::Path) -> HostilePythonDir {
+        for module in [
+            "json.py",
+            "pip.py",
+            "site.py",
+            "sitecustomize.py",
+            "usercustomize.py",
+            "encodings/__init__.py",
+        ] {
+            let path = dir.join(module);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            let marker = dir.join(format!("ran-{}", module.replace('/', "-")));
+            std::fs::write(
+                &path,
+                format!("open({:?}, 'a').close()\n", marker.display().to_string()),
+            )
+            .expect("plant");
+        }
+        HostilePythonDir {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The markers of modules that ran.
+    pub fn ran(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.dir)
+            .expect("hostile dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ran-"))
+            .collect();
+        v.sort();
+        v
+    }
+}
