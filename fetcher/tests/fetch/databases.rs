@@ -529,25 +529,27 @@ fn trigger_removed(env: &Env, kpack: &std::path::Path) -> String {
 /// After the package went, the trigger removes the database files the
 /// fetcher installed and the directories it recorded making, and no other
 /// directory even when empty: here a version-3 manifest's files outside the
-/// prefix land in directories the system had (`srv/www`, `run/sshd`).
+/// prefix (`opt/rocm`, climbing to `opt`) land in directories the system
+/// had (`opt/share/miopen/db`, `opt/aotriton/kernels`) and in ones the
+/// fetcher made (`opt/aotriton/kernels/gfx90a`, `opt/library/made`).
 #[test]
 fn orphan_removal_takes_only_directories_the_fetcher_made() {
     let env = Env::new();
     let dbs = [
         Db::new(
-            "srv/www/TensileLibrary_gfx90a.co",
+            "opt/share/miopen/db/gfx90a68.kdb",
             "gfx90a",
             "gfx90X",
             code(50_000, 11),
         ),
         Db::new(
-            "run/sshd/Kernels_gfx90a.hsaco",
+            "opt/aotriton/kernels/gfx90a/attn.hsaco",
             "gfx90a",
             "gfx90X",
             code(40_000, 12),
         ),
         Db::new(
-            "usr/share/made/deep/gfx90a68.kdb",
+            "opt/library/made/TensileLibrary_gfx90a.co",
             "gfx90a",
             "gfx90X",
             code(30_000, 13),
@@ -565,8 +567,9 @@ fn orphan_removal_takes_only_directories_the_fetcher_made() {
     };
     let kpm = env.kpack.join("blas.kpm");
     fs::write(&kpm, m.to_msgpack().expect("encode")).expect("write kpm");
-    for system in ["srv/www", "run/sshd"] {
-        fs::create_dir_all(env.root.join(system)).expect("mkdir");
+    let system = ["opt/share/miopen/db", "opt/aotriton/kernels"];
+    for dir in system {
+        fs::create_dir_all(env.root.join(dir)).expect("mkdir");
     }
     ok(env.install("gfx90a", &[server.url()], &[]));
     for d in &dbs {
@@ -579,10 +582,9 @@ fn orphan_removal_takes_only_directories_the_fetcher_made() {
     assert_eq!(
         made,
         serde_json::json!([
-            "../../usr",
-            "../../usr/share",
-            "../../usr/share/made",
-            "../../usr/share/made/deep"
+            "../aotriton/kernels/gfx90a",
+            "../library",
+            "../library/made"
         ]),
     );
 
@@ -591,14 +593,16 @@ fn orphan_removal_takes_only_directories_the_fetcher_made() {
     for d in &dbs {
         assert!(!env.root.join(&d.file.path).exists(), "{out}");
     }
-    assert!(
-        !env.root.join("usr").exists(),
-        "made by the fetcher: gone ({out})"
-    );
-    for system in ["srv/www", "run/sshd"] {
+    for gone in ["opt/library", "opt/aotriton/kernels/gfx90a"] {
         assert!(
-            env.root.join(system).is_dir(),
-            "{system}: empty, but not the fetcher's to remove ({out})"
+            !env.root.join(gone).exists(),
+            "{gone}: made by the fetcher, gone ({out})"
+        );
+    }
+    for dir in system {
+        assert!(
+            env.root.join(dir).is_dir(),
+            "{dir}: empty, but not the fetcher's to remove ({out})"
         );
     }
 }

@@ -52,7 +52,7 @@ fn kill_9_mid_download_then_rerun_completes_without_partials_in_the_prefix() {
     // The first megabyte-sized buffers reach the partial file, then the
     // server stalls: kill the process mid-transfer.
     let partial = env.cache.join("partial").join(format!("{}.part", a.hex()));
-    let reached = wait_until(Duration::from_secs(20), || {
+    let reached = wait_until(Duration::from_secs(60), || {
         fs::metadata(&partial).is_ok_and(|m| m.len() >= 2_000_000)
     });
     assert!(reached, "download did not start");
