@@ -754,8 +754,8 @@ fn remove_created_dir(prefix: &Path, key: &str) -> bool {
 /// following a symlink; `None` when one is missing, a symlink or no
 /// directory.
 fn open_below(prefix: &Path, comps: &[&str]) -> Option<rustix::fd::OwnedFd> {
-    use rustix::fs::{openat, Mode, OFlags, CWD};
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    use rustix::fs::{openat, Mode, CWD};
+    let dir_flags = DIR_FLAGS;
     let mut dir = openat(CWD, prefix, dir_flags, Mode::empty()).ok()?;
     for c in comps {
         dir = openat(&dir, *c, dir_flags, Mode::empty()).ok()?;
@@ -847,7 +847,7 @@ fn delete_item(
     entry: &StateEntry,
 ) -> Result<bool, DeleteError> {
     use crate::plan::ItemKind;
-    use rustix::fs::{openat, Mode, OFlags, CWD};
+    use rustix::fs::{openat, Mode, CWD};
     let (base, name, name_kind) = match kind {
         ItemKind::Archive => (kpack_dir.to_path_buf(), name, NameKind::ArchiveFile),
         ItemKind::Database => {
@@ -874,7 +874,7 @@ fn delete_item(
             kpack_dir.display()
         )));
     }
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir_flags = DIR_FLAGS;
     let not_dir = |shown: &str| refused(format!("{shown} is a symlink or not a directory"));
     let mut dir = openat(CWD, base, dir_flags, Mode::empty()).map_err(|e| match e {
         rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => not_dir(&base.display().to_string()),
