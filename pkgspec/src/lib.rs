@@ -17,6 +17,7 @@
 //! Flow: [`schema`] (TOML with spans) -> [`Spec`] -> [`validate`] (errors
 //! that name the key and, for files, the line).
 
+pub mod amd;
 pub mod databases;
 pub mod defaults;
 pub mod fields;
