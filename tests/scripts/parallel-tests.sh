@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs the workspace's tests (what `cargo test --workspace` runs) as one
+# `cargo test` per test target, several at a time, and prints each target's
+# output whole when it ends. Called by scripts/test.sh after the build.
+#
+# Why not one `cargo test`: it runs its test binaries one after another,
+# and the slow ones mostly wait on other programs (mmdebstrap, apt and dnf in
+# a chroot, valgrind, cargo install, dpkg-deb, Wine), so the machine idles.
+# Why not cargo-nextest: it runs every test in a process of its own, and
+# many tests share expensive set-up through a static in their binary
+# (tests/tests/install_flows.rs: the split packages and the stripped
+# fetcher; runtime/capi/tests/capi_support/mod.rs: the compiled C programs;
+# tests/support/src/bins.rs: one `cargo build` per process), which would then
+# be redone per test. One process per test binary keeps that sharing.
+#
+#   parallel-tests.sh [TARGET...]
+#
+# TARGET: an integration test's name (`install_flows`), `unit` (lib and
+# bin unit tests of every crate), `doc` (doctests) or `windows`
+# (tests/scripts/windows-tests.sh); default every one of them.
+# Environment: KPACK_TEST_JOBS (targets at a time, default: cores + 1),
+# KPACK_TEST_LOGS (directory of the per-target logs, default
+# target/test-logs). Exits 1 when any target fails; every target runs.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+jobs=${KPACK_TEST_JOBS:-$(($(nproc) + 1))}
+logs=${KPACK_TEST_LOGS:-$root/target/test-logs}
+rm -rf "$logs"
+mkdir -p "$logs"
+
+# Slowest first (seconds each took alone on 2 cores), so that the long ones
+# overlap the many short ones instead of running last and alone.
+slow=(install_flows readme capi_programs release_ci fetch rocblas_databases windows
+  unit split_package hostile_rpm windows_split package_formats cli_progress
+  via_package_managers cli_conformance split_binary fetch_e2e)
+
+if [ $# -gt 0 ]; then
+  targets=("$@")
+else
+  mapfile -t tests < <(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    for t in p["targets"]:
+        if "test" in t["kind"]:
+            print(t["name"])
+')
+  targets=()
+  for t in "${slow[@]}"; do
+    case " ${tests[*]} unit doc windows " in *" $t "*) targets+=("$t") ;; esac
+  done
+  for t in "${tests[@]}" doc; do
+    case " ${targets[*]} " in *" $t "*) ;; *) targets+=("$t") ;; esac
+  done
+fi
+
+run_target() {
+  local name=$1 start=$SECONDS rc=0
+  local cmd=(cargo test --workspace --no-fail-fast)
+  case "$name" in
+    unit) cmd+=(--lib --bins) ;;
+    doc) cmd+=(--doc) ;;
+    # Under Wine the C ABI fuzz test (runtime/capi/src/tests.rs) runs at
+    # its own default count: its point there is Windows' handling of mapped
+    # files between iterations, while the parsers behind it are the same
+    # code the Linux run fuzzes KPACK_FUZZ_ITERS times. Wine runs it about
+    # half as fast, so 20000 iterations took 98 s of the Wine run.
+    windows) cmd=(env "KPACK_FUZZ_ITERS=${KPACK_WINE_FUZZ_ITERS:-3000}"
+      bash tests/scripts/windows-tests.sh --no-fail-fast) ;;
+    *) cmd+=(--test "$name") ;;
+  esac
+  "${cmd[@]}" >"$logs/$name.log" 2>&1 </dev/null || rc=$?
+  echo "$rc $((SECONDS - start))" >"$logs/$name.status"
+  # One target's output at a time.
+  # shellcheck disable=SC2016 # the arguments expand in the inner shell
+  flock "$logs/.print" sh -c 'echo "=== $1 (exit $2, $3 s)"; cat "$4"' \
+    sh "$name" "$rc" "$((SECONDS - start))" "$logs/$name.log"
+}
+
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+    wait -n || true
+  done
+  run_target "$t" &
+done
+wait
+
+status=0
+echo "=== summary (target, seconds, exit status)"
+for t in "${targets[@]}"; do
+  read -r rc secs <"$logs/$t.status" || { rc=missing secs=-; }
+  printf '%-28s %6s  %s\n' "$t" "$secs" "$rc"
+  [ "$rc" = 0 ] || status=1
+done
+exit "$status"
