@@ -47,6 +47,8 @@ for p in json.load(sys.stdin)["packages"]:
         if "test" in t["kind"]:
             print(t["name"])
 ')
+  # A failing `cargo metadata` must not shrink the run to nothing.
+  [ "${#tests[@]}" -gt 0 ] || { echo "parallel-tests: no test targets found" >&2; exit 2; }
   targets=()
   for t in "${slow[@]}"; do
     case " ${tests[*]} unit doc windows " in *" $t "*) targets+=("$t") ;; esac
