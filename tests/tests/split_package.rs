@@ -1226,3 +1226,71 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
     }
     assert_eq!(fs::read(sp.join(&dat.0)).expect("dat"), dat.1);
 }
+
+/// Debian's librocsparse0 split with the built-in (per-target) spec: one
+/// device deb per processor the deb carries, named `librocsparse0-<target>`,
+/// and what an MI210 (gfx90a) downloads through apt (the generic deb, the
+/// gfx90a deb and the device debs it depends on) stays at or below 46% of
+/// the fat deb, as under the family table (docs/packaging.md "Benchmark:
+/// `bench-download`").
+#[test]
+fn librocsparse_splits_per_target_and_an_mi210_downloads_under_half() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let deb = debian::package("librocsparse0").expect("librocsparse0 deb");
+    let out = tmp.path().join("out");
+    // The generic deb at the compressor's default level, as released.
+    let o = SplitPackageOptions {
+        package_level: None,
+        ..opts()
+    };
+    let r = split_package(&deb, &out, &o).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let mut device: Vec<String> = names(&r)
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("librocsparse0-").map(str::to_string))
+        .collect();
+    device.sort();
+    // The transitional packages of both family tables, then the processors.
+    for t in ["gfx90x", "gfx103x", "gfx103x-dgpu", "gfx110x", "gfx110x-dgpu"] {
+        if let Some(p) = device.iter().position(|d| d == t) {
+            let t = DebReader::open(&by_name(&r, &format!("librocsparse0-{t}")).path)
+                .expect("transitional");
+            assert_eq!(t.control.get("Section"), Some("oldlibs"));
+            device.remove(p);
+        }
+    }
+    assert!(
+        device.iter().all(|d| {
+            let p = by_name(&r, &format!("librocsparse0-{d}"));
+            DebReader::open(&p.path)
+                .expect("device deb")
+                .control
+                .get("X-Kpack-Gfx")
+                == Some(d.as_str())
+                || d.ends_with("-generic")
+        }),
+        "{device:?}"
+    );
+    for t in ["gfx90a", "gfx1030", "gfx1100"] {
+        assert!(device.contains(&t.to_string()), "{device:?}");
+    }
+
+    let size = |p: &Path| fs::metadata(p).expect("size").len();
+    let fat = size(&deb);
+    let gfx90a = by_name(&r, "librocsparse0-gfx90a");
+    let d = DebReader::open(&gfx90a.path).expect("gfx90a deb");
+    let mut apt = vec!["librocsparse0".to_string(), "librocsparse0-gfx90a".to_string()];
+    for dep in d.control.get("Depends").expect("Depends").split(',') {
+        let name = dep.split_whitespace().next().expect("name").to_string();
+        if !apt.contains(&name) {
+            apt.push(name);
+        }
+    }
+    let bytes: u64 = apt.iter().map(|n| size(&by_name(&r, n).path)).sum();
+    let share = bytes as f64 / fat as f64;
+    eprintln!(
+        "librocsparse0: fat deb {fat} B; MI210 through apt {bytes} B ({:.1}%): {apt:?}; device debs {device:?}",
+        share * 100.0
+    );
+    // 46% as measured under the family table, rounded to a whole percent.
+    assert!(share < 0.465, "{:.2}% of the fat deb", share * 100.0);
+}
