@@ -724,6 +724,29 @@ fn pip_moves_an_install_of_the_family_wheels_to_the_per_target_ones() {
         fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
         gfx_code_object("gfx1100")
     );
+
+    // pip has no Replaces: the old family wheel's RECORD still lists the
+    // archives, so uninstalling it takes them away (docs/packaging.md
+    // "Upgrades from the previous family table"), and reinstalling the
+    // per-target wheels puts them back.
+    let archive = sp.join("kpkg/.kpack/libfixture_gfx1100.kpack");
+    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu"]);
+    assert!(!archive.exists());
+    ok(Command::new(&pip)
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--force-reinstall",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+        ])
+        .arg(&new)
+        .args(["kpkg-device-gfx1100", "kpkg-device-gfx1101"])
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    assert_gfxarch_finds(&lib, &fat, "gfx1100", "libfixture_gfx1100.kpack");
 }
 
 /// Publishes the packages in `out` as a pip index, serves it, installs
