@@ -33,7 +33,9 @@ pub fn device_target_of(detected: &str) -> Option<&str> {
     let digits = processor.strip_prefix("gfx")?;
     let plausible = !digits.is_empty()
         && digits.len() <= 5
-        && digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        && digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     plausible.then_some(processor)
 }
 

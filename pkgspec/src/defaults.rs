@@ -1,6 +1,8 @@
-//! The built-in spec: docs/packaging.md's family table, LLVM's processor and
-//! generic-ISA tables, the kernel-database rules, naming templates and
-//! validation switches used when a spec file does not say otherwise.
+//! The built-in spec: one device group per processor (docs/packaging.md
+//! "Device groups: per target"), the family tables a spec may choose
+//! instead or upgrade from, LLVM's processor and generic-ISA tables, the
+//! kernel-database rules, naming templates and validation switches used
+//! when a spec file does not say otherwise.
 
 use crate::databases::{ArchSource, DatabaseRule};
 use crate::{Fetch, Group, Naming, PackageDefaults, Spec, Validation, Versioning};
@@ -16,8 +18,8 @@ pub const KNOWN_PROCESSORS: &[&str] = &[
     "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250", "gfx1251",
 ];
 
-/// The default family table (docs/packaging.md "Device groups: families"):
-/// AMD's current GPU families, then one family per processor AMD's table
+/// The family table (`granularity = "family"`, docs/packaging.md "Device
+/// groups: families"): AMD's GPU families before its per-target packages, then one family per processor AMD's table
 /// leaves out. Each family also carries the generic ISA serving its
 /// processors (LLVM's table, [`generic_isas_of`]).
 pub const FAMILIES: &[(&str, &[&str])] = &[
@@ -115,6 +117,54 @@ fn groups_of(table: &[(&str, &[&str])]) -> Vec<Group> {
 /// The family groups of [`FAMILIES`].
 pub fn family_groups() -> Vec<Group> {
     groups_of(FAMILIES)
+}
+
+/// The processors of the default per-target spec, in group order: AMD's
+/// device targets ([`crate::amd::DEVICE_TARGETS`]), then every other
+/// processor the family table gives a family of its own (those
+/// distributions still build, gfx803), so the two granularities cover the
+/// same processors and a target neither knows stays an error naming it.
+pub fn per_target_processors() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = crate::amd::DEVICE_TARGETS.to_vec();
+    for (_, targets) in FAMILIES {
+        for t in *targets {
+            if !out.contains(t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// The groups of the default spec: one per processor of
+/// [`per_target_processors`], each also carrying the generic ISAs serving
+/// it.
+pub fn per_target_default_groups() -> Vec<Group> {
+    crate::per_target_groups(&per_target_processors())
+}
+
+/// The family groups a per-target spec replaces: those of
+/// [`FAMILIES_2025`] and of [`FAMILIES`], so installs of either table's
+/// packages upgrade to the per-target ones. A name both tables use
+/// (`gfx94X`, `gfx101X`) is one replaced group serving the processors of
+/// either: its transitional package brings every processor's package an
+/// install of either version had.
+pub fn family_groups_replaced_by_per_target() -> Vec<Group> {
+    let mut merged: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (name, targets) in FAMILIES_2025.iter().chain(FAMILIES) {
+        match merged.iter_mut().find(|(n, _)| n == name) {
+            Some((_, known)) => {
+                for t in *targets {
+                    if !known.contains(t) {
+                        known.push(t);
+                    }
+                }
+            }
+            None => merged.push((name, targets.to_vec())),
+        }
+    }
+    let table: Vec<(&str, &[&str])> = merged.iter().map(|(n, t)| (*n, t.as_slice())).collect();
+    groups_of(&table)
 }
 
 /// The family groups of [`FAMILIES_2025`].
@@ -218,8 +268,19 @@ pub fn package_defaults() -> PackageDefaults {
     }
 }
 
-/// The built-in spec (see [`Spec::builtin`]).
+/// The built-in spec (see [`Spec::builtin`]): per target, replacing both
+/// family tables.
 pub fn builtin() -> Spec {
+    Spec {
+        groups: per_target_default_groups(),
+        replaces: family_groups_replaced_by_per_target(),
+        ..families()
+    }
+}
+
+/// The family spec (`granularity = "family"`, [`Spec::default_families`]):
+/// the family table, replacing the 2025 one.
+pub fn families() -> Spec {
     Spec {
         groups: family_groups(),
         replaces: family_groups_2025(),

@@ -9,8 +9,9 @@
 //! source generic packages advertise, validation switches, and the version
 //! suffix that makes split packages newer than their input ([`version`]).
 //!
-//! [`Spec::builtin`] is docs/packaging.md's family table with the built-in rules
-//! ([`defaults`]); [`Spec::per_target`] builds one group per target; a TOML
+//! [`Spec::builtin`] is one group per processor with the built-in rules
+//! ([`defaults`]); [`Spec::default_families`] is docs/packaging.md's family
+//! table instead; [`Spec::per_target`] builds one group per listed target; a TOML
 //! file ([`schema`]) can declare anything else, and errors in it point at
 //! the line.
 //!
@@ -171,8 +172,9 @@ impl Default for Validation {
 pub struct Spec {
     /// Device groups, in declaration order.
     pub groups: Vec<Group>,
-    /// Groups of an earlier spec (by default the 2025 family table,
-    /// [`defaults::FAMILIES_2025`]) whose device packages this spec's
+    /// Groups of an earlier spec (by default both family tables,
+    /// [`defaults::family_groups_replaced_by_per_target`]; the family spec
+    /// replaces [`defaults::FAMILIES_2025`]) whose device packages this spec's
     /// packages replace: see [`Spec::replacements`].
     pub replaces: Vec<Group>,
     /// Kernel-database rules, tried in order (the spec file's own rules,
@@ -249,15 +251,18 @@ impl Default for Spec {
 }
 
 impl Spec {
-    /// The built-in spec: one group per GPU family (docs/packaging.md table),
-    /// the built-in database rules, naming and switches.
+    /// The built-in spec: one group per processor (AMD's device targets,
+    /// then the other processors distributions build,
+    /// [`defaults::per_target_processors`]), replacing the groups of both
+    /// family tables, with the built-in database rules, naming and switches.
     pub fn builtin() -> Spec {
         defaults::builtin()
     }
 
-    /// The built-in spec (its groups are the family table).
+    /// The built-in spec with the family table's groups instead
+    /// (`granularity = "family"`), replacing the 2025 table's.
     pub fn default_families() -> Spec {
-        Self::builtin()
+        defaults::families()
     }
 
     /// The built-in spec with one group per target, named after it.
@@ -549,8 +554,74 @@ mod tests {
     }
 
     #[test]
-    fn the_2025_families_are_replaced() {
+    fn the_builtin_spec_is_per_target() {
         let s = Spec::builtin();
+        s.validate().unwrap();
+        // AMD's device targets first, each a group of its own name.
+        let n = s.group_names();
+        assert_eq!(&n[..amd::DEVICE_TARGETS.len()], amd::DEVICE_TARGETS);
+        assert_eq!(names(s.group_for("gfx1102").unwrap()), ["gfx1102"]);
+        assert_eq!(names(s.group_for("gfx942:sramecc+").unwrap()), ["gfx942"]);
+        // The processors outside AMD's table that the family table gives a
+        // family of its own keep a group: the two granularities cover the
+        // same processors, and what neither covers stays an error naming it.
+        let families = Spec::default_families();
+        for p in KNOWN_PROCESSORS {
+            assert_eq!(s.group_for(p).is_ok(), families.group_for(p).is_ok(), "{p}");
+        }
+        assert_eq!(names(s.group_for("gfx803").unwrap()), ["gfx803"]);
+        let e = s.group_for("gfx700").unwrap_err().to_string();
+        assert!(e.contains("gfx700"), "{e}");
+        // Generic-ISA code reaches every processor it serves.
+        assert_eq!(
+            names(s.group_for("gfx11-generic").unwrap()),
+            [
+                "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+                "gfx1153"
+            ]
+        );
+        assert!(s.group("gfx90a").unwrap().generic_isas.is_empty());
+    }
+
+    #[test]
+    fn the_per_target_spec_replaces_both_family_tables() {
+        let s = Spec::builtin();
+        let r = s.replacements();
+        let find = |old: &str| r.iter().find(|r| r.old == old).unwrap();
+        // The current table's multi-processor families.
+        let dgpu = find("gfx110X-dgpu");
+        assert!(dgpu.transitional);
+        assert_eq!(dgpu.successors, ["gfx1100", "gfx1101", "gfx1102"]);
+        assert_eq!(find("gfx110X-igpu").successors, ["gfx1103"]);
+        assert_eq!(
+            find("gfx115X").successors,
+            ["gfx1150", "gfx1151", "gfx1152", "gfx1153"]
+        );
+        // A name of both tables serves the processors of either.
+        assert_eq!(find("gfx94X").successors, ["gfx942", "gfx940", "gfx941"]);
+        assert_eq!(find("gfx125X").successors, ["gfx1250", "gfx1251"]);
+        // The 2025 table's.
+        assert_eq!(
+            find("gfx110X").successors,
+            ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
+        );
+        assert_eq!(
+            find("gfx90X").successors,
+            ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx90c", "gfx902", "gfx904", "gfx909"]
+        );
+        // Single-processor families already had the per-target name.
+        assert!(r
+            .iter()
+            .all(|r| r.old != "gfx90a" && r.old != "gfx950" && r.old != "gfx803"));
+        assert_eq!(s.replaced_by("gfx1100"), ["gfx110X", "gfx110X-dgpu"]);
+        assert_eq!(s.replaced_by("gfx942"), ["gfx94X"]);
+        assert_eq!(s.replaced_by("gfx90a"), ["gfx90X"]);
+        assert!(s.replaced_by("gfx803").contains(&"gfx80X"));
+    }
+
+    #[test]
+    fn the_2025_families_are_replaced() {
+        let s = Spec::default_families();
         let r = s.replacements();
         let gfx90x = r.iter().find(|r| r.old == "gfx90X").unwrap();
         assert!(gfx90x.transitional);
@@ -610,7 +681,7 @@ mod tests {
     #[test]
     fn placement_is_one_processor_in_its_groups_tree() {
         let pair = |u: &str, t: &str| (u.to_string(), t.to_string());
-        let s = Spec::builtin();
+        let s = Spec::default_families();
         assert_eq!(placed(&s, "gfx90a:xnack+"), pair("gfx90a", "gfx90a"));
         assert_eq!(placed(&s, "gfx90a:xnack-"), pair("gfx90a", "gfx90a"));
         assert_eq!(
@@ -648,6 +719,17 @@ mod tests {
             ),
             "{trees:?}"
         );
+
+        // The built-in spec: the processor's own tree; generic ISAs keep
+        // their trees.
+        let b = Spec::builtin();
+        assert_eq!(placed(&b, "gfx90a:xnack+"), pair("gfx90a", "gfx90a"));
+        assert_eq!(placed(&b, "gfx1030"), pair("gfx1030", "gfx1030"));
+        assert_eq!(
+            placed(&b, "gfx11-generic"),
+            pair("gfx11-generic", "gfx11-generic")
+        );
+        assert!(b.trees().ends_with(&trees[trees.len() - 6..]));
 
         // per-target: the processor's own tree; a generic ISA listed as a
         // target is its group and its tree, named once.

@@ -2,11 +2,13 @@
 //! key is optional and falls back to the built-in spec.
 //!
 //! ```toml
-//! # Device groups: the built-in family table (the default) ...
-//! granularity = "family"
-//! # ... or one group per target ...
-//! # granularity = "per-target"
+//! # Device groups: one per processor (the default: AMD's device targets
+//! # and the other processors distributions build) ...
+//! granularity = "per-target"
+//! # ... or only these targets ...
 //! # targets = ["gfx90a", "gfx942", "gfx1100"]
+//! # ... or the family table (`gfx110X-dgpu`) ...
+//! # granularity = "family"
 //! # ... or custom groups (no `granularity`):
 //! [[groups]]
 //! name = "gfx110X-dgpu"
@@ -14,7 +16,8 @@
 //! generic_isas = ["gfx11-generic"]
 //!
 //! # Groups of an earlier spec whose device packages these replace
-//! # (default: the 2025 family table; `replaces = []` for none): their
+//! # (default: both family tables, the 2025 one and `granularity = "family"`'s;
+//! # with `granularity = "family"`, the 2025 one; `replaces = []` for none): their
 //! # packages get a transitional successor and Replaces/Breaks (deb),
 //! # Obsoletes (rpm); docs/packaging.md "Upgrades from the previous family table".
 //! [[replaces]]
@@ -69,9 +72,10 @@ use crate::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Granularity {
-    /// The built-in family table.
+    /// The family table.
     Family,
-    /// One group per target listed in `targets`.
+    /// One group per target listed in `targets`, or without `targets`
+    /// per processor of the built-in list (the default).
     PerTarget,
 }
 
@@ -80,7 +84,8 @@ pub enum Granularity {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpecFile {
-    /// `family` or `per-target`; absent with `groups` = custom groups.
+    /// `family` or `per-target`; absent with `groups` = custom groups,
+    /// absent without = `per-target`.
     #[serde(default)]
     pub granularity: Option<Spanned<Granularity>>,
     /// Targets for `per-target`.
@@ -90,7 +95,8 @@ pub struct SpecFile {
     #[serde(default)]
     pub groups: Option<Spanned<Vec<GroupFile>>>,
     /// Groups of an earlier spec whose device packages this spec's replace
-    /// (default: the 2025 family table; `replaces = []` for none).
+    /// (default: both family tables, or the 2025 one with
+    /// `granularity = "family"`; `replaces = []` for none).
     #[serde(default)]
     pub replaces: Option<Vec<ReplacedFile>>,
     /// Keep the built-in database rules after this file's (default true).
@@ -256,6 +262,7 @@ impl SpecFile {
     fn build(self) -> Result<(Spec, Spans), Located> {
         let mut spans = Spans::default();
         let granularity = self.granularity.as_ref().map(|g| (*g.get_ref(), g.span()));
+        let families = matches!(granularity, Some((Granularity::Family, _)));
         let groups = match (granularity, self.targets, self.groups) {
             (Some((_, at)), _, Some(_)) => {
                 return Err((
@@ -281,12 +288,6 @@ impl SpecFile {
                 }
                 groups
             }
-            (Some((Granularity::PerTarget, at)), None, None) => {
-                return Err((
-                    Some(at),
-                    "granularity = \"per-target\" needs `targets = [...]`".into(),
-                ))
-            }
             (_, Some(t), _) => {
                 return Err((
                     Some(t.span()),
@@ -310,13 +311,15 @@ impl SpecFile {
                     })
                     .collect()
             }
-            (Some((Granularity::Family, _)), None, None) | (None, None, None) => {
-                defaults::family_groups()
+            (Some((Granularity::Family, _)), None, None) => defaults::family_groups(),
+            (Some((Granularity::PerTarget, _)), None, None) | (None, None, None) => {
+                defaults::per_target_default_groups()
             }
         };
 
         let replaces = match self.replaces {
-            None => defaults::family_groups_2025(),
+            None if families => defaults::family_groups_2025(),
+            None => defaults::family_groups_replaced_by_per_target(),
             Some(list) => list
                 .into_iter()
                 .map(|r| Group {
@@ -550,8 +553,20 @@ mod tests {
         assert!(s.group_for("gfx1103").is_err());
         assert_eq!(Spec::from_toml_str("").unwrap(), Spec::builtin());
         assert_eq!(
-            Spec::from_toml_str("granularity = \"family\"\n").unwrap(),
+            Spec::from_toml_str("granularity = \"per-target\"\n").unwrap(),
             Spec::builtin()
+        );
+        assert_eq!(
+            Spec::from_toml_str("granularity = \"family\"\n").unwrap(),
+            Spec::default_families()
+        );
+        assert_ne!(Spec::default_families(), Spec::builtin());
+        // Custom groups replace what the default does.
+        assert_eq!(
+            Spec::from_toml_str("[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n")
+                .unwrap()
+                .replaces,
+            Spec::builtin().replaces
         );
     }
 
@@ -644,6 +659,7 @@ mod tests {
         for spec in [
             s,
             Spec::builtin(),
+            Spec::default_families(),
             Spec::per_target(&["gfx1100", "gfx90a"]).unwrap(),
         ] {
             let text = spec.to_toml().unwrap();

@@ -1384,16 +1384,20 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0+kpack1"), "{out}");
 }
 
-// ------------------------------------------- upgrades from the 2025 families
+// ------------------------------ upgrades from the family tables to per target
 
 /// Debian's librocrand1 split and packaged (debs and rpms) twice: into
-/// `dir/old` with the 2025 family table (`tests/fixtures/specs/
-/// families-2025.toml`, version 5.3.3-4: `librocrand1-gfx90x` carries
-/// gfx900, gfx906, gfx908 and gfx90a), and into `dir/new` with the built-in
-/// table (the default suffix: 5.3.3-4+kpack1 and 5.3.3-4.kpack1, sorting
-/// above; the old spec sets `suffix = ""`), each with the base-provides rpm.
-fn family_table_packages(dir: &Path) {
-    let old_spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs/families-2025.toml");
+/// `dir/old` with an earlier family table (`old`, a file of
+/// `tests/fixtures/specs/`, version 5.3.3-4: with `families-2025.toml`
+/// `librocrand1-gfx90x` carries gfx900, gfx906, gfx908 and gfx90a; with
+/// `families.toml`, `librocrand1-gfx103x-dgpu` carries gfx1030), and into
+/// `dir/new` with the built-in per-target spec (the default suffix:
+/// 5.3.3-4+kpack1 and 5.3.3-4.kpack1, sorting above; the old specs set
+/// `suffix = ""`), each with the base-provides rpm.
+fn family_table_packages(dir: &Path, old: &str) {
+    let old_spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/specs")
+        .join(old);
     let tree = debian::extracted("librocrand1").expect("extracted");
     for (name, spec) in [("old", Some(&old_spec)), ("new", None)] {
         let split = dir.join(format!("{name}-split"));
@@ -1443,8 +1447,8 @@ fn publish_packages(dir: &Path, name: &str, repo: &Path, server: &Server) {
         .arg(fetcher_bin()));
 }
 
-/// The gfx9 archives of librocrand1 installed below `root`.
-fn gfx9_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
+/// The archives of librocrand1 for `units` installed below `root`.
+fn rocrand_archives(root: &Path, units: &[&str]) -> Vec<PathBuf> {
     units
         .iter()
         .map(|u| root.join(KPACK_DIR).join(format!("librocrand_{u}.kpack")))
@@ -1507,7 +1511,7 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
 }
 
 /// A machine that installed librocrand1 and the 2025 family package
-/// librocrand1-gfx90x (MI210) moves to the current families: `apt-get
+/// librocrand1-gfx90x (MI210) moves to the per-target packages: `apt-get
 /// upgrade` holds the transition back (it installs no new package) and
 /// leaves a working install; `apt-get dist-upgrade` installs the
 /// transitional librocrand1-gfx90x and the per-processor packages it
@@ -1515,11 +1519,11 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
 /// conflict; keeping the GPU's package and removing the transitional one
 /// leaves exactly gfx90a's archive, owned by librocrand1-gfx90a.
 #[test]
-fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
+fn apt_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t);
+    family_table_packages(t, "families-2025.toml");
     let repo = t.join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
@@ -1542,7 +1546,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     };
     apt(&["update"]);
     apt(&["install", "librocrand1", "librocrand1-gfx90x"]);
-    let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
+    let all = rocrand_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), all);
     assert_eq!(
         installed_rocrand(&root, false),
@@ -1600,38 +1604,27 @@ fn apt_moves_an_install_of_the_2025_families_to_the_current_ones() {
     );
     assert_eq!(
         archives_below(&root.join("usr")),
-        gfx9_archives(&root, &["gfx90a"])
+        rocrand_archives(&root, &["gfx90a"])
     );
     assert_archives_owned(&root, &["dpkg", "-S"]);
     assert_mi210_loads(&root);
 }
 
-/// The same machine with dnf: `dnf upgrade` moves it to the current
-/// families (Obsoletes on the per-processor rpms, the transitional rpm's
+/// The same machine with dnf: `dnf upgrade` moves it to the per-target
+/// packages (Obsoletes on the per-processor rpms, the transitional rpm's
 /// Requires) without a file conflict, and every archive belongs to a
 /// package.
 #[test]
-fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
+fn dnf_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t);
+    family_table_packages(t, "families-2025.toml");
     let repo = t.join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
     publish_packages(t, "old", &repo, &server);
-    let root = debian_root(t, None);
-    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
-    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
-    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
-    fs::write(
-        root.join("etc/yum.repos.d/rocm-kpack.repo"),
-        format!(
-            "[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n",
-            server.root_url()
-        ),
-    )
-    .expect("repo");
+    let root = dnf_root(t, &server);
     let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
     dnf(&[
         "install",
@@ -1639,7 +1632,7 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
         "librocrand1",
         "librocrand1-gfx90x",
     ]);
-    let all = gfx9_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
+    let all = rocrand_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), all);
     assert_eq!(
         installed_rocrand(&root, true),
@@ -1669,6 +1662,155 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_current_ones() {
     assert!(archives_below(&root.join("usr"))
         .contains(&root.join(KPACK_DIR).join("librocrand_gfx90a.kpack")));
     assert_mi210_loads(&root);
+}
+
+/// A machine that installed librocrand1 with the family table's packages
+/// librocrand1-gfx90a and librocrand1-gfx103x-dgpu moves to the per-target
+/// packages: `apt-get dist-upgrade` upgrades librocrand1-gfx90a in place
+/// (the name lives on), turns librocrand1-gfx103x-dgpu into a transitional
+/// package and installs librocrand1-gfx1030, whose Replaces/Breaks take its
+/// archive over without a file conflict; removing the transitional package
+/// leaves both archives, each owned by its processor's package.
+#[test]
+fn apt_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    family_table_packages(t, "families.toml");
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish_packages(t, "old", &repo, &server);
+    let root = debian_root(t, Some(server.root_url()));
+    // As for the 2025 table: the old packages have Debian's version.
+    let pin = root.join("etc/apt/preferences.d/rocm-kpack-families");
+    fs::write(
+        &pin,
+        "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n",
+    )
+    .expect("pin");
+    let apt = |args: &[&str]| {
+        ok(chroot(&root, "mi210")
+            .args(["apt-get", "-q", "-y"])
+            .args(args))
+    };
+    apt(&["update"]);
+    apt(&[
+        "install",
+        "librocrand1",
+        "librocrand1-gfx90a",
+        "librocrand1-gfx103x-dgpu",
+    ]);
+    let both = rocrand_archives(&root, &["gfx1030", "gfx90a"]);
+    assert_eq!(archives_below(&root.join("usr")), both);
+    assert_eq!(
+        installed_rocrand(&root, false),
+        [
+            "librocrand1 5.3.3-4",
+            "librocrand1-gfx103x-dgpu 5.3.3-4",
+            "librocrand1-gfx90a 5.3.3-4"
+        ]
+    );
+
+    fs::remove_file(&pin).expect("unpin");
+    publish_packages(t, "new", &repo, &server);
+    apt(&["update"]);
+    let out = apt(&["dist-upgrade"]);
+    assert!(!out.contains("trying to overwrite"), "{out}");
+    assert_eq!(
+        installed_rocrand(&root, false),
+        [
+            "librocrand1 5.3.3-4+kpack1",
+            "librocrand1-gfx1030 5.3.3-4+kpack1",
+            "librocrand1-gfx103x-dgpu 5.3.3-4+kpack1",
+            "librocrand1-gfx90a 5.3.3-4+kpack1",
+        ]
+    );
+    assert_eq!(archives_below(&root.join("usr")), both);
+    let owners = assert_archives_owned(&root, &["dpkg", "-S"]);
+    for (o, unit) in owners.iter().zip(["gfx1030", "gfx90a"]) {
+        assert!(o.starts_with(&format!("librocrand1-{unit}: ")), "{o}");
+    }
+    assert_mi210_loads(&root);
+
+    apt(&["install", "librocrand1-gfx1030"]);
+    apt(&["remove", "--purge", "librocrand1-gfx103x-dgpu"]);
+    assert_eq!(
+        installed_rocrand(&root, false),
+        [
+            "librocrand1 5.3.3-4+kpack1",
+            "librocrand1-gfx1030 5.3.3-4+kpack1",
+            "librocrand1-gfx90a 5.3.3-4+kpack1",
+        ]
+    );
+    assert_eq!(archives_below(&root.join("usr")), both);
+    assert_archives_owned(&root, &["dpkg", "-S"]);
+}
+
+/// The same machine with dnf: `dnf upgrade` replaces
+/// librocrand1-gfx103x-dgpu (Obsoletes on librocrand1-gfx1030, the
+/// transitional rpm's Requires) without a file conflict, and every archive
+/// belongs to a package.
+#[test]
+fn dnf_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    family_table_packages(t, "families.toml");
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish_packages(t, "old", &repo, &server);
+    let root = dnf_root(t, &server);
+    let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
+    dnf(&[
+        "install",
+        "rocm-kpack-fetch",
+        "librocrand1",
+        "librocrand1-gfx90a",
+        "librocrand1-gfx103x-dgpu",
+    ]);
+    let both = rocrand_archives(&root, &["gfx1030", "gfx90a"]);
+    assert_eq!(archives_below(&root.join("usr")), both);
+
+    publish_packages(t, "new", &repo, &server);
+    dnf(&["clean", "all"]);
+    let out = dnf(&["upgrade", "--refresh"]);
+    let installed = installed_rocrand(&root, true);
+    for p in [
+        "librocrand1 5.3.3-4.kpack1",
+        "librocrand1-gfx1030 5.3.3-4.kpack1",
+        "librocrand1-gfx90a 5.3.3-4.kpack1",
+    ] {
+        assert!(installed.contains(&p.to_string()), "{installed:?}\n{out}");
+    }
+    assert!(
+        !installed.contains(&"librocrand1-gfx103x-dgpu 5.3.3-4".to_string()),
+        "{installed:?}\n{out}"
+    );
+    assert_archives_owned(
+        &root,
+        &["dnf", "-q", "repoquery", "--installed", "--whatprovides"],
+    );
+    assert_eq!(archives_below(&root.join("usr")), both);
+    assert_mi210_loads(&root);
+}
+
+/// A Debian root with dnf configured for the repository `server` serves.
+fn dnf_root(t: &Path, server: &Server) -> PathBuf {
+    let root = debian_root(t, None);
+    fs::create_dir_all(root.join("etc/dnf/vars")).expect("mkdir");
+    fs::write(root.join("etc/dnf/vars/releasever"), "1\n").expect("releasever");
+    fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
+    fs::write(
+        root.join("etc/yum.repos.d/rocm-kpack.repo"),
+        format!(
+            "[rocm-kpack]\nname=rocm-kpack\nbaseurl={}\ngpgcheck=0\nmetadata_expire=0\n",
+            server.root_url()
+        ),
+    )
+    .expect("repo");
+    root
 }
 
 /// The MI210's code object is found in the installed tree by AMD's

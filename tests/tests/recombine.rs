@@ -158,9 +158,10 @@ fn two_family_builds_become_one_generic_and_every_group() {
         r.outputs,
         [
             "generic",
-            "gfx103X-dgpu",
+            "gfx1030",
             "gfx11-generic",
-            "gfx110X-dgpu",
+            "gfx1100",
+            "gfx1101",
             "gfx90a"
         ]
     );
@@ -184,22 +185,13 @@ fn two_family_builds_become_one_generic_and_every_group() {
         assert_eq!(
             files,
             [
-                (
-                    format!("{component}_gfx1030.kpack").as_str(),
-                    "gfx103X-dgpu"
-                ),
+                (format!("{component}_gfx1030.kpack").as_str(), "gfx1030"),
                 (
                     format!("{component}_gfx11-generic.kpack").as_str(),
                     "gfx11-generic"
                 ),
-                (
-                    format!("{component}_gfx1100.kpack").as_str(),
-                    "gfx110X-dgpu"
-                ),
-                (
-                    format!("{component}_gfx1101.kpack").as_str(),
-                    "gfx110X-dgpu"
-                ),
+                (format!("{component}_gfx1100.kpack").as_str(), "gfx1100"),
+                (format!("{component}_gfx1101.kpack").as_str(), "gfx1101"),
                 (format!("{component}_gfx90a.kpack").as_str(), "gfx90a"),
             ]
         );
@@ -209,7 +201,7 @@ fn two_family_builds_become_one_generic_and_every_group() {
         .join("gfx90a/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat")
         .is_file());
     assert!(out
-        .join("gfx110X-dgpu/lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat")
+        .join("gfx1100/lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat")
         .is_file());
     assert_eq!(
         fs::read(out.join("generic/lib/libfixture.so")).unwrap(),
@@ -222,8 +214,9 @@ fn two_family_builds_become_one_generic_and_every_group() {
             "gfx90a",
             &["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+"][..],
         ),
-        ("gfx103X-dgpu", &["gfx1030"][..]),
-        ("gfx110X-dgpu", &["gfx1100", "gfx1101"][..]),
+        ("gfx1030", &["gfx1030"][..]),
+        ("gfx1100", &["gfx1100"][..]),
+        ("gfx1101", &["gfx1101"][..]),
         ("gfx11-generic", &["gfx1151", "gfx1150", "gfx1103"][..]),
     ] {
         let o = d.path().join(format!("o-{group}"));
@@ -387,8 +380,8 @@ fn duplicate_device_code_fails_or_warns() {
         )
     };
     same(
-        &out.join("gfx110X-dgpu/.kpack/libfixture_gfx1100.kpack"),
-        &a.join("gfx110X-dgpu/.kpack/libfixture_gfx1100.kpack"),
+        &out.join("gfx1100/.kpack/libfixture_gfx1100.kpack"),
+        &a.join("gfx1100/.kpack/libfixture_gfx1100.kpack"),
     );
 
     // Identical generic-ISA code from two family builds is not a duplicate.
@@ -400,7 +393,7 @@ fn duplicate_device_code_fails_or_warns() {
         "{:?}",
         r.warnings
     );
-    let g = Archive::open(&out2.join("gfx115X/.kpack/libfixture_gfx1151.kpack")).unwrap();
+    let g = Archive::open(&out2.join("gfx1151/.kpack/libfixture_gfx1151.kpack")).unwrap();
     assert_eq!(g.gfx_arches(), ["gfx1151"]);
     // ... the generic ISA's archive is the first shard's, and every archive
     // is still a whole shard archive, copied unchanged.
@@ -416,7 +409,7 @@ fn duplicate_device_code_fails_or_warns() {
             .and_then(|x| x.copied_from.clone())
             .unwrap()
     };
-    assert!(from("gfx115X/.kpack/libfixture_gfx1151.kpack").starts_with(&c));
+    assert!(from("gfx1151/.kpack/libfixture_gfx1151.kpack").starts_with(&c));
     assert!(from("gfx11-generic/.kpack/libfixture_gfx11-generic.kpack").starts_with(&a));
 }
 
@@ -508,7 +501,7 @@ fn artifact_shards() {
     let d = tempfile::tempdir().unwrap();
     let mut shards = Vec::new();
     for (name, arches, suffix) in [
-        ("sa", &SHARD_A[..], "gfx110X-dgpu"),
+        ("sa", &SHARD_A[..], "gfx1100"),
         ("sb", &SHARD_B[..], "gfx90a"),
     ] {
         let tree = d.path().join(format!("{name}-tree"));
@@ -528,9 +521,10 @@ fn artifact_shards() {
         r.outputs,
         [
             "fix_lib_generic",
-            "fix_lib_gfx103X-dgpu",
+            "fix_lib_gfx1030",
             "fix_lib_gfx11-generic",
-            "fix_lib_gfx110X-dgpu",
+            "fix_lib_gfx1100",
+            "fix_lib_gfx1101",
             "fix_lib_gfx90a"
         ]
     );

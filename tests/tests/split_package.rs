@@ -39,12 +39,13 @@ fn split_ok(input: &Path, out: &Path) -> SplitPackageReport {
         .unwrap_or_else(|e| panic!("split-package {}: {}", input.display(), chain(&e)))
 }
 
-/// The packages of Debian's librocrand1 under the built-in families: the
-/// generic, one per family the build has code for, and the transitional
-/// packages of the 2025 families (gfx80x, gfx90x, gfx103x).
-const ROCRAND_PACKAGES: [&str; 10] = [
+/// The packages of Debian's librocrand1 under the built-in per-target
+/// spec: the generic, one per processor the build has code for, and the
+/// transitional packages of the 2025 families (gfx80x, gfx90x, gfx103x) and
+/// of the family table (gfx103x-dgpu).
+const ROCRAND_PACKAGES: [&str; 11] = [
     "librocrand1",
-    "librocrand1-gfx103x-dgpu",
+    "librocrand1-gfx1030",
     "librocrand1-gfx803",
     "librocrand1-gfx900",
     "librocrand1-gfx906",
@@ -53,6 +54,7 @@ const ROCRAND_PACKAGES: [&str; 10] = [
     "librocrand1-gfx80x",
     "librocrand1-gfx90x",
     "librocrand1-gfx103x",
+    "librocrand1-gfx103x-dgpu",
 ];
 
 fn names(r: &SplitPackageReport) -> Vec<String> {
@@ -142,14 +144,7 @@ fn librocrand_deb_splits_installs_and_loads() {
     }
     assert_eq!(generic.control.get("Version"), Some("5.3.3-4+kpack1"));
     assert_eq!(generic.control.get("Source"), Some("rocrand (5.3.3-4)"));
-    for g in [
-        "gfx803",
-        "gfx900",
-        "gfx906",
-        "gfx908",
-        "gfx90a",
-        "gfx103x-dgpu",
-    ] {
+    for g in ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030"] {
         let d = DebReader::open(&by_name(&r, &format!("librocrand1-{g}")).path).expect("device");
         // Debian's build has no generic-ISA code: nothing else to depend on.
         assert_eq!(
@@ -183,7 +178,20 @@ fn librocrand_deb_splits_installs_and_loads() {
     let t = DebReader::open(&by_name(&r, "librocrand1-gfx103x").path).expect("transitional");
     assert_eq!(
         t.control.get("Depends"),
-        Some("librocrand1 (= 5.3.3-4+kpack1), librocrand1-gfx103x-dgpu (= 5.3.3-4+kpack1)")
+        Some("librocrand1 (= 5.3.3-4+kpack1), librocrand1-gfx1030 (= 5.3.3-4+kpack1)")
+    );
+    // The family table's package: gfx1030 takes its files over.
+    let t = DebReader::open(&by_name(&r, "librocrand1-gfx103x-dgpu").path).expect("transitional");
+    assert_eq!(
+        t.control.get("Depends"),
+        Some("librocrand1 (= 5.3.3-4+kpack1), librocrand1-gfx1030 (= 5.3.3-4+kpack1)")
+    );
+    let d = DebReader::open(&by_name(&r, "librocrand1-gfx1030").path).expect("device");
+    assert_eq!(
+        d.control.get("Replaces"),
+        Some(
+            "librocrand1-gfx103x (<< 5.3.3-4+kpack1), librocrand1-gfx103x-dgpu (<< 5.3.3-4+kpack1)"
+        )
     );
     // Each family deb ships one archive per processor, no alias symlinks.
     for p in &r.packages {
@@ -465,17 +473,18 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert_eq!(r.kind, PackageKind::Wheel);
     let mut n = names(&r);
     n.sort();
-    // One wheel per family, and one for the generic ISA the fixture's
+    // One wheel per processor, and one for the generic ISA the fixture's
     // code was also built for.
     assert_eq!(
         n,
         [
             "kpkg",
-            "kpkg-device-gfx103x-dgpu",
+            "kpkg-device-gfx1030",
             "kpkg-device-gfx11-generic",
-            "kpkg-device-gfx110x-dgpu",
+            "kpkg-device-gfx1100",
+            "kpkg-device-gfx1101",
             "kpkg-device-gfx90a",
-            "kpkg-device-gfx94x"
+            "kpkg-device-gfx942"
         ]
     );
     for p in &r.packages {
@@ -505,27 +514,35 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     assert!(base
         .metadata
         .get_all("Provides-Extra")
-        .any(|e| e == "device-gfx110x-dgpu"));
-    assert!(base
-        .metadata
-        .get_all("Provides-Extra")
-        .any(|e| e == "device-gfx11-generic"));
-    // The 2025 family's extra asks for the wheels that now carry it.
-    assert!(base
-        .metadata
-        .get_all("Requires-Dist")
-        .any(|r| r == "kpkg-device-gfx110x-dgpu==1.0+kpack1; extra == \"device-gfx110x\""));
-    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
+        .any(|e| e == "device-gfx1100"));
+    for extra in ["device-gfx11-generic", "device-all"] {
+        assert!(base.metadata.get_all("Provides-Extra").any(|e| e == extra));
+    }
+    // The 2025 family's extra and the family table's ask for the wheels
+    // that now carry them.
+    for old in ["device-gfx110x", "device-gfx110x-dgpu"] {
+        let reqs: Vec<&str> = base
+            .metadata
+            .get_all("Requires-Dist")
+            .filter(|r| r.ends_with(&format!("extra == \"{old}\"")))
+            .collect();
+        assert_eq!(
+            reqs,
+            [
+                format!("kpkg-device-gfx1100==1.0+kpack1; extra == \"{old}\""),
+                format!("kpkg-device-gfx1101==1.0+kpack1; extra == \"{old}\""),
+            ]
+        );
+    }
+    let dev = WheelReader::open(&by_name(&r, "kpkg-device-gfx1100").path).expect("device");
     assert!(
         dev.members.iter().any(|m| m == "kpkg/hsa/gfx1100/k.co"),
         "{:?}",
         dev.members
     );
-    for unit in ["gfx1100", "gfx1101"] {
-        let m = format!("kpkg/.kpack/libfixture_{unit}.kpack");
-        assert!(dev.members.contains(&m), "{m} not in {:?}", dev.members);
-    }
-    // The family's wheel pulls in the generic-ISA wheel it carries.
+    let m = "kpkg/.kpack/libfixture_gfx1100.kpack".to_string();
+    assert!(dev.members.contains(&m), "{m} not in {:?}", dev.members);
+    // The processor's wheel pulls in the generic-ISA wheel it carries.
     assert_eq!(
         dev.metadata.get_all("Requires-Dist").collect::<Vec<_>>(),
         ["kpkg==1.0+kpack1", "kpkg-device-gfx11-generic==1.0+kpack1"]
@@ -565,7 +582,8 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     let v = KPKG_SPLIT_VERSION;
     assert!(
         listed.contains(&format!("kpkg=={v}"))
-            && listed.contains(&format!("kpkg-device-gfx110x-dgpu=={v}")),
+            && listed.contains(&format!("kpkg-device-gfx1100=={v}"))
+            && listed.contains(&format!("kpkg-device-gfx1101=={v}")),
         "{listed}"
     );
     assert!(
@@ -603,7 +621,8 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
     pip_uninstall(
         &pip,
         &[
-            "kpkg-device-gfx110x-dgpu",
+            "kpkg-device-gfx1100",
+            "kpkg-device-gfx1101",
             "kpkg-device-gfx11-generic",
             "kpkg",
         ],
@@ -617,6 +636,117 @@ fn fat_wheel_splits_and_pip_installs_the_extra() {
         .filter(|p| !fs::symlink_metadata(p).expect("stat").is_dir())
         .collect();
     assert!(left.is_empty(), "left after uninstall: {left:?}");
+}
+
+/// A venv with the family table's wheels of kpkg (`tests/fixtures/specs/
+/// families.toml`, version 1.0: `kpkg[device-gfx110x-dgpu]`) moves to the
+/// per-target wheels with pip's own upgrade: the generic wheel's
+/// `device-gfx110x-dgpu` extra now asks for `kpkg-device-gfx1100` and
+/// `kpkg-device-gfx1101`, which pip installs, and the installed library
+/// finds their archives; `pip check` stays clean.
+#[test]
+fn pip_moves_an_install_of_the_family_wheels_to_the_per_target_ones() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("src");
+    fs::create_dir(&src).expect("mkdir");
+    let whl = src.join(KPKG_WHL);
+    write_wheel(&whl, &kpkg_files(), "kpkg-1.0.dist-info", None);
+    let families = rocm_kpack_pkgspec::Spec::from_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs/families.toml"),
+    )
+    .expect("spec");
+    let old = tmp.path().join("old");
+    split_package(
+        &whl,
+        &old,
+        &SplitPackageOptions {
+            spec: families,
+            ..opts()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let new = tmp.path().join("new");
+    split_ok(&whl, &new);
+
+    let venv = tmp.path().join("venv");
+    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let pip = venv.join("bin/pip");
+    let install = |links: &Path, upgrade: bool| {
+        let mut c = Command::new(&pip);
+        c.args(["install", "--disable-pip-version-check", "--no-cache-dir"]);
+        if upgrade {
+            c.arg("--upgrade");
+        }
+        ok(c.args(["--no-index", "--find-links"])
+            .arg(links)
+            .arg("kpkg[device-gfx110x-dgpu]")
+            .env("PIP_CONFIG_FILE", "/dev/null"))
+    };
+    let freeze = || {
+        let mut v: Vec<String> =
+            ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]))
+                .lines()
+                .filter(|l| l.starts_with("kpkg"))
+                .map(str::to_string)
+                .collect();
+        v.sort();
+        v
+    };
+    install(&old, false);
+    assert_eq!(
+        freeze(),
+        [
+            "kpkg-device-gfx11-generic==1.0",
+            "kpkg-device-gfx110x-dgpu==1.0",
+            "kpkg==1.0"
+        ]
+    );
+
+    let out = install(&new, true);
+    let v = KPKG_SPLIT_VERSION;
+    let now = freeze();
+    for d in [
+        format!("kpkg=={v}"),
+        format!("kpkg-device-gfx1100=={v}"),
+        format!("kpkg-device-gfx1101=={v}"),
+        format!("kpkg-device-gfx11-generic=={v}"),
+    ] {
+        assert!(now.contains(&d), "{d} missing: {now:?}\n{out}");
+    }
+    assert!(!now.iter().any(|d| d.contains("gfx90a")), "{now:?}");
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    let sp = rocm_kpack_test_support::site_packages(&venv);
+    let lib = sp.join("kpkg/libfixture.so");
+    let fat = fixtures::fixture("clang19/libfixture.so");
+    assert_gfxarch_finds(&lib, &fat, "gfx1100", "libfixture_gfx1100.kpack");
+    assert_gfxarch_finds(&lib, &fat, "gfx1101", "libfixture_gfx1101.kpack");
+    assert_eq!(
+        fs::read(sp.join("kpkg/hsa/gfx1100/k.co")).expect("database file"),
+        gfx_code_object("gfx1100")
+    );
+
+    // pip has no Replaces: the old family wheel's RECORD still lists the
+    // archives, so uninstalling it takes them away (docs/packaging.md
+    // "Upgrades from the previous family table"), and reinstalling the
+    // per-target wheels puts them back.
+    let archive = sp.join("kpkg/.kpack/libfixture_gfx1100.kpack");
+    pip_uninstall(&pip, &["kpkg-device-gfx110x-dgpu"]);
+    assert!(!archive.exists());
+    ok(Command::new(&pip)
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--force-reinstall",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+        ])
+        .arg(&new)
+        .args(["kpkg-device-gfx1100", "kpkg-device-gfx1101"])
+        .env("PIP_CONFIG_FILE", "/dev/null"));
+    ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
+    assert_gfxarch_finds(&lib, &fat, "gfx1100", "libfixture_gfx1100.kpack");
 }
 
 /// Publishes the packages in `out` as a pip index, serves it, installs
@@ -686,11 +816,11 @@ fn wheel_versions_with_an_epoch_split_and_split_ones_are_refused() {
     let whl = versioned_kpkg_wheel(tmp.path(), "1!2.0");
     let out = tmp.path().join("out");
     let r = split_ok(&whl, &out);
-    assert!(names(&r).contains(&"kpkg-device-gfx110x-dgpu".to_string()));
-    let (_, _, listed) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx110x-dgpu]");
+    assert!(names(&r).contains(&"kpkg-device-gfx1100".to_string()));
+    let (_, _, listed) = pip_install_published(&out, tmp.path(), "kpkg[device-gfx1100]");
     assert!(
         listed.contains("kpkg==1!2.0+kpack1")
-            && listed.contains("kpkg-device-gfx110x-dgpu==1!2.0+kpack1"),
+            && listed.contains("kpkg-device-gfx1100==1!2.0+kpack1"),
         "{listed}"
     );
 
@@ -969,7 +1099,7 @@ fn cli_splits_a_wheel_and_reports_errors() {
     let lib_out = tmp.path().join("lib-out");
     split_package(&whl, &lib_out, &SplitPackageOptions::default())
         .unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let dev = "kpkg_device_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl";
+    let dev = "kpkg_device_gfx1100-1.0+kpack1-py3-none-linux_x86_64.whl";
     assert_eq!(sha256(&out.join(dev)), sha256(&lib_out.join(dev)));
     let fast = tmp.path().join("fast");
     let o = run(rocm_kpack_test_support::bins::command("rocm-kpack")
@@ -1203,7 +1333,7 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
         assert!(!base.members.contains(p), "{p} in the base wheel");
     }
     let dev90 = WheelReader::open(&by_name(&r, "kpkg-device-gfx90a").path).expect("device");
-    let dev110 = WheelReader::open(&by_name(&r, "kpkg-device-gfx110x-dgpu").path).expect("device");
+    let dev110 = WheelReader::open(&by_name(&r, "kpkg-device-gfx1100").path).expect("device");
     for (p, a, _) in &dbs {
         let (has, hasnt) = if a.starts_with("gfx90a") {
             (&dev90, &dev110)
@@ -1225,4 +1355,81 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
         }
     }
     assert_eq!(fs::read(sp.join(&dat.0)).expect("dat"), dat.1);
+}
+
+/// Debian's librocsparse0 split with the built-in (per-target) spec: one
+/// device deb per processor the deb carries, named `librocsparse0-<target>`,
+/// and what an MI210 (gfx90a) downloads through apt (the generic deb, the
+/// gfx90a deb and the device debs it depends on) stays at or below 46% of
+/// the fat deb, as under the family table (docs/packaging.md "Benchmark:
+/// `bench-download`").
+#[test]
+fn librocsparse_splits_per_target_and_an_mi210_downloads_under_half() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let deb = debian::package("librocsparse0").expect("librocsparse0 deb");
+    let out = tmp.path().join("out");
+    // The generic deb at the compressor's default level, as released.
+    let o = SplitPackageOptions {
+        package_level: None,
+        ..opts()
+    };
+    let r = split_package(&deb, &out, &o).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let mut device: Vec<String> = names(&r)
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("librocsparse0-").map(str::to_string))
+        .collect();
+    device.sort();
+    // The transitional packages of both family tables, then the processors.
+    for t in [
+        "gfx90x",
+        "gfx103x",
+        "gfx103x-dgpu",
+        "gfx110x",
+        "gfx110x-dgpu",
+    ] {
+        if let Some(p) = device.iter().position(|d| d == t) {
+            let t = DebReader::open(&by_name(&r, &format!("librocsparse0-{t}")).path)
+                .expect("transitional");
+            assert_eq!(t.control.get("Section"), Some("oldlibs"));
+            device.remove(p);
+        }
+    }
+    assert!(
+        device.iter().all(|d| {
+            let p = by_name(&r, &format!("librocsparse0-{d}"));
+            DebReader::open(&p.path)
+                .expect("device deb")
+                .control
+                .get("X-Kpack-Gfx")
+                == Some(d.as_str())
+                || d.ends_with("-generic")
+        }),
+        "{device:?}"
+    );
+    for t in ["gfx90a", "gfx1030", "gfx1100"] {
+        assert!(device.contains(&t.to_string()), "{device:?}");
+    }
+
+    let size = |p: &Path| fs::metadata(p).expect("size").len();
+    let fat = size(&deb);
+    let gfx90a = by_name(&r, "librocsparse0-gfx90a");
+    let d = DebReader::open(&gfx90a.path).expect("gfx90a deb");
+    let mut apt = vec![
+        "librocsparse0".to_string(),
+        "librocsparse0-gfx90a".to_string(),
+    ];
+    for dep in d.control.get("Depends").expect("Depends").split(',') {
+        let name = dep.split_whitespace().next().expect("name").to_string();
+        if !apt.contains(&name) {
+            apt.push(name);
+        }
+    }
+    let bytes: u64 = apt.iter().map(|n| size(&by_name(&r, n).path)).sum();
+    let share = bytes as f64 / fat as f64;
+    eprintln!(
+        "librocsparse0: fat deb {fat} B; MI210 through apt {bytes} B ({:.1}%): {apt:?}; device debs {device:?}",
+        share * 100.0
+    );
+    // 46% as measured under the family table, rounded to a whole percent.
+    assert!(share < 0.465, "{:.2}% of the fat deb", share * 100.0);
 }

@@ -46,13 +46,19 @@ fn is_split_binary(path: &Path) -> bool {
 
 /// Device trees of the fixture tree overlaid together, the targets (as a
 /// GPU reports them) they must serve, and one they must not.
-const GROUP_TARGETS: [(&[&str], &[&str], &str); 6] = [
-    (&["gfx103X-dgpu"], &["gfx1030"], "gfx1100"),
-    (&["gfx110X-dgpu"], &["gfx1100", "gfx1101"], "gfx1030"),
+const GROUP_TARGETS: [(&[&str], &[&str], &str); 8] = [
+    (&["gfx1030"], &["gfx1030"], "gfx1100"),
+    (&["gfx1100"], &["gfx1100"], "gfx1101"),
+    (&["gfx1100", "gfx1101"], &["gfx1100", "gfx1101"], "gfx1030"),
     // gfx1102 has no native code: the generic ISA's tree serves it.
     (
-        &["gfx110X-dgpu", "gfx11-generic"],
+        &["gfx1100", "gfx1101", "gfx11-generic"],
         &["gfx1100", "gfx1101", "gfx1102"],
+        "gfx1030",
+    ),
+    (
+        &["gfx1101", "gfx11-generic"],
+        &["gfx1101", "gfx1102"],
         "gfx1030",
     ),
     (&["gfx11-generic"], &["gfx1151", "gfx1100"], "gfx1030"),
@@ -62,7 +68,7 @@ const GROUP_TARGETS: [(&[&str], &[&str], &str); 6] = [
         "gfx942:sramecc+:xnack-",
     ),
     (
-        &["gfx94X"],
+        &["gfx942"],
         &["gfx942:sramecc+:xnack-"],
         "gfx90a:sramecc+:xnack-",
     ),
@@ -77,8 +83,8 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
     let out = d.path().join("out");
     let report = split(&input, &out, &SplitOptions::default());
 
-    // Output trees: generic + the four groups the fixtures' processors fall
-    // in + the generic ISA's own tree.
+    // Output trees: generic + the five processors the fixtures have code
+    // for, one group each + the generic ISA's own tree.
     let mut names: Vec<String> = fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -88,11 +94,12 @@ fn fixture_tree_splits_and_each_group_overlays_into_a_working_install() {
         names,
         [
             "generic",
-            "gfx103X-dgpu",
+            "gfx1030",
             "gfx11-generic",
-            "gfx110X-dgpu",
+            "gfx1100",
+            "gfx1101",
             "gfx90a",
-            "gfx94X"
+            "gfx942"
         ]
     );
     assert_eq!(listing(&input).unwrap(), before, "the input was modified");
@@ -464,7 +471,7 @@ fn one_component_for_the_whole_tree() {
     assert_eq!(r.archives.len(), 6);
     let kpm = Manifest::read(&out.join("generic/.kpack/fixture_lib.kpm")).unwrap();
     assert_eq!(kpm.kpack_files.len(), 6);
-    let a = Archive::open(&out.join("gfx110X-dgpu/.kpack/fixture_lib_gfx1100.kpack")).unwrap();
+    let a = Archive::open(&out.join("gfx1100/.kpack/fixture_lib_gfx1100.kpack")).unwrap();
     assert_eq!(
         a.binaries(),
         [
@@ -481,7 +488,7 @@ fn one_component_for_the_whole_tree() {
     overlay(
         &[
             &out.join("generic"),
-            &out.join("gfx110X-dgpu"),
+            &out.join("gfx1100"),
             &out.join("gfx11-generic"),
         ],
         &o,
@@ -502,15 +509,7 @@ fn debian_multiarch_tree() {
     let groups: Vec<&str> = r.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
         groups,
-        [
-            "generic",
-            "gfx900",
-            "gfx906",
-            "gfx908",
-            "gfx90a",
-            "gfx103X-dgpu",
-            "gfx803"
-        ]
+        ["generic", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030", "gfx803"]
     );
     let lib = "usr/lib/x86_64-linux-gnu";
     let kpm = Manifest::read(&out.join(format!("generic/{lib}/.kpack/librocrand.kpm"))).unwrap();
@@ -574,7 +573,7 @@ fn debian_rocrand_as_a_build_artifact() {
             "rand_lib_gfx906",
             "rand_lib_gfx908",
             "rand_lib_gfx90a",
-            "rand_lib_gfx103X-dgpu",
+            "rand_lib_gfx1030",
             "rand_lib_gfx803"
         ]
     );
@@ -597,7 +596,7 @@ fn debian_rocrand_as_a_build_artifact() {
     assert_eq!(
         files,
         [
-            ("rand_lib_gfx1030.kpack", "gfx103X-dgpu"),
+            ("rand_lib_gfx1030.kpack", "gfx1030"),
             ("rand_lib_gfx803.kpack", "gfx803"),
             ("rand_lib_gfx900.kpack", "gfx900"),
             ("rand_lib_gfx906.kpack", "gfx906"),
@@ -712,13 +711,14 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         names,
         [
             "fixture_lib_generic",
-            "fixture_lib_gfx103X-dgpu",
+            "fixture_lib_gfx1030",
             "fixture_lib_gfx11-generic",
-            "fixture_lib_gfx110X-dgpu",
+            "fixture_lib_gfx1100",
+            "fixture_lib_gfx1101",
             "fixture_lib_gfx90a",
-            "fixture_lib_gfx94X",
+            "fixture_lib_gfx942",
             "rand_lib_generic",
-            "rand_lib_gfx103X-dgpu",
+            "rand_lib_gfx1030",
             "rand_lib_gfx803",
             "rand_lib_gfx900",
             "rand_lib_gfx906",
@@ -731,7 +731,7 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
         "core/fixture/stage\ncore/extra/stage\n"
     );
     assert_eq!(
-        fs::read_to_string(out.join("fixture_lib_gfx110X-dgpu").join(MANIFEST_TXT)).unwrap(),
+        fs::read_to_string(out.join("fixture_lib_gfx1100").join(MANIFEST_TXT)).unwrap(),
         "core/fixture/stage\n"
     );
     assert!(out
@@ -741,7 +741,7 @@ fn batch_splits_every_device_artifact_and_skips_generic_ones() {
     overlay(
         &[
             &out.join("fixture_lib_generic"),
-            &out.join("fixture_lib_gfx110X-dgpu"),
+            &out.join("fixture_lib_gfx1100"),
             &out.join("fixture_lib_gfx11-generic"),
         ],
         &o,

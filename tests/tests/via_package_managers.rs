@@ -130,7 +130,10 @@ impl Case {
             Pm::Dnf => databases::fat_rpm(dir, &rels),
             Pm::Pip => databases::fat_wheel(dir, &rels),
         };
-        let spec = (g == Granularity::PerTarget).then(databases::per_target_spec);
+        let spec = Some(match g {
+            Granularity::PerTarget => databases::per_target_spec(),
+            Granularity::Family => rocm_kpack_pkgspec::Spec::default_families(),
+        });
         let pkgs = dir.join("pkgs");
         databases::split(&fat, &pkgs, spec);
         let repo = dir.join("repo");

@@ -1028,8 +1028,8 @@ fn windows_wheel_splits_into_base_and_device_wheels_that_pip_installs_and_run() 
         names,
         [
             "kpwin",
-            "kpwin-device-gfx103x-dgpu",
-            "kpwin-device-gfx110x-dgpu",
+            "kpwin-device-gfx1030",
+            "kpwin-device-gfx1100",
             "kpwin-device-gfx90a"
         ]
     );
@@ -1055,14 +1055,14 @@ fn windows_wheel_splits_into_base_and_device_wheels_that_pip_installs_and_run() 
         "{members:?}"
     );
 
-    // pip installs the base and one family's wheel for Windows.
+    // pip installs the base and one processor's wheel for Windows.
     let venv = tmp.path().join("venv");
     run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
     let site = tmp.path().join("site");
     let dev = r
         .packages
         .iter()
-        .find(|p| p.name == "kpwin-device-gfx110x-dgpu")
+        .find(|p| p.name == "kpwin-device-gfx1100")
         .unwrap();
     run_ok(
         Command::new(venv.join("bin/pip"))

@@ -100,7 +100,7 @@ pub struct SplitBinaryOptions {
     /// Component name (archive group name, file prefix). Default: the file
     /// name up to its first `.` (`librocrand.so.1.1` -> `librocrand`).
     pub component: Option<String>,
-    /// Device groups. Default: the built-in family table.
+    /// Device groups. Default: the built-in spec, one group per processor.
     pub spec: Spec,
     /// How the archives are written. Default: [`ArchiveOutput::fast`],
     /// since one binary is split to try things out; release outputs use
@@ -112,7 +112,7 @@ impl Default for SplitBinaryOptions {
     fn default() -> Self {
         SplitBinaryOptions {
             component: None,
-            spec: Spec::default_families(),
+            spec: Spec::builtin(),
             output: ArchiveOutput::fast(),
         }
     }

@@ -38,7 +38,7 @@ pub const PLAIN_HARD_LINK: (&str, &str) =
 pub const DATABASES: [(&str, &str, &str); 9] = [
     (
         "lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat",
-        "gfx110X-dgpu",
+        "gfx1100",
         "gfx1100",
     ),
     (
@@ -58,32 +58,33 @@ pub const DATABASES: [(&str, &str, &str); 9] = [
     ),
     (
         "lib/rocblas/library/Kernels.so-000-gfx1030.hsaco",
-        "gfx103X-dgpu",
+        "gfx1030",
         "gfx1030",
     ),
     (
         "lib/aotriton/kernels/gfx942/attn_fwd.hsaco",
-        "gfx94X",
+        "gfx942",
         "gfx942",
     ),
     (
         "lib/aotriton/kernels/gfx942/attn_fwd.json",
-        "gfx94X",
+        "gfx942",
         "gfx942",
     ),
     (
         "lib/aotriton/kernels/gfx1100/attn_fwd.hsaco",
-        "gfx110X-dgpu",
+        "gfx1100",
         "gfx1100",
     ),
     ("share/miopen/db/gfx90a68.kdb", "gfx90a", "gfx90a"),
 ];
 
-/// A database symlink (moves with its group): path, target, group.
+/// A database symlink (moves with the group its name says, even where its
+/// target is another's): path, target, group.
 pub const DATABASE_SYMLINK: (&str, &str, &str) = (
     "lib/rocblas/library/TensileLibrary_lazy_gfx1101.dat",
     "TensileLibrary_lazy_gfx1100.dat",
-    "gfx110X-dgpu",
+    "gfx1101",
 );
 
 /// Library symlink chains: link -> target.
