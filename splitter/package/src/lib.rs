@@ -205,6 +205,10 @@ pub struct BuiltPackage {
     pub size: u64,
     /// Entries in the payload (files, symlinks, directories).
     pub entries: usize,
+    /// The meta package (the spec's `deb_meta` / `rpm_meta`): no files,
+    /// depends on the generic and every device package.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub meta: bool,
 }
 
 /// What [`package`] wrote.
@@ -325,6 +329,22 @@ pub fn package(
     if meta.homepage.is_none() {
         meta.homepage = defaults.homepage.clone();
     }
+
+    // `{version}` in the naming templates is this package's (the
+    // amd-native profile's `amdrocm-fft-host8.2`).
+    let resolved;
+    let opts = if opts.spec.naming.uses_version() {
+        let mut o = opts.clone();
+        o.spec.naming = opts
+            .spec
+            .naming
+            .with_version(&meta.version)
+            .map_err(PackageError::Invalid)?;
+        resolved = o;
+        &resolved
+    } else {
+        opts
+    };
 
     opts.progress.begin("package", "packages", 0);
     let mut pending = PendingPackages {
@@ -474,7 +494,35 @@ fn built(
         path: PathBuf::new(),
         size: 0,
         entries,
+        meta: false,
     }
+}
+
+/// A meta package's [`BuiltPackage`] entry.
+fn built_meta(format: Format, name: &str, version: &str, entries: usize) -> BuiltPackage {
+    BuiltPackage {
+        meta: true,
+        ..built(format, name, version, None, entries)
+    }
+}
+
+fn meta_summary(meta: &PackageMeta) -> String {
+    format!(
+        "{} - host code and device code for every GPU target",
+        meta.name
+    )
+}
+
+fn meta_description(meta: &PackageMeta, members: &[String]) -> String {
+    wrap(
+        &format!(
+            "This package installs {} with the device code of every GPU target it was \
+             built for: {}.",
+            meta.name,
+            members.join(", ")
+        ),
+        72,
+    )
 }
 
 /// The version without its Debian epoch, as in file names.
@@ -803,7 +851,9 @@ fn build_debs(
             .iter()
             .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name)),
     );
-    if let Some(bad) = names.iter().find(|n| !deb_name_ok(n)) {
+    let meta_name = (!naming_t.deb_meta.is_empty())
+        .then(|| naming::generic(naming_t, NameKind::DebMeta, &meta.name));
+    if let Some(bad) = names.iter().chain(&meta_name).find(|n| !deb_name_ok(n)) {
         return Err(PackageError::Invalid(format!(
             "{bad:?} is not a valid Debian package name (lowercase letters, digits, `+-.`)"
         )));
@@ -906,6 +956,53 @@ fn build_debs(
             ),
         );
         let built_deb = built_transitional(Format::Deb, &name, &meta.version, old, payload.len());
+        let deb_file = DebFile {
+            control: c,
+            control_files: &[],
+            payload: &payload,
+            compression: (opts.compression, opts.level),
+        };
+        write_deb_pending(
+            deb_file,
+            format!("{name}_{ver}_{arch}.deb"),
+            built_deb,
+            opts,
+            out_dir,
+            pending,
+        )?;
+    }
+    if let Some(name) = meta_name {
+        // names[0] is the generic package, the rest the device packages.
+        let mut payload = Payload::new();
+        if has_doc {
+            payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), &gname))?;
+        }
+        payload.add_parent_dirs();
+        let mut c = ControlFields::default();
+        c.set("Package", name.clone());
+        c.set(
+            "Source",
+            meta.source.clone().unwrap_or_else(|| meta.name.clone()),
+        );
+        c.set("Version", meta.version.clone());
+        c.set("Architecture", meta.architecture.clone());
+        c.set("Maintainer", meta.maintainer.clone());
+        let depends: Vec<String> = names
+            .iter()
+            .map(|p| format!("{p} (= {})", meta.version))
+            .collect();
+        c.set("Depends", depends.join(", "));
+        // Debian's section for packages that only pull in others.
+        c.set("Section", "metapackages".to_string());
+        c.set("Priority", "optional".to_string());
+        if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
+            c.set("Multi-Arch", ma.clone());
+        }
+        c.set(
+            "Description",
+            render_description(&meta_summary(meta), &meta_description(meta, &names)),
+        );
+        let built_deb = built_meta(Format::Deb, &name, &meta.version, payload.len());
         let deb_file = DebFile {
             control: c,
             control_files: &[],
@@ -1100,24 +1197,21 @@ fn build_rpms(
         write_rpm_pending(&spec, &payload, Some(g), out_dir, pending)?;
     }
     for (old, successors) in transitions(split, opts) {
-        let mut spec = base_rpm_spec(meta, opts)?;
-        spec.name = naming::device(naming_t, NameKind::RpmDevice, &meta.name, old);
-        spec.arch = "noarch".into();
         let succ: Vec<String> = successors
             .iter()
             .map(|g| naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name))
             .collect();
-        spec.summary = transitional_summary(meta, old);
-        spec.description = transitional_description(meta, old, &succ);
-        spec.requires = std::iter::once(&generic.name)
-            .chain(&succ)
-            .map(|p| rpm::Dep::eq(p, &generic.evr()))
+        let members: Vec<String> = std::iter::once(generic.name.clone())
+            .chain(succ.iter().cloned())
             .collect();
-        spec.provides.clear();
-        spec.conflicts.clear();
-        spec.obsoletes.clear();
-        spec.scripts.clear();
-        spec.config_files.clear();
+        let spec = empty_rpm_spec(
+            base_rpm_spec(meta, opts)?,
+            naming::device(naming_t, NameKind::RpmDevice, &meta.name, old),
+            transitional_summary(meta, old),
+            transitional_description(meta, old, &succ),
+            &members,
+            &generic.evr(),
+        );
         let payload = Payload::new();
         write_package(
             out_dir,
@@ -1127,7 +1221,57 @@ fn build_rpms(
             |w| rpm::write_rpm(w, &spec, &payload, out_dir),
         )?;
     }
+    if !naming_t.rpm_meta.is_empty() {
+        let members: Vec<String> = std::iter::once(generic.name.clone())
+            .chain(
+                split
+                    .groups
+                    .iter()
+                    .map(|g| naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name)),
+            )
+            .collect();
+        let spec = empty_rpm_spec(
+            base_rpm_spec(meta, opts)?,
+            naming::generic(naming_t, NameKind::RpmMeta, &meta.name),
+            meta_summary(meta),
+            meta_description(meta, &members),
+            &members,
+            &generic.evr(),
+        );
+        let payload = Payload::new();
+        write_package(
+            out_dir,
+            spec.file_name(),
+            built_meta(Format::Rpm, &spec.name, &spec.evr(), payload.len()),
+            pending,
+            |w| rpm::write_rpm(w, &spec, &payload, out_dir),
+        )?;
+    }
     Ok(())
+}
+
+/// A file-less noarch rpm named `name` that requires each of `members` at
+/// exactly `evr` (transitional and meta packages), from the split's base
+/// spec without its provides, conflicts, obsoletes, scripts or config files.
+fn empty_rpm_spec(
+    mut spec: rpm::RpmSpec,
+    name: String,
+    summary: String,
+    description: String,
+    members: &[String],
+    evr: &str,
+) -> rpm::RpmSpec {
+    spec.name = name;
+    spec.arch = "noarch".into();
+    spec.summary = summary;
+    spec.description = description;
+    spec.requires = members.iter().map(|p| rpm::Dep::eq(p, evr)).collect();
+    spec.provides.clear();
+    spec.conflicts.clear();
+    spec.obsoletes.clear();
+    spec.scripts.clear();
+    spec.config_files.clear();
+    spec
 }
 
 fn write_rpm_pending(
