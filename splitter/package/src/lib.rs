@@ -762,14 +762,10 @@ fn built_transitional(
     }
 }
 
-fn device_deb_control(
-    meta: &PackageMeta,
-    g: &DeviceGroup,
-    name: &str,
-    generic: &str,
-    generic_isas: &[String],
-    replaced: &[String],
-) -> ControlFields {
+/// The fields every deb of a split but the generic one starts with: name,
+/// the input's source, version, architecture and maintainer, and `Depends`
+/// on each of `members` at exactly this version.
+fn split_deb_control(meta: &PackageMeta, name: &str, members: &[&str]) -> ControlFields {
     let mut c = ControlFields::default();
     c.set("Package", name.to_string());
     c.set(
@@ -779,11 +775,26 @@ fn device_deb_control(
     c.set("Version", meta.version.clone());
     c.set("Architecture", meta.architecture.clone());
     c.set("Maintainer", meta.maintainer.clone());
-    let depends: Vec<String> = std::iter::once(generic)
-        .chain(generic_isas.iter().map(String::as_str))
+    let depends: Vec<String> = members
+        .iter()
         .map(|p| format!("{p} (= {})", meta.version))
         .collect();
     c.set("Depends", depends.join(", "));
+    c
+}
+
+fn device_deb_control(
+    meta: &PackageMeta,
+    g: &DeviceGroup,
+    name: &str,
+    generic: &str,
+    generic_isas: &[String],
+    replaced: &[String],
+) -> ControlFields {
+    let members: Vec<&str> = std::iter::once(generic)
+        .chain(generic_isas.iter().map(String::as_str))
+        .collect();
+    let mut c = split_deb_control(meta, name, &members);
     c.set("Provides", naming::device_code_provide(generic));
     if !replaced.is_empty() {
         // Files move here from an older family's package: dpkg lets this
@@ -912,6 +923,13 @@ fn build_debs(
             pending,
         )?;
     }
+    let relay = |name: &str, members: &[String], section: &str, description: String| RelayDeb {
+        name: name.to_string(),
+        members: members.to_vec(),
+        section: section.to_string(),
+        description,
+        doc_link: has_doc.then(|| gname.clone()),
+    };
     for (old, successors) in transitions(split, opts) {
         let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, old);
         if !deb_name_ok(&name) {
@@ -923,102 +941,81 @@ fn build_debs(
             .iter()
             .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name))
             .collect();
-        let mut payload = Payload::new();
-        if has_doc {
-            payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), &gname))?;
-        }
-        payload.add_parent_dirs();
-        let mut c = ControlFields::default();
-        c.set("Package", name.clone());
-        c.set(
-            "Source",
-            meta.source.clone().unwrap_or_else(|| meta.name.clone()),
-        );
-        c.set("Version", meta.version.clone());
-        c.set("Architecture", meta.architecture.clone());
-        c.set("Maintainer", meta.maintainer.clone());
-        let depends: Vec<String> = std::iter::once(&gname)
-            .chain(&succ)
-            .map(|p| format!("{p} (= {})", meta.version))
+        let members: Vec<String> = std::iter::once(gname.clone())
+            .chain(succ.iter().cloned())
             .collect();
-        c.set("Depends", depends.join(", "));
-        // Debian's section for transitional packages (policy 2.4).
-        c.set("Section", "oldlibs".to_string());
-        c.set("Priority", "optional".to_string());
-        if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
-            c.set("Multi-Arch", ma.clone());
-        }
-        c.set(
-            "Description",
-            render_description(
-                &transitional_summary(meta, old),
-                &transitional_description(meta, old, &succ),
-            ),
+        let description = render_description(
+            &transitional_summary(meta, old),
+            &transitional_description(meta, old, &succ),
         );
-        let built_deb = built_transitional(Format::Deb, &name, &meta.version, old, payload.len());
-        let deb_file = DebFile {
-            control: c,
-            control_files: &[],
-            payload: &payload,
-            compression: (opts.compression, opts.level),
-        };
-        write_deb_pending(
-            deb_file,
-            format!("{name}_{ver}_{arch}.deb"),
-            built_deb,
-            opts,
-            out_dir,
-            pending,
-        )?;
+        // Debian's section for transitional packages (policy 2.4).
+        let deb = relay(&name, &members, "oldlibs", description);
+        let entry = |entries| built_transitional(Format::Deb, &name, &meta.version, old, entries);
+        write_relay_deb(&deb, meta, entry, opts, out_dir, pending)?;
     }
     if let Some(name) = meta_name {
-        // names[0] is the generic package, the rest the device packages.
-        let mut payload = Payload::new();
-        if has_doc {
-            payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), &gname))?;
-        }
-        payload.add_parent_dirs();
-        let mut c = ControlFields::default();
-        c.set("Package", name.clone());
-        c.set(
-            "Source",
-            meta.source.clone().unwrap_or_else(|| meta.name.clone()),
-        );
-        c.set("Version", meta.version.clone());
-        c.set("Architecture", meta.architecture.clone());
-        c.set("Maintainer", meta.maintainer.clone());
-        let depends: Vec<String> = names
-            .iter()
-            .map(|p| format!("{p} (= {})", meta.version))
-            .collect();
-        c.set("Depends", depends.join(", "));
+        // names: the generic package, then every device package.
+        let description = render_description(&meta_summary(meta), &meta_description(meta, &names));
         // Debian's section for packages that only pull in others.
-        c.set("Section", "metapackages".to_string());
-        c.set("Priority", "optional".to_string());
-        if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
-            c.set("Multi-Arch", ma.clone());
-        }
-        c.set(
-            "Description",
-            render_description(&meta_summary(meta), &meta_description(meta, &names)),
-        );
-        let built_deb = built_meta(Format::Deb, &name, &meta.version, payload.len());
-        let deb_file = DebFile {
-            control: c,
-            control_files: &[],
-            payload: &payload,
-            compression: (opts.compression, opts.level),
-        };
-        write_deb_pending(
-            deb_file,
-            format!("{name}_{ver}_{arch}.deb"),
-            built_deb,
-            opts,
-            out_dir,
-            pending,
-        )?;
+        let deb = relay(&name, &names, "metapackages", description);
+        let entry = |entries| built_meta(Format::Deb, &name, &meta.version, entries);
+        write_relay_deb(&deb, meta, entry, opts, out_dir, pending)?;
     }
     Ok(())
+}
+
+/// A deb with no files of its own (a doc-directory symlink at most) that
+/// depends on `members` at exactly the split's version: transitional and
+/// meta packages.
+struct RelayDeb {
+    name: String,
+    members: Vec<String>,
+    section: String,
+    /// The rendered Description field.
+    description: String,
+    /// The generic package whose doc directory `usr/share/doc/<name>`
+    /// links to, when it has one.
+    doc_link: Option<String>,
+}
+
+fn write_relay_deb(
+    deb: &RelayDeb,
+    meta: &PackageMeta,
+    entry: impl FnOnce(usize) -> BuiltPackage,
+    opts: &PackageOptions,
+    out_dir: &Path,
+    pending: &mut PendingPackages,
+) -> Result<(), PackageError> {
+    let name = &deb.name;
+    let mut payload = Payload::new();
+    if let Some(generic) = &deb.doc_link {
+        payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), generic))?;
+    }
+    payload.add_parent_dirs();
+    let members: Vec<&str> = deb.members.iter().map(String::as_str).collect();
+    let mut c = split_deb_control(meta, name, &members);
+    c.set("Section", deb.section.clone());
+    c.set("Priority", "optional".to_string());
+    if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
+        c.set("Multi-Arch", ma.clone());
+    }
+    c.set("Description", deb.description.clone());
+    let built_deb = entry(payload.len());
+    let deb_file = DebFile {
+        control: c,
+        control_files: &[],
+        payload: &payload,
+        compression: (opts.compression, opts.level),
+    };
+    let ver = version_for_file(&meta.version);
+    write_deb_pending(
+        deb_file,
+        format!("{name}_{ver}_{}.deb", meta.architecture),
+        built_deb,
+        opts,
+        out_dir,
+        pending,
+    )
 }
 
 /// One deb of a split: what differs between the generic, device and
