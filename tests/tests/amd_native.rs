@@ -203,7 +203,7 @@ fn amd_native_profile_splits_a_deb_into_amds_host_device_and_meta_packages() {
     for n in reference_names(&reference) {
         if n != "amdrocm-fft8.2" {
             assert!(
-                depends.contains(&format!("{n} (= 8.2.0-1)")),
+                depends.contains(&format!("{n} (= 8.2.0-1+kpack1)")),
                 "{n}: {depends}"
             );
         }
@@ -247,7 +247,7 @@ fn amd_native_profile_splits_an_rpm_into_amds_host_device_and_meta_packages() {
     let want: BTreeSet<String> = reference_names(&reference)
         .into_iter()
         .filter(|n| n != "amdrocm-fft8.2")
-        .map(|n| format!("{n} 8.2.0-1"))
+        .map(|n| format!("{n} 8.2.0-1.kpack1"))
         .collect();
     assert_eq!(requires, want);
 

@@ -871,6 +871,17 @@ fn build_debs(
     }
     let mut payload = split.generic.clone();
     add_fetch_sources(&mut payload, &opts.spec)?;
+    let generic_doc = format!("usr/share/doc/{gname}");
+    if gname != meta.name && !payload.contains(&generic_doc) {
+        // A template that renames the generic package (amd-native's
+        // `amdrocm-fft-host8.2`) moves its doc directory along: Debian
+        // wants the copyright file at usr/share/doc/<package>/.
+        move_tree(
+            &mut payload,
+            &format!("usr/share/doc/{}", meta.name),
+            &generic_doc,
+        )?;
+    }
     payload.add_parent_dirs();
     let (control, files) = generic_deb_control(meta, &gname, &payload);
     let built_deb = built(Format::Deb, &gname, &meta.version, None, payload.len());
@@ -888,9 +899,7 @@ fn build_debs(
         out_dir,
         pending,
     )?;
-    let generic_doc = format!("usr/share/doc/{gname}");
-    let has_doc = split
-        .generic
+    let has_doc = payload
         .get(&generic_doc)
         .is_some_and(|e| matches!(e.kind, EntryKind::Dir));
     for g in &split.groups {
@@ -960,6 +969,23 @@ fn build_debs(
         let deb = relay(&name, &names, "metapackages", description);
         let entry = |entries| built_meta(Format::Deb, &name, &meta.version, entries);
         write_relay_deb(&deb, meta, entry, opts, out_dir, pending)?;
+    }
+    Ok(())
+}
+
+/// Moves the entries at and below `from` to `to` (nothing when `from` is
+/// absent).
+fn move_tree(payload: &mut Payload, from: &str, to: &str) -> Result<(), PackageError> {
+    let below = format!("{from}/");
+    let moved: Vec<Entry> = payload
+        .iter()
+        .filter(|e| e.path == from || e.path.starts_with(&below))
+        .cloned()
+        .collect();
+    for mut e in moved {
+        payload.remove(&e.path);
+        e.path = format!("{to}{}", e.path.get(from.len()..).unwrap_or_default());
+        payload.insert(e)?;
     }
     Ok(())
 }
