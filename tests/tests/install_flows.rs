@@ -1338,7 +1338,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     ]));
     assert_eq!(
         out.trim(),
-        "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
+        "['libfixture.kpm', 'libfixture_gfx11-generic.kpack', 'libfixture_gfx1100.kpack']"
     );
     // The documented uninstall leaves nothing.
     pip_uninstall(
