@@ -247,15 +247,7 @@ pub fn target_token_rule() -> DatabaseRule {
 
 /// Package names (docs/packaging.md "Package naming").
 pub fn naming() -> Naming {
-    Naming {
-        deb_generic: "{name}".into(),
-        deb_device: "{name}-{group_lower}".into(),
-        rpm_generic: "{name}".into(),
-        rpm_device: "{name}-{group_lower}".into(),
-        wheel_generic: "{name}".into(),
-        wheel_device: "{name}-device-{group_lower}".into(),
-        wheel_extra: "device-{group_lower}".into(),
-    }
+    crate::naming::Profile::Kpack.naming()
 }
 
 /// Metadata used when the input package does not provide it.

@@ -33,8 +33,10 @@
 //! exclude = []
 //! arch = ["file-name", "directory"]   # also file-name-suffix, file-name-prefix, amd-directory
 //!
-//! [naming]            # placeholders {name}, {group}, {group_lower}
+//! [naming]            # placeholders {name}, {deb_name}, {group}, {group_lower}, {version}
+//! profile = "kpack"   # or "amd-native": AMD's host/device/meta names
 //! deb_device = "{name}-{group_lower}"
+//! deb_meta = ""       # a meta package on the generic and every device package
 //!
 //! [package]
 //! maintainer = "ROCm packaging <rocm@example.org>"
@@ -61,7 +63,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::databases::{ArchSource, DatabaseRule};
-use crate::naming::{NameKind, Naming};
+use crate::naming::{NameKind, Naming, Profile};
 use crate::validate::{self, Loc};
 use crate::{
     defaults, per_target_groups, Fetch, Group, OnDuplicate, OnMissing, PackageDefaults, Spec,
@@ -160,6 +162,7 @@ pub struct RuleFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NamingFile {
+    pub profile: Option<Spanned<String>>,
     pub deb_generic: Option<Spanned<String>>,
     pub deb_device: Option<Spanned<String>>,
     pub rpm_generic: Option<Spanned<String>>,
@@ -167,6 +170,8 @@ pub struct NamingFile {
     pub wheel_generic: Option<Spanned<String>>,
     pub wheel_device: Option<Spanned<String>>,
     pub wheel_extra: Option<Spanned<String>>,
+    pub deb_meta: Option<Spanned<String>>,
+    pub rpm_meta: Option<Spanned<String>>,
 }
 
 impl NamingFile {
@@ -179,6 +184,8 @@ impl NamingFile {
             NameKind::WheelGeneric => self.wheel_generic.as_ref(),
             NameKind::WheelDevice => self.wheel_device.as_ref(),
             NameKind::WheelExtra => self.wheel_extra.as_ref(),
+            NameKind::DebMeta => self.deb_meta.as_ref(),
+            NameKind::RpmMeta => self.rpm_meta.as_ref(),
         }
     }
 }
@@ -353,10 +360,24 @@ impl SpecFile {
 
         let mut naming = defaults::naming();
         if let Some(n) = &self.naming {
+            if let Some(p) = &n.profile {
+                let profile = Profile::from_key(p.get_ref()).ok_or_else(|| {
+                    let known: Vec<&str> = Profile::ALL.iter().map(|p| p.key()).collect();
+                    (
+                        Some(p.span()),
+                        format!(
+                            "naming.profile: unknown profile {:?} (known: {})",
+                            p.get_ref(),
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+                naming = profile.naming();
+            }
             for kind in NameKind::ALL {
                 if let Some(v) = n.get(kind) {
                     spans.naming.push((kind, v.span()));
-                    *naming_slot(&mut naming, kind) = v.get_ref().clone();
+                    *naming.template_mut(kind) = v.get_ref().clone();
                 }
             }
         }
@@ -420,18 +441,6 @@ impl SpecFile {
 
 fn spans_of(v: &[Spanned<String>]) -> Vec<Range<usize>> {
     v.iter().map(Spanned::span).collect()
-}
-
-fn naming_slot(n: &mut Naming, kind: NameKind) -> &mut String {
-    match kind {
-        NameKind::DebGeneric => &mut n.deb_generic,
-        NameKind::DebDevice => &mut n.deb_device,
-        NameKind::RpmGeneric => &mut n.rpm_generic,
-        NameKind::RpmDevice => &mut n.rpm_device,
-        NameKind::WheelGeneric => &mut n.wheel_generic,
-        NameKind::WheelDevice => &mut n.wheel_device,
-        NameKind::WheelExtra => &mut n.wheel_extra,
-    }
 }
 
 /// `line N, column M` (1-based, columns in characters) of a byte offset.
@@ -601,6 +610,21 @@ mod tests {
         assert!(
             e.contains("line 2, column 14") && e.contains("naming.deb_device"),
             "{e}"
+        );
+        let e = err("[naming]\nprofile = \"amd\"\n");
+        assert!(
+            e.contains("line 2, column 11")
+                && e.contains("unknown profile")
+                && e.contains("amd-native"),
+            "{e}"
+        );
+        let s = crate::Spec::from_toml_str("[naming]\nprofile = \"amd-native\"\nrpm_meta = \"\"\n")
+            .expect("amd-native");
+        assert_eq!(s.naming.deb_meta, "{deb_name}{version}");
+        assert_eq!(s.naming.rpm_generic, "{name}-host{version}");
+        assert!(
+            s.naming.rpm_meta.is_empty(),
+            "a key beside the profile overrides it"
         );
         let e = err("[naming]\nrpm_device = \"{name}-{gruop}\"\n");
         assert!(e.contains("unknown placeholder {gruop}"), "{e}");

@@ -377,6 +377,7 @@ fn split_into(
             path: dest,
             size,
             entries: split.files_in,
+            meta: false,
         });
         report.split = Some(split);
         return Ok(report);

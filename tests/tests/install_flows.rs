@@ -1182,10 +1182,12 @@ fn upstream_index(dir: &Path, fat_wheel: &Path) -> Server {
     http::serve_dir(dir).expect("serve")
 }
 
-/// pip and uv: one command, with the index URL the fetcher prints for the
-/// RX 7900 XTX, installs the base wheel and its gfx110X-dgpu device wheels; with
-/// an upstream index too (standing in for PyPI, holding the fat wheel and
-/// its dependency six), ours win and six comes from upstream.
+/// pip and uv: one command, from the one index with the RX 7900 XTX's
+/// `device-gfx1100` extra, installs the base wheel and its gfx1100 device
+/// wheel (wheels split per target, as AMD's); with an upstream index too
+/// (standing in for PyPI, holding the fat wheel and its dependency six),
+/// ours win and six comes from upstream. The retired `pip-index-url` says
+/// so and prints no URL.
 #[test]
 fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -1229,8 +1231,31 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     );
     let upstream = upstream_index(&tmp.path().join("upstream"), &fat_wheel);
     let upstream_url = format!("{}simple/", upstream.root_url());
+    // The fat wheel split per target (the base wheel gets a
+    // `device-<target>` extra per target).
     let pkgs = tmp.path().join("pkgs");
-    build(&split, &pkgs, &wheel_options());
+    {
+        use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+        let targets: Vec<String> = fixtures::ARCHES_CLANG19
+            .iter()
+            .filter(|t| !t.contains("generic"))
+            .map(|t| format!("\"{t}\""))
+            .collect();
+        let spec = rocm_kpack_pkgspec::Spec::from_toml_str(&format!(
+            "granularity = \"per-target\"\ntargets = [{}]\nreplaces = []\n",
+            targets.join(", ")
+        ))
+        .expect("spec");
+        split_package(
+            &fat_wheel,
+            &pkgs,
+            &SplitPackageOptions {
+                spec,
+                ..SplitPackageOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("split-package: {}", chain(&e)));
+    }
     let repo = tmp.path().join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
@@ -1244,7 +1269,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     )
     .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
     let sysfs = fixtures::machine("rx7900xtx");
-    let url = ok(bins::command("rocm-kpack-fetch")
+    let o = bins::command("rocm-kpack-fetch")
         .args([
             "pip-index-url",
             "--allow-http",
@@ -1252,17 +1277,35 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
             server.root_url(),
             "--sysfs-root",
         ])
-        .arg(&sysfs));
-    let url = url.trim().to_string();
-    assert_eq!(url, format!("{}families/gfx110x-dgpu/", server.root_url()));
-    // The view exists for every family, also those without device wheels.
-    assert!(repo.join("families/gfx94x/kpkg/index.html").is_file());
+        .arg(&sysfs)
+        .output()
+        .expect("pip-index-url");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "retired: no URL printed");
+    assert!(
+        err.contains("retired") && err.contains("'PACKAGE[device-gfx1100]'"),
+        "{err}"
+    );
+    let url = format!("{}simple/", server.root_url());
+    // Views stay for the family URLs printed before, and the old family's
+    // view brings the per-target device wheels of its processors; no view
+    // is written for a per-target group.
+    let view = fs::read_to_string(
+        repo.join("families/gfx110x-dgpu/files/kpkg-1.0+kpack1-py3-none-linux_x86_64.whl.metadata"),
+    )
+    .expect("view metadata");
+    assert!(
+        view.lines()
+            .any(|l| l == "Requires-Dist: kpkg-device-gfx1100==1.0+kpack1"),
+        "{view}"
+    );
+    assert!(!repo.join("families/gfx1100").exists());
 
     let expect = |listed: &str| {
         for d in [
             "kpkg==1.0+kpack1",
-            "kpkg-device-gfx110x-dgpu==1.0+kpack1",
-            "kpkg-device-gfx11-generic==1.0+kpack1",
+            "kpkg-device-gfx1100==1.0+kpack1",
             "six==1.17.0",
         ] {
             assert!(listed.lines().any(|l| l == d), "{d} missing: {listed}");
@@ -1281,7 +1324,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
             "--index-url",
             &upstream_url,
         ])
-        .args(["--extra-index-url", &url, "kpkg"])
+        .args(["--extra-index-url", &url, "kpkg[device-gfx1100]"])
         .env("PIP_CONFIG_FILE", "/dev/null"));
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     expect(&ok(Command::new(&pip).args([
@@ -1295,16 +1338,12 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     ]));
     assert_eq!(
         out.trim(),
-        "['kpkg.kpm', 'kpkg_gfx11-generic.kpack', 'kpkg_gfx1100.kpack', 'kpkg_gfx1101.kpack']"
+        "['libfixture.kpm', 'libfixture_gfx11-generic.kpack', 'libfixture_gfx1100.kpack']"
     );
     // The documented uninstall leaves nothing.
     pip_uninstall(
         &pip,
-        &[
-            "kpkg-device-gfx110x-dgpu",
-            "kpkg-device-gfx11-generic",
-            "kpkg",
-        ],
+        &["kpkg-device-gfx1100", "kpkg-device-gfx11-generic", "kpkg"],
     );
     let sp = rocm_kpack_test_support::site_packages(&venv);
     assert!(!fs::read_dir(&sp).expect("site-packages").any(|e| e
@@ -1327,7 +1366,13 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     ok(Command::new(uv)
         .args(["pip", "install", "--no-cache", "--python"])
         .arg(&py)
-        .args(["--index", &url, "--default-index", &upstream_url, "kpkg"])
+        .args([
+            "--index",
+            &url,
+            "--default-index",
+            &upstream_url,
+            "kpkg[device-gfx1100]",
+        ])
         .env("UV_NO_CONFIG", "1"));
     ok(Command::new(uv).args(["pip", "check", "--python"]).arg(&py));
     expect(&ok(Command::new(uv)
@@ -1381,7 +1426,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         o.status.success(),
         "README block `sh pip` failed:\n{block}\n---\n{out}"
     );
-    assert!(out.contains("kpkg-device-gfx110x-dgpu-1.0+kpack1"), "{out}");
+    assert!(out.contains("kpkg-device-gfx1100-1.0+kpack1"), "{out}");
 }
 
 // ------------------------------ upgrades from the family tables to per target

@@ -1,113 +1,83 @@
-//! `rocm-kpack-fetch pip-index-url --base URL`: the pip index URL that fits
-//! this machine's GPUs, so that one command installs a base wheel with its
-//! device code:
+//! `rocm-kpack-fetch pip-index-url --base URL`: retired. It printed a
+//! per-family view of the pip index (`URL/families/<family>/`) in which the
+//! base wheel required one family's device wheels. The index is now one
+//! (`URL/simple/`), as AMD's is, and the `device-<target>` extras choose the
+//! device code (docs/packaging.md "pip: one index, extras choose").
 //!
-//! ```sh
-//! pip install --index-url "$(rocm-kpack-fetch pip-index-url --base URL)" kpkg
-//! ```
-//!
-//! `rocm-kpack publish --pip` writes, beside the flat index `URL/simple/`,
-//! one view per GPU family, `URL/families/<family>/`, in which each base
-//! distribution requires its family's device wheels (AMD's ROCm wheels use
-//! per-family index URLs the same way). The family of each local target
-//! comes from the built-in family table; a machine whose GPUs span two
-//! families gets the first family's view, with a warning naming
-//! `install --python` for the others.
+//! The command fails (exit 2, nothing on stdout, so a script that embeds
+//! `$(rocm-kpack-fetch pip-index-url ...)` stops instead of installing a
+//! base wheel without device code) and says what to type instead, with the
+//! extras of this machine's GPUs. The views that `publish --pip` wrote stay
+//! served for URLs already in use.
 
 use clap::Args;
 use rocm_kpack_cli::UsageError;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, JsonArg};
+use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_fetch::client::masked_text;
-use rocm_kpack_fetch::detect::no_targets_message;
-use rocm_kpack_format::layout;
-use rocm_kpack_pkgspec::Spec;
-use serde::Serialize;
+use rocm_kpack_pkgspec::amd;
 
-use super::{local_targets, print_warnings};
+use super::local_targets;
 use crate::cli::TargetArgs;
 
-/// `pip-index-url` options.
+/// `pip-index-url` options (kept so old invocations get the message, not
+/// a parse error).
 #[derive(Debug, Args)]
 pub struct PipIndexUrlArgs {
     /// The repository URL `rocm-kpack publish --pip` wrote (the parent of
-    /// `simple/` and `families/`).
+    /// `simple/`).
     /// https:// only (http:// with --allow-http), with a host and no query
     /// or fragment.
     #[arg(long, value_name = "URL")]
     pub base: String,
-    /// Accept a plain http:// --base (pip then fetches without TLS; also
-    /// ROCM_KPACK_ALLOW_HTTP=1).
+    /// Accept a plain http:// --base (also ROCM_KPACK_ALLOW_HTTP=1).
     #[arg(long)]
     pub allow_http: bool,
     /// How to find the local targets.
     #[command(flatten)]
     pub targets: TargetArgs,
-    /// Output format.
+    /// Output format (ignored: the command only explains).
     #[command(flatten)]
     pub json: JsonArg,
 }
 
-/// `--json` output.
-#[derive(Debug, Serialize)]
-struct Output {
-    index_url: String,
-    family: String,
-    targets: Vec<String>,
-    /// Families of other local targets, which this view does not serve.
-    other_families: Vec<String>,
-}
-
-/// Runs `pip-index-url`: exit 3 without targets.
+/// Runs `pip-index-url`: always a usage error (exit 2) that names the one
+/// index and this machine's `device-<target>` extras.
 pub fn run(args: &PipIndexUrlArgs) -> anyhow::Result<ExitStatus> {
     let allow_http =
         args.allow_http || std::env::var(super::trigger::ALLOW_HTTP_ENV).is_ok_and(|v| v == "1");
     let base = check_base(&args.base, allow_http)?;
-    let local = local_targets(&args.targets)?;
-    if local.ids.is_empty() {
-        eprintln!("{}", no_targets_message(&local.detection));
-        return Ok(ExitStatus::NoGpu);
-    }
-    let spec = Spec::default_families();
-    let mut families: Vec<String> = Vec::new();
-    let mut warnings = local.detection.warnings.clone();
-    for t in &local.ids {
-        match spec.group_for(&t.to_string()) {
-            Ok(groups) => {
-                for g in groups.into_iter().take(1) {
-                    if !families.contains(&g.name) {
-                        families.push(g.name.clone());
-                    }
-                }
-            }
-            Err(e) => warnings.push(e.to_string()),
-        }
-    }
-    let Some(family) = families.first().cloned() else {
-        anyhow::bail!(
-            "no GPU family serves the local targets ({})",
-            local.detection.targets.join(", ")
-        );
-    };
-    let other_families: Vec<String> = families.iter().skip(1).cloned().collect();
-    if !other_families.is_empty() {
-        warnings.push(format!(
-            "the GPUs here span families {}; this index brings {family}'s device wheels only (add the others with `rocm-kpack-fetch install --python`)",
-            families.join(", ")
-        ));
-    }
-    let index_url = format!("{base}{}", layout::pip::view_path(&family));
-    if args.json.enabled {
-        print_json(&Output {
-            index_url,
-            family,
-            targets: local.detection.targets.clone(),
-            other_families,
-        })?;
+    // Detection only feeds the message: without GPUs it names no extra.
+    let extras: Vec<String> = local_targets(&args.targets)
+        .map(|local| {
+            let mut e: Vec<String> = local
+                .detection
+                .targets
+                .iter()
+                .filter_map(|t| amd::device_target_of(t).map(amd::device_extra))
+                .collect();
+            e.sort();
+            e.dedup();
+            e
+        })
+        .unwrap_or_default();
+    Err(UsageError(retired_message(&masked_text(&base), &extras)).into())
+}
+
+/// What `pip-index-url` says instead of a URL.
+fn retired_message(base: &str, extras: &[String]) -> String {
+    let extra = if extras.is_empty() {
+        "device-<target>".to_string()
     } else {
-        print_warnings(&warnings);
-        print_stdout(&format!("{index_url}\n"))?;
-    }
-    Ok(ExitStatus::Success)
+        extras.join(",")
+    };
+    format!(
+        "pip-index-url is retired: the pip index is one, {base}simple/, and the \
+         `device-<target>` extras choose the device code (as in AMD's wheels). Install with\n  \
+         pip install --extra-index-url {base}simple/ 'PACKAGE[{extra}]'\n\
+         or let rocm-kpack-fetch add the extras of this machine's GPUs: \
+         rocm-kpack-fetch pip install PACKAGE. The per-family URLs printed before \
+         (…/families/<family>/) keep working."
+    )
 }
 
 /// `--base` as a URL pip can use, ending in `/`: `https://` (or `http://`
@@ -161,7 +131,19 @@ fn check_base(text: &str, allow_http: bool) -> Result<String, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_base;
+    use super::{check_base, retired_message};
+
+    #[test]
+    fn the_retired_command_names_the_one_index_and_the_extras() {
+        let m = retired_message("https://h.example/kpack/", &["device-gfx1100".into()]);
+        assert!(
+            m.contains("https://h.example/kpack/simple/")
+                && m.contains("'PACKAGE[device-gfx1100]'")
+                && m.contains("rocm-kpack-fetch pip install"),
+            "{m}"
+        );
+        assert!(retired_message("https://h/", &[]).contains("PACKAGE[device-<target>]"));
+    }
 
     #[test]
     fn base_urls_are_checked() {

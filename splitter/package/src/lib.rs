@@ -205,6 +205,10 @@ pub struct BuiltPackage {
     pub size: u64,
     /// Entries in the payload (files, symlinks, directories).
     pub entries: usize,
+    /// The meta package (the spec's `deb_meta` / `rpm_meta`): no files,
+    /// depends on the generic and every device package.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub meta: bool,
 }
 
 /// What [`package`] wrote.
@@ -325,6 +329,22 @@ pub fn package(
     if meta.homepage.is_none() {
         meta.homepage = defaults.homepage.clone();
     }
+
+    // `{version}` in the naming templates is this package's (the
+    // amd-native profile's `amdrocm-fft-host8.2`).
+    let resolved;
+    let opts = if opts.spec.naming.uses_version() {
+        let mut o = opts.clone();
+        o.spec.naming = opts
+            .spec
+            .naming
+            .with_version(&meta.version)
+            .map_err(PackageError::Invalid)?;
+        resolved = o;
+        &resolved
+    } else {
+        opts
+    };
 
     opts.progress.begin("package", "packages", 0);
     let mut pending = PendingPackages {
@@ -474,7 +494,35 @@ fn built(
         path: PathBuf::new(),
         size: 0,
         entries,
+        meta: false,
     }
+}
+
+/// A meta package's [`BuiltPackage`] entry.
+fn built_meta(format: Format, name: &str, version: &str, entries: usize) -> BuiltPackage {
+    BuiltPackage {
+        meta: true,
+        ..built(format, name, version, None, entries)
+    }
+}
+
+fn meta_summary(meta: &PackageMeta) -> String {
+    format!(
+        "{} - host code and device code for every GPU target",
+        meta.name
+    )
+}
+
+fn meta_description(meta: &PackageMeta, members: &[String]) -> String {
+    wrap(
+        &format!(
+            "This package installs {} with the device code of every GPU target it was \
+             built for: {}.",
+            meta.name,
+            members.join(", ")
+        ),
+        72,
+    )
 }
 
 /// The version without its Debian epoch, as in file names.
@@ -714,14 +762,10 @@ fn built_transitional(
     }
 }
 
-fn device_deb_control(
-    meta: &PackageMeta,
-    g: &DeviceGroup,
-    name: &str,
-    generic: &str,
-    generic_isas: &[String],
-    replaced: &[String],
-) -> ControlFields {
+/// The fields every deb of a split but the generic one starts with: name,
+/// the input's source, version, architecture and maintainer, and `Depends`
+/// on each of `members` at exactly this version.
+fn split_deb_control(meta: &PackageMeta, name: &str, members: &[&str]) -> ControlFields {
     let mut c = ControlFields::default();
     c.set("Package", name.to_string());
     c.set(
@@ -731,11 +775,26 @@ fn device_deb_control(
     c.set("Version", meta.version.clone());
     c.set("Architecture", meta.architecture.clone());
     c.set("Maintainer", meta.maintainer.clone());
-    let depends: Vec<String> = std::iter::once(generic)
-        .chain(generic_isas.iter().map(String::as_str))
+    let depends: Vec<String> = members
+        .iter()
         .map(|p| format!("{p} (= {})", meta.version))
         .collect();
     c.set("Depends", depends.join(", "));
+    c
+}
+
+fn device_deb_control(
+    meta: &PackageMeta,
+    g: &DeviceGroup,
+    name: &str,
+    generic: &str,
+    generic_isas: &[String],
+    replaced: &[String],
+) -> ControlFields {
+    let members: Vec<&str> = std::iter::once(generic)
+        .chain(generic_isas.iter().map(String::as_str))
+        .collect();
+    let mut c = split_deb_control(meta, name, &members);
     c.set("Provides", naming::device_code_provide(generic));
     if !replaced.is_empty() {
         // Files move here from an older family's package: dpkg lets this
@@ -803,13 +862,26 @@ fn build_debs(
             .iter()
             .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name)),
     );
-    if let Some(bad) = names.iter().find(|n| !deb_name_ok(n)) {
+    let meta_name = (!naming_t.deb_meta.is_empty())
+        .then(|| naming::generic(naming_t, NameKind::DebMeta, &meta.name));
+    if let Some(bad) = names.iter().chain(&meta_name).find(|n| !deb_name_ok(n)) {
         return Err(PackageError::Invalid(format!(
             "{bad:?} is not a valid Debian package name (lowercase letters, digits, `+-.`)"
         )));
     }
     let mut payload = split.generic.clone();
     add_fetch_sources(&mut payload, &opts.spec)?;
+    let generic_doc = format!("usr/share/doc/{gname}");
+    if gname != meta.name && !payload.contains(&generic_doc) {
+        // A template that renames the generic package (amd-native's
+        // `amdrocm-fft-host8.2`) moves its doc directory along: Debian
+        // wants the copyright file at usr/share/doc/<package>/.
+        move_tree(
+            &mut payload,
+            &format!("usr/share/doc/{}", meta.name),
+            &generic_doc,
+        )?;
+    }
     payload.add_parent_dirs();
     let (control, files) = generic_deb_control(meta, &gname, &payload);
     let built_deb = built(Format::Deb, &gname, &meta.version, None, payload.len());
@@ -827,9 +899,7 @@ fn build_debs(
         out_dir,
         pending,
     )?;
-    let generic_doc = format!("usr/share/doc/{gname}");
-    let has_doc = split
-        .generic
+    let has_doc = payload
         .get(&generic_doc)
         .is_some_and(|e| matches!(e.kind, EntryKind::Dir));
     for g in &split.groups {
@@ -862,6 +932,13 @@ fn build_debs(
             pending,
         )?;
     }
+    let relay = |name: &str, members: &[String], section: &str, description: String| RelayDeb {
+        name: name.to_string(),
+        members: members.to_vec(),
+        section: section.to_string(),
+        description,
+        doc_link: has_doc.then(|| gname.clone()),
+    };
     for (old, successors) in transitions(split, opts) {
         let name = naming::device(naming_t, NameKind::DebDevice, &meta.name, old);
         if !deb_name_ok(&name) {
@@ -873,55 +950,98 @@ fn build_debs(
             .iter()
             .map(|g| naming::device(naming_t, NameKind::DebDevice, &meta.name, &g.name))
             .collect();
-        let mut payload = Payload::new();
-        if has_doc {
-            payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), &gname))?;
-        }
-        payload.add_parent_dirs();
-        let mut c = ControlFields::default();
-        c.set("Package", name.clone());
-        c.set(
-            "Source",
-            meta.source.clone().unwrap_or_else(|| meta.name.clone()),
-        );
-        c.set("Version", meta.version.clone());
-        c.set("Architecture", meta.architecture.clone());
-        c.set("Maintainer", meta.maintainer.clone());
-        let depends: Vec<String> = std::iter::once(&gname)
-            .chain(&succ)
-            .map(|p| format!("{p} (= {})", meta.version))
+        let members: Vec<String> = std::iter::once(gname.clone())
+            .chain(succ.iter().cloned())
             .collect();
-        c.set("Depends", depends.join(", "));
-        // Debian's section for transitional packages (policy 2.4).
-        c.set("Section", "oldlibs".to_string());
-        c.set("Priority", "optional".to_string());
-        if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
-            c.set("Multi-Arch", ma.clone());
-        }
-        c.set(
-            "Description",
-            render_description(
-                &transitional_summary(meta, old),
-                &transitional_description(meta, old, &succ),
-            ),
+        let description = render_description(
+            &transitional_summary(meta, old),
+            &transitional_description(meta, old, &succ),
         );
-        let built_deb = built_transitional(Format::Deb, &name, &meta.version, old, payload.len());
-        let deb_file = DebFile {
-            control: c,
-            control_files: &[],
-            payload: &payload,
-            compression: (opts.compression, opts.level),
-        };
-        write_deb_pending(
-            deb_file,
-            format!("{name}_{ver}_{arch}.deb"),
-            built_deb,
-            opts,
-            out_dir,
-            pending,
-        )?;
+        // Debian's section for transitional packages (policy 2.4).
+        let deb = relay(&name, &members, "oldlibs", description);
+        let entry = |entries| built_transitional(Format::Deb, &name, &meta.version, old, entries);
+        write_relay_deb(&deb, meta, entry, opts, out_dir, pending)?;
+    }
+    if let Some(name) = meta_name {
+        // names: the generic package, then every device package.
+        let description = render_description(&meta_summary(meta), &meta_description(meta, &names));
+        // Debian's section for packages that only pull in others.
+        let deb = relay(&name, &names, "metapackages", description);
+        let entry = |entries| built_meta(Format::Deb, &name, &meta.version, entries);
+        write_relay_deb(&deb, meta, entry, opts, out_dir, pending)?;
     }
     Ok(())
+}
+
+/// Moves the entries at and below `from` to `to` (nothing when `from` is
+/// absent).
+fn move_tree(payload: &mut Payload, from: &str, to: &str) -> Result<(), PackageError> {
+    let below = format!("{from}/");
+    let moved: Vec<Entry> = payload
+        .iter()
+        .filter(|e| e.path == from || e.path.starts_with(&below))
+        .cloned()
+        .collect();
+    for mut e in moved {
+        payload.remove(&e.path);
+        e.path = format!("{to}{}", e.path.get(from.len()..).unwrap_or_default());
+        payload.insert(e)?;
+    }
+    Ok(())
+}
+
+/// A deb with no files of its own (a doc-directory symlink at most) that
+/// depends on `members` at exactly the split's version: transitional and
+/// meta packages.
+struct RelayDeb {
+    name: String,
+    members: Vec<String>,
+    section: String,
+    /// The rendered Description field.
+    description: String,
+    /// The generic package whose doc directory `usr/share/doc/<name>`
+    /// links to, when it has one.
+    doc_link: Option<String>,
+}
+
+fn write_relay_deb(
+    deb: &RelayDeb,
+    meta: &PackageMeta,
+    entry: impl FnOnce(usize) -> BuiltPackage,
+    opts: &PackageOptions,
+    out_dir: &Path,
+    pending: &mut PendingPackages,
+) -> Result<(), PackageError> {
+    let name = &deb.name;
+    let mut payload = Payload::new();
+    if let Some(generic) = &deb.doc_link {
+        payload.insert(Entry::symlink(&format!("usr/share/doc/{name}"), generic))?;
+    }
+    payload.add_parent_dirs();
+    let members: Vec<&str> = deb.members.iter().map(String::as_str).collect();
+    let mut c = split_deb_control(meta, name, &members);
+    c.set("Section", deb.section.clone());
+    c.set("Priority", "optional".to_string());
+    if let Some(ma) = meta.deb.fields.get("Multi-Arch") {
+        c.set("Multi-Arch", ma.clone());
+    }
+    c.set("Description", deb.description.clone());
+    let built_deb = entry(payload.len());
+    let deb_file = DebFile {
+        control: c,
+        control_files: &[],
+        payload: &payload,
+        compression: (opts.compression, opts.level),
+    };
+    let ver = version_for_file(&meta.version);
+    write_deb_pending(
+        deb_file,
+        format!("{name}_{ver}_{}.deb", meta.architecture),
+        built_deb,
+        opts,
+        out_dir,
+        pending,
+    )
 }
 
 /// One deb of a split: what differs between the generic, device and
@@ -1100,24 +1220,21 @@ fn build_rpms(
         write_rpm_pending(&spec, &payload, Some(g), out_dir, pending)?;
     }
     for (old, successors) in transitions(split, opts) {
-        let mut spec = base_rpm_spec(meta, opts)?;
-        spec.name = naming::device(naming_t, NameKind::RpmDevice, &meta.name, old);
-        spec.arch = "noarch".into();
         let succ: Vec<String> = successors
             .iter()
             .map(|g| naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name))
             .collect();
-        spec.summary = transitional_summary(meta, old);
-        spec.description = transitional_description(meta, old, &succ);
-        spec.requires = std::iter::once(&generic.name)
-            .chain(&succ)
-            .map(|p| rpm::Dep::eq(p, &generic.evr()))
+        let members: Vec<String> = std::iter::once(generic.name.clone())
+            .chain(succ.iter().cloned())
             .collect();
-        spec.provides.clear();
-        spec.conflicts.clear();
-        spec.obsoletes.clear();
-        spec.scripts.clear();
-        spec.config_files.clear();
+        let spec = empty_rpm_spec(
+            base_rpm_spec(meta, opts)?,
+            naming::device(naming_t, NameKind::RpmDevice, &meta.name, old),
+            transitional_summary(meta, old),
+            transitional_description(meta, old, &succ),
+            &members,
+            &generic.evr(),
+        );
         let payload = Payload::new();
         write_package(
             out_dir,
@@ -1127,7 +1244,57 @@ fn build_rpms(
             |w| rpm::write_rpm(w, &spec, &payload, out_dir),
         )?;
     }
+    if !naming_t.rpm_meta.is_empty() {
+        let members: Vec<String> = std::iter::once(generic.name.clone())
+            .chain(
+                split
+                    .groups
+                    .iter()
+                    .map(|g| naming::device(naming_t, NameKind::RpmDevice, &meta.name, &g.name)),
+            )
+            .collect();
+        let spec = empty_rpm_spec(
+            base_rpm_spec(meta, opts)?,
+            naming::generic(naming_t, NameKind::RpmMeta, &meta.name),
+            meta_summary(meta),
+            meta_description(meta, &members),
+            &members,
+            &generic.evr(),
+        );
+        let payload = Payload::new();
+        write_package(
+            out_dir,
+            spec.file_name(),
+            built_meta(Format::Rpm, &spec.name, &spec.evr(), payload.len()),
+            pending,
+            |w| rpm::write_rpm(w, &spec, &payload, out_dir),
+        )?;
+    }
     Ok(())
+}
+
+/// A file-less noarch rpm named `name` that requires each of `members` at
+/// exactly `evr` (transitional and meta packages), from the split's base
+/// spec without its provides, conflicts, obsoletes, scripts or config files.
+fn empty_rpm_spec(
+    mut spec: rpm::RpmSpec,
+    name: String,
+    summary: String,
+    description: String,
+    members: &[String],
+    evr: &str,
+) -> rpm::RpmSpec {
+    spec.name = name;
+    spec.arch = "noarch".into();
+    spec.summary = summary;
+    spec.description = description;
+    spec.requires = members.iter().map(|p| rpm::Dep::eq(p, evr)).collect();
+    spec.provides.clear();
+    spec.conflicts.clear();
+    spec.obsoletes.clear();
+    spec.scripts.clear();
+    spec.config_files.clear();
+    spec
 }
 
 fn write_rpm_pending(

@@ -9,21 +9,24 @@
 //! Links are relative (`../../files/<wheel>`), so the tree can be hosted
 //! under any prefix.
 //!
-//! Family views ([`write_views`]): beside the flat index, one PEP 503 index
-//! per GPU family at `families/<family>/` (AMD's ROCm wheels use
-//! per-family index URLs the same way). In a family's view, every base
-//! distribution that declares `device-<group>` extras is served as a
-//! rewritten wheel (`families/<family>/files/`, same file name) whose
-//! METADATA requires, unconditionally, what its `device-<family>` extra
-//! requires; for a family without device wheels of its own, what the
-//! extras of the generic ISAs serving its processors require. Every other
-//! distribution links to the flat `files/`. So `pip install --index-url
-//! URL/families/gfx110x-dgpu/ kpkg` installs kpkg and its gfx110X-dgpu device wheels
-//! in one command, and `rocm-kpack-fetch pip-index-url` prints that URL.
-//! A view is written for every family of the built-in table (and every
-//! device group found), so the URL for any GPU exists. The families of the
-//! table before (the spec's `replaces`, `gfx90x`) keep a view: it requires
-//! the device wheels of the families that now carry their processors.
+//! One index, extras choose: a base wheel's `device-<target>` extras
+//! (`pip install 'kpkg[device-gfx1100]'`) bring its device wheels, as in
+//! AMD's wheels (docs/packaging.md "pip: one index, extras choose").
+//!
+//! Family views ([`write_views`]), kept for URLs already in use only: beside
+//! the flat index, one PEP 503 index per family of the family table and of
+//! the table before it (the spec's `replaces`, `gfx90x`) at
+//! `families/<family>/`, which `rocm-kpack-fetch pip-index-url` printed
+//! before it was retired. In a family's view, every base distribution that
+//! declares `device-*` extras is served as a rewritten wheel
+//! (`families/<family>/files/`, same file name) whose METADATA requires,
+//! unconditionally, what its `device-<family>` extra requires; without
+//! that extra, what the per-target extras of the family's processors
+//! require (wheels split per target) and the extras of the generic ISAs
+//! serving them; for an older family, what the families now carrying its
+//! processors would require. Every other distribution links to the flat
+//! `files/`. No view is written for other groups: new installs use the
+//! extras.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -39,7 +42,7 @@ use rocm_kpack_package::tree::{Entry, Payload};
 use rocm_kpack_package::wheel::{
     normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec,
 };
-use rocm_kpack_pkgspec::{generic_isas_serving, is_generic_isa, Spec};
+use rocm_kpack_pkgspec::{generic_isas_serving, Spec};
 
 /// The extra that selects a group's device wheels (`device-<group>`).
 const DEVICE_EXTRA_PREFIX: &str = "device-";
@@ -218,8 +221,8 @@ fn device_requirements(meta: &CoreMetadata) -> Vec<(String, String)> {
 }
 
 /// What a family's view adds to a base distribution: the requirements of
-/// its `device-<family>` extra, else those of the generic ISAs serving the
-/// family's processors.
+/// its `device-<family>` extra, else those of the per-target extras of the
+/// family's processors and of the generic ISAs serving them.
 fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Vec<String> {
     let of = |extra: &str| -> Vec<String> {
         reqs.iter()
@@ -260,9 +263,10 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
         .iter()
         .flat_map(|t| generic_isas_serving(t))
         .collect();
+    let units = group.targets.iter().map(String::as_str).chain(isas);
     let mut out = Vec::new();
-    for isa in isas {
-        for r in of(&format!("{DEVICE_EXTRA_PREFIX}{isa}")) {
+    for unit in units {
+        for r in of(&format!("{DEVICE_EXTRA_PREFIX}{unit}")) {
             if !out.contains(&r) {
                 out.push(r);
             }
@@ -271,8 +275,8 @@ fn view_requirements(reqs: &[(String, String)], family: &str, spec: &Spec) -> Ve
     out
 }
 
-/// Writes `families/<family>/` for every family of the built-in table and
-/// every device group the wheels declare (see the module docs).
+/// Writes `families/<family>/` for every family of the family table and
+/// of the table before it (see the module docs).
 fn write_views(
     indexed: &BTreeMap<String, Vec<Indexed>>,
     root: &Path,
@@ -280,22 +284,12 @@ fn write_views(
 ) -> Result<(), PublishError> {
     let spec = Spec::default_families();
     // The older table's families too, so a URL printed before keeps working.
-    let mut families: BTreeSet<String> = spec
+    let families: BTreeSet<String> = spec
         .groups
         .iter()
         .chain(&spec.replaces)
         .map(|g| g.name.to_ascii_lowercase())
         .collect();
-    for wheels in indexed.values() {
-        for w in wheels {
-            for (extra, _) in device_requirements(&w.metadata) {
-                let group = &extra[DEVICE_EXTRA_PREFIX.len()..];
-                if group != "all" && !is_generic_isa(group) {
-                    families.insert(group.to_string());
-                }
-            }
-        }
-    }
     for family in &families {
         let dir = root.join(layout::pip::view_path(family));
         let mut projects: BTreeMap<String, BTreeMap<String, WheelFile>> = BTreeMap::new();

@@ -137,7 +137,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
 pub fn render_packages(packages: &[rocm_kpack_package::BuiltPackage]) -> String {
     let mut out = String::new();
     for p in packages {
-        let group = p.group.as_deref().unwrap_or("generic");
+        let group = match (&p.group, p.meta) {
+            (Some(g), _) => g.as_str(),
+            (None, true) => "meta",
+            (None, false) => "generic",
+        };
         let targets = if p.targets.is_empty() {
             String::new()
         } else {
