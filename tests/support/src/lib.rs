@@ -3,6 +3,7 @@
 //! AMD's `@GFXARCH@` archive lookup, the public tool's archive layout and an
 //! HTTP server that misbehaves on cue.
 
+pub mod amd_native;
 pub mod bins;
 pub mod bomb;
 pub mod ccob;
