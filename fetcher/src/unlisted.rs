@@ -243,7 +243,7 @@ impl Database {
                 native: Default::default(),
             }));
         }
-        if root.join("var/lib/rpm").is_dir() || root.join("usr/lib/sysimage/rpm").is_dir() {
+        if crate::pm::dnf::has_rpm_database(root) {
             return Some(Database::Rpm(Dnf {
                 root: root.to_path_buf(),
                 extra: Vec::new(),

@@ -20,6 +20,30 @@ use crate::resolve::Scan;
 /// package a removed meta package pulled in stays).
 const KEEP_UNUSED: &str = "--setopt=clean_requirements_on_remove=False";
 
+/// Whether `root` has an rpm database: at the usual places, or where
+/// this machine's rpm keeps it (`%_dbpath`; Debian's rpm uses
+/// `~/.rpmdb`, so a dnf installroot made on Debian has it there).
+pub fn has_rpm_database(root: &Path) -> bool {
+    static DBPATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let evaluated = DBPATH.get_or_init(|| {
+        let mut c = Command::new("rpm");
+        c.args(["--eval", "%{_dbpath}"]);
+        let path = checked(&mut c).ok()?;
+        let path = path.trim();
+        path.starts_with('/').then(|| PathBuf::from(path))
+    });
+    ["var/lib/rpm", "usr/lib/sysimage/rpm"]
+        .iter()
+        .map(|d| root.join(d))
+        .chain(evaluated.iter().map(|p| path_in_root_inverse(root, p)))
+        .any(|d| std::fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()))
+}
+
+/// `path` (absolute, as the package database knows it) below `root`.
+fn path_in_root_inverse(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
 /// How dnf and rpm are driven.
 #[derive(Debug, Clone)]
 pub struct Dnf {

@@ -325,6 +325,8 @@ pub fn unkept_devices(
             }
         }
     }
+    // Deterministic whatever order the package database lists in.
+    out.sort_by(|a, b| a.package.name.cmp(&b.package.name));
     out
 }
 
