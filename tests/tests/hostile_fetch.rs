@@ -71,13 +71,26 @@ fn s(x: &str) -> Value {
 
 /// A v1 manifest written as raw msgpack, so any name can be in it.
 fn write_manifest(kpack: &Path, file: &str, component: &str, entries: &[(&str, &Archive)]) {
+    let entries: Vec<(&str, &Archive, &str)> =
+        entries.iter().map(|(n, a)| (*n, *a, "gfx90a")).collect();
+    write_manifest_for(kpack, file, component, &entries);
+}
+
+/// [`write_manifest`] with each archive's one architecture (also its
+/// family).
+fn write_manifest_for(
+    kpack: &Path,
+    file: &str,
+    component: &str,
+    entries: &[(&str, &Archive, &str)],
+) {
     let files = entries
         .iter()
-        .map(|(name, a)| {
+        .map(|(name, a, arch)| {
             Value::Map(vec![
                 (s("filename"), s(name)),
-                (s("family"), s("gfx90a")),
-                (s("architectures"), Value::Array(vec![s("gfx90a")])),
+                (s("family"), s(arch)),
+                (s("architectures"), Value::Array(vec![s(arch)])),
                 (s("size"), Value::from(a.bytes.len() as u64)),
                 (s("sha256"), Value::Binary(a.sha().to_vec())),
             ])
@@ -1572,4 +1585,95 @@ fn a_zstd_bomb_leaves_nothing_in_the_cache() {
         let _ = fs::remove_file(env.kpack.join(&a.name));
         let _ = fs::remove_file(env.kpack.join(STATE));
     }
+}
+
+/// `prune` removes the archives the fetcher installed that no kept target
+/// (present, or `--keep`) may load, and only with `--yes`; a generic-ISA
+/// archive a kept target loads stays; archives a package installed (no
+/// state record) are never touched; without a target to keep it refuses.
+#[test]
+fn prune_removes_only_recorded_archives_no_kept_target_loads() {
+    let env = Env::new();
+    let own = Archive::new("x", "gfx90a", 1, 10_000);
+    let generic = Archive::new("x", "gfx9-4-generic", 2, 20_000);
+    let packaged = Archive::new("y", "gfx1100", 3, 5_000);
+    write_manifest_for(
+        &env.kpack,
+        "x.kpm",
+        "x",
+        &[
+            (&own.name, &own, "gfx90a"),
+            (&generic.name, &generic, "gfx9-4-generic"),
+        ],
+    );
+    write_manifest_for(
+        &env.kpack,
+        "y.kpm",
+        "y",
+        &[(&packaged.name, &packaged, "gfx1100")],
+    );
+    // As if a package installed it: present, not recorded.
+    fs::write(env.kpack.join(&packaged.name), &packaged.bytes).unwrap();
+    let offline = env.top.join("offline");
+    fs::create_dir_all(&offline).unwrap();
+    for a in [&own, &generic] {
+        fs::write(offline.join(&a.name), &a.bytes).unwrap();
+    }
+    let (code, _, stderr) = run(env.fetch(&[
+        "install",
+        "--target",
+        "gfx90a,gfx950",
+        "--offline",
+        offline.to_str().unwrap(),
+        "--cache-dir",
+        env.cache.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let kpacks = || -> Vec<String> {
+        env.kpack_files()
+            .into_iter()
+            .filter(|n| n.ends_with(".kpack"))
+            .collect()
+    };
+    let all = vec![
+        generic.name.clone(),
+        own.name.clone(),
+        packaged.name.clone(),
+    ];
+    assert_eq!(kpacks(), all);
+
+    // No GPU, nothing kept: refused, exit 3.
+    let cpu_only = rocm_kpack_test_support::fixtures::machine("cpu-only");
+    let (code, _, stderr) =
+        run(env.fetch(&["prune", "--yes", "--sysfs-root", cpu_only.to_str().unwrap()]));
+    assert_eq!(code, 3, "{stderr}");
+    // A gfx950 here: gfx90a's archive goes, the generic one gfx950 loads
+    // stays. Listed only, with the bytes freed.
+    let (code, stdout, stderr) = run(env.fetch(&["prune", "--target", "gfx950", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["applied"], false, "{v}");
+    let items = v["backends"][0]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{v}");
+    assert!(
+        items[0]["name"].as_str().unwrap().ends_with(&own.name),
+        "{v}"
+    );
+    assert_eq!(v["bytes"].as_u64(), Some(own.bytes.len() as u64), "{v}");
+    let (code, _, stderr) = run(env.fetch(&["prune", "--target", "gfx950", "--yes", "--dry-run"]));
+    assert_eq!(code, 2, "--yes and --dry-run conflict: {stderr}");
+    assert_eq!(kpacks(), all);
+    // --keep gfx90a keeps everything.
+    let (code, stdout, stderr) =
+        run(env.fetch(&["prune", "--target", "gfx950", "--keep", "gfx90a", "--yes"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nothing to prune"), "{stdout}");
+    assert_eq!(kpacks(), all);
+    let (code, stdout, stderr) = run(env.fetch(&["prune", "--target", "gfx950", "--yes"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!("removed {}", env.kpack.join(&own.name).display())),
+        "{stdout}"
+    );
+    assert_eq!(kpacks(), [generic.name.clone(), packaged.name.clone()]);
 }

@@ -2177,3 +2177,244 @@ fn dnf_fetches_database_files_through_the_rpm_triggers_and_remove_takes_them_awa
     let o = rpm(&["-V", "rocm-kpack-fetch"]);
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
 }
+
+/// AMD's native scheme through apt (`package_common::amd_native`): the
+/// Debian root with Debian's sources and a flat repository of host, device
+/// and meta debs on 127.0.0.1.
+mod amd_native_packages {
+    use super::*;
+    use package_common::amd_native::{self, device, HOST, META, TARGETS};
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+
+    /// `rocm-kpack-fetch ARGS --root ROOT --sysfs-root <machine>` from the
+    /// host (apt-get/dpkg or dnf/rpm pointed at the root).
+    fn fetch(root: &Path, machine: &str, args: &[&str]) -> Output {
+        let mut c = bins::command("rocm-kpack-fetch");
+        bins::isolate_fetcher(&mut c);
+        c.args(args)
+            .arg("--root")
+            .arg(root)
+            .arg("--sysfs-root")
+            .arg(fixtures::machine(machine));
+        run(&mut c)
+    }
+
+    fn json(o: &Output) -> Value {
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+    }
+
+    fn names(v: &Value) -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("not an array: {v}"))
+            .iter()
+            .map(|p| p["name"].as_str().expect("name").to_string())
+            .collect()
+    }
+
+    fn strings(v: &Value) -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("not an array: {v}"))
+            .iter()
+            .map(|p| p.as_str().expect("string").to_string())
+            .collect()
+    }
+
+    /// The packages present in the root (dpkg's database, or rpm's).
+    fn present(root: &Path, rpm: bool) -> BTreeSet<String> {
+        let out = if rpm {
+            ok(Command::new("rpm")
+                .arg("--root")
+                .arg(root)
+                .args(["-qa", "--qf", "%{NAME}\n"]))
+        } else {
+            ok(Command::new("dpkg-query")
+                .arg(format!(
+                    "--admindir={}",
+                    root.join("var/lib/dpkg").display()
+                ))
+                .args(["-W", "-f=${db:Status-Abbrev} ${Package}\n"]))
+            .lines()
+            .filter(|l| l.starts_with("ii"))
+            .map(|l| l[4..].to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+        };
+        out.lines()
+            .filter(|l| l.starts_with("amdrocm"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// One flow for either client: install the host package, `install
+    /// --auto --via` adds exactly gfx942's device package on an MI300X;
+    /// `status` says what is missing (exit 4) and then nothing; with the
+    /// meta package installed (every target), `prune` lists the device
+    /// packages of the other targets and the meta package the package
+    /// manager removes with them before it removes anything, and `--yes`
+    /// leaves the host and gfx942's device package.
+    fn flow(
+        root: &Path,
+        rpm: bool,
+        native: &rocm_kpack_test_support::amd_native::NativeSet,
+        client: &dyn Fn(&[&str]),
+        pm_opts: &[String],
+    ) {
+        let via = if rpm { "dnf" } else { "apt" };
+        let mut via_args: Vec<String> = vec!["--via".into(), via.into()];
+        via_args.extend(pm_opts.iter().map(|o| format!("--pm-opt={o}")));
+        let via_args: Vec<&str> = via_args.iter().map(String::as_str).collect();
+        client(&["install", HOST]);
+        assert_eq!(present(root, rpm), set(&[HOST]));
+
+        // status: gfx942's device package is missing (exit 4).
+        let o = fetch(root, "mi300x", &["status", "--json"]);
+        assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+        let v = json(&o);
+        assert_eq!(names(&v["native"]["missing"]), [device("gfx942")], "{v}");
+
+        // --dry-run names exactly it and installs nothing.
+        let mut args = vec!["install", "--auto", "--dry-run", "--json"];
+        args.extend(&via_args);
+        let o = fetch(root, "mi300x", &args);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(names(&json(&o)["plan"]["packages"]), [device("gfx942")]);
+        assert_eq!(present(root, rpm), set(&[HOST]));
+
+        let mut args = vec!["install", "--auto"];
+        args.extend(&via_args);
+        let o = fetch(root, "mi300x", &args);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(present(root, rpm), set(&[HOST, &device("gfx942")]));
+        assert!(root
+            .join(amd_native::device_file(native, "gfx942"))
+            .is_file());
+        let o = fetch(root, "mi300x", &["status"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+        // An image built with every target: the meta package.
+        client(&["install", META]);
+        let all: BTreeSet<String> = [HOST.to_string(), META.to_string()]
+            .into_iter()
+            .chain(TARGETS.iter().map(|t| device(t)))
+            .collect();
+        assert_eq!(present(root, rpm), all);
+        let o = fetch(root, "mi300x", &["doctor"]);
+        let out = text(&o);
+        assert!(
+            out.contains(&format!("{} is installed for gfx90a", device("gfx90a"))),
+            "{out}"
+        );
+
+        // prune without --yes (and with --dry-run): lists, changes nothing.
+        let o = fetch(root, "mi300x", &["prune", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v = json(&o);
+        let plan = v["backends"]
+            .as_array()
+            .expect("backends")
+            .iter()
+            .find(|b| b["backend"] == via)
+            .unwrap_or_else(|| panic!("no {via} backend: {v}"))
+            .clone();
+        assert_eq!(
+            names(&plan["items"]),
+            [device("gfx1100"), device("gfx90a")],
+            "{v}"
+        );
+        assert_eq!(strings(&plan["also_removed"]), [META], "{v}");
+        // The bytes freed are the package database's sizes of the two.
+        let sizes: Vec<u64> = plan["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| i["bytes"].as_u64().expect("bytes"))
+            .collect();
+        assert!(sizes.iter().all(|b| *b > 0), "{v}");
+        assert_eq!(v["bytes"].as_u64(), Some(sizes.iter().sum()), "{v}");
+        let o = fetch(root, "mi300x", &["prune", "--dry-run"]);
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        assert!(
+            out.contains(&format!("would remove ({via}) {}", device("gfx90a"))),
+            "{out}"
+        );
+        assert_eq!(present(root, rpm), all);
+
+        // --yes: the meta removal is said before the package manager acts.
+        let mut args = vec!["prune", "--yes"];
+        args.extend(&via_args);
+        let o = fetch(root, "mi300x", &args);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{}", text(&o));
+        let said = out
+            .find(&format!(
+                "{via} will ALSO remove (they depend on the above): {META}"
+            ))
+            .unwrap_or_else(|| panic!("{out}"));
+        let acted = out
+            .find(&format!("Removing {META}"))
+            .or_else(|| out.find("Removing:"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(said < acted, "{out}");
+        assert_eq!(present(root, rpm), set(&[HOST, &device("gfx942")]));
+        assert!(!root
+            .join(amd_native::device_file(native, "gfx90a"))
+            .exists());
+        let o = fetch(root, "mi300x", &["status", "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json(&o);
+        assert_eq!(v["native"]["unused"], serde_json::json!([]), "{v}");
+    }
+
+    #[test]
+    fn apt_installs_and_prunes_amds_native_device_debs() {
+        let _g = heavy();
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (set, repo) = amd_native::apt_repo(&tmp.path().join("debs"));
+        let server = http::serve_dir(&repo).expect("serve");
+        let root = debian_root(tmp.path(), None);
+        fs::write(
+            root.join("etc/apt/sources.list.d/amd.list"),
+            format!("deb [trusted=yes] {} ./\n", server.root_url()),
+        )
+        .expect("sources");
+        ok(chroot(&root, "cpu-only").args(["apt-get", "update", "-q"]));
+        let client = |args: &[&str]| {
+            ok(chroot(&root, "cpu-only")
+                .args(["apt-get", "-y", "-q"])
+                .args(args));
+        };
+        flow(&root, false, &set, &client, &[]);
+        // The host package stays wanted once the meta package is gone.
+        let auto = ok(chroot(&root, "cpu-only").args(["apt-mark", "showauto"]));
+        assert!(!auto.lines().any(|l| l == HOST), "{auto}");
+    }
+
+    #[test]
+    fn dnf_installs_and_prunes_amds_native_device_rpms() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (set, repo) = amd_native::yum_repo(&tmp.path().join("rpms"));
+        let server = http::serve_dir(&repo).expect("serve");
+        let root = tmp.path().join("root");
+        fs::create_dir_all(&root).expect("mkdir");
+        let opts = vec![
+            "--setopt=reposdir=/dev/null".to_string(),
+            "--setopt=local.gpgcheck=0".to_string(),
+            format!("--repofrompath=local,{}", server.root_url()),
+        ];
+        let client = |args: &[&str]| {
+            ok(Command::new("dnf")
+                .args(["-y", "-q"])
+                .arg(format!("--installroot={}", root.display()))
+                .arg("--releasever=1")
+                .args(&opts)
+                .args(args));
+        };
+        flow(&root, true, &set, &client, &opts);
+    }
+}

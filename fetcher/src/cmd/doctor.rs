@@ -21,7 +21,13 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     super::print_warnings(&warnings);
     let sources = Sources::configured(&args.scan.root, &scan.manifests);
-    let out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
+    let mut out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
+    let native = rocm_kpack_fetch::pm::native::coverage_in(
+        &args.scan.root,
+        &super::native_scheme(&args.native)?,
+        &local.ids,
+    )?;
+    ops::doctor::add_native(&mut out, &native);
     if args.json.enabled {
         print_json(&out)?;
     } else {

@@ -25,6 +25,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::status::status(&local, &scan, &cache, unlisted);
     out.warnings.extend(warnings);
+    out.native = rocm_kpack_fetch::pm::native::coverage_in(
+        &args.scan.root,
+        &super::native_scheme(&args.native)?,
+        &local.ids,
+    )?;
     // A source `install` would skip looks configured but serves nothing.
     out.warnings
         .extend(Sources::configured(&args.scan.root, &scan.manifests).skipped());
@@ -35,6 +40,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     } else if out.components.iter().any(|c| !c.complete)
         || out.unlisted.iter().any(|b| !b.complete)
         || !out.refused_manifests.is_empty()
+        || !out.native.missing.is_empty()
     {
         ExitStatus::Problems
     } else {
@@ -55,7 +61,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             targets_origin(&local.detection)
         ));
     }
-    if out.components.is_empty() && out.unlisted.is_empty() {
+    if out.components.is_empty()
+        && out.unlisted.is_empty()
+        && out.native.missing.is_empty()
+        && out.native.unused.is_empty()
+    {
         text.push_str("no installed .kpm manifests found\n");
     }
     for c in &out.components {
@@ -90,6 +100,20 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     text.push_str(&unlisted_text(&out.unlisted));
+    for m in &out.native.missing {
+        text.push_str(&format!(
+            "{} (native): {} missing for {}: run `rocm-kpack-fetch install --auto --via apt|dnf`\n",
+            m.generic,
+            m.name,
+            m.targets.join(", ")
+        ));
+    }
+    for u in &out.native.unused {
+        text.push_str(&format!(
+            "{} (native): {} installed for {}, no GPU here (`rocm-kpack-fetch prune` removes it)\n",
+            u.host, u.package.name, u.target
+        ));
+    }
     for r in &out.refused_manifests {
         text.push_str(&format!(
             "refused manifest {}: {}\n",

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod amd_native;
 pub mod databases;
 
 use std::collections::{BTreeMap, BTreeSet};
