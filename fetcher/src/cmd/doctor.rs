@@ -3,6 +3,7 @@
 
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
+use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, scan_config};
@@ -21,7 +22,10 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     super::print_warnings(&warnings);
     let sources = Sources::configured(&args.scan.root, &scan.manifests);
-    let out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
+    let mut out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
+    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+        ops::doctor::add_pip_devices(&mut out, &s);
+    }
     if args.json.enabled {
         print_json(&out)?;
     } else {

@@ -9,6 +9,7 @@ mod gc;
 mod install;
 mod list;
 pub mod pip_index_url;
+pub mod pip_install;
 mod remove;
 pub mod status;
 pub mod trigger;
@@ -17,7 +18,10 @@ mod verify;
 use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
 use rocm_kpack_fetch::detect::LocalTargets;
 use rocm_kpack_fetch::resolve::ScanConfig;
-use rocm_kpack_loader::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
+use rocm_kpack_loader::detect::{
+    DetectOptions, Detection, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV,
+    HSA_OVERRIDE_ENV,
+};
 
 use crate::cli::{Command, ScanArgs, TargetArgs};
 
@@ -40,6 +44,8 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
         Command::Doctor(args) => doctor::run(&args),
         Command::Trigger(args) => trigger::run(&args),
         Command::PipIndexUrl(args) => pip_index_url::run(&args),
+        Command::Pip(args) => pip_install::run(&args, false),
+        Command::Uv(args) => pip_install::run(&args, true),
         Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
 }
@@ -64,8 +70,9 @@ pub fn scan_config(args: &ScanArgs) -> ScanConfig {
 }
 
 /// Detection with `--sysfs-root` / `--target` and the override variables of
-/// this process's environment (`--target` wins over
-/// `ROCM_KPACK_ARCH_OVERRIDE`).
+/// this process's environment (`--target`, then `ROCM_KPACK_ARCH_OVERRIDE`,
+/// then `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`, then
+/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`).
 pub fn detection(args: &TargetArgs) -> anyhow::Result<Detection> {
     rocm_kpack_fetch::detect::local_detection(&args.sysfs_root, &detect_options(args)?)
 }
@@ -89,6 +96,10 @@ fn detect_options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
     if target_override.is_some() {
         opts.arch_override = target_override;
     }
+    let disable = env_var(BOOTSTRAP_DISABLE_ENV)?;
+    let force = env_var(BOOTSTRAP_FORCE_ENV)?;
+    rocm_kpack_fetch::detect::apply_bootstrap_env(&mut opts, disable.as_deref(), force.as_deref())
+        .map_err(UsageError)?;
     Ok(opts)
 }
 

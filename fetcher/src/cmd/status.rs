@@ -5,6 +5,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
+use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -25,6 +26,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::status::status(&local, &scan, &cache, unlisted);
     out.warnings.extend(warnings);
+    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+        out.warnings.extend(s.warnings.iter().cloned());
+        out.pip_device_packages = s;
+    }
     // A source `install` would skip looks configured but serves nothing.
     out.warnings
         .extend(Sources::configured(&args.scan.root, &scan.manifests).skipped());
@@ -35,6 +40,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     } else if out.components.iter().any(|c| !c.complete)
         || out.unlisted.iter().any(|b| !b.complete)
         || !out.refused_manifests.is_empty()
+        || !out.pip_device_packages.missing.is_empty()
     {
         ExitStatus::Problems
     } else {
@@ -55,7 +61,12 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             targets_origin(&local.detection)
         ));
     }
-    if out.components.is_empty() && out.unlisted.is_empty() {
+    let pip = &out.pip_device_packages;
+    if out.components.is_empty()
+        && out.unlisted.is_empty()
+        && pip.missing.is_empty()
+        && pip.unneeded.is_empty()
+    {
         text.push_str("no installed .kpm manifests found\n");
     }
     for c in &out.components {
@@ -90,6 +101,22 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     text.push_str(&unlisted_text(&out.unlisted));
+    for d in &pip.missing {
+        text.push_str(&format!(
+            "pip: {} ({}[{}]) missing for {}: run `rocm-kpack-fetch install --auto --via pip`\n",
+            d.dist,
+            d.base,
+            d.extra,
+            d.local.join(", ")
+        ));
+    }
+    for d in &pip.unneeded {
+        text.push_str(&format!(
+            "pip: {} installed for no GPU here ({})\n",
+            d.dist,
+            iec_size(d.size)
+        ));
+    }
     for r in &out.refused_manifests {
         text.push_str(&format!(
             "refused manifest {}: {}\n",

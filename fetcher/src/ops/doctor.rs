@@ -50,6 +50,33 @@ pub struct DoctorReport {
     pub warnings: usize,
 }
 
+/// Adds the checks of the device distributions of pip-installed bases
+/// without a `.kpm`: one missing for a local target is a problem, one
+/// installed for no GPU here is information.
+pub fn add_pip_devices(report: &mut DoctorReport, s: &crate::pm::pip::NativeStatus) {
+    for d in &s.missing {
+        report.checks.push(Check {
+            check: format!("pip {} {}", d.base, d.local.join(",")),
+            outcome: Outcome::Problem,
+            detail: format!(
+                "{} ({}[{}]) is not installed: run `rocm-kpack-fetch install --auto --via pip`",
+                d.dist, d.base, d.extra
+            ),
+        });
+        report.problems += 1;
+    }
+    for d in &s.unneeded {
+        report.checks.push(Check {
+            check: format!("pip {} {}", d.base, d.target),
+            outcome: Outcome::Info,
+            detail: format!(
+                "{} is installed for no GPU here ({} bytes)",
+                d.dist, d.size
+            ),
+        });
+    }
+}
+
 /// Variables that restrict which GPUs a process uses (not what to install).
 pub const VISIBLE_DEVICE_VARS: [&str; 3] = [
     "ROCR_VISIBLE_DEVICES",

@@ -59,6 +59,9 @@ pub struct StatusReport {
     pub refused_manifests: Vec<RefusedManifest>,
     /// Partial downloads in the cache.
     pub partial_downloads: Vec<Partial>,
+    /// Device distributions of pip-installed bases without a `.kpm`
+    /// (AMD's wheels): missing for a local target, installed for none.
+    pub pip_device_packages: crate::pm::pip::NativeStatus,
     /// Detection warnings and unreadable state files.
     pub warnings: Vec<String>,
 }
@@ -106,6 +109,7 @@ pub fn status(
         unlisted,
         refused_manifests: scan.refused.clone(),
         partial_downloads,
+        pip_device_packages: Default::default(),
         warnings,
     }
 }
