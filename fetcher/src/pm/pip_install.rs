@@ -326,11 +326,15 @@ pub fn declared_extras(
 }
 
 fn parse_report(text: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
-    // pip may print notices before the document; the report is the one
-    // line that starts with `{`.
-    let json = text
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
+    // pip may print notices before the document (indented JSON), which
+    // starts at the first line that starts with `{`.
+    let start = if text.starts_with('{') {
+        Some(0)
+    } else {
+        text.find("\n{").map(|i| i + 1)
+    };
+    let json = start
+        .map(|i| &text[i..])
         .ok_or_else(|| "no report on stdout".to_string())?;
     let report: Report = serde_json::from_str(json).map_err(|e| e.to_string())?;
     Ok(report
@@ -562,8 +566,8 @@ mod tests {
 
     #[test]
     fn the_report_gives_names_and_extras_normalized() {
-        let text = "{\"version\": \"1\", \"install\": [{\"metadata\": {\"name\": \"Torch\", \
-                    \"provides_extra\": [\"device_gfx942\", \"device-all\"]}}]}\n";
+        let text = "notice\n{\n  \"version\": \"1\",\n  \"install\": [{\"metadata\": {\"name\": \"Torch\", \
+                    \"provides_extra\": [\"device_gfx942\", \"device-all\"]}}]\n}\n";
         let got = parse_report(text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got["torch"], ["device-gfx942", "device-all"]);
         assert!(parse_report("nothing").is_err());
