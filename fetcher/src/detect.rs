@@ -251,12 +251,21 @@ mod tests {
     #[test]
     fn bootstrap_variables_follow_rocm_bootstrap_below_our_overrides() {
         let mut o = DetectOptions::default();
-        assert_eq!(apply(&mut o, None, Some("gfx942, gfx90a")), Some(vec!["gfx90a".into(), "gfx942".into()]));
-        assert_eq!(o.arch_override.as_ref().map(|a| a.source), Some(OverrideSource::Bootstrap));
+        assert_eq!(
+            apply(&mut o, None, Some("gfx942, gfx90a")),
+            Some(vec!["gfx90a".into(), "gfx942".into()])
+        );
+        assert_eq!(
+            o.arch_override.as_ref().map(|a| a.source),
+            Some(OverrideSource::Bootstrap)
+        );
 
         let mut o = DetectOptions::default();
         assert_eq!(apply(&mut o, Some("1"), Some("gfx942")), None);
-        assert_eq!(o.detection_disabled.as_deref(), Some("ROCM_BOOTSTRAP_DISABLE_DETECTION=1"));
+        assert_eq!(
+            o.detection_disabled.as_deref(),
+            Some("ROCM_BOOTSTRAP_DISABLE_DETECTION=1")
+        );
 
         // Only `1` disables, as rocm-bootstrap compares.
         let mut o = DetectOptions::default();
@@ -264,8 +273,12 @@ mod tests {
         assert!(o.detection_disabled.is_none());
         assert_eq!(apply(&mut o, Some("0"), Some(" ")), None);
 
-        let mut o = DetectOptions::from_env_values(Some("gfx1100"), None).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(apply(&mut o, Some("1"), Some("gfx942")), Some(vec!["gfx1100".into()]));
+        let mut o =
+            DetectOptions::from_env_values(Some("gfx1100"), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            apply(&mut o, Some("1"), Some("gfx942")),
+            Some(vec!["gfx1100".into()])
+        );
         assert!(o.detection_disabled.is_none());
 
         let mut o = DetectOptions::default();

@@ -83,7 +83,12 @@ fn build_index(dir: &Path) -> PathBuf {
         let name = device_dist(t);
         let data: Vec<u8> = t.bytes().cycle().take(DEVICE_BYTES).collect();
         let module = name.replace('-', "_");
-        let file = wheel(&files, &name, vec![(format!("{module}/kernels.bin"), data)], &[]);
+        let file = wheel(
+            &files,
+            &name,
+            vec![(format!("{module}/kernels.bin"), data)],
+            &[],
+        );
         projects.push((name, file));
     }
     let mut top = String::from("<!DOCTYPE html>\n<html><body>\n");
@@ -201,7 +206,15 @@ impl Case {
     /// site-packages only.
     fn status(&self, machine: &str, command: &str) -> Output {
         let sysfs = fixtures::machine(machine).display().to_string();
-        self.fetch(&[command, "--sysfs-root", sysfs.as_str(), "--no-default-prefixes"], &[])
+        self.fetch(
+            &[
+                command,
+                "--sysfs-root",
+                sysfs.as_str(),
+                "--no-default-prefixes",
+            ],
+            &[],
+        )
     }
 
     /// `install --auto --via pip` plus `more`.
@@ -261,7 +274,8 @@ fn install_via_pip_adds_the_local_device_extra_of_a_distribution_without_kpm() {
     let o = case.status("mi300x", "doctor");
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("amd-torch-device-gfx942 (torch[device-gfx942]) is not installed"),
+        String::from_utf8_lossy(&o.stdout)
+            .contains("amd-torch-device-gfx942 (torch[device-gfx942]) is not installed"),
         "{}",
         text(&o)
     );
@@ -285,7 +299,11 @@ fn install_via_pip_adds_the_local_device_extra_of_a_distribution_without_kpm() {
         .collect();
     assert_eq!(names, [format!("torch[device-gfx942]=={VERSION}")]);
     assert_eq!(v["plan"]["packages"][0]["group"], "gfx942");
-    assert_eq!(case.installed(), Case::names(&["torch"]), "--dry-run installed");
+    assert_eq!(
+        case.installed(),
+        Case::names(&["torch"]),
+        "--dry-run installed"
+    );
 
     let o = case.install("mi300x", &[]);
     assert!(o.status.success(), "{}", text(&o));
@@ -302,7 +320,9 @@ fn install_via_pip_adds_the_local_device_extra_of_a_distribution_without_kpm() {
     assert!(o.status.success(), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        stderr.contains("torch publishes no device code for gfx1201 (it declares no extra device-gfx1201)"),
+        stderr.contains(
+            "torch publishes no device code for gfx1201 (it declares no extra device-gfx1201)"
+        ),
         "{}",
         text(&o)
     );
@@ -331,9 +351,22 @@ fn pip_install_wrapper_brings_exactly_the_local_device_wheel() {
         let python = case.python().display().to_string();
         let url = case.index_url();
         let uv = uv().display().to_string();
-        let mut args: Vec<&str> = vec![client, "--sysfs-root", sysfs.as_str(), "--python-exe", python.as_str()];
+        let mut args: Vec<&str> = vec![
+            client,
+            "--sysfs-root",
+            sysfs.as_str(),
+            "--python-exe",
+            python.as_str(),
+        ];
         if client == "uv" {
-            args.extend(["--uv-exe", uv.as_str(), "pip", "install", "--python", python.as_str()]);
+            args.extend([
+                "--uv-exe",
+                uv.as_str(),
+                "pip",
+                "install",
+                "--python",
+                python.as_str(),
+            ]);
         } else {
             args.extend(["install", "--disable-pip-version-check"]);
         }
@@ -344,7 +377,11 @@ fn pip_install_wrapper_brings_exactly_the_local_device_wheel() {
         let o = case.fetch(&dry, &[]);
         assert!(o.status.success(), "{client}: {}", text(&o));
         let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(stdout.contains(" torch[device-gfx942]\n"), "{client}: {}", text(&o));
+        assert!(
+            stdout.contains(" torch[device-gfx942]\n"),
+            "{client}: {}",
+            text(&o)
+        );
         assert!(case.installed().is_empty(), "{client}: --dry-run installed");
 
         let o = case.fetch(&args, &[]);
@@ -373,8 +410,9 @@ fn rocm_bootstrap_variables_choose_the_targets() {
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout)
-            .contains(&format!("install torch[device-gfx1100,device-gfx90a]=={VERSION}")),
+        String::from_utf8_lossy(&o.stdout).contains(&format!(
+            "install torch[device-gfx1100,device-gfx90a]=={VERSION}"
+        )),
         "{}",
         text(&o)
     );
@@ -385,12 +423,23 @@ fn rocm_bootstrap_variables_choose_the_targets() {
     let o = case.install_env("mi300x", &["--dry-run"], &both);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("detection is disabled (ROCM_BOOTSTRAP_DISABLE_DETECTION=1)"),
+        String::from_utf8_lossy(&o.stderr)
+            .contains("detection is disabled (ROCM_BOOTSTRAP_DISABLE_DETECTION=1)"),
         "{}",
         text(&o)
     );
     let sysfs = fixtures::machine("mi300x").display().to_string();
-    let o = case.fetch(&["detect", "--sysfs-root", sysfs.as_str(), "--target", "gfx1100", "--json"], &both);
+    let o = case.fetch(
+        &[
+            "detect",
+            "--sysfs-root",
+            sysfs.as_str(),
+            "--target",
+            "gfx1100",
+            "--json",
+        ],
+        &both,
+    );
     assert!(o.status.success(), "{}", text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["targets"], serde_json::json!(["gfx1100"]));
@@ -415,7 +464,9 @@ fn prune_removes_the_device_distributions_no_local_gpu_needs() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     for t in ["gfx90a", "gfx1100"] {
         assert!(
-            stdout.contains(&format!("pip: amd-torch-device-{t} installed for no GPU here")),
+            stdout.contains(&format!(
+                "pip: amd-torch-device-{t} installed for no GPU here"
+            )),
             "{}",
             text(&o)
         );
@@ -427,7 +478,9 @@ fn prune_removes_the_device_distributions_no_local_gpu_needs() {
         extra: Vec::new(),
     };
     let mi300x = [TargetId::parse("gfx942:sramecc+:xnack-").expect("target")];
-    let kept = pip.prune_plan(&mi300x, &["gfx90a".to_string()]).expect("plan");
+    let kept = pip
+        .prune_plan(&mi300x, &["gfx90a".to_string()])
+        .expect("plan");
     let names: Vec<&str> = kept.iter().map(|d| d.dist.as_str()).collect();
     assert_eq!(names, ["amd-torch-device-gfx1100"]);
 

@@ -37,8 +37,12 @@ pub struct PipInstallArgs {
     #[command(flatten)]
     pub json: JsonArg,
     /// `install ARGS...` (pip) or `pip install ARGS...` (uv).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true,
-          value_name = "install ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "install ARGS"
+    )]
     pub args: Vec<String>,
 }
 
@@ -53,7 +57,11 @@ struct Output<'a> {
 
 /// Runs the wrapper; `uv`: `uv pip install`. Exit 3 without targets.
 pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
-    let lead: &[&str] = if uv { &["pip", "install"] } else { &["install"] };
+    let lead: &[&str] = if uv {
+        &["pip", "install"]
+    } else {
+        &["install"]
+    };
     let rest = match args.args.get(..lead.len()) {
         Some(head) if head.iter().zip(lead).all(|(a, b)| a == b) => &args.args[lead.len()..],
         _ => {
@@ -77,7 +85,11 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
     let python = args
         .python_exe
         .clone()
-        .or_else(|| std::env::var(PYTHON_ENV).ok().filter(|v| !v.trim().is_empty()))
+        .or_else(|| {
+            std::env::var(PYTHON_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
         .unwrap_or_else(|| "python3".into());
     let client = if uv {
         Client::Uv {

@@ -69,10 +69,7 @@ pub fn add_pip_devices(report: &mut DoctorReport, s: &crate::pm::pip::NativeStat
         report.checks.push(Check {
             check: format!("pip {} {}", d.base, d.target),
             outcome: Outcome::Info,
-            detail: format!(
-                "{} is installed for no GPU here ({} bytes)",
-                d.dist, d.size
-            ),
+            detail: format!("{} is installed for no GPU here ({} bytes)", d.dist, d.size),
         });
     }
 }

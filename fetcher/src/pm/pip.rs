@@ -395,8 +395,14 @@ impl Pip {
             return Ok(());
         }
         let mut c = crate::python::command(&self.python);
-        c.args(["-m", "pip", "uninstall", "--disable-pip-version-check", "-y"])
-            .args(dists.iter().map(|d| d.dist.as_str()));
+        c.args([
+            "-m",
+            "pip",
+            "uninstall",
+            "--disable-pip-version-check",
+            "-y",
+        ])
+        .args(dists.iter().map(|d| d.dist.as_str()));
         passthrough(&mut c)
     }
 
@@ -483,10 +489,17 @@ mod tests {
         let s = NativeStatus::of(&l, &[target("gfx1100")]);
         let missing: Vec<&str> = s.missing.iter().map(|d| d.dist.as_str()).collect();
         assert_eq!(missing, ["amd-torch-device-gfx1100"]);
-        let unneeded: Vec<(&str, u64)> = s.unneeded.iter().map(|d| (d.dist.as_str(), d.size)).collect();
+        let unneeded: Vec<(&str, u64)> = s
+            .unneeded
+            .iter()
+            .map(|d| (d.dist.as_str(), d.size))
+            .collect();
         assert_eq!(
             unneeded,
-            [("amd-torch-device-gfx90a", 100), ("amd-torch-device-gfx942", 200)]
+            [
+                ("amd-torch-device-gfx90a", 100),
+                ("amd-torch-device-gfx942", 200)
+            ]
         );
         assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     }

@@ -246,10 +246,7 @@ pub fn with_extras(req: &str, name: &str, extras: &[String]) -> String {
         None => (Vec::new(), tail),
     };
     for e in extras {
-        if !current
-            .iter()
-            .any(|c| super::pip::normalize_extra(c) == *e)
-        {
+        if !current.iter().any(|c| super::pip::normalize_extra(c) == *e) {
             current.push(e.clone());
         }
     }
@@ -603,7 +600,14 @@ mod tests {
     fn relative_paths_become_absolute() {
         let cwd = Path::new("/home/u/proj");
         let got = absolute_paths(
-            &s(&["-r", "req.txt", "--find-links=wheels", "./pkg", "torch", "https://h/x.whl"]),
+            &s(&[
+                "-r",
+                "req.txt",
+                "--find-links=wheels",
+                "./pkg",
+                "torch",
+                "https://h/x.whl",
+            ]),
             cwd,
         );
         assert_eq!(
