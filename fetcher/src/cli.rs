@@ -89,6 +89,12 @@ pub enum Command {
     /// any more (or whose manifest is gone). Lists them unless --yes.
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
     Gc(GcArgs),
+    /// Remove the device code of every target neither present nor named
+    /// with --keep: archives this tool fetched, and device packages through
+    /// apt, dnf or pip. Lists what goes, the bytes freed and what the
+    /// package manager would remove too; only --yes removes.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    Prune(PruneArgs),
     /// Check that device code can be used here: driver, /dev/kfd, container,
     /// and every local target covered for every installed manifest and
     /// every host binary without a .kpm.
@@ -269,6 +275,23 @@ pub struct InstallArgs {
     /// (`python -I`) from `/`: give it absolute paths.
     #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
     pub pm_opts: Vec<String>,
+    /// AMD's native package names (--via apt|dnf).
+    #[command(flatten)]
+    pub native: NativeArgs,
+}
+
+/// AMD's native package scheme (packages without a .kpm): how a host
+/// package and its per-target device packages are named.
+#[derive(Debug, Clone, Args)]
+pub struct NativeArgs {
+    /// Name pattern of a host package ({base}, {version}); each installed
+    /// one gets the device packages of the local targets.
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN)]
+    pub native_host: String,
+    /// Name pattern of a host package's device package for one target
+    /// ({base}, {version}, {target}).
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN)]
+    pub native_device: String,
 }
 
 /// Package managers for `install --via`.
@@ -294,6 +317,9 @@ pub struct StatusArgs {
     /// Partial downloads kept here [default as for install].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// AMD's native package names (device packages reported).
+    #[command(flatten)]
+    pub native: NativeArgs,
     /// Output format.
     #[command(flatten)]
     pub json: JsonArg,
@@ -360,6 +386,41 @@ pub struct GcArgs {
     pub json: JsonArg,
 }
 
+/// `prune` options.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Which targets are present (default: detected).
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    /// Also keep this target's device code (repeatable or comma-separated).
+    #[arg(long = "keep", value_name = "TARGET", value_delimiter = ',',
+          value_parser = rocm_kpack_cli::parse_target)]
+    pub keep: Vec<String>,
+    /// Where installed manifests are.
+    #[command(flatten)]
+    pub scan: ScanArgs,
+    /// Package managers whose device packages to prune (repeatable)
+    /// [default: apt when --root has a dpkg database, dnf when it has an
+    /// rpm database].
+    #[arg(long, value_enum, value_name = "PM")]
+    pub via: Vec<Via>,
+    /// Extra argument for the package manager (repeatable), as for install.
+    #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
+    pub pm_opts: Vec<String>,
+    /// AMD's native package names.
+    #[command(flatten)]
+    pub native: NativeArgs,
+    /// Really remove (otherwise only list what would go).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub yes: bool,
+    /// Only list what would go (the default without --yes).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
 /// `doctor` options.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -369,6 +430,9 @@ pub struct DoctorArgs {
     /// Where installed manifests are.
     #[command(flatten)]
     pub scan: ScanArgs,
+    /// AMD's native package names (device packages reported).
+    #[command(flatten)]
+    pub native: NativeArgs,
     /// Output format.
     #[command(flatten)]
     pub json: JsonArg,

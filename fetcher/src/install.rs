@@ -805,6 +805,7 @@ pub fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
     let apt = crate::pm::apt::Apt {
         root: root.to_path_buf(),
         extra: Vec::new(),
+        native: Default::default(),
     };
     if root.join("var/lib/dpkg/status").is_file() {
         if let Ok(Some(owner)) = apt.owner(path) {
@@ -815,6 +816,7 @@ pub fn package_owner(prefix: &Path, path: &Path) -> Option<String> {
         let dnf = crate::pm::dnf::Dnf {
             root: root.to_path_buf(),
             extra: Vec::new(),
+            native: Default::default(),
         };
         if let Ok(Some(owner)) = dnf.owner(path) {
             return Some(owner);

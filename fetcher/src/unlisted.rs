@@ -226,23 +226,28 @@ fn collect_files(dir: &Path, depth: u32, files: &mut Vec<PathBuf>, limit: usize)
 }
 
 /// The package database of `root`, if it has one.
-enum Database {
+pub enum Database {
+    /// dpkg's (driven through apt).
     Dpkg(Apt),
+    /// rpm's (driven through dnf).
     Rpm(Dnf),
 }
 
 impl Database {
-    fn of(root: &Path) -> Option<Database> {
+    /// The database of `root`: dpkg's when it has one, else rpm's.
+    pub fn of(root: &Path) -> Option<Database> {
         if root.join("var/lib/dpkg/status").is_file() {
             return Some(Database::Dpkg(Apt {
                 root: root.to_path_buf(),
                 extra: Vec::new(),
+                native: Default::default(),
             }));
         }
         if root.join("var/lib/rpm").is_dir() || root.join("usr/lib/sysimage/rpm").is_dir() {
             return Some(Database::Rpm(Dnf {
                 root: root.to_path_buf(),
                 extra: Vec::new(),
+                native: Default::default(),
             }));
         }
         None

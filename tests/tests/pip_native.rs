@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use package_common::{ok, run, write_wheel};
-use rocm_kpack_fetch::pm::pip::Pip;
-use rocm_kpack_format::target::TargetId;
 use rocm_kpack_test_support::{bins, fixtures, http, HostilePythonDir};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -446,10 +444,10 @@ fn rocm_bootstrap_variables_choose_the_targets() {
 }
 
 /// A `device-all` install on an MI300X: `status` names the two device
-/// distributions no GPU here needs (exit 0: nothing is missing); the pip
-/// backend of `prune` removes exactly them, keeps gfx942, reports the
-/// bytes their RECORDs list, and leaves `pip check` clean. `--keep`
-/// (a kept target) keeps its distribution.
+/// distributions no GPU here needs (exit 0: nothing is missing);
+/// `prune --via pip --yes` removes exactly them, keeps gfx942, reports the
+/// bytes their RECORDs list, and leaves `pip check` clean; `--keep` keeps
+/// a target's distribution, `--dry-run` removes nothing.
 #[test]
 fn prune_removes_the_device_distributions_no_local_gpu_needs() {
     let case = Case::new();
@@ -472,31 +470,66 @@ fn prune_removes_the_device_distributions_no_local_gpu_needs() {
         );
     }
 
-    let pip = Pip {
-        python: case.python().display().to_string(),
-        index_url: None,
-        extra: Vec::new(),
+    let sysfs = fixtures::machine("mi300x").display().to_string();
+    let prune = |more: &[&str]| {
+        let mut args = vec![
+            "prune",
+            "--via",
+            "pip",
+            "--sysfs-root",
+            sysfs.as_str(),
+            "--no-default-prefixes",
+        ];
+        args.extend(more);
+        case.fetch(&args, &[])
     };
-    let mi300x = [TargetId::parse("gfx942:sramecc+:xnack-").expect("target")];
-    let kept = pip
-        .prune_plan(&mi300x, &["gfx90a".to_string()])
-        .expect("plan");
-    let names: Vec<&str> = kept.iter().map(|d| d.dist.as_str()).collect();
-    assert_eq!(names, ["amd-torch-device-gfx1100"]);
+    let items = |o: &Output| -> (BTreeSet<String>, u64) {
+        let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+        let pip = v["backends"]
+            .as_array()
+            .expect("backends")
+            .iter()
+            .find(|b| b["backend"] == "pip")
+            .expect("pip backend")
+            .clone();
+        let names = pip["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|i| i["name"].as_str().map(str::to_string))
+            .collect();
+        (names, v["bytes"].as_u64().expect("bytes"))
+    };
+    let gone = |ts: &[&str]| -> BTreeSet<String> { ts.iter().map(|t| device_dist(t)).collect() };
 
-    let plan = pip.prune_plan(&mi300x, &[]).expect("plan");
-    let names: BTreeSet<&str> = plan.iter().map(|d| d.dist.as_str()).collect();
-    assert_eq!(
-        names,
-        BTreeSet::from(["amd-torch-device-gfx1100", "amd-torch-device-gfx90a"])
-    );
-    let bytes: u64 = plan.iter().map(|d| d.size).sum();
+    // --keep keeps a target's distribution; --dry-run lists and changes nothing.
+    let o = prune(&["--keep", "gfx90a", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(items(&o).0, gone(&["gfx1100"]));
+    let o = prune(&["--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for t in ["gfx90a", "gfx1100"] {
+        assert!(
+            stdout.contains(&format!("would remove (pip) amd-torch-device-{t} ")),
+            "{}",
+            text(&o)
+        );
+    }
+    assert!(!stdout.contains("amd-torch-device-gfx942"), "{}", text(&o));
+    assert_eq!(case.installed(), Case::names(&want), "--dry-run removed");
+
+    let o = prune(&["--yes", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (names, bytes) = items(&o);
+    assert_eq!(names, gone(&["gfx90a", "gfx1100"]));
     assert!(bytes >= 2 * DEVICE_BYTES as u64, "{bytes}");
-    pip.uninstall(&plan).expect("uninstall");
     assert_eq!(
         case.installed(),
         Case::names(&["torch", "amd-torch-device-gfx942"])
     );
     ok(Command::new(case.python()).args(["-m", "pip", "check", "--disable-pip-version-check"]));
-    assert!(pip.prune_plan(&mi300x, &[]).expect("plan").is_empty());
+    let o = prune(&["--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(items(&o).0.is_empty(), "{}", text(&o));
 }

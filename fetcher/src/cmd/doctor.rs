@@ -23,6 +23,12 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     super::print_warnings(&warnings);
     let sources = Sources::configured(&args.scan.root, &scan.manifests);
     let mut out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
+    let native = rocm_kpack_fetch::pm::native::coverage_in(
+        &args.scan.root,
+        &super::native_scheme(&args.native)?,
+        &local.ids,
+    )?;
+    ops::doctor::add_native(&mut out, &native);
     if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
         ops::doctor::add_pip_devices(&mut out, &s);
     }

@@ -381,14 +381,17 @@ fn run_pm(
             r.error
         ));
     }
+    let native = super::native_scheme(&args.native)?;
     let pm = match via {
         Via::Apt => PackageManager::Apt(Apt {
             root: args.scan.root.clone(),
             extra: args.pm_opts.clone(),
+            native: native.clone(),
         }),
         Via::Dnf => PackageManager::Dnf(Dnf {
             root: args.scan.root.clone(),
             extra: args.pm_opts.clone(),
+            native: native.clone(),
         }),
         Via::Pip => PackageManager::Pip(Pip {
             python: args

@@ -10,6 +10,7 @@ mod install;
 mod list;
 pub mod pip_index_url;
 pub mod pip_install;
+mod prune;
 mod remove;
 pub mod status;
 pub mod trigger;
@@ -23,7 +24,7 @@ use rocm_kpack_loader::detect::{
     HSA_OVERRIDE_ENV,
 };
 
-use crate::cli::{Command, ScanArgs, TargetArgs};
+use crate::cli::{Command, NativeArgs, ScanArgs, TargetArgs};
 
 /// Interpreter asked for site-packages (empty: none).
 pub const PYTHON_ENV: &str = "ROCM_KPACK_PYTHON";
@@ -41,6 +42,7 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
         Command::Verify(args) => verify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::Gc(args) => gc::run(&args),
+        Command::Prune(args) => prune::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Trigger(args) => trigger::run(&args),
         Command::PipIndexUrl(args) => pip_index_url::run(&args),
@@ -111,6 +113,15 @@ fn env_var(name: &str) -> anyhow::Result<Option<String>> {
             Err(_) => Err(UsageError(format!("{name} is not valid UTF-8")).into()),
         },
     }
+}
+
+/// The native package scheme of `--native-host` / `--native-device`; a
+/// bad pattern is a usage error.
+pub fn native_scheme(
+    args: &NativeArgs,
+) -> anyhow::Result<rocm_kpack_fetch::pm::native::NativeScheme> {
+    rocm_kpack_fetch::pm::native::NativeScheme::new(&args.native_host, &args.native_device)
+        .map_err(|e| UsageError(e.to_string()).into())
 }
 
 /// Prints warnings on stderr, one per line.

@@ -26,6 +26,11 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::status::status(&local, &scan, &cache, unlisted);
     out.warnings.extend(warnings);
+    out.native = rocm_kpack_fetch::pm::native::coverage_in(
+        &args.scan.root,
+        &super::native_scheme(&args.native)?,
+        &local.ids,
+    )?;
     if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
         out.warnings.extend(s.warnings.iter().cloned());
         out.pip_device_packages = s;
@@ -41,6 +46,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         || out.unlisted.iter().any(|b| !b.complete)
         || !out.refused_manifests.is_empty()
         || !out.pip_device_packages.missing.is_empty()
+        || !out.native.missing.is_empty()
     {
         ExitStatus::Problems
     } else {
@@ -64,6 +70,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let pip = &out.pip_device_packages;
     if out.components.is_empty()
         && out.unlisted.is_empty()
+        && out.native.missing.is_empty()
+        && out.native.unused.is_empty()
         && pip.missing.is_empty()
         && pip.unneeded.is_empty()
     {
@@ -112,9 +120,23 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     }
     for d in &pip.unneeded {
         text.push_str(&format!(
-            "pip: {} installed for no GPU here ({})\n",
+            "pip: {} installed for no GPU here ({}; `rocm-kpack-fetch prune --via pip` removes it)\n",
             d.dist,
             iec_size(d.size)
+        ));
+    }
+    for m in &out.native.missing {
+        text.push_str(&format!(
+            "{} (native): {} missing for {}: run `rocm-kpack-fetch install --auto --via apt|dnf`\n",
+            m.generic,
+            m.name,
+            m.targets.join(", ")
+        ));
+    }
+    for u in &out.native.unused {
+        text.push_str(&format!(
+            "{} (native): {} installed for {}, no GPU here (`rocm-kpack-fetch prune` removes it)\n",
+            u.host, u.package.name, u.target
         ));
     }
     for r in &out.refused_manifests {

@@ -351,3 +351,32 @@ pub fn doctor(
         warnings,
     }
 }
+
+/// Adds the checks of AMD's native device packages: one missing for a
+/// local target is a problem (install it with `install --auto --via
+/// apt|dnf`), one installed for no local target a warning (`prune`).
+pub fn add_native(report: &mut DoctorReport, native: &crate::pm::native::NativeCoverage) {
+    for m in &native.missing {
+        report.checks.push(Check {
+            check: format!("native {} {}", m.generic, m.group),
+            outcome: Outcome::Problem,
+            detail: format!(
+                "{} is not installed (for {}): run `rocm-kpack-fetch install --auto --via apt|dnf`",
+                m.name,
+                m.targets.join(", ")
+            ),
+        });
+        report.problems += 1;
+    }
+    for u in &native.unused {
+        report.checks.push(Check {
+            check: format!("native {} {}", u.host, u.target),
+            outcome: Outcome::Warning,
+            detail: format!(
+                "{} is installed for {}, which is no GPU here: `rocm-kpack-fetch prune` removes it",
+                u.package.name, u.target
+            ),
+        });
+        report.warnings += 1;
+    }
+}

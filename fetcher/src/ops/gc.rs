@@ -10,6 +10,7 @@ use super::{apply_removals, load_states, Kept, Removal, Removed};
 use crate::detect::LocalTargets;
 use crate::plan::ItemKind;
 use crate::resolve::{needs, Scan};
+use rocm_kpack_format::target::TargetId;
 
 /// What `gc` found and did (its `--json` output).
 #[derive(Debug, Serialize)]
@@ -45,6 +46,7 @@ pub fn orphans(scan: &Scan, warnings: &mut Vec<String>) -> Vec<Removal> {
                     kpack_dir: dir.clone(),
                     filename: filename.clone(),
                     component: entry.component.clone(),
+                    size: entry.size,
                     reason: ORPHAN_REASON.to_string(),
                 });
             }
@@ -146,16 +148,18 @@ fn abandoned(dir: &Path) -> bool {
     !has_manifest && state_exists && empty_state
 }
 
-/// Finds the archives rocm-kpack-fetch installed that no manifest of
-/// `scan` lists or no target of `local` may load, and removes them when
-/// `remove`. Refuses when there are no targets: every archive would go.
-pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcReport> {
-    anyhow::ensure!(
-        !local.ids.is_empty(),
-        "no local targets: every archive would be collected"
-    );
-    let mut warnings = local.detection.warnings.clone();
-    let states = load_states(&scan.kpack_dirs, &mut warnings);
+/// The archives (and database files) rocm-kpack-fetch installed that no
+/// manifest of `scan` lists, or that none of `keep` may load (generic-ISA
+/// code a kept target loads stays); `keep_label` names the targets in the
+/// reasons. Unreadable state files become warnings. Shared by `gc` (the
+/// detected targets) and `prune` (those plus `--keep`).
+pub fn unneeded(
+    scan: &Scan,
+    keep: &[TargetId],
+    keep_label: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<Removal> {
+    let states = load_states(&scan.kpack_dirs, warnings);
     let mut candidates = Vec::new();
     for (dir, state) in &states {
         for (kind, filename, entry) in state.items() {
@@ -163,12 +167,12 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
                 None => ORPHAN_REASON.to_string(),
                 Some((m, i)) => {
                     let needed = match kind {
-                        ItemKind::Archive => needs(&m.manifest, &local.ids)
+                        ItemKind::Archive => needs(&m.manifest, keep)
                             .archives
                             .iter()
                             .any(|n| n.index == i),
                         ItemKind::Database => m.manifest.database_files.get(i).is_some_and(|f| {
-                            local.ids.iter().any(|t| {
+                            keep.iter().any(|t| {
                                 f.architectures
                                     .iter()
                                     .any(|a| crate::resolve::arch_serves(t, a))
@@ -178,10 +182,7 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
                     if needed {
                         continue;
                     }
-                    format!(
-                        "no local target ({}) may load it",
-                        local.detection.targets.join(", ")
-                    )
+                    format!("no local target ({keep_label}) may load it")
                 }
             };
             candidates.push(Removal {
@@ -189,10 +190,29 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
                 kpack_dir: dir.clone(),
                 filename: filename.clone(),
                 component: entry.component.clone(),
+                size: entry.size,
                 reason,
             });
         }
     }
+    candidates
+}
+
+/// Finds the archives rocm-kpack-fetch installed that no manifest of
+/// `scan` lists or no target of `local` may load, and removes them when
+/// `remove`. Refuses when there are no targets: every archive would go.
+pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcReport> {
+    anyhow::ensure!(
+        !local.ids.is_empty(),
+        "no local targets: every archive would be collected"
+    );
+    let mut warnings = local.detection.warnings.clone();
+    let candidates = unneeded(
+        scan,
+        &local.ids,
+        &local.detection.targets.join(", "),
+        &mut warnings,
+    );
     let done = if remove {
         apply_removals(&candidates, scan)?
     } else {

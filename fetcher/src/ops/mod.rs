@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod gc;
 pub mod install;
 pub mod list;
+pub mod prune;
 pub mod remove;
 pub mod status;
 pub mod verify;
@@ -73,6 +74,8 @@ pub struct Removal {
     pub filename: String,
     /// Component recorded for it.
     pub component: String,
+    /// Its size as recorded when it was installed (the bytes freed).
+    pub size: u64,
     /// Why it goes.
     pub reason: String,
 }

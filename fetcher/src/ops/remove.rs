@@ -44,6 +44,7 @@ pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<Remo
                         kpack_dir: dir.clone(),
                         filename: filename.clone(),
                         component: entry.component.clone(),
+                        size: entry.size,
                         reason: format!("asked to remove {name}"),
                     });
                 }

@@ -57,6 +57,10 @@ pub struct StatusReport {
     pub unlisted: Vec<BinaryCoverage>,
     /// Manifests that could not be read.
     pub refused_manifests: Vec<RefusedManifest>,
+    /// AMD's native device packages (no `.kpm`): missing for a local
+    /// target, installed for none (filled in by the caller,
+    /// [`crate::pm::native::coverage_in`]).
+    pub native: crate::pm::native::NativeCoverage,
     /// Partial downloads in the cache.
     pub partial_downloads: Vec<Partial>,
     /// Device distributions of pip-installed bases without a `.kpm`
@@ -108,6 +112,7 @@ pub fn status(
         components,
         unlisted,
         refused_manifests: scan.refused.clone(),
+        native: Default::default(),
         partial_downloads,
         pip_device_packages: Default::default(),
         warnings,

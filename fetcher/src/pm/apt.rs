@@ -9,6 +9,7 @@ use rocm_kpack_format::debcontrol::ControlFields;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 
+use super::native::{self, Installed, NativeScheme};
 use super::{
     check_not_in_transaction, checked, device_packages, needed_groups, output, passthrough,
     path_in_root, PmError, PmPlan,
@@ -23,6 +24,9 @@ pub struct Apt {
     pub root: PathBuf,
     /// Extra arguments put before the apt-get / apt-cache command.
     pub extra: Vec<String>,
+    /// AMD's native scheme: installed host packages get their device
+    /// packages too.
+    pub native: NativeScheme,
 }
 
 impl Apt {
@@ -131,7 +135,57 @@ impl Apt {
                 }
             }
         }
+        let installed = self.installed()?;
+        for dev in native::missing_devices(&self.native, &installed, targets) {
+            if self.index_gfx(&dev.name)?.is_some() {
+                plan.packages.push(dev);
+            } else {
+                plan.warnings.push(native::unavailable(&dev));
+            }
+        }
         Ok(plan)
+    }
+
+    /// The packages dpkg lists as installed (or half-way: unpacked,
+    /// failed configuration), with their installed size.
+    pub fn installed(&self) -> Result<Vec<Installed>, PmError> {
+        let mut c = Command::new("dpkg-query");
+        c.arg(format!(
+            "--admindir={}",
+            self.root.join("var/lib/dpkg").display()
+        ))
+        .args([
+            "-W",
+            "-f=${db:Status-Abbrev}\t${Package}\t${Version}\t${Installed-Size}\n",
+        ]);
+        Ok(parse_dpkg_installed(&checked(&mut c)?))
+    }
+
+    /// The packages `apt-get remove` of `packages` would remove, from its
+    /// simulation (`-s`): those and every package that depends on them.
+    pub fn simulate_remove(&self, packages: &[String]) -> Result<Vec<String>, PmError> {
+        let mut c = self.command("apt-get");
+        c.args(["-s", "remove"]).args(packages);
+        Ok(parse_simulated_removals(&checked(&mut c)?))
+    }
+
+    /// Marks `packages` as installed by hand, so that removing the meta
+    /// package that pulled them in leaves them out of `apt autoremove`.
+    pub fn mark_manual(&self, packages: &[String]) -> Result<(), PmError> {
+        if packages.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.command("apt-mark");
+        c.arg("manual").args(packages);
+        checked(&mut c).map(|_| ())
+    }
+
+    /// Runs `apt-get remove -y` for `packages` (and what depends on them).
+    pub fn remove(&self, packages: &[String]) -> Result<(), PmError> {
+        check_not_in_transaction("apt-get", &self.root.join("var/lib/dpkg/lock"))?;
+        let mut c = self.command("apt-get");
+        c.args(["remove", "-y"]).args(packages);
+        passthrough(&mut c)
     }
 
     /// Runs `apt-get install -y` for the plan's packages.
@@ -173,6 +227,39 @@ pub fn parse_dpkg_s(text: &str) -> Option<String> {
             let name = first.split(':').next()?.trim();
             (!name.is_empty()).then(|| name.to_string())
         })
+}
+
+/// `dpkg-query -W -f='${db:Status-Abbrev}\t${Package}\t${Version}\t${Installed-Size}\n'`
+/// output: the packages present in any installed state (not those
+/// removed with only configuration files left). Installed-Size is KiB.
+pub fn parse_dpkg_installed(text: &str) -> Vec<Installed> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let status = f.next()?;
+            let name = f.next()?.trim();
+            let version = f.next()?.trim();
+            let kib: u64 = f.next()?.trim().parse().unwrap_or(0);
+            // Second letter: the package's state (n: not installed,
+            // c: configuration files only).
+            let present = !matches!(status.chars().nth(1), None | Some('n' | 'c'));
+            (present && !name.is_empty()).then(|| Installed {
+                name: name.to_string(),
+                version: version.to_string(),
+                bytes: kib.saturating_mul(1024),
+            })
+        })
+        .collect()
+}
+
+/// The packages of the `Remv <name> [<version>]` lines of `apt-get -s
+/// remove` output, in order.
+pub fn parse_simulated_removals(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("Remv "))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(|n| n.split(':').next().unwrap_or(n).to_string())
+        .collect()
 }
 
 /// The `X-Kpack-Gfx` field of the first stanza of `apt-cache show` output
@@ -225,15 +312,38 @@ mod tests {
     }
 
     #[test]
+    fn installed_packages_and_simulated_removals() {
+        let text = "ii \tamdrocm-fft-host8.2\t8.2.0-1\t120\nrc \told\t1\t5\nii \tamdrocm-fft8.2-gfx942\t8.2.0-1\t\niU \thalf\t2\t1\n";
+        let got = parse_dpkg_installed(text);
+        assert_eq!(
+            got.iter()
+                .map(|p| (p.name.as_str(), p.bytes))
+                .collect::<Vec<_>>(),
+            [
+                ("amdrocm-fft-host8.2", 120 * 1024),
+                ("amdrocm-fft8.2-gfx942", 0),
+                ("half", 1024)
+            ]
+        );
+        let sim = "NOTE: This is only a simulation!\nRemv amdrocm-fft8.2 [8.2.0-1]\nRemv amdrocm-fft8.2-gfx90a:amd64 [8.2.0-1]\n";
+        assert_eq!(
+            parse_simulated_removals(sim),
+            ["amdrocm-fft8.2", "amdrocm-fft8.2-gfx90a"]
+        );
+    }
+
+    #[test]
     fn throwaway_root_options_only_for_other_roots() {
         let sys = Apt {
             root: "/".into(),
             extra: Vec::new(),
+            native: Default::default(),
         };
         assert!(sys.root_options().is_empty());
         let r = Apt {
             root: "/tmp/r".into(),
             extra: Vec::new(),
+            native: Default::default(),
         };
         let o = r.root_options();
         assert!(o.contains(&"-o=Dir=/tmp/r".to_string()));

@@ -8,11 +8,17 @@ use std::process::Command;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 
+use super::native::{self, Installed, NativeScheme};
 use super::{
-    check_not_in_transaction, device_packages, needed_groups, output, passthrough, path_in_root,
-    PmError, PmPlan,
+    check_not_in_transaction, checked, device_packages, needed_groups, output, passthrough,
+    path_in_root, PmError, PmPlan,
 };
 use crate::resolve::Scan;
+
+/// dnf removes the dependencies nothing needs any more along with a
+/// package by default; a prune removes device packages only (the host
+/// package a removed meta package pulled in stays).
+const KEEP_UNUSED: &str = "--setopt=clean_requirements_on_remove=False";
 
 /// How dnf and rpm are driven.
 #[derive(Debug, Clone)]
@@ -21,6 +27,9 @@ pub struct Dnf {
     pub root: PathBuf,
     /// Extra arguments put before dnf's command (`--repofrompath=...`).
     pub extra: Vec<String>,
+    /// AMD's native scheme: installed host packages get their device
+    /// packages too.
+    pub native: NativeScheme,
 }
 
 impl Dnf {
@@ -85,7 +94,92 @@ impl Dnf {
                 )),
             }
         }
+        let installed = self.installed()?;
+        let wanted = native::missing_devices(&self.native, &installed, targets);
+        let names: Vec<String> = wanted.iter().map(|d| d.name.clone()).collect();
+        let available = self.available(&names)?;
+        for dev in wanted {
+            if available.contains(&dev.name) {
+                plan.packages.push(dev);
+            } else {
+                plan.warnings.push(native::unavailable(&dev));
+            }
+        }
         Ok(plan)
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new("dnf");
+        c.args(self.root_options()).args(&self.extra);
+        c
+    }
+
+    /// The installed rpms with their installed size.
+    pub fn installed(&self) -> Result<Vec<Installed>, PmError> {
+        let mut c = Command::new("rpm");
+        c.arg("--root").arg(&self.root).args([
+            "-qa",
+            "--qf",
+            "%{NAME}\t%{VERSION}-%{RELEASE}\t%{SIZE}\n",
+        ]);
+        Ok(parse_rpm_installed(&checked(&mut c)?))
+    }
+
+    /// Which of `names` the configured repositories offer (one
+    /// `dnf repoquery` for all).
+    pub fn available(&self, names: &[String]) -> Result<Vec<String>, PmError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut c = self.command();
+        c.args(["-q", "repoquery", "--available", "--qf", "%{name}\n"])
+            .args(names);
+        let text = checked(&mut c)?;
+        Ok(text
+            .lines()
+            .map(str::trim)
+            .filter(|n| names.iter().any(|w| w == n))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// The packages `dnf remove` of `packages` would remove: those and
+    /// every package that depends on them, from the transaction dnf shows
+    /// and then declines (`--assumeno`). Unused dependencies are not
+    /// removed ([`KEEP_UNUSED`]).
+    pub fn simulate_remove(&self, packages: &[String]) -> Result<Vec<String>, PmError> {
+        let mut c = self.command();
+        c.args(["--assumeno", KEEP_UNUSED, "remove"]).args(packages);
+        // dnf exits 1 after declining: judge by what it printed.
+        let o = super::output(&mut c)?;
+        let removed = parse_dnf_removals(&String::from_utf8_lossy(&o.stdout));
+        if removed.is_empty() && !o.status.success() {
+            return Err(PmError::Failed {
+                command: super::describe(&c),
+                status: o.status.to_string(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            });
+        }
+        Ok(removed)
+    }
+
+    /// Marks `packages` as installed by the user, so that removing the
+    /// meta package that pulled them in does not make them unused.
+    pub fn mark_user_installed(&self, packages: &[String]) -> Result<(), PmError> {
+        if packages.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.command();
+        c.args(["-q", "mark", "install"]).args(packages);
+        checked(&mut c).map(|_| ())
+    }
+
+    /// Runs `dnf -y remove` for `packages` (and what depends on them).
+    pub fn remove(&self, packages: &[String]) -> Result<(), PmError> {
+        check_not_in_transaction("dnf", &self.root.join("var/lib/rpm/.rpm.lock"))?;
+        let mut c = self.command();
+        c.args(["-y", KEEP_UNUSED, "remove"]).args(packages);
+        passthrough(&mut c)
     }
 
     /// Runs `dnf install -y` for the plan's packages.
@@ -98,5 +192,79 @@ impl Dnf {
             .arg("install")
             .args(plan.names());
         passthrough(&mut c)
+    }
+}
+
+/// `rpm -qa --qf '%{NAME}\t%{VERSION}-%{RELEASE}\t%{SIZE}\n'` output.
+pub fn parse_rpm_installed(text: &str) -> Vec<Installed> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let name = f.next()?.trim();
+            let version = f.next()?.trim();
+            let bytes = f.next()?.trim().parse().unwrap_or(0);
+            (!name.is_empty()).then(|| Installed {
+                name: name.to_string(),
+                version: version.to_string(),
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// The package names of every `Removing...:` section of dnf's transaction
+/// table (a name too long for its column stands alone on its line, the
+/// rest of the row on the next, indented further).
+pub fn parse_dnf_removals(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_removal = false;
+    for line in text.lines() {
+        if !line.starts_with(' ') {
+            in_removal = line.starts_with("Removing") && line.trim_end().ends_with(':');
+            continue;
+        }
+        if !in_removal || line.starts_with("  ") {
+            continue;
+        }
+        if let Some(name) = line.split_whitespace().next() {
+            if !out.iter().any(|o| o == name) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dnf_transaction_tables_name_every_removal() {
+        let text = "\
+Dependencies resolved.
+================================================================================
+ Package                    Arch      Version         Repository          Size
+================================================================================
+Removing:
+ amdrocm-fft8.2-gfx90a      x86_64    8.2.0-1         @commandline       10 k
+Removing dependent packages:
+ amdrocm-fft8.2-with-a-name-too-long-for-the-column
+                            x86_64    8.2.0-1         @commandline        0  
+
+Transaction Summary
+================================================================================
+Remove  2 Packages
+";
+        assert_eq!(
+            parse_dnf_removals(text),
+            [
+                "amdrocm-fft8.2-gfx90a",
+                "amdrocm-fft8.2-with-a-name-too-long-for-the-column"
+            ]
+        );
+        let rpms = parse_rpm_installed("amdrocm-fft-host8.2\t8.2.0-1\t4096\n");
+        assert_eq!(rpms[0].bytes, 4096);
+        assert_eq!(rpms[0].version, "8.2.0-1");
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod apt;
 pub mod dnf;
+pub mod native;
 pub mod pip;
 pub mod pip_install;
 

@@ -233,6 +233,77 @@ pub fn native_devices(listing: &Listing, targets: &[TargetId]) -> Vec<NativeDevi
     out
 }
 
+/// `prune --via pip`: the installed device distributions of the bases
+/// without `.kpm` that serve no kept target ([`prune_candidates`]),
+/// removed with `python -I -m pip uninstall -y`. pip never checks a
+/// base's extras (`pip check` ignores them), so the base stays consistent.
+impl crate::ops::prune::PruneBackend for Pip {
+    fn name(&self) -> &'static str {
+        "pip"
+    }
+
+    fn plan(
+        &self,
+        ctx: &crate::ops::prune::PruneContext,
+    ) -> anyhow::Result<crate::ops::prune::BackendPlan> {
+        use crate::ops::prune::{BackendPlan, PruneItem, PruneKind};
+        let listing = self.listing()?;
+        let gone = prune_candidates(
+            &native_devices(&listing, ctx.keep),
+            &ctx.kept_device_targets(),
+        );
+        let mut plan = BackendPlan::new(self.name());
+        for d in &gone {
+            plan.items.push(PruneItem {
+                kind: PruneKind::Package,
+                name: d.dist.clone(),
+                targets: vec![d.target.clone()],
+                bytes: d.size,
+                reason: format!(
+                    "{}[{}] serves none of {}",
+                    d.base,
+                    d.extra,
+                    ctx.keep_label()
+                ),
+                removal: None,
+            });
+        }
+        if !gone.is_empty() {
+            let names: Vec<&str> = gone.iter().map(|d| d.dist.as_str()).collect();
+            plan.command = Some(format!(
+                "{} -m pip uninstall -y {}",
+                self.python,
+                names.join(" ")
+            ));
+        }
+        Ok(plan)
+    }
+
+    fn apply(
+        &self,
+        _ctx: &crate::ops::prune::PruneContext,
+        plan: &crate::ops::prune::BackendPlan,
+    ) -> anyhow::Result<crate::ops::prune::Applied> {
+        let names: Vec<&str> = plan.items.iter().map(|i| i.name.as_str()).collect();
+        let mut c = crate::python::command(&self.python);
+        // pip's messages go to stderr: stdout is the report (`--json`).
+        c.args([
+            "-m",
+            "pip",
+            "uninstall",
+            "--disable-pip-version-check",
+            "-y",
+        ])
+        .args(&names)
+        .stdout(std::process::Stdio::from(std::io::stderr()));
+        passthrough(&mut c)?;
+        Ok(crate::ops::prune::Applied {
+            removed: names.iter().map(|n| format!("pip: {n}")).collect(),
+            notes: Vec::new(),
+        })
+    }
+}
+
 /// What `status` and `doctor` say about the device distributions of the
 /// bases without `.kpm`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -375,35 +446,6 @@ impl Pip {
             }
         }
         Ok(plan)
-    }
-
-    /// The device distributions `prune` removes: installed, and serving
-    /// neither a local target nor one of `keep` (device targets,
-    /// `gfx942`), with the bytes their RECORDs list.
-    pub fn prune_plan(
-        &self,
-        targets: &[TargetId],
-        keep: &[String],
-    ) -> Result<Vec<NativeDevice>, PmError> {
-        let listing = self.listing()?;
-        Ok(prune_candidates(&native_devices(&listing, targets), keep))
-    }
-
-    /// `python -I -m pip uninstall -y` of the distributions.
-    pub fn uninstall(&self, dists: &[NativeDevice]) -> Result<(), PmError> {
-        if dists.is_empty() {
-            return Ok(());
-        }
-        let mut c = crate::python::command(&self.python);
-        c.args([
-            "-m",
-            "pip",
-            "uninstall",
-            "--disable-pip-version-check",
-            "-y",
-        ])
-        .args(dists.iter().map(|d| d.dist.as_str()));
-        passthrough(&mut c)
     }
 
     /// Runs `python -I -m pip install` for the plan's requirements, from
