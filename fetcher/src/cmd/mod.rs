@@ -124,6 +124,34 @@ pub fn native_scheme(
         .map_err(|e| UsageError(e.to_string()).into())
 }
 
+/// The interpreter of `--python-exe`, else `$ROCM_KPACK_PYTHON` (when not
+/// blank), else `python3`.
+pub fn interpreter(explicit: Option<&str>) -> String {
+    explicit
+        .map(str::to_string)
+        .or_else(|| {
+            std::env::var(PYTHON_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// Says there are no targets (JSON: the detection) and returns exit 3.
+pub fn no_targets(local: &LocalTargets, json: bool) -> anyhow::Result<ExitStatus> {
+    if json {
+        rocm_kpack_cli::print_json(
+            &serde_json::json!({ "targets": [], "detection": local.detection }),
+        )?;
+    } else {
+        eprintln!(
+            "{}",
+            rocm_kpack_fetch::detect::no_targets_message(&local.detection)
+        );
+    }
+    Ok(ExitStatus::NoGpu)
+}
+
 /// Prints warnings on stderr, one per line.
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {

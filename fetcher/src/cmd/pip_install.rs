@@ -8,13 +8,12 @@
 use anyhow::Context;
 use clap::Args;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, JsonArg, UsageError};
-use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_fetch::pm::pip_install::{
     absolute_paths, declared_extras, query_args, rewrite, Client, WrapPlan,
 };
 use serde::Serialize;
 
-use super::{local_targets, print_warnings, PYTHON_ENV};
+use super::{local_targets, print_warnings};
 use crate::cli::TargetArgs;
 
 /// `pip` / `uv` options.
@@ -75,22 +74,9 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
     };
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
-        if args.json.enabled {
-            print_json(&serde_json::json!({ "targets": [], "detection": local.detection }))?;
-        } else {
-            eprintln!("{}", no_targets_message(&local.detection));
-        }
-        return Ok(ExitStatus::NoGpu);
+        return super::no_targets(&local, args.json.enabled);
     }
-    let python = args
-        .python_exe
-        .clone()
-        .or_else(|| {
-            std::env::var(PYTHON_ENV)
-                .ok()
-                .filter(|v| !v.trim().is_empty())
-        })
-        .unwrap_or_else(|| "python3".into());
+    let python = super::interpreter(args.python_exe.as_deref());
     let client = if uv {
         Client::Uv {
             uv: args.uv_exe.clone().unwrap_or_else(|| "uv".into()),
