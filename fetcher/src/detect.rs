@@ -9,9 +9,39 @@ use std::path::Path;
 use anyhow::Context;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_loader::detect::{
-    detect, processor_name, DetectOptions, Detection, GpuNode, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
+    detect, processor_name, ArchOverride, DetectOptions, Detection, GpuNode, OverrideSource,
+    ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV, HSA_OVERRIDE_ENV,
     TOPOLOGY_PATHS,
 };
+
+/// Applies AMD's `rocm-bootstrap` variables to `opts`, as that detector
+/// reads them, when neither `--target` nor `ROCM_KPACK_ARCH_OVERRIDE` set
+/// the targets (ours win: they name this tool). `disable` is
+/// `ROCM_BOOTSTRAP_DISABLE_DETECTION`: exactly `1` turns detection off,
+/// and then `force` is not looked at; `force` is
+/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, a comma-separated list that replaces
+/// detection. So one setting in a Dockerfile configures both detectors
+/// (docs/detection.md "Overrides and environment"). A bad list is an error (rocm-bootstrap
+/// raises on an unknown target too).
+pub fn apply_bootstrap_env(
+    opts: &mut DetectOptions,
+    disable: Option<&str>,
+    force: Option<&str>,
+) -> Result<(), String> {
+    if opts.arch_override.is_some() {
+        return Ok(());
+    }
+    if disable == Some("1") {
+        opts.detection_disabled = Some(format!("{BOOTSTRAP_DISABLE_ENV}=1"));
+        return Ok(());
+    }
+    if let Some(list) = force.filter(|v| !v.trim().is_empty()) {
+        let o = ArchOverride::parse(OverrideSource::Bootstrap, list)
+            .map_err(|e| format!("{BOOTSTRAP_FORCE_ENV}: {e}"))?;
+        opts.arch_override = Some(o);
+    }
+    Ok(())
+}
 
 /// Detection below `sysfs_root` (`/` for this machine) with `opts` (the
 /// overrides; the command line builds them from `--target` and the
@@ -127,6 +157,17 @@ pub fn write_text(out: &mut impl Write, d: &Detection) -> io::Result<()> {
                 o.source
             )?;
         }
+        None if d.detection_disabled.is_some() => {
+            writeln!(
+                out,
+                "no targets: detection is disabled ({})",
+                d.detection_disabled.as_deref().unwrap_or_default()
+            )?;
+            writeln!(
+                out,
+                "to choose targets, pass --target TARGET or set {ARCH_OVERRIDE_ENV} or {BOOTSTRAP_FORCE_ENV} (and unset {BOOTSTRAP_DISABLE_ENV})"
+            )?;
+        }
         None if d.targets.is_empty() => {
             writeln!(out, "no AMD GPU found: {}", no_gpu_reason(d))?;
             writeln!(
@@ -188,5 +229,62 @@ fn plural(n: usize) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(
+        opts: &mut DetectOptions,
+        disable: Option<&str>,
+        force: Option<&str>,
+    ) -> Option<Vec<String>> {
+        apply_bootstrap_env(opts, disable, force).unwrap_or_else(|e| panic!("{e}"));
+        opts.arch_override.as_ref().map(|o| o.targets.clone())
+    }
+
+    /// rocm-bootstrap's order (its detect.py): disable (exactly `1`)
+    /// before force; ours (`--target`, `ROCM_KPACK_ARCH_OVERRIDE`) before
+    /// both.
+    #[test]
+    fn bootstrap_variables_follow_rocm_bootstrap_below_our_overrides() {
+        let mut o = DetectOptions::default();
+        assert_eq!(
+            apply(&mut o, None, Some("gfx942, gfx90a")),
+            Some(vec!["gfx90a".into(), "gfx942".into()])
+        );
+        assert_eq!(
+            o.arch_override.as_ref().map(|a| a.source),
+            Some(OverrideSource::Bootstrap)
+        );
+
+        let mut o = DetectOptions::default();
+        assert_eq!(apply(&mut o, Some("1"), Some("gfx942")), None);
+        assert_eq!(
+            o.detection_disabled.as_deref(),
+            Some("ROCM_BOOTSTRAP_DISABLE_DETECTION=1")
+        );
+
+        // Only `1` disables, as rocm-bootstrap compares.
+        let mut o = DetectOptions::default();
+        assert_eq!(apply(&mut o, Some("true"), None), None);
+        assert!(o.detection_disabled.is_none());
+        assert_eq!(apply(&mut o, Some("0"), Some(" ")), None);
+
+        let mut o =
+            DetectOptions::from_env_values(Some("gfx1100"), None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            apply(&mut o, Some("1"), Some("gfx942")),
+            Some(vec!["gfx1100".into()])
+        );
+        assert!(o.detection_disabled.is_none());
+
+        let mut o = DetectOptions::default();
+        let Err(err) = apply_bootstrap_env(&mut o, None, Some("gfx942,../x")) else {
+            panic!("a bad list was accepted");
+        };
+        assert!(err.starts_with("ROCM_BOOTSTRAP_FORCE_GFX_ARCH: "), "{err}");
     }
 }

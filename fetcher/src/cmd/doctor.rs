@@ -3,6 +3,7 @@
 
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
+use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, scan_config};
@@ -28,6 +29,9 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
         &local.ids,
     )?;
     ops::doctor::add_native(&mut out, &native);
+    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+        ops::doctor::add_pip_devices(&mut out, &s);
+    }
     if args.json.enabled {
         print_json(&out)?;
     } else {

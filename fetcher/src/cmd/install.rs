@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
 use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
-use rocm_kpack_fetch::detect::{no_targets_message, targets_origin, LocalTargets};
+use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
 use rocm_kpack_fetch::ops::install::PackageManager;
@@ -22,7 +22,7 @@ use rocm_kpack_fetch::resolve::Scan;
 use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
 use serde::Serialize;
 
-use super::{local_targets, print_warnings, scan_config, PYTHON_ENV};
+use super::{local_targets, print_warnings, scan_config};
 use crate::cli::{InstallArgs, NetArgs, Via};
 
 /// `--json` output of `install`.
@@ -52,12 +52,7 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     let mut warnings = local.detection.warnings.clone();
     if local.ids.is_empty() {
-        if args.json.enabled {
-            print_json(&serde_json::json!({ "targets": [], "detection": local.detection }))?;
-        } else {
-            eprintln!("{}", no_targets_message(&local.detection));
-        }
-        return Ok(ExitStatus::NoGpu);
+        return super::no_targets(&local, args.json.enabled);
     }
     check_local_sources(&args.net)?;
     let scan = scan_config(&args.scan).scan();
@@ -394,15 +389,7 @@ fn run_pm(
             native: native.clone(),
         }),
         Via::Pip => PackageManager::Pip(Pip {
-            python: args
-                .python_exe
-                .clone()
-                .or_else(|| {
-                    std::env::var(PYTHON_ENV)
-                        .ok()
-                        .filter(|v| !v.trim().is_empty())
-                })
-                .unwrap_or_else(|| "python3".into()),
+            python: super::interpreter(args.python_exe.as_deref()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
         }),

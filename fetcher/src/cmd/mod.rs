@@ -9,6 +9,7 @@ mod gc;
 mod install;
 mod list;
 pub mod pip_index_url;
+pub mod pip_install;
 mod prune;
 mod remove;
 pub mod status;
@@ -18,7 +19,10 @@ mod verify;
 use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
 use rocm_kpack_fetch::detect::LocalTargets;
 use rocm_kpack_fetch::resolve::ScanConfig;
-use rocm_kpack_loader::detect::{DetectOptions, Detection, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV};
+use rocm_kpack_loader::detect::{
+    DetectOptions, Detection, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV,
+    HSA_OVERRIDE_ENV,
+};
 
 use crate::cli::{Command, NativeArgs, ScanArgs, TargetArgs};
 
@@ -42,6 +46,8 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
         Command::Doctor(args) => doctor::run(&args),
         Command::Trigger(args) => trigger::run(&args),
         Command::PipIndexUrl(args) => pip_index_url::run(&args),
+        Command::Pip(args) => pip_install::run(&args, false),
+        Command::Uv(args) => pip_install::run(&args, true),
         Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
 }
@@ -66,8 +72,9 @@ pub fn scan_config(args: &ScanArgs) -> ScanConfig {
 }
 
 /// Detection with `--sysfs-root` / `--target` and the override variables of
-/// this process's environment (`--target` wins over
-/// `ROCM_KPACK_ARCH_OVERRIDE`).
+/// this process's environment (`--target`, then `ROCM_KPACK_ARCH_OVERRIDE`,
+/// then `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`, then
+/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`).
 pub fn detection(args: &TargetArgs) -> anyhow::Result<Detection> {
     rocm_kpack_fetch::detect::local_detection(&args.sysfs_root, &detect_options(args)?)
 }
@@ -91,6 +98,10 @@ fn detect_options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
     if target_override.is_some() {
         opts.arch_override = target_override;
     }
+    let disable = env_var(BOOTSTRAP_DISABLE_ENV)?;
+    let force = env_var(BOOTSTRAP_FORCE_ENV)?;
+    rocm_kpack_fetch::detect::apply_bootstrap_env(&mut opts, disable.as_deref(), force.as_deref())
+        .map_err(UsageError)?;
     Ok(opts)
 }
 
@@ -111,6 +122,34 @@ pub fn native_scheme(
 ) -> anyhow::Result<rocm_kpack_fetch::pm::native::NativeScheme> {
     rocm_kpack_fetch::pm::native::NativeScheme::new(&args.native_host, &args.native_device)
         .map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The interpreter of `--python-exe`, else `$ROCM_KPACK_PYTHON` (when not
+/// blank), else `python3`.
+pub fn interpreter(explicit: Option<&str>) -> String {
+    explicit
+        .map(str::to_string)
+        .or_else(|| {
+            std::env::var(PYTHON_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// Says there are no targets (JSON: the detection) and returns exit 3.
+pub fn no_targets(local: &LocalTargets, json: bool) -> anyhow::Result<ExitStatus> {
+    if json {
+        rocm_kpack_cli::print_json(
+            &serde_json::json!({ "targets": [], "detection": local.detection }),
+        )?;
+    } else {
+        eprintln!(
+            "{}",
+            rocm_kpack_fetch::detect::no_targets_message(&local.detection)
+        );
+    }
+    Ok(ExitStatus::NoGpu)
 }
 
 /// Prints warnings on stderr, one per line.

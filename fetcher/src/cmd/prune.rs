@@ -9,6 +9,7 @@ use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_fetch::ops::prune::{self, OwnFiles, PruneBackend, PruneContext};
 use rocm_kpack_fetch::pm::apt::Apt;
 use rocm_kpack_fetch::pm::dnf::Dnf;
+use rocm_kpack_fetch::pm::pip::Pip;
 use rocm_kpack_format::target::TargetId;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -48,7 +49,8 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         eprintln!("not pruning anything: with no targets every target's device code would go; pass --keep TARGET to say what to keep");
         return Ok(ExitStatus::NoGpu);
     }
-    let scan = scan_config(&args.scan).scan();
+    let config = scan_config(&args.scan);
+    let scan = config.scan();
     let native = super::native_scheme(&args.native)?;
     let ctx = PruneContext {
         scan: &scan,
@@ -65,14 +67,20 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         extra: args.pm_opts.clone(),
         native,
     };
+    let pip = Pip {
+        python: config
+            .python
+            .clone()
+            .unwrap_or_else(|| "python3".to_string()),
+        index_url: None,
+        extra: args.pm_opts.clone(),
+    };
     let mut backends: Vec<&dyn PruneBackend> = vec![&OwnFiles];
     for via in chosen(args) {
         match via {
             Via::Apt => backends.push(&apt),
             Via::Dnf => backends.push(&dnf),
-            Via::Pip => {
-                return Err(UsageError("prune --via pip is not available yet".into()).into())
-            }
+            Via::Pip => backends.push(&pip),
         }
     }
     let apply = args.yes && !args.dry_run;

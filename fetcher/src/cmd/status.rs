@@ -5,6 +5,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
+use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -30,6 +31,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         &super::native_scheme(&args.native)?,
         &local.ids,
     )?;
+    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+        out.warnings.extend(s.warnings.iter().cloned());
+        out.pip_device_packages = s;
+    }
     // A source `install` would skip looks configured but serves nothing.
     out.warnings
         .extend(Sources::configured(&args.scan.root, &scan.manifests).skipped());
@@ -40,6 +45,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     } else if out.components.iter().any(|c| !c.complete)
         || out.unlisted.iter().any(|b| !b.complete)
         || !out.refused_manifests.is_empty()
+        || !out.pip_device_packages.missing.is_empty()
         || !out.native.missing.is_empty()
     {
         ExitStatus::Problems
@@ -61,10 +67,13 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             targets_origin(&local.detection)
         ));
     }
+    let pip = &out.pip_device_packages;
     if out.components.is_empty()
         && out.unlisted.is_empty()
         && out.native.missing.is_empty()
         && out.native.unused.is_empty()
+        && pip.missing.is_empty()
+        && pip.unneeded.is_empty()
     {
         text.push_str("no installed .kpm manifests found\n");
     }
@@ -100,6 +109,22 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     text.push_str(&unlisted_text(&out.unlisted));
+    for d in &pip.missing {
+        text.push_str(&format!(
+            "pip: {} ({}[{}]) missing for {}: run `rocm-kpack-fetch install --auto --via pip`\n",
+            d.dist,
+            d.base,
+            d.extra,
+            d.local.join(", ")
+        ));
+    }
+    for d in &pip.unneeded {
+        text.push_str(&format!(
+            "pip: {} installed for no GPU here ({}; `rocm-kpack-fetch prune --via pip` removes it)\n",
+            d.dist,
+            iec_size(d.size)
+        ));
+    }
     for m in &out.native.missing {
         text.push_str(&format!(
             "{} (native): {} missing for {}: run `rocm-kpack-fetch install --auto --via apt|dnf`\n",

@@ -50,6 +50,45 @@ pub struct DoctorReport {
     pub warnings: usize,
 }
 
+/// Adds the checks of the device distributions of pip-installed bases
+/// without a `.kpm`: one missing for a local target is a problem, one
+/// installed for no GPU here a warning (`prune --via pip`), as for native
+/// packages ([`add_native`]).
+pub fn add_pip_devices(report: &mut DoctorReport, s: &crate::pm::pip::NativeStatus) {
+    let missing = s.missing.iter().map(|d| {
+        (
+            format!("pip {} {}", d.base, d.local.join(",")),
+            Outcome::Problem,
+            format!(
+                "{} ({}[{}]) is not installed: run `rocm-kpack-fetch install --auto --via pip`",
+                d.dist, d.base, d.extra
+            ),
+        )
+    });
+    let unneeded = s.unneeded.iter().map(|d| {
+        (
+            format!("pip {} {}", d.base, d.target),
+            Outcome::Warning,
+            format!(
+                "{} is installed for no GPU here ({} bytes): `rocm-kpack-fetch prune --via pip` removes it",
+                d.dist, d.size
+            ),
+        )
+    });
+    for (check, outcome, detail) in missing.chain(unneeded) {
+        match outcome {
+            Outcome::Problem => report.problems += 1,
+            Outcome::Warning => report.warnings += 1,
+            Outcome::Ok | Outcome::Info => {}
+        }
+        report.checks.push(Check {
+            check,
+            outcome,
+            detail,
+        });
+    }
+}
+
 /// Variables that restrict which GPUs a process uses (not what to install).
 pub const VISIBLE_DEVICE_VARS: [&str; 3] = [
     "ROCR_VISIBLE_DEVICES",

@@ -63,6 +63,9 @@ pub struct StatusReport {
     pub native: crate::pm::native::NativeCoverage,
     /// Partial downloads in the cache.
     pub partial_downloads: Vec<Partial>,
+    /// Device distributions of pip-installed bases without a `.kpm`
+    /// (AMD's wheels): missing for a local target, installed for none.
+    pub pip_device_packages: crate::pm::pip::NativeStatus,
     /// Detection warnings and unreadable state files.
     pub warnings: Vec<String>,
 }
@@ -111,6 +114,7 @@ pub fn status(
         refused_manifests: scan.refused.clone(),
         native: Default::default(),
         partial_downloads,
+        pip_device_packages: Default::default(),
         warnings,
     }
 }

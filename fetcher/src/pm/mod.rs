@@ -11,6 +11,7 @@ pub mod apt;
 pub mod dnf;
 pub mod native;
 pub mod pip;
+pub mod pip_install;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

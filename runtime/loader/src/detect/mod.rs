@@ -25,7 +25,8 @@ pub use gfx::{
     processor_name, target_id, CAP_SRAM_EDC_SUPPORTED, SRAMECC_PROCESSORS, XNACK_PROCESSORS,
 };
 pub use overrides::{
-    ArchOverride, HsaOverride, OverrideSource, ARCH_OVERRIDE_ENV, HSA_OVERRIDE_ENV,
+    ArchOverride, HsaOverride, OverrideSource, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV,
+    BOOTSTRAP_FORCE_ENV, HSA_OVERRIDE_ENV,
 };
 pub use properties::Properties;
 
@@ -63,8 +64,13 @@ pub type ScanHook = Arc<dyn Fn(u32) + Send + Sync>;
 /// What [`detect`] should honour besides sysfs.
 #[derive(Clone)]
 pub struct DetectOptions {
-    /// Replaces the detected targets (`--target` / `ROCM_KPACK_ARCH_OVERRIDE`).
+    /// Replaces the detected targets (`--target` / `ROCM_KPACK_ARCH_OVERRIDE`
+    /// / `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`).
     pub arch_override: Option<ArchOverride>,
+    /// Why detection yields no targets although sysfs is read (the
+    /// fetcher's `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`); `arch_override`
+    /// still wins.
+    pub detection_disabled: Option<String>,
     /// `HSA_OVERRIDE_GFX_VERSION`: every GPU node is named as this version.
     pub hsa_override: Option<HsaOverride>,
     /// Upper bound on scans while `generation_id` keeps changing (at least 1).
@@ -77,6 +83,7 @@ impl Default for DetectOptions {
     fn default() -> Self {
         DetectOptions {
             arch_override: None,
+            detection_disabled: None,
             hsa_override: None,
             max_scans: DEFAULT_MAX_SCANS,
             scan_hook: None,
@@ -88,6 +95,7 @@ impl fmt::Debug for DetectOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DetectOptions")
             .field("arch_override", &self.arch_override)
+            .field("detection_disabled", &self.detection_disabled)
             .field("hsa_override", &self.hsa_override)
             .field("max_scans", &self.max_scans)
             .field("scan_hook", &self.scan_hook.as_ref().map(|_| "Fn(u32)"))
@@ -164,7 +172,11 @@ pub struct Detection {
     pub arch_override: Option<ArchOverride>,
     /// The `HSA_OVERRIDE_GFX_VERSION` in effect, if any.
     pub hsa_override: Option<HsaOverride>,
-    /// What to install for: the override's list, else `detected_targets`.
+    /// Why detection gives no targets ([`DetectOptions::detection_disabled`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detection_disabled: Option<String>,
+    /// What to install for: the override's list, else `detected_targets`
+    /// (none when detection is disabled).
     pub targets: Vec<String>,
     /// Everything skipped or doubtful, one sentence each.
     pub warnings: Vec<String>,
@@ -279,9 +291,10 @@ pub fn detect(root: &Path, opts: &DetectOptions) -> Result<Detection> {
 
     let detected: BTreeSet<&str> = scan.gpu_nodes.iter().map(|n| n.target.as_str()).collect();
     let detected_targets: Vec<String> = detected.into_iter().map(str::to_string).collect();
-    let targets = match &opts.arch_override {
-        Some(o) => o.targets.clone(),
-        None => detected_targets.clone(),
+    let targets = match (&opts.arch_override, &opts.detection_disabled) {
+        (Some(o), _) => o.targets.clone(),
+        (None, Some(_)) => Vec::new(),
+        (None, None) => detected_targets.clone(),
     };
     for w in &scan.warnings {
         tracing::debug!("kfd: {w}");
@@ -300,6 +313,10 @@ pub fn detect(root: &Path, opts: &DetectOptions) -> Result<Detection> {
         detected_targets,
         arch_override: opts.arch_override.clone(),
         hsa_override: opts.hsa_override.clone(),
+        detection_disabled: opts
+            .detection_disabled
+            .clone()
+            .filter(|_| opts.arch_override.is_none()),
         targets,
         warnings: scan.warnings,
     })

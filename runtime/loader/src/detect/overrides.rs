@@ -19,6 +19,14 @@ pub const ARCH_OVERRIDE_ENV: &str = "ROCM_KPACK_ARCH_OVERRIDE";
 /// in place of every GPU's `gfx_target_version`.
 pub const HSA_OVERRIDE_ENV: &str = "HSA_OVERRIDE_GFX_VERSION";
 
+/// AMD's detector `rocm-bootstrap`: a comma-separated target list that
+/// replaces its detection; the fetcher honours it below its own override.
+pub const BOOTSTRAP_FORCE_ENV: &str = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH";
+
+/// AMD's detector `rocm-bootstrap`: `1` turns detection off (no targets),
+/// before [`BOOTSTRAP_FORCE_ENV`] is looked at.
+pub const BOOTSTRAP_DISABLE_ENV: &str = "ROCM_BOOTSTRAP_DISABLE_DETECTION";
+
 /// Where a target-list override came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OverrideSource {
@@ -28,6 +36,9 @@ pub enum OverrideSource {
     /// The `ROCM_KPACK_ARCH_OVERRIDE` environment variable.
     #[serde(rename = "ROCM_KPACK_ARCH_OVERRIDE")]
     Environment,
+    /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, shared with AMD's `rocm-bootstrap`.
+    #[serde(rename = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH")]
+    Bootstrap,
 }
 
 impl fmt::Display for OverrideSource {
@@ -35,6 +46,7 @@ impl fmt::Display for OverrideSource {
         f.write_str(match self {
             OverrideSource::CommandLine => "--target",
             OverrideSource::Environment => ARCH_OVERRIDE_ENV,
+            OverrideSource::Bootstrap => BOOTSTRAP_FORCE_ENV,
         })
     }
 }
