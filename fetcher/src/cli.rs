@@ -407,6 +407,9 @@ pub struct PruneArgs {
     /// Extra argument for the package manager (repeatable), as for install.
     #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
     pub pm_opts: Vec<String>,
+    /// Interpreter for --via pip [default: $ROCM_KPACK_PYTHON, else python3].
+    #[arg(long, value_name = "PATH")]
+    pub python_exe: Option<String>,
     /// AMD's native package names.
     #[command(flatten)]
     pub native: NativeArgs,

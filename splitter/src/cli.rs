@@ -71,7 +71,7 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SpecArg {
     /// Package spec (TOML): device groups, kernel-database rules, naming,
-    /// validation switches [default: the built-in GPU family table].
+    /// validation switches [default: the built-in spec, one group per GPU target].
     #[arg(long)]
     pub spec: Option<PathBuf>,
 }

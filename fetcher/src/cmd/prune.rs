@@ -68,10 +68,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         native,
     };
     let pip = Pip {
-        python: config
-            .python
-            .clone()
-            .unwrap_or_else(|| "python3".to_string()),
+        python: super::interpreter(args.python_exe.as_deref()),
         index_url: None,
         extra: args.pm_opts.clone(),
     };

@@ -204,9 +204,20 @@ pub struct NativeDevice {
 /// distributions without `.kpm` name, with whether it is installed and
 /// which local targets it serves. Bases with `.kpm` keep their own rule.
 pub fn native_devices(listing: &Listing, targets: &[TargetId]) -> Vec<NativeDevice> {
+    extra_devices(listing, targets, |d| d.kpms.is_empty())
+}
+
+/// [`native_devices`] for the bases `include` picks: `prune` takes every
+/// base, since our per-target split wheels have the same shape as AMD's
+/// (a `device-<target>` extra requiring `<dist>-device-<target>`).
+pub fn extra_devices(
+    listing: &Listing,
+    targets: &[TargetId],
+    include: impl Fn(&Distribution) -> bool,
+) -> Vec<NativeDevice> {
     let local = device_targets(targets);
     let mut out = Vec::new();
-    for dist in listing.distributions.iter().filter(|d| d.kpms.is_empty()) {
+    for dist in listing.distributions.iter().filter(|d| include(d)) {
         for extra in &dist.extras {
             let Some(target) = target_of_extra(extra) else {
                 continue;
@@ -233,8 +244,9 @@ pub fn native_devices(listing: &Listing, targets: &[TargetId]) -> Vec<NativeDevi
     out
 }
 
-/// `prune --via pip`: the installed device distributions of the bases
-/// without `.kpm` that serve no kept target ([`prune_candidates`]),
+/// `prune --via pip`: the installed device distributions of every base
+/// with `device-<target>` extras (AMD's and our split wheels) that serve no
+/// kept target ([`prune_candidates`]),
 /// removed with `python -I -m pip uninstall -y`. pip never checks a
 /// base's extras (`pip check` ignores them), so the base stays consistent.
 impl crate::ops::prune::PruneBackend for Pip {
@@ -249,7 +261,7 @@ impl crate::ops::prune::PruneBackend for Pip {
         use crate::ops::prune::{BackendPlan, PruneItem, PruneKind};
         let listing = self.listing()?;
         let gone = prune_candidates(
-            &native_devices(&listing, ctx.keep),
+            &extra_devices(&listing, ctx.keep, |_| true),
             &ctx.kept_device_targets(),
         );
         let mut plan = BackendPlan::new(self.name());
@@ -556,6 +568,38 @@ mod tests {
             .collect();
         assert_eq!(gone, ["amd-torch-device-gfx90a"]);
         assert!(prune_candidates(&devices, &["gfx90a".into()]).is_empty());
+    }
+
+    #[test]
+    fn prune_takes_the_device_wheels_of_our_split_bases_too() {
+        // Our per-target split wheel: a `.kpm` in the base, and a generic-ISA
+        // wheel that two target extras share.
+        let mut l = listing();
+        let base = &mut l.distributions[0];
+        base.kpms = vec![PathBuf::from("/venv/lib/x/.kpack/torch.kpm")];
+        for t in ["gfx1100", "gfx1101"] {
+            base.requires
+                .push((format!("device-{t}"), "amd-torch-device-gfx11-generic".into()));
+        }
+        base.extras.push("device-gfx1101".into());
+        l.installed.push(Installed {
+            name: "amd-torch-device-gfx11-generic".into(),
+            version: "2.9.0".into(),
+            size: 50,
+        });
+        let here = [target("gfx942")];
+        assert!(native_devices(&l, &here).is_empty(), "status keeps the .kpm rule");
+        let gone = |keep: &[String]| -> Vec<String> {
+            prune_candidates(&extra_devices(&l, &here, |_| true), keep)
+                .into_iter()
+                .map(|d| d.dist)
+                .collect()
+        };
+        assert_eq!(
+            gone(&[]),
+            ["amd-torch-device-gfx90a", "amd-torch-device-gfx11-generic"]
+        );
+        assert_eq!(gone(&["gfx1101".into()]), ["amd-torch-device-gfx90a"]);
     }
 
     #[test]
