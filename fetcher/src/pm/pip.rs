@@ -578,8 +578,10 @@ mod tests {
         let base = &mut l.distributions[0];
         base.kpms = vec![PathBuf::from("/venv/lib/x/.kpack/torch.kpm")];
         for t in ["gfx1100", "gfx1101"] {
-            base.requires
-                .push((format!("device-{t}"), "amd-torch-device-gfx11-generic".into()));
+            base.requires.push((
+                format!("device-{t}"),
+                "amd-torch-device-gfx11-generic".into(),
+            ));
         }
         base.extras.push("device-gfx1101".into());
         l.installed.push(Installed {
@@ -588,7 +590,10 @@ mod tests {
             size: 50,
         });
         let here = [target("gfx942")];
-        assert!(native_devices(&l, &here).is_empty(), "status keeps the .kpm rule");
+        assert!(
+            native_devices(&l, &here).is_empty(),
+            "status keeps the .kpm rule"
+        );
         let gone = |keep: &[String]| -> Vec<String> {
             prune_candidates(&extra_devices(&l, &here, |_| true), keep)
                 .into_iter()
