@@ -1235,14 +1235,9 @@ fn build_rpms(
             &members,
             &generic.evr(),
         );
-        let payload = Payload::new();
-        write_package(
-            out_dir,
-            spec.file_name(),
-            built_transitional(Format::Rpm, &spec.name, &spec.evr(), old, payload.len()),
-            pending,
-            |w| rpm::write_rpm(w, &spec, &payload, out_dir),
-        )?;
+        write_empty_rpm(&spec, out_dir, pending, |n| {
+            built_transitional(Format::Rpm, &spec.name, &spec.evr(), old, n)
+        })?;
     }
     if !naming_t.rpm_meta.is_empty() {
         let members: Vec<String> = std::iter::once(generic.name.clone())
@@ -1261,16 +1256,29 @@ fn build_rpms(
             &members,
             &generic.evr(),
         );
-        let payload = Payload::new();
-        write_package(
-            out_dir,
-            spec.file_name(),
-            built_meta(Format::Rpm, &spec.name, &spec.evr(), payload.len()),
-            pending,
-            |w| rpm::write_rpm(w, &spec, &payload, out_dir),
-        )?;
+        write_empty_rpm(&spec, out_dir, pending, |n| {
+            built_meta(Format::Rpm, &spec.name, &spec.evr(), n)
+        })?;
     }
     Ok(())
+}
+
+/// Writes a file-less rpm (transitional or meta) made by [`empty_rpm_spec`];
+/// `entry` describes it from its payload's entry count.
+fn write_empty_rpm(
+    spec: &rpm::RpmSpec,
+    out_dir: &Path,
+    pending: &mut PendingPackages,
+    entry: impl FnOnce(usize) -> BuiltPackage,
+) -> Result<(), PackageError> {
+    let payload = Payload::new();
+    write_package(
+        out_dir,
+        spec.file_name(),
+        entry(payload.len()),
+        pending,
+        |w| rpm::write_rpm(w, spec, &payload, out_dir),
+    )
 }
 
 /// A file-less noarch rpm named `name` that requires each of `members` at
