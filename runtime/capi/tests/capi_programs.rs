@@ -348,32 +348,8 @@ fn dump_section(elf: &Path, name: &str, dir: &Path) -> Vec<u8> {
 }
 
 /// The `rocm-kpack` CLI, built with this test binary's profile.
-fn splitter() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let art = artifacts();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run_ok(
-            Command::new(cargo)
-                .args([
-                    "build",
-                    "--quiet",
-                    "--profile",
-                    &art.profile,
-                    "-p",
-                    "rocm-kpack-splitter",
-                    "--bin",
-                    "rocm-kpack",
-                ])
-                .arg("--manifest-path")
-                .arg(repo().join("Cargo.toml"))
-                .env(
-                    "CARGO_TARGET_DIR",
-                    art.out_dir.parent().expect("target dir"),
-                ),
-        );
-        art.out_dir.join("rocm-kpack")
-    })
+fn splitter() -> PathBuf {
+    rocm_kpack_test_support::bins::bin("rocm-kpack")
 }
 
 fn fixtures() -> PathBuf {

@@ -13,7 +13,7 @@ pub fn profile_dir() -> PathBuf {
 }
 
 /// Builds every workspace binary and library (including the C libraries
-/// `librocm_kpack.so` and `librocm_kpack_preload.so`) once for this test
+/// `librocm_kpack.so`, `librocm_kpack.a` and `librocm_kpack_preload.so`) once for this test
 /// process, in the test's profile, and returns `target/<profile>/`.
 pub fn built() -> &'static PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
@@ -28,7 +28,8 @@ pub fn built() -> &'static PathBuf {
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "--bins", "--lib"])
             .args(["-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
-            .args(["-p", "rocm-kpack-loader", "-p", "rocm-kpack-preload"]);
+            .args(["-p", "rocm-kpack-loader", "-p", "rocm-kpack-preload"])
+            .args(["-p", "rocm-kpack-capi"]);
         if profile == "release" {
             cmd.arg("--release");
         }

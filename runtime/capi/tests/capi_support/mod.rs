@@ -221,25 +221,12 @@ pub fn artifacts() -> &'static Artifacts {
         } else {
             dir_name
         };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let manifest = workspace_root().join("Cargo.toml");
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--profile",
-                &profile,
-                "-p",
-                "rocm-kpack-capi",
-                "-p",
-                "rocm-kpack-preload",
-            ])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .env("CARGO_TARGET_DIR", out_dir.parent().expect("target dir"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build of the C artifacts failed");
+        // The one build of the workspace's binaries and libraries every
+        // test binary shares (the same packages, so the same features): a
+        // build of other packages here would resolve other features and
+        // replace the files other tests are running.
+        let built = rocm_kpack_test_support::bins::built();
+        assert_eq!(built, &out_dir, "test binary outside target/<profile>");
         let cdylib = out_dir.join("librocm_kpack.so");
         let staticlib = out_dir.join("librocm_kpack.a");
         let preload = out_dir.join("librocm_kpack_preload.so");
