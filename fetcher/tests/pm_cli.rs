@@ -1,7 +1,7 @@
 //! `install --via` / `--python` without a repository: refusal inside a
 //! dpkg transaction, manifests no package owns, distributions without
 //! device extras. (The real clients against published repositories are
-//! exercised in tests/tests/fetch_e2e.rs.)
+//! exercised in tests/tests/suite/fetch_e2e.rs.)
 
 use std::fs;
 use std::path::Path;

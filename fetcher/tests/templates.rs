@@ -1,7 +1,7 @@
 //! The package-manager integration templates in repo-templates/fetch/,
 //! checked with the real tools (sh, systemd's unit verifier), and the
 //! `trigger` command the hooks run, with this build's binary. The hooks
-//! inside real packages and package managers: tests/tests/install_flows.rs.
+//! inside real packages and package managers: tests/tests/suite/install_flows.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # Runs the workspace's tests (what `cargo test --workspace` runs) as one
-# `cargo test` per test target, several at a time, and prints each target's
+# `cargo test` per target, several at a time, and prints each target's
 # output whole when it ends. Called by scripts/test.sh after the build.
+#
+# The end-to-end tests are one test binary, `suite` (tests/tests/suite/main.rs,
+# one module per subject): it links once, and runs here once per module,
+# as a filter (`cargo test --test suite -- install_flows::`), so its
+# modules still run side by side.
 #
 # Why not one `cargo test`: it runs its test binaries one after another,
 # and the slow ones mostly wait on other programs (mmdebstrap, apt and dnf in
 # a chroot, valgrind, cargo install, dpkg-deb, Wine), so the machine idles.
 # Why not cargo-nextest: it runs every test in a process of its own, and
-# many tests share expensive set-up through a static in their binary
-# (tests/tests/install_flows.rs: the split packages and the stripped
+# many tests share expensive set-up through a static in their module
+# (tests/tests/suite/install_flows.rs: the split packages and the stripped
 # fetcher; runtime/capi/tests/capi_support/mod.rs: the compiled C programs;
 # tests/support/src/bins.rs: one `cargo build` per process), which would then
-# be redone per test. One process per test binary keeps that sharing.
+# be redone per test. One process per module keeps that sharing.
+#
+# install_flows, the longest by far (its chroot tests run one at a time,
+# each copying a 400 MB Debian root), runs as two processes: its dnf tests
+# (`install_flows_dnf`) and the rest. Each redoes the module's cheap
+# shared set-up (split-package of librocrand, a stripped fetcher); the
+# cached Debian root is built once, under a lock the two share.
 #
 #   parallel-tests.sh [TARGET...]
 #
-# TARGET: an integration test's name (`install_flows`), `unit` (lib and
-# bin unit tests of every crate), `doc` (doctests) or `windows`
-# (tests/scripts/windows-tests.sh); default every one of them.
+# TARGET: a module of the `suite` binary (`install_flows`, or the shard
+# `install_flows_dnf`), another integration test target (`capi_programs`),
+# `unit` (lib and bin unit tests of every crate), `doc` (doctests) or
+# `windows` (tests/scripts/windows-tests.sh); default every one of them.
 # Environment: KPACK_TEST_JOBS (targets at a time, default: cores + 1),
 # KPACK_TEST_LOGS (directory of the per-target logs, default
 # target/test-logs). Exits 1 when any target fails; every target runs.
@@ -31,11 +43,24 @@ logs=${KPACK_TEST_LOGS:-$root/target/test-logs}
 rm -rf "$logs"
 mkdir -p "$logs"
 
-# Slowest first (seconds each took alone on 2 cores), so that the long ones
-# overlap the many short ones instead of running last and alone.
-slow=(install_flows readme capi_programs release_ci fetch rocblas_databases windows
-  unit split_package hostile_rpm windows_split package_formats cli_progress
-  via_package_managers cli_conformance split_binary fetch_e2e)
+# Slowest first (seconds each took on CI, 2 cores, beside the others), so
+# that the long ones overlap the many short ones instead of running last and
+# alone.
+slow=(install_flows install_flows_dnf split_package readme capi_programs
+  rocblas_databases release_ci hostile_rpm windows_split package_formats unit
+  windows pip_native via_package_managers cli_progress fetch amd_native
+  cli_conformance split_binary fetch_e2e)
+
+# The suite's modules, and the libtest arguments of each module's process.
+declare -A suite_args=()
+while read -r module; do
+  suite_args[$module]="$module::"
+done < <(sed -n 's/^mod \([a-z0-9_]*\);$/\1/p' tests/tests/suite/main.rs)
+[ "${#suite_args[@]}" -gt 0 ] || { echo "parallel-tests: no modules in tests/tests/suite/main.rs" >&2; exit 2; }
+# Each dnf test, in install_flows and its submodules, in a process of its own.
+dnf=(install_flows::dnf_ install_flows::amd_native_packages::dnf_)
+suite_args[install_flows]="install_flows:: ${dnf[*]/#/--skip }"
+suite_args[install_flows_dnf]="${dnf[*]}"
 
 if [ $# -gt 0 ]; then
   targets=("$@")
@@ -44,16 +69,21 @@ else
 import json, sys
 for p in json.load(sys.stdin)["packages"]:
     for t in p["targets"]:
-        if "test" in t["kind"]:
+        if "test" in t["kind"] and t["name"] != "suite":
             print(t["name"])
 ')
   # A failing `cargo metadata` must not shrink the run to nothing.
   [ "${#tests[@]}" -gt 0 ] || { echo "parallel-tests: no test targets found" >&2; exit 2; }
+  # A module named like another crate's test target would hide it.
+  for t in "${tests[@]}"; do
+    [ -z "${suite_args[$t]:-}" ] || { echo "parallel-tests: suite module $t is also a test target" >&2; exit 2; }
+  done
+  tests+=("${!suite_args[@]}")
   targets=()
   for t in "${slow[@]}"; do
     case " ${tests[*]} unit doc windows " in *" $t "*) targets+=("$t") ;; esac
   done
-  for t in "${tests[@]}" doc; do
+  for t in $(printf '%s\n' "${tests[@]}" doc | sort); do
     case " ${targets[*]} " in *" $t "*) ;; *) targets+=("$t") ;; esac
   done
 fi
@@ -71,7 +101,13 @@ run_target() {
     # half as fast, so 20000 iterations took 98 s of the Wine run.
     windows) cmd=(env "KPACK_FUZZ_ITERS=${KPACK_WINE_FUZZ_ITERS:-3000}"
       bash tests/scripts/windows-tests.sh --no-fail-fast) ;;
-    *) cmd+=(--test "$name") ;;
+    *)
+      if [ -n "${suite_args[$name]:-}" ]; then
+        # shellcheck disable=SC2206 # the filters are words
+        cmd+=(--test suite -- ${suite_args[$name]})
+      else
+        cmd+=(--test "$name")
+      fi ;;
   esac
   "${cmd[@]}" >"$logs/$name.log" 2>&1 </dev/null || rc=$?
   echo "$rc $((SECONDS - start))" >"$logs/$name.status"

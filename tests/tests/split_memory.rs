@@ -10,7 +10,9 @@
 //!
 //! One test per process matters for the heap figure: this binary holds
 //! one measured test, the others do not allocate concurrently with it
-//! (they take the same lock).
+//! (they take the same lock). That is why it is not a module of the
+//! `suite` binary (tests/tests/suite/main.rs), whose other tests allocate
+//! at any time, and whose one global allocator is another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../runtime/format/tests/peak_alloc/mod.rs"]

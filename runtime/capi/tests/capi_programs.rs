@@ -6,7 +6,7 @@
 //! loaded out of split host binaries byte-identical to the originals.
 
 // Linux only: the programs are built with cc against librocm_kpack.so/.a and
-// run under valgrind. On Windows, tests/tests/windows_split.rs drives
+// run under valgrind. On Windows, tests/tests/suite/windows_split.rs drives
 // rocm_kpack.dll under Wine through tests/fixtures/windows/kpack_probe.exe.
 #![cfg(unix)]
 

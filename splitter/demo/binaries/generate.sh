@@ -8,7 +8,7 @@
 #   splitter/demo/binaries/generate.sh --check  compare (exit 1 on a difference)
 #
 # The copies cost nothing in git (identical content is one blob), and
-# tests/tests/fixtures.rs fails when they drift from the fixtures.
+# tests/tests/suite/fixtures.rs fails when they drift from the fixtures.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)

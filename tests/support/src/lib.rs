@@ -1,18 +1,21 @@
-//! Helpers shared by the workspace's tests and benchmarks: fixture paths,
-//! Debian test data, fixture trees, the workspace's binaries, clang tools,
-//! AMD's `@GFXARCH@` archive lookup, the public tool's archive layout and an
-//! HTTP server that misbehaves on cue.
+//! Helpers shared by the workspace's tests and benchmarks (the one support
+//! crate of the test binary `tests/tests/suite`): fixture paths, Debian test
+//! data, fixture trees, the workspace's binaries, clang tools, AMD's
+//! `@GFXARCH@` archive lookup, the public tool's archive layout, packages and
+//! package-manager roots, and an HTTP server that misbehaves on cue.
 
 pub mod amd_native;
 pub mod bins;
 pub mod bomb;
 pub mod ccob;
 pub mod clang;
+pub mod databases;
 pub mod debian;
 pub mod fixtures;
 pub mod gfxarch;
 pub mod http;
 pub mod layouts;
+pub mod packages;
 pub mod pe;
 pub mod snapshot;
 pub mod tree;

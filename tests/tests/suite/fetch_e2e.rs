@@ -12,15 +12,12 @@
 //! - `--python` installs the device extra of a wheel into a venv;
 //! - the fetcher's own deb, rpm and wheel.
 
-mod package_common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, KPACK_DIR};
 use rocm_kpack_format::manifest::Manifest;
@@ -31,7 +28,8 @@ use rocm_kpack_package::compress::Compression;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
-use rocm_kpack_test_support::{bins, debian, fixtures, gfxarch, http};
+use rocm_kpack_test_support::packages::*;
+use rocm_kpack_test_support::{bins, debian, fixtures, gfxarch, http, packages};
 use serde_json::Value;
 
 /// Split librocrand1 packages and their published repository (apt + kpack
@@ -420,32 +418,12 @@ fn python_installs_the_device_extra_into_a_venv() {
     let pkgs = tmp.path().join("pkgs");
     build(&split, &pkgs, &wheel_options());
     let repo = tmp.path().join("repo");
-    publish(
-        &pkgs,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish_pip(&pkgs, &repo);
     let server = http::serve_dir(&repo).expect("serve");
     let index = format!("{}simple/", server.root_url());
     let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    let python = venv.join("bin/python");
-    ok(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(&index)
-        .arg("kpkg")
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    let python = packages::venv(&venv);
+    pip_install(&python, &index, &["kpkg"]);
 
     let empty = tmp.path().join("noprefix");
     fs::create_dir_all(&empty).expect("mkdir");

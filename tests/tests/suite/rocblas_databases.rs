@@ -19,18 +19,16 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
-mod package_common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use package_common::{chain, ok, LIBDIR};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+use rocm_kpack_test_support::packages::{chain, ok, LIBDIR};
 use rocm_kpack_test_support::{bins, debian, fixtures, http};
 
 const PACKAGE: &str = "librocblas0";

@@ -5,15 +5,12 @@
 //! with the package readers; determinism; refusal of hostile and corrupt
 //! inputs.
 
-mod package_common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 
-use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_package::compress::Compression;
@@ -22,6 +19,7 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::{CoreMetadata, WheelReader};
 use rocm_kpack_package::{package, Format, PackageError, PackageReport};
+use rocm_kpack_test_support::packages::*;
 
 fn by_name(report: &PackageReport, format: Format) -> BTreeMap<String, std::path::PathBuf> {
     report

@@ -1,12 +1,8 @@
-//! Helpers shared by the package_* and publish_* tests: split directories
-//! built from real fat binaries (the committed fixtures, Debian's
-//! librocrand) with the runtime's archive writer, packaging with defaults
-//! that keep the tests fast, and command helpers.
-
-#![allow(dead_code)]
-
-pub mod amd_native;
-pub mod databases;
+//! Helpers of the packaging, publishing and install tests: split
+//! directories built from real fat binaries (the committed fixtures,
+//! Debian's librocrand) with the runtime's archive writer, packaging with
+//! defaults that keep the tests fast, package-manager roots (dpkg, apt) and
+//! command helpers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -15,6 +11,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::{debian, fixtures, gfxarch};
 use object::{Object, ObjectSection};
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout;
@@ -25,7 +22,7 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageOptions, PackageReport};
 use rocm_kpack_pkgspec::Spec;
-use rocm_kpack_test_support::{debian, fixtures, gfxarch};
+use rocm_kpack_publish::{publish, PublishOptions, PublishReport};
 use sha2::{Digest, Sha256};
 
 /// Debian's multiarch library directory.
@@ -631,4 +628,66 @@ pub fn rpm_spec(name: &str, version: &str, summary: &str) -> rocm_kpack_package:
         compression: Compression::Xz,
         level: Some(0),
     }
+}
+
+/// A fresh virtual environment at `venv`; returns its Python.
+pub fn venv(venv: &Path) -> PathBuf {
+    ok(Command::new("python3").args(["-m", "venv"]).arg(venv));
+    venv.join("bin/python")
+}
+
+/// `pip install --index-url INDEX ARGS...` into `python`'s environment,
+/// straight (not through the fetcher), with neither the machine's pip
+/// configuration nor a cache. Returns pip's output.
+pub fn pip_install(python: &Path, index_url: &str, args: &[&str]) -> String {
+    ok(Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--index-url",
+            index_url,
+        ])
+        .args(args)
+        .env("PIP_CONFIG_FILE", "/dev/null"))
+}
+
+/// The distributions installed in `python`'s environment (`pip list`),
+/// by PEP 503 normalized name.
+pub fn pip_installed(python: &Path) -> BTreeSet<String> {
+    let out = ok(Command::new(python).args([
+        "-m",
+        "pip",
+        "list",
+        "--disable-pip-version-check",
+        "--format=json",
+    ]));
+    let list: serde_json::Value = serde_json::from_str(&out).expect("pip list json");
+    list.as_array()
+        .expect("pip list: an array")
+        .iter()
+        .map(|d| {
+            d["name"]
+                .as_str()
+                .expect("name")
+                .to_lowercase()
+                .replace(['_', '.'], "-")
+        })
+        .collect()
+}
+
+/// `rocm-kpack publish` of `pkgs` as a pip index (PEP 503, nothing else)
+/// into `repo`.
+pub fn publish_pip(pkgs: &Path, repo: &Path) -> PublishReport {
+    publish(
+        pkgs,
+        repo,
+        &PublishOptions {
+            pip: true,
+            ..PublishOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)))
 }

@@ -17,26 +17,24 @@
 //!   command from the index URL `rocm-kpack-fetch pip-index-url` prints.
 //!
 //! The README's apt, dnf and pip blocks (` ```sh apt `, ...) are run as
-//! written; `tests/tests/readme.rs` runs only the plain `sh` blocks.
+//! written; `tests/tests/suite/readme.rs` runs only the plain `sh` blocks.
 //!
 //! GPUs come from the demo's machines, KFD sysfs trees (`ROCM_KPACK_SYSFS_ROOT` reaches the
 //! hooks through the package manager's environment; `ROCM_KPACK_ALLOW_HTTP`
 //! lets them use the test server's http:// store).
-
-mod package_common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
-use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_package::Format;
 use rocm_kpack_publish::fetcher::FetcherOptions;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_test_support::http::{self, Fault, Server};
-use rocm_kpack_test_support::{bins, debian, fixtures};
+use rocm_kpack_test_support::packages::*;
+use rocm_kpack_test_support::{bins, debian, fixtures, packages};
 
 /// Where the split binary and its archives are installed.
 const KPACK_DIR: &str = "usr/lib/x86_64-linux-gnu/.kpack";
@@ -45,10 +43,15 @@ const KPACK_DIR: &str = "usr/lib/x86_64-linux-gnu/.kpack";
 /// dependencies; dnf for the README's dnf block), built once by mmdebstrap
 /// from the machine's apt sources, which it keeps, with their package
 /// lists fetched once (each test's `apt-get update` then only revalidates).
+/// Built under a file lock: the module's tests run in two processes at
+/// once (tests/scripts/parallel-tests.sh), which share the cache.
 fn cached_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
         let dir = bins::profile_dir().join("../install-flows");
+        fs::create_dir_all(&dir).expect("mkdir");
+        let lock = fs::File::create(dir.join("bookworm-apt.lock")).expect("lock file");
+        lock.lock().expect("lock the cached root");
         let root = dir.join("bookworm-apt");
         let has_lists = |root: &Path| {
             fs::read_dir(root.join("var/lib/apt/lists")).is_ok_and(|rd| {
@@ -62,7 +65,6 @@ fn cached_root() -> &'static Path {
             }
             return root;
         }
-        fs::create_dir_all(&dir).expect("mkdir");
         let part = dir.join("bookworm-apt.part");
         let _ = fs::remove_dir_all(&part);
         let sources = [
@@ -1259,15 +1261,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     let repo = tmp.path().join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
-    publish(
-        &pkgs,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish_pip(&pkgs, &repo);
     let sysfs = fixtures::machine("rx7900xtx");
     let o = bins::command("rocm-kpack-fetch")
         .args([
@@ -1313,19 +1307,14 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         assert!(!listed.contains("gfx90a"), "{listed}");
     };
     let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let python = packages::venv(&venv);
     let pip = venv.join("bin/pip");
     // pip takes the highest version from all indexes: 1.0+kpack1 > 1.0.
-    ok(Command::new(&pip)
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-            &upstream_url,
-        ])
-        .args(["--extra-index-url", &url, "kpkg[device-gfx1100]"])
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    pip_install(
+        &python,
+        &upstream_url,
+        &["--extra-index-url", &url, "kpkg[device-gfx1100]"],
+    );
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     expect(&ok(Command::new(&pip).args([
         "list",
@@ -2178,12 +2167,12 @@ fn dnf_fetches_database_files_through_the_rpm_triggers_and_remove_takes_them_awa
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
 }
 
-/// AMD's native scheme through apt (`package_common::amd_native`): the
+/// AMD's native scheme through apt (`rocm_kpack_test_support::amd_native`): the
 /// Debian root with Debian's sources and a flat repository of host, device
 /// and meta debs on 127.0.0.1.
 mod amd_native_packages {
     use super::*;
-    use package_common::amd_native::{self, device, HOST, META, TARGETS};
+    use rocm_kpack_test_support::amd_native::{self, device, HOST, META, TARGETS};
     use serde_json::Value;
     use std::collections::BTreeSet;
 

@@ -11,17 +11,15 @@
 //! database files in a dpkg root, after which `status` is complete.
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
-mod package_common;
-
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use package_common::databases::{self, content};
-use package_common::{apt_dirs, apt_opts, chain, dpkg_install, dpkg_root, ok};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
+use rocm_kpack_test_support::databases::{self, content};
+use rocm_kpack_test_support::packages::{apt_dirs, apt_opts, chain, dpkg_install, dpkg_root, ok};
 use rocm_kpack_test_support::{bins, fixtures};
 
 /// (path below opt/rocm, the rule that must move it, target).

@@ -4,13 +4,10 @@
 //! member paths). Installed results are looked up both through the loader
 //! and the way AMD's loader does, by `@GFXARCH@` expansion alone.
 
-mod package_common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use package_common::*;
 use rocm_kpack_format::archive::{Archive, RELEASE_ZSTD_LEVEL};
 use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_package::compress::Compression;
@@ -18,12 +15,12 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::rpm::RpmReader;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{package, BuiltPackage, Format, PackageError};
-use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::elf::inspect::inspect_elf;
 use rocm_kpack_splitter::split_package::{
     split_package, PackageKind, SplitPackageError, SplitPackageOptions, SplitPackageReport,
 };
-use rocm_kpack_test_support::{debian, fixtures, gfxarch, http};
+use rocm_kpack_test_support::packages::*;
+use rocm_kpack_test_support::{debian, fixtures, gfxarch, http, packages};
 
 /// Fast options: xz level 0 for the generic packages.
 fn opts() -> SplitPackageOptions {
@@ -754,29 +751,16 @@ fn pip_moves_an_install_of_the_family_wheels_to_the_per_target_ones() {
 /// returns the venv, its pip and `pip list --format=freeze`.
 fn pip_install_published(out: &Path, tmp: &Path, requirement: &str) -> (PathBuf, PathBuf, String) {
     let repo = tmp.join("repo");
-    publish(
-        out,
-        &repo,
-        &PublishOptions {
-            pip: true,
-            ..PublishOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("publish: {}", chain(&e)));
+    publish_pip(out, &repo);
     let server = http::serve_dir(&repo).expect("serve");
     let venv = tmp.join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let python = packages::venv(&venv);
     let pip = venv.join("bin/pip");
-    ok(Command::new(&pip)
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(format!("{}simple/", server.root_url()))
-        .arg(requirement)
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    pip_install(
+        &python,
+        &format!("{}simple/", server.root_url()),
+        &[requirement],
+    );
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed =
         ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));

@@ -6,19 +6,17 @@
 //! is the reference the splitter's names are compared with, and installs
 //! the same way.
 
-mod package_common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use package_common::*;
 use rocm_kpack_package::{package, BuiltPackage, Format};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_test_support::amd_native::{self, NativeSet};
+use rocm_kpack_test_support::packages::*;
 use rocm_kpack_test_support::{fixtures, http};
 
 const SPEC_PROFILE: &str = "[naming]\nprofile = \"amd-native\"\n";

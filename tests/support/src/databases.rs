@@ -9,12 +9,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::fixtures;
 use rocm_kpack_package::{package, Format};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions, SplitPackageReport};
-use rocm_kpack_test_support::fixtures;
 
-use super::{chain, fixture_options, ok, write_wheel};
+use crate::packages::{chain, fixture_options, ok, write_wheel};
 
 /// Where the deb and rpm install the library and its databases.
 pub const ROCM_PREFIX: &str = "opt/rocm";
@@ -115,7 +115,7 @@ pub fn fat_rpm(dir: &Path, databases: &[&str]) -> PathBuf {
 pub fn fat_wheel(dir: &Path, databases: &[&str]) -> PathBuf {
     let stage = dir.join("fat-wheel");
     write_fat_payload(&stage.join("kpkg"), databases);
-    let mut files: Vec<(String, Vec<u8>)> = super::snapshot(&stage).into_iter().collect();
+    let mut files: Vec<(String, Vec<u8>)> = crate::packages::snapshot(&stage).into_iter().collect();
     files.sort();
     let di = "kpkg-1.0.dist-info";
     files.push((

@@ -4,18 +4,16 @@
 //! `device-all` extras; each per-target extra requires
 //! `amd-torch-device-<target>` (a prefix that is not the base's name),
 //! `device-all` requires all three. The wheels are built here (python's
-//! zipfile, [`package_common::write_wheel`]) and served as a PEP 503 index
+//! zipfile, [`rocm_kpack_test_support::packages::write_wheel`]) and served as a PEP 503 index
 //! on 127.0.0.1; every client is real and runs in a fresh venv. The
 //! machine is the MI300X sysfs tree (gfx942).
-
-mod package_common;
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use package_common::{ok, run, write_wheel};
+use rocm_kpack_test_support::packages::{self, ok, pip_install, pip_installed, run, write_wheel};
 use rocm_kpack_test_support::{bins, fixtures, http, HostilePythonDir};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -125,7 +123,7 @@ impl Case {
         let root = build_index(tmp.path());
         let server = http::serve_dir(&root).expect("serve");
         let venv = tmp.path().join("venv");
-        ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        packages::venv(&venv);
         Case {
             hostile: HostilePythonDir::plant(&tmp.path().join("hostile")),
             tmp,
@@ -145,35 +143,13 @@ impl Case {
     /// `pip install` of `reqs` from the index, straight (not through the
     /// fetcher).
     fn pip_install(&self, reqs: &[&str]) {
-        ok(Command::new(self.python())
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-cache-dir",
-                "--index-url",
-            ])
-            .arg(self.index_url())
-            .args(reqs)
-            .env("PIP_CONFIG_FILE", "/dev/null"));
+        pip_install(&self.python(), &self.index_url(), reqs);
     }
 
     /// Installed distributions (PEP 503 names), pip and setuptools left out.
     fn installed(&self) -> BTreeSet<String> {
-        let out = ok(Command::new(self.python()).args([
-            "-m",
-            "pip",
-            "list",
-            "--disable-pip-version-check",
-            "--format=json",
-        ]));
-        let list: Value = serde_json::from_str(&out).expect("pip list json");
-        list.as_array()
-            .expect("array")
-            .iter()
-            .filter_map(|d| d["name"].as_str())
-            .map(|n| n.to_lowercase().replace('_', "-"))
+        pip_installed(&self.python())
+            .into_iter()
             .filter(|n| n != "pip" && n != "setuptools")
             .collect()
     }

@@ -193,7 +193,7 @@ fn nothing_reads_outside_the_repository() {
     let shared = ["..", "shared"].join("/");
     let offenders: Vec<String> = files()
         .into_iter()
-        .filter(|p| p != Path::new(file!()) && !p.starts_with("tests/tests/repo_layout.rs"))
+        .filter(|p| p != Path::new(file!()) && !p.starts_with("tests/tests/suite/repo_layout.rs"))
         .filter_map(|p| {
             let text = fs::read_to_string(repo().join(&p)).ok()?;
             text.contains(&shared).then(|| p.display().to_string())
@@ -528,4 +528,258 @@ fn the_splitter_does_not_link_the_fetcher() {
         tree.lines().any(|l| l.starts_with("rocm-kpack-format ")),
         "{tree}"
     );
+}
+
+/// The workspace's crates from `cargo metadata`: name, directory relative
+/// to the repository root, and the workspace crates each depends on
+/// (normal dependencies, any target; dev and build dependencies are not
+/// edges of the architecture).
+fn workspace_crates() -> Vec<(String, String, Vec<String>)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--offline",
+            "--no-deps",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata json");
+    let packages = meta["packages"].as_array().expect("packages");
+    let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let root = repo();
+    packages
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().expect("name").to_string();
+            let manifest = Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+            let dir = manifest
+                .parent()
+                .and_then(|d| d.strip_prefix(&root).ok())
+                .expect("a crate inside the repository")
+                .to_string_lossy()
+                .into_owned();
+            let mut deps: Vec<String> = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str())
+                .filter(|d| names.contains(d))
+                .map(str::to_string)
+                .collect();
+            deps.sort();
+            deps.dedup();
+            (name, if dir.is_empty() { ".".into() } else { dir }, deps)
+        })
+        .collect()
+}
+
+/// The lines of `doc` under the heading `## {title}`, up to the next `## `.
+fn section<'a>(doc: &'a str, title: &str) -> Vec<&'a str> {
+    let heading = format!("## {title}");
+    doc.lines()
+        .skip_while(|l| l.trim_end() != heading)
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .collect()
+}
+
+/// The crates of the table `| crate | path | one line |` under "## Crates"
+/// (columns found by their header; cells may be in backticks): (crate, path).
+fn doc_crates(doc: &str) -> Result<Vec<(String, String)>, String> {
+    let rows: Vec<Vec<String>> = section(doc, "Crates")
+        .into_iter()
+        .filter(|l| l.trim_start().starts_with('|'))
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').trim().to_string())
+                .collect()
+        })
+        .collect();
+    let header = rows.first().ok_or("no table under \"## Crates\"")?;
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
+            .ok_or(format!("the crates table has no column \"{name}\""))
+    };
+    let (krate, path) = (column("crate")?, column("path")?);
+    Ok(rows
+        .iter()
+        .skip(1)
+        .filter(|r| !r.iter().all(|c| c.chars().all(|ch| "-: ".contains(ch))))
+        .filter_map(|r| {
+            Some((
+                r.get(krate)?.clone(),
+                r.get(path)?.trim_end_matches('/').to_string(),
+            ))
+        })
+        .collect())
+}
+
+/// The rules "- `A` may depend on: `B`, `C`" (or "nothing") under
+/// "## Dependency rules": crate -> the crates it may depend on.
+fn doc_rules(doc: &str) -> Result<std::collections::BTreeMap<String, Vec<String>>, String> {
+    let mut rules = std::collections::BTreeMap::new();
+    for line in section(doc, "Dependency rules") {
+        let Some(rule) = line.strip_prefix("- `") else {
+            continue;
+        };
+        let Some((krate, allowed)) = rule.split_once("` may depend on:") else {
+            continue;
+        };
+        let allowed: Vec<String> = allowed
+            .split(',')
+            .map(|a| a.trim().trim_end_matches('.').trim())
+            .filter(|a| a.starts_with('`'))
+            .map(|a| a.trim_matches('`').to_string())
+            .collect();
+        if rules.insert(krate.to_string(), allowed).is_some() {
+            return Err(format!("two rules for `{krate}`"));
+        }
+    }
+    if rules.is_empty() {
+        return Err("no rules \"- `A` may depend on: `B`\" under \"## Dependency rules\"".into());
+    }
+    Ok(rules)
+}
+
+/// What the doc says against what the workspace is: crates missing from
+/// the doc, crates of the doc that do not exist (or sit elsewhere), crates
+/// without a rule, and dependency edges no rule allows.
+fn architecture_mismatches(doc: &str, crates: &[(String, String, Vec<String>)]) -> Vec<String> {
+    let (listed, rules) = match (doc_crates(doc), doc_rules(doc)) {
+        (Ok(l), Ok(r)) => (l, r),
+        (l, r) => return l.err().into_iter().chain(r.err()).collect(),
+    };
+    let mut out = Vec::new();
+    for (name, dir, deps) in crates {
+        match listed.iter().find(|(n, _)| n == name) {
+            None => out.push(format!(
+                "crate {name} ({dir}) is not in the table under \"## Crates\""
+            )),
+            Some((_, path)) if path != dir => {
+                out.push(format!("crate {name} is at {dir}, the doc says {path}"))
+            }
+            Some(_) => {}
+        }
+        let Some(allowed) = rules.get(name) else {
+            out.push(format!(
+                "crate {name} has no rule under \"## Dependency rules\""
+            ));
+            continue;
+        };
+        for dep in deps.iter().filter(|d| !allowed.contains(d)) {
+            out.push(format!(
+                "{name} depends on {dep}, which its rule does not allow"
+            ));
+        }
+    }
+    let exists = |n: &String| crates.iter().any(|(c, _, _)| c == n);
+    for (name, _) in listed.iter().filter(|(n, _)| !exists(n)) {
+        out.push(format!(
+            "the doc lists crate {name}, which is not in the workspace"
+        ));
+    }
+    for (name, allowed) in &rules {
+        for n in std::iter::once(name).chain(allowed).filter(|n| !exists(n)) {
+            out.push(format!(
+                "the rule of {name} names crate {n}, which is not in the workspace"
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_architecture_doc_lists_every_crate_and_its_allowed_dependencies() {
+    let doc = fs::read_to_string(repo().join("docs/architecture.md")).expect("architecture.md");
+    let mismatches = architecture_mismatches(&doc, &workspace_crates());
+    assert!(
+        mismatches.is_empty(),
+        "docs/architecture.md against `cargo metadata`:\n{}",
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn the_architecture_check_catches_each_kind_of_mismatch() {
+    let crates = vec![
+        ("a".to_string(), "x/a".to_string(), vec![]),
+        ("b".to_string(), "b".to_string(), vec!["a".to_string()]),
+    ];
+    let doc = |table: &str, rules: &str| {
+        format!("# T\n\n## Crates\n\n| crate | path | one line |\n|---|---|---|\n{table}\n## Dependency rules\n\n{rules}\n## Other\n")
+    };
+    let good_table = "| `a` | `x/a` | one |\n| `b` | `b/` | two |\n";
+    let good_rules = "- `a` may depend on: nothing\n- `b` may depend on: `a`.\n";
+    assert_eq!(
+        architecture_mismatches(&doc(good_table, good_rules), &crates),
+        Vec::<String>::new()
+    );
+    let bad = [
+        // a crate missing from the doc
+        (
+            doc("| `a` | `x/a` | one |\n", good_rules),
+            "crate b (b) is not in the table",
+        ),
+        // a doc crate that does not exist
+        (
+            doc(&format!("{good_table}| `c` | `c` | three |\n"), good_rules),
+            "the doc lists crate c",
+        ),
+        // a crate elsewhere than the doc says
+        (
+            doc("| `a` | `a` | one |\n| `b` | `b` | two |\n", good_rules),
+            "crate a is at x/a",
+        ),
+        // an edge no rule allows
+        (
+            doc(
+                good_table,
+                "- `a` may depend on: nothing\n- `b` may depend on: nothing\n",
+            ),
+            "b depends on a",
+        ),
+        // a crate without a rule
+        (
+            doc(good_table, "- `b` may depend on: `a`\n"),
+            "crate a has no rule",
+        ),
+        // a rule naming a crate that does not exist
+        (
+            doc(
+                good_table,
+                &format!("{good_rules}- `a` may depend on: `z`\n"),
+            ),
+            "two rules for `a`",
+        ),
+        (
+            doc(
+                good_table,
+                "- `a` may depend on: `z`\n- `b` may depend on: `a`\n",
+            ),
+            "names crate z",
+        ),
+        // no table, no rules
+        ("# T\n".to_string(), "no table under"),
+    ];
+    for (text, expected) in bad {
+        let found = architecture_mismatches(&text, &crates);
+        assert!(
+            found.iter().any(|m| m.contains(expected)),
+            "expected {expected:?} in {found:?} for:\n{text}"
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! naming), each carrying a Tensile-style kernel database beside the
 //! fixture library.
 //!
-//! Each case: a fat deb / rpm / wheel (package_common::databases) is split
+//! Each case: a fat deb / rpm / wheel (rocm_kpack_test_support::databases) is split
 //! and published (apt repository, yum repository, PEP 503 index) on
 //! 127.0.0.1; the client installs the generic package into a throwaway
 //! root (apt-get with `Dir=`/`dpkg --root`, `dnf --installroot`, a venv);
@@ -19,17 +19,18 @@
 //! package as owning. A third case per client, the RX 9070 XT (gfx1201),
 //! needs a family whose only device code is a database file.
 
-mod package_common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use package_common::databases::{self, content, ROCM_PREFIX, TENSILE, TENSILE_DAT};
-use package_common::{apt_dirs, apt_opts, assert_gfxarch_finds, chain, dpkg_root, ok, run};
 use rocm_kpack_format::layout;
 use rocm_kpack_publish::{publish, PublishOptions};
+use rocm_kpack_test_support::databases::{self, content, ROCM_PREFIX, TENSILE, TENSILE_DAT};
+use rocm_kpack_test_support::packages::{
+    apt_dirs, apt_opts, assert_gfxarch_finds, chain, dpkg_root, ok, pip_install, pip_installed,
+    run, venv,
+};
 use rocm_kpack_test_support::{bins, fixtures, http, site_packages, HostilePythonDir};
 use serde_json::Value;
 
@@ -181,19 +182,8 @@ impl Case {
                     .args(["install", "libfixture1"]));
             }
             Pm::Pip => {
-                ok(Command::new("python3").args(["-m", "venv"]).arg(&case.root));
-                ok(Command::new(case.python())
-                    .args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "--disable-pip-version-check",
-                        "--no-cache-dir",
-                        "--index-url",
-                    ])
-                    .arg(case.index_url())
-                    .arg("kpkg")
-                    .env("PIP_CONFIG_FILE", "/dev/null"));
+                venv(&case.root);
+                pip_install(&case.python(), &case.index_url(), &["kpkg"]);
                 case.prefix = site_packages(&case.root).join("kpkg");
             }
         }
@@ -301,28 +291,10 @@ impl Case {
             .lines()
             .map(str::to_string)
             .collect(),
-            Pm::Pip => {
-                let out = ok(Command::new(self.python()).args([
-                    "-m",
-                    "pip",
-                    "list",
-                    "--disable-pip-version-check",
-                    "--format=json",
-                ]));
-                let list: Value = serde_json::from_str(&out).expect("pip list json");
-                list.as_array()
-                    .expect("list")
-                    .iter()
-                    .map(|d| {
-                        d["name"]
-                            .as_str()
-                            .expect("name")
-                            .to_lowercase()
-                            .replace(['_', '.'], "-")
-                    })
-                    .filter(|n| n.starts_with("kpkg"))
-                    .collect()
-            }
+            Pm::Pip => pip_installed(&self.python())
+                .into_iter()
+                .filter(|n| n.starts_with("kpkg"))
+                .collect(),
         }
     }
 }
@@ -369,7 +341,7 @@ fn text(b: &[u8]) -> String {
 
 /// File names of the archives installed anywhere below `dir`.
 fn archives_below(dir: &Path) -> BTreeSet<String> {
-    package_common::snapshot(dir)
+    rocm_kpack_test_support::packages::snapshot(dir)
         .into_keys()
         .filter(|p| layout::is_archive_path(p))
         .filter_map(|p| p.rsplit('/').next().map(str::to_string))

@@ -3,21 +3,19 @@
 //! roots; the kpack store; signing with a throwaway GPG key; determinism;
 //! refusal of corrupt inputs.
 
-mod package_common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use package_common::*;
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_package::container::ZipWriter;
 use rocm_kpack_package::meta::ControlFields;
 use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{Format, PackageOptions};
 use rocm_kpack_publish::{publish, PublishError, PublishOptions, PublishReport};
-use rocm_kpack_test_support::http;
+use rocm_kpack_test_support::packages::*;
+use rocm_kpack_test_support::{http, packages};
 use serde_json::Value;
 
 /// Fixture packages whose only dependencies are on each other, so a
@@ -298,19 +296,10 @@ fn pip_installs_the_extra_from_a_published_index_and_uninstalls_cleanly() {
 
     let server = http::serve_dir(&repo).expect("serve");
     let venv = tmp.path().join("venv");
-    ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    let python = packages::venv(&venv);
     let pip = venv.join("bin/pip");
     let index = format!("{}simple/", server.root_url());
-    ok(Command::new(&pip)
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--index-url",
-        ])
-        .arg(&index)
-        .arg("kpkg[device-gfx110x-dgpu]")
-        .env("PIP_CONFIG_FILE", "/dev/null"));
+    pip_install(&python, &index, &["kpkg[device-gfx110x-dgpu]"]);
     ok(Command::new(&pip).args(["check", "--disable-pip-version-check"]));
     let listed =
         ok(Command::new(&pip).args(["list", "--disable-pip-version-check", "--format=freeze"]));

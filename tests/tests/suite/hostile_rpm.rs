@@ -46,6 +46,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
+// The global allocator of the whole `suite` binary (tests/tests/suite/main.rs):
+// it counts per thread, so the other modules' tests, running on other
+// threads of the same process, do not move this module's figures.
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
