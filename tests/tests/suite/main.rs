@@ -1,5 +1,5 @@
 //! The workspace's end-to-end tests, one test binary with one module per
-//! subject (as cargo's own `tests/testsuite/main.rs`), over the one support
+//! subject (as cargo's own test suite is), over the one support
 //! crate `rocm-kpack-test-support` (tests/support). One binary links once;
 //! tests/scripts/parallel-tests.sh runs it once per module (`suite
 //! install_flows::`), several processes at a time, so a module's statics
