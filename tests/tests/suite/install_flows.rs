@@ -1544,6 +1544,24 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
     owners
 }
 
+/// The packages of the family table `table` (family_table_packages), the
+/// old ones published into `t/repo` and served on 127.0.0.1.
+fn served_family_packages(t: &Path, table: &str) -> (PathBuf, Server) {
+    family_table_packages(t, table);
+    let repo = t.join("repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    let server = http::serve_dir(&repo).expect("serve");
+    publish_packages(t, "old", &repo, &server);
+    (repo, server)
+}
+
+/// `apt-get -q -y ARGS` in the root, for `machine`; returns its output.
+fn apt_get(root: &Path, machine: &str, args: &[&str]) -> String {
+    ok(chroot(root, machine)
+        .args(["apt-get", "-q", "-y"])
+        .args(args))
+}
+
 /// A machine that installed librocrand1 and the 2025 family package
 /// librocrand1-gfx90x (MI210) moves to the per-target packages: `apt-get
 /// upgrade` holds the transition back (it installs no new package) and
@@ -1557,11 +1575,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t, "families-2025.toml");
-    let repo = t.join("repo");
-    fs::create_dir_all(&repo).expect("mkdir");
-    let server = http::serve_dir(&repo).expect("serve");
-    publish_packages(t, "old", &repo, &server);
+    let (repo, server) = served_family_packages(t, "families-2025.toml");
     let root = debian_root(t, Some(server.root_url()));
     // The 2025 packages copied Debian's version (5.3.3-4), so with Debian's
     // sources beside ours apt could take Debian's fat librocrand1; the
@@ -1573,11 +1587,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
         "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n",
     )
     .expect("pin");
-    let apt = |args: &[&str]| {
-        ok(chroot(&root, "mi210")
-            .args(["apt-get", "-q", "-y"])
-            .args(args))
-    };
+    let apt = |args: &[&str]| apt_get(&root, "mi210", args);
     apt(&["update"]);
     apt(&["install", "librocrand1", "librocrand1-gfx90x"]);
     let all = rocrand_archives(&root, &["gfx900", "gfx906", "gfx908", "gfx90a"]);
@@ -1653,11 +1663,7 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t, "families-2025.toml");
-    let repo = t.join("repo");
-    fs::create_dir_all(&repo).expect("mkdir");
-    let server = http::serve_dir(&repo).expect("serve");
-    publish_packages(t, "old", &repo, &server);
+    let (repo, server) = served_family_packages(t, "families-2025.toml");
     let root = dnf_root(t, &server);
     let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
     dnf(&[
@@ -1710,11 +1716,7 @@ fn apt_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t, "families.toml");
-    let repo = t.join("repo");
-    fs::create_dir_all(&repo).expect("mkdir");
-    let server = http::serve_dir(&repo).expect("serve");
-    publish_packages(t, "old", &repo, &server);
+    let (repo, server) = served_family_packages(t, "families.toml");
     let root = debian_root(t, Some(server.root_url()));
     // As for the 2025 table: the old packages have Debian's version.
     let pin = root.join("etc/apt/preferences.d/rocm-kpack-families");
@@ -1723,11 +1725,7 @@ fn apt_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
         "Package: *\nPin: release o=rocm-kpack\nPin-Priority: 600\n",
     )
     .expect("pin");
-    let apt = |args: &[&str]| {
-        ok(chroot(&root, "mi210")
-            .args(["apt-get", "-q", "-y"])
-            .args(args))
-    };
+    let apt = |args: &[&str]| apt_get(&root, "mi210", args);
     apt(&["update"]);
     apt(&[
         "install",
@@ -1790,11 +1788,7 @@ fn dnf_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
     let _g = heavy();
     let tmp = tempfile::tempdir().expect("tmp");
     let t = tmp.path();
-    family_table_packages(t, "families.toml");
-    let repo = t.join("repo");
-    fs::create_dir_all(&repo).expect("mkdir");
-    let server = http::serve_dir(&repo).expect("serve");
-    publish_packages(t, "old", &repo, &server);
+    let (repo, server) = served_family_packages(t, "families.toml");
     let root = dnf_root(t, &server);
     let dnf = |args: &[&str]| ok(chroot(&root, "mi210").args(["dnf", "-y"]).args(args));
     dnf(&[
