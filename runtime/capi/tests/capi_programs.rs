@@ -22,6 +22,67 @@ use capi_support::*;
 use rocm_kpack_format::bundle::parse_fatbin;
 use rocm_kpack_format::wrapper::{FatbinWrapper, HIPK_MAGIC};
 
+// Built artifacts (C library, static archive, preload shim). Here, not in
+// capi_support, which the loader's tests share without the test-support
+// crate.
+
+pub struct Artifacts {
+    /// target/<profile>
+    pub out_dir: PathBuf,
+    /// Directory holding `librocm_kpack.so.0` (symlink named by the SONAME).
+    pub soname_dir: PathBuf,
+    pub cdylib: PathBuf,
+    pub staticlib: PathBuf,
+    pub preload: PathBuf,
+    /// `cargo` profile name matching `out_dir`.
+    pub profile: String,
+}
+
+/// Builds (once per test process) and locates the C artifacts with the same
+/// profile as the running tests.
+pub fn artifacts() -> &'static Artifacts {
+    static ART: OnceLock<Artifacts> = OnceLock::new();
+    ART.get_or_init(|| {
+        let out_dir = rocm_kpack_test_support::bins::profile_dir();
+        let dir_name = out_dir
+            .file_name()
+            .expect("profile dir")
+            .to_string_lossy()
+            .into_owned();
+        let profile = if dir_name == "debug" {
+            "dev".to_owned()
+        } else {
+            dir_name
+        };
+        // The one build of the workspace's binaries and libraries every
+        // test binary shares (the same packages, so the same features): a
+        // build of other packages here would resolve other features and
+        // replace the files other tests are running.
+        let built = rocm_kpack_test_support::bins::built();
+        assert_eq!(built, &out_dir, "test binary outside target/<profile>");
+        let cdylib = out_dir.join("librocm_kpack.so");
+        let staticlib = out_dir.join("librocm_kpack.a");
+        let preload = out_dir.join("librocm_kpack_preload.so");
+        for p in [&cdylib, &staticlib, &preload] {
+            assert!(p.is_file(), "{} was not built", p.display());
+        }
+        let soname_dir = out_dir.join("rocm-kpack-soname");
+        fs::create_dir_all(&soname_dir).expect("mkdir soname dir");
+        let link = soname_dir.join("librocm_kpack.so.0");
+        let _ = fs::remove_file(&link);
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&cdylib, &link).expect("symlink SONAME");
+        Artifacts {
+            out_dir,
+            soname_dir,
+            cdylib,
+            staticlib,
+            preload,
+            profile,
+        }
+    })
+}
+
 fn repo() -> PathBuf {
     workspace_root()
 }

@@ -7,7 +7,6 @@ use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
@@ -177,77 +176,6 @@ impl Layout {
 /// `<kernel_name>#<co_index>` for the layout's binary.
 pub fn key(co_index: u32) -> String {
     format!("{KERNEL_NAME}#{co_index}")
-}
-
-// ---------------------------------------------------------------------------
-// Built artifacts (C library, static archive, preload shim) for tests that
-// run C programs.
-
-pub struct Artifacts {
-    /// target/<profile>
-    pub out_dir: PathBuf,
-    /// Directory holding `librocm_kpack.so.0` (symlink named by the SONAME).
-    pub soname_dir: PathBuf,
-    pub cdylib: PathBuf,
-    pub staticlib: PathBuf,
-    pub preload: PathBuf,
-    /// `cargo` profile name matching `out_dir`.
-    pub profile: String,
-}
-
-/// The profile directory this test binary was built into (target/<profile>).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test-binary>
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .to_path_buf()
-}
-
-/// Build (once per test process) and locate the C artifacts with the same
-/// profile as the running tests.
-pub fn artifacts() -> &'static Artifacts {
-    static ART: OnceLock<Artifacts> = OnceLock::new();
-    ART.get_or_init(|| {
-        let out_dir = profile_dir();
-        let dir_name = out_dir
-            .file_name()
-            .expect("profile dir")
-            .to_string_lossy()
-            .into_owned();
-        let profile = if dir_name == "debug" {
-            "dev".to_owned()
-        } else {
-            dir_name
-        };
-        // The one build of the workspace's binaries and libraries every
-        // test binary shares (the same packages, so the same features): a
-        // build of other packages here would resolve other features and
-        // replace the files other tests are running.
-        let built = rocm_kpack_test_support::bins::built();
-        assert_eq!(built, &out_dir, "test binary outside target/<profile>");
-        let cdylib = out_dir.join("librocm_kpack.so");
-        let staticlib = out_dir.join("librocm_kpack.a");
-        let preload = out_dir.join("librocm_kpack_preload.so");
-        for p in [&cdylib, &staticlib, &preload] {
-            assert!(p.is_file(), "{} was not built", p.display());
-        }
-        let soname_dir = out_dir.join("rocm-kpack-soname");
-        fs::create_dir_all(&soname_dir).expect("mkdir soname dir");
-        let link = soname_dir.join("librocm_kpack.so.0");
-        let _ = fs::remove_file(&link);
-        #[cfg(unix)]
-        std::os::unix::fs::symlink(&cdylib, &link).expect("symlink SONAME");
-        Artifacts {
-            out_dir,
-            soname_dir,
-            cdylib,
-            staticlib,
-            preload,
-            profile,
-        }
-    })
 }
 
 /// Run a command, returning (status success, stdout, stderr) as text.
