@@ -28,6 +28,8 @@ pub struct PruneContext<'a> {
     pub scan: &'a Scan,
     /// The targets whose device code stays: those detected plus `--keep`.
     pub keep: &'a [TargetId],
+    /// How the `.kpack` directories are locked.
+    pub lock: crate::install::LockOptions,
 }
 
 impl PruneContext<'_> {
@@ -241,7 +243,7 @@ impl PruneBackend for OwnFiles {
             .iter()
             .filter_map(|i| i.removal.clone())
             .collect();
-        let done = apply_removals(&removals, ctx.scan)?;
+        let done = apply_removals(&removals, ctx.scan, ctx.lock)?;
         Ok(Applied {
             removed: done
                 .removed
