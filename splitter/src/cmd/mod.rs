@@ -47,4 +47,3 @@ fn demo(args: rocm_kpack_demo::Args) -> anyhow::Result<ExitStatus> {
         run(cli.command)
     })
 }
-
