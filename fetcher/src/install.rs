@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::download::Partial;
 use crate::state::StateEntry;
 
-use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
+use crate::config::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
 use rocm_kpack_fs::{HashingWriter, PathError};

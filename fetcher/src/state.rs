@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use rocm_kpack_format::layout::fetch::{STATE_FILE, TEMP_PREFIX, TEMP_SUFFIX};
+use crate::config::{STATE_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::MAX_STATE_FILE;
 use rocm_kpack_fs::PathError;

@@ -96,7 +96,7 @@ fn lister<'a>(
 /// refused) and never while another run uses it. Returns the directories
 /// removed.
 pub fn tidy_abandoned(dirs: &[PathBuf], lock: LockOptions) -> Vec<PathBuf> {
-    use rocm_kpack_format::layout::fetch::LOCK_FILE;
+    use crate::config::LOCK_FILE;
     let mut removed = Vec::new();
     for dir in dirs {
         // Cheap look first: most directories still hold manifests.
