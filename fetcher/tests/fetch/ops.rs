@@ -118,7 +118,7 @@ fn remove_is_one_call() {
         lock: LOCK,
     };
     let listed = ops::remove::run(&request).expect("dry run");
-    assert_eq!(listed.removed, [archive.clone()]);
+    assert_eq!(listed.removed, std::slice::from_ref(&archive));
     assert!(archive.is_file(), "a dry run removes nothing");
     let done = ops::remove::run(&RemoveRequest {
         apply: true,
