@@ -52,7 +52,7 @@ pub fn local_detection(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Resul
 }
 
 /// Detection plus its targets parsed as target ids.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LocalTargets {
     /// What detection found (or the override).
     pub detection: Detection,

@@ -305,6 +305,18 @@ impl Partial {
     }
 }
 
+/// The first `n` bytes of `buf`. A count past its end (a reader or the
+/// decoder breaking its contract) is an error, never a silently shorter
+/// slice.
+fn head(buf: &[u8], n: usize) -> io::Result<&[u8]> {
+    buf.get(..n).ok_or_else(|| {
+        io::Error::other(format!(
+            "{n} bytes reported in a buffer of {} bytes",
+            buf.len()
+        ))
+    })
+}
+
 fn local(path: &Path, source: io::Error) -> FetchError {
     FetchError::Local {
         path: path.to_path_buf(),
@@ -761,7 +773,7 @@ async fn attempt_file(
         if n == 0 {
             break;
         }
-        let taken = sink.put(block.get(..n).unwrap_or_default(), partial, want, &shown)?;
+        let taken = sink.put(head(&block, n).map_err(file_err)?, partial, want, &shown)?;
         *wire += taken;
         if let Some(t) = transfer.as_ref() {
             t.advance(taken);
@@ -864,8 +876,8 @@ impl Sink {
             Sink::Plain => {
                 let room = usize::try_from(want.size - partial.len()).unwrap_or(usize::MAX);
                 let take = chunk.len().min(room);
-                partial
-                    .append(chunk.get(..take).unwrap_or_default())
+                head(chunk, take)
+                    .and_then(|bytes| partial.append(bytes))
                     .map_err(|e| local(partial.path(), e))?;
                 if chunk.len() > take {
                     return Err(oversize());
@@ -881,8 +893,7 @@ impl Sink {
         let magic = rocm_kpack_format::layout::store::ZSTD_MAGIC;
         if d.head.len() < magic.len() {
             let need = magic.len() - d.head.len();
-            d.head
-                .extend_from_slice(chunk.get(..need.min(chunk.len())).unwrap_or_default());
+            d.head.extend(chunk.iter().take(need));
             if !magic.starts_with(&d.head) {
                 return Err(encoding(format!(
                     "store object in an unknown encoding (starts with {}); this rocm-kpack-fetch reads {}-encoded database objects only",
@@ -911,8 +922,8 @@ impl Sink {
             if partial.len().saturating_add(n as u64) > want.size {
                 return Err(oversize());
             }
-            partial
-                .append(d.out.get(..n).unwrap_or_default())
+            head(&d.out, n)
+                .and_then(|bytes| partial.append(bytes))
                 .map_err(|e| local(partial.path(), e))?;
             if hint == 0 {
                 d.frame_done = true;

@@ -17,7 +17,9 @@ use tokio::task::JoinSet;
 
 use crate::client::{Client, ClientOptions, HostCause};
 use crate::download::{self, Cache, Fetched, Wanted};
-use crate::install::{package_owner, place_copy, place_from_partial, Destination};
+use crate::install::{
+    package_owner, place_copy, place_from_partial, Destination, LockOptions, PermissionPolicy,
+};
 use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
@@ -32,6 +34,10 @@ pub struct ExecOptions {
     pub jobs: usize,
     /// Partial-download cache.
     pub cache: Cache,
+    /// How the `.kpack` directories are locked, and whether directories
+    /// other users may write are refused (`--wait`,
+    /// `--unsafe-permissions`).
+    pub lock: LockOptions,
 }
 
 /// An archive put in place.
@@ -225,9 +231,10 @@ pub fn execute(
             let reporter = reporter.clone();
             let states = states.clone();
             let semaphore = semaphore.clone();
+            let permissions = options.lock.permissions;
             set.spawn(async move {
                 let _permit = semaphore.acquire_owned().await;
-                run_job(client, cache, job, reporter, states).await
+                run_job(client, cache, job, reporter, states, permissions).await
             });
         }
         while let Some(done) = set.join_next().await {
@@ -257,6 +264,7 @@ async fn run_job(
     job: Job,
     reporter: Arc<dyn Reporter>,
     states: Shared,
+    permissions: PermissionPolicy,
 ) -> Placed {
     let fetched = match download::fetch(&client, &cache, &job.want, reporter.as_ref()).await {
         Ok(f) => f,
@@ -279,7 +287,11 @@ async fn run_job(
     };
     let dests = job.dests.clone();
     let sha = job.want.sha256;
-    match tokio::task::spawn_blocking(move || place_all(fetched, &dests, &sha, &states)).await {
+    match tokio::task::spawn_blocking(move || {
+        place_all(fetched, &dests, &sha, &states, permissions)
+    })
+    .await
+    {
         Ok(result) => result,
         Err(e) => Placed {
             failed: job
@@ -348,7 +360,11 @@ struct Placed {
 /// Opens where `d` goes: its `.kpack` directory for an archive; for a
 /// database file the directory below its prefix, made and checked on the
 /// way ([`Destination::database`], recording the directories made).
-fn open_destination(states: &Shared, d: &Dest) -> Result<Destination, String> {
+fn open_destination(
+    states: &Shared,
+    d: &Dest,
+    permissions: PermissionPolicy,
+) -> Result<Destination, String> {
     let a = &d.archive;
     match a.kind {
         ItemKind::Archive => {
@@ -356,8 +372,8 @@ fn open_destination(states: &Shared, d: &Dest) -> Result<Destination, String> {
         }
         ItemKind::Database => {
             let prefix = d.kpack_dir.parent().unwrap_or(std::path::Path::new("/"));
-            let (dest, created) =
-                Destination::database(prefix, &a.filename).map_err(|e| e.to_string())?;
+            let (dest, created) = Destination::database(prefix, &a.filename, permissions)
+                .map_err(|e| e.to_string())?;
             if !created.is_empty() {
                 if let Err(e) = record_created_dirs(states, d, created) {
                     tracing::warn!("{}: {e}", a.path.display());
@@ -368,7 +384,13 @@ fn open_destination(states: &Shared, d: &Dest) -> Result<Destination, String> {
     }
 }
 
-fn place_all(fetched: Fetched, dests: &[Dest], sha: &[u8; 32], states: &Shared) -> Placed {
+fn place_all(
+    fetched: Fetched,
+    dests: &[Dest],
+    sha: &[u8; 32],
+    states: &Shared,
+    permissions: PermissionPolicy,
+) -> Placed {
     let mut out = Placed::default();
     let Fetched {
         partial,
@@ -415,7 +437,7 @@ fn place_all(fetched: Fetched, dests: &[Dest], sha: &[u8; 32], states: &Shared) 
                 continue;
             }
         };
-        let dest = match open_destination(states, d) {
+        let dest = match open_destination(states, d, permissions) {
             Ok(dest) => dest,
             Err(e) => {
                 if let Err(undo) = record(states, d, previous) {

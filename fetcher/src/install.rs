@@ -12,19 +12,19 @@
 //! is copied into a temp file next to the destination, re-hashed while
 //! copying, fsynced and renamed.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::download::Partial;
 use crate::state::StateEntry;
 
-use rocm_kpack_format::layout::fetch::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
+use crate::config::{LOCK_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::KPACK_DIR;
-use rocm_kpack_fs::{HashingWriter, PathError, PendingFile};
-use std::sync::atomic::{AtomicBool, Ordering};
+use rocm_kpack_fs::{HashingWriter, PathError};
+use std::sync::atomic::Ordering;
 
 /// Installed archives are readable by everyone (the loader runs as any user).
 const ARCHIVE_MODE: u32 = 0o644;
@@ -32,368 +32,53 @@ const ARCHIVE_MODE: u32 = 0o644;
 /// Block size for copying.
 const BLOCK: usize = 1 << 20;
 
-/// An exclusive lock on one `.kpack` directory, released on drop.
-#[derive(Debug)]
-pub struct DirLock {
-    _file: File,
-    dir: PathBuf,
-}
+use rocm_kpack_fs::lock::{denied, LockNames};
+pub use rocm_kpack_fs::lock::{DirLock, LockOptions, PermissionPolicy};
 
-/// Mode of the lock file: no other user may open it, so no other user can
-/// hold it (`flock` needs an open descriptor).
-const LOCK_MODE: u32 = 0o600;
+/// The fetcher's lock file, temporary files and the words of its lock
+/// and permission errors ([`DirLock::acquire`]).
+pub const LOCK_NAMES: LockNames = LockNames {
+    lock_file: LOCK_FILE,
+    temp_prefix: TEMP_PREFIX,
+    temp_suffix: TEMP_SUFFIX,
+    dir_name: Some(KPACK_DIR),
+    program: "rocm-kpack-fetch",
+    wait_hint: "pass --wait SECONDS to wait longer",
+    permission_hint: PERMISSION_HINT,
+};
 
-/// How often a waiting run looks at the lock again.
-const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-impl DirLock {
-    /// Takes the lock of `kpack_dir`, creating the lock file (mode 0600,
-    /// owned by this user, opened `O_NOFOLLOW`). When another process
-    /// holds it, calls `on_wait` once with the holder's pid (when
-    /// `/proc/locks` tells) and waits at most [`lock_wait`], then fails
-    /// with `TimedOut` naming the holder. A lock held by another user's
-    /// process is not trusted: that user could only have opened the file
-    /// while it was readable (an older rocm-kpack-fetch created it 0644),
-    /// so the file is replaced by a fresh 0600 one. Then removes temporary
-    /// files a crashed run left behind.
-    ///
-    /// Refuses (`PermissionDenied`) a directory that is not a `.kpack`
-    /// directory or that another user may write ([`check_permissions`]),
-    /// and a lock file that is a symlink or not a regular file.
-    pub fn acquire(
-        kpack_dir: &Path,
-        on_wait: impl FnOnce(&Path, Option<u32>),
-    ) -> io::Result<DirLock> {
-        if !UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
-            check_permissions(kpack_dir)?;
-        }
-        let path = kpack_dir.join(LOCK_FILE);
-        let deadline = std::time::Instant::now() + lock_wait();
-        let mut on_wait = Some(on_wait);
-        loop {
-            let file = open_lock(&path)?;
-            use rustix::fs::{flock, FlockOperation};
-            match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => {
-                    // A run that replaced a hostile lock file may have
-                    // unlinked this one after it was opened: then start over.
-                    if !same_file(&file, &path)? {
-                        continue;
-                    }
-                    remove_stale_temps(kpack_dir)?;
-                    return Ok(DirLock {
-                        _file: file,
-                        dir: kpack_dir.to_path_buf(),
-                    });
-                }
-                Err(e) if e == rustix::io::Errno::WOULDBLOCK => {}
-                Err(e) => return Err(e.into()),
-            }
-            let holders = lock_holders(&file);
-            let me = rustix::process::geteuid().as_raw();
-            if let Some(h) = holders.iter().find(|h| h.uid.is_some_and(|u| u != me)) {
-                tracing::warn!(
-                    "{} is held by pid {} of uid {}, another user: not trusted; replacing the lock file",
-                    path.display(),
-                    h.pid,
-                    h.uid.unwrap_or_default()
-                );
-                if same_file(&file, &path)? {
-                    fs::remove_file(&path).or_else(|e| {
-                        if e.kind() == io::ErrorKind::NotFound {
-                            Ok(())
-                        } else {
-                            Err(e)
-                        }
-                    })?;
-                }
-                continue;
-            }
-            let pid = holders.first().map(|h| h.pid);
-            if let Some(f) = on_wait.take() {
-                f(&path, pid);
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "{} is held by {} for more than {} s; try again later, or pass --wait SECONDS to wait longer",
-                        path.display(),
-                        pid.map_or_else(|| "another process".to_string(), |p| format!("another rocm-kpack-fetch (pid {p})")),
-                        lock_wait().as_secs()
-                    ),
-                ));
-            }
-            std::thread::sleep(LOCK_POLL);
-        }
-    }
-
-    /// The locked directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-/// The line a command prints when it has to wait for a lock.
-pub fn say_waiting(path: &Path, pid: Option<u32>) {
-    eprintln!(
-        "waiting for another rocm-kpack-fetch{} to finish ({} is locked; giving up after {} s, see --wait)",
-        pid.map_or_else(String::new, |p| format!(" (pid {p})")),
-        path.display(),
-        lock_wait().as_secs()
-    );
-}
-
-/// Opens (creating) the lock file: 0600, never through a symlink, never a
-/// FIFO or device; an existing file is made this user's and 0600.
-fn open_lock(path: &Path) -> io::Result<File> {
-    // Said plainly here; O_NOFOLLOW below is what enforces it.
-    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(denied(format!(
-            "{} is a symlink; not following it",
-            path.display()
-        )));
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(LOCK_MODE)
-        .custom_flags(NOFOLLOW | rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|e| refuse_symlink(path, e))?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(denied(format!("{} is not a regular file", path.display())));
-    }
-    let me = rustix::process::geteuid();
-    if meta.uid() != me.as_raw() {
-        rustix::fs::fchown(&file, Some(me), Some(rustix::process::getegid())).map_err(|e| {
-            denied(format!(
-                "{} is owned by uid {}, not this user: {e}",
-                path.display(),
-                meta.uid()
-            ))
-        })?;
-    }
-    if meta.mode() & 0o7777 != LOCK_MODE {
-        file.set_permissions(fs::Permissions::from_mode(LOCK_MODE))?;
-    }
-    Ok(file)
-}
-
-/// Whether `path` (not followed) is still the file `file` has open.
-fn same_file(file: &File, path: &Path) -> io::Result<bool> {
-    let open = file.metadata()?;
-    Ok(match fs::symlink_metadata(path) {
-        Ok(now) => (now.dev(), now.ino()) == (open.dev(), open.ino()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(e),
-    })
-}
-
-/// A process holding a `flock` on a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Holder {
-    pid: u32,
-    /// Its effective uid, when `/proc/<pid>` is visible.
-    uid: Option<u32>,
-}
-
-/// The holders of `flock` locks on `file`, from `/proc/locks` (empty when
-/// it cannot be read).
-fn lock_holders(file: &File) -> Vec<Holder> {
-    let Ok(meta) = file.metadata() else {
-        return Vec::new();
-    };
-    let text = rocm_kpack_fs::read_limited(Path::new("/proc/locks"), 16 << 20)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .or_else(|_| fs::read_to_string("/proc/locks"))
-        .unwrap_or_default();
-    parse_lock_holders(
-        &text,
-        rustix::fs::major(meta.dev()),
-        rustix::fs::minor(meta.dev()),
-        meta.ino(),
-    )
-    .into_iter()
-    .map(|pid| Holder {
-        pid,
-        uid: fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid()),
-    })
-    .collect()
-}
-
-/// Pids holding (not waiting for) a FLOCK on device `major:minor`, inode
-/// `ino`, in the text of `/proc/locks`
-/// (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:123 0 EOF`).
-fn parse_lock_holders(text: &str, major: u32, minor: u32, ino: u64) -> Vec<u32> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // Waiters are shown as `1: -> FLOCK ...`.
-        let [_, kind, _, _, pid, id, ..] = fields.as_slice() else {
-            continue;
-        };
-        if *kind != "FLOCK" {
-            continue;
-        }
-        let mut parts = id.split(':');
-        let (Some(ma), Some(mi), Some(i)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let matches = u32::from_str_radix(ma, 16).ok() == Some(major)
-            && u32::from_str_radix(mi, 16).ok() == Some(minor)
-            && i.parse::<u64>().ok() == Some(ino);
-        if let (true, Ok(pid)) = (matches, pid.parse::<u32>()) {
-            if !out.contains(&pid) {
-                out.push(pid);
-            }
-        }
-    }
-    out
-}
-
-/// How long a run waits for another one's lock, in milliseconds.
-static LOCK_WAIT_MS: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(DEFAULT_LOCK_WAIT_SECS * 1000);
+const PERMISSION_HINT: &str = "fix its permissions or pass --unsafe-permissions";
 
 /// Default of `--wait`: seconds an interactive command waits for a
 /// `.kpack` directory another rocm-kpack-fetch holds.
 pub const DEFAULT_LOCK_WAIT_SECS: u64 = 300;
 
-/// Sets how long [`DirLock::acquire`] waits, for this whole process
-/// (`--wait`; the package trigger's few seconds), like
-/// [`set_unsafe_permissions`].
-pub fn set_lock_wait(wait: std::time::Duration) {
-    LOCK_WAIT_MS.store(
-        u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
+/// Takes the lock of the `.kpack` directory `kpack_dir` as `options` say
+/// (checked, unless [`PermissionPolicy::Unsafe`], by
+/// [`rocm_kpack_fs::lock::check_dir_permissions`]), saying on stderr when
+/// it has to wait ([`say_waiting`]).
+pub fn lock_kpack_dir(kpack_dir: &Path, options: LockOptions) -> io::Result<DirLock> {
+    DirLock::acquire(kpack_dir, &LOCK_NAMES, options, |path, pid| {
+        say_waiting(path, pid, options.wait);
+    })
+}
+
+/// [`lock_kpack_dir`] that waits without a word (tidying up after others).
+pub fn lock_kpack_dir_quietly(kpack_dir: &Path, options: LockOptions) -> io::Result<DirLock> {
+    DirLock::acquire(kpack_dir, &LOCK_NAMES, options, |_, _| {})
+}
+
+/// The line a command prints when it has to wait for a lock.
+fn say_waiting(path: &Path, pid: Option<u32>, wait: std::time::Duration) {
+    eprintln!(
+        "waiting for another rocm-kpack-fetch{} to finish ({} is locked; giving up after {} s, see --wait)",
+        pid.map_or_else(String::new, |p| format!(" (pid {p})")),
+        path.display(),
+        wait.as_secs()
     );
 }
 
-/// See [`set_lock_wait`].
-pub fn lock_wait() -> std::time::Duration {
-    std::time::Duration::from_millis(LOCK_WAIT_MS.load(Ordering::Relaxed))
-}
-
-/// `O_NOFOLLOW`: files the fetcher opens in a prefix are never reached
-/// through a symlink someone planted there.
-#[allow(clippy::cast_possible_wrap)]
-const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
-
-/// `--unsafe-permissions` for this process (see [`set_unsafe_permissions`]).
-static UNSAFE_PERMISSIONS: AtomicBool = AtomicBool::new(false);
-
-/// Accept `.kpack` directories that other users may write, for this whole
-/// process (`--unsafe-permissions`; off by default). A process-wide
-/// setting because every path to a write or a deletion goes through
-/// [`DirLock::acquire`], and the command line decides it once.
-pub fn set_unsafe_permissions(allow: bool) {
-    UNSAFE_PERMISSIONS.store(allow, Ordering::Relaxed);
-}
-
-fn denied(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, msg)
-}
-
-fn refuse_symlink(path: &Path, e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-        denied(format!("{} is a symlink; not following it", path.display()))
-    } else {
-        e
-    }
-}
-
-/// Whether another user could change what is in `kpack_dir`, as sudo and
-/// ssh judge their files: `kpack_dir` must be a real directory named
-/// `.kpack`; it and its parent (the prefix) must be owned by root or by
-/// this user and writable by no one else (group root excepted); every
-/// directory above must be owned by root or this user and, when others may
-/// write it, sticky (as `/tmp`). Checked on the canonical path, which is
-/// where writes land.
-pub fn check_permissions(kpack_dir: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(kpack_dir)?;
-    if !meta.is_dir() {
-        return Err(denied(format!(
-            "{} is not a directory (a symlink?)",
-            kpack_dir.display()
-        )));
-    }
-    let real = fs::canonicalize(kpack_dir)?;
-    if real.file_name().is_none_or(|n| n != KPACK_DIR) {
-        return Err(denied(format!(
-            "{} is not a {KPACK_DIR} directory",
-            real.display()
-        )));
-    }
-    let me = rustix::process::geteuid().as_raw();
-    let hint = "fix its permissions or pass --unsafe-permissions";
-    for (depth, dir) in real.ancestors().enumerate() {
-        let m = fs::symlink_metadata(dir)?;
-        let who = m.uid();
-        if who != 0 && who != me {
-            return Err(denied(format!(
-                "refusing {}: {} is owned by uid {who}, not root or this user; {hint}",
-                kpack_dir.display(),
-                dir.display()
-            )));
-        }
-        let group_write = m.mode() & 0o020 != 0 && m.gid() != 0;
-        let other_write = m.mode() & 0o002 != 0;
-        let sticky = m.mode() & 0o1000 != 0;
-        let near = depth < 2;
-        if (group_write || other_write) && (near || !sticky) {
-            return Err(denied(format!(
-                "refusing {}: other users may write {} (mode {:o}); {hint}",
-                kpack_dir.display(),
-                dir.display(),
-                m.mode() & 0o7777
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn is_temp_name(name: &str) -> bool {
-    name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)
-}
-
-/// Removes `.rocm-kpack-fetch.*.tmp` files (only safe under the lock).
-fn remove_stale_temps(dir: &Path) -> io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_name().to_str().is_some_and(is_temp_name) {
-            tracing::info!("removing leftover {}", entry.path().display());
-            match fs::remove_file(entry.path()) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
-}
-
 pub use rocm_kpack_fs::sync_dir;
-
-/// Writes `bytes` to `path` atomically (mode 0644), under a temporary name
-/// that [`DirLock::acquire`] recognises as a leftover if the run is killed.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = PendingFile::create_named(path, TEMP_PREFIX, TEMP_SUFFIX)?;
-    f.write_all(bytes)?;
-    f.set_permissions(fs::Permissions::from_mode(0o644))?;
-    f.commit()?;
-    Ok(())
-}
-
-/// Size and SHA-256 of a file in a `.kpack` directory: only a regular
-/// file, never through a symlink and never blocking on a FIFO
-/// ([`rocm_kpack_fs::open_regular`]).
-pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    let file = rocm_kpack_fs::open_regular(path)?;
-    rocm_kpack_fs::sha256_reader(file)
-}
 
 /// Why an archive could not be put in place.
 #[derive(Debug, thiserror::Error)]
@@ -450,39 +135,54 @@ impl Destination {
     /// the directory the key climbs to, then each directory below it,
     /// making the missing ones (mode 0755), never through a symlink; each
     /// must be owned by root or this user and writable by no one else
-    /// (sticky excepted), as [`check_permissions`] asks of a `.kpack`
-    /// directory, unless `--unsafe-permissions`. Refuses a destination that
+    /// (sticky excepted), as [`rocm_kpack_fs::lock::check_dir_permissions`]
+    /// asks of a `.kpack` directory, unless `permissions` is
+    /// [`PermissionPolicy::Unsafe`]. Refuses a destination that
     /// is a symlink or a directory. Also returns the directories it made,
     /// as keys like `key`, shallowest first (recorded in the state so that
     /// removal takes them away again).
-    pub fn database(prefix: &Path, key: &str) -> io::Result<(Destination, Vec<String>)> {
+    pub fn database(
+        prefix: &Path,
+        key: &str,
+        permissions: PermissionPolicy,
+    ) -> io::Result<(Destination, Vec<String>)> {
         use rustix::fs::{mkdirat, statat, AtFlags, FileType, Mode};
         names::check(NameKind::DatabaseKey, key)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (base, rel) = crate::resolve::database_base(prefix, key);
-        let up = key.len() - rel.len();
+        // The `../` steps of the key: `rel` is what follows them.
+        let climb = key.strip_suffix(rel).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rel:?} does not end the database key {key:?}"),
+            )
+        })?;
         let mut dir = open_dir(&rustix::fs::CWD, base.as_os_str(), &base)?;
-        check_dir_owner(&dir, &base)?;
+        check_dir_owner(&dir, &base, permissions)?;
         let mut shown = base.clone();
         let mut created = Vec::new();
         let comps: Vec<&str> = rel.split('/').collect();
         let Some((file, parents)) = comps.split_last() else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
         };
+        // The key of the directory at each step: `climb` then the
+        // components so far.
+        let mut dir_key = climb.to_string();
         for (depth, comp) in parents.iter().enumerate() {
             shown.push(comp);
+            if depth > 0 {
+                dir_key.push('/');
+            }
+            dir_key.push_str(comp);
             match mkdirat(&dir, *comp, Mode::from_raw_mode(0o755)) {
-                Ok(()) => {
-                    let made = parents.get(..=depth).unwrap_or_default().join("/");
-                    created.push(format!("{}{made}", key.get(..up).unwrap_or_default()));
-                }
+                Ok(()) => created.push(dir_key.clone()),
                 // Made before, by anyone (another download of this run
                 // among them): what it is is checked on opening.
                 Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(io::Error::from(e)),
             }
             let next = open_dir(&dir, comp.as_ref(), &shown)?;
-            check_dir_owner(&next, &shown)?;
+            check_dir_owner(&next, &shown, permissions)?;
             dir = next;
         }
         let path = base.join(rel);
@@ -548,14 +248,18 @@ fn open_dir(
 
 /// Refuses an open directory another user could change: owned by neither
 /// root nor this user, or writable by another user (group root excepted)
-/// without the sticky bit. Skipped with `--unsafe-permissions`.
-fn check_dir_owner(dir: &rustix::fd::OwnedFd, shown: &Path) -> io::Result<()> {
-    if UNSAFE_PERMISSIONS.load(Ordering::Relaxed) {
+/// without the sticky bit. Skipped with [`PermissionPolicy::Unsafe`].
+fn check_dir_owner(
+    dir: &rustix::fd::OwnedFd,
+    shown: &Path,
+    permissions: PermissionPolicy,
+) -> io::Result<()> {
+    if !permissions.is_strict() {
         return Ok(());
     }
     let st = rustix::fs::fstat(dir)?;
     let me = rustix::process::geteuid().as_raw();
-    let hint = "fix its permissions or pass --unsafe-permissions";
+    let hint = PERMISSION_HINT;
     if st.st_uid != 0 && st.st_uid != me {
         return Err(denied(format!(
             "{} is owned by uid {}, not root or this user; not installing a file in it; {hint}",
@@ -695,17 +399,27 @@ pub fn remove_created_dirs(
         return;
     }
     let (_, rel) = crate::resolve::database_base(prefix, key);
-    let climb = key.get(..key.len() - rel.len()).unwrap_or_default();
+    let Some(climb) = key.strip_suffix(rel) else {
+        return;
+    };
+    // The keys of the file's parent directories, shallowest first.
+    let mut dir_keys = Vec::new();
+    let mut dir_key = climb.to_string();
     let comps: Vec<&str> = rel.split('/').collect();
-    for depth in (1..comps.len()).rev() {
-        let dir_key = format!(
-            "{climb}{}",
-            comps.get(..depth).unwrap_or_default().join("/")
-        );
-        if !created.contains(&dir_key) || !remove_created_dir(prefix, &dir_key) {
+    if let Some((_, parents)) = comps.split_last() {
+        for (depth, comp) in parents.iter().enumerate() {
+            if depth > 0 {
+                dir_key.push('/');
+            }
+            dir_key.push_str(comp);
+            dir_keys.push(dir_key.clone());
+        }
+    }
+    for dir_key in dir_keys.iter().rev() {
+        if !created.contains(dir_key) || !remove_created_dir(prefix, dir_key) {
             return;
         }
-        created.remove(&dir_key);
+        created.remove(dir_key);
     }
 }
 
@@ -975,8 +689,12 @@ mod tests {
                 let handles: Vec<_> = (0..4)
                     .map(|i| {
                         s.spawn(move || {
-                            Destination::database(prefix, &format!("rocblas/library/deep/f{i}.co"))
-                                .map(|(_, created)| created)
+                            Destination::database(
+                                prefix,
+                                &format!("rocblas/library/deep/f{i}.co"),
+                                PermissionPolicy::Strict,
+                            )
+                            .map(|(_, created)| created)
                         })
                     })
                     .collect();
@@ -996,21 +714,12 @@ mod tests {
         // A file where a directory belongs is still refused.
         let top = tempfile::tempdir().expect("tempdir");
         fs::write(top.path().join("rocblas"), b"x").expect("write");
-        assert!(Destination::database(top.path(), "rocblas/library/f.co").is_err());
-    }
-
-    #[test]
-    fn atomic_write_leaves_no_temp() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f.json");
-        write_atomically(&path, b"one").expect("write");
-        write_atomically(&path, b"two").expect("write");
-        assert_eq!(fs::read(&path).expect("read"), b"two");
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .expect("ls")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("f.json")]);
+        assert!(Destination::database(
+            top.path(),
+            "rocblas/library/f.co",
+            PermissionPolicy::Strict
+        )
+        .is_err());
     }
 
     #[test]
@@ -1021,7 +730,14 @@ mod tests {
         let dir = kdir.as_path();
         let stale = dir.join(".rocm-kpack-fetch.123.0.tmp");
         fs::write(&stale, b"junk").expect("write");
-        let lock = DirLock::acquire(dir, |_, _| panic!("nobody else holds it")).expect("lock");
+        let options = LockOptions {
+            wait: std::time::Duration::ZERO,
+            permissions: PermissionPolicy::Strict,
+        };
+        let lock = DirLock::acquire(dir, &LOCK_NAMES, options, |_, _| {
+            panic!("nobody else holds it")
+        })
+        .expect("lock");
         let mode = fs::metadata(dir.join(LOCK_FILE)).expect("stat").mode() & 0o777;
         assert_eq!(mode, 0o600, "no other user may open (and so hold) the lock");
         assert!(!stale.exists());
@@ -1041,13 +757,17 @@ mod tests {
         let left: Vec<_> = fs::read_dir(dir)
             .expect("ls")
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_str().is_some_and(is_temp_name))
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| LOCK_NAMES.is_temp_name(n))
+            })
             .collect();
         assert!(
             left.is_empty(),
             "a failed copy leaves no temp file: {left:?}"
         );
-        assert_eq!(hash_file(&dest).expect("hash"), (7, sha));
+        assert_eq!(rocm_kpack_fs::sha256_file(&dest).expect("hash"), (7, sha));
     }
 
     fn recorded(bytes: &[u8]) -> StateEntry {
@@ -1099,43 +819,5 @@ mod tests {
         assert!(delete_recorded(&kdir, "ok.kpack", &entry).expect("delete"));
         assert!(!kdir.join("ok.kpack").exists());
         assert!(!delete_recorded(&kdir, "ok.kpack", &entry).expect("gone"));
-    }
-
-    #[test]
-    fn lock_holders_from_proc_locks() {
-        let text = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:123 0 EOF\n\
-                    1: -> FLOCK  ADVISORY  WRITE 4343 fd:01:123 0 EOF\n\
-                    2: POSIX  ADVISORY  WRITE 4444 fd:01:123 0 EOF\n\
-                    3: FLOCK  ADVISORY  WRITE 4545 fd:01:124 0 EOF\n";
-        assert_eq!(parse_lock_holders(text, 0xfd, 1, 123), vec![4242]);
-        assert!(parse_lock_holders(text, 0xfd, 2, 123).is_empty());
-    }
-
-    #[test]
-    fn permissions_of_prefixes() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let top = tempfile::tempdir().expect("tempdir");
-        let prefix = top.path().join("prefix");
-        let kdir = prefix.join(KPACK_DIR);
-        fs::create_dir_all(&kdir).expect("mkdir");
-        fs::set_permissions(&prefix, fs::Permissions::from_mode(0o755)).expect("chmod");
-        fs::set_permissions(&kdir, fs::Permissions::from_mode(0o755)).expect("chmod");
-        check_permissions(&kdir).expect("safe");
-        for (dir, mode) in [(&kdir, 0o777), (&kdir, 0o1777), (&prefix, 0o757)] {
-            fs::set_permissions(dir, fs::Permissions::from_mode(mode)).expect("chmod");
-            let err = check_permissions(&kdir).expect_err("writable by others");
-            assert!(err.to_string().contains("--unsafe-permissions"), "{err}");
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod");
-        }
-        let not_kpack = top.path().join("other");
-        fs::create_dir(&not_kpack).expect("mkdir");
-        assert!(check_permissions(&not_kpack).is_err());
-        let link = prefix.join("lib");
-        fs::create_dir(&link).expect("mkdir");
-        std::os::unix::fs::symlink(&kdir, link.join(KPACK_DIR)).expect("symlink");
-        assert!(
-            check_permissions(&link.join(KPACK_DIR)).is_err(),
-            "a symlinked .kpack is refused"
-        );
     }
 }

@@ -17,6 +17,7 @@
 //! alternative to all that: install device packages with apt, dnf or pip.
 
 pub mod client;
+pub mod config;
 pub mod detect;
 pub mod download;
 pub mod execute;

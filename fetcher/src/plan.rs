@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
-use crate::install::hash_file;
 use crate::resolve::{database_needs, needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State};
 use rocm_kpack_cli::iec_size;
+use rocm_kpack_fs::sha256_regular;
 
 /// What to do with one needed archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -211,7 +211,7 @@ fn check_present(
     if stamp.is_some_and(|s| s == FileStamp::of(&meta)) {
         return (true, None);
     }
-    match hash_file(path) {
+    match sha256_regular(path) {
         Ok((_, actual)) if &actual == sha256 => (true, None),
         Ok((_, actual)) => (
             false,

@@ -31,9 +31,8 @@ use reqwest::Url;
 
 use crate::client::{masked, scheme_allowed};
 
-use rocm_kpack_format::layout::fetch::{
-    component_sources_file_name, SourcesFile, SOURCES_D, SOURCES_EXT,
-};
+use crate::config::{SourcesFile, SOURCES_EXT};
+use rocm_kpack_format::layout::fetch::{component_sources_file_name, SOURCES_D};
 use rocm_kpack_format::layout::store;
 
 /// One configured source.

@@ -38,14 +38,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::install::write_atomically;
-
-use rocm_kpack_format::layout::fetch::STATE_FILE;
+use crate::config::{STATE_FILE, TEMP_PREFIX, TEMP_SUFFIX};
 use rocm_kpack_format::layout::names::{self, NameKind};
 use rocm_kpack_format::layout::MAX_STATE_FILE;
 use rocm_kpack_fs::PathError;
@@ -263,8 +261,15 @@ impl State {
             detail: e.to_string(),
         })?;
         json.push(b'\n');
-        write_atomically(&path, &json)
-            .map_err(|source| PathError::new("cannot write", path, source).into())
+        // Under the fetcher's temporary name: the next run that takes the
+        // directory's lock removes what a killed one left.
+        let temp = rocm_kpack_fs::TempName {
+            prefix: TEMP_PREFIX,
+            suffix: TEMP_SUFFIX,
+        };
+        let mode = std::fs::Permissions::from_mode(0o644);
+        rocm_kpack_fs::write_atomically_named(&path, &json, Some(mode), temp)
+            .map_err(|source| PathError::new("cannot write", path, source.into()).into())
     }
 }
 

@@ -5,7 +5,7 @@ use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_fetch::ops;
 
-use super::{local_targets, print_warnings, scan_config};
+use super::{local_targets, lock_options, print_warnings, scan_config};
 use crate::cli::GcArgs;
 
 /// Runs `gc`.
@@ -16,7 +16,12 @@ pub fn run(args: &GcArgs) -> anyhow::Result<ExitStatus> {
         eprintln!("not collecting anything: with no targets every archive would go; pass --target TARGET to say what to keep");
         return Ok(ExitStatus::NoGpu);
     }
-    let out = ops::gc::gc(&local, &scan_config(&args.scan).scan(), args.yes)?;
+    let out = ops::gc::run(&ops::gc::GcRequest {
+        local,
+        scan: scan_config(&args.scan),
+        apply: args.yes,
+        lock: lock_options(&args.scan),
+    })?;
     if args.json.enabled {
         print_json(&out)?;
         return Ok(ExitStatus::Success);

@@ -13,17 +13,19 @@ use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
 use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
-use rocm_kpack_fetch::ops::install::PackageManager;
+use rocm_kpack_fetch::ops::install::{
+    InstallError, InstallRequest, PackageManager, SourcesRequest,
+};
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
 use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
 use rocm_kpack_fetch::progress::{Bars, Lines, Reporter, Silent};
 use rocm_kpack_fetch::resolve::Scan;
-use rocm_kpack_fetch::sources::{package_files, SourceError, Sources};
+use rocm_kpack_fetch::sources::SourceError;
 use serde::Serialize;
 
 use super::{local_targets, print_warnings, scan_config};
-use crate::cli::{InstallArgs, NetArgs, Via};
+use crate::cli::{InstallArgs, NetArgs, ScanArgs, Via};
 
 /// `--json` output of `install`.
 #[derive(Debug, Serialize)]
@@ -55,73 +57,13 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         return super::no_targets(&local, args.json.enabled);
     }
     check_local_sources(&args.net)?;
-    let scan = scan_config(&args.scan).scan();
     if args.via.is_some() || args.python {
+        let scan = scan_config(&args.scan).scan();
         return run_pm(args, &local, &scan, warnings, quiet);
     }
-    let sources = Sources::load(
-        &args.net.sources,
-        args.net.offline.as_deref(),
-        &args.scan.root,
-        &package_files(&scan.manifests),
-        args.net.allow_http,
-    )
-    .map_err(|e| match e {
-        // The user typed these: a usage error.
-        SourceError::BadUrl { .. } | SourceError::Scheme { .. } => {
-            anyhow::Error::new(UsageError(e.to_string()))
-        }
-        other => anyhow::Error::new(other),
-    })?;
-    warnings.extend(sources.warnings.iter().cloned());
     if !args.json.enabled && !quiet {
         print_targets(&local);
     }
-
-    if args.dry_run {
-        let plan = ops::install::dry_run(&scan, &local.ids, &mut warnings);
-        return finish(args, &plan, &Report::default(), &warnings, true, started);
-    }
-
-    // A missing source is told once, before any transfer: every archive
-    // to fetch without one would otherwise fail on its own.
-    // Planned ahead only when some component has no source (rare): the
-    // install plans again under its locks.
-    let unsourced: Vec<&str> = scan
-        .manifests
-        .iter()
-        .map(|m| m.manifest.component.as_str())
-        .filter(|c| !sources.serve(c))
-        .collect();
-    if !unsourced.is_empty() {
-        let preview = ops::install::dry_run(&scan, &local.ids, &mut Vec::new());
-        let mut missing: Vec<&str> = preview
-            .fetches()
-            .map(|(c, _)| c.component.as_str())
-            .filter(|c| unsourced.contains(c))
-            .collect();
-        missing.dedup();
-        if !missing.is_empty() {
-            let mut msg = format!(
-                "no source serves {}: pass --source URL (a kpack store or a directory) or \
-                 --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
-                missing.join(", ")
-            );
-            // Say which configured sources were skipped and why: otherwise
-            // a store named in sources.d looks ignored.
-            if let Some(skipped) = sources.skipped() {
-                msg.push_str(&format!("; {skipped}"));
-            }
-            if preview
-                .fetches()
-                .all(|(c, _)| missing.contains(&c.component.as_str()))
-            {
-                anyhow::bail!(msg);
-            }
-            warnings.push(msg);
-        }
-    }
-
     let reporter: Arc<dyn Reporter> = if quiet {
         Arc::new(Silent)
     } else if !args.json.enabled && std::io::stderr().is_terminal() {
@@ -129,15 +71,34 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
     } else {
         Arc::new(Lines::default())
     };
-    let (plan, report) = ops::install::install(
-        &scan,
-        &local.ids,
-        &sources,
-        &exec_options(&args.net, &args.scan.root),
+    let outcome = ops::install::run(InstallRequest {
+        scan: scan_config(&args.scan),
+        targets: local.ids.clone(),
+        sources: SourcesRequest {
+            urls: args.net.sources.clone(),
+            offline: args.net.offline.clone(),
+            allow_http: args.net.allow_http,
+        },
+        dry_run: args.dry_run,
+        exec: exec_options(&args.net, &args.scan),
         reporter,
-        &mut warnings,
-    )?;
-    finish(args, &plan, &report, &warnings, false, started)
+    })
+    .map_err(|e| match e {
+        // The user typed these: a usage error.
+        InstallError::Sources(e @ (SourceError::BadUrl { .. } | SourceError::Scheme { .. })) => {
+            anyhow::Error::new(UsageError(e.to_string()))
+        }
+        other => anyhow::Error::new(other),
+    })?;
+    warnings.extend(outcome.warnings);
+    finish(
+        args,
+        &outcome.plan,
+        &outcome.report,
+        &warnings,
+        args.dry_run,
+        started,
+    )
 }
 
 /// `--source` directories and `--offline` must exist: a typo is a usage
@@ -174,11 +135,11 @@ fn print_targets(local: &LocalTargets) {
     );
 }
 
-fn exec_options(net: &NetArgs, root: &std::path::Path) -> ExecOptions {
+fn exec_options(net: &NetArgs, scan: &ScanArgs) -> ExecOptions {
     let cache = net
         .cache_dir
         .clone()
-        .unwrap_or_else(|| default_cache_dir(root));
+        .unwrap_or_else(|| default_cache_dir(&scan.root));
     ExecOptions {
         client: ClientOptions {
             connect_timeout: Duration::from_secs_f64(net.connect_timeout),
@@ -194,6 +155,7 @@ fn exec_options(net: &NetArgs, root: &std::path::Path) -> ExecOptions {
         },
         jobs: usize::try_from(net.jobs).unwrap_or(1),
         cache: Cache::new(cache),
+        lock: super::lock_options(scan),
     }
 }
 

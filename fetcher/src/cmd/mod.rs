@@ -18,6 +18,7 @@ mod verify;
 
 use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
 use rocm_kpack_fetch::detect::LocalTargets;
+use rocm_kpack_fetch::install::{LockOptions, PermissionPolicy};
 use rocm_kpack_fetch::resolve::ScanConfig;
 use rocm_kpack_loader::detect::{
     DetectOptions, Detection, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV,
@@ -52,12 +53,17 @@ pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus>
     }
 }
 
+/// How the commands that write or delete in a prefix lock its `.kpack`
+/// directories: `--wait` and `--unsafe-permissions`.
+pub fn lock_options(args: &ScanArgs) -> LockOptions {
+    LockOptions {
+        wait: std::time::Duration::from_secs(args.wait),
+        permissions: PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
+    }
+}
+
 /// The scan configuration of the command line (and `ROCM_KPACK_PYTHON`).
-/// Also applies `--unsafe-permissions` to this process: every command that
-/// may write or delete in a prefix scans through here first.
 pub fn scan_config(args: &ScanArgs) -> ScanConfig {
-    rocm_kpack_fetch::install::set_unsafe_permissions(args.unsafe_permissions);
-    rocm_kpack_fetch::install::set_lock_wait(std::time::Duration::from_secs(args.wait));
     let python = match std::env::var(PYTHON_ENV) {
         Ok(v) if v.trim().is_empty() => None,
         Ok(v) => Some(v),

@@ -55,6 +55,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
     let ctx = PruneContext {
         scan: &scan,
         keep: &keep,
+        lock: super::lock_options(&args.scan),
     };
     // Every backend lives here; `backends` borrows those chosen, in order.
     let apt = Apt {

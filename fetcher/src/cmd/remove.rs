@@ -4,12 +4,17 @@
 use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
 use rocm_kpack_fetch::ops;
 
-use super::{print_warnings, scan_config};
+use super::{lock_options, print_warnings, scan_config};
 use crate::cli::RemoveArgs;
 
 /// Runs `remove`.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
-    let out = ops::remove::remove(&scan_config(&args.scan).scan(), &args.names, args.yes)?;
+    let out = ops::remove::run(&ops::remove::RemoveRequest {
+        scan: scan_config(&args.scan),
+        names: args.names.clone(),
+        apply: args.yes,
+        lock: lock_options(&args.scan),
+    })?;
     if args.json.enabled {
         print_json(&out)?;
     } else {

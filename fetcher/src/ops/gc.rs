@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::{apply_removals, load_states, Kept, Removal, Removed};
 use crate::detect::LocalTargets;
+use crate::install::LockOptions;
 use crate::plan::ItemKind;
-use crate::resolve::{needs, Scan};
+use crate::resolve::{needs, Scan, ScanConfig};
 use rocm_kpack_format::target::TargetId;
 
 /// What `gc` found and did (its `--json` output).
@@ -94,16 +95,16 @@ fn lister<'a>(
 /// permission checks as `gc` (a symlinked or foreign-writable `.kpack` is
 /// refused) and never while another run uses it. Returns the directories
 /// removed.
-pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    use rocm_kpack_format::layout::fetch::LOCK_FILE;
+pub fn tidy_abandoned(dirs: &[PathBuf], lock: LockOptions) -> Vec<PathBuf> {
+    use crate::config::LOCK_FILE;
     let mut removed = Vec::new();
     for dir in dirs {
         // Cheap look first: most directories still hold manifests.
         if !abandoned(dir) {
             continue;
         }
-        let lock = match crate::install::DirLock::acquire(dir, |_, _| {}) {
-            Ok(lock) => lock,
+        let held = match crate::install::lock_kpack_dir_quietly(dir, lock) {
+            Ok(held) => held,
             Err(e) => {
                 tracing::debug!("not tidying {}: {e}", dir.display());
                 continue;
@@ -124,7 +125,7 @@ pub fn tidy_abandoned(dirs: &[PathBuf]) -> Vec<PathBuf> {
                 }
             }
         }
-        drop(lock);
+        drop(held);
         // Only an empty directory goes (rmdir never removes contents).
         if std::fs::remove_dir(dir).is_ok() {
             removed.push(dir.clone());
@@ -198,10 +199,33 @@ pub fn unneeded(
     candidates
 }
 
+/// `gc`, as the command line asked for it.
+#[derive(Debug, Clone)]
+pub struct GcRequest {
+    /// The local targets: archives none of them may load go.
+    pub local: LocalTargets,
+    /// Where the installed manifests and `.kpack` directories are looked for.
+    pub scan: ScanConfig,
+    /// Remove (`--yes`); else only list.
+    pub apply: bool,
+    /// How the `.kpack` directories are locked.
+    pub lock: LockOptions,
+}
+
+/// The one library call behind `gc`: scans, then [`gc`].
+pub fn run(req: &GcRequest) -> anyhow::Result<GcReport> {
+    gc(&req.local, &req.scan.scan(), req.apply, req.lock)
+}
+
 /// Finds the archives rocm-kpack-fetch installed that no manifest of
 /// `scan` lists or no target of `local` may load, and removes them when
 /// `remove`. Refuses when there are no targets: every archive would go.
-pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcReport> {
+pub fn gc(
+    local: &LocalTargets,
+    scan: &Scan,
+    remove: bool,
+    lock: LockOptions,
+) -> anyhow::Result<GcReport> {
     anyhow::ensure!(
         !local.ids.is_empty(),
         "no local targets: every archive would be collected"
@@ -214,7 +238,7 @@ pub fn gc(local: &LocalTargets, scan: &Scan, remove: bool) -> anyhow::Result<GcR
         &mut warnings,
     );
     let done = if remove {
-        apply_removals(&candidates, scan)?
+        apply_removals(&candidates, scan, lock)?
     } else {
         Removed::default()
     };

@@ -13,13 +13,166 @@ use rocm_kpack_pkgspec::Naming;
 
 use super::{load_states, remove_recorded};
 use crate::execute::{execute, ExecOptions, Report};
-use crate::install::DirLock;
 use crate::plan::{superseded, InstallPlan};
 use crate::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmError, PmPlan};
 use crate::progress::Reporter;
-use crate::resolve::{database_needs, needs, Scan};
-use crate::sources::Sources;
+use crate::resolve::{database_needs, needs, Scan, ScanConfig};
+use crate::sources::{package_files, SourceError, Sources};
 use crate::state::State;
+
+/// Where the archives come from: `--source`, `--offline`, the sources
+/// files below the root and those the installed generic packages ship.
+#[derive(Debug, Clone, Default)]
+pub struct SourcesRequest {
+    /// Source URLs or directories given on the command line, in order.
+    pub urls: Vec<String>,
+    /// A directory to take every archive from, without a network.
+    pub offline: Option<PathBuf>,
+    /// Whether `http://` sources are accepted.
+    pub allow_http: bool,
+}
+
+/// An install of archives, as the command line asked for it.
+#[derive(Clone)]
+pub struct InstallRequest {
+    /// Where the installed manifests are looked for.
+    pub scan: ScanConfig,
+    /// The targets to install device code for (at least one).
+    pub targets: Vec<TargetId>,
+    /// Where the archives come from.
+    pub sources: SourcesRequest,
+    /// Only plan: nothing is locked, fetched or written.
+    pub dry_run: bool,
+    /// Network, cache, parallelism and locking.
+    pub exec: ExecOptions,
+    /// Progress of the transfers (closed at the end).
+    pub reporter: Arc<dyn Reporter>,
+}
+
+impl std::fmt::Debug for InstallRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstallRequest")
+            .field("scan", &self.scan)
+            .field("targets", &self.targets)
+            .field("sources", &self.sources)
+            .field("dry_run", &self.dry_run)
+            .field("exec", &self.exec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an install planned and did.
+#[derive(Debug)]
+pub struct InstallOutcome {
+    /// The plan (under the locks, unless a dry run).
+    pub plan: InstallPlan,
+    /// What happened (empty for a dry run).
+    pub report: Report,
+    /// The sources' and the plan's warnings, and state resets.
+    pub warnings: Vec<String>,
+}
+
+/// Why an install did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The sources could not be loaded (a bad `--source` among them).
+    #[error(transparent)]
+    Sources(#[from] SourceError),
+    /// No source serves any archive to fetch: said once, before any
+    /// transfer.
+    #[error("{0}")]
+    NoSource(String),
+    /// The install itself failed.
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// The one library call behind `install` (archives): scans the installed
+/// manifests, loads the sources, says once when no source serves what is
+/// to be fetched, then plans ([`dry_run`]) or installs ([`install`]).
+pub fn run(req: InstallRequest) -> Result<InstallOutcome, InstallError> {
+    let scan = req.scan.scan();
+    let sources = Sources::load(
+        &req.sources.urls,
+        req.sources.offline.as_deref(),
+        &req.scan.root,
+        &package_files(&scan.manifests),
+        req.sources.allow_http,
+    )?;
+    let mut warnings = sources.warnings.clone();
+    if req.dry_run {
+        let plan = dry_run(&scan, &req.targets, &mut warnings);
+        return Ok(InstallOutcome {
+            plan,
+            report: Report::default(),
+            warnings,
+        });
+    }
+    if let Some(msg) = missing_sources(&scan, &req.targets, &sources)? {
+        warnings.push(msg);
+    }
+    let (plan, report) = install(
+        &scan,
+        &req.targets,
+        &sources,
+        &req.exec,
+        req.reporter,
+        &mut warnings,
+    )?;
+    Ok(InstallOutcome {
+        plan,
+        report,
+        warnings,
+    })
+}
+
+/// A missing source is told once, before any transfer: every archive to
+/// fetch without one would otherwise fail on its own. An error when no
+/// archive to fetch has a source, a warning (returned) when some have.
+/// Planned ahead only when some component has no source (rare): the
+/// install plans again under its locks.
+fn missing_sources(
+    scan: &Scan,
+    targets: &[TargetId],
+    sources: &Sources,
+) -> Result<Option<String>, InstallError> {
+    let unsourced: Vec<&str> = scan
+        .manifests
+        .iter()
+        .map(|m| m.manifest.component.as_str())
+        .filter(|c| !sources.serve(c))
+        .collect();
+    if unsourced.is_empty() {
+        return Ok(None);
+    }
+    let preview = dry_run(scan, targets, &mut Vec::new());
+    let mut missing: Vec<&str> = preview
+        .fetches()
+        .map(|(c, _)| c.component.as_str())
+        .filter(|c| unsourced.contains(c))
+        .collect();
+    missing.dedup();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let mut msg = format!(
+        "no source serves {}: pass --source URL (a kpack store or a directory) or \
+         --offline DIR, or add a file to /etc/rocm-kpack/sources.d/",
+        missing.join(", ")
+    );
+    // Say which configured sources were skipped and why: otherwise a store
+    // named in sources.d looks ignored.
+    if let Some(skipped) = sources.skipped() {
+        msg.push_str(&format!("; {skipped}"));
+    }
+    if preview
+        .fetches()
+        .all(|(c, _)| missing.contains(&c.component.as_str()))
+    {
+        return Err(InstallError::NoSource(msg));
+    }
+    Ok(Some(msg))
+}
 
 /// The plan for `targets` against the states as they are (read without
 /// locks); its warnings are added to `warnings`.
@@ -64,7 +217,7 @@ pub fn install(
     let mut locks = Vec::new();
     let mut locked: BTreeMap<PathBuf, Result<(), String>> = BTreeMap::new();
     for dir in &to_lock {
-        let lock = DirLock::acquire(dir, crate::install::say_waiting);
+        let lock = crate::install::lock_kpack_dir(dir, options.lock);
         match lock {
             Ok(l) => {
                 locks.push(l);

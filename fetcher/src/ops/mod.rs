@@ -15,6 +15,7 @@ pub mod list;
 pub mod prune;
 pub mod remove;
 pub mod status;
+pub mod trigger;
 pub mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::install::LockOptions;
 use crate::plan::{Claims, ItemKind};
 use crate::resolve::{Scan, ScanConfig};
 use crate::state::State;
@@ -161,7 +163,11 @@ pub fn claims_for(scan: &Scan, removals: &[Removal]) -> Claims {
 /// records; a database file another manifest of `scan` (or of a `.kpack`
 /// directory whose paths reach it, [`claims_for`]) lists is kept. Only
 /// archives still recorded when the lock is held are touched.
-pub fn apply_removals(removals: &[Removal], scan: &Scan) -> anyhow::Result<Removed> {
+pub fn apply_removals(
+    removals: &[Removal],
+    scan: &Scan,
+    lock: LockOptions,
+) -> anyhow::Result<Removed> {
     let claims = claims_for(scan, removals);
     let mut by_dir: BTreeMap<&Path, Vec<(ItemKind, &str)>> = BTreeMap::new();
     for r in removals {
@@ -172,7 +178,7 @@ pub fn apply_removals(removals: &[Removal], scan: &Scan) -> anyhow::Result<Remov
     }
     let mut out = Removed::default();
     for (dir, names) in by_dir {
-        let _lock = crate::install::DirLock::acquire(dir, crate::install::say_waiting)
+        let _lock = crate::install::lock_kpack_dir(dir, lock)
             .with_context(|| format!("cannot lock {}", dir.display()))?;
         let done = remove_recorded(dir, &names, &claims)?;
         out.removed.extend(done.removed);

@@ -16,8 +16,8 @@ use serde::Serialize;
 use super::{apply_removals, Removal};
 use crate::pm::apt::Apt;
 use crate::pm::dnf::Dnf;
-use crate::pm::native::{self, Installed, NativeScheme};
-use crate::pm::PmError;
+use crate::pm::native;
+use crate::pm::{PmError, SystemPm};
 use crate::resolve::Scan;
 use rocm_kpack_format::target::TargetId;
 
@@ -28,6 +28,8 @@ pub struct PruneContext<'a> {
     pub scan: &'a Scan,
     /// The targets whose device code stays: those detected plus `--keep`.
     pub keep: &'a [TargetId],
+    /// How the `.kpack` directories are locked.
+    pub lock: crate::install::LockOptions,
 }
 
 impl PruneContext<'_> {
@@ -241,7 +243,7 @@ impl PruneBackend for OwnFiles {
             .iter()
             .filter_map(|i| i.removal.clone())
             .collect();
-        let done = apply_removals(&removals, ctx.scan)?;
+        let done = apply_removals(&removals, ctx.scan, ctx.lock)?;
         Ok(Applied {
             removed: done
                 .removed
@@ -264,9 +266,7 @@ impl PruneBackend for OwnFiles {
 }
 
 /// A package manager's side of a prune of AMD's native device packages.
-trait NativePm {
-    fn scheme(&self) -> &NativeScheme;
-    fn installed(&self) -> Result<Vec<Installed>, PmError>;
+trait NativePm: SystemPm {
     fn simulate_remove(&self, packages: &[String]) -> Result<Vec<String>, PmError>;
     /// Keeps `packages` from counting as unused once the meta package
     /// that pulled them in is gone.
@@ -277,12 +277,6 @@ trait NativePm {
 }
 
 impl NativePm for Apt {
-    fn scheme(&self) -> &NativeScheme {
-        &self.native
-    }
-    fn installed(&self) -> Result<Vec<Installed>, PmError> {
-        Apt::installed(self)
-    }
     fn simulate_remove(&self, packages: &[String]) -> Result<Vec<String>, PmError> {
         Apt::simulate_remove(self, packages)
     }
@@ -298,12 +292,6 @@ impl NativePm for Apt {
 }
 
 impl NativePm for Dnf {
-    fn scheme(&self) -> &NativeScheme {
-        &self.native
-    }
-    fn installed(&self) -> Result<Vec<Installed>, PmError> {
-        Dnf::installed(self)
-    }
     fn simulate_remove(&self, packages: &[String]) -> Result<Vec<String>, PmError> {
         Dnf::simulate_remove(self, packages)
     }
@@ -324,7 +312,7 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
     let mut plan = BackendPlan::new(name);
     let installed = pm.installed()?;
     let keep = ctx.kept_device_targets();
-    for d in native::unkept_devices(pm.scheme(), &installed, &keep) {
+    for d in native::unkept_devices(pm.native(), &installed, &keep) {
         plan.items.push(PruneItem {
             kind: PruneKind::Package,
             reason: format!(
@@ -357,14 +345,14 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
 fn native_apply(pm: &dyn NativePm, plan: &BackendPlan) -> anyhow::Result<Applied> {
     let names: Vec<String> = plan.items.iter().map(|i| i.name.clone()).collect();
     let installed = pm.installed()?;
-    let hosts = native::hosts(pm.scheme(), &installed);
+    let hosts = native::hosts(pm.native(), &installed);
     let stays: Vec<String> = installed
         .iter()
         .filter(|p| !names.contains(&p.name) && !plan.also_removed.contains(&p.name))
         .filter(|p| {
             hosts
                 .iter()
-                .any(|h| h.name == p.name || pm.scheme().device_target(h, &p.name).is_some())
+                .any(|h| h.name == p.name || pm.native().device_target(h, &p.name).is_some())
         })
         .map(|p| p.name.clone())
         .collect();

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{apply_removals, load_states, Kept, Removal};
-use crate::resolve::Scan;
+use crate::install::LockOptions;
+use crate::resolve::{Scan, ScanConfig};
 
 /// What `remove` did (its `--json` output).
 #[derive(Debug, Serialize)]
@@ -26,9 +27,32 @@ pub struct RemoveReport {
     pub problems: Vec<String>,
 }
 
+/// `remove`, as the command line asked for it.
+#[derive(Debug, Clone)]
+pub struct RemoveRequest {
+    /// Where the installed manifests and `.kpack` directories are looked for.
+    pub scan: ScanConfig,
+    /// Archive file names or components.
+    pub names: Vec<String>,
+    /// Remove (`--yes`); else only list.
+    pub apply: bool,
+    /// How the `.kpack` directories are locked.
+    pub lock: LockOptions,
+}
+
+/// The one library call behind `remove`: scans, then [`remove`].
+pub fn run(req: &RemoveRequest) -> anyhow::Result<RemoveReport> {
+    remove(&req.scan.scan(), &req.names, req.apply, req.lock)
+}
+
 /// Removes the archives rocm-kpack-fetch installed whose file name or
 /// component is one of `names`; without `apply`, only lists them.
-pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<RemoveReport> {
+pub fn remove(
+    scan: &Scan,
+    names: &[String],
+    apply: bool,
+    lock: LockOptions,
+) -> anyhow::Result<RemoveReport> {
     let mut warnings = Vec::new();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut chosen = Vec::new();
@@ -71,7 +95,7 @@ pub fn remove(scan: &Scan, names: &[String], apply: bool) -> anyhow::Result<Remo
         });
     }
     let (removed, kept) = if apply {
-        let done = apply_removals(&chosen, scan)?;
+        let done = apply_removals(&chosen, scan, lock)?;
         (done.removed, done.kept)
     } else {
         (chosen.iter().map(Removal::path).collect(), Vec::new())

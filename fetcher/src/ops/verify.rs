@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::load_states;
-use crate::install::hash_file;
 use crate::resolve::{RefusedManifest, Scan};
 use crate::unlisted::BinaryCoverage;
+use rocm_kpack_fs::sha256_regular;
 
 /// Result for one archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,7 +100,7 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
                     continue;
                 }
             } else {
-                match hash_file(&path) {
+                match sha256_regular(&path) {
                     Err(e) => (Verdict::Unreadable, Some(e.to_string())),
                     Ok((len, _)) if len != size => (
                         Verdict::Damaged,

@@ -9,10 +9,10 @@ use rocm_kpack_format::debcontrol::ControlFields;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 
-use super::native::{self, Installed, NativeScheme};
+use super::native::{Installed, NativeScheme};
 use super::{
-    check_not_in_transaction, checked, device_packages, needed_groups, output, passthrough,
-    path_in_root, PmError, PmPlan,
+    check_not_in_transaction, checked, output, passthrough, path_in_root, DevicePackage, PmError,
+    PmPlan,
 };
 use crate::resolve::{arch_serves, Scan};
 
@@ -86,64 +86,14 @@ impl Apt {
         Ok(Some(parse_kpack_gfx(&text)))
     }
 
-    /// Builds the plan for the local targets.
+    /// Builds the plan for the local targets ([`super::plan_system`]).
     pub fn plan(
         &self,
         scan: &Scan,
         targets: &[TargetId],
         naming: &Naming,
     ) -> Result<PmPlan, PmError> {
-        let mut plan = PmPlan {
-            tool: "apt-get".into(),
-            ..PmPlan::default()
-        };
-        for super::NeededGroups {
-            kpm,
-            component,
-            groups,
-        } in needed_groups(scan, targets, &mut plan.warnings)
-        {
-            let Some(generic) = self.owner(&kpm)? else {
-                plan.warnings.push(format!(
-                    "no installed package owns {} ({component}); use file mode for it",
-                    kpm.display()
-                ));
-                continue;
-            };
-            for dev in device_packages(naming, NameKind::DebDevice, &generic, &component, &groups) {
-                match self.index_gfx(&dev.name)? {
-                    None => plan.warnings.push(format!(
-                        "{} (device code of {generic} for {}) is not in apt's index; run apt-get update, or use file mode",
-                        dev.name,
-                        dev.targets.join(", ")
-                    )),
-                    Some(gfx) => {
-                        let serves = gfx.is_empty()
-                            || dev.targets.iter().all(|t| {
-                                TargetId::parse(t).is_ok_and(|id| gfx.iter().any(|g| arch_serves(&id, g)))
-                            });
-                        if !serves {
-                            plan.warnings.push(format!(
-                                "{} declares X-Kpack-Gfx: {} which does not list {}",
-                                dev.name,
-                                gfx.join(" "),
-                                dev.targets.join(", ")
-                            ));
-                        }
-                        plan.packages.push(dev);
-                    }
-                }
-            }
-        }
-        let installed = self.installed()?;
-        for dev in native::missing_devices(&self.native, &installed, targets) {
-            if self.index_gfx(&dev.name)?.is_some() {
-                plan.packages.push(dev);
-            } else {
-                plan.warnings.push(native::unavailable(&dev));
-            }
-        }
-        Ok(plan)
+        super::plan_system(self, scan, targets, naming)
     }
 
     /// The packages dpkg lists as installed (or half-way: unpacked,
@@ -213,6 +163,67 @@ impl Apt {
             .split_once('\t')
             .filter(|(s, _)| s.ends_with(" installed"))
             .map(|(_, v)| v.to_string()))
+    }
+}
+
+impl super::SystemPm for Apt {
+    fn tool(&self) -> &'static str {
+        "apt-get"
+    }
+    fn device_kind(&self) -> NameKind {
+        NameKind::DebDevice
+    }
+    fn owner_noun(&self) -> &'static str {
+        "installed package"
+    }
+    fn owner(&self, path: &Path) -> Result<Option<String>, PmError> {
+        Apt::owner(self, path)
+    }
+    /// A device package apt's index lists; one whose `X-Kpack-Gfx` does
+    /// not name its targets still goes, with a warning.
+    fn admit(
+        &self,
+        dev: &DevicePackage,
+        generic: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<bool, PmError> {
+        let Some(gfx) = self.index_gfx(&dev.name)? else {
+            warnings.push(format!(
+                "{} (device code of {generic} for {}) is not in apt's index; run apt-get update, or use file mode",
+                dev.name,
+                dev.targets.join(", ")
+            ));
+            return Ok(false);
+        };
+        let serves = gfx.is_empty()
+            || dev.targets.iter().all(|t| {
+                TargetId::parse(t).is_ok_and(|id| gfx.iter().any(|g| arch_serves(&id, g)))
+            });
+        if !serves {
+            warnings.push(format!(
+                "{} declares X-Kpack-Gfx: {} which does not list {}",
+                dev.name,
+                gfx.join(" "),
+                dev.targets.join(", ")
+            ));
+        }
+        Ok(true)
+    }
+    fn native(&self) -> &NativeScheme {
+        &self.native
+    }
+    fn installed(&self) -> Result<Vec<Installed>, PmError> {
+        Apt::installed(self)
+    }
+    /// Those apt's index knows (`apt-cache show`, one each).
+    fn available(&self, names: &[String]) -> Result<Vec<String>, PmError> {
+        let mut out = Vec::new();
+        for name in names {
+            if self.index_gfx(name)?.is_some() {
+                out.push(name.clone());
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -8,10 +8,10 @@ use std::process::Command;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 
-use super::native::{self, Installed, NativeScheme};
+use super::native::{Installed, NativeScheme};
 use super::{
-    check_not_in_transaction, checked, device_packages, needed_groups, output, passthrough,
-    path_in_root, PmError, PmPlan,
+    check_not_in_transaction, checked, output, passthrough, path_in_root, DevicePackage, PmError,
+    PmPlan,
 };
 use crate::resolve::Scan;
 
@@ -87,49 +87,14 @@ impl Dnf {
             .map(str::to_string))
     }
 
-    /// Builds the plan for the local targets.
+    /// Builds the plan for the local targets ([`super::plan_system`]).
     pub fn plan(
         &self,
         scan: &Scan,
         targets: &[TargetId],
         naming: &Naming,
     ) -> Result<PmPlan, PmError> {
-        let mut plan = PmPlan {
-            tool: "dnf".into(),
-            ..PmPlan::default()
-        };
-        for super::NeededGroups {
-            kpm,
-            component,
-            groups,
-        } in needed_groups(scan, targets, &mut plan.warnings)
-        {
-            match self.owner(&kpm)? {
-                Some(generic) => plan.packages.extend(device_packages(
-                    naming,
-                    NameKind::RpmDevice,
-                    &generic,
-                    &component,
-                    &groups,
-                )),
-                None => plan.warnings.push(format!(
-                    "no installed rpm owns {} ({component}); use file mode for it",
-                    kpm.display()
-                )),
-            }
-        }
-        let installed = self.installed()?;
-        let wanted = native::missing_devices(&self.native, &installed, targets);
-        let names: Vec<String> = wanted.iter().map(|d| d.name.clone()).collect();
-        let available = self.available(&names)?;
-        for dev in wanted {
-            if available.contains(&dev.name) {
-                plan.packages.push(dev);
-            } else {
-                plan.warnings.push(native::unavailable(&dev));
-            }
-        }
-        Ok(plan)
+        super::plan_system(self, scan, targets, naming)
     }
 
     fn command(&self) -> Command {
@@ -216,6 +181,39 @@ impl Dnf {
             .arg("install")
             .args(plan.names());
         passthrough(&mut c)
+    }
+}
+
+impl super::SystemPm for Dnf {
+    fn tool(&self) -> &'static str {
+        "dnf"
+    }
+    fn device_kind(&self) -> NameKind {
+        NameKind::RpmDevice
+    }
+    fn owner_noun(&self) -> &'static str {
+        "installed rpm"
+    }
+    fn owner(&self, path: &Path) -> Result<Option<String>, PmError> {
+        Dnf::owner(self, path)
+    }
+    /// Every device package goes: dnf resolves what its repositories hold.
+    fn admit(
+        &self,
+        _dev: &DevicePackage,
+        _generic: &str,
+        _warnings: &mut Vec<String>,
+    ) -> Result<bool, PmError> {
+        Ok(true)
+    }
+    fn native(&self) -> &NativeScheme {
+        &self.native
+    }
+    fn installed(&self) -> Result<Vec<Installed>, PmError> {
+        Dnf::installed(self)
+    }
+    fn available(&self, names: &[String]) -> Result<Vec<String>, PmError> {
+        Dnf::available(self, names)
     }
 }
 

@@ -140,6 +140,82 @@ pub fn needed_groups(
     out
 }
 
+/// What a system package manager (apt, dnf) answers the one planner
+/// ([`plan_system`]); the rest of planning is the same for both.
+pub trait SystemPm {
+    /// The command the plan runs (`apt-get`, `dnf`).
+    fn tool(&self) -> &'static str;
+    /// How its device packages are named.
+    fn device_kind(&self) -> NameKind;
+    /// What owns a manifest, in its words ("installed package", "installed
+    /// rpm"), for the warning when nothing does.
+    fn owner_noun(&self) -> &'static str;
+    /// The installed package owning `path`, if any.
+    fn owner(&self, path: &Path) -> Result<Option<String>, PmError>;
+    /// Whether the device package `dev` of `generic` goes into the plan;
+    /// may add warnings (apt checks its index here).
+    fn admit(
+        &self,
+        dev: &DevicePackage,
+        generic: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<bool, PmError>;
+    /// AMD's native scheme of host and device packages.
+    fn native(&self) -> &native::NativeScheme;
+    /// The installed packages.
+    fn installed(&self) -> Result<Vec<native::Installed>, PmError>;
+    /// Which of `names` its repositories offer.
+    fn available(&self, names: &[String]) -> Result<Vec<String>, PmError>;
+}
+
+/// The plan of a system package manager: for each installed manifest the
+/// local targets need, the device packages of the package that owns it
+/// (those `pm` admits), then the missing device packages of installed
+/// native host packages that `pm`'s repositories offer.
+pub fn plan_system(
+    pm: &dyn SystemPm,
+    scan: &Scan,
+    targets: &[TargetId],
+    naming: &Naming,
+) -> Result<PmPlan, PmError> {
+    let mut plan = PmPlan {
+        tool: pm.tool().into(),
+        ..PmPlan::default()
+    };
+    for NeededGroups {
+        kpm,
+        component,
+        groups,
+    } in needed_groups(scan, targets, &mut plan.warnings)
+    {
+        let Some(generic) = pm.owner(&kpm)? else {
+            plan.warnings.push(format!(
+                "no {} owns {} ({component}); use file mode for it",
+                pm.owner_noun(),
+                kpm.display()
+            ));
+            continue;
+        };
+        for dev in device_packages(naming, pm.device_kind(), &generic, &component, &groups) {
+            if pm.admit(&dev, &generic, &mut plan.warnings)? {
+                plan.packages.push(dev);
+            }
+        }
+    }
+    let installed = pm.installed()?;
+    let wanted = native::missing_devices(pm.native(), &installed, targets);
+    let names: Vec<String> = wanted.iter().map(|d| d.name.clone()).collect();
+    let available = pm.available(&names)?;
+    for dev in wanted {
+        if available.contains(&dev.name) {
+            plan.packages.push(dev);
+        } else {
+            plan.warnings.push(native::unavailable(&dev));
+        }
+    }
+    Ok(plan)
+}
+
 /// The device groups (families) of one manifest the local targets need,
 /// in manifest order, with the targets each serves: the groups of the
 /// needed archives and of the needed kernel-database files (a group may

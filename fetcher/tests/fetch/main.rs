@@ -9,6 +9,7 @@ mod databases;
 mod faults;
 mod install;
 mod layouts;
+mod ops;
 mod process;
 mod unlisted;
 

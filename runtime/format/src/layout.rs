@@ -10,8 +10,6 @@
 //! processor name, so `<component>_<unit>.kpack` is found by any loader
 //! that follows the pattern.
 
-use serde::Deserialize;
-
 /// Directory, beside the binaries, that holds archives and manifests.
 pub const KPACK_DIR: &str = ".kpack";
 
@@ -245,16 +243,12 @@ pub mod pip {
     }
 }
 
-/// The fetcher's files: where it reads sources, and the lock, state and
-/// temporary files it keeps in each `.kpack/` directory it installs into.
+/// The names of the fetcher's sources files that packages ship and the
+/// fetcher reads (the files it keeps in `.kpack/` directories, and the
+/// sources files' schema, are the fetcher's own: `fetcher/src/config.rs`).
 pub mod fetch {
-    use super::Deserialize;
-
     /// Directory of sources files, relative to the root (`/`).
     pub const SOURCES_D: &str = "etc/rocm-kpack/sources.d";
-
-    /// Extension of the files read from [`SOURCES_D`] (no dot).
-    pub const SOURCES_EXT: &str = "toml";
 
     /// The sources file that the `rocm-kpack-fetch` packages built by
     /// `rocm-kpack publish --store-url` install in [`SOURCES_D`].
@@ -267,43 +261,6 @@ pub mod fetch {
     /// component, in its `.kpack/` directory.
     pub fn component_sources_file_name(component: &str) -> String {
         format!("{component}{COMPONENT_SOURCES_SUFFIX}")
-    }
-
-    /// One install at a time per `.kpack/` directory.
-    pub const LOCK_FILE: &str = ".rocm-kpack-fetch.lock";
-
-    /// What was installed, from where and why.
-    pub const STATE_FILE: &str = ".rocm-kpack-fetch-state.json";
-
-    /// Temporary files: `<prefix><pid>.<n><suffix>`, so stale ones from a
-    /// killed run are recognisable.
-    pub const TEMP_PREFIX: &str = ".rocm-kpack-fetch.";
-    /// See [`TEMP_PREFIX`].
-    pub const TEMP_SUFFIX: &str = ".tmp";
-
-    /// A sources file: `[[source]]` tables, tried in order.
-    ///
-    /// ```toml
-    /// [[source]]
-    /// url = "https://repo.example.org/kpack/"
-    /// components = ["librocrand"]   # optional: only these components
-    /// ```
-    #[derive(Debug, Default, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct SourcesFile {
-        /// The sources, in the order they are tried.
-        #[serde(default)]
-        pub source: Vec<SourceEntry>,
-    }
-
-    /// One `[[source]]` of a [`SourcesFile`].
-    #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct SourceEntry {
-        /// Base URL (or absolute directory path) of a kpack store.
-        pub url: String,
-        /// Only for these components (absent: all).
-        pub components: Option<Vec<String>>,
     }
 }
 

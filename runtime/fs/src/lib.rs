@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
+#[cfg(all(unix, feature = "lock"))]
+pub mod lock;
+
 /// Block size for hashing.
 const BLOCK: usize = 1 << 20;
 
@@ -167,6 +170,15 @@ impl<R: Read, D: Digest> Read for HashingReader<R, D> {
 /// Size and SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
     let file = File::open(path).map_err(|e| PathError::new("cannot open", path, e))?;
+    sha256_reader(file).map_err(|e| PathError::new("cannot read", path, e))
+}
+
+/// Size and SHA-256 of a file another user may have planted or changed:
+/// only a regular file, never through a symlink and never blocking on a
+/// FIFO ([`open_regular`]). [`sha256_file`] is for files this process
+/// made.
+pub fn sha256_regular(path: &Path) -> Result<(u64, [u8; 32]), PathError> {
+    let file = open_regular(path)?;
     sha256_reader(file).map_err(|e| PathError::new("cannot read", path, e))
 }
 
@@ -327,7 +339,7 @@ pub struct PendingFile {
 impl PendingFile {
     /// An empty temporary file in `dest`'s directory, named `.<random>.tmp`.
     pub fn create(dest: &Path) -> Result<Self, PathError> {
-        Self::create_named(dest, ".", ".tmp")
+        Self::create_named(dest, DEFAULT_TEMP_PREFIX, DEFAULT_TEMP_SUFFIX)
     }
 
     /// Like [`PendingFile::create`] with the temporary name
@@ -352,7 +364,17 @@ impl PendingFile {
         bytes: &[u8],
         permissions: Option<Permissions>,
     ) -> Result<Self, PathError> {
-        let mut pending = Self::create(dest)?;
+        Self::write_named(dest, bytes, permissions, TempName::default())
+    }
+
+    /// [`PendingFile::write`] under the temporary name `temp`.
+    pub fn write_named(
+        dest: &Path,
+        bytes: &[u8],
+        permissions: Option<Permissions>,
+        temp: TempName,
+    ) -> Result<Self, PathError> {
+        let mut pending = Self::create_named(dest, temp.prefix, temp.suffix)?;
         pending
             .temp
             .write_all(bytes)
@@ -436,9 +458,41 @@ pub fn write_atomically(
     bytes: &[u8],
     permissions: Option<Permissions>,
 ) -> Result<(), PathError> {
-    PendingFile::write(dest, bytes, permissions)?
+    write_atomically_named(dest, bytes, permissions, TempName::default())
+}
+
+/// [`write_atomically`] under the temporary name `temp`, so that a tool
+/// recognises (and removes) what a killed run of it left behind.
+pub fn write_atomically_named(
+    dest: &Path,
+    bytes: &[u8],
+    permissions: Option<Permissions>,
+    temp: TempName,
+) -> Result<(), PathError> {
+    PendingFile::write_named(dest, bytes, permissions, temp)?
         .commit()
         .map(drop)
+}
+
+const DEFAULT_TEMP_PREFIX: &str = ".";
+const DEFAULT_TEMP_SUFFIX: &str = ".tmp";
+
+/// How a temporary file is named: `<prefix><random><suffix>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TempName {
+    /// Start of the name.
+    pub prefix: &'static str,
+    /// End of the name.
+    pub suffix: &'static str,
+}
+
+impl Default for TempName {
+    fn default() -> Self {
+        TempName {
+            prefix: DEFAULT_TEMP_PREFIX,
+            suffix: DEFAULT_TEMP_SUFFIX,
+        }
+    }
 }
 
 /// Renames the complete file `from` to `to` durably: `from` reaches the

@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         rocm_kpack_cli::write_stdout(&data)?;
     } else {
         check_replaceable(&args.out, args.force)?;
-        crate::cmd::write_atomically(&args.out, &data)?;
+        rocm_kpack_fs::write_atomically(&args.out, &data, None)?;
         eprintln!(
             "wrote {} ({} for {}) to {}",
             rocm_kpack_cli::iec_size(data.len() as u64),

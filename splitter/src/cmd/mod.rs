@@ -47,10 +47,3 @@ fn demo(args: rocm_kpack_demo::Args) -> anyhow::Result<ExitStatus> {
         run(cli.command)
     })
 }
-
-/// Writes `bytes` to `dest` atomically (temp file in the same directory,
-/// then rename), so no partial file is ever visible.
-pub fn write_atomically(dest: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    rocm_kpack_fs::write_atomically(dest, bytes, None)?;
-    Ok(())
-}
