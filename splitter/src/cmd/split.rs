@@ -5,11 +5,8 @@
 use std::path::PathBuf;
 
 use rocm_kpack_cli::{ExitStatus, JsonArg};
-use rocm_kpack_splitter::split::artifact::{
-    batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch,
-};
-use rocm_kpack_splitter::split::plan::SplitPlan;
-use rocm_kpack_splitter::split::tree::{plan_tree, split_tree, SplitOptions, SplitReport};
+use rocm_kpack_splitter::split::request::{split, SplitInput, SplitOutcome, SplitRequest};
+use rocm_kpack_splitter::split::tree::{SplitOptions, SplitReport};
 
 use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
 
@@ -73,7 +70,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let spec = args.spec.load()?;
     let prefix_dirs = args
         .prefix_dirs
         .iter()
@@ -84,51 +80,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let progress = super::progress::CommandProgress::new();
-    let opts = SplitOptions {
-        spec,
-        component: args.component.clone(),
-        prefix_dirs,
-        output: args.compression.output(&args.jobs, &args.out)?,
-        progress: progress.handle(),
+    let request = SplitRequest {
+        input: SplitInput::detect(&args.input, args.batch)?,
+        out: args.out.dir.clone(),
+        options: SplitOptions {
+            spec: args.spec.load()?,
+            component: args.component.clone(),
+            prefix_dirs,
+            output: args.compression.output(&args.jobs, &args.out)?,
+            progress: progress.handle(),
+        },
+        dry_run: args.dry_run,
     };
-    if !args.input.exists() {
-        anyhow::bail!("{}: no such file or directory", args.input.display());
-    }
-    let artifact = !args.batch && is_artifact_dir(&args.input);
-    if args.dry_run {
-        let plans: Vec<SplitPlan> = if args.batch {
-            let (inputs, skipped) = batch_inputs(&args.input)?;
-            for s in skipped {
-                eprintln!("note: {s}");
-            }
-            inputs
-                .iter()
-                .map(|i| plan_artifact(i, &opts))
-                .collect::<Result<_, _>>()?
-        } else if artifact {
-            vec![plan_artifact(&args.input, &opts)?]
-        } else {
-            vec![plan_tree(&args.input, &opts)?]
-        };
-        args.json
-            .print(&plans, || plans.iter().map(ToString::to_string).collect())?;
-        return Ok(ExitStatus::Success);
-    }
-    let out = &args.out.dir;
-    let report = if args.batch {
-        split_batch(&args.input, out, &opts)
-    } else if artifact {
-        split_artifact(&args.input, out, &opts)
-    } else {
-        split_tree(&args.input, out, &opts)
-    };
+    let outcome = split(&request);
     let summary = progress.finish();
-    let report = report?;
-    // Warnings go to stderr once (also in the JSON report).
-    for w in &report.warnings {
-        eprintln!("rocm-kpack: warning: {w}");
+    match outcome? {
+        SplitOutcome::Planned { plans, notes } => {
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            args.json
+                .print(&plans, || plans.iter().map(ToString::to_string).collect())?;
+        }
+        SplitOutcome::Split(report) => {
+            // Warnings go to stderr once (also in the JSON report).
+            for w in &report.warnings {
+                eprintln!("rocm-kpack: warning: {w}");
+            }
+            args.json.print(&report, || render(&report) + &summary)?;
+        }
     }
-    args.json.print(&report, || render(&report) + &summary)?;
     Ok(ExitStatus::Success)
 }
 

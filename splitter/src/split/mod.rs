@@ -5,13 +5,15 @@
 //! [`tree`] and [`artifact`] execute a plan for install trees and build
 //! artifact directories, [`recombine`] merges the outputs of build shards,
 //! and [`verify`] checks that every marker of a split tree resolves;
-//! [`output`] is how each of them writes archives.
+//! [`output`] is how each of them writes archives, and [`request`] is the
+//! one call of the `split` command (which input kind, plan or run).
 
 pub mod artifact;
 pub mod binary;
 pub mod output;
 pub mod plan;
 pub mod recombine;
+pub mod request;
 pub mod scan;
 pub mod tree;
 pub mod verify;
