@@ -18,7 +18,7 @@
 //! The work directory is removed whatever happens.
 
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_fs::{check_replaceable, PathError};

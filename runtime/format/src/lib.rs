@@ -14,13 +14,9 @@
 //! scanner) they all use. The
 //! file plumbing (atomic writes, hashing, hostile-file checks) is
 //! `rocm-kpack-fs`. The byte layouts are described in `docs/formats.md`.
-//!
-//! [`debcontrol`] parses and writes deb822 control paragraphs (a deb's
-//! `control`, apt's indexes and `apt-cache show` output).
 
 pub mod archive;
 pub mod bundle;
-pub mod debcontrol;
 pub mod error;
 pub mod layout;
 mod le;

@@ -730,10 +730,10 @@ fn check_ident(data: &[u8]) -> Result<()> {
             "big-endian ELF; only little-endian x86-64 is supported".into(),
         ));
     }
-    if version != object::elf::EV_CURRENT {
+    if object::elf::FileVersion(version) != object::elf::EV_CURRENT {
         return Err(ElfError::Unsupported(format!(
             "ELF identification version {version} (expected {})",
-            object::elf::EV_CURRENT
+            object::elf::EV_CURRENT.0
         )));
     }
     Ok(())
@@ -835,13 +835,13 @@ mod tests {
             e_entry: U64::new(LE, 0),
             e_phoff: U64::new(LE, 0),
             e_shoff: U64::new(LE, 0),
-            e_flags: U32::new(LE, 0),
+            e_flags: U32::new(LE, object::elf::FileFlags(0)),
             e_ehsize: object::U16::new(LE, EHDR_SIZE as u16),
             e_phentsize: object::U16::new(LE, PHDR_SIZE as u16),
             e_phnum: object::U16::new(LE, 0),
             e_shentsize: object::U16::new(LE, SHDR_SIZE as u16),
             e_shnum: object::U16::new(LE, 0),
-            e_shstrndx: object::U16::new(LE, 0),
+            e_shstrndx: object::U16::new(LE, object::elf::SHN_UNDEF),
         };
         bytes_of(&h).to_vec()
     }
