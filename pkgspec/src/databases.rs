@@ -382,10 +382,10 @@ pub fn check_fetchable(
     if up == 0 {
         return Ok(m.rule);
     }
-    let prefix: Vec<&str> = prefix_path.unwrap_or_default().split('/').collect();
-    if up >= prefix.len() {
+    let mut prefix: Vec<&str> = prefix_path.unwrap_or_default().split('/').collect();
+    let Some(kept) = prefix.len().checked_sub(up).filter(|&k| k > 0) else {
         return Err(Unfetchable::AtRoot);
-    }
+    };
     if anchors.is_empty() {
         return Err(Unfetchable::NoAnchor { rule: m.rule });
     }
@@ -393,10 +393,10 @@ pub fn check_fetchable(
         return Err(Unfetchable::OffAnchor {
             rule: m.rule,
             anchors: anchors.join(", "),
-            base: prefix
-                .get(..prefix.len() - up)
-                .unwrap_or_default()
-                .join("/"),
+            base: {
+                prefix.truncate(kept);
+                prefix.join("/")
+            },
         });
     }
     Ok(m.rule)

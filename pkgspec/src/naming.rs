@@ -306,22 +306,22 @@ pub fn check_template(template: &str, kind: NameKind) -> Result<(), String> {
                 break;
             }
             Some(i) => {
-                literal.push_str(rest.get(..i).unwrap_or_default());
-                let tail = rest.get(i..).unwrap_or_default();
-                if tail.starts_with('}') {
+                // `find` returns a char boundary: the split cannot fail.
+                let (before, tail) = rest.split_at(i);
+                literal.push_str(before);
+                let Some(tail) = tail.strip_prefix('{') else {
                     return Err(format!("template {template:?}: unbalanced '}}'"));
-                }
-                let close = tail
-                    .find('}')
+                };
+                let (key, after) = tail
+                    .split_once('}')
                     .ok_or_else(|| format!("template {template:?}: unclosed '{{'"))?;
-                let key = tail.get(1..close).unwrap_or_default();
                 if !PLACEHOLDERS.contains(&key) {
                     return Err(format!(
                         "template {template:?}: unknown placeholder {{{key}}} (known: {{name}}, {{deb_name}}, {{group}}, {{group_lower}}, {{version}})"
                     ));
                 }
                 used.push(key);
-                rest = tail.get(close + 1..).unwrap_or_default();
+                rest = after;
             }
         }
     }

@@ -18,7 +18,7 @@
 //! The work directory is removed whatever happens.
 
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_fs::{check_replaceable, PathError};
@@ -26,6 +26,7 @@ use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
 use crate::split::output::ArchiveOutput;
+use crate::split::scan::read_head;
 use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
@@ -102,18 +103,8 @@ pub fn detect_kind(path: &Path) -> Result<PackageKind, SplitPackageError> {
         path: path.to_path_buf(),
         why: format!("cannot be read: {e}"),
     })?;
-    let mut head = [0u8; 8];
-    let mut n = 0;
     // Short files are simply not recognized; read what is there.
-    while n < head.len() {
-        match f.read(head.get_mut(n..).unwrap_or_default()) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err("cannot read", path)(e)),
-        }
-    }
-    let head = head.get(..n).unwrap_or_default();
+    let head = read_head(&mut f, 8).map_err(io_err("cannot read", path))?;
     if head.starts_with(b"!<arch>\n") {
         Ok(PackageKind::Deb)
     } else if head.starts_with(&[0xed, 0xab, 0xee, 0xdb]) {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_format::debcontrol::ControlFields;
+use rocm_kpack_deb822::ControlFields;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_pkgspec::{NameKind, Naming};
 

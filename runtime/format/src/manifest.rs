@@ -426,6 +426,7 @@ impl Manifest {
     /// Encodes as a v1 or v2 manifest ([`Self::format_version`], keys in
     /// schema order). Fails on unsafe names and on entries without a sha256
     /// (legacy data).
+    #[cfg(feature = "write_core")]
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
         let version = self.format_version();
         validate_component(&self.component)?;
@@ -482,6 +483,7 @@ impl Manifest {
     }
 }
 
+#[cfg(feature = "write_core")]
 fn str_refs(list: &[String]) -> Vec<Str<'_>> {
     list.iter().map(|s| Str(s)).collect()
 }

@@ -77,6 +77,7 @@ impl Marker {
 
     /// Encodes the marker: keys in the order `kpack_search_paths`,
     /// `kernel_name`, strings as `str`. Same marker, same bytes.
+    #[cfg(feature = "write_core")]
     pub fn to_msgpack(&self) -> Result<Vec<u8>> {
         msgpack::encode(&Wire {
             kpack_search_paths: self.kpack_search_paths.iter().map(|s| Str(s)).collect(),

@@ -300,6 +300,7 @@ pub(crate) fn deserialize<'a, T: Deserialize<'a>>(
 /// A length above 2^32 - 1 is an error, never truncated: [`Str`] and
 /// [`Bin`] refuse one. (Containers cannot reach it: 2^32 elements of our
 /// types do not fit in memory.)
+#[cfg(feature = "write_core")]
 pub fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     v.serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())

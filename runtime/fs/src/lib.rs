@@ -54,6 +54,21 @@ impl From<PathError> for io::Error {
     }
 }
 
+/// The `n` bytes of `buf` a `read` or `write` reported handling. A count
+/// past the buffer breaks the `Read`/`Write` contract; it is an error here,
+/// not a shorter slice that would hash or count the wrong bytes.
+fn handled(buf: &[u8], n: usize) -> io::Result<&[u8]> {
+    buf.get(..n).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "a reader or writer reported {n} bytes for a {}-byte buffer",
+                buf.len()
+            ),
+        )
+    })
+}
+
 /// Feeds `reader` to `consume` block by block; returns the byte count.
 pub fn for_each_block(mut reader: impl Read, mut consume: impl FnMut(&[u8])) -> io::Result<u64> {
     let mut block = vec![0u8; BLOCK];
@@ -65,7 +80,7 @@ pub fn for_each_block(mut reader: impl Read, mut consume: impl FnMut(&[u8])) -> 
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        consume(block.get(..n).unwrap_or_default());
+        consume(handled(&block, n)?);
         len += n as u64;
     }
 }
@@ -113,8 +128,7 @@ impl<W: Write> HashingWriter<W> {
 impl<W: Write> Write for HashingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
-        let done = buf.get(..n).unwrap_or_default();
-        self.sha256.update(done);
+        self.sha256.update(handled(buf, n)?);
         self.count += n as u64;
         Ok(n)
     }
@@ -161,7 +175,7 @@ impl<R: Read, D: Digest> HashingReader<R, D> {
 impl<R: Read, D: Digest> Read for HashingReader<R, D> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.digest.update(buf.get(..n).unwrap_or_default());
+        self.digest.update(handled(buf, n)?);
         self.count += n as u64;
         Ok(n)
     }
@@ -594,6 +608,33 @@ pub fn move_into_place(staged: &Path, dest: &Path, replace: bool) -> Result<(), 
 
 #[cfg(test)]
 mod tests {
+    /// A reader and writer that claims, once, more bytes than the buffer it
+    /// was given (then reads as empty).
+    struct Overclaims(bool);
+    impl std::io::Read for Overclaims {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let claimed = std::mem::replace(&mut self.0, true);
+            Ok(if claimed { 0 } else { buf.len() + 1 })
+        }
+    }
+    impl std::io::Write for Overclaims {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len() + 1)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_count_past_the_buffer_is_an_error_not_an_empty_slice() {
+        let err = super::sha256_reader(Overclaims(false)).expect_err("overclaiming reader");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+        assert!(err.to_string().contains("bytes for a"), "{err}");
+        let mut w = super::HashingWriter::new(Overclaims(false));
+        assert!(std::io::Write::write(&mut w, b"abc").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -43,7 +43,7 @@ use rocm_kpack_pkgspec::fields::{self, FieldKind};
 
 /// The deb822 paragraph, parsed and rendered by the format crate (the
 /// fetcher reads `apt-cache show` output with the same parser).
-pub use rocm_kpack_format::debcontrol::ControlFields;
+pub use rocm_kpack_deb822::ControlFields;
 
 /// Appends `item` to a comma-separated relation field value unless a
 /// relation on the same package is already there.

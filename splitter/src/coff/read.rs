@@ -121,8 +121,8 @@ pub struct Section {
 impl Section {
     /// The name up to its first NUL, lossily decoded.
     pub fn name(&self) -> String {
-        let end = self.name.iter().position(|&b| b == 0).unwrap_or(8);
-        String::from_utf8_lossy(self.name.get(..end).unwrap_or_default()).into_owned()
+        let name: Vec<u8> = self.name.iter().copied().take_while(|&b| b != 0).collect();
+        String::from_utf8_lossy(&name).into_owned()
     }
 
     /// Bytes the section occupies in memory (`VirtualSize`, or the raw size

@@ -150,8 +150,14 @@ fn check_wrappers(
     let mut expected = a.to_vec();
     for (slot, &co) in input.slots.iter().zip(exp.co_indices) {
         let at = (slot.rva - base) as usize;
-        let w = FatbinWrapper::parse(b.get(at..).unwrap_or_default())
-            .map_err(|e| fail(e.to_string()))?;
+        let slot_bytes = b.get(at..).ok_or_else(|| {
+            fail(format!(
+                "wrapper {} at {at:#x} lies past the end of the section ({} bytes)",
+                slot.index,
+                b.len()
+            ))
+        })?;
+        let w = FatbinWrapper::parse(slot_bytes).map_err(|e| fail(e.to_string()))?;
         if !w.is_hipk() || w.co_index() != co || Some(w.binary) != out.va(exp.marker_rva).ok() {
             return Err(fail(format!("wrapper {} is {w:?}", slot.index)));
         }

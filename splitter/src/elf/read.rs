@@ -8,7 +8,7 @@ use object::elf::{
     Dyn64, FileHeader64, ProgramHeader64, Rel64, Rela64, Relr64, SectionHeader64, Sym64,
 };
 use object::pod::{bytes_of, Pod};
-use object::read::elf::RelrIterator;
+use object::read::elf::{FileHeader, RelrIterator};
 use object::read::ReadRef;
 use object::{LittleEndian as LE, U32, U64};
 
@@ -286,31 +286,17 @@ impl<'a> Elf<'a> {
     /// Parses and checks the file header, program headers and section
     /// headers. Only x86-64 ELF64 little-endian executables and shared
     /// objects are accepted.
+    ///
+    /// The header and both tables are read by `object`'s checked parsing
+    /// ([`FileHeader::parse`], [`FileHeader::program_headers`],
+    /// [`FileHeader::section_headers`]: magic, class, encoding, version,
+    /// entry sizes, bounds); its errors are turned into ours with the
+    /// offset and the expectation. The identification is looked at first
+    /// only to say which of its checks failed.
     pub fn parse(data: &'a [u8]) -> Result<Elf<'a>> {
-        if data.get(..4) != Some(object::elf::ELFMAG.as_slice()) {
-            return Err(ElfError::NotElf);
-        }
-        let (Some(&class), Some(&encoding)) = (data.get(4), data.get(5)) else {
-            return Err(ElfError::Truncated(format!(
-                "file is {} bytes, shorter than the ELF identification",
-                data.len()
-            )));
-        };
-        match object::elf::FileClass(class) {
-            ELFCLASS64 => {}
-            ELFCLASS32 => {
-                return Err(ElfError::Unsupported(
-                    "32-bit ELF (ELFCLASS32); only x86-64 ELF64 is supported".into(),
-                ))
-            }
-            _ => return Err(ElfError::Unsupported(format!("unknown ELF class {class}"))),
-        }
-        if object::elf::DataEncoding(encoding) != ELFDATA2LSB {
-            return Err(ElfError::Unsupported(
-                "big-endian ELF; only little-endian x86-64 is supported".into(),
-            ));
-        }
-        let header = *pod_at::<FileHeader64<LE>>(data, 0, "ELF header")?;
+        check_ident(data)?;
+        let header = *FileHeader64::<LE>::parse(data)
+            .map_err(|e| table_error("ELF header", 0, EHDR_SIZE as u64, data.len(), e))?;
         let machine = header.e_machine.get(LE);
         if machine != EM_X86_64 {
             return Err(ElfError::Unsupported(format!(
@@ -333,56 +319,52 @@ impl<'a> Elf<'a> {
                 )))
             }
         }
+        // `object` leaves e_ehsize unchecked; the rewrite copies the header
+        // as one EHDR_SIZE block.
         let ehsize = header.e_ehsize.get(LE);
         if usize::from(ehsize) != EHDR_SIZE {
             return Err(ElfError::Malformed(format!(
                 "e_ehsize {ehsize} (expected {EHDR_SIZE})"
             )));
         }
+        // `object` follows extended numbering into section 0; the rewrite
+        // writes the counts and the name-table index back into the 16-bit
+        // header fields, so such files are refused here instead.
         let phnum = header.e_phnum.get(LE);
+        let shoff = header.e_shoff.get(LE);
         if phnum == object::elf::PN_XNUM {
             return Err(ElfError::Unsupported(
                 "extended program header numbering (PN_XNUM)".into(),
             ));
         }
-        let mut phdrs = Vec::new();
-        if phnum > 0 {
-            let phentsize = header.e_phentsize.get(LE);
-            if usize::from(phentsize) != PHDR_SIZE {
-                return Err(ElfError::Malformed(format!(
-                    "e_phentsize {phentsize} (expected {PHDR_SIZE})"
-                )));
-            }
-            let table = pods_at::<ProgramHeader64<LE>>(
-                data,
-                header.e_phoff.get(LE),
-                usize::from(phnum),
-                "program header table",
-            )?;
-            phdrs = table.iter().map(Phdr::from).collect();
+        if shoff != 0 && header.e_shnum.get(LE) == 0 {
+            return Err(ElfError::Unsupported(
+                "extended section numbering (e_shnum = 0)".into(),
+            ));
         }
-        let mut shdrs = Vec::new();
-        let shoff = header.e_shoff.get(LE);
-        if shoff != 0 {
-            let shentsize = header.e_shentsize.get(LE);
-            if usize::from(shentsize) != SHDR_SIZE {
-                return Err(ElfError::Malformed(format!(
-                    "e_shentsize {shentsize} (expected {SHDR_SIZE})"
-                )));
-            }
-            let shnum = header.e_shnum.get(LE);
-            if shnum == 0 {
-                return Err(ElfError::Unsupported(
-                    "extended section numbering (e_shnum = 0)".into(),
-                ));
-            }
-            let table = pods_at::<SectionHeader64<LE>>(
-                data,
-                shoff,
-                usize::from(shnum),
-                "section header table",
-            )?;
-            shdrs = table.iter().map(Shdr::from).collect();
+        let phdrs = header.program_headers(LE, data).map_err(|e| {
+            entry_size_error("e_phentsize", header.e_phentsize.get(LE), PHDR_SIZE).unwrap_or_else(
+                || {
+                    let len = u64::from(phnum) * PHDR_SIZE as u64;
+                    table_error(
+                        "program header table",
+                        header.e_phoff.get(LE),
+                        len,
+                        data.len(),
+                        e,
+                    )
+                },
+            )
+        })?;
+        let shdrs = header.section_headers(LE, data).map_err(|e| {
+            entry_size_error("e_shentsize", header.e_shentsize.get(LE), SHDR_SIZE).unwrap_or_else(
+                || {
+                    let len = u64::from(header.e_shnum.get(LE)) * SHDR_SIZE as u64;
+                    table_error("section header table", shoff, len, data.len(), e)
+                },
+            )
+        })?;
+        if !shdrs.is_empty() {
             let shstrndx = header.e_shstrndx.get(LE).0;
             if shstrndx == object::elf::SHN_XINDEX.0 {
                 return Err(ElfError::Unsupported(
@@ -399,8 +381,8 @@ impl<'a> Elf<'a> {
         Ok(Elf {
             data,
             header,
-            phdrs,
-            shdrs,
+            phdrs: phdrs.iter().map(Phdr::from).collect(),
+            shdrs: shdrs.iter().map(Shdr::from).collect(),
         })
     }
 
@@ -719,6 +701,67 @@ fn decode_relr(words: &[Relr64<LE>], out: &mut Vec<DynReloc>) -> Result<()> {
     Ok(())
 }
 
+/// Says which of the identification checks `object`'s
+/// [`FileHeader::parse`] makes (it reports them all as one "Unsupported ELF
+/// header") the input fails: not ELF, too short, 32-bit, big-endian or an
+/// unknown version.
+fn check_ident(data: &[u8]) -> Result<()> {
+    if data.get(..4) != Some(object::elf::ELFMAG.as_slice()) {
+        return Err(ElfError::NotElf);
+    }
+    let (Some(&class), Some(&encoding), Some(&version)) = (data.get(4), data.get(5), data.get(6))
+    else {
+        return Err(ElfError::Truncated(format!(
+            "file is {} bytes, shorter than the ELF identification",
+            data.len()
+        )));
+    };
+    match object::elf::FileClass(class) {
+        ELFCLASS64 => {}
+        ELFCLASS32 => {
+            return Err(ElfError::Unsupported(
+                "32-bit ELF (ELFCLASS32); only x86-64 ELF64 is supported".into(),
+            ))
+        }
+        _ => return Err(ElfError::Unsupported(format!("unknown ELF class {class}"))),
+    }
+    if object::elf::DataEncoding(encoding) != ELFDATA2LSB {
+        return Err(ElfError::Unsupported(
+            "big-endian ELF; only little-endian x86-64 is supported".into(),
+        ));
+    }
+    if object::elf::FileVersion(version) != object::elf::EV_CURRENT {
+        return Err(ElfError::Unsupported(format!(
+            "ELF identification version {version} (expected {})",
+            object::elf::EV_CURRENT.0
+        )));
+    }
+    Ok(())
+}
+
+/// A header entry size other than the one ELF64 defines.
+fn entry_size_error(field: &str, got: u16, expected: usize) -> Option<ElfError> {
+    (usize::from(got) != expected)
+        .then(|| ElfError::Malformed(format!("{field} {got} (expected {expected})")))
+}
+
+/// `object`'s refusal to read `what` (`len` bytes at `off`): truncated when
+/// the bytes are not all in the file, else malformed with `object`'s reason
+/// (misaligned, count overflow).
+fn table_error(
+    what: &str,
+    off: u64,
+    len: u64,
+    file_len: usize,
+    e: object::read::Error,
+) -> ElfError {
+    if off.checked_add(len).is_none_or(|end| end > file_len as u64) {
+        trunc(what, off, len, file_len)
+    } else {
+        ElfError::Malformed(format!("{what} at offset {off:#x} ({len} bytes): {e}"))
+    }
+}
+
 fn machine_name(m: Machine) -> &'static str {
     use object::elf::{EM_386, EM_AARCH64, EM_AMDGPU, EM_ARM, EM_PPC64, EM_RISCV, EM_S390};
     match m {
@@ -772,6 +815,98 @@ mod tests {
             Elf::parse(b"\x7fELF\x02\x02\x01"),
             Err(ElfError::Unsupported(_))
         ));
+    }
+
+    /// A 64-byte ELF64 x86-64 shared-object header with no tables.
+    fn bare_header() -> Vec<u8> {
+        let h = FileHeader64::<LE> {
+            e_ident: object::elf::Ident {
+                magic: object::elf::ELFMAG,
+                class: ELFCLASS64,
+                data: ELFDATA2LSB,
+                version: object::elf::EV_CURRENT,
+                os_abi: object::elf::ELFOSABI_SYSV,
+                abi_version: 0,
+                padding: [0; 7],
+            },
+            e_type: object::U16::new(LE, ET_DYN),
+            e_machine: object::U16::new(LE, EM_X86_64),
+            e_version: U32::new(LE, 1),
+            e_entry: U64::new(LE, 0),
+            e_phoff: U64::new(LE, 0),
+            e_shoff: U64::new(LE, 0),
+            e_flags: U32::new(LE, object::elf::FileFlags(0)),
+            e_ehsize: object::U16::new(LE, EHDR_SIZE as u16),
+            e_phentsize: object::U16::new(LE, PHDR_SIZE as u16),
+            e_phnum: object::U16::new(LE, 0),
+            e_shentsize: object::U16::new(LE, SHDR_SIZE as u16),
+            e_shnum: object::U16::new(LE, 0),
+            e_shstrndx: object::U16::new(LE, object::elf::SHN_UNDEF),
+        };
+        bytes_of(&h).to_vec()
+    }
+
+    /// What `Elf::parse` says of the bare header with `patches` (offset,
+    /// bytes) written over it.
+    fn refused_with(patches: &[(usize, &[u8])]) -> ElfError {
+        let mut data = bare_header();
+        for &(at, bytes) in patches {
+            data[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        Elf::parse(&data).expect_err("refused")
+    }
+
+    #[test]
+    fn header_and_tables_are_checked_with_context() {
+        let good = bare_header();
+        let elf = Elf::parse(&good).expect("bare header parses");
+        assert!(elf.phdrs.is_empty() && elf.shdrs.is_empty());
+        let (phoff, shoff) = (32, 40);
+        let (phentsize, phnum, shnum) = (54, 56, 60);
+
+        // The identification version is checked (object's FileHeader::parse).
+        let err = refused_with(&[(6, &[0])]);
+        assert!(
+            matches!(&err, ElfError::Unsupported(m) if m.contains("version 0")),
+            "{err}"
+        );
+
+        // Entry sizes name the field and the expectation.
+        let err = refused_with(&[
+            (phoff, &64u64.to_le_bytes()),
+            (phentsize, &55u16.to_le_bytes()),
+            (phnum, &1u16.to_le_bytes()),
+        ]);
+        let want = "e_phentsize 55 (expected 56)";
+        assert!(
+            matches!(&err, ElfError::Malformed(m) if m.contains(want)),
+            "{err}"
+        );
+
+        // A table past the end is truncated, with offset and length.
+        let err = refused_with(&[
+            (shoff, &0x1000u64.to_le_bytes()),
+            (shnum, &3u16.to_le_bytes()),
+        ]);
+        let want = ["section header table", "0x1000", "192 bytes"];
+        assert!(
+            matches!(&err, ElfError::Truncated(m) if want.iter().all(|w| m.contains(w))),
+            "{err}"
+        );
+
+        // Extended numbering stays refused (the rewrite writes 16-bit counts).
+        let err = refused_with(&[(shoff, &64u64.to_le_bytes())]);
+        assert!(
+            matches!(&err, ElfError::Unsupported(m) if m.contains("e_shnum = 0")),
+            "{err}"
+        );
+
+        // A header cut short is truncated.
+        let err = Elf::parse(good.get(..40).expect("prefix")).expect_err("refused");
+        assert!(
+            matches!(&err, ElfError::Truncated(m) if m.contains("ELF header")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -287,15 +287,18 @@ pub fn kpack_root(rel: &str, prefix_dirs: &[String]) -> String {
     {
         return p.clone();
     }
-    for i in (0..comps.len()).rev() {
-        let c = comps.get(i).copied().unwrap_or_default();
-        let prev = i.checked_sub(1).and_then(|j| comps.get(j)).copied();
+    // Walk the components from the last: `before` is what precedes `c`,
+    // so the prefixes are whole slices and never an index into one.
+    let mut before: &[&str] = &comps;
+    while let Some((&c, rest)) = before.split_last() {
+        let prev = rest.last().copied();
         if is_multiarch(c) && matches!(prev, Some("lib" | "lib32" | "lib64")) {
-            return comps.get(..=i).unwrap_or_default().join("/");
+            return before.join("/");
         }
         if matches!(c, "lib" | "lib64" | "lib32" | "bin" | "sbin" | "libexec") {
-            return comps.get(..i).unwrap_or_default().join("/");
+            return rest.join("/");
         }
+        before = rest;
     }
     dir.to_string()
 }

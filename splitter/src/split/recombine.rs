@@ -512,8 +512,7 @@ fn recombine_unit(
     let shard_name = |i: usize| {
         shards
             .get(i)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+            .map_or_else(|| format!("shard {i}"), |p| p.display().to_string())
     };
 
     // --- generic ---------------------------------------------------------
@@ -837,8 +836,7 @@ fn regroup(
     let shard_name = |i: usize| {
         shards
             .get(i)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+            .map_or_else(|| format!("shard {i}"), |p| p.display().to_string())
     };
     // Entry -> the sources providing it, in shard order.
     let mut providers: BTreeMap<EntryKey, Vec<usize>> = BTreeMap::new();

@@ -313,12 +313,11 @@ fn classify_file(
     // Open every file, so an unreadable one is an error here rather than
     // a surprise half-way through writing the output.
     let mut file = File::open(path).map_err(|e| ScanError::io(path, e))?;
-    let mut head = [0u8; 64];
-    let n = read_up_to(&mut file, &mut head).map_err(|e| ScanError::io(path, e))?;
-    if head.get(..n).unwrap_or_default().starts_with(b"MZ") {
+    let head = read_head(&mut file, 64).map_err(|e| ScanError::io(path, e))?;
+    if head.starts_with(b"MZ") {
         return classify_pe(path, &file);
     }
-    if !is_x86_64_elf(head.get(..n).unwrap_or_default()) || meta.len() < 64 {
+    if !is_x86_64_elf(&head) || meta.len() < 64 {
         return Ok(FileClass::Other);
     }
     // SAFETY: read-only private mapping of a file we only read; another
@@ -386,18 +385,13 @@ fn has_fat_section_name(data: &[u8]) -> bool {
     data.windows(name.len()).any(|w| w == name)
 }
 
-pub fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        let Some(rest) = buf.get_mut(n..) else { break };
-        match f.read(rest) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
+/// The first `max` bytes of `f` (fewer when it is shorter): what
+/// classifies a file by its magic. The bytes come back as they were read,
+/// so no count has to be matched against a buffer.
+pub fn read_head(f: &mut impl Read, max: u64) -> io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    f.take(max).read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// Groups of names that share one inode, each sorted, keyed by the first

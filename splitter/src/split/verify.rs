@@ -38,7 +38,7 @@ use rocm_kpack_pkgspec::targets::feature_completion;
 use serde::Serialize;
 
 use crate::elf::inspect::inspect_elf;
-use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_up_to};
+use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_head};
 use crate::split::tree::{Result, TreeError};
 
 /// What to check.
@@ -184,9 +184,8 @@ fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
         });
     }
     let mut f = File::open(&path).map_err(|e| problem(format!("cannot read: {e}")))?;
-    let mut head = [0u8; 64];
-    let n = read_up_to(&mut f, &mut head).map_err(|e| problem(format!("cannot read: {e}")))?;
-    if !is_x86_64_elf(head.get(..n).unwrap_or_default()) {
+    let head = read_head(&mut f, 64).map_err(|e| problem(format!("cannot read: {e}")))?;
+    if !is_x86_64_elf(&head) {
         return Ok(Found::Nothing);
     }
     // SAFETY: read-only private mapping of a file we only read.

@@ -6,14 +6,17 @@
 //! toc_offset..EOF  one MessagePack map (the TOC)
 //! ```
 //!
-//! [`Archive`] reads (memory-mapped, lazily), [`ArchiveWriter`] writes
-//! (streaming, deterministic, deduplicating, compressing in parallel).
+//! [`Archive`] reads (memory-mapped, lazily), `ArchiveWriter` (feature
+//! `write`) writes (streaming, deterministic, deduplicating, compressing
+//! in parallel).
 
 mod read;
 mod wire;
+#[cfg(feature = "write")]
 mod write;
 
 pub use read::Archive;
+#[cfg(feature = "write")]
 pub use write::{ArchiveWriter, DEFAULT_IN_FLIGHT_BYTES};
 
 use crate::msgpack::Value;

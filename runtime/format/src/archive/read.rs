@@ -625,7 +625,9 @@ struct Uninit<'a> {
 // `filled_until` is the only thing that grows `filled`.
 unsafe impl zstd::zstd_safe::WriteBuf for Uninit<'_> {
     fn as_slice(&self) -> &[u8] {
-        let init = self.buf.get(..self.filled).unwrap_or_default();
+        // `filled_until`, the only writer of `filled`, clamps it to the
+        // slice: the split is in range by construction.
+        let (init, _) = self.buf.split_at(self.filled);
         // SAFETY: the first `filled` bytes were written by zstd.
         unsafe { std::slice::from_raw_parts(init.as_ptr().cast::<u8>(), init.len()) }
     }

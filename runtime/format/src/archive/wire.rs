@@ -4,9 +4,11 @@
 
 use std::borrow::Cow;
 
+#[cfg(feature = "write")]
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "write")]
 use super::TocEntry;
 use crate::msgpack::{present, Named, Pairs, Str, Value};
 
@@ -77,8 +79,10 @@ pub(super) struct WireBlob {
 }
 
 /// `toc` as written: the writer's entries, serialized in place.
+#[cfg(feature = "write")]
 pub(super) struct TocOut<'a>(pub &'a [(String, Vec<(String, TocEntry)>)]);
 
+#[cfg(feature = "write")]
 impl Serialize for TocOut<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
@@ -89,8 +93,10 @@ impl Serialize for TocOut<'_> {
     }
 }
 
+#[cfg(feature = "write")]
 struct EntriesOut<'a>(&'a [(String, TocEntry)]);
 
+#[cfg(feature = "write")]
 impl Serialize for EntriesOut<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;

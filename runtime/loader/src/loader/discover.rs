@@ -121,9 +121,8 @@ mod windows {
             }
             buf.resize((buf.len() * 2).min(MAX_LONG_PATH), 0);
         };
-        let path = std::path::PathBuf::from(std::ffi::OsString::from_wide(
-            buf.get(..len).unwrap_or_default(),
-        ));
+        buf.truncate(len);
+        let path = std::path::PathBuf::from(std::ffi::OsString::from_wide(&buf));
         let rva = addr - module as usize;
         // SAFETY: `module` is the base of a loaded image, whose headers the
         // loader mapped readable.
@@ -133,6 +132,13 @@ mod windows {
 
     /// File offset of `rva` in the image loaded at `base`, from its section
     /// table (`None` for addresses in zero-filled memory or the headers).
+    ///
+    /// This does not reuse the one PE reader (`splitter/src/coff/read.rs`):
+    /// that reader checks a file's bytes, lives in the splitter, and reads
+    /// through `object`, none of which librocm_kpack links; and here there
+    /// is no file slice to check, only an image the Windows loader mapped
+    /// and validated, of which these four fields of the section table are
+    /// read in place.
     ///
     /// # Safety
     /// `base` is the base address of a loaded PE image.
@@ -182,15 +188,15 @@ fn parse_line(line: &[u8]) -> Option<MapsLine<'_>> {
     let dash = range.iter().position(|&b| b == b'-')?;
     let start = parse_hex(range.get(..dash)?)?;
     let end = parse_hex(range.get(dash + 1..)?)?;
-    let path_start = rest
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(rest.len());
+    let mut path = rest;
+    while let [b' ' | b'\t', tail @ ..] = path {
+        path = tail;
+    }
     Some(MapsLine {
         start,
         end,
         offset: parse_hex(offset)?,
-        path: rest.get(path_start..).unwrap_or_default(),
+        path,
     })
 }
 

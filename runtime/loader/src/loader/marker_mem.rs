@@ -34,7 +34,13 @@ pub unsafe fn marker_from_ptr(ptr: *const u8) -> Result<Marker> {
     if let Some(copy) = copy_readable(ptr, MAX_MARKER_LEN) {
         let copy = copy?;
         let len = marker_len(|i| copy.get(i).copied().unwrap_or(0), copy.len())?;
-        return parse_marker(copy.get(..len).unwrap_or_default());
+        let bytes = copy.get(..len).ok_or_else(|| {
+            Error::InvalidMetadata(format!(
+                "marker: a {len}-byte value in a {}-byte copy",
+                copy.len()
+            ))
+        })?;
+        return parse_marker(bytes);
     }
     // SAFETY: forwarded caller contract; `read` is only called below the cap
     // and only at offsets the value's structure covers.

@@ -1,6 +1,9 @@
 //! deb822 control paragraphs: a deb's `control` file, apt's `Packages`
 //! index and `apt-cache show` output. One parser and writer for the
-//! packaging tools (`rocm-kpack-package`) and the fetcher's `--via apt`.
+//! packaging tools (`rocm-kpack-package`, `rocm-kpack-publish`) and the
+//! fetcher's `--via apt`. It is a package manager's format, not one of
+//! rocm-kpack's own, so it lives apart from `rocm-kpack-format` (which
+//! librocm_kpack links).
 //!
 //! Only the paragraph syntax lives here (fields in order, continuation
 //! lines, comments, blank-line separated paragraphs); which fields a
