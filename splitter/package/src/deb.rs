@@ -19,7 +19,7 @@ use crate::container::{read_ar_members, ArMember, ArWriter, EntryType, TarWriter
 use crate::digest::{DigestWriter, HashingReader};
 use crate::extract::Extractor;
 use crate::meta::{ControlFields, ControlFile};
-use crate::tree::{check_relative_path, EntryKind, Payload};
+use crate::tree::{normalize_member, EntryKind, Payload};
 use crate::PackageError;
 use rocm_kpack_pkgspec::fields::FieldKind;
 
@@ -213,27 +213,6 @@ pub struct MemberInfo {
     pub size: u64,
     /// Symlink target.
     pub link: Option<String>,
-}
-
-/// Normalizes a member name (`./usr/lib/`, `usr/lib`, `/usr/lib`) to a
-/// relative install path; `None` for the root itself. `..` components,
-/// empty names and control characters are errors.
-pub fn normalize_member(name: &str) -> Result<Option<String>, String> {
-    let mut s = name;
-    while let Some(rest) = s.strip_prefix("./") {
-        s = rest;
-    }
-    let s = s.trim_start_matches('/').trim_end_matches('/');
-    if s.is_empty() || s == "." {
-        return Ok(None);
-    }
-    let cleaned: Vec<&str> = s
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
-    let joined = cleaned.join("/");
-    check_relative_path(&joined)?;
-    Ok(Some(joined))
 }
 
 /// A .deb opened for reading: control data in memory, data archive located.

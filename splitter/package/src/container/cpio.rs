@@ -74,10 +74,11 @@ impl<W: Write> CpioWriter<W> {
         Ok(())
     }
 
-    /// Writes the trailer and returns the output.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// Writes the trailer; returns the output and the archive's length
+    /// (trailer included: rpm's PAYLOADSIZE).
+    pub fn finish(mut self) -> io::Result<(W, u64)> {
         self.header("TRAILER!!!", 0, 0, 1, 0)?;
-        Ok(self.out)
+        Ok((self.out, self.written))
     }
 }
 
@@ -230,7 +231,8 @@ mod tests {
         w.append("./a", 1, 0o100644, 3, Some(&mut &b"abc"[..]))
             .expect("a");
         w.append("./d", 2, 0o040755, 0, None).expect("d");
-        let bytes = w.finish().expect("finish");
+        let (bytes, len) = w.finish().expect("finish");
+        assert_eq!(len, bytes.len() as u64);
         let mut r = CpioReader::new(&bytes[..]);
         let e = r.next_entry().expect("read").expect("entry");
         assert_eq!((e.name.as_str(), e.size), ("./a", 3));
