@@ -462,13 +462,3 @@ impl DebReader {
             .map(|f| f.data.as_slice())
     }
 }
-
-/// Hashes a whole file (sha256, md5, size).
-pub fn hash_file(path: &Path) -> Result<([u8; 32], [u8; 16], u64), PackageError> {
-    let f = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
-    let mut r = HashingReader::new(io::BufReader::with_capacity(1 << 20, f));
-    let mut md5 = DigestWriter(Md5::new());
-    io::copy(&mut r, &mut md5).map_err(|e| PackageError::io("cannot read", path, e))?;
-    let (sha, size) = r.finish();
-    Ok((sha, md5.0.finalize().into(), size))
-}
