@@ -11,10 +11,10 @@ use super::plan::{
     replaced_packages, transitional_description, transitional_summary, transitions,
     version_for_file,
 };
-use super::{write_package, BuiltPackage, PendingPackages};
+use super::{write_package, BuiltPackage, Job, PendingPackages};
 use crate::compress::Compression;
 use crate::deb;
-use crate::device::{DeviceGroup, SplitDir};
+use crate::device::DeviceGroup;
 use crate::meta::{self, add_relation, render_description, ControlFields, PackageMeta};
 use crate::naming;
 use crate::tree::{Entry, EntryKind, Payload};
@@ -192,13 +192,13 @@ fn device_deb_control(
     c
 }
 
-pub(super) fn build_debs(
-    split: &SplitDir,
-    meta: &PackageMeta,
-    opts: &PackageOptions,
-    out_dir: &Path,
-    pending: &mut PendingPackages,
-) -> Result<(), PackageError> {
+pub(super) fn build_debs(job: &Job<'_>, pending: &mut PendingPackages) -> Result<(), PackageError> {
+    let &Job {
+        split,
+        meta,
+        opts,
+        out_dir,
+    } = job;
     let meta = &deb_meta(meta, &opts.spec.version)?;
     let arch = &meta.architecture;
     let ver = version_for_file(&meta.version);
@@ -334,15 +334,16 @@ pub(super) fn build_debs(
 /// Moves the entries at and below `from` to `to` (nothing when `from` is
 /// absent).
 fn move_tree(payload: &mut Payload, from: &str, to: &str) -> Result<(), PackageError> {
-    let below = format!("{from}/");
-    let moved: Vec<Entry> = payload
+    let moved: Vec<(Entry, String)> = payload
         .iter()
-        .filter(|e| e.path == from || e.path.starts_with(&below))
-        .cloned()
+        .filter_map(|e| {
+            let rest = e.path.strip_prefix(from)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| (e.clone(), format!("{to}{rest}")))
+        })
         .collect();
-    for mut e in moved {
+    for (mut e, path) in moved {
         payload.remove(&e.path);
-        e.path = format!("{to}{}", e.path.get(from.len()..).unwrap_or_default());
+        e.path = path;
         payload.insert(e)?;
     }
     Ok(())

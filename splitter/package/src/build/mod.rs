@@ -12,6 +12,7 @@ use rocm_kpack_fs::{check_replaceable, PathError, PendingFile};
 use serde::Serialize;
 
 use crate::device::SplitDir;
+use crate::meta::PackageMeta;
 use crate::progress::ProgressHandle;
 use crate::{Format, PackageError, PackageOptions};
 use wheels::WheelSource;
@@ -76,6 +77,16 @@ fn file_name_of(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// What one format's build reads: the split, the resolved metadata, the
+/// options and where packages go.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    split: &'a SplitDir,
+    meta: &'a PackageMeta,
+    opts: &'a PackageOptions,
+    out_dir: &'a Path,
 }
 
 /// Writes one package through `write` into a temporary file in `out_dir`
@@ -153,18 +164,24 @@ pub fn package(
         items: Vec::new(),
         progress: opts.progress.clone(),
     };
+    let job = Job {
+        split: &split,
+        meta: &meta,
+        opts,
+        out_dir,
+    };
     let mut formats = opts.formats.clone();
     formats.sort();
     formats.dedup();
     for format in formats {
         match format {
-            Format::Deb => debs::build_debs(&split, &meta, opts, out_dir, &mut pending)?,
-            Format::Rpm => rpms::build_rpms(&split, &meta, opts, out_dir, &mut pending)?,
+            Format::Deb => debs::build_debs(&job, &mut pending)?,
+            Format::Rpm => rpms::build_rpms(&job, &mut pending)?,
             Format::Wheel => {
                 let w = wheel_info
                     .as_ref()
                     .ok_or_else(|| PackageError::Invalid("wheel source missing".into()))?;
-                wheels::build_wheels(&split, &meta, w, opts, out_dir, &mut pending)?
+                wheels::build_wheels(&job, w, &mut pending)?
             }
         }
     }

@@ -10,8 +10,8 @@ use super::plan::{
     device_long_description, device_summary, generic_isa_packages, meta_description, meta_summary,
     replaced_packages, transitional_description, transitional_summary, transitions,
 };
-use super::{write_package, BuiltPackage, PendingPackages};
-use crate::device::{DeviceGroup, SplitDir};
+use super::{write_package, BuiltPackage, Job, PendingPackages};
+use crate::device::DeviceGroup;
 use crate::meta::PackageMeta;
 use crate::naming;
 use crate::rpm;
@@ -96,13 +96,13 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
     })
 }
 
-pub(super) fn build_rpms(
-    split: &SplitDir,
-    meta: &PackageMeta,
-    opts: &PackageOptions,
-    out_dir: &Path,
-    pending: &mut PendingPackages,
-) -> Result<(), PackageError> {
+pub(super) fn build_rpms(job: &Job<'_>, pending: &mut PendingPackages) -> Result<(), PackageError> {
+    let &Job {
+        split,
+        meta,
+        opts,
+        out_dir,
+    } = job;
     let naming_t = &opts.spec.naming;
     let mut generic = base_rpm_spec(meta, opts)?;
     generic.name = naming::generic(naming_t, NameKind::RpmGeneric, &meta.name);

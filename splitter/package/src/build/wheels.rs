@@ -10,9 +10,8 @@ use super::plan::{
     add_fetch_sources, built, device_long_description, device_summary, generic_isa_packages,
     transitions,
 };
-use super::{write_package, PendingPackages};
-use crate::device::{DeviceGroup, SplitDir};
-use crate::meta::PackageMeta;
+use super::{write_package, Job, PendingPackages};
+use crate::device::DeviceGroup;
 use crate::naming;
 use crate::tree::{EntryKind, Payload};
 use crate::wheel;
@@ -88,13 +87,16 @@ impl WheelSource {
 }
 
 pub(super) fn build_wheels(
-    split: &SplitDir,
-    meta: &PackageMeta,
+    job: &Job<'_>,
     src: &WheelSource,
-    opts: &PackageOptions,
-    out_dir: &Path,
     pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
+    let &Job {
+        split,
+        meta,
+        opts,
+        out_dir,
+    } = job;
     let base = meta.wheel.dist.clone().unwrap_or_else(|| {
         src.metadata
             .as_ref()

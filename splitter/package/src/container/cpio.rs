@@ -147,8 +147,7 @@ impl<R: Read> CpioReader<R> {
         let mut h = [0u8; 110];
         self.inner.read_exact(&mut h)?;
         self.pos += 110;
-        let magic = h.get(..6).unwrap_or_default();
-        if magic != b"070701" && magic != b"070702" {
+        if !h.starts_with(b"070701") && !h.starts_with(b"070702") {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("bad cpio magic at payload offset {}", self.pos - 110),
@@ -201,14 +200,11 @@ pub struct CpioData<'a, R: Read> {
 
 impl<R: Read> Read for CpioData<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = (buf.len() as u64).min(self.reader.pending) as usize;
-        if want == 0 {
+        let pending = self.reader.pending;
+        if pending == 0 || buf.is_empty() {
             return Ok(0);
         }
-        let n = self
-            .reader
-            .inner
-            .read(buf.get_mut(..want).unwrap_or_default())?;
+        let n = (&mut self.reader.inner).take(pending).read(buf)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

@@ -121,15 +121,20 @@ fn read_header<R: Read>(
     }
     // One buffer, returned as the blob: the header is never copied.
     let mut blob = vec![0u8; 16 + il as usize * 16 + dl as usize];
-    blob.get_mut(..16)
-        .unwrap_or_default()
-        .copy_from_slice(&intro);
-    r.read_exact(blob.get_mut(16..).unwrap_or_default())
+    let index_len = il as usize * 16;
+    let short = || {
+        bad(format!(
+            "rpm header at offset {start}: buffer shorter than its index"
+        ))
+    };
+    let (head, body) = blob.split_first_chunk_mut::<16>().ok_or_else(short)?;
+    *head = intro;
+    r.read_exact(body)
         .map_err(|_| bad(format!("truncated rpm header at offset {start}")))?;
     let (index, data) = blob
         .get(16..)
-        .unwrap_or_default()
-        .split_at(il as usize * 16);
+        .and_then(|body| body.split_at_checked(index_len))
+        .ok_or_else(short)?;
     let mut tags = BTreeMap::new();
     let mut charge = |t: u32, cost: u64| -> Result<(), PackageError> {
         let cost = cost.saturating_add(ENTRY_COST);
@@ -184,26 +189,25 @@ fn read_header<R: Read>(
                 // Measure first, charge, then allocate.
                 let mut pos = 0usize;
                 for _ in 0..n {
-                    let s = tail.get(pos..).unwrap_or_default();
-                    let len = s
-                        .iter()
-                        .position(|&b| b == 0)
+                    let len = tail
+                        .get(pos..)
+                        .and_then(|s| s.iter().position(|&b| b == 0))
                         .ok_or_else(|| bad(format!("tag {t}: unterminated string")))?;
                     pos += len + 1;
                 }
                 let slots = (n as u64).saturating_mul(std::mem::size_of::<String>() as u64);
                 charge(t, slots.saturating_add(pos as u64))?;
-                let mut out = Vec::with_capacity(n);
-                let mut pos = 0usize;
-                for _ in 0..n {
-                    let s = tail.get(pos..).unwrap_or_default();
-                    let len = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-                    out.push(
-                        String::from_utf8_lossy(s.get(..len).unwrap_or_default()).into_owned(),
-                    );
-                    pos += len + 1;
-                }
-                TagValue::Strings(out)
+                // The n strings measured, each with its NUL.
+                let strings = tail
+                    .get(..pos)
+                    .ok_or_else(|| bad(format!("tag {t}: {n} strings run past the data store")))?;
+                TagValue::Strings(
+                    strings
+                        .split(|&b| b == 0)
+                        .take(n)
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect(),
+                )
             }
             T_BIN => {
                 let bytes = tail
@@ -267,9 +271,10 @@ impl RpmReader {
         let mut budget = file_size.saturating_mul(DECODE_BUDGET_PER_BYTE);
         let (signature, sig_blob) = read_header(&mut r, 96, file_size, path, &mut budget)?;
         let pad = (8 - sig_blob.len() % 8) % 8;
+        let truncated = || PackageError::corrupt(path, "truncated after the signature header");
         let mut skip = [0u8; 8];
-        r.read_exact(skip.get_mut(..pad).unwrap_or_default())
-            .map_err(|_| PackageError::corrupt(path, "truncated after the signature header"))?;
+        let padding = skip.get_mut(..pad).ok_or_else(truncated)?;
+        r.read_exact(padding).map_err(|_| truncated())?;
         let start = 96 + sig_blob.len() as u64 + pad as u64;
         let (header, blob) = read_header(&mut r, start, file_size, path, &mut budget)?;
         if let Some(want) = signature.string(tag::SIG_SHA256) {

@@ -661,8 +661,10 @@ fn lead(spec: &RpmSpec) -> [u8; 96] {
     // type 0 = binary; archnum 1 (x86 family; rpm ignores it).
     l[8..10].copy_from_slice(&1u16.to_be_bytes());
     let nvr = format!("{}-{}-{}", spec.name, spec.version, spec.release);
-    let n = nvr.len().min(65);
-    l[10..10 + n].copy_from_slice(nvr.as_bytes().get(..n).unwrap_or_default());
+    // The name field is 66 bytes, NUL-terminated: at most 65 of the name.
+    for (dst, src) in l[10..75].iter_mut().zip(nvr.as_bytes()) {
+        *dst = *src;
+    }
     l[76..78].copy_from_slice(&1u16.to_be_bytes()); // os linux
     l[78..80].copy_from_slice(&5u16.to_be_bytes()); // header-style signature
     l
