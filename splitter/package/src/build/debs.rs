@@ -193,12 +193,7 @@ fn device_deb_control(
 }
 
 pub(super) fn build_debs(job: &Job<'_>, pending: &mut PendingPackages) -> Result<(), PackageError> {
-    let &Job {
-        split,
-        meta,
-        opts,
-        out_dir,
-    } = job;
+    let (split, meta, opts, out_dir) = (job.split, job.meta, job.opts, job.out_dir);
     let meta = &deb_meta(meta, &opts.spec.version)?;
     let arch = &meta.architecture;
     let ver = version_for_file(&meta.version);

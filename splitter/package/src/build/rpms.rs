@@ -97,12 +97,7 @@ fn base_rpm_spec(meta: &PackageMeta, opts: &PackageOptions) -> Result<rpm::RpmSp
 }
 
 pub(super) fn build_rpms(job: &Job<'_>, pending: &mut PendingPackages) -> Result<(), PackageError> {
-    let &Job {
-        split,
-        meta,
-        opts,
-        out_dir,
-    } = job;
+    let (split, meta, opts, out_dir) = (job.split, job.meta, job.opts, job.out_dir);
     let naming_t = &opts.spec.naming;
     let mut generic = base_rpm_spec(meta, opts)?;
     generic.name = naming::generic(naming_t, NameKind::RpmGeneric, &meta.name);

@@ -91,12 +91,7 @@ pub(super) fn build_wheels(
     src: &WheelSource,
     pending: &mut PendingPackages,
 ) -> Result<(), PackageError> {
-    let &Job {
-        split,
-        meta,
-        opts,
-        out_dir,
-    } = job;
+    let (split, meta, opts, out_dir) = (job.split, job.meta, job.opts, job.out_dir);
     let base = meta.wheel.dist.clone().unwrap_or_else(|| {
         src.metadata
             .as_ref()
