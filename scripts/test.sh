@@ -11,7 +11,7 @@ packages=(
   clang-19 clang-tools-19 lld-19           # shards compiled by the recombine tests; clang-offload-bundler
   binutils elfutils file                   # readelf, strip, objcopy, eu-elflint
   dpkg-dev lintian                         # deb checks
-  rpm rpmlint dnf createrepo-c             # rpm checks and a real dnf client
+  rpm rpmlint dnf createrepo-c cpio        # rpm checks, a real dnf client; GNU cpio lists payloads
   gpg systemd curl                         # repository signing, unit checks, bench baseline
   zstd cmake pkg-config valgrind gcc g++   # baselines, the CMake consumer, memory checks
   python3-venv                             # pip clients in fresh venvs

@@ -19,7 +19,7 @@ use crate::container::{read_ar_members, ArMember, ArWriter, EntryType, TarWriter
 use crate::digest::{DigestWriter, HashingReader};
 use crate::extract::Extractor;
 use crate::meta::{ControlFields, ControlFile};
-use crate::tree::{check_relative_path, EntryKind, Payload};
+use crate::tree::{normalize_member, EntryKind, Payload};
 use crate::PackageError;
 use rocm_kpack_pkgspec::fields::FieldKind;
 
@@ -213,27 +213,6 @@ pub struct MemberInfo {
     pub size: u64,
     /// Symlink target.
     pub link: Option<String>,
-}
-
-/// Normalizes a member name (`./usr/lib/`, `usr/lib`, `/usr/lib`) to a
-/// relative install path; `None` for the root itself. `..` components,
-/// empty names and control characters are errors.
-pub fn normalize_member(name: &str) -> Result<Option<String>, String> {
-    let mut s = name;
-    while let Some(rest) = s.strip_prefix("./") {
-        s = rest;
-    }
-    let s = s.trim_start_matches('/').trim_end_matches('/');
-    if s.is_empty() || s == "." {
-        return Ok(None);
-    }
-    let cleaned: Vec<&str> = s
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
-    let joined = cleaned.join("/");
-    check_relative_path(&joined)?;
-    Ok(Some(joined))
 }
 
 /// A .deb opened for reading: control data in memory, data archive located.
@@ -482,14 +461,4 @@ impl DebReader {
             .find(|f| f.name == "md5sums")
             .map(|f| f.data.as_slice())
     }
-}
-
-/// Hashes a whole file (sha256, md5, size).
-pub fn hash_file(path: &Path) -> Result<([u8; 32], [u8; 16], u64), PackageError> {
-    let f = File::open(path).map_err(|e| PackageError::io("cannot open", path, e))?;
-    let mut r = HashingReader::new(io::BufReader::with_capacity(1 << 20, f));
-    let mut md5 = DigestWriter(Md5::new());
-    io::copy(&mut r, &mut md5).map_err(|e| PackageError::io("cannot read", path, e))?;
-    let (sha, size) = r.finish();
-    Ok((sha, md5.0.finalize().into(), size))
 }

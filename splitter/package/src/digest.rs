@@ -43,11 +43,10 @@ impl<R: Read> ExactReader<R> {
 impl<R: Read> Read for ExactReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = self.size - self.done;
-        let want = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-        if want == 0 {
+        if left == 0 || buf.is_empty() {
             return Ok(0);
         }
-        let n = self.inner.read(buf.get_mut(..want).unwrap_or_default())?;
+        let n = (&mut self.inner).take(left).read(buf)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

@@ -136,6 +136,27 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
     check(NameKind::MemberPath, path).map_err(|e| e.reason)
 }
 
+/// Normalizes a member name (`./usr/lib/`, `usr/lib`, `/usr/lib`) to a
+/// relative install path; `None` for the root itself. `..` components,
+/// empty names and control characters are errors.
+pub fn normalize_member(name: &str) -> Result<Option<String>, String> {
+    let mut s = name;
+    while let Some(rest) = s.strip_prefix("./") {
+        s = rest;
+    }
+    let s = s.trim_start_matches('/').trim_end_matches('/');
+    if s.is_empty() || s == "." {
+        return Ok(None);
+    }
+    let cleaned: Vec<&str> = s
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let joined = cleaned.join("/");
+    check_relative_path(&joined)?;
+    Ok(Some(joined))
+}
+
 /// Checks that a relative symlink target stays inside the root when
 /// resolved from the link's directory (absolute targets are install paths
 /// and allowed; they are never followed here).

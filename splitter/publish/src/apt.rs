@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
+use rocm_kpack_fs::{for_each_block, open_regular_following, HashingReader};
+
 use crate::{copy_file, gzip, sign, write_file, PublishError, PublishOptions, SignMode};
 use rocm_kpack_package::dates::rfc2822;
-use rocm_kpack_package::deb::{hash_file, DebReader};
+use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::ControlFields;
 
 /// Fields the repository computes; dropped from control before adding.
@@ -32,6 +34,18 @@ struct Stanza {
     fields: ControlFields,
 }
 
+/// SHA-256, MD5 and size of a deb in one read: the Packages index carries
+/// both sums (apt checks SHA256; MD5sum is what older tools read).
+fn sha256_md5_file(path: &Path) -> Result<([u8; 32], [u8; 16], u64), PublishError> {
+    let file = open_regular_following(path)?;
+    let mut reader = HashingReader::new(file);
+    let mut md5 = Md5::new();
+    for_each_block(&mut reader, |block| md5.update(block))
+        .map_err(|e| PublishError::io("cannot read", path, e))?;
+    let (sha, size) = reader.finish();
+    Ok((sha, md5.finalize().into(), size))
+}
+
 /// Writes pool + dists into `root`; returns how many debs it holds.
 pub fn write_apt(
     debs: &[PathBuf],
@@ -42,7 +56,7 @@ pub fn write_apt(
     let mut placed: BTreeMap<String, [u8; 32]> = BTreeMap::new();
     for deb in debs {
         let r = DebReader::open(deb)?;
-        let (sha, md5, size) = hash_file(deb)?;
+        let (sha, md5, size) = sha256_md5_file(deb)?;
         let get = |f: &str| r.control.get(f).unwrap_or_default().to_string();
         let (name, version, arch) = (get("Package"), get("Version"), get("Architecture"));
         let source = r

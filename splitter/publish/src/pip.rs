@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{copy_file, write_file, xml_escape, PublishError};
 use rocm_kpack_format::layout;
-use rocm_kpack_package::deb::hash_file;
+use rocm_kpack_fs::sha256_file;
 use rocm_kpack_package::tree::{Entry, Payload};
 use rocm_kpack_package::wheel::{
     normalize_project, write_wheel, CoreMetadata, WheelReader, WheelSpec,
@@ -85,7 +85,7 @@ pub fn write_pip(
             .and_then(|n| n.to_str())
             .ok_or_else(|| PublishError::Invalid(format!("{}: bad file name", path.display())))?
             .to_string();
-        let (sha, _, size) = hash_file(path)?;
+        let (size, sha) = sha256_file(path)?;
         let sha_hex = hex::encode(sha);
         let project = normalize_project(w.name());
         let entries = projects.entry(project.clone()).or_default();
@@ -371,7 +371,7 @@ fn rewrite_wheel(
         &files_dir.join(format!("{}.metadata", w.file.file_name)),
         &metadata,
     )?;
-    let (sha, _, size) = hash_file(&dest)?;
+    let (size, sha) = sha256_file(&dest)?;
     Ok(WheelFile {
         url: format!("../files/{}", w.file.file_name),
         file_name: w.file.file_name.clone(),

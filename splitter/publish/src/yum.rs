@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     copy_file, gzip, sign, write_file, xml_escape, PublishError, PublishOptions, SignMode,
 };
-use rocm_kpack_package::deb::hash_file;
+use rocm_kpack_fs::sha256_file;
 use rocm_kpack_package::rpm::{sense, split_evr, Dep, RpmFile, RpmReader};
 
 struct Pkg {
@@ -93,7 +93,7 @@ pub fn write_yum(
     for path in rpms {
         let reader = RpmReader::open(path)?;
         reader.verify_payload()?;
-        let (sha, _, size) = hash_file(path)?;
+        let (size, sha) = sha256_file(path)?;
         let arch = reader.arch().to_string();
         let fname = format!(
             "{}-{}-{}.{}.rpm",

@@ -1,7 +1,7 @@
 //! Deterministic containers of the deb, rpm and wheel writers, one module
 //! per format: [`ar`] (the deb, on the `ar` crate), [`tar`] (its members,
-//! on `tar`), [`cpio`] (the rpm payload, hand-written: no crate we use
-//! writes it), [`zip`] (the wheel, on `zip`).
+//! on `tar`), [`cpio`] (the rpm payload, our own: the `cpio` crate was
+//! measured against it, docs/packaging.md), [`zip`] (the wheel, on `zip`).
 //!
 //! Every writer takes the timestamp from the caller (SOURCE_DATE_EPOCH),
 //! fixes owners to 0:0 (root/root where the format names them), and
