@@ -1,4 +1,4 @@
-//! The package-manager integration templates in repo-templates/fetch/,
+//! The package-manager integration templates in splitter/publish/templates/,
 //! checked with the real tools (sh, systemd's unit verifier), and the
 //! `trigger` command the hooks run, with this build's binary. The hooks
 //! inside real packages and package managers: tests/tests/suite/install_flows.rs.
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn templates() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../repo-templates/fetch")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/publish/templates")
 }
 
 fn bin() -> &'static str {

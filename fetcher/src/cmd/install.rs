@@ -14,7 +14,7 @@ use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
 use rocm_kpack_fetch::ops::install::{
-    InstallError, InstallRequest, PackageManager, SourcesRequest,
+    InstallError, InstallRequest, PackageManager, PmInstallRequest, SourcesRequest,
 };
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
@@ -58,8 +58,7 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
     }
     check_local_sources(&args.net)?;
     if args.via.is_some() || args.python {
-        let scan = scan_config(&args.scan).scan();
-        return run_pm(args, &local, &scan, warnings, quiet);
+        return run_pm(args, &local, warnings, quiet);
     }
     if !args.json.enabled && !quiet {
         print_targets(&local);
@@ -318,11 +317,9 @@ struct PmOutput<'a> {
 fn run_pm(
     args: &InstallArgs,
     local: &LocalTargets,
-    scan: &Scan,
     mut warnings: Vec<String>,
     quiet: bool,
 ) -> anyhow::Result<ExitStatus> {
-    let naming = rocm_kpack_pkgspec::defaults::naming();
     let via = if args.python {
         Via::Pip
     } else {
@@ -330,13 +327,6 @@ fn run_pm(
     };
     if !args.json.enabled && !quiet {
         print_targets(local);
-    }
-    for r in &scan.refused {
-        warnings.push(format!(
-            "refused manifest {}: {}",
-            r.path.display(),
-            r.error
-        ));
     }
     let native = super::native_scheme(&args.native)?;
     let pm = match via {
@@ -356,42 +346,37 @@ fn run_pm(
             extra: args.pm_opts.clone(),
         }),
     };
-    // Before anything else: apt/dnf from inside dpkg/rpm would deadlock on
-    // their lock (hooks must use file mode).
-    if !args.dry_run {
-        pm.check_not_in_transaction()?;
-    }
-    let plan = pm.plan(scan, &local.ids, &naming)?;
-    warnings.extend(plan.warnings.iter().cloned());
-    let command = (!plan.packages.is_empty()).then(|| plan.command_line());
-    if args.json.enabled {
-        print_json(&PmOutput {
-            dry_run: args.dry_run,
-            targets: &local.detection.targets,
-            plan: &plan,
-            command: command.clone(),
-            warnings: &warnings,
-        })?;
-    } else {
+    let request = PmInstallRequest {
+        scan: scan_config(&args.scan),
+        pm,
+        targets: local.ids.clone(),
+        naming: rocm_kpack_pkgspec::defaults::naming(),
+        dry_run: args.dry_run,
+    };
+    let outcome = ops::install::run_package_manager(request, |outcome| {
+        warnings.extend(outcome.warnings.iter().cloned());
+        let command = (!outcome.plan.packages.is_empty()).then(|| outcome.plan.command_line());
+        if args.json.enabled {
+            return print_json(&PmOutput {
+                dry_run: args.dry_run,
+                targets: &local.detection.targets,
+                plan: &outcome.plan,
+                command,
+                warnings: &warnings,
+            });
+        }
         print_warnings(&warnings);
         match &command {
             // The plan is the command line a user would type.
-            Some(line) if args.dry_run => print_stdout(&format!("{line}\n"))?,
-            Some(_) => {}
-            None => print_stdout("nothing to install: no installed package needs device packages for these targets\n")?,
+            Some(line) if args.dry_run => print_stdout(&format!("{line}\n")),
+            Some(_) => Ok(()),
+            None => print_stdout("nothing to install: no installed package needs device packages for these targets\n"),
         }
+    })?;
+    if outcome.refused > 0 {
+        return Ok(refused_failure(outcome.refused));
     }
-    if command.is_some() && !args.dry_run {
-        pm.install(&plan)?;
-    }
-    let uncovered = plan
-        .warnings
-        .iter()
-        .any(|w| w.contains("publishes no device code"));
-    if !scan.refused.is_empty() {
-        return Ok(refused_failure(scan.refused.len()));
-    }
-    if args.strict && uncovered {
+    if args.strict && outcome.uncovered {
         return Ok(strict_failure());
     }
     Ok(ExitStatus::Success)

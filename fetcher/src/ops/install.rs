@@ -310,8 +310,8 @@ impl PackageManager {
         naming: &Naming,
     ) -> Result<PmPlan, PmError> {
         match self {
-            PackageManager::Apt(a) => a.plan(scan, targets, naming),
-            PackageManager::Dnf(d) => d.plan(scan, targets, naming),
+            PackageManager::Apt(a) => crate::pm::plan_system(a, scan, targets, naming),
+            PackageManager::Dnf(d) => crate::pm::plan_system(d, scan, targets, naming),
             PackageManager::Pip(p) => p.plan(targets, naming),
         }
     }
@@ -324,4 +324,70 @@ impl PackageManager {
             PackageManager::Pip(p) => p.install(plan),
         }
     }
+}
+
+/// `install --via apt|dnf|pip`: the device packages to ask a package
+/// manager for.
+#[derive(Debug)]
+pub struct PmInstallRequest {
+    /// Where to look for installed manifests.
+    pub scan: ScanConfig,
+    /// The package manager to plan for and drive.
+    pub pm: PackageManager,
+    /// The targets to install device packages for.
+    pub targets: Vec<TargetId>,
+    /// How device packages are named.
+    pub naming: Naming,
+    /// Plan only: run nothing.
+    pub dry_run: bool,
+}
+
+/// What [`run_package_manager`] planned and did.
+#[derive(Debug)]
+pub struct PmInstallOutcome {
+    /// The device packages (the command line a user would type).
+    pub plan: PmPlan,
+    /// Refused manifests, then the plan's own warnings.
+    pub warnings: Vec<String>,
+    /// How many manifests were refused (their packages got no plan).
+    pub refused: usize,
+    /// Some installed package publishes no device code for a target.
+    pub uncovered: bool,
+}
+
+/// The one library call behind `install --via`: scans the installed
+/// manifests, refuses to run inside a dpkg/rpm transaction (apt or dnf
+/// would deadlock on its lock), plans, hands the plan to `announce` (the
+/// command prints it before the package manager's own output starts) and,
+/// unless this is a dry run or there is nothing to do, runs the package
+/// manager.
+pub fn run_package_manager(
+    req: PmInstallRequest,
+    announce: impl FnOnce(&PmInstallOutcome) -> anyhow::Result<()>,
+) -> anyhow::Result<PmInstallOutcome> {
+    let scan = req.scan.scan();
+    let mut warnings: Vec<String> = scan
+        .refused
+        .iter()
+        .map(|r| format!("refused manifest {}: {}", r.path.display(), r.error))
+        .collect();
+    if !req.dry_run {
+        req.pm.check_not_in_transaction()?;
+    }
+    let plan = req.pm.plan(&scan, &req.targets, &req.naming)?;
+    warnings.extend(plan.warnings.iter().cloned());
+    let outcome = PmInstallOutcome {
+        uncovered: plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("publishes no device code")),
+        refused: scan.refused.len(),
+        plan,
+        warnings,
+    };
+    announce(&outcome)?;
+    if !outcome.plan.packages.is_empty() && !req.dry_run {
+        req.pm.install(&outcome.plan)?;
+    }
+    Ok(outcome)
 }

@@ -86,16 +86,6 @@ impl Apt {
         Ok(Some(parse_kpack_gfx(&text)))
     }
 
-    /// Builds the plan for the local targets ([`super::plan_system`]).
-    pub fn plan(
-        &self,
-        scan: &Scan,
-        targets: &[TargetId],
-        naming: &Naming,
-    ) -> Result<PmPlan, PmError> {
-        super::plan_system(self, scan, targets, naming)
-    }
-
     /// The packages dpkg lists as installed (or half-way: unpacked,
     /// failed configuration), with their installed size.
     pub fn installed(&self) -> Result<Vec<Installed>, PmError> {

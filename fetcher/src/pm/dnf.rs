@@ -87,16 +87,6 @@ impl Dnf {
             .map(str::to_string))
     }
 
-    /// Builds the plan for the local targets ([`super::plan_system`]).
-    pub fn plan(
-        &self,
-        scan: &Scan,
-        targets: &[TargetId],
-        naming: &Naming,
-    ) -> Result<PmPlan, PmError> {
-        super::plan_system(self, scan, targets, naming)
-    }
-
     fn command(&self) -> Command {
         let mut c = Command::new("dnf");
         c.args(self.root_options()).args(&self.extra);
@@ -196,15 +186,6 @@ impl super::SystemPm for Dnf {
     }
     fn owner(&self, path: &Path) -> Result<Option<String>, PmError> {
         Dnf::owner(self, path)
-    }
-    /// Every device package goes: dnf resolves what its repositories hold.
-    fn admit(
-        &self,
-        _dev: &DevicePackage,
-        _generic: &str,
-        _warnings: &mut Vec<String>,
-    ) -> Result<bool, PmError> {
-        Ok(true)
     }
     fn native(&self) -> &NativeScheme {
         &self.native

@@ -153,13 +153,17 @@ pub trait SystemPm {
     /// The installed package owning `path`, if any.
     fn owner(&self, path: &Path) -> Result<Option<String>, PmError>;
     /// Whether the device package `dev` of `generic` goes into the plan;
-    /// may add warnings (apt checks its index here).
+    /// may add warnings (apt checks its index here). By default every
+    /// device package goes: the package manager resolves what its
+    /// repositories hold.
     fn admit(
         &self,
-        dev: &DevicePackage,
-        generic: &str,
-        warnings: &mut Vec<String>,
-    ) -> Result<bool, PmError>;
+        _dev: &DevicePackage,
+        _generic: &str,
+        _warnings: &mut Vec<String>,
+    ) -> Result<bool, PmError> {
+        Ok(true)
+    }
     /// AMD's native scheme of host and device packages.
     fn native(&self) -> &native::NativeScheme;
     /// The installed packages.

@@ -14,7 +14,7 @@
 //!   into the header;
 //! - wheel: the binary as a script (`<dist>.data/scripts/`).
 //!
-//! The hook scripts are the templates in `repo-templates/fetch/`; both run
+//! The hook scripts are the templates in `splitter/publish/templates/`; both run
 //! `rocm-kpack-fetch trigger`, which never fails the package transaction
 //! (docs/packaging.md, "Hooks").
 
@@ -46,11 +46,7 @@ const HOMEPAGE: &str = "https://github.com/ROCm/rocm-kpack";
 /// The hook templates, compiled in so that `publish` needs no checkout.
 macro_rules! template {
     ($rel:literal) => {
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../repo-templates/fetch/",
-            $rel
-        ))
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/", $rel))
     };
 }
 const SERVICE: &str = template!("systemd/rocm-kpack-fetch.service");

@@ -180,14 +180,15 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
     assert!(a == b, "packages differ: {:?}", a.diff(&b));
 }
 
-/// Every shell script in repo-templates/ (the CI steps, the fetcher's deb
-/// and rpm hooks, which have no shebang and run under /bin/sh) passes
-/// shellcheck as POSIX sh, warnings included.
+/// Every shell script of the CI templates (repo-templates/ci/) and of the
+/// fetcher's deb and rpm hooks (splitter/publish/templates/, which have no
+/// shebang and run under /bin/sh) passes shellcheck as POSIX sh, warnings
+/// included.
 #[test]
 fn repo_template_shell_scripts_pass_shellcheck() {
-    let root = ci_dir().join("..");
+    let repo = ci_dir().join("../..");
     let mut scripts = Vec::new();
-    let mut dirs = vec![root.clone()];
+    let mut dirs = vec![ci_dir(), repo.join("splitter/publish/templates")];
     while let Some(dir) = dirs.pop() {
         for e in fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
@@ -203,15 +204,15 @@ fn repo_template_shell_scripts_pass_shellcheck() {
     scripts.sort();
     let names: Vec<String> = scripts
         .iter()
-        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .map(|p| p.strip_prefix(&repo).unwrap().display().to_string())
         .collect();
     for expected in [
-        "ci/kpack-reduce.sh",
-        "ci/kpack-shard.sh",
-        "ci/kpack-layout.sh",
-        "fetch/deb/postinst",
-        "fetch/rpm/transfiletriggerin.sh",
-        "fetch/rpm/filetriggerpostun.sh",
+        "repo-templates/ci/kpack-reduce.sh",
+        "repo-templates/ci/kpack-shard.sh",
+        "repo-templates/ci/kpack-layout.sh",
+        "splitter/publish/templates/deb/postinst",
+        "splitter/publish/templates/rpm/transfiletriggerin.sh",
+        "splitter/publish/templates/rpm/filetriggerpostun.sh",
     ] {
         assert!(
             names.iter().any(|n| n == expected),

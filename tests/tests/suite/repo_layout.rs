@@ -1,7 +1,8 @@
 //! Rules about the source tree itself: every document a source comment
 //! cites and every path cited in docs/ and comments is in the repository, nothing reads outside the repository, file
 //! names are built only by the format crate's `layout` module, no
-//! shipped crate reads anything under `tests/`, the C library is built by one
+//! shipped crate reads anything under `tests/` or embeds a file from
+//! outside its own directory, the C library is built by one
 //! crate, and the splitter does not link the fetcher.
 
 use std::fs;
@@ -347,6 +348,123 @@ fn shipped_crates_read_nothing_under_tests() {
         "shipped code reading test files:\n{}",
         offenders.join("\n")
     );
+}
+
+/// Where the `include_*!` macros of a shipped source (`path` relative to
+/// the repository root, in the crate at `krate`) read from, when that is
+/// outside the crate: the string literals of each macro call are joined,
+/// resolved against the crate (`CARGO_MANIFEST_DIR`) or the file's
+/// directory, and `..` folded.
+fn includes_outside_crate(krate: &Path, path: &Path, text: &str) -> Vec<String> {
+    let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let lines: Vec<&str> = body.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let Some(at) = [
+            "include_bytes!(",
+            "include_str!(",
+            "include!(",
+            "include_dir!(",
+        ]
+        .iter()
+        .find_map(|m| code.find(m)) else {
+            continue;
+        };
+        // The call, up to its closing parenthesis (macros spread over lines).
+        let mut call = String::new();
+        let mut depth = 0i32;
+        'lines: for l in lines[n..].iter().take(8) {
+            let l = l.split("//").next().unwrap_or_default();
+            let l = if call.is_empty() { &l[at..] } else { l };
+            for ch in l.chars() {
+                call.push(ch);
+                match ch {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break 'lines;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let literal: String = call
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| *s != "CARGO_MANIFEST_DIR")
+            .collect();
+        let (base, rel) = match literal.strip_prefix("$CARGO_MANIFEST_DIR") {
+            Some(rest) => (krate.to_path_buf(), rest.to_string()),
+            None if call.contains("CARGO_MANIFEST_DIR") => (krate.to_path_buf(), literal),
+            None => (
+                path.parent().unwrap_or(Path::new("")).to_path_buf(),
+                literal,
+            ),
+        };
+        let mut resolved = base;
+        for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
+            if part == ".." {
+                if !resolved.pop() {
+                    resolved.push("..");
+                }
+            } else {
+                resolved.push(part);
+            }
+        }
+        if !resolved.starts_with(krate) {
+            out.push(format!(
+                "{}:{}: reads {}",
+                path.display(),
+                n + 1,
+                resolved.display()
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn shipped_crates_embed_nothing_from_outside_their_directory() {
+    // `cargo package` ships a crate's own directory: an include that climbs
+    // out of it (a template beside the crates, a fixture) breaks the
+    // packaged crate. What a crate embeds lives in it (the fetcher's hook
+    // templates in splitter/publish/templates/).
+    let all = files();
+    let mut offenders = Vec::new();
+    for krate in shipped_crates() {
+        for p in shipped_files(&krate, &all)
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = fs::read_to_string(repo().join(p)).expect("read source");
+            offenders.extend(includes_outside_crate(&krate, p, &text));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "shipped code embedding files outside its crate:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_outside_crate_rule_catches_climbing_includes_and_spares_inner_ones() {
+    let krate = Path::new("splitter/publish");
+    let file = Path::new("splitter/publish/src/fetcher.rs");
+    let climbing = "const T: &str = include_str!(concat!(\n    env!(\"CARGO_MANIFEST_DIR\"),\n    \"/../../repo-templates/fetch/\",\n    \"deb/postinst\"\n));";
+    assert_eq!(includes_outside_crate(krate, file, climbing).len(), 1);
+    let relative = "const A: &[u8] = include_bytes!(\"../../demo/binaries/app\");";
+    assert_eq!(includes_outside_crate(krate, file, relative).len(), 1);
+    let inner = "const T: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/templates/deb/postinst\"));";
+    assert!(includes_outside_crate(krate, file, inner).is_empty());
+    let sibling = "const A: &[u8] = include_bytes!(\"../templates/x\");";
+    assert!(includes_outside_crate(krate, file, sibling).is_empty());
+    let dir = "static D: Dir = include_dir!(\"$CARGO_MANIFEST_DIR/machines/mi210\");";
+    assert!(includes_outside_crate(krate, file, dir).is_empty());
 }
 
 #[test]
