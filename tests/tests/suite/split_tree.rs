@@ -917,7 +917,7 @@ fn unreadable_file_is_an_error() {
     let output = cmd
         .args([
             "--exact",
-            "unreadable_file_is_an_error",
+            "split_tree::unreadable_file_is_an_error",
             "--nocapture",
             "--test-threads=1",
         ])
