@@ -20,7 +20,6 @@ use rocm_kpack_fetch::ops::{self, default_cache_dir};
 use rocm_kpack_fetch::plan::{InstallPlan, Summary};
 use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
 use rocm_kpack_fetch::progress::{Bars, Lines, Reporter, Silent};
-use rocm_kpack_fetch::resolve::Scan;
 use rocm_kpack_fetch::sources::SourceError;
 use serde::Serialize;
 

@@ -7,14 +7,14 @@ use std::process::Command;
 
 use rocm_kpack_deb822::ControlFields;
 use rocm_kpack_format::target::TargetId;
-use rocm_kpack_pkgspec::{NameKind, Naming};
+use rocm_kpack_pkgspec::NameKind;
 
 use super::native::{Installed, NativeScheme};
 use super::{
     check_not_in_transaction, checked, output, passthrough, path_in_root, DevicePackage, PmError,
     PmPlan,
 };
-use crate::resolve::{arch_serves, Scan};
+use crate::resolve::arch_serves;
 
 /// How apt and dpkg are driven.
 #[derive(Debug, Clone)]

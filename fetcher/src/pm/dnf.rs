@@ -5,15 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rocm_kpack_format::target::TargetId;
-use rocm_kpack_pkgspec::{NameKind, Naming};
+use rocm_kpack_pkgspec::NameKind;
 
 use super::native::{Installed, NativeScheme};
 use super::{
-    check_not_in_transaction, checked, output, passthrough, path_in_root, DevicePackage, PmError,
-    PmPlan,
+    check_not_in_transaction, checked, output, passthrough, path_in_root, PmError, PmPlan,
 };
-use crate::resolve::Scan;
 
 /// dnf removes the dependencies nothing needs any more along with a
 /// package by default; a prune removes device packages only (the host
