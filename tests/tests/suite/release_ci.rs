@@ -186,9 +186,12 @@ fn three_shards_recombine_to_the_single_process_split_and_packages() {
 /// included.
 #[test]
 fn repo_template_shell_scripts_pass_shellcheck() {
-    let repo = ci_dir().join("../..");
+    let repo = ci_dir().join("../..").canonicalize().unwrap();
     let mut scripts = Vec::new();
-    let mut dirs = vec![ci_dir(), repo.join("splitter/publish/templates")];
+    let mut dirs = vec![
+        repo.join("repo-templates/ci"),
+        repo.join("splitter/publish/templates"),
+    ];
     while let Some(dir) = dirs.pop() {
         for e in fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
