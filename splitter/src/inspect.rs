@@ -147,12 +147,12 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
         path: shown.clone(),
         source,
     };
-    let mut head = [0u8; 24];
-    let n = read_head(path, &mut head).map_err(|source| InspectError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    let head = &head[..n];
+    let head = open(path)
+        .and_then(|mut f| crate::split::scan::read_head(&mut f, 24))
+        .map_err(|source| InspectError::Read {
+            path: shown.clone(),
+            source,
+        })?;
     if head.starts_with(&rocm_kpack_format::archive::MAGIC) {
         let archive = Archive::open(path).map_err(format)?;
         return archive_report(&archive)
@@ -202,19 +202,6 @@ fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut data = Vec::new();
     open(path)?.read_to_end(&mut data)?;
     Ok(data)
-}
-
-fn read_head(path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::io::Read;
-    let mut file = open(path)?;
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }
 
 /// Reports an opened archive; every blob's stored size is checked against
