@@ -22,6 +22,7 @@
 //! signatures differ between runs.
 
 pub mod apt;
+pub mod cache;
 pub mod fetcher;
 pub mod pip;
 pub mod store;
@@ -109,6 +110,17 @@ pub struct PublishOptions {
     /// zstd level of the store's kernel-database objects (default
     /// [`rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL`]).
     pub store_zstd_level: i32,
+    /// Threads encoding the store's objects at once (at least 1; fewer run
+    /// when their encoders would not fit in `memory`).
+    pub jobs: usize,
+    /// Memory budget of the store's encoders, in bytes: objects are encoded
+    /// in parallel only while their encoders fit (see
+    /// [`store::encoder_memory`]).
+    pub memory: u64,
+    /// Directory of encoded store objects kept between runs (see
+    /// [`cache`]): an object found there, intact, is copied instead of
+    /// encoded again; one encoded is added.
+    pub cache: Option<PathBuf>,
 }
 
 impl Default for PublishOptions {
@@ -128,6 +140,9 @@ impl Default for PublishOptions {
             replace_existing: false,
             progress: ProgressHandle::default(),
             store_zstd_level: rocm_kpack_format::archive::RELEASE_ZSTD_LEVEL,
+            jobs: 1,
+            memory: 1 << 30,
+            cache: None,
         }
     }
 }
@@ -203,6 +218,10 @@ pub struct PublishReport {
     pub wheels: usize,
     /// Archives in the kpack store.
     pub archives: usize,
+    /// Store objects encoded by this run.
+    pub objects_encoded: usize,
+    /// Store objects copied from the cache instead of encoded.
+    pub objects_from_cache: usize,
     /// Repository kinds written.
     pub kinds: Vec<String>,
     /// Top-level entries of the output replaced.
@@ -319,7 +338,10 @@ pub fn publish(
         opts.progress.item_done("pip");
     }
     if store_on {
-        report.archives = store::write_store(&inputs, stage, opts)?;
+        let written = store::write_store(&inputs, stage, opts)?;
+        report.archives = written.entries;
+        report.objects_encoded = written.encoded;
+        report.objects_from_cache = written.from_cache;
         report.kinds.push("kpack-store".into());
         opts.progress.item_done("kpack-store");
     }

@@ -42,7 +42,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout;
@@ -50,7 +50,9 @@ use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
 use serde::Serialize;
 
+use crate::cache::ObjectCache;
 use crate::{Inputs, PublishError, PublishOptions};
+use rayon::prelude::*;
 use rocm_kpack_fs::{HashingWriter, PendingFile};
 use rocm_kpack_package::container::EntryType;
 use rocm_kpack_package::deb::{DebReader, MemberInfo};
@@ -131,6 +133,43 @@ struct Store<'a> {
     databases: BTreeMap<(String, String, String, String), DatabaseEntry>,
     /// zstd level of database objects.
     level: i32,
+    /// Encoded objects kept between runs.
+    cache: Option<ObjectCache>,
+    /// Objects waiting to be encoded, by the sha256 of their bytes.
+    pending: BTreeMap<[u8; 32], Pending>,
+    /// Objects in the store, by the sha256 of their decoded bytes, with
+    /// their stored size.
+    stored: BTreeMap<[u8; 32], u64>,
+    /// Where pending objects' bytes wait (removed with the store).
+    scratch: tempfile::TempDir,
+    /// Objects encoded, and copied from the cache.
+    encoded: usize,
+    from_cache: usize,
+}
+
+impl<'a> Store<'a> {
+    fn new(root: &'a Path, level: i32, cache: Option<ObjectCache>) -> Result<Self, PublishError> {
+        // In the staging directory's parent: every entry of the staging
+        // directory becomes part of the repository.
+        let parent = rocm_kpack_fs::parent_dir(root);
+        let scratch = tempfile::Builder::new()
+            .prefix(".publish-scratch-")
+            .tempdir_in(parent)
+            .map_err(|e| PublishError::io("cannot create a directory in", parent, e))?;
+        Ok(Store {
+            root,
+            spec: Spec::default_families(),
+            entries: BTreeMap::new(),
+            databases: BTreeMap::new(),
+            level,
+            cache,
+            pending: BTreeMap::new(),
+            stored: BTreeMap::new(),
+            scratch,
+            encoded: 0,
+            from_cache: 0,
+        })
+    }
 }
 
 impl Store<'_> {
@@ -214,8 +253,9 @@ impl Store<'_> {
 }
 
 impl Store<'_> {
-    /// Streams one database file into the store, encoded, after checking
-    /// it is the file its manifest lists.
+    /// Checks that one database file is the file its manifest lists and
+    /// records it; its object is copied from the cache when there, else
+    /// its bytes wait in the scratch directory for [`Store::encode_pending`].
     fn add_database(
         &mut self,
         component: &str,
@@ -227,54 +267,61 @@ impl Store<'_> {
     ) -> Result<(), PublishError> {
         let dir = self.root.join(layout::store::BY_HASH_DIR);
         fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
-        let dest = self
-            .root
-            .join(layout::store::database_object_path(&db.sha256));
+        let path = layout::store::database_object_path(&db.sha256);
+        let known = self.stored.contains_key(&db.sha256) || self.pending.contains_key(&db.sha256);
+        let cached = match (&self.cache, known) {
+            (Some(cache), false) => cache.copy_to(&db.sha256, &self.root.join(&path))?,
+            _ => None,
+        };
+        let check = |sha: [u8; 32], size: u64| {
+            if sha != db.sha256 || size != db.size {
+                return Err(PublishError::Invalid(format!(
+                    "{package}: {} has {size} bytes with sha256 {}, but the {component} manifest says {} bytes with sha256 {}",
+                    db.path,
+                    hex::encode(sha),
+                    db.size,
+                    hex::encode(db.sha256)
+                )));
+            }
+            Ok(())
+        };
+        let read_err = |e: io::Error| {
+            PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path)))
+        };
+        if known || cached.is_some() {
+            // Stored already (another package of this publish carries the
+            // same file, or the cache had it): only checked.
+            let (size, sha) = rocm_kpack_fs::sha256_reader(data).map_err(read_err)?;
+            check(sha, size)?;
+            if let Some(stored) = cached {
+                self.from_cache += 1;
+                self.stored.insert(db.sha256, stored);
+            }
+        } else {
+            let spill = self.scratch.path().join(hex::encode(db.sha256));
+            let file =
+                File::create(&spill).map_err(|e| PublishError::io("cannot create", &spill, e))?;
+            let mut w = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
+            io::copy(data, &mut w).map_err(read_err)?;
+            let (buf, sha, size) = w.finish();
+            buf.into_inner()
+                .map_err(|e| PublishError::io("cannot write", &spill, e.into_error()))?;
+            check(sha, size)?;
+            self.pending.insert(
+                db.sha256,
+                Pending {
+                    path: path.clone(),
+                    size,
+                    spill,
+                },
+            );
+        }
         let key = (
             component.to_string(),
             db.path.clone(),
             version.to_string(),
             hex::encode(db.sha256),
         );
-        let stored_size = match self.databases.get(&key).map(|e| e.stored_size) {
-            // Another package of this publish carries the same file.
-            Some(size) if decodes_to(&dest, &db.sha256) => {
-                io::copy(data, &mut io::sink())
-                    .map_err(|e| PublishError::io("cannot read", origin, e))?;
-                size
-            }
-            _ => {
-                let mut tmp = PendingFile::create_named(&dest, INCOMING, "")?;
-                let (sha, size) = encode_database(
-                    data,
-                    BufWriter::with_capacity(1 << 20, &mut tmp),
-                    self.level,
-                    db.size,
-                )
-                .map_err(|e| {
-                    PublishError::Package(PackageError::corrupt(
-                        origin,
-                        format!("{}: {e}", db.path),
-                    ))
-                })?;
-                if sha != db.sha256 || size != db.size {
-                    return Err(PublishError::Invalid(format!(
-                        "{package}: {} has {size} bytes with sha256 {}, but the {component} manifest says {} bytes with sha256 {}",
-                        db.path,
-                        hex::encode(sha),
-                        db.size,
-                        hex::encode(db.sha256)
-                    )));
-                }
-                let stored = tmp
-                    .file_mut()
-                    .metadata()
-                    .map_err(|e| PublishError::io("cannot read", tmp.temp_path(), e))?
-                    .len();
-                tmp.commit_as("cannot store")?;
-                stored
-            }
-        };
         let slot = self.databases.entry(key).or_insert_with(|| DatabaseEntry {
             component: component.to_string(),
             family: db.family.clone(),
@@ -284,8 +331,9 @@ impl Store<'_> {
             size: db.size,
             sha256: hex::encode(db.sha256),
             encoding: layout::store::DATABASE_ENCODING,
-            stored_size,
-            path: layout::store::database_object_path(&db.sha256),
+            // Known once the object is encoded (write_store fills it in).
+            stored_size: 0,
+            path,
             packages: Vec::new(),
         });
         if !slot.packages.iter().any(|x| x == package) {
@@ -294,10 +342,120 @@ impl Store<'_> {
         }
         Ok(())
     }
+
+    /// Encodes every pending object into the store, in parallel as far as
+    /// `jobs` and the memory budget allow (largest first, so a large one
+    /// does not start last), each into the cache too. Each object is its
+    /// own single-threaded frame: the bytes do not depend on the order or
+    /// the number of threads.
+    fn encode_pending(&mut self, jobs: usize, memory: u64) -> Result<(), PublishError> {
+        let pending = std::mem::take(&mut self.pending);
+        let largest = pending.values().map(|p| p.size).max().unwrap_or(0);
+        let threads = encoding_threads(jobs, memory, largest);
+        tracing::info!(
+            objects = pending.len(),
+            threads,
+            "encoding store objects at zstd level {}",
+            self.level
+        );
+        let mut order: Vec<(&[u8; 32], &Pending)> = pending.iter().collect();
+        order.sort_by(|a, b| b.1.size.cmp(&a.1.size).then(a.0.cmp(b.0)));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| PublishError::Invalid(format!("cannot start {threads} threads: {e}")))?;
+        let (root, level, cache) = (self.root, self.level, self.cache.as_ref());
+        let done: Vec<Result<([u8; 32], u64), PublishError>> = pool.install(|| {
+            order
+                .par_iter()
+                .with_max_len(1)
+                .map(|(sha, p)| encode_object(root, sha, p, level, cache).map(|n| (**sha, n)))
+                .collect()
+        });
+        for r in done {
+            let (sha, stored) = r?;
+            self.stored.insert(sha, stored);
+            self.encoded += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes waiting to be encoded into the store.
+struct Pending {
+    /// Path of the object in the store.
+    path: String,
+    /// Decoded size.
+    size: u64,
+    /// The decoded bytes (checked against their sha256 when written).
+    spill: PathBuf,
+}
+
+/// Encodes one pending object into the store (and the cache); returns its
+/// stored size.
+fn encode_object(
+    root: &Path,
+    sha256: &[u8; 32],
+    p: &Pending,
+    level: i32,
+    cache: Option<&ObjectCache>,
+) -> Result<u64, PublishError> {
+    let dest = root.join(&p.path);
+    let mut src = File::open(&p.spill).map_err(|e| PublishError::io("cannot open", &p.spill, e))?;
+    let mut tmp = PendingFile::create_named(&dest, INCOMING, "")?;
+    let (sha, size) = encode_database(
+        &mut src,
+        BufWriter::with_capacity(1 << 20, &mut tmp),
+        level,
+        p.size,
+    )
+    .map_err(|e| PublishError::io("cannot encode", &p.spill, e))?;
+    if &sha != sha256 || size != p.size {
+        return Err(PublishError::Invalid(format!(
+            "{} changed while publishing",
+            p.spill.display()
+        )));
+    }
+    let stored = tmp
+        .file_mut()
+        .metadata()
+        .map_err(|e| PublishError::io("cannot read", tmp.temp_path(), e))?
+        .len();
+    let dest = tmp.commit_as("cannot store")?;
+    // Its disk space is needed no longer.
+    drop(fs::remove_file(&p.spill));
+    if let Some(c) = cache {
+        c.insert(sha256, &dest);
+    }
+    Ok(stored)
+}
+
+/// How many objects are encoded at once: `jobs`, fewer when that many
+/// encoders of the largest object would exceed `memory` (at least one: an
+/// object larger than the budget is still encoded, alone).
+pub fn encoding_threads(jobs: usize, memory: u64, largest: u64) -> usize {
+    let each = encoder_memory(largest);
+    let fit = usize::try_from(memory / each).unwrap_or(usize::MAX);
+    jobs.min(fit).max(1)
+}
+
+/// Memory one store encoder takes for an object of `size` bytes: zstd
+/// sizes its window (at most 2^[`DATABASE_WINDOW_LOG`]) and its tables to
+/// the pledged size, and at level 19 the whole context is about 3.4 times
+/// the window (measured with `/usr/bin/time -v zstd -19 --long=27 -T1`:
+/// 425 MB peak RSS for the 396 MB TensileLibrary_gfx90a.co of Debian's
+/// librocblas0, 109 MB for a 20 MB Kernels.so-000-gfx908.hsaco).
+pub fn encoder_memory(size: u64) -> u64 {
+    let window = size
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX)
+        .min(1 << DATABASE_WINDOW_LOG);
+    window / 2 * 7 + (4 << 20)
 }
 
 /// Whether the encoded object at `path` decodes to bytes with `sha256`.
-fn decodes_to(path: &Path, sha256: &[u8; 32]) -> bool {
+pub(crate) fn decodes_to(path: &Path, sha256: &[u8; 32]) -> bool {
     let Ok(file) = File::open(path) else {
         return false;
     };
@@ -377,7 +535,7 @@ fn for_each_package_file(
 const MAX_MANIFEST: u64 = 16 << 20;
 
 /// Prefix of the temporary name of a store object being written.
-const INCOMING: &str = ".incoming-";
+pub(crate) const INCOMING: &str = ".incoming-";
 
 /// Every database file the packages' manifests list, by its path in the
 /// package (`<prefix>/<path>`, the prefix being the directory holding the
@@ -423,20 +581,35 @@ fn listed_databases(
     Ok(out)
 }
 
-/// Writes `by-hash/` and `index.json` into `root`; returns the number of
-/// index entries.
+/// What [`write_store`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreWritten {
+    /// `index.json` entries.
+    pub entries: usize,
+    /// Objects encoded.
+    pub encoded: usize,
+    /// Objects copied from the cache.
+    pub from_cache: usize,
+}
+
+/// Writes `by-hash/` and `index.json` into `root`. Database files wait,
+/// decoded, in a scratch directory beside `root` (so a publish needs disk
+/// for their decoded bytes once) until every package is read, and are
+/// then encoded in parallel.
 pub fn write_store(
     inputs: &Inputs,
     root: &Path,
     opts: &PublishOptions,
-) -> Result<usize, PublishError> {
-    let mut store = Store {
-        root,
-        spec: Spec::default_families(),
-        entries: BTreeMap::new(),
-        databases: BTreeMap::new(),
-        level: opts.store_zstd_level,
+) -> Result<StoreWritten, PublishError> {
+    let cache = match &opts.cache {
+        Some(dir) => Some(ObjectCache::open(
+            dir,
+            opts.store_zstd_level,
+            DATABASE_WINDOW_LOG,
+        )?),
+        None => None,
     };
+    let mut store = Store::new(root, opts.store_zstd_level, cache)?;
     let listed = listed_databases(inputs)?;
     for_each_package_file(inputs, |path, version, label, origin, data| {
         if is_kpack_archive_path(path) {
@@ -452,8 +625,17 @@ pub fn write_store(
         let parent = k.parent().unwrap_or(Path::new("."));
         store.add(&file_label(k), None, None, parent, &mut f)?;
     }
+    store.encode_pending(opts.jobs, opts.memory)?;
     let entries: Vec<StoreEntry> = store.entries.into_values().collect();
-    let databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
+    let mut databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
+    for d in &mut databases {
+        let sha = hex::decode(&d.sha256)
+            .ok()
+            .and_then(|v| <[u8; 32]>::try_from(v).ok());
+        d.stored_size = sha
+            .and_then(|s| store.stored.get(&s).copied())
+            .ok_or_else(|| PublishError::Invalid(format!("{}: no stored object", d.path)))?;
+    }
     let mut text = serde_json::to_string_pretty(&Index {
         format_version: 2,
         archives: &entries,
@@ -462,7 +644,11 @@ pub fn write_store(
     .map_err(|e| PublishError::Invalid(format!("cannot serialize index.json: {e}")))?;
     text.push('\n');
     crate::write_file(&root.join("index.json"), text.as_bytes())?;
-    Ok(entries.len() + databases.len())
+    Ok(StoreWritten {
+        entries: entries.len() + databases.len(),
+        encoded: store.encoded,
+        from_cache: store.from_cache,
+    })
 }
 
 /// Encodes `data` for transport: one zstd frame at `level` with a long
@@ -516,14 +702,13 @@ mod tests {
             .unwrap();
         let bytes = w.finish().unwrap().into_inner();
         let hex = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-        let dest = dir.path().join(layout::store::BY_HASH_DIR).join(&hex);
-        let mut store = Store {
-            root: dir.path(),
-            spec: Spec::default_families(),
-            entries: BTreeMap::new(),
-            databases: BTreeMap::new(),
-            level: 3,
-        };
+        let dest = dir
+            .path()
+            .join("stage")
+            .join(layout::store::BY_HASH_DIR)
+            .join(&hex);
+        let root = dir.path().join("stage");
+        let mut store = Store::new(&root, 3, None).unwrap();
         for damage in [&b"truncated"[..], &[]] {
             fs::create_dir_all(dest.parent().unwrap()).unwrap();
             fs::write(&dest, damage).unwrap();
@@ -557,5 +742,161 @@ mod tests {
             std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dest).unwrap()),
             ino
         );
+    }
+
+    /// Database files of `n` sizes, compressible but distinct.
+    fn databases(n: usize) -> Vec<(DatabaseFile, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                let mut x = i as u32 + 1;
+                let bytes: Vec<u8> = (0..(20_000 + i * 37_000))
+                    .map(|j| {
+                        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        if j % 7 == 0 {
+                            (x >> 24) as u8
+                        } else {
+                            (j % 251) as u8
+                        }
+                    })
+                    .collect();
+                let db = DatabaseFile {
+                    path: format!("lib/db/file{i}.co"),
+                    family: "gfx90a".into(),
+                    architectures: vec!["gfx90a".into()],
+                    size: bytes.len() as u64,
+                    sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).into(),
+                };
+                (db, bytes)
+            })
+            .collect()
+    }
+
+    /// Publishes `dbs` into `<dir>/<name>` (level 3) on `jobs` threads;
+    /// returns the store root and what was written.
+    fn publish_databases(
+        dir: &Path,
+        name: &str,
+        dbs: &[(DatabaseFile, Vec<u8>)],
+        jobs: usize,
+        cache: Option<&Path>,
+    ) -> (PathBuf, usize, usize, BTreeMap<[u8; 32], u64>) {
+        let root = dir.join(name);
+        let cache = cache.map(|c| ObjectCache::open(c, 3, DATABASE_WINDOW_LOG).unwrap());
+        let mut store = Store::new(&root, 3, cache).unwrap();
+        for (db, bytes) in dbs {
+            store
+                .add_database(
+                    "libx",
+                    db,
+                    "1.0",
+                    "libx-gfx90a.deb",
+                    Path::new("in"),
+                    &mut bytes.as_slice(),
+                )
+                .unwrap();
+        }
+        store.encode_pending(jobs, 1 << 30).unwrap();
+        (root.clone(), store.encoded, store.from_cache, store.stored)
+    }
+
+    fn object(root: &Path, db: &DatabaseFile) -> Vec<u8> {
+        fs::read(root.join(layout::store::database_object_path(&db.sha256))).unwrap()
+    }
+
+    #[test]
+    fn parallel_encoding_writes_the_bytes_serial_encoding_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let dbs = databases(6);
+        let (serial, n, _, sizes1) = publish_databases(dir.path(), "serial", &dbs, 1, None);
+        let (parallel, m, _, sizes4) = publish_databases(dir.path(), "parallel", &dbs, 4, None);
+        assert_eq!((n, m), (6, 6));
+        assert_eq!(sizes1, sizes4);
+        for (db, bytes) in &dbs {
+            let obj = object(&serial, db);
+            assert_eq!(obj, object(&parallel, db), "{}", db.path);
+            assert_eq!(sizes1[&db.sha256], obj.len() as u64);
+            assert_eq!(&zstd::decode_all(obj.as_slice()).unwrap(), bytes);
+        }
+        // The scratch copies are gone with the stores.
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".publish-scratch-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn the_memory_budget_limits_the_encoders() {
+        let big = 1u64 << 30;
+        assert_eq!(encoder_memory(big), encoder_memory(1 << 27));
+        assert!(encoder_memory(1 << 27) > 400 << 20);
+        assert!(encoder_memory(1 << 20) < 8 << 20);
+        assert_eq!(encoding_threads(8, 1 << 30, big), 2);
+        assert_eq!(encoding_threads(8, 100 << 20, big), 1, "one runs, alone");
+        assert_eq!(encoding_threads(8, 1 << 30, 1 << 20), 8);
+        assert_eq!(encoding_threads(1, 1 << 30, 1 << 20), 1);
+    }
+
+    #[test]
+    fn a_cached_object_is_copied_not_encoded_and_a_damaged_one_is_encoded_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_dir = dir.path().join("cache");
+        let dbs = databases(4);
+        let (first, encoded, cached, _) =
+            publish_databases(dir.path(), "first", &dbs, 2, Some(&cache_dir));
+        assert_eq!((encoded, cached), (4, 0));
+        let cache = ObjectCache::open(&cache_dir, 3, DATABASE_WINDOW_LOG).unwrap();
+        let stamp = |db: &DatabaseFile| {
+            let m = fs::symlink_metadata(cache.entry_path(&db.sha256)).unwrap();
+            (
+                std::os::unix::fs::MetadataExt::ino(&m),
+                m.modified().unwrap(),
+            )
+        };
+        let before: Vec<_> = dbs.iter().map(|(db, _)| stamp(db)).collect();
+        for (db, _) in &dbs {
+            assert_eq!(
+                fs::read(cache.entry_path(&db.sha256)).unwrap(),
+                object(&first, db)
+            );
+        }
+
+        let (second, encoded, cached, _) =
+            publish_databases(dir.path(), "second", &dbs, 2, Some(&cache_dir));
+        assert_eq!((encoded, cached), (0, 4), "every object from the cache");
+        let after: Vec<_> = dbs.iter().map(|(db, _)| stamp(db)).collect();
+        assert_eq!(before, after, "cache entries untouched");
+        for (db, _) in &dbs {
+            assert_eq!(object(&second, db), object(&first, db));
+        }
+
+        // Damage: a flipped byte past the frame header, a truncation, a
+        // symlink to an intact object, a directory.
+        let entry = |i: usize| cache.entry_path(&dbs[i].0.sha256);
+        let mut flipped = fs::read(entry(0)).unwrap();
+        let at = flipped.len() / 2;
+        flipped[at] ^= 0x40;
+        fs::write(entry(0), &flipped).unwrap();
+        let whole = fs::read(entry(1)).unwrap();
+        fs::write(entry(1), &whole[..whole.len() - 9]).unwrap();
+        let elsewhere = dir.path().join("elsewhere.zst");
+        fs::rename(entry(2), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, entry(2)).unwrap();
+        fs::remove_file(entry(3)).unwrap();
+        fs::create_dir(entry(3)).unwrap();
+        let (third, encoded, cached, _) =
+            publish_databases(dir.path(), "third", &dbs, 2, Some(&cache_dir));
+        assert_eq!((encoded, cached), (4, 0), "damaged entries encoded again");
+        for (db, _) in &dbs {
+            assert_eq!(object(&third, db), object(&first, db), "{}", db.path);
+        }
+        for (i, (db, _)) in dbs.iter().enumerate().take(3) {
+            assert_eq!(fs::read(entry(i)).unwrap(), object(&first, db), "repaired");
+            assert!(fs::symlink_metadata(entry(i)).unwrap().is_file());
+        }
+        // A directory in the way is left alone (and costs an encode each
+        // run), the store is still right.
+        assert!(entry(3).is_dir());
     }
 }

@@ -1,6 +1,7 @@
 //! `rocm-kpack publish PKG_DIR --out REPO [--apt] [--yum] [--pip]
 //! [--kpack-store] [--store-url URL] [--fetcher-bin PATH | --no-fetcher]
-//! [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--json]`.
+//! [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--jobs N] [--memory SIZE]
+//! [--cache DIR] [--json]`.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_publish::fetcher::{self, FetcherOptions};
 use rocm_kpack_publish::{publish, PublishOptions};
 
-use crate::cli::OutArg;
+use crate::cli::{JobsArg, OutArg};
 
 /// Publish a directory of packages (.deb, .rpm, .whl, loose .kpack) as
 /// repositories: apt (pool/ + dists/), yum/dnf (<arch>/ + repodata/), pip
@@ -67,6 +68,19 @@ pub struct Args {
     /// The gpg program used for signing.
     #[arg(long, default_value = "gpg")]
     pub gpg: PathBuf,
+    /// --jobs, --memory: the kpack store's objects (kernel-database files)
+    /// are encoded at the release level on this many threads, as many as
+    /// their encoders fit in the memory budget (about 430 MiB each for
+    /// objects of 128 MiB and more).
+    #[command(flatten)]
+    pub jobs: JobsArg,
+    /// Keep the kpack store's encoded objects in DIR (created if missing)
+    /// and take them from there on the next publish, instead of encoding
+    /// again. Entries are checked before use (one that does not decode to
+    /// its sha256 is encoded again, never published); the store written is
+    /// the same with or without the cache.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -86,6 +100,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         replace_existing: args.out.force,
         progress: progress.handle(),
         fetcher,
+        jobs: jobs(&args.jobs)?,
+        memory: args
+            .jobs
+            .memory()?
+            .unwrap_or_else(rocm_kpack_splitter::budget::default_budget),
+        cache: args.cache.clone(),
         ..PublishOptions::default()
     };
     let report = publish(&args.pkg_dir, &args.out.dir, &opts);
@@ -106,6 +126,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         )
     })?;
     Ok(ExitStatus::Success)
+}
+
+/// Encoding threads: `--jobs`, else one per core; at most
+/// [`rocm_kpack_splitter::budget::max_threads`].
+fn jobs(arg: &JobsArg) -> anyhow::Result<usize> {
+    use rocm_kpack_splitter::budget::max_threads;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let asked = arg.get()?.unwrap_or(cores);
+    let most = max_threads(cores);
+    if asked > most {
+        tracing::warn!("--jobs {asked}: running {most} threads, the most for {cores} core(s)");
+    }
+    Ok(asked.min(most))
 }
 
 /// The fetcher to package: `--fetcher-bin`, else `rocm-kpack-fetch` next to
