@@ -28,6 +28,12 @@
 //! are stored zstd-encoded ([`encode_database`]); a reader refuses an
 //! encoding it does not know.
 //!
+//! Encoding at the release level is most of a publish's time, so objects
+//! are encoded once every package has been read, in parallel as far as
+//! `--jobs` and the memory budget allow ([`encoding_threads`]), each its
+//! own frame (the bytes do not depend on the threads), and taken from the
+//! cache ([`crate::cache`]) when it holds them.
+//!
 //! One entry per archive: per processor (`<component>_<processor>.kpack`)
 //! or per generic ISA (`<component>_gfx11-generic.kpack`), and trees in the
 //! older per-family layout index the same way. `group` is the archive's
