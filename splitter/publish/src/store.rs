@@ -11,7 +11,10 @@
 //!                   "version": "5.3.3-4+kpack1",   // null for loose archives
 //!                   "size": 123, "sha256": "<hex>", "encoding": "identity",
 //!                   "path": "by-hash/sha256/<hex>",
-//!                   "packages": ["librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb"] } ],
+//!                   "packages": ["librocrand1-gfx90a_5.3.3-4+kpack1_amd64.deb"],
+//!                   "transport": { "path": "by-hash/sha256/<hex>.zst",
+//!                                  "size": 353914880, "sha256": "<hex>",
+//!                                  "stored_size": 21700000 } } ],
 //!   "database_files": [ { "component": "librocblas", "family": "gfx90a",
 //!                   "architectures": ["gfx90a"],
 //!                   "install_path": "rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
@@ -21,6 +24,12 @@
 //!                   "path": "by-hash/sha256/<hex>.zst",
 //!                   "packages": ["librocblas0-gfx90a_5.5.1+dfsg-7+kpack1_amd64.deb"] } ] }
 //! ```
+//!
+//! Every archive also gets its transport object
+//! ([`rocm_kpack_format::archive::transport`]: its entries, uncompressed, as
+//! one zstd frame named by the sha256 of that form), encoded like the
+//! database objects; `transport` is absent when two ordinals of the archive
+//! hold identical bytes (only foreign writers do that), with a warning.
 //!
 //! Database files are the files the packages' `.kpm` manifests list under
 //! `database_files` (found at `<prefix>/<path>` in any package of the
@@ -50,7 +59,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::archive::{transport, Archive};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
@@ -93,6 +102,25 @@ pub struct StoreEntry {
     pub path: String,
     /// Package files that carry it.
     pub packages: Vec<String>,
+    /// Its transport object (absent when the archive has none: two of its
+    /// ordinals hold identical bytes, which only foreign writers produce).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportEntry>,
+}
+
+/// The transport object of an archive (`docs/formats.md`): its entries,
+/// uncompressed, as one zstd frame, named by the sha256 of the decoded
+/// stream.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TransportEntry {
+    /// Path in the store.
+    pub path: String,
+    /// Size of the decoded stream.
+    pub size: u64,
+    /// sha256 hex of the decoded stream.
+    pub sha256: String,
+    /// Size of the stored (encoded) object: the bytes on the wire.
+    pub stored_size: u64,
 }
 
 /// One `index.json` database-file entry: a kernel-database file stored
@@ -148,6 +176,8 @@ struct Store<'a> {
     stored: BTreeMap<[u8; 32], u64>,
     /// Where pending objects' bytes wait (removed with the store).
     scratch: tempfile::TempDir,
+    /// Transport objects by the sha256 of their archive.
+    transports: BTreeMap<[u8; 32], Option<TransportEntry>>,
     /// Objects encoded, and copied from the cache.
     encoded: usize,
     from_cache: usize,
@@ -172,6 +202,7 @@ impl<'a> Store<'a> {
             pending: BTreeMap::new(),
             stored: BTreeMap::new(),
             scratch,
+            transports: BTreeMap::new(),
             encoded: 0,
             from_cache: 0,
         })
@@ -222,8 +253,8 @@ impl Store<'_> {
             encoding: "identity",
             path: layout::store::by_hash_path(&sha),
             packages: Vec::new(),
+            transport: None,
         };
-        drop(archive);
         let dest = dir.join(&hex);
         // An existing file counts only if it still holds these bytes (a
         // crash or a hand edit may have left it short or changed).
@@ -240,6 +271,9 @@ impl Store<'_> {
             tmp.set_dest(dest);
             tmp.commit_as("cannot store")?;
         }
+        let mut entry = entry;
+        entry.transport = self.add_transport(sha, &archive, &origin.join(filename))?;
+        drop(archive);
         let key = (
             entry.component.clone(),
             entry.group.clone(),
@@ -274,11 +308,7 @@ impl Store<'_> {
         let dir = self.root.join(layout::store::BY_HASH_DIR);
         fs::create_dir_all(&dir).map_err(|e| PublishError::io("cannot create", &dir, e))?;
         let path = layout::store::database_object_path(&db.sha256);
-        let known = self.stored.contains_key(&db.sha256) || self.pending.contains_key(&db.sha256);
-        let cached = match (&self.cache, known) {
-            (Some(cache), false) => cache.copy_to(&db.sha256, &self.root.join(&path))?,
-            _ => None,
-        };
+        let reused = self.reuse(&db.sha256, &path)?;
         let check = |sha: [u8; 32], size: u64| {
             if sha != db.sha256 || size != db.size {
                 return Err(PublishError::Invalid(format!(
@@ -294,15 +324,11 @@ impl Store<'_> {
         let read_err = |e: io::Error| {
             PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path)))
         };
-        if known || cached.is_some() {
+        if reused {
             // Stored already (another package of this publish carries the
             // same file, or the cache had it): only checked.
             let (size, sha) = rocm_kpack_fs::sha256_reader(data).map_err(read_err)?;
             check(sha, size)?;
-            if let Some(stored) = cached {
-                self.from_cache += 1;
-                self.stored.insert(db.sha256, stored);
-            }
         } else {
             let spill = self.scratch.path().join(hex::encode(db.sha256));
             let file =
@@ -349,6 +375,85 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// Queues the transport object of `archive` (whose sha256 is
+    /// `archive_sha`); None when it has none.
+    fn add_transport(
+        &mut self,
+        archive_sha: [u8; 32],
+        archive: &Archive,
+        origin: &Path,
+    ) -> Result<Option<TransportEntry>, PublishError> {
+        if let Some(t) = self.transports.get(&archive_sha) {
+            return Ok(t.clone());
+        }
+        let spill = self
+            .scratch
+            .path()
+            .join(format!("{}.transport", hex::encode(archive_sha)));
+        let file =
+            File::create(&spill).map_err(|e| PublishError::io("cannot create", &spill, e))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let summary = transport::write_transport(archive, &mut w).map_err(|source| {
+            PublishError::Package(PackageError::Format {
+                path: origin.to_path_buf(),
+                source,
+            })
+        })?;
+        w.into_inner()
+            .map_err(|e| PublishError::io("cannot write", &spill, e.into_error()))?;
+        let t = if summary.blobs != archive.blob_count() {
+            tracing::warn!(
+                "{}: {} of its code objects hold the bytes of another; no transport object",
+                origin.display(),
+                archive.blob_count() - summary.blobs
+            );
+            drop(fs::remove_file(&spill));
+            None
+        } else {
+            let path = layout::store::transport_object_path(&summary.sha256);
+            if self.reuse(&summary.sha256, &path)? {
+                drop(fs::remove_file(&spill));
+            } else {
+                self.pending.insert(
+                    summary.sha256,
+                    Pending {
+                        path: path.clone(),
+                        size: summary.size,
+                        spill,
+                    },
+                );
+            }
+            Some(TransportEntry {
+                path,
+                size: summary.size,
+                sha256: hex::encode(summary.sha256),
+                // Known once the object is encoded (write_store fills it in).
+                stored_size: 0,
+            })
+        };
+        self.transports.insert(archive_sha, t.clone());
+        Ok(t)
+    }
+
+    /// Whether the object decoding to `sha256` needs no encoding: stored or
+    /// queued already, or copied from the cache to `path` now.
+    fn reuse(&mut self, sha256: &[u8; 32], path: &str) -> Result<bool, PublishError> {
+        if self.stored.contains_key(sha256) || self.pending.contains_key(sha256) {
+            return Ok(true);
+        }
+        let Some(cache) = &self.cache else {
+            return Ok(false);
+        };
+        match cache.copy_to(sha256, &self.root.join(path))? {
+            Some(stored) => {
+                self.from_cache += 1;
+                self.stored.insert(*sha256, stored);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// Encodes every pending object into the store, in parallel as far as
     /// `jobs` and the memory budget allow (largest first, so a large one
     /// does not start last), each into the cache too. Each object is its
@@ -385,6 +490,19 @@ impl Store<'_> {
         }
         Ok(())
     }
+}
+
+/// The stored size of the object whose decoded bytes have sha256 `hex`.
+fn stored_size(
+    stored: &BTreeMap<[u8; 32], u64>,
+    hex: &str,
+    path: &str,
+) -> Result<u64, PublishError> {
+    let sha = hex::decode(hex)
+        .ok()
+        .and_then(|v| <[u8; 32]>::try_from(v).ok());
+    sha.and_then(|s| stored.get(&s).copied())
+        .ok_or_else(|| PublishError::Invalid(format!("{path}: no stored object")))
 }
 
 /// Bytes waiting to be encoded into the store.
@@ -446,7 +564,7 @@ pub fn encoding_threads(jobs: usize, memory: u64, largest: u64) -> usize {
 }
 
 /// Memory one store encoder takes for an object of `size` bytes: zstd
-/// sizes its window (at most 2^[`DATABASE_WINDOW_LOG`]) and its tables to
+/// sizes its window (at most 2^[`transport::WINDOW_LOG`]) and its tables to
 /// the pledged size, and at level 19 the whole context is about 3.4 times
 /// the window (measured with `/usr/bin/time -v zstd -19 --long=27 -T1`:
 /// 425 MB peak RSS for the 396 MB TensileLibrary_gfx90a.co of Debian's
@@ -456,7 +574,7 @@ pub fn encoder_memory(size: u64) -> u64 {
         .max(1)
         .checked_next_power_of_two()
         .unwrap_or(u64::MAX)
-        .min(1 << DATABASE_WINDOW_LOG);
+        .min(1 << transport::WINDOW_LOG);
     window / 2 * 7 + (4 << 20)
 }
 
@@ -611,7 +729,7 @@ pub fn write_store(
         Some(dir) => Some(ObjectCache::open(
             dir,
             opts.store_zstd_level,
-            DATABASE_WINDOW_LOG,
+            transport::WINDOW_LOG,
         )?),
         None => None,
     };
@@ -632,15 +750,13 @@ pub fn write_store(
         store.add(&file_label(k), None, None, parent, &mut f)?;
     }
     store.encode_pending(opts.jobs, opts.memory)?;
-    let entries: Vec<StoreEntry> = store.entries.into_values().collect();
+    let mut entries: Vec<StoreEntry> = store.entries.into_values().collect();
+    for t in entries.iter_mut().filter_map(|e| e.transport.as_mut()) {
+        t.stored_size = stored_size(&store.stored, &t.sha256, &t.path)?;
+    }
     let mut databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
     for d in &mut databases {
-        let sha = hex::decode(&d.sha256)
-            .ok()
-            .and_then(|v| <[u8; 32]>::try_from(v).ok());
-        d.stored_size = sha
-            .and_then(|s| store.stored.get(&s).copied())
-            .ok_or_else(|| PublishError::Invalid(format!("{}: no stored object", d.path)))?;
+        d.stored_size = stored_size(&store.stored, &d.sha256, &d.path)?;
     }
     let mut text = serde_json::to_string_pretty(&Index {
         format_version: 2,
@@ -770,7 +886,7 @@ mod tests {
         cache: Option<&Path>,
     ) -> (PathBuf, usize, usize, BTreeMap<[u8; 32], u64>) {
         let root = dir.join(name);
-        let cache = cache.map(|c| ObjectCache::open(c, 3, DATABASE_WINDOW_LOG).unwrap());
+        let cache = cache.map(|c| ObjectCache::open(c, 3, transport::WINDOW_LOG).unwrap());
         let mut store = Store::new(&root, 3, cache).unwrap();
         for (db, bytes) in dbs {
             store
@@ -835,7 +951,7 @@ mod tests {
         let (first, encoded, cached, _) =
             publish_databases(dir.path(), "first", &dbs, 2, Some(&cache_dir));
         assert_eq!((encoded, cached), (4, 0));
-        let cache = ObjectCache::open(&cache_dir, 3, DATABASE_WINDOW_LOG).unwrap();
+        let cache = ObjectCache::open(&cache_dir, 3, transport::WINDOW_LOG).unwrap();
         let stamp = |db: &DatabaseFile| {
             let m = fs::symlink_metadata(cache.entry_path(&db.sha256)).unwrap();
             (
@@ -887,5 +1003,59 @@ mod tests {
         // A directory in the way is left alone (and costs an encode each
         // run), the store is still right.
         assert!(entry(3).is_dir());
+    }
+
+    #[test]
+    fn every_archive_gets_a_transport_object_that_decodes_to_its_transport() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ArchiveWriter::new(
+            io::Cursor::new(Vec::new()),
+            "libx",
+            "gfx90a",
+            CompressionScheme::ZstdPerKernel,
+            3,
+        )
+        .unwrap();
+        w.add_kernel("lib/libx.so#0", "gfx90a:xnack-", vec![7u8; 40_000])
+            .unwrap();
+        w.add_kernel("lib/libx.so#0", "gfx90a:xnack+", vec![9u8; 30_000])
+            .unwrap();
+        w.add_kernel("lib/liby.so#0", "gfx90a:xnack-", vec![7u8; 40_000])
+            .unwrap();
+        let bytes = w.finish().unwrap().into_inner();
+        let archive = Archive::from_bytes(bytes.clone()).unwrap();
+        let mut expected = Vec::new();
+        let summary = transport::write_transport(&archive, &mut expected).unwrap();
+
+        let root = dir.path().join("stage");
+        let mut store = Store::new(&root, 3, None).unwrap();
+        for package in ["a.deb", "b.deb"] {
+            store
+                .add(
+                    "libx_gfx90a.kpack",
+                    Some("1.0"),
+                    Some(package),
+                    Path::new("in"),
+                    &mut bytes.as_slice(),
+                )
+                .unwrap();
+        }
+        store.encode_pending(2, 1 << 30).unwrap();
+        assert_eq!(store.encoded, 1, "one object for the archive both carry");
+        let t = store.transports.values().next().unwrap().clone().unwrap();
+        assert_eq!(
+            t.path,
+            layout::store::transport_object_path(&summary.sha256)
+        );
+        assert_eq!(t.sha256, hex::encode(summary.sha256));
+        assert_eq!(t.size, summary.size);
+        let obj = fs::read(root.join(&t.path)).unwrap();
+        assert_eq!(store.stored[&summary.sha256], obj.len() as u64);
+        assert_eq!(zstd::decode_all(obj.as_slice()).unwrap(), expected);
+        // The store encoder's frame, as for database files.
+        let mut again = Vec::new();
+        transport::encode_store_object(&mut expected.as_slice(), &mut again, 3, summary.size)
+            .unwrap();
+        assert_eq!(obj, again);
     }
 }
