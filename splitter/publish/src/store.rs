@@ -792,20 +792,23 @@ mod tests {
     use super::*;
     use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
 
+    /// An archive of `libx` for gfx90a holding `kernels` (binary, arch, bytes).
+    fn archive(scheme: CompressionScheme, kernels: &[(&str, &str, Vec<u8>)]) -> Vec<u8> {
+        let mut w =
+            ArchiveWriter::new(io::Cursor::new(Vec::new()), "libx", "gfx90a", scheme, 3).unwrap();
+        for (binary, arch, bytes) in kernels {
+            w.add_kernel(binary, arch, bytes.clone()).unwrap();
+        }
+        w.finish().unwrap().into_inner()
+    }
+
     #[test]
     fn an_existing_by_hash_file_is_kept_only_if_it_holds_its_hash() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ArchiveWriter::new(
-            io::Cursor::new(Vec::new()),
-            "libx",
-            "gfx90a",
+        let bytes = archive(
             CompressionScheme::None,
-            0,
-        )
-        .unwrap();
-        w.add_kernel("lib/libx.so#0", "gfx90a", vec![7u8; 4096])
-            .unwrap();
-        let bytes = w.finish().unwrap().into_inner();
+            &[("lib/libx.so#0", "gfx90a", vec![7u8; 4096])],
+        );
         let hex = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
         let dest = dir
             .path()
@@ -1008,21 +1011,14 @@ mod tests {
     #[test]
     fn every_archive_gets_a_transport_object_that_decodes_to_its_transport() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = ArchiveWriter::new(
-            io::Cursor::new(Vec::new()),
-            "libx",
-            "gfx90a",
+        let bytes = archive(
             CompressionScheme::ZstdPerKernel,
-            3,
-        )
-        .unwrap();
-        w.add_kernel("lib/libx.so#0", "gfx90a:xnack-", vec![7u8; 40_000])
-            .unwrap();
-        w.add_kernel("lib/libx.so#0", "gfx90a:xnack+", vec![9u8; 30_000])
-            .unwrap();
-        w.add_kernel("lib/liby.so#0", "gfx90a:xnack-", vec![7u8; 40_000])
-            .unwrap();
-        let bytes = w.finish().unwrap().into_inner();
+            &[
+                ("lib/libx.so#0", "gfx90a:xnack-", vec![7u8; 40_000]),
+                ("lib/libx.so#0", "gfx90a:xnack+", vec![9u8; 30_000]),
+                ("lib/liby.so#0", "gfx90a:xnack-", vec![7u8; 40_000]),
+            ],
+        );
         let archive = Archive::from_bytes(bytes.clone()).unwrap();
         let mut expected = Vec::new();
         let summary = transport::write_transport(&archive, &mut expected).unwrap();

@@ -488,8 +488,27 @@ fn kpack_store_indexes_archives_from_every_package_kind() {
     );
     let by_hash: Vec<_> = fs::read_dir(repo.join("by-hash/sha256"))
         .expect("by-hash")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(by_hash.len(), 12, "one file per distinct archive");
+    let transports = by_hash.iter().filter(|n| n.ends_with(".zst")).count();
+    assert_eq!(
+        (by_hash.len() - transports, transports),
+        (12, 12),
+        "one file per distinct archive, and its transport object"
+    );
+    // Every archive's transport object decodes to the stream its entry
+    // names.
+    for a in archives {
+        let t = &a["transport"];
+        let obj = fs::read(repo.join(t["path"].as_str().expect("path"))).expect("object");
+        assert_eq!(t["stored_size"], obj.len() as u64);
+        let flat = zstd::decode_all(obj.as_slice()).expect("zstd");
+        assert_eq!(t["size"], flat.len() as u64);
+        assert_eq!(
+            t["sha256"],
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&flat))
+        );
+    }
 }
 
 #[test]
