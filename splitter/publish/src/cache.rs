@@ -74,7 +74,7 @@ impl ObjectCache {
             self.discard(&entry);
             return Ok(None);
         }
-        tmp.commit_as("cannot store")?;
+        crate::store::commit_object(tmp)?;
         Ok(Some(size))
     }
 

@@ -269,7 +269,7 @@ impl Store<'_> {
                 tracing::warn!("{} does not hold its hash; replacing it", dest.display());
             }
             tmp.set_dest(dest);
-            tmp.commit_as("cannot store")?;
+            commit_object(tmp)?;
         }
         let mut entry = entry;
         entry.transport = self.add_transport(sha, &archive, &origin.join(filename))?;
@@ -545,7 +545,7 @@ fn encode_object(
         .metadata()
         .map_err(|e| PublishError::io("cannot read", tmp.temp_path(), e))?
         .len();
-    let dest = tmp.commit_as("cannot store")?;
+    let dest = commit_object(tmp)?;
     // Its disk space is needed no longer.
     drop(fs::remove_file(&p.spill));
     if let Some(c) = cache {
@@ -657,6 +657,13 @@ fn for_each_package_file(
 
 /// The largest `.kpm` read (real ones are a few KiB).
 const MAX_MANIFEST: u64 = 16 << 20;
+
+/// Makes a store object visible: readable by the web server that serves
+/// the store (temporary files are created private).
+pub(crate) fn commit_object(tmp: PendingFile) -> Result<PathBuf, PublishError> {
+    tmp.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    Ok(tmp.commit_as("cannot store")?)
+}
 
 /// Prefix of the temporary name of a store object being written.
 pub(crate) const INCOMING: &str = ".incoming-";
@@ -973,6 +980,11 @@ mod tests {
         let (second, encoded, cached, _) =
             publish_databases(dir.path(), "second", &dbs, 2, Some(&cache_dir));
         assert_eq!((encoded, cached), (0, 4), "every object from the cache");
+        for (db, _) in &dbs {
+            let path = second.join(layout::store::database_object_path(&db.sha256));
+            let mode = fs::metadata(&path).unwrap().permissions();
+            assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o644);
+        }
         let after: Vec<_> = dbs.iter().map(|(db, _)| stamp(db)).collect();
         assert_eq!(before, after, "cache entries untouched");
         for (db, _) in &dbs {
@@ -1047,6 +1059,16 @@ mod tests {
         assert_eq!(t.size, summary.size);
         let obj = fs::read(root.join(&t.path)).unwrap();
         assert_eq!(store.stored[&summary.sha256], obj.len() as u64);
+        // What the web server serves must be readable by it.
+        let archive_sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
+        for served in [t.path.clone(), layout::store::by_hash_path(&archive_sha)] {
+            let mode = fs::metadata(root.join(&served)).unwrap().permissions();
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                0o644,
+                "{served}"
+            );
+        }
         assert_eq!(zstd::decode_all(obj.as_slice()).unwrap(), expected);
         // The store encoder's frame, as for database files.
         let mut again = Vec::new();
