@@ -11,6 +11,7 @@ mod install;
 mod layouts;
 mod ops;
 mod process;
+mod transport;
 mod unlisted;
 
 use std::borrow::BorrowMut;
