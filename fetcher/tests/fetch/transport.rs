@@ -58,11 +58,18 @@ fn kernel(base: &[u8], variant: u64) -> Vec<u8> {
     k
 }
 
-/// A real zstd-per-kernel archive of `component`/`family` (six kernels,
-/// one binary listed twice with identical code so blobs are shared), at
-/// [`RELEASE_LEVEL`], with its manifest entry (transport included) and
-/// transport object.
-fn published(component: &str, family: &str, arches: &[&str], seed: u64) -> Published {
+/// A real zstd-per-kernel archive of `component`/`family` (three
+/// libraries, each under two names with identical code, so blobs are
+/// shared), at [`RELEASE_LEVEL`], with its manifest entry (transport
+/// included) and transport object. `toc_order`: the code objects are
+/// added binary by binary, as the splitter does.
+fn published_in(
+    component: &str,
+    family: &str,
+    arches: &[&str],
+    seed: u64,
+    toc_order: bool,
+) -> Published {
     let mut w = ArchiveWriter::new(
         Cursor::new(Vec::new()),
         component,
@@ -76,13 +83,28 @@ fn published(component: &str, family: &str, arches: &[&str], seed: u64) -> Publi
         .iter()
         .map(|b| b"ACGT s_mov v_add"[usize::from(*b) % 16])
         .collect();
-    for (i, arch) in arches.iter().enumerate() {
+    let code = |lib: u64, i: usize| kernel(&base, seed * 100 + lib * 10 + i as u64);
+    let mut add = |binary: String, arch: &str, code: Vec<u8>| {
+        w.add_kernel(&binary, arch, code).expect("add kernel")
+    };
+    if toc_order {
+        // As the splitter writes: binary by binary, so blobs are numbered
+        // in order of first reference in the TOC.
         for lib in 0..3u64 {
-            let code = kernel(&base, seed * 100 + lib * 10 + i as u64);
-            w.add_kernel(&format!("lib/lib{lib}.so#0"), arch, code.clone())
-                .expect("add kernel");
-            w.add_kernel(&format!("lib/lib{lib}.so.1#0"), arch, code)
-                .expect("add kernel");
+            for so in ["so", "so.1"] {
+                for (i, arch) in arches.iter().enumerate() {
+                    add(format!("lib/lib{lib}.{so}#0"), arch, code(lib, i));
+                }
+            }
+        }
+    } else {
+        // Arch by arch: the blobs of one binary are not adjacent.
+        for (i, arch) in arches.iter().enumerate() {
+            for lib in 0..3u64 {
+                for so in ["so", "so.1"] {
+                    add(format!("lib/lib{lib}.{so}#0"), arch, code(lib, i));
+                }
+            }
         }
     }
     let bytes = w.finish().expect("finish").into_inner();
@@ -108,6 +130,11 @@ fn published(component: &str, family: &str, arches: &[&str], seed: u64) -> Publi
         flat,
         object,
     }
+}
+
+/// [`published_in`] in TOC order.
+fn published(component: &str, family: &str, arches: &[&str], seed: u64) -> Published {
+    published_in(component, family, arches, seed, true)
 }
 
 /// A root listing one published gfx90X archive of rocrand, served with
@@ -212,19 +239,53 @@ fn a_transport_form_is_rebuilt_with_every_code_object_and_verified() {
         "{v}"
     );
     // remove deletes it (the state's size and sha256 are the file's).
-    ok(env.sub("remove", &["rocrand"]));
-    assert!(!path.exists());
+    let (code, stdout, stderr) = run(env.sub("remove", &["--yes", "rocrand"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!path.exists(), "{stdout}{stderr}");
 }
 
 #[test]
 fn at_the_release_level_the_rebuilt_archive_is_the_published_one() {
     let (env, p, server) = setup();
-    ok(env.install("gfx90a", &[server.url()], &["--frame-level", "release"]));
+    let (code, stdout, stderr) =
+        run(env.install("gfx90a", &[server.url()], &["--frame-level", "release"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert_installed(&installed(&env, &p), &p.archive);
     assert_eq!(gets(&server, &p.transport_path()), 1);
-    assert_eq!(gets(&server, &p.archive.by_hash()), 0);
+    assert_eq!(gets(&server, &p.archive.by_hash()), 0, "{stderr}");
     let (code, v) = verify_json(&env);
     assert_eq!((code, &v["archives"][0]["verdict"]), (0, &Value::from("ok")));
+}
+
+/// An archive whose blobs are not numbered in TOC order (another writer's)
+/// cannot be reproduced from its transport form: at the release level the
+/// result fails the manifest's sha256, nothing of it is installed, and the
+/// archive itself is.
+#[test]
+fn a_release_rebuild_that_is_not_the_published_archive_falls_back() {
+    let env = Env::new();
+    let p = published_in("rocrand", "gfx90X", &["gfx90a", "gfx90a:xnack+"], 5, false);
+    env.manifest(&env.kpack, "rocrand", &[&p.archive]);
+    let server = Server::start();
+    server.add(&p.archive.by_hash(), p.archive.bytes.clone());
+    server.add(&p.transport_path(), p.object.clone());
+    let (code, stdout, stderr) =
+        run(env.install("gfx90a", &[server.url()], &["--frame-level", "release"]));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("rebuilding it from its transport form failed"),
+        "{stderr}"
+    );
+    assert_installed(&installed(&env, &p), &p.archive);
+    assert_eq!(gets(&server, &p.transport_path()), 1);
+    assert_eq!(gets(&server, &p.archive.by_hash()), 1);
+    assert_eq!(env.partials(), Vec::<(String, u64)>::new());
+    // At a local level the same transport rebuilds fine: every code object
+    // is the published one.
+    let env = Env::new();
+    env.manifest(&env.kpack, "rocrand", &[&p.archive]);
+    ok(env.install("gfx90a", &[server.url()], &[]));
+    assert_same_code(&installed(&env, &p), &p);
 }
 
 #[test]
@@ -313,8 +374,8 @@ fn a_bad_transport_installs_nothing_from_it_and_falls_back() {
             [
                 ".rocm-kpack-fetch-state.json",
                 ".rocm-kpack-fetch.lock",
+                "rocrand.kpm",
                 a.file.filename.as_str(),
-                "rocrand.kpm"
             ],
             "{what}: no temporary file left"
         );
