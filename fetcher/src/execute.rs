@@ -455,7 +455,7 @@ async fn run_job(ctx: JobContext, job: Job) -> Placed {
                 }
             }
             Err(e) => reporter.note(&format!(
-                "{}: no transport form ({}); fetching the archive itself",
+                "{}: its transport form could not be downloaded ({}); fetching the archive itself",
                 job.want.name,
                 brief(&e)
             )),

@@ -324,28 +324,47 @@ fn a_bad_transport_installs_nothing_from_it_and_falls_back() {
     let mut short = p.flat.clone();
     short.truncate(short.len() - 1000);
     let short_object = zstd::encode_all(short.as_slice(), 3).expect("zstd");
-    let cases: Vec<(&str, Vec<u8>, ArchiveTransport)> = vec![
-        ("bit-flipped", flipped, transport(size, sha256)),
-        ("truncated", cut, transport(size, sha256)),
-        ("a zstd bomb", bomb, transport(size, sha256)),
+    let downloading = "its transport form could not be downloaded";
+    let cases: Vec<(&str, Vec<u8>, ArchiveTransport, [&str; 2])> = vec![
+        (
+            "bit-flipped",
+            flipped,
+            transport(size, sha256),
+            [downloading, "sha256 mismatch"],
+        ),
+        (
+            "truncated",
+            cut,
+            transport(size, sha256),
+            [downloading, "mid-file"],
+        ),
+        (
+            "a zstd bomb",
+            bomb,
+            transport(size, sha256),
+            [downloading, "more bytes than the manifest says"],
+        ),
         (
             "a size claim too small",
             p.object.clone(),
             transport(size - 1, sha256),
+            [downloading, "more bytes than the manifest says"],
         ),
         (
             "a size claim too large",
             p.object.clone(),
             transport(size + 1, sha256),
+            [downloading, "decodes to"],
         ),
         (
             "a stream that does not rebuild",
             short_object,
             transport(short.len() as u64, Sha256::digest(&short).into()),
+            ["rebuilding it from its transport form failed", "truncated"],
         ),
     ];
     let older = installed(&env, &p);
-    for (what, object, transport) in cases {
+    for (what, object, transport, says) in cases {
         let mut file = p.archive.file.clone();
         file.transport = Some(transport.clone());
         let a = Archive {
@@ -359,10 +378,9 @@ fn a_bad_transport_installs_nothing_from_it_and_falls_back() {
         server.set_fault(&a.by_hash(), Fault::NotFound);
         let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
         assert_eq!(code, 1, "{what}: {stdout}{stderr}");
-        assert!(
-            stderr.contains("fetching the archive itself"),
-            "{what}: {stderr}"
-        );
+        for words in says.iter().chain(&["fetching the archive itself"]) {
+            assert!(stderr.contains(words), "{what}: {words:?} in {stderr}");
+        }
         assert_installed(&older, &old.archive);
         assert_eq!(
             env.state()["archives"][&a.file.filename]["sha256"],
