@@ -220,7 +220,7 @@ pub struct NetArgs {
     /// (one solid stream) is framed here: 1 to 19, or `release` for the
     /// published archive's own level (the result is then byte for byte
     /// the published archive, checked against the manifest's sha256)
-    /// [default: 6: see docs/packaging.md].
+    /// [default: 5: see docs/packaging.md].
     #[arg(long, value_name = "N|release", value_parser = parse_frame_level,
           conflicts_with = "no_transport")]
     pub frame_level: Option<rocm_kpack_fetch::execute::FrameLevel>,

@@ -78,7 +78,7 @@ impl FrameLevel {
     /// the cheapest level whose archive is at most 1.25 times the
     /// published one (docs/packaging.md, "Transport form: the fetcher's
     /// frame level").
-    pub const DEFAULT: i32 = 6;
+    pub const DEFAULT: i32 = 5;
 }
 
 impl Default for FrameLevel {

@@ -234,23 +234,33 @@ fn check_gfxarch(root: &Path, machine: &str) -> BTreeSet<String> {
     found
 }
 
-/// The by-hash paths of the archives `names` of the installed manifest.
+/// The by-hash paths `install` asks for to get the archives `names` of
+/// the installed manifest: its transport form where the manifest lists
+/// one, and the archive itself where the store (`published().repo`) has
+/// no transport object for it (the fetcher falls back after the 404).
 fn store_paths(root: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
+    use rocm_kpack_format::manifest::ArchiveTransport;
     let kpm = root
         .join(LIBDIR)
         .join(KPACK_DIR)
         .join(layout::manifest_file_name("librocrand"));
     let m = Manifest::read(&kpm).expect("manifest");
-    m.kpack_files
-        .iter()
-        .filter(|f| names.contains(&f.filename))
-        .map(|f| {
-            format!(
-                "/{}",
-                layout::store::by_hash_path(&f.sha256.expect("sha256"))
-            )
-        })
-        .collect()
+    let mut paths = BTreeSet::new();
+    for f in m.kpack_files.iter().filter(|f| names.contains(&f.filename)) {
+        if let Some(ArchiveTransport::Solid { sha256, .. }) = &f.transport {
+            let transport = layout::store::transport_object_path(sha256);
+            let stored = published().repo.join(&transport).is_file();
+            paths.insert(format!("/{transport}"));
+            if stored {
+                continue;
+            }
+        }
+        paths.insert(format!(
+            "/{}",
+            layout::store::by_hash_path(&f.sha256.expect("sha256"))
+        ));
+    }
+    paths
 }
 
 fn units(names: &[&str]) -> BTreeSet<String> {
@@ -336,6 +346,36 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
         "second run made requests: {:?}",
         server.requests()
     );
+}
+
+/// `--frame-level release` installs the published archive byte for byte,
+/// rebuilt from the store's transport form where it has one (checked
+/// against the manifest's sha256), else fetched as it is.
+#[test]
+fn install_at_the_release_frame_level_gives_the_published_archive() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let server = http::serve_dir(&published().repo).expect("serve");
+    let root = tmp.path().join("mi210");
+    root_with_generic(&root);
+    let out = ok(fetch()
+        .args(["install", "--auto", "--frame-level", "release", "--root"])
+        .arg(&root)
+        .arg("--sysfs-root")
+        .arg(fixtures::machine("mi210"))
+        .arg("--source")
+        .arg(server.root_url())
+        .arg("--allow-http"));
+    assert!(out.contains("1 installed"), "{out}");
+    let name = layout::archive_file_name("librocrand", "gfx90a");
+    let rel = Path::new(LIBDIR).join(KPACK_DIR).join(&name);
+    assert!(
+        fs::read(root.join(&rel)).expect("installed") == fs::read(published().full.join(&rel)).expect("published"),
+        "{name} is not the published archive"
+    );
+    let fetched: BTreeSet<String> = by_hash_requests(&server).into_iter().collect();
+    assert_eq!(fetched, store_paths(&root, &units(&["gfx90a"])));
+    let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
+    assert!(v.status.success(), "verify: {}{}", s(&v.stdout), s(&v.stderr));
 }
 
 fn run_cmd(c: &mut Command) -> std::process::Output {
