@@ -561,7 +561,11 @@ enum Content {
 /// bounded memory ([`rebuild_archive`]); the stream the rebuild read must
 /// be the manifest's (size and sha256) once more, as the rebuild parsed
 /// it. Returns the sha256 of what it wrote.
-fn rebuild(flat: &std::fs::File, out: &mut std::fs::File, job: &TransportJob) -> io::Result<[u8; 32]> {
+fn rebuild(
+    flat: &std::fs::File,
+    out: &mut std::fs::File,
+    job: &TransportJob,
+) -> io::Result<[u8; 32]> {
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
     let mut input = flat;
     input.seek(SeekFrom::Start(0))?;

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::resolve::{database_needs, needs, InstalledManifest, RefusedManifest, Scan};
 use crate::state::{FileStamp, State, StateEntry};
-use rocm_kpack_format::manifest::{ArchiveTransport, ManifestFile};
 use rocm_kpack_cli::iec_size;
+use rocm_kpack_format::manifest::{ArchiveTransport, ManifestFile};
 use rocm_kpack_fs::sha256_regular;
 
 /// What to do with one needed archive.

@@ -245,8 +245,7 @@ impl State {
                 if !is_hex_sha256(&e.sha256) {
                     return Err(at("sha256", &"not 64 hex digits"));
                 }
-                if e
-                    .rebuilt
+                if e.rebuilt
                     .as_ref()
                     .is_some_and(|r| !is_hex_sha256(&r.transport_sha256))
                 {

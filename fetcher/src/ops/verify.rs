@@ -131,7 +131,13 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
         });
         let databases_of = m.manifest.database_files.iter().map(|f| {
             let recorded = state.is_some_and(|s| s.databases.contains_key(&f.path));
-            (m.database_path(&f.path), recorded, f.size, Some(f.sha256), None)
+            (
+                m.database_path(&f.path),
+                recorded,
+                f.size,
+                Some(f.sha256),
+                None,
+            )
         });
         for (path, recorded, size, sha256, transport) in archives_of.chain(databases_of) {
             let (verdict, detail) = if !path.exists() {
@@ -153,9 +159,7 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
                             Verdict::Damaged,
                             Some(format!("{len} bytes, manifest says {size}")),
                         ),
-                        (None, _) => {
-                            (Verdict::SizeOnly, Some("legacy manifest: no sha256".into()))
-                        }
+                        (None, _) => (Verdict::SizeOnly, Some("legacy manifest: no sha256".into())),
                         (Some(want), _) if want == actual => (Verdict::Ok, None),
                         (Some(want), _) => (
                             Verdict::Damaged,

@@ -254,7 +254,10 @@ fn at_the_release_level_the_rebuilt_archive_is_the_published_one() {
     assert_eq!(gets(&server, &p.transport_path()), 1);
     assert_eq!(gets(&server, &p.archive.by_hash()), 0, "{stderr}");
     let (code, v) = verify_json(&env);
-    assert_eq!((code, &v["archives"][0]["verdict"]), (0, &Value::from("ok")));
+    assert_eq!(
+        (code, &v["archives"][0]["verdict"]),
+        (0, &Value::from("ok"))
+    );
 }
 
 /// An archive whose blobs are not numbered in TOC order (another writer's)
@@ -372,11 +375,15 @@ fn a_bad_transport_installs_nothing_from_it_and_falls_back() {
             bytes: p.archive.bytes.clone(),
         };
         env.manifest(&env.kpack, "rocrand", &[&a]);
-        server.add(&format!("/{}", transport_object_path(&solid(&a.file).1)), object);
+        server.add(
+            &format!("/{}", transport_object_path(&solid(&a.file).1)),
+            object,
+        );
         // The archive itself is missing too: the run fails, the older
         // archive and its record stay, nothing is left behind.
         server.set_fault(&a.by_hash(), Fault::NotFound);
-        let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
+        let (code, stdout, stderr) =
+            run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
         assert_eq!(code, 1, "{what}: {stdout}{stderr}");
         for words in says.iter().chain(&["fetching the archive itself"]) {
             assert!(stderr.contains(words), "{what}: {words:?} in {stderr}");
@@ -400,7 +407,8 @@ fn a_bad_transport_installs_nothing_from_it_and_falls_back() {
         assert_eq!(env.partials(), Vec::<(String, u64)>::new(), "{what}");
         // With the archive itself served: installed from it, as published.
         server.clear_faults();
-        let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
+        let (code, stdout, stderr) =
+            run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
         assert_eq!(code, 0, "{what}: {stdout}{stderr}");
         assert_installed(&older, &p.archive);
         let e = &env.state()["archives"][&a.file.filename];
@@ -465,7 +473,10 @@ fn an_unknown_transport_format_is_ignored_for_the_archive_itself() {
     assert_installed(&installed(&env, &p), &p.archive);
     assert_eq!(gets(&server, &p.transport_path()), 0);
     let (code, v) = verify_json(&env);
-    assert_eq!((code, &v["archives"][0]["verdict"]), (0, &Value::from("ok")));
+    assert_eq!(
+        (code, &v["archives"][0]["verdict"]),
+        (0, &Value::from("ok"))
+    );
 }
 
 #[test]
@@ -475,7 +486,10 @@ fn verify_finds_a_flipped_byte_in_a_rebuilt_archives_frames() {
     let path = installed(&env, &p);
     let intact = fs::read(&path).expect("read");
     let (code, v) = verify_json(&env);
-    assert_eq!((code, &v["archives"][0]["verdict"]), (0, &Value::from("rebuilt")));
+    assert_eq!(
+        (code, &v["archives"][0]["verdict"]),
+        (0, &Value::from("rebuilt"))
+    );
     // A byte in the middle of the frames (the TOC is at the end).
     let reader = Reader::open(&path).expect("open");
     let toc = usize::try_from(reader.toc_offset()).expect("offset");

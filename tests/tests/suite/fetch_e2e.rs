@@ -369,13 +369,19 @@ fn install_at_the_release_frame_level_gives_the_published_archive() {
     let name = layout::archive_file_name("librocrand", "gfx90a");
     let rel = Path::new(LIBDIR).join(KPACK_DIR).join(&name);
     assert!(
-        fs::read(root.join(&rel)).expect("installed") == fs::read(published().full.join(&rel)).expect("published"),
+        fs::read(root.join(&rel)).expect("installed")
+            == fs::read(published().full.join(&rel)).expect("published"),
         "{name} is not the published archive"
     );
     let fetched: BTreeSet<String> = by_hash_requests(&server).into_iter().collect();
     assert_eq!(fetched, store_paths(&root, &units(&["gfx90a"])));
     let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
-    assert!(v.status.success(), "verify: {}{}", s(&v.stdout), s(&v.stderr));
+    assert!(
+        v.status.success(),
+        "verify: {}{}",
+        s(&v.stdout),
+        s(&v.stderr)
+    );
 }
 
 fn run_cmd(c: &mut Command) -> std::process::Output {
