@@ -8,10 +8,9 @@
 //! know is ignored; `verify` checks a rebuilt archive's every frame.
 
 use std::fs;
-use std::io::Cursor;
 
 use rocm_kpack_format::archive::transport::write_transport;
-use rocm_kpack_format::archive::{Archive as Reader, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{Archive as Reader, CompressionScheme};
 use rocm_kpack_format::layout::store::transport_object_path;
 use rocm_kpack_format::manifest::{ArchiveTransport, ManifestFile};
 use serde_json::Value;
@@ -70,14 +69,12 @@ fn published_in(
     seed: u64,
     toc_order: bool,
 ) -> Published {
-    let mut w = ArchiveWriter::new(
-        Cursor::new(Vec::new()),
+    let mut w = writer(
         component,
         family,
         CompressionScheme::ZstdPerKernel,
         RELEASE_LEVEL,
-    )
-    .expect("archive writer");
+    );
     // Text-like, compressible code.
     let base: Vec<u8> = noise(40_000, seed)
         .iter()
@@ -114,16 +111,12 @@ fn published_in(
     assert_eq!(summary.size, flat.len() as u64);
     let object = zstd::encode_all(flat.as_slice(), 19).expect("zstd");
     let file = ManifestFile {
-        filename: format!("{component}_{family}.kpack"),
-        family: family.to_string(),
-        architectures: arches.iter().map(|s| s.to_string()).collect(),
-        size: bytes.len() as u64,
-        sha256: Some(Sha256::digest(&bytes).into()),
         transport: Some(ArchiveTransport::Solid {
             size: summary.size,
             sha256: summary.sha256,
             level: Some(RELEASE_LEVEL),
         }),
+        ..manifest_entry(component, family, arches, &bytes)
     };
     Published {
         archive: Archive { file, bytes },

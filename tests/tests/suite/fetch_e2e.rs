@@ -147,14 +147,16 @@ fn by_hash_requests(server: &http::Server) -> Vec<String> {
 }
 
 /// The generic librocrand1 installed in a fresh dpkg root, `install --auto`
-/// run for the sysfs fixture `machine` from the kpack store on 127.0.0.1.
+/// run for the sysfs fixture `machine` from the kpack store on 127.0.0.1
+/// with the options `extra`.
 /// Returns the root, stdout and the by-hash paths downloaded.
-fn install_auto(tmp: &Path, machine: &str) -> (PathBuf, String, Vec<String>) {
+fn install_auto(tmp: &Path, machine: &str, extra: &[&str]) -> (PathBuf, String, Vec<String>) {
     let server = http::serve_dir(&published().repo).expect("serve");
     let root = tmp.join(machine);
     root_with_generic(&root);
     let out = ok(fetch()
         .args(["install", "--auto", "--jobs", "2"])
+        .args(extra)
         .arg("--root")
         .arg(&root)
         .arg("--sysfs-root")
@@ -279,7 +281,7 @@ fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds(
         ("mi210", units(&["gfx90a"])),
         ("old-kernel", units(&["gfx1030", "gfx908"])),
     ] {
-        let (root, out, fetched) = install_auto(tmp.path(), machine);
+        let (root, out, fetched) = install_auto(tmp.path(), machine, &[]);
         assert!(
             out.contains(&format!("{} installed", want.len())),
             "{machine}: {out}"
@@ -300,7 +302,7 @@ fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds(
 #[test]
 fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_object() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let (root, out, _) = install_auto(tmp.path(), "mi210");
+    let (root, out, _) = install_auto(tmp.path(), "mi210", &[]);
     assert!(out.contains("1 installed"), "{out}");
     let kdir = root.join(LIBDIR).join(KPACK_DIR);
     let archive = kdir.join(layout::archive_file_name("librocrand", "gfx90a"));
@@ -354,17 +356,7 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
 #[test]
 fn install_at_the_release_frame_level_gives_the_published_archive() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = http::serve_dir(&published().repo).expect("serve");
-    let root = tmp.path().join("mi210");
-    root_with_generic(&root);
-    let out = ok(fetch()
-        .args(["install", "--auto", "--frame-level", "release", "--root"])
-        .arg(&root)
-        .arg("--sysfs-root")
-        .arg(fixtures::machine("mi210"))
-        .arg("--source")
-        .arg(server.root_url())
-        .arg("--allow-http"));
+    let (root, out, fetched) = install_auto(tmp.path(), "mi210", &["--frame-level", "release"]);
     assert!(out.contains("1 installed"), "{out}");
     let name = layout::archive_file_name("librocrand", "gfx90a");
     let rel = Path::new(LIBDIR).join(KPACK_DIR).join(&name);
@@ -373,7 +365,7 @@ fn install_at_the_release_frame_level_gives_the_published_archive() {
             == fs::read(published().full.join(&rel)).expect("published"),
         "{name} is not the published archive"
     );
-    let fetched: BTreeSet<String> = by_hash_requests(&server).into_iter().collect();
+    let fetched: BTreeSet<String> = fetched.into_iter().collect();
     assert_eq!(fetched, store_paths(&root, &units(&["gfx90a"])));
     let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
     assert!(
