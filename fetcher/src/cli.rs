@@ -216,6 +216,31 @@ pub struct NetArgs {
     /// First retry wait in milliseconds (doubles each retry, with jitter).
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
     pub retry_base_ms: u64,
+    /// The zstd level at which an archive downloaded in its transport form
+    /// (one solid stream) is framed here: 1 to 19, or `release` for the
+    /// published archive's own level (the result is then byte for byte
+    /// the published archive, checked against the manifest's sha256)
+    /// [default: 5: see docs/packaging.md].
+    #[arg(long, value_name = "N|release", value_parser = parse_frame_level,
+          conflicts_with = "no_transport")]
+    pub frame_level: Option<rocm_kpack_fetch::execute::FrameLevel>,
+    /// Always download archives as they are published, never their
+    /// transport form.
+    #[arg(long)]
+    pub no_transport: bool,
+}
+
+fn parse_frame_level(s: &str) -> Result<rocm_kpack_fetch::execute::FrameLevel, String> {
+    use rocm_kpack_fetch::execute::{FrameLevel, MAX_FRAME_LEVEL};
+    if s == "release" {
+        return Ok(FrameLevel::Release);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (1..=MAX_FRAME_LEVEL).contains(&n) => Ok(FrameLevel::Level(n)),
+        _ => Err(format!(
+            "{s:?} is neither a zstd level from 1 to {MAX_FRAME_LEVEL} nor `release`"
+        )),
+    }
 }
 
 fn parse_secs(s: &str) -> Result<f64, String> {

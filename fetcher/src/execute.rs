@@ -5,8 +5,15 @@
 //! The state entry is written before the archive appears (without a file
 //! stamp) and completed after, so a crash in between leaves an entry the
 //! next run re-checks by hashing, never an installed file nobody recorded.
+//!
+//! An archive whose manifest lists a transport form (of a format this
+//! fetcher reads) is first downloaded that way, decoded like a database
+//! object, and rebuilt at the destination (`--frame-level`); when that
+//! fails for any reason the archive itself is downloaded, with one note
+//! saying why (docs/packaging.md, "Transport form").
 
 use std::collections::BTreeMap;
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,12 +25,16 @@ use tokio::task::JoinSet;
 use crate::client::{Client, ClientOptions, HostCause};
 use crate::download::{self, Cache, Fetched, Wanted};
 use crate::install::{
-    package_owner, place_copy, place_from_partial, Destination, LockOptions, PermissionPolicy,
+    package_owner, place_copy, place_from_partial, place_written, Destination, LockOptions,
+    PermissionPolicy, PlaceError,
 };
 use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
-use crate::state::{FileStamp, State, StateEntry};
+use crate::state::{FileStamp, Rebuilt, State, StateEntry};
+use rocm_kpack_format::archive::transport::{rebuild_archive, RebuildOptions};
+use rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES;
+use rocm_kpack_format::manifest::ArchiveTransport;
 
 /// How to execute.
 #[derive(Debug, Clone)]
@@ -38,6 +49,42 @@ pub struct ExecOptions {
     /// other users may write are refused (`--wait`,
     /// `--unsafe-permissions`).
     pub lock: LockOptions,
+    /// Download an archive's transport form where the manifest and the
+    /// store have one, and frame it at this level (`None`:
+    /// `--no-transport`, always the archive itself).
+    pub transport: Option<FrameLevel>,
+}
+
+/// The highest `--frame-level`: zstd's levels above it need a window
+/// (and memory) no installing machine should be asked for.
+pub const MAX_FRAME_LEVEL: i32 = 19;
+
+/// The zstd level of the frames of an archive rebuilt here from its
+/// transport form (`--frame-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameLevel {
+    /// This level: the code objects are the published ones, the file is
+    /// not (its frames differ), so it is checked against the manifest's
+    /// transport sha256.
+    Level(i32),
+    /// The published archive's level (the manifest's `transport.level`):
+    /// the file is the published archive byte for byte, checked against
+    /// the manifest's sha256.
+    Release,
+}
+
+impl FrameLevel {
+    /// The default level, measured on Debian's librocsparse0 (gfx90a):
+    /// the cheapest level whose archive is at most 1.25 times the
+    /// published one (docs/packaging.md, "Transport form: the fetcher's
+    /// frame level").
+    pub const DEFAULT: i32 = 5;
+}
+
+impl Default for FrameLevel {
+    fn default() -> Self {
+        FrameLevel::Level(FrameLevel::DEFAULT)
+    }
 }
 
 /// An archive put in place.
@@ -59,6 +106,10 @@ pub struct Installed {
     pub transferred: u64,
     /// Bytes already held in the cache when this run started.
     pub resumed_from: u64,
+    /// Rebuilt here from the archive's transport form (`size` and
+    /// `sha256` are then those of the file written here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuilt: Option<Rebuilt>,
 }
 
 /// An archive that could not be installed.
@@ -117,9 +168,77 @@ struct Dest {
 struct Job {
     want: Wanted,
     dests: Vec<Dest>,
+    /// The archive's transport form, tried first.
+    transport: Option<TransportJob>,
 }
 
-fn jobs_of(plan: &InstallPlan, sources: &Sources) -> Vec<Job> {
+/// An archive's transport form to download and rebuild.
+#[derive(Debug, Clone)]
+struct TransportJob {
+    /// The decoded stream: size and sha256 from the manifest's transport.
+    want: Wanted,
+    /// The frame level to rebuild at.
+    level: i32,
+    /// `--frame-level release`: the result must be the published archive.
+    release: bool,
+}
+
+/// The transport job for archive `a`, when the manifest lists a
+/// transport form this fetcher reads and `level` allows it. A format it
+/// does not know is skipped with a note: the archive itself is fetched,
+/// as by a fetcher that predates transport forms.
+fn transport_job(
+    c: &ComponentPlan,
+    a: &PlannedArchive,
+    sources: &Sources,
+    level: Option<FrameLevel>,
+    reporter: &dyn Reporter,
+) -> Option<TransportJob> {
+    let level = level?;
+    let (size, sha256, release_level) = match a.transport.as_ref()? {
+        ArchiveTransport::Solid {
+            size,
+            sha256,
+            level,
+        } => (*size, *sha256, *level),
+        ArchiveTransport::Unsupported { format } => {
+            reporter.note(&format!(
+                "{}: its transport form has format {format}, which this rocm-kpack-fetch does not read; fetching the archive itself",
+                a.filename
+            ));
+            return None;
+        }
+    };
+    let (level, release) = match (level, release_level) {
+        (FrameLevel::Level(n), _) => (n, false),
+        (FrameLevel::Release, Some(n)) => (n, true),
+        (FrameLevel::Release, None) => {
+            reporter.note(&format!(
+                "{}: its manifest gives no frame level to rebuild it at; fetching the archive itself",
+                a.filename
+            ));
+            return None;
+        }
+    };
+    Some(TransportJob {
+        want: Wanted {
+            name: format!("{} (transport form)", a.filename),
+            size,
+            sha256,
+            urls: sources.transport_urls_for(&c.component, &sha256),
+            encoded: true,
+        },
+        level,
+        release,
+    })
+}
+
+fn jobs_of(
+    plan: &InstallPlan,
+    sources: &Sources,
+    level: Option<FrameLevel>,
+    reporter: &dyn Reporter,
+) -> Vec<Job> {
     let mut by_hash: BTreeMap<([u8; 32], bool), Job> = BTreeMap::new();
     let mut order = Vec::new();
     for (c, a) in plan.fetches() {
@@ -146,6 +265,7 @@ fn jobs_of(plan: &InstallPlan, sources: &Sources) -> Vec<Job> {
                     encoded,
                 },
                 dests: Vec::new(),
+                transport: transport_job(c, a, sources, level, reporter),
             }
         });
         for u in urls {
@@ -193,7 +313,7 @@ pub fn execute(
     states: BTreeMap<PathBuf, State>,
     reporter: Arc<dyn Reporter>,
 ) -> anyhow::Result<Report> {
-    let jobs = jobs_of(plan, sources);
+    let jobs = jobs_of(plan, sources, options.transport, reporter.as_ref());
     let mut report = Report::default();
     if jobs.is_empty() {
         return Ok(report);
@@ -204,6 +324,14 @@ pub fn execute(
     let client = Client::new(options.client.clone())?;
     let states = Arc::new(Mutex::new(states));
     let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
+    let ctx = JobContext {
+        client,
+        cache: options.cache.clone(),
+        reporter: reporter.clone(),
+        states,
+        permissions: options.lock.permissions,
+        rebuilds: Arc::new(Semaphore::new(1)),
+    };
     runtime.block_on(async {
         let mut set = JoinSet::new();
         for job in jobs {
@@ -222,19 +350,12 @@ pub fn execute(
             if ok.is_empty() {
                 continue;
             }
-            let job = Job {
-                want: job.want,
-                dests: ok,
-            };
-            let client = client.clone();
-            let cache = options.cache.clone();
-            let reporter = reporter.clone();
-            let states = states.clone();
+            let job = Job { dests: ok, ..job };
+            let ctx = ctx.clone();
             let semaphore = semaphore.clone();
-            let permissions = options.lock.permissions;
             set.spawn(async move {
                 let _permit = semaphore.acquire_owned().await;
-                run_job(client, cache, job, reporter, states, permissions).await
+                run_job(ctx, job).await
             });
         }
         while let Some(done) = set.join_next().await {
@@ -258,50 +379,109 @@ pub fn execute(
 
 type Shared = Arc<Mutex<BTreeMap<PathBuf, State>>>;
 
-async fn run_job(
+/// What every job shares.
+#[derive(Clone)]
+struct JobContext {
     client: Client,
     cache: Cache,
-    job: Job,
     reporter: Arc<dyn Reporter>,
     states: Shared,
     permissions: PermissionPolicy,
-) -> Placed {
-    let fetched = match download::fetch(&client, &cache, &job.want, reporter.as_ref()).await {
-        Ok(f) => f,
-        Err(e) => {
-            let causes = e.causes();
-            let msg = format!("{:#}", anyhow::Error::from(e));
-            let fails = job
-                .dests
-                .iter()
-                .map(|d| Failed {
-                    causes: causes.clone(),
-                    ..failed(d, msg.clone())
-                })
-                .collect();
-            return Placed {
-                failed: fails,
-                ..Placed::default()
-            };
-        }
-    };
-    let dests = job.dests.clone();
-    let sha = job.want.sha256;
-    match tokio::task::spawn_blocking(move || {
-        place_all(fetched, &dests, &sha, &states, permissions)
-    })
-    .await
+    /// One rebuild at a time: each holds up to the archive writer's
+    /// in-flight bytes and keeps every core busy on its own.
+    rebuilds: Arc<Semaphore>,
+}
+
+/// `dests` of a job failed with `msg` and `causes`.
+fn all_failed(dests: &[Dest], msg: &str, causes: &[HostCause]) -> Vec<Failed> {
+    dests
+        .iter()
+        .map(|d| Failed {
+            causes: causes.to_vec(),
+            ..failed(d, msg.to_string())
+        })
+        .collect()
+}
+
+/// A download's failure in one line: each source's cause.
+fn brief(e: &download::DownloadError) -> String {
+    e.causes()
+        .iter()
+        .map(|c| format!("{}: {}", c.host, c.cause))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Places `content` at `dests` on a blocking thread.
+async fn place_blocking(ctx: &JobContext, content: Content, dests: Vec<Dest>) -> Placed {
+    let states = ctx.states.clone();
+    let permissions = ctx.permissions;
+    let shown = dests.clone();
+    match tokio::task::spawn_blocking(move || place_all(content, &dests, &states, permissions))
+        .await
     {
         Ok(result) => result,
         Err(e) => Placed {
-            failed: job
-                .dests
-                .iter()
-                .map(|d| failed(d, format!("install task failed: {e}")))
-                .collect(),
+            failed: all_failed(&shown, &format!("install task failed: {e}"), &[]),
             ..Placed::default()
         },
     }
+}
+
+async fn run_job(ctx: JobContext, job: Job) -> Placed {
+    let reporter = ctx.reporter.as_ref();
+    let mut out = Placed::default();
+    let mut dests = job.dests;
+    if let Some(t) = job.transport {
+        match download::fetch(&ctx.client, &ctx.cache, &t.want, reporter).await {
+            Ok(fetched) => {
+                let _rebuilding = ctx.rebuilds.clone().acquire_owned().await;
+                let archive_sha = job.want.sha256;
+                let content = Content::Rebuild {
+                    fetched,
+                    job: t,
+                    archive_sha,
+                };
+                out = place_blocking(&ctx, content, dests).await;
+                dests = std::mem::take(&mut out.fall_back);
+                if let Some(why) = out.fall_back_reason.take() {
+                    reporter.note(&format!(
+                        "{}: rebuilding it from its transport form failed ({why}); fetching the archive itself",
+                        job.want.name
+                    ));
+                }
+                if dests.is_empty() {
+                    return out;
+                }
+            }
+            Err(e) => reporter.note(&format!(
+                "{}: its transport form could not be downloaded ({}); fetching the archive itself",
+                job.want.name,
+                brief(&e)
+            )),
+        }
+    }
+    let placed = match download::fetch(&ctx.client, &ctx.cache, &job.want, reporter).await {
+        Ok(fetched) => {
+            let content = Content::Download {
+                fetched,
+                sha: job.want.sha256,
+            };
+            place_blocking(&ctx, content, dests).await
+        }
+        Err(e) => {
+            let causes = e.causes();
+            let msg = format!("{:#}", anyhow::Error::from(e));
+            Placed {
+                failed: all_failed(&dests, &msg, &causes),
+                ..Placed::default()
+            }
+        }
+    };
+    out.installed.extend(placed.installed);
+    out.failed.extend(placed.failed);
+    out.owned.extend(placed.owned);
+    out
 }
 
 fn now_secs() -> u64 {
@@ -355,6 +535,63 @@ struct Placed {
     installed: Vec<Installed>,
     failed: Vec<Failed>,
     owned: Vec<Owned>,
+    /// Destinations a failed rebuild left for the archive itself.
+    fall_back: Vec<Dest>,
+    /// Why the rebuild failed.
+    fall_back_reason: Option<String>,
+}
+
+/// What is put at a job's destinations.
+enum Content {
+    /// A verified download of the file itself (sha256 `sha`): the last
+    /// destination takes it, the others get copies.
+    Download { fetched: Fetched, sha: [u8; 32] },
+    /// A verified transport form: rebuilt at the first destination,
+    /// copied from there to the others.
+    Rebuild {
+        fetched: Fetched,
+        job: TransportJob,
+        /// The manifest's sha256 of the published archive.
+        archive_sha: [u8; 32],
+    },
+}
+
+/// Rebuilds the archive of `job` from its verified, decoded transport
+/// stream `flat` into `out` (empty, at its start), at the job's level, in
+/// bounded memory ([`rebuild_archive`]); the stream the rebuild read must
+/// be the manifest's (size and sha256) once more, as the rebuild parsed
+/// it. Returns the sha256 of what it wrote.
+fn rebuild(
+    flat: &std::fs::File,
+    out: &mut std::fs::File,
+    job: &TransportJob,
+) -> io::Result<[u8; 32]> {
+    let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+    let mut input = flat;
+    input.seek(SeekFrom::Start(0))?;
+    let mut input = io::BufReader::with_capacity(1 << 20, input);
+    // The fetcher has no memory setting: the writer's default bound; the
+    // frames are compressed on the global rayon pool, one thread per core.
+    let opts = RebuildOptions {
+        level: job.level,
+        in_flight_bytes: DEFAULT_IN_FLIGHT_BYTES,
+        pool: None,
+    };
+    let (out, summary) =
+        rebuild_archive(&mut input, &mut *out, &opts).map_err(|e| invalid(e.to_string()))?;
+    if summary.size != job.want.size || summary.sha256 != job.want.sha256 {
+        return Err(invalid(format!(
+            "the stream read is {} bytes with sha256 {}; the manifest's transport is {} bytes with sha256 {}",
+            summary.size,
+            hex::encode(summary.sha256),
+            job.want.size,
+            hex::encode(job.want.sha256)
+        )));
+    }
+    out.flush()?;
+    out.seek(SeekFrom::Start(0))?;
+    let (_, sha) = rocm_kpack_fs::sha256_reader(&mut *out)?;
+    Ok(sha)
 }
 
 /// Opens where `d` goes: its `.kpack` directory for an archive; for a
@@ -385,20 +622,31 @@ fn open_destination(
 }
 
 fn place_all(
-    fetched: Fetched,
+    content: Content,
     dests: &[Dest],
-    sha: &[u8; 32],
     states: &Shared,
     permissions: PermissionPolicy,
 ) -> Placed {
     let mut out = Placed::default();
+    let (fetched, sha, job) = match content {
+        Content::Download { fetched, sha } => (fetched, sha, None),
+        Content::Rebuild {
+            fetched,
+            job,
+            archive_sha,
+        } => (fetched, archive_sha, Some(job)),
+    };
     let Fetched {
         partial,
         url,
         transferred,
         resumed_from,
     } = fetched;
+    let sha = &sha;
     let mut partial = Some(partial);
+    // Rebuilt: the first archive written (path, sha256), copied to the
+    // other destinations.
+    let mut rebuilt: Option<(PathBuf, [u8; 32])> = None;
     let last = dests.len().saturating_sub(1);
     for (i, d) in dests.iter().enumerate() {
         let a = &d.archive;
@@ -429,6 +677,7 @@ fn place_all(
             targets: a.targets.clone(),
             reason: a.reason(),
             file: None,
+            rebuilt: None,
         };
         let previous = match record(states, d, Some(entry.clone())) {
             Ok(p) => p,
@@ -447,34 +696,68 @@ fn place_all(
                 continue;
             }
         };
-        // Every destination but the last gets a copy; the last takes the
-        // cached file itself (a rename when on the same filesystem).
-        let placed = if i == last {
-            match partial.take() {
-                Some(p) => place_from_partial(p, &dest, sha),
+        let with_sha = |placed: Result<std::fs::Metadata, PlaceError>, sha: &[u8; 32]| {
+            placed.map(|meta| (meta, *sha))
+        };
+        let placed = match (&job, &rebuilt) {
+            // Every destination but the last gets a copy; the last takes
+            // the cached file itself (a rename when on the same
+            // filesystem).
+            (None, _) if i == last => match partial.take() {
+                Some(p) => with_sha(place_from_partial(p, &dest, sha), sha),
                 None => continue,
-            }
-        } else {
-            match &partial {
-                Some(p) => place_copy(p.path(), &dest, sha),
+            },
+            (None, _) => match &partial {
+                Some(p) => with_sha(place_copy(p.path(), &dest, sha), sha),
                 None => continue,
+            },
+            (Some(_), Some((first, local))) => with_sha(place_copy(first, &dest, local), local),
+            (Some(job), None) => {
+                let Some(flat) = &partial else { continue };
+                // At the release level the result is the published
+                // archive, and must be.
+                let expect = job.release.then_some(sha);
+                match place_written(&dest, expect, |file| rebuild(flat.file(), file, job)) {
+                    Ok(done) => {
+                        rebuilt = Some((dest.path().to_path_buf(), done.1));
+                        Ok(done)
+                    }
+                    Err(e) => {
+                        // Nothing changed on disk: the old record back, and
+                        // this and every later destination to the archive
+                        // itself.
+                        if let Err(undo) = record(states, d, previous) {
+                            tracing::warn!("{}: {undo}", a.path.display());
+                        }
+                        out.fall_back = dests[i..].to_vec();
+                        out.fall_back_reason = Some(e.to_string());
+                        break;
+                    }
+                }
             }
         };
         match placed {
-            Ok(meta) => {
+            Ok((meta, actual)) => {
                 entry.file = Some(FileStamp::of(&meta));
-                if let Err(e) = record(states, d, Some(entry)) {
+                entry.size = meta.len();
+                entry.sha256 = hex::encode(actual);
+                entry.rebuilt = job.as_ref().map(|j| Rebuilt {
+                    transport_sha256: hex::encode(j.want.sha256),
+                    level: j.level,
+                });
+                if let Err(e) = record(states, d, Some(entry.clone())) {
                     tracing::warn!("{}: {e}", a.path.display());
                 }
                 out.installed.push(Installed {
                     component: d.component.clone(),
                     filename: a.filename.clone(),
                     path: a.path.clone(),
-                    size: a.size,
-                    sha256: hex::encode(sha),
+                    size: entry.size,
+                    sha256: entry.sha256,
                     source: url.clone(),
                     transferred: if i == 0 { transferred } else { 0 },
                     resumed_from: if i == 0 { resumed_from } else { 0 },
+                    rebuilt: entry.rebuilt,
                 });
             }
             Err(e) => {
@@ -483,6 +766,15 @@ fn place_all(
                     tracing::warn!("{}: {undo}", a.path.display());
                 }
                 out.failed.push(failed(d, e.to_string()));
+            }
+        }
+    }
+    // A decoded transport stream is as large as the uncompressed code:
+    // never kept once used, whatever came of it.
+    if job.is_some() {
+        if let Some(p) = partial {
+            if let Err(e) = p.remove() {
+                tracing::debug!("cannot remove a used transport stream: {e}");
             }
         }
     }

@@ -323,10 +323,36 @@ pub fn place_copy(
     dest: &Destination,
     sha256: &[u8; 32],
 ) -> Result<fs::Metadata, PlaceError> {
-    use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
     let io_err = |source| PlaceError::Io(PathError::new("installing", &dest.path, source));
     let input = File::open(src).map_err(io_err)?;
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let (meta, _) = place_written(dest, Some(sha256), |out| {
+        let mut hashing = HashingWriter::new(out);
+        io::copy(
+            &mut io::BufReader::with_capacity(BLOCK, input),
+            &mut hashing,
+        )?;
+        let (_, actual, _) = hashing.finish();
+        Ok(actual)
+    })?;
+    Ok(meta)
+}
+
+/// Installs what `write` writes at `dest`: into a temp file made
+/// (`O_EXCL`, `O_NOFOLLOW`) in the destination's open directory, which
+/// `write` fills and returns the sha256 of; when `sha256` is given the
+/// file must have it. Then fsynced and renamed within that directory, so
+/// `dest` is the old file or the complete new one, never a part; on any
+/// error the temp file is removed (a crash leaves one that
+/// [`DirLock::acquire`] removes). Returns the installed file's metadata
+/// and sha256.
+pub fn place_written(
+    dest: &Destination,
+    sha256: Option<&[u8; 32]>,
+    write: impl FnOnce(&mut File) -> io::Result<[u8; 32]>,
+) -> Result<(fs::Metadata, [u8; 32]), PlaceError> {
+    use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
+    let io_err = |source| PlaceError::Io(PathError::new("installing", &dest.path, source));
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mode = Mode::from_raw_mode(ARCHIVE_MODE);
     let (temp, fd) = loop {
         let temp = temp_name();
@@ -339,31 +365,29 @@ pub fn place_copy(
     let written = (|| {
         let mut out = File::from(fd);
         out.set_permissions(fs::Permissions::from_mode(ARCHIVE_MODE))?;
-        let mut hashing = HashingWriter::new(&mut out);
-        io::copy(
-            &mut io::BufReader::with_capacity(BLOCK, input),
-            &mut hashing,
-        )?;
-        let (_, actual, _) = hashing.finish();
+        let actual = write(&mut out)?;
         out.sync_all()?;
         Ok::<_, io::Error>(actual)
     })();
     let commit = match written {
-        Ok(actual) if &actual != sha256 => Err(PlaceError::Changed {
+        Ok(actual) if sha256.is_some_and(|want| &actual != want) => Err(PlaceError::Changed {
             dest: dest.path.clone(),
-            expected: hex::encode(sha256),
+            expected: sha256.map(hex::encode).unwrap_or_default(),
             actual: hex::encode(actual),
         }),
-        Ok(_) => renameat(&dest.dir, temp.as_str(), &dest.dir, dest.name.as_str())
+        Ok(actual) => renameat(&dest.dir, temp.as_str(), &dest.dir, dest.name.as_str())
             .and_then(|()| rustix::fs::fsync(&dest.dir))
+            .map(|()| actual)
             .map_err(|e| io_err(e.into())),
         Err(e) => Err(io_err(e)),
     };
-    if let Err(e) = commit {
-        let _ = unlinkat(&dest.dir, temp.as_str(), AtFlags::empty());
-        return Err(e);
+    match commit {
+        Ok(actual) => Ok((dest.metadata().map_err(io_err)?, actual)),
+        Err(e) => {
+            let _ = unlinkat(&dest.dir, temp.as_str(), AtFlags::empty());
+            Err(e)
+        }
     }
-    dest.metadata().map_err(io_err)
 }
 
 /// A fresh temporary name [`DirLock::acquire`] recognises as a leftover.
@@ -783,6 +807,7 @@ mod tests {
             targets: vec![],
             reason: String::new(),
             file: None,
+            rebuilt: None,
         }
     }
 

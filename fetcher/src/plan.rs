@@ -14,8 +14,9 @@ use rocm_kpack_format::target::TargetId;
 use serde::Serialize;
 
 use crate::resolve::{database_needs, needs, InstalledManifest, RefusedManifest, Scan};
-use crate::state::{FileStamp, State};
+use crate::state::{FileStamp, State, StateEntry};
 use rocm_kpack_cli::iec_size;
+use rocm_kpack_format::manifest::{ArchiveTransport, ManifestFile};
 use rocm_kpack_fs::sha256_regular;
 
 /// What to do with one needed archive.
@@ -89,15 +90,64 @@ pub struct PlannedArchive {
     pub arches: Vec<String>,
     /// Why a present file is replaced, or why it cannot be fetched.
     pub detail: Option<String>,
+    /// The transport form the manifest lists for the archive (never for a
+    /// database file).
+    #[serde(skip)]
+    pub transport: Option<ArchiveTransport>,
+}
+
+/// What an installed archive must be to count as the manifest's `file`:
+/// the manifest's size and sha256, or, when the state's `recorded` entry
+/// says it was rebuilt here from a transport form and that transport is
+/// the one (of a format this reader knows) the manifest lists now, the
+/// size and sha256 recorded for the file written. The one place that
+/// decides "installed and current" for an archive: the plan (install,
+/// status, trigger) and doctor ask it; gc and remove delete only what the
+/// state records.
+pub fn expected_archive(file: &ManifestFile, recorded: Option<&StateEntry>) -> Expected {
+    let rebuilt = recorded.filter(|e| match (&e.rebuilt, &file.transport) {
+        (Some(r), Some(ArchiveTransport::Solid { sha256, .. })) => {
+            r.transport_sha256 == hex::encode(sha256)
+        }
+        _ => false,
+    });
+    match rebuilt.and_then(|e| Some((e.size, decode_sha256(&e.sha256)?))) {
+        Some((size, sha256)) => Expected {
+            size,
+            sha256: Some(sha256),
+            rebuilt: true,
+        },
+        None => Expected {
+            size: file.size,
+            sha256: file.sha256,
+            rebuilt: false,
+        },
+    }
+}
+
+/// The size and sha256 an installed archive must have ([`expected_archive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 (`None`: a legacy manifest without one).
+    pub sha256: Option<[u8; 32]>,
+    /// The values are those of an archive rebuilt here, not the
+    /// manifest's.
+    pub rebuilt: bool,
+}
+
+/// 64 hex digits as bytes.
+fn decode_sha256(hex: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex, &mut out).ok()?;
+    Some(out)
 }
 
 impl PlannedArchive {
     /// The manifest's sha256 as bytes.
     pub fn sha256_bytes(&self) -> Option<[u8; 32]> {
-        let hex = self.sha256.as_deref()?;
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(hex, &mut out).ok()?;
-        Some(out)
+        decode_sha256(self.sha256.as_deref()?)
     }
 
     /// "why" in words: which local target may load which arch keys.
@@ -360,6 +410,7 @@ fn plan_databases(
             targets: need_targets,
             arches,
             detail,
+            transport: None,
         });
     }
     out
@@ -385,11 +436,13 @@ impl InstallPlan {
                     continue;
                 };
                 let path = m.archive_path(file);
-                let stamp = state
-                    .and_then(|s| s.archives.get(&file.filename))
-                    .filter(|e| file.sha256.is_some_and(|h| hex::encode(h) == e.sha256))
+                let recorded = state.and_then(|s| s.archives.get(&file.filename));
+                let expected = expected_archive(file, recorded);
+                let stamp = recorded
+                    .filter(|e| expected.sha256.is_some_and(|h| hex::encode(h) == e.sha256))
                     .and_then(|e| e.file);
-                let (valid, detail) = check_present(&path, file.size, file.sha256.as_ref(), stamp);
+                let (valid, detail) =
+                    check_present(&path, expected.size, expected.sha256.as_ref(), stamp);
                 let action = match (valid, file.sha256.is_some(), path.exists()) {
                     (true, _, _) => Action::Present,
                     (false, false, _) => Action::Unverifiable,
@@ -414,6 +467,7 @@ impl InstallPlan {
                     targets: need.targets,
                     arches: need.arches,
                     detail,
+                    transport: file.transport.clone(),
                 });
             }
             let databases = plan_databases(&claims, m, targets, state);
@@ -579,6 +633,75 @@ mod tests {
     use rocm_kpack_format::manifest::{Manifest, ManifestFile};
     use sha2::{Digest, Sha256};
 
+    /// A rebuilt archive counts only while the state says so for the
+    /// transport (of a format this reader knows) the manifest lists now.
+    #[test]
+    fn a_rebuilt_archive_is_current_only_for_its_transport() {
+        let solid = |sha: u8| ArchiveTransport::Solid {
+            size: 1000,
+            sha256: [sha; 32],
+            level: Some(19),
+        };
+        let file = |transport: Option<ArchiveTransport>| ManifestFile {
+            filename: "a.kpack".into(),
+            family: "gfx90a".into(),
+            architectures: vec!["gfx90a".into()],
+            size: 100,
+            sha256: Some([1; 32]),
+            transport,
+        };
+        let entry = StateEntry {
+            component: "c".into(),
+            manifest: "c.kpm".into(),
+            family: "gfx90a".into(),
+            architectures: vec!["gfx90a".into()],
+            size: 120,
+            sha256: hex::encode([2; 32]),
+            source: None,
+            installed_at: 0,
+            targets: vec![],
+            reason: String::new(),
+            file: None,
+            rebuilt: Some(crate::state::Rebuilt {
+                transport_sha256: hex::encode([3; 32]),
+                level: 6,
+            }),
+        };
+        let published = Expected {
+            size: 100,
+            sha256: Some([1; 32]),
+            rebuilt: false,
+        };
+        let local = Expected {
+            size: 120,
+            sha256: Some([2; 32]),
+            rebuilt: true,
+        };
+        assert_eq!(expected_archive(&file(Some(solid(3))), Some(&entry)), local);
+        assert_eq!(expected_archive(&file(Some(solid(3))), None), published);
+        let plain = StateEntry {
+            rebuilt: None,
+            ..entry.clone()
+        };
+        assert_eq!(
+            expected_archive(&file(Some(solid(3))), Some(&plain)),
+            published
+        );
+        // A new release (another transport), a format this reader does
+        // not know, no transport at all: the manifest's values.
+        for other in [
+            Some(solid(4)),
+            Some(ArchiveTransport::Unsupported { format: 2 }),
+            None,
+        ] {
+            assert_eq!(
+                expected_archive(&file(other.clone()), Some(&entry)),
+                published,
+                "{other:?}"
+            );
+        }
+    }
+
     #[test]
     fn present_fetch_replace_and_uncovered() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -690,6 +813,7 @@ mod tests {
             targets: vec![],
             reason: String::new(),
             file: None,
+            rebuilt: None,
         };
         let mut state = State::default();
         state

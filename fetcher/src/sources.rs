@@ -54,10 +54,10 @@ impl Source {
             .is_none_or(|c| c.iter().any(|x| x == component))
     }
 
-    /// The URL of a database file's encoded object, by the hash of its
-    /// installed bytes (database files are only in stores).
-    pub fn database_url(&self, sha256: &[u8; 32]) -> Option<Url> {
-        join_below(&self.url, &store::database_object_path(sha256))
+    /// The URL of the store object at `rel` (a database file's encoded
+    /// object, an archive's transport form: only stores have them).
+    fn object_url(&self, rel: &str) -> Option<Url> {
+        join_below(&self.url, rel)
             .map_err(|e| tracing::warn!("{}: {e}", self.origin))
             .ok()
     }
@@ -306,15 +306,28 @@ impl Sources {
         self.list.iter().any(|s| s.serves(component))
     }
 
-    /// Candidate URLs for one database file of `component`, in the order
-    /// to try.
+    /// Candidate URLs for one database file of `component`, by the hash
+    /// of its installed bytes, in the order to try.
     pub fn database_urls_for(&self, component: &str, sha256: &[u8; 32]) -> Vec<Url> {
+        self.object_urls_for(component, &store::database_object_path(sha256))
+    }
+
+    /// Candidate URLs for the transport form of an archive of `component`,
+    /// by the hash of its decoded stream, in the order to try (a plain
+    /// directory of archives has none: a 404 there sends the fetcher to
+    /// the archive itself).
+    pub fn transport_urls_for(&self, component: &str, sha256: &[u8; 32]) -> Vec<Url> {
+        self.object_urls_for(component, &store::transport_object_path(sha256))
+    }
+
+    /// Candidate URLs for the store object at `rel` of `component`.
+    fn object_urls_for(&self, component: &str, rel: &str) -> Vec<Url> {
         let mut urls: Vec<Url> = Vec::new();
         for url in self
             .list
             .iter()
             .filter(|s| s.serves(component))
-            .filter_map(|s| s.database_url(sha256))
+            .filter_map(|s| s.object_url(rel))
         {
             if !urls.contains(&url) {
                 urls.push(url);

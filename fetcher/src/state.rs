@@ -111,6 +111,29 @@ pub struct StateEntry {
     /// Identity of the installed file when it was recorded; `None` while
     /// the install is in progress (then the file must be re-hashed).
     pub file: Option<FileStamp>,
+    /// Set when the archive was rebuilt here from the store's transport
+    /// form: `size` and `sha256` above are then those of the file written
+    /// here (its frames compressed at this machine's level), not the
+    /// manifest's. Written only when set, so a state without rebuilt
+    /// archives stays readable by earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuilt: Option<Rebuilt>,
+}
+
+/// How an archive was rebuilt from its transport form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rebuilt {
+    /// SHA-256 of the transport form's decoded stream it came from,
+    /// lowercase hex: the manifest's `transport.sha256` at the time.
+    pub transport_sha256: String,
+    /// The zstd level its code objects were compressed at.
+    pub level: i32,
+}
+
+/// Whether `s` is a SHA-256 in hex (64 digits).
+fn is_hex_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Inode and modification time of an installed file.
@@ -219,8 +242,14 @@ impl State {
                     .map_err(|err| at("component", &err))?;
                 names::check(NameKind::ManifestFile, &e.manifest)
                     .map_err(|err| at("manifest", &err))?;
-                if e.sha256.len() != 64 || !e.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                if !is_hex_sha256(&e.sha256) {
                     return Err(at("sha256", &"not 64 hex digits"));
+                }
+                if e.rebuilt
+                    .as_ref()
+                    .is_some_and(|r| !is_hex_sha256(&r.transport_sha256))
+                {
+                    return Err(at("rebuilt.transport_sha256", &"not 64 hex digits"));
                 }
             }
         }
@@ -293,6 +322,7 @@ mod tests {
                 inode: 3,
                 mtime_ns: 4,
             }),
+            rebuilt: None,
         }
     }
 
@@ -302,6 +332,21 @@ mod tests {
         assert_eq!(State::load(dir.path()).expect("load"), State::default());
         let mut s = State::default();
         s.archives.insert("rocrand_gfx90X.kpack".into(), entry());
+        s.save(dir.path()).expect("save");
+        assert_eq!(State::load(dir.path()).expect("load"), s);
+        let text = fs::read_to_string(State::path(dir.path())).expect("read");
+        assert!(
+            !text.contains("rebuilt"),
+            "no key for archives not rebuilt (earlier versions refuse unknown keys): {text}"
+        );
+        let rebuilt = StateEntry {
+            rebuilt: Some(Rebuilt {
+                transport_sha256: "ab".repeat(32),
+                level: 6,
+            }),
+            ..entry()
+        };
+        s.archives.insert("rocrand_gfx110X.kpack".into(), rebuilt);
         s.save(dir.path()).expect("save");
         assert_eq!(State::load(dir.path()).expect("load"), s);
 
@@ -314,13 +359,20 @@ mod tests {
             ("ok.kpack", "manifest", "../../x.kpm"),
             ("ok.kpack", "manifest", "x\nkpm"),
             ("ok.kpack", "sha256", "zz"),
+            ("ok.kpack", "rebuilt.transport_sha256", "zz"),
         ] {
             let mut bad = State::default();
             let mut e = entry();
             match field {
                 "component" => e.component = value.into(),
                 "manifest" => e.manifest = value.into(),
-                _ => e.sha256 = value.into(),
+                "sha256" => e.sha256 = value.into(),
+                _ => {
+                    e.rebuilt = Some(Rebuilt {
+                        transport_sha256: value.into(),
+                        level: 6,
+                    })
+                }
             }
             bad.archives.insert(key.into(), e);
             fs::write(

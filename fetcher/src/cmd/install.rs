@@ -154,6 +154,7 @@ fn exec_options(net: &NetArgs, scan: &ScanArgs) -> ExecOptions {
         jobs: usize::try_from(net.jobs).unwrap_or(1),
         cache: Cache::new(cache),
         lock: super::lock_options(scan),
+        transport: (!net.no_transport).then(|| net.frame_level.unwrap_or_default()),
     }
 }
 

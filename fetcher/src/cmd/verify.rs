@@ -24,6 +24,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
         for c in &out.archives {
             let word = match c.verdict {
                 Verdict::Ok => "ok",
+                Verdict::Rebuilt => "rebuilt",
                 Verdict::SizeOnly => "size-ok",
                 Verdict::Damaged => "DAMAGED",
                 Verdict::Missing => "MISSING",

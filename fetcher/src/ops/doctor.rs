@@ -8,6 +8,7 @@ use std::fs;
 use serde::Serialize;
 
 use crate::detect::LocalTargets;
+use crate::plan::expected_archive;
 use crate::resolve::{arch_serves, needs, Scan};
 use crate::sources::Sources;
 use crate::unlisted::BinaryCoverage;
@@ -246,8 +247,14 @@ pub fn doctor(
             format!("{} refused: {}", r.path.display(), r.error),
         );
     }
+    let mut state_warnings = Vec::new();
+    let states = super::load_states(&scan.kpack_dirs, &mut state_warnings);
+    for w in state_warnings {
+        add("state", Outcome::Warning, w);
+    }
     for m in &scan.manifests {
         let n = needs(&m.manifest, &local.ids);
+        let state = states.get(&m.kpack_dir);
         for target in &local.ids {
             let name = format!("coverage {} {}", m.manifest.component, target);
             if n.uncovered.contains(&target.to_string()) {
@@ -262,16 +269,19 @@ pub fn doctor(
                 continue;
             }
             // Usable: some archive serving the target is present with the
-            // manifest's size (verify re-hashes).
+            // size it must have (the manifest's, or that of the archive
+            // rebuilt here; verify re-hashes).
             let serving: Vec<_> = m
                 .manifest
                 .kpack_files
                 .iter()
                 .filter(|f| f.architectures.iter().any(|a| arch_serves(target, a)))
                 .collect();
-            let present = serving
-                .iter()
-                .find(|f| fs::metadata(m.archive_path(f)).is_ok_and(|meta| meta.len() == f.size));
+            let present = serving.iter().find(|f| {
+                let recorded = state.and_then(|s| s.archives.get(&f.filename));
+                let size = expected_archive(f, recorded).size;
+                fs::metadata(m.archive_path(f)).is_ok_and(|meta| meta.len() == size)
+            });
             match present {
                 Some(f) => add(
                     &name,

@@ -1,14 +1,22 @@
 //! `verify`: re-hash every present archive and database file of every
 //! installed manifest and compare size and sha256; an archive this tool installed that has
-//! disappeared is a problem too.
+//! disappeared is a problem too. An archive that differs from the
+//! manifest's sha256 but whose manifest lists a transport form may have
+//! been rebuilt here at another frame level: its transport stream is
+//! computed again from the file (every frame decoded, every byte and the
+//! TOC hashed) and compared with the manifest's transport sha256, so the
+//! check covers every byte the loader reads, whatever the state file says.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::load_states;
 use crate::resolve::{RefusedManifest, Scan};
 use crate::unlisted::BinaryCoverage;
+use rocm_kpack_format::archive::transport::transport_summary;
+use rocm_kpack_format::archive::Archive;
+use rocm_kpack_format::manifest::ArchiveTransport;
 use rocm_kpack_fs::sha256_regular;
 
 /// Result for one archive.
@@ -17,6 +25,10 @@ use rocm_kpack_fs::sha256_regular;
 pub enum Verdict {
     /// Size and sha256 match the manifest.
     Ok,
+    /// Rebuilt here from its transport form (its frames differ from the
+    /// published archive's): every code object decoded and hashed with the
+    /// TOC, and the result is the manifest's transport sha256.
+    Rebuilt,
     /// Size matches; the (legacy) manifest has no sha256 to check.
     SizeOnly,
     /// Present but different from the manifest.
@@ -69,6 +81,34 @@ pub struct VerifyReport {
     pub warnings: Vec<String>,
 }
 
+/// An archive that is not the published one, checked as one rebuilt from
+/// the manifest's transport form (`size` and `sha256` of its stream).
+fn check_rebuilt(path: &Path, (size, sha256): (u64, [u8; 32])) -> (Verdict, Option<String>) {
+    let summary = Archive::open(path).and_then(|a| transport_summary(&a));
+    match summary {
+        Ok(s) if s.size == size && s.sha256 == sha256 => (
+            Verdict::Rebuilt,
+            Some("rebuilt locally; content and TOC checked against the manifest's transport sha256".into()),
+        ),
+        Ok(s) => (
+            Verdict::Damaged,
+            Some(format!(
+                "neither the published archive nor one rebuilt from its transport form: content and TOC hash to {} ({} bytes), the manifest's transport is {} ({} bytes)",
+                hex::encode(s.sha256),
+                s.size,
+                hex::encode(sha256),
+                size
+            )),
+        ),
+        Err(e) => (
+            Verdict::Damaged,
+            Some(format!(
+                "neither the published archive nor one rebuilt from its transport form: {e}"
+            )),
+        ),
+    }
+}
+
 /// Checks every archive the manifests of `scan` list; `unlisted` is the
 /// coverage of the host binaries without a manifest
 /// ([`crate::unlisted::check`], empty without targets).
@@ -79,16 +119,27 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
     let mut not_installed = 0;
     for m in &scan.manifests {
         let state = states.get(&m.kpack_dir);
-        // (path, recorded as installed by this tool, size, sha256).
+        // (path, recorded as installed by this tool, size, sha256,
+        // transport form).
         let archives_of = m.manifest.kpack_files.iter().map(|f| {
             let recorded = state.is_some_and(|s| s.archives.contains_key(&f.filename));
-            (m.archive_path(f), recorded, f.size, f.sha256)
+            let transport = match &f.transport {
+                Some(ArchiveTransport::Solid { size, sha256, .. }) => Some((*size, *sha256)),
+                _ => None,
+            };
+            (m.archive_path(f), recorded, f.size, f.sha256, transport)
         });
         let databases_of = m.manifest.database_files.iter().map(|f| {
             let recorded = state.is_some_and(|s| s.databases.contains_key(&f.path));
-            (m.database_path(&f.path), recorded, f.size, Some(f.sha256))
+            (
+                m.database_path(&f.path),
+                recorded,
+                f.size,
+                Some(f.sha256),
+                None,
+            )
         });
-        for (path, recorded, size, sha256) in archives_of.chain(databases_of) {
+        for (path, recorded, size, sha256, transport) in archives_of.chain(databases_of) {
             let (verdict, detail) = if !path.exists() {
                 if recorded {
                     (
@@ -102,14 +153,15 @@ pub fn verify(scan: &Scan, unlisted: Vec<BinaryCoverage>) -> VerifyReport {
             } else {
                 match sha256_regular(&path) {
                     Err(e) => (Verdict::Unreadable, Some(e.to_string())),
-                    Ok((len, _)) if len != size => (
-                        Verdict::Damaged,
-                        Some(format!("{len} bytes, manifest says {size}")),
-                    ),
-                    Ok((_, actual)) => match sha256 {
-                        None => (Verdict::SizeOnly, Some("legacy manifest: no sha256".into())),
-                        Some(want) if want == actual => (Verdict::Ok, None),
-                        Some(want) => (
+                    Ok((len, actual)) => match (sha256, transport) {
+                        (Some(want), Some(t)) if want != actual => check_rebuilt(&path, t),
+                        _ if len != size => (
+                            Verdict::Damaged,
+                            Some(format!("{len} bytes, manifest says {size}")),
+                        ),
+                        (None, _) => (Verdict::SizeOnly, Some("legacy manifest: no sha256".into())),
+                        (Some(want), _) if want == actual => (Verdict::Ok, None),
+                        (Some(want), _) => (
                             Verdict::Damaged,
                             Some(format!(
                                 "sha256 {}, manifest says {}",

@@ -11,6 +11,7 @@ mod install;
 mod layouts;
 mod ops;
 mod process;
+mod transport;
 mod unlisted;
 
 use std::borrow::BorrowMut;
@@ -69,29 +70,46 @@ pub fn make_archive(
     size: usize,
     seed: u64,
 ) -> Archive {
-    let mut w = ArchiveWriter::new(
-        Cursor::new(Vec::new()),
-        component,
-        family,
-        CompressionScheme::None,
-        0,
-    )
-    .expect("archive writer");
+    let mut w = writer(component, family, CompressionScheme::None, 0);
     let per = size / arches.len().max(1);
     for (i, arch) in arches.iter().enumerate() {
         w.add_kernel("lib/libtest.so#0", arch, noise(per, seed * 31 + i as u64))
             .expect("add kernel");
     }
     let bytes = w.finish().expect("finish").into_inner();
-    let file = ManifestFile {
+    Archive {
+        file: manifest_entry(component, family, arches, &bytes),
+        bytes,
+    }
+}
+
+/// An archive writer for `component`/`family` into memory.
+pub fn writer(
+    component: &str,
+    family: &str,
+    scheme: CompressionScheme,
+    level: i32,
+) -> ArchiveWriter<Cursor<Vec<u8>>> {
+    ArchiveWriter::new(Cursor::new(Vec::new()), component, family, scheme, level)
+        .expect("archive writer")
+}
+
+/// The manifest entry of the archive `bytes` of `component`/`family`
+/// (without a transport form).
+pub fn manifest_entry(
+    component: &str,
+    family: &str,
+    arches: &[&str],
+    bytes: &[u8],
+) -> ManifestFile {
+    ManifestFile {
         filename: format!("{component}_{family}.kpack"),
         family: family.to_string(),
         architectures: arches.iter().map(|s| s.to_string()).collect(),
         size: bytes.len() as u64,
-        sha256: Some(Sha256::digest(&bytes).into()),
+        sha256: Some(Sha256::digest(bytes).into()),
         transport: None,
-    };
-    Archive { file, bytes }
+    }
 }
 
 /// A temporary root with a `/opt/rocm/.kpack` prefix and a cache.

@@ -70,6 +70,7 @@ fn install(env: &Env, mirror: &Path, target: &str, lock: LockOptions) -> Install
             jobs: 2,
             cache: Cache::new(env.cache.clone()),
             lock,
+            transport: Some(Default::default()),
         },
         reporter: Arc::new(Silent),
     })

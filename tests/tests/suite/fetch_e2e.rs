@@ -147,14 +147,16 @@ fn by_hash_requests(server: &http::Server) -> Vec<String> {
 }
 
 /// The generic librocrand1 installed in a fresh dpkg root, `install --auto`
-/// run for the sysfs fixture `machine` from the kpack store on 127.0.0.1.
+/// run for the sysfs fixture `machine` from the kpack store on 127.0.0.1
+/// with the options `extra`.
 /// Returns the root, stdout and the by-hash paths downloaded.
-fn install_auto(tmp: &Path, machine: &str) -> (PathBuf, String, Vec<String>) {
+fn install_auto(tmp: &Path, machine: &str, extra: &[&str]) -> (PathBuf, String, Vec<String>) {
     let server = http::serve_dir(&published().repo).expect("serve");
     let root = tmp.join(machine);
     root_with_generic(&root);
     let out = ok(fetch()
         .args(["install", "--auto", "--jobs", "2"])
+        .args(extra)
         .arg("--root")
         .arg(&root)
         .arg("--sysfs-root")
@@ -234,23 +236,33 @@ fn check_gfxarch(root: &Path, machine: &str) -> BTreeSet<String> {
     found
 }
 
-/// The by-hash paths of the archives `names` of the installed manifest.
+/// The by-hash paths `install` asks for to get the archives `names` of
+/// the installed manifest: its transport form where the manifest lists
+/// one, and the archive itself where the store (`published().repo`) has
+/// no transport object for it (the fetcher falls back after the 404).
 fn store_paths(root: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
+    use rocm_kpack_format::manifest::ArchiveTransport;
     let kpm = root
         .join(LIBDIR)
         .join(KPACK_DIR)
         .join(layout::manifest_file_name("librocrand"));
     let m = Manifest::read(&kpm).expect("manifest");
-    m.kpack_files
-        .iter()
-        .filter(|f| names.contains(&f.filename))
-        .map(|f| {
-            format!(
-                "/{}",
-                layout::store::by_hash_path(&f.sha256.expect("sha256"))
-            )
-        })
-        .collect()
+    let mut paths = BTreeSet::new();
+    for f in m.kpack_files.iter().filter(|f| names.contains(&f.filename)) {
+        if let Some(ArchiveTransport::Solid { sha256, .. }) = &f.transport {
+            let transport = layout::store::transport_object_path(sha256);
+            let stored = published().repo.join(&transport).is_file();
+            paths.insert(format!("/{transport}"));
+            if stored {
+                continue;
+            }
+        }
+        paths.insert(format!(
+            "/{}",
+            layout::store::by_hash_path(&f.sha256.expect("sha256"))
+        ));
+    }
+    paths
 }
 
 fn units(names: &[&str]) -> BTreeSet<String> {
@@ -269,7 +281,7 @@ fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds(
         ("mi210", units(&["gfx90a"])),
         ("old-kernel", units(&["gfx1030", "gfx908"])),
     ] {
-        let (root, out, fetched) = install_auto(tmp.path(), machine);
+        let (root, out, fetched) = install_auto(tmp.path(), machine, &[]);
         assert!(
             out.contains(&format!("{} installed", want.len())),
             "{machine}: {out}"
@@ -290,7 +302,7 @@ fn install_auto_installs_exactly_the_processor_archives_gfxarch_expansion_finds(
 #[test]
 fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_object() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let (root, out, _) = install_auto(tmp.path(), "mi210");
+    let (root, out, _) = install_auto(tmp.path(), "mi210", &[]);
     assert!(out.contains("1 installed"), "{out}");
     let kdir = root.join(LIBDIR).join(KPACK_DIR);
     let archive = kdir.join(layout::archive_file_name("librocrand", "gfx90a"));
@@ -335,6 +347,32 @@ fn install_auto_for_an_mi210_fetches_verifies_and_the_loader_finds_the_code_obje
         server.requests().is_empty(),
         "second run made requests: {:?}",
         server.requests()
+    );
+}
+
+/// `--frame-level release` installs the published archive byte for byte,
+/// rebuilt from the store's transport form where it has one (checked
+/// against the manifest's sha256), else fetched as it is.
+#[test]
+fn install_at_the_release_frame_level_gives_the_published_archive() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (root, out, fetched) = install_auto(tmp.path(), "mi210", &["--frame-level", "release"]);
+    assert!(out.contains("1 installed"), "{out}");
+    let name = layout::archive_file_name("librocrand", "gfx90a");
+    let rel = Path::new(LIBDIR).join(KPACK_DIR).join(&name);
+    assert!(
+        fs::read(root.join(&rel)).expect("installed")
+            == fs::read(published().full.join(&rel)).expect("published"),
+        "{name} is not the published archive"
+    );
+    let fetched: BTreeSet<String> = fetched.into_iter().collect();
+    assert_eq!(fetched, store_paths(&root, &units(&["gfx90a"])));
+    let v = run_cmd(fetch().arg("verify").arg("--root").arg(&root));
+    assert!(
+        v.status.success(),
+        "verify: {}{}",
+        s(&v.stdout),
+        s(&v.stderr)
     );
 }
 
