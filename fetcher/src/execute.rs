@@ -32,7 +32,7 @@ use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
 use crate::state::{FileStamp, Rebuilt, State, StateEntry};
-use rocm_kpack_format::archive::transport::{rebuild_archive, RebuildOptions};
+use rocm_kpack_format::archive::transport::{rebuild_checked_archive, RebuildOptions};
 use rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES;
 use rocm_kpack_format::manifest::ArchiveTransport;
 
@@ -558,9 +558,11 @@ enum Content {
 
 /// Rebuilds the archive of `job` from its verified, decoded transport
 /// stream `flat` into `out` (empty, at its start), at the job's level, in
-/// bounded memory ([`rebuild_archive`]); the stream the rebuild read must
-/// be the manifest's (size and sha256) once more, as the rebuild parsed
-/// it. Returns the sha256 of what it wrote.
+/// bounded memory ([`rebuild_checked_archive`]). `flat` is the download's
+/// own open file, hashed against the manifest as its bytes arrived (in the
+/// fetcher's private cache), so it is not hashed a second time; the
+/// rebuild must still have read exactly the manifest's size. Returns the
+/// sha256 of what it wrote.
 fn rebuild(
     flat: &std::fs::File,
     out: &mut std::fs::File,
@@ -577,15 +579,12 @@ fn rebuild(
         in_flight_bytes: DEFAULT_IN_FLIGHT_BYTES,
         pool: None,
     };
-    let (out, summary) =
-        rebuild_archive(&mut input, &mut *out, &opts).map_err(|e| invalid(e.to_string()))?;
-    if summary.size != job.want.size || summary.sha256 != job.want.sha256 {
+    let (out, size, _) = rebuild_checked_archive(&mut input, &mut *out, &opts)
+        .map_err(|e| invalid(e.to_string()))?;
+    if size != job.want.size {
         return Err(invalid(format!(
-            "the stream read is {} bytes with sha256 {}; the manifest's transport is {} bytes with sha256 {}",
-            summary.size,
-            hex::encode(summary.sha256),
-            job.want.size,
-            hex::encode(job.want.sha256)
+            "the stream read is {size} bytes; the manifest's transport is {} bytes",
+            job.want.size
         )));
     }
     out.flush()?;

@@ -983,7 +983,10 @@ mod tests {
         for (db, _) in &dbs {
             let path = second.join(layout::store::database_object_path(&db.sha256));
             let mode = fs::metadata(&path).unwrap().permissions();
-            assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o644);
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                0o644
+            );
         }
         let after: Vec<_> = dbs.iter().map(|(db, _)| stamp(db)).collect();
         assert_eq!(before, after, "cache entries untouched");
