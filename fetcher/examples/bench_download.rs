@@ -8,6 +8,7 @@
 //! cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch --bins
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
+//!     [--processor P]... [--local-level 6] [--no-forms]
 //! ```
 //!
 //! For each package (default: Debian's `librocsparse0` and `librocrand1`;
@@ -29,6 +30,16 @@
 //!    the device debs those depend on (from the published debs' sizes);
 //!    installed = the generic deb's files + the archives and database files
 //!    installed.
+//! 4. Issue 34's forms, per processor, of the archives `install` put in
+//!    place: bytes on the wire, bytes on disk and install CPU time of
+//!    today's form (the archive as published; CPU of the whole `install`),
+//!    of the transport form (`transport::write_transport` through
+//!    `transport::encode_store_object` at the release level; installed by
+//!    decoding it as a stream into `transport::rebuild_archive` at
+//!    `--local-level`, checked against the published archive's transport
+//!    summary) and of the solid limit (`zstd -<level> --long=27` of the
+//!    uncompressed entries; on disk as the archive stored uncompressed;
+//!    CPU: `zstd -d`), with issue 34's goals.
 //!
 //! Goals (issues 12, 20 and 22): every librocsparse processor at or below
 //! 50% of the fat deb through `install` and through `--via apt` (the
@@ -42,7 +53,6 @@ use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -371,7 +381,6 @@ fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::R
         ..Forms::default()
     };
     fs::create_dir_all(scratch)?;
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().build()?);
     for path in archives_below(root) {
         let archive = Archive::open(&path)?;
         f.today.wire += fs::metadata(&path)?.len();
@@ -399,8 +408,8 @@ fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::R
         let mut decoder = zstd::stream::read::Decoder::new(File::open(&object)?)?;
         let opts = transport::RebuildOptions {
             level: local_level,
-            in_flight_bytes: 64 << 20,
-            pool: Some(Arc::clone(&pool)),
+            in_flight_bytes: rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES,
+            pool: None,
         };
         let (out, got) = transport::rebuild_archive(&mut decoder, File::create(&rebuilt)?, &opts)?;
         out.sync_all()?;
