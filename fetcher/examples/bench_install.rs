@@ -90,6 +90,7 @@ fn item(component: &str, family: &str, architectures: Vec<String>, bytes: Vec<u8
             architectures,
             size: bytes.len() as u64,
             sha256: Some(Sha256::digest(&bytes).into()),
+            transport: None,
         },
         bytes,
     }

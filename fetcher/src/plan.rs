@@ -591,6 +591,7 @@ mod tests {
             architectures: arches.iter().map(|s| s.to_string()).collect(),
             size: bytes.len() as u64,
             sha256: Some(Sha256::digest(bytes).into()),
+            transport: None,
         };
         let manifest = Manifest {
             component: "c".into(),
@@ -671,6 +672,7 @@ mod tests {
                 family: "gfx90X".into(),
                 architectures: vec!["gfx90a:xnack-".into()],
                 size: bytes.len() as u64,
+                transport: None,
                 sha256: Some(Sha256::digest(&bytes).into()),
             }],
             database_files: Vec::new(),
@@ -803,6 +805,7 @@ mod tests {
             filename: name.into(),
             family: arch.into(),
             architectures: vec![arch.into()],
+            transport: None,
             size: 3,
             sha256: None,
         };

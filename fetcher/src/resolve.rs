@@ -468,6 +468,7 @@ mod tests {
             family: name.into(),
             architectures: arches.iter().map(|s| s.to_string()).collect(),
             size: 1,
+            transport: None,
             sha256: Some([0; 32]),
         }
     }

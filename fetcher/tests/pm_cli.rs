@@ -41,6 +41,7 @@ fn root_with_unowned_manifest(root: &Path) {
             architectures: vec!["gfx90a:xnack-".into(), "gfx906".into()],
             size: 10,
             sha256: Some([7; 32]),
+            transport: None,
         }],
         database_files: Vec::new(),
         prefix_path: None,

@@ -76,6 +76,7 @@ impl Install {
                 architectures: keys.clone(),
                 size: bytes.len() as u64,
                 sha256: Some([0; 32]),
+                transport: None,
             });
         }
         let manifest = Manifest {

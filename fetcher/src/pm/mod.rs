@@ -420,6 +420,7 @@ mod tests {
                 architectures: vec!["gfx90a".into()],
                 size: 1,
                 sha256: None,
+                transport: None,
             }],
             database_files: vec![DatabaseFile {
                 path: "lib/rocblas/library/TensileLibrary_gfx1100.co".into(),

@@ -89,6 +89,7 @@ pub fn make_archive(
         architectures: arches.iter().map(|s| s.to_string()).collect(),
         size: bytes.len() as u64,
         sha256: Some(Sha256::digest(&bytes).into()),
+        transport: None,
     };
     Archive { file, bytes }
 }

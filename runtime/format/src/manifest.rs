@@ -64,7 +64,37 @@ pub struct ManifestFile {
     pub size: u64,
     /// SHA-256 of the archive; `None` only for legacy manifests.
     pub sha256: Option<[u8; 32]>,
+    /// Where the archive's transport form is described (optional key
+    /// `transport`; readers that do not know it fetch the archive itself).
+    pub transport: Option<ArchiveTransport>,
 }
+
+/// An archive's `transport` key: its transport form
+/// (`crate::archive::transport`) and how the published archive was framed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchiveTransport {
+    /// Format 1, which this crate reads.
+    Solid {
+        /// Bytes of the decoded transport form.
+        size: u64,
+        /// SHA-256 of the decoded transport form: the store object's name
+        /// and what a rebuilt archive is checked against.
+        sha256: [u8; 32],
+        /// zstd level of the published archive's frames, when known
+        /// (`None` for an uncompressed archive): rebuilding at it (with
+        /// the same zstd) gives the archive's `sha256`.
+        level: Option<i32>,
+    },
+    /// A format this crate does not read (a newer writer's): the archive is
+    /// fetched as it is.
+    Unsupported {
+        /// The `format` the manifest gives.
+        format: u64,
+    },
+}
+
+/// The `transport` format of [`ArchiveTransport::Solid`].
+pub const TRANSPORT_FORMAT_SOLID: u64 = 1;
 
 /// A decoded `.kpm` manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +207,82 @@ struct WireArchive<'a> {
     architectures: Vec<Str<'a>>,
     size: u64,
     sha256: Sha256,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    transport: Option<WireTransport>,
+}
+
+/// A `transport` value: a map whose `format` decides the other keys. Read
+/// as a generic value first, so a format this reader does not know (with
+/// keys it does not know) leaves the rest of the manifest readable.
+struct WireTransport(ArchiveTransport);
+
+impl Serialize for WireTransport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeMap};
+        let ArchiveTransport::Solid {
+            size,
+            sha256,
+            level,
+        } = &self.0
+        else {
+            return Err(S::Error::custom(
+                "cannot write a transport of an unknown format",
+            ));
+        };
+        let mut m = s.serialize_map(Some(3 + usize::from(level.is_some())))?;
+        m.serialize_entry("format", &TRANSPORT_FORMAT_SOLID)?;
+        m.serialize_entry("size", size)?;
+        m.serialize_entry("sha256", &Sha256(*sha256))?;
+        if let Some(level) = level {
+            m.serialize_entry("level", level)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for WireTransport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let value = msgpack::Value::deserialize(d)?;
+        let map = value
+            .as_map()
+            .ok_or_else(|| D::Error::custom("transport must be a map"))?;
+        let get = |key: &str| {
+            map.iter()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v)
+        };
+        let format = get("format")
+            .and_then(msgpack::Value::as_u64)
+            .ok_or_else(|| D::Error::custom("transport.format must be an unsigned integer"))?;
+        if format != TRANSPORT_FORMAT_SOLID {
+            return Ok(WireTransport(ArchiveTransport::Unsupported { format }));
+        }
+        let size = get("size")
+            .and_then(msgpack::Value::as_u64)
+            .ok_or_else(|| D::Error::custom("transport.size must be an unsigned integer"))?;
+        let sha256 = get("sha256")
+            .and_then(msgpack::Value::as_slice)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| D::Error::custom("transport.sha256 must be a 32-byte bin"))?;
+        let level = match get("level") {
+            None => None,
+            Some(v) => Some(
+                v.as_i64()
+                    .and_then(|l| i32::try_from(l).ok())
+                    .ok_or_else(|| D::Error::custom("transport.level must be an integer"))?,
+            ),
+        };
+        Ok(WireTransport(ArchiveTransport::Solid {
+            size,
+            sha256,
+            level,
+        }))
+    }
 }
 
 /// A `database_files` element.
@@ -305,6 +411,7 @@ impl Manifest {
                 architectures: strings(&f.architectures),
                 size: f.size,
                 sha256: Some(f.sha256.0),
+                transport: f.transport.as_ref().map(|t| t.0.clone()),
             });
         }
         let database_files = match wire.database_files {
@@ -379,6 +486,7 @@ impl Manifest {
                         architectures: vec![arch.to_owned()],
                         size,
                         sha256: None,
+                        transport: None,
                     });
                 }
             }
@@ -442,6 +550,7 @@ impl Manifest {
                 architectures: str_refs(&f.architectures),
                 size: f.size,
                 sha256: Sha256(sha),
+                transport: f.transport.clone().map(WireTransport),
             }));
         }
         let database_files = if version >= 2 {

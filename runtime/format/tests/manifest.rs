@@ -101,6 +101,7 @@ fn legacy_schema_is_read() {
                     architectures: vec!["gfx1100".into(), "gfx1101".into()],
                     size: 518,
                     sha256: None,
+                    transport: None,
                 },
                 ManifestFile {
                     filename: "rand_lib_gfx942.kpack".into(),
@@ -108,6 +109,7 @@ fn legacy_schema_is_read() {
                     architectures: vec!["gfx942".into()],
                     size: 4096,
                     sha256: None,
+                    transport: None,
                 },
             ],
             database_files: Vec::new(),
@@ -563,10 +565,81 @@ proptest! {
             .into_iter()
             .filter(|(name, ..)| !name.contains("..") && name != "." && seen.insert(name.clone()))
             .map(|(filename, family, architectures, size, sha)| ManifestFile {
-                filename, family, architectures, size, sha256: Some(sha),
+                filename, family, architectures, size, sha256: Some(sha), transport: None,
             })
             .collect();
         let m = Manifest { component, kpack_files, database_files: Vec::new(), prefix_path: None };
         prop_assert_eq!(Manifest::parse(&m.to_msgpack().unwrap()).unwrap(), m);
+    }
+}
+
+#[test]
+fn the_transport_key_round_trips_and_an_unknown_format_leaves_the_manifest_readable() {
+    use rocm_kpack_format::manifest::ArchiveTransport;
+    let mut m = sample_manifest();
+    let solid = ArchiveTransport::Solid {
+        size: 123_456,
+        sha256: [0x5a; 32],
+        level: Some(19),
+    };
+    m.kpack_files[0].transport = Some(solid.clone());
+    m.kpack_files[1].transport = Some(ArchiveTransport::Solid {
+        size: 7,
+        sha256: [1; 32],
+        level: None,
+    });
+    let bytes = m.to_msgpack().unwrap();
+    let back = Manifest::parse(&bytes).unwrap();
+    assert_eq!(back, m);
+    // An optional key: the version stays 1.
+    assert_eq!(back.format_version(), 1);
+    let mut v = msgpack::decode::<Value>(&bytes).unwrap();
+    let t = file0(&mut v)
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("transport"))
+        .map(|(_, t)| t.clone())
+        .unwrap();
+    let keys: Vec<&str> = t
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["format", "size", "sha256", "level"]);
+
+    // A newer writer's format, with keys this reader does not know.
+    set(
+        file0(&mut v),
+        "transport",
+        Value::Map(vec![
+            (s("format"), Value::from(2)),
+            (s("chunks"), Value::Array(vec![Value::from(1)])),
+        ]),
+    );
+    let newer = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap();
+    assert_eq!(
+        newer.kpack_files[0].transport,
+        Some(ArchiveTransport::Unsupported { format: 2 })
+    );
+    assert_eq!(newer.kpack_files[0].sha256, m.kpack_files[0].sha256);
+
+    // Format 1 with a damaged key is refused, not half-read.
+    for (key, bad) in [
+        ("sha256", Value::Binary(vec![0; 31])),
+        ("size", s("big")),
+        ("level", s("high")),
+    ] {
+        let mut v = msgpack::decode::<Value>(&bytes).unwrap();
+        let f = file0(&mut v);
+        let Some((_, Value::Map(t))) = f.iter_mut().find(|(k, _)| k.as_str() == Some("transport"))
+        else {
+            panic!()
+        };
+        set(t, key, bad);
+        let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("transport.{key}")),
+            "{key}: {e}"
+        );
     }
 }

@@ -465,35 +465,18 @@ pub fn write_store(
     Ok(entries.len() + databases.len())
 }
 
-/// Encodes `data` for transport: one zstd frame at `level` with a long
-/// window (so repeats far apart in a large code object are found),
-/// single-threaded so the bytes depend on nothing but the input.
-/// Returns sha256 and size of the decoded bytes.
+/// Encodes a database file for the store
+/// ([`rocm_kpack_format::archive::transport::encode_store_object`], the
+/// encoder of every store object). Returns sha256 and size of the decoded
+/// bytes.
 pub fn encode_database(
     data: &mut dyn Read,
     out: impl io::Write,
     level: i32,
     size: u64,
 ) -> io::Result<([u8; 32], u64)> {
-    let mut enc = zstd::stream::write::Encoder::new(out, level)?;
-    // The size is known (the manifest's): zstd sizes its tables to it, so a
-    // small file does not pay for a window it cannot use. A stream of
-    // another length fails the encoder, which the caller reports.
-    enc.set_pledged_src_size(Some(size))?;
-    enc.long_distance_matching(true)?;
-    enc.window_log(DATABASE_WINDOW_LOG)?;
-    enc.include_checksum(true)?;
-    let mut w = HashingWriter::new(enc);
-    io::copy(data, &mut w)?;
-    let (enc, sha, size) = w.finish();
-    let mut out = enc.finish()?;
-    out.flush()?;
-    Ok((sha, size))
+    rocm_kpack_format::archive::transport::encode_store_object(data, out, level, size)
 }
-
-/// The window of database objects: 2^27 = 128 MiB, what `zstd --long`
-/// uses and what every zstd decoder accepts without being told.
-pub const DATABASE_WINDOW_LOG: u32 = 27;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -17,10 +17,10 @@ use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{transport, Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::bundle::{self, BundleRef};
 use rocm_kpack_format::layout;
-use rocm_kpack_format::manifest::{Manifest, ManifestFile};
+use rocm_kpack_format::manifest::{ArchiveTransport, Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_fs::{PathError, PendingFile};
 use rocm_kpack_pkgspec::{Spec, SpecError};
@@ -501,6 +501,9 @@ struct UnitArchive {
 
 /// Sorts code objects into archive units (one per processor or generic
 /// ISA, [`Spec::placement`]) and streams each into
+/// A finished archive's size, sha256 and manifest `transport`.
+type Described = (u64, [u8; 32], ArchiveTransport);
+
 /// `<kpack_dir>/<component>_<unit>.kpack` (temp files until committed).
 ///
 /// Callers add entries in a sorted, deterministic order (this crate uses
@@ -695,16 +698,26 @@ impl<'s> ArchiveSet<'s> {
             })?;
             archives.push(((ua.tree, unit), file_name, temp, ua.arches, ua.entries));
         }
-        // Hash the finished archives (in parallel: they are independent).
+        // Hash the finished archives and describe their transport forms
+        // (in parallel: they are independent).
         use rayon::prelude::*;
-        let hashed: Vec<Result<(u64, [u8; 32]), SplitError>> = archives
+        let frame_level = (self.scheme == CompressionScheme::ZstdPerKernel).then_some(self.level);
+        let hashed: Vec<Result<Described, SplitError>> = archives
             .par_iter_mut()
             .map(|(_, name, temp, _, _)| {
-                temp.seek(SeekFrom::Start(0))
+                let path = self.kpack_dir.join(&*name);
+                let (size, sha) = temp
+                    .seek(SeekFrom::Start(0))
                     .and_then(|_| rocm_kpack_fs::sha256_reader(temp.file_mut()))
-                    .map_err(|e| {
-                        SplitError::io("cannot read back", &self.kpack_dir.join(&*name), e)
-                    })
+                    .map_err(|e| SplitError::io("cannot read back", &path, e))?;
+                let format_err = |source| SplitError::Format {
+                    what: format!("archive {name}"),
+                    source,
+                };
+                let archive = Archive::open(temp.temp_path()).map_err(format_err)?;
+                let transport =
+                    transport::manifest_transport(&archive, frame_level).map_err(format_err)?;
+                Ok((size, sha, transport))
             })
             .collect();
         let mut files = Vec::with_capacity(archives.len());
@@ -712,7 +725,7 @@ impl<'s> ArchiveSet<'s> {
         for (((group, unit), file_name, temp, arches, entries), h) in
             archives.into_iter().zip(hashed)
         {
-            let (size, sha) = h?;
+            let (size, sha, transport) = h?;
             let architectures: Vec<String> = arches.into_iter().collect();
             manifest_files.push(ManifestFile {
                 filename: file_name.clone(),
@@ -720,6 +733,7 @@ impl<'s> ArchiveSet<'s> {
                 architectures: architectures.clone(),
                 size,
                 sha256: Some(sha),
+                transport: Some(transport),
             });
             files.push((
                 temp,

@@ -35,9 +35,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use filetime::FileTime;
-use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{transport, Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout as kpack_layout;
-use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};
+use rocm_kpack_format::manifest::{ArchiveTransport, DatabaseFile, Manifest, ManifestFile};
 use rocm_kpack_pkgspec::{
     is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
     Spec,
@@ -741,6 +741,7 @@ fn recombine_unit(
             let mut database_files: BTreeMap<String, DatabaseFile> = BTreeMap::new();
             // Every shard of one package layout declares the same prefix path.
             let mut prefix_path = None;
+            let mut kpack_files = manifest_files.clone();
             for &(_, g) in &generics {
                 let shard_kpm = g.join(&rel);
                 if !shard_kpm.is_file() {
@@ -754,10 +755,28 @@ fn recombine_unit(
                 for f in m.database_files {
                     database_files.entry(f.path.clone()).or_insert(f);
                 }
+                // An archive copied from this shard (the same bytes) was
+                // framed at the level the shard's manifest gives.
+                for ours in &mut kpack_files {
+                    if let Some(ArchiveTransport::Solid {
+                        level: level @ None,
+                        ..
+                    }) = &mut ours.transport
+                    {
+                        *level = m
+                            .kpack_files
+                            .iter()
+                            .find(|f| f.sha256.is_some() && f.sha256 == ours.sha256)
+                            .and_then(|f| match f.transport {
+                                Some(ArchiveTransport::Solid { level, .. }) => level,
+                                _ => None,
+                            });
+                    }
+                }
             }
             let bytes = Manifest {
                 component: component.clone(),
-                kpack_files: manifest_files.clone(),
+                kpack_files,
                 database_files: database_files.into_values().collect(),
                 prefix_path,
             }
@@ -929,10 +948,12 @@ fn regroup(
             }),
             _ => None,
         };
-        let copied_from = match copy_from {
+        // The copy's frame level is the shard's, which its archive does
+        // not record: the shard's manifest gives it (below).
+        let (copied_from, frame_level) = match copy_from {
             Some(s) => {
                 fs::copy(&s.path, &to).map_err(|e| TreeError::io("cannot copy", &s.path, e))?;
-                Some(s.path.clone())
+                (Some(s.path.clone()), None)
             }
             None => {
                 let scheme = opts
@@ -972,13 +993,24 @@ fn regroup(
                 let buf = w.finish().map_err(fmt_err)?;
                 buf.into_inner()
                     .map_err(|e| TreeError::io("cannot write", &to, e.into_error()))?;
-                None
+                let level = opts.output.zstd_level;
+                (
+                    None,
+                    (scheme == CompressionScheme::ZstdPerKernel).then_some(level),
+                )
             }
         };
         set_mode(&to, 0o644)?;
         set_mtime(&to, generated)?;
         let (size, sha) =
             rocm_kpack_fs::sha256_file(&to).map_err(|e| TreeError::io(e.action, &to, e.source))?;
+        let format_err = |source| TreeError::Format {
+            path: to.clone(),
+            source,
+        };
+        let transport = Archive::open(&to)
+            .and_then(|a| transport::manifest_transport(&a, frame_level))
+            .map_err(format_err)?;
         let architectures: Vec<String> = arches.into_iter().collect();
         report.archives.push(RecombinedArchive {
             archive: ArchiveReport {
@@ -999,6 +1031,7 @@ fn regroup(
             architectures,
             size,
             sha256: Some(sha),
+            transport: Some(transport),
         });
     }
     Ok(files)

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use crate::{debian, fixtures, gfxarch};
 use object::{Object, ObjectSection};
-use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme};
+use rocm_kpack_format::archive::{transport, Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{Manifest, ManifestFile};
 use rocm_kpack_format::target::TargetId;
@@ -132,6 +132,10 @@ pub fn write_archives(fat: &Path, rel_dir: &str, component: &str, split: &Path) 
             architectures: arches,
             size: content.len() as u64,
             sha256: Some(Sha256::digest(&content).into()),
+            transport: Some(
+                transport::manifest_transport(&Archive::open(&path).expect("open"), Some(3))
+                    .expect("transport"),
+            ),
         });
     }
     let kpm_dir = split.join("generic").join(rel_dir).join(layout::KPACK_DIR);

@@ -1428,6 +1428,7 @@ fn write_manifest_with_database(
                 architectures: vec!["gfx90a".into()],
                 size: a.bytes.len() as u64,
                 sha256: Some(a.sha()),
+                transport: None,
             })
             .collect(),
         database_files: vec![DatabaseFile {

@@ -12,9 +12,9 @@ use std::process::Command;
 
 use object::read::elf::ElfFile64;
 use object::{LittleEndian, Object, ObjectSection, ObjectSymbol, RelocationTarget};
-use rocm_kpack_format::archive::{Archive, CompressionScheme};
+use rocm_kpack_format::archive::{transport, Archive, CompressionScheme};
 use rocm_kpack_format::bundle;
-use rocm_kpack_format::manifest::Manifest;
+use rocm_kpack_format::manifest::{ArchiveTransport, Manifest, ManifestFile};
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::wrapper::{FatbinWrapper, HIPK_MAGIC, WRAPPER_SIZE};
 use rocm_kpack_pkgspec::Spec;
@@ -233,15 +233,63 @@ fn check_round_trip(input: &Path, report: &SplitBinaryReport) -> ReadBack {
         assert_eq!(f.size, bytes.len() as u64);
         let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
         assert_eq!(f.sha256, Some(sha));
-        let a = Archive::from_bytes(bytes).unwrap();
+        let a = Archive::from_bytes(bytes.clone()).unwrap();
         assert_eq!(a.group_name(), report.component);
         assert_eq!(a.gfx_arch_family(), f.family);
         assert_eq!(a.gfx_arches(), f.architectures.as_slice());
         entries += a.entries().count();
+        check_transport(f, &a, &bytes);
     }
     let expected: usize = report.archives.iter().map(|a| a.entries).sum();
     assert_eq!(entries, expected);
     back
+}
+
+/// The manifest's `transport` is the archive's transport form, and (for a
+/// small archive) rebuilding from that form at the level the manifest
+/// gives is the archive byte for byte.
+fn check_transport(f: &ManifestFile, a: &Archive, bytes: &[u8]) {
+    let mut flat = Vec::new();
+    let summary = transport::write_transport(a, &mut flat).unwrap();
+    let Some(ArchiveTransport::Solid {
+        size,
+        sha256,
+        level,
+    }) = f.transport
+    else {
+        panic!("{}: no transport in the manifest", f.filename)
+    };
+    assert_eq!(
+        (size, sha256),
+        (summary.size, summary.sha256),
+        "{}",
+        f.filename
+    );
+    let level = match (a.scheme(), level) {
+        (CompressionScheme::ZstdPerKernel, Some(level)) => level,
+        (CompressionScheme::None, None) => return,
+        other => panic!("{}: scheme and level {other:?}", f.filename),
+    };
+    if bytes.len() > 4 << 20 {
+        return;
+    }
+    let opts = transport::RebuildOptions {
+        level,
+        in_flight_bytes: rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES,
+        pool: None,
+    };
+    let (out, read) = transport::rebuild_archive(
+        &mut flat.as_slice(),
+        std::io::Cursor::new(Vec::new()),
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(read, summary);
+    assert!(
+        out.into_inner() == bytes,
+        "{}: the rebuild differs",
+        f.filename
+    );
 }
 
 /// `readelf -a -W` prints no warnings or errors.

@@ -103,6 +103,7 @@ pub fn manifest_file(path: &Path, family: &str, arches: &[&str]) -> ManifestFile
         architectures: arches.iter().map(|s| s.to_string()).collect(),
         size: bytes.len() as u64,
         sha256: Some(sha2::Sha256::digest(&bytes).into()),
+        transport: None,
     }
 }
 

@@ -11,6 +11,8 @@
 //! in parallel).
 
 mod read;
+#[cfg(feature = "write")]
+pub mod transport;
 mod wire;
 #[cfg(feature = "write")]
 mod write;

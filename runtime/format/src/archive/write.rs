@@ -42,7 +42,8 @@ fn zstd_err(detail: String) -> Error {
 
 /// What a kernel's background job hands back.
 struct Done {
-    digest: [u8; 32],
+    /// `None` when the writer does not deduplicate.
+    digest: Option<[u8; 32]>,
     /// zstd: the frame, or `None` when an earlier kernel had these bytes.
     frame: Option<Result<Vec<u8>>>,
     /// `none`: the kernel itself, for the writer thread to write.
@@ -85,6 +86,9 @@ pub struct ArchiveWriter<W: Write + Seek> {
     max_in_flight: usize,
     /// Where the jobs run (None: the current rayon pool).
     pool: Option<Arc<rayon::ThreadPool>>,
+    /// Whether identical kernels share a blob (always, except when
+    /// rebuilding from a transport form, whose blobs are given).
+    dedup: bool,
     /// Set after a failed write: the output is inconsistent from then on.
     poisoned: bool,
 }
@@ -137,6 +141,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             queued_bytes: 0,
             max_in_flight: DEFAULT_IN_FLIGHT_BYTES,
             pool: None,
+            dedup: true,
             poisoned: false,
         })
     }
@@ -192,6 +197,52 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         data: Vec<u8>,
         metadata: Option<Value>,
     ) -> Result<()> {
+        let (binary, arch_index) =
+            self.push_entry(binary_key, arch, data.len() as u64, 0, metadata)?;
+        self.submit(binary, arch_index, data);
+        while self.queued_bytes > self.max_in_flight || self.queue.len() > MAX_IN_FLIGHT_KERNELS {
+            self.complete_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every kernel as a blob of its own, identical bytes or not:
+    /// for a rebuild whose blob structure is given (the transport form),
+    /// which then also skips hashing. References to a blob are added with
+    /// [`Self::add_reference`].
+    pub(super) fn keep_blob_structure(&mut self) {
+        self.dedup = false;
+    }
+
+    /// Adds a TOC entry for a blob added earlier (its ordinal is the number
+    /// of kernels added before it). Only after [`Self::keep_blob_structure`].
+    pub(super) fn add_reference(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        ordinal: u32,
+        original_size: u64,
+        metadata: Option<Value>,
+    ) -> Result<()> {
+        let added = self.blob_count as usize + self.queue.len();
+        if self.dedup || ordinal as usize >= added {
+            return Err(Error::InvalidArgument(format!(
+                "kernel {binary_key:?}/{arch:?} refers to blob {ordinal}, which was not added"
+            )));
+        }
+        self.push_entry(binary_key, arch, original_size, ordinal, metadata)
+            .map(drop)
+    }
+
+    /// Checks and records one TOC entry; returns its (binary, arch) index.
+    fn push_entry(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        original_size: u64,
+        ordinal: u32,
+        metadata: Option<Value>,
+    ) -> Result<(usize, usize)> {
         if self.poisoned {
             return Err(Error::InvalidArgument(
                 "archive writer failed earlier".into(),
@@ -200,10 +251,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if binary_key.is_empty() || arch.is_empty() {
             return Err(Error::InvalidArgument("empty binary key or arch".into()));
         }
-        if data.len() as u64 > MAX_KERNEL_SIZE {
+        if original_size > MAX_KERNEL_SIZE {
             return Err(Error::InvalidArgument(format!(
-                "kernel {binary_key:?}/{arch:?} is {} bytes, over the {MAX_KERNEL_SIZE}-byte limit",
-                data.len()
+                "kernel {binary_key:?}/{arch:?} is {original_size} bytes, over the {MAX_KERNEL_SIZE}-byte limit"
             )));
         }
         if let Some(m) = &metadata {
@@ -238,8 +288,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         arches.push((
             arch.to_owned(),
             TocEntry {
-                ordinal: 0,
-                original_size: data.len() as u64,
+                ordinal,
+                original_size,
                 metadata,
             },
         ));
@@ -247,11 +297,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         if !self.seen_arches.iter().any(|a| a == arch) {
             self.seen_arches.push(arch.to_owned());
         }
-        self.submit(binary, arch_index, data);
-        while self.queued_bytes > self.max_in_flight || self.queue.len() > MAX_IN_FLIGHT_KERNELS {
-            self.complete_oldest()?;
-        }
-        Ok(())
+        Ok((binary, arch_index))
     }
 
     fn write_out(&mut self, bytes: &[u8]) -> Result<()> {
@@ -273,7 +319,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         let known = Arc::clone(&self.known);
         let compress = self.scheme == CompressionScheme::ZstdPerKernel;
         let level = self.level;
-        let job = move || run_job(data, &known, compress, level, tx);
+        let dedup = self.dedup;
+        let job = move || run_job(data, &known, dedup, compress, level, tx);
         match &self.pool {
             Some(pool) => pool.spawn(job),
             None => rayon::spawn(job),
@@ -298,8 +345,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
             self.poisoned = true;
             return Err(zstd_err("a compression job ended without a result".into()));
         };
-        let ordinal = match self.by_digest.get(&done.digest) {
-            Some(&o) => o,
+        let known_ordinal = done.digest.and_then(|d| self.by_digest.get(&d).copied());
+        let ordinal = match known_ordinal {
+            Some(o) => o,
             None => {
                 let o = self.blob_count;
                 self.blob_count = o
@@ -326,9 +374,11 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                         return Err(zstd_err("kernel was not compressed".into()));
                     }
                 }
-                self.by_digest.insert(done.digest, o);
-                if let Ok(mut known) = self.known.lock() {
-                    known.insert(done.digest);
+                if let Some(digest) = done.digest {
+                    self.by_digest.insert(digest, o);
+                    if let Ok(mut known) = self.known.lock() {
+                        known.insert(digest);
+                    }
                 }
                 o
             }
@@ -419,17 +469,19 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 }
 
-/// One kernel's job: hash, then compress unless the content is known.
+/// One kernel's job: hash (when deduplicating), then compress unless the
+/// content is known.
 fn run_job(
     data: Vec<u8>,
     known: &Mutex<HashSet<[u8; 32]>>,
+    dedup: bool,
     compress: bool,
     level: i32,
     tx: SyncSender<Done>,
 ) {
-    let digest: [u8; 32] = Sha256::digest(&data).into();
+    let digest: Option<[u8; 32]> = dedup.then(|| Sha256::digest(&data).into());
     let done = if compress {
-        let seen = known.lock().map(|k| k.contains(&digest)).unwrap_or(false);
+        let seen = digest.is_some_and(|d| known.lock().map(|k| k.contains(&d)).unwrap_or(false));
         let frame = (!seen).then(|| compress_cached(level, &data));
         Done {
             digest,

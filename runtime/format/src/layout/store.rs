@@ -30,3 +30,12 @@ pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 pub fn database_object_path(sha256: &[u8; 32]) -> String {
     format!("{}{DATABASE_SUFFIX}", by_hash_path(sha256))
 }
+
+/// `by-hash/sha256/<hex>.zst`: where the transport form of an archive
+/// lives (`archive::transport`), `<hex>` being the sha256 of the decoded
+/// form (the manifest's `transport.sha256`). The same rule as database
+/// objects: a zstd object is named by the digest of the bytes it decodes
+/// to, so one name never holds two things.
+pub fn transport_object_path(sha256: &[u8; 32]) -> String {
+    database_object_path(sha256)
+}

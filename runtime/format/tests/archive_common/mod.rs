@@ -159,6 +159,7 @@ pub fn sample_manifest() -> Manifest {
                 architectures: vec!["gfx1100".into(), "gfx1101".into()],
                 size: 518,
                 sha256: Some([0xab; 32]),
+                transport: None,
             },
             ManifestFile {
                 filename: "rand_lib_gfx90a.kpack".into(),
@@ -166,6 +167,7 @@ pub fn sample_manifest() -> Manifest {
                 architectures: vec!["gfx90a:xnack+".into(), "gfx90a:xnack-".into()],
                 size: 1 << 20,
                 sha256: Some([0x01; 32]),
+                transport: None,
             },
         ],
         database_files: Vec::new(),
