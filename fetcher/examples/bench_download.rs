@@ -92,6 +92,11 @@ struct Args {
     /// Skip the forms table (today's form, the transport form, the solid limit).
     #[arg(long)]
     no_forms: bool,
+    /// Only the forms of the archives below DIR (an installed tree, a split
+    /// output): no split, publish or install; today's install CPU is not
+    /// measured.
+    #[arg(long, value_name = "DIR")]
+    forms_only: Option<PathBuf>,
 }
 
 /// The default local frame level of the forms table (docs/packaging.md,
@@ -150,7 +155,11 @@ fn measure(cmd: &Command, scratch: &Path) -> anyhow::Result<Measured> {
     let figures: Vec<f64> = rss
         .lines()
         .last()
-        .map(|l| l.split_whitespace().filter_map(|f| f.parse().ok()).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     let [user, sys, kib] = figures[..] else {
         bail!("/usr/bin/time wrote {rss:?}");
@@ -904,7 +913,11 @@ fn forms_table(
             let vs_limit = auto as f64 / limit.max(1) as f64;
             match name {
                 "librocsparse0" => {
-                    let _ = write!(g, "; MI210 install --auto <= 30% of the fat deb: {} ({auto_pct:.1}%)", met(auto_pct <= 30.0));
+                    let _ = write!(
+                        g,
+                        "; MI210 install --auto <= 30% of the fat deb: {} ({auto_pct:.1}%)",
+                        met(auto_pct <= 30.0)
+                    );
                 }
                 _ => {
                     let _ = write!(
@@ -942,6 +955,22 @@ fn main() -> anyhow::Result<()> {
             tmp.path().to_path_buf()
         }
     };
+    if let Some(dir) = &args.forms_only {
+        let f = forms(dir, args.level, args.local_level, &work.join("forms"))?;
+        let row = Row {
+            processor: dir.display().to_string(),
+            archives: Vec::new(),
+            families: Vec::new(),
+            transferred: f.today.wire,
+            apt_device: 0,
+            installed: f.today.disk,
+            forms: Some(f),
+        };
+        let mut out = String::new();
+        forms_table("forms-only", &args, 0, 0, &[row], &mut out)?;
+        print!("{out}");
+        return Ok(());
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "# bench-download (zstd level {}, {cores} cores)",

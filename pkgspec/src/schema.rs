@@ -664,7 +664,10 @@ mod tests {
         let text = s.to_toml().unwrap();
         assert_eq!(Spec::from_toml_str(&text).unwrap(), s, "{text}");
         let e = err("[package]\ndevice_payload = \"xz\"\n");
-        assert!(e.contains("device_payload") || e.contains("unknown variant"), "{e}");
+        assert!(
+            e.contains("device_payload") || e.contains("unknown variant"),
+            "{e}"
+        );
     }
 
     #[test]

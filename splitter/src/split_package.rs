@@ -21,8 +21,8 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_fs::{check_replaceable, PathError};
 use rocm_kpack_format::archive::CompressionScheme;
+use rocm_kpack_fs::{check_replaceable, PathError};
 use rocm_kpack_pkgspec::{DevicePayload, Spec};
 use serde::Serialize;
 

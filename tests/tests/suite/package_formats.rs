@@ -1136,7 +1136,11 @@ suffix = "site.2"
 /// the window size it declares (RFC 8878 section 3.1.1.1.2), or None for a
 /// single-segment frame (its window is its content size).
 fn zstd_window(bytes: &[u8]) -> Option<u64> {
-    assert_eq!(bytes.get(..4), Some(&[0x28, 0xb5, 0x2f, 0xfd][..]), "not zstd");
+    assert_eq!(
+        bytes.get(..4),
+        Some(&[0x28, 0xb5, 0x2f, 0xfd][..]),
+        "not zstd"
+    );
     let fhd = bytes[4];
     if fhd & 0x20 != 0 {
         return None;
@@ -1190,7 +1194,9 @@ fn solid_device_payloads_install_with_dpkg_and_rpm_and_load() {
             .map(|p| p.path.clone())
             .unwrap_or_else(|| panic!("no {name}"))
     };
-    let members = ok(Command::new("ar").arg("t").arg(path_of("librocrand1-gfx90a")));
+    let members = ok(Command::new("ar")
+        .arg("t")
+        .arg(path_of("librocrand1-gfx90a")));
     assert!(members.lines().any(|m| m == "data.tar.zst"), "{members}");
     let raw = run(Command::new("ar")
         .arg("p")
@@ -1207,7 +1213,10 @@ fn solid_device_payloads_install_with_dpkg_and_rpm_and_load() {
     );
     let root = tmp.path().join("dpkg-root");
     dpkg_root(&root);
-    dpkg_install(&root, &[&path_of("librocrand1"), &path_of("librocrand1-gfx90a")]);
+    dpkg_install(
+        &root,
+        &[&path_of("librocrand1"), &path_of("librocrand1-gfx90a")],
+    );
     ok(Command::new("dpkg")
         .arg(format!("--root={}", root.display()))
         .arg("--verify"));
