@@ -1132,6 +1132,15 @@ suffix = "site.2"
         .is_file());
 }
 
+/// The file of the package `name` among `built`.
+fn package_path(built: &[rocm_kpack_package::BuiltPackage], name: &str) -> std::path::PathBuf {
+    built
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.path.clone())
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
 /// The `Window_Descriptor` of the zstd frame at the start of `bytes`, as
 /// the window size it declares (RFC 8878 section 3.1.1.1.2), or None for a
 /// single-segment frame (its window is its content size).
@@ -1187,13 +1196,7 @@ fn solid_device_payloads_install_with_dpkg_and_rpm_and_load() {
     let deb = debian::package("librocrand1").expect("librocrand1 deb");
     let out = tmp.path().join("deb");
     let r = split_package(&deb, &out, &opts).unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let path_of = |name: &str| {
-        r.packages
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.path.clone())
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
+    let path_of = |name: &str| package_path(&r.packages, name);
     let members = ok(Command::new("ar")
         .arg("t")
         .arg(path_of("librocrand1-gfx90a")));
@@ -1227,28 +1230,10 @@ fn solid_device_payloads_install_with_dpkg_and_rpm_and_load() {
     assert_gfxarch_finds(&lib, &fat, "gfx90a:xnack+", "librocrand_gfx90a.kpack");
 
     // rpm: the same tree as a fat rpm.
-    let split = tmp.path().join("fat");
-    copy_tree(
-        &debian::extracted("librocrand1").expect("extracted"),
-        &split.join("generic"),
-        &[],
-    );
-    let made = package(
-        &split,
-        &tmp.path().join("fatpkg"),
-        &distribution_options(&[Format::Rpm]),
-    )
-    .expect("fat rpm");
-    let fat_rpm = made.packages.first().expect("rpm").path.clone();
+    let fat_rpm = rocrand_fat_rpm(tmp.path());
     let out = tmp.path().join("rpm");
     let r = split_package(&fat_rpm, &out, &opts).unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let rpm_of = |name: &str| {
-        r.packages
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.path.clone())
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
+    let rpm_of = |name: &str| package_path(&r.packages, name);
     let comp = ok(Command::new("rpm")
         .args(["-qp", "--qf", "%{PAYLOADCOMPRESSOR}"])
         .arg(rpm_of("librocrand1-gfx90a")));
