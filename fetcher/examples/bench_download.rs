@@ -8,6 +8,7 @@
 //! cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch --bins
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
+//!     [--processor P]... [--local-level 6] [--no-forms]
 //! ```
 //!
 //! For each package (default: Debian's `librocsparse0` and `librocrand1`;
@@ -29,6 +30,16 @@
 //!    the device debs those depend on (from the published debs' sizes);
 //!    installed = the generic deb's files + the archives and database files
 //!    installed.
+//! 4. Issue 34's forms, per processor, of the archives `install` put in
+//!    place: bytes on the wire, bytes on disk and install CPU time of
+//!    today's form (the archive as published; CPU of the whole `install`),
+//!    of the transport form (`transport::write_transport` through
+//!    `transport::encode_store_object` at the release level; installed by
+//!    decoding it as a stream into `transport::rebuild_archive` at
+//!    `--local-level`, checked against the published archive's transport
+//!    summary) and of the solid limit (`zstd -<level> --long=27` of the
+//!    uncompressed entries; on disk as the archive stored uncompressed;
+//!    CPU: `zstd -d`), with issue 34's goals.
 //!
 //! Goals (issues 12, 20 and 22): every librocsparse processor at or below
 //! 50% of the fat deb through `install` and through `--via apt` (the
@@ -47,6 +58,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use clap::Parser;
 use object::{Object, ObjectSection};
+use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::layout::{self, KPACK_DIR, MANIFEST_EXT};
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::target::TargetId;
@@ -68,11 +80,34 @@ struct Args {
     /// and more; this saves a release-level pass over the fat libraries).
     #[arg(long)]
     no_split_binary: bool,
+    /// Only these processors (default: every processor the package has
+    /// code for). The forms table encodes each processor's archives twice
+    /// at the release level, single-threaded: about a minute per 100 MB.
+    #[arg(long = "processor")]
+    processors: Vec<String>,
+    /// zstd level the transport form is rebuilt at on the installing
+    /// machine (the fetcher's local frame level).
+    #[arg(long, default_value_t = LOCAL_LEVEL)]
+    local_level: i32,
+    /// Skip the forms table (today's form, the transport form, the solid limit).
+    #[arg(long)]
+    no_forms: bool,
+    /// Only the forms of the archives below DIR (an installed tree, a split
+    /// output): no split, publish or install; today's install CPU is not
+    /// measured.
+    #[arg(long, value_name = "DIR")]
+    forms_only: Option<PathBuf>,
 }
+
+/// The default local frame level of the forms table (docs/packaging.md,
+/// "Benchmark: `bench-download`").
+const LOCAL_LEVEL: i32 = 6;
 
 /// One child process, measured.
 struct Measured {
     wall: Duration,
+    /// User + system CPU time of the process and the children it waited for.
+    cpu: Duration,
     /// Peak resident set of the process and the children it waited for.
     peak_rss: u64,
     stdout: String,
@@ -90,7 +125,7 @@ fn measure(cmd: &Command, scratch: &Path) -> anyhow::Result<Measured> {
     let rss_path = scratch.join(format!(".rss-{id}"));
     let mut timed = Command::new("/usr/bin/time");
     timed
-        .args(["-f", "%M", "-o"])
+        .args(["-f", "%U %S %M", "-o"])
         .arg(&rss_path)
         .arg(cmd.get_program())
         .args(cmd.get_args())
@@ -115,16 +150,24 @@ fn measure(cmd: &Command, scratch: &Path) -> anyhow::Result<Measured> {
         status.success(),
         "{cmd:?} failed ({status})\n{stdout}{stderr}"
     );
-    // The last line is the figure (KiB); a line before it may say how the
-    // command ended.
-    let kib: u64 = rss
+    // The last line is the figures (CPU seconds, KiB); a line before it
+    // may say how the command ended.
+    let figures: Vec<f64> = rss
         .lines()
         .last()
-        .and_then(|l| l.trim().parse().ok())
-        .with_context(|| format!("/usr/bin/time wrote {rss:?}"))?;
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let [user, sys, kib] = figures[..] else {
+        bail!("/usr/bin/time wrote {rss:?}");
+    };
     Ok(Measured {
         wall,
-        peak_rss: kib * 1024,
+        cpu: Duration::from_secs_f64(user + sys),
+        peak_rss: (kib as u64) * 1024,
         stdout,
     })
 }
@@ -269,6 +312,155 @@ struct Row {
     transferred: u64,
     apt_device: u64,
     installed: u64,
+    forms: Option<Forms>,
+}
+
+/// Bytes on the wire, bytes on disk and install CPU time of one form of a
+/// processor's archives.
+#[derive(Default, Clone, Copy)]
+struct Form {
+    wire: u64,
+    disk: u64,
+    cpu: Duration,
+}
+
+/// A processor's archives in the three forms of issue 34.
+#[derive(Default)]
+struct Forms {
+    /// As published: the archive itself on the wire and on disk; CPU: the
+    /// whole `rocm-kpack-fetch install` (download, hashing, commit).
+    today: Form,
+    /// The transport object (`transport::write_transport` through
+    /// `transport::encode_store_object` at the release level); disk and
+    /// CPU: decoding it and `transport::rebuild_archive` at the local level.
+    transport: Form,
+    /// `zstd -<level> --long=27` of the uncompressed entries in TOC order;
+    /// disk: those bytes (the archive stored uncompressed, as a solid
+    /// device package installs it); CPU: `zstd -d`.
+    limit: Form,
+    /// CPU of encoding the transport objects (the publisher's cost).
+    encode_cpu: Duration,
+    /// Uncompressed bytes of the entries.
+    entries: u64,
+    /// Every rebuilt archive holds the published archive's entries (its
+    /// transport summary equals the one it was made from).
+    rebuilt_ok: bool,
+}
+
+/// CPU time (user + system) of this process so far, every thread.
+fn self_cpu() -> Duration {
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a properly sized rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// The `.kpack` archives below `root`, sorted.
+fn archives_below(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() && e.path().extension().is_some_and(|x| x == "kpack") => {
+                    out.push(e.path());
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The transport form and the solid limit of the archives installed below
+/// `root`, measured in `scratch` (emptied after each archive).
+fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::Result<Forms> {
+    use rocm_kpack_format::archive::transport;
+    let mut f = Forms {
+        rebuilt_ok: true,
+        ..Forms::default()
+    };
+    fs::create_dir_all(scratch)?;
+    for path in archives_below(root) {
+        let archive = Archive::open(&path)?;
+        f.today.wire += fs::metadata(&path)?.len();
+        f.today.disk += fs::metadata(&path)?.len();
+
+        // Transport: the flat stream, then the store object.
+        let flat = scratch.join("flat");
+        let mut w = std::io::BufWriter::new(File::create(&flat)?);
+        let summary = transport::write_transport(&archive, &mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        let object = scratch.join("flat.zst");
+        let started = self_cpu();
+        transport::encode_store_object(
+            &mut File::open(&flat)?,
+            File::create(&object)?,
+            level,
+            summary.size,
+        )?;
+        f.encode_cpu += self_cpu().saturating_sub(started);
+        f.transport.wire += fs::metadata(&object)?.len();
+        fs::remove_file(&flat)?;
+        // Install: decode as a stream and rebuild at the local level.
+        let rebuilt = scratch.join("rebuilt.kpack");
+        let started = self_cpu();
+        let mut decoder = zstd::stream::read::Decoder::new(File::open(&object)?)?;
+        let opts = transport::RebuildOptions {
+            level: local_level,
+            in_flight_bytes: rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES,
+            pool: None,
+        };
+        let (out, got) = transport::rebuild_archive(&mut decoder, File::create(&rebuilt)?, &opts)?;
+        out.sync_all()?;
+        f.transport.cpu += self_cpu().saturating_sub(started);
+        f.rebuilt_ok &= got.sha256 == summary.sha256 && got.size == summary.size;
+        f.transport.disk += fs::metadata(&rebuilt)?.len();
+        fs::remove_file(&rebuilt)?;
+        fs::remove_file(&object)?;
+
+        // The solid limit: every entry, uncompressed, in TOC order.
+        let raw = scratch.join("entries");
+        let mut w = std::io::BufWriter::new(File::create(&raw)?);
+        for (binary, arch, _) in archive.entries() {
+            let data = archive.kernel(binary, arch)?;
+            f.entries += data.len() as u64;
+            std::io::Write::write_all(&mut w, &data)?;
+        }
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        f.limit.disk += fs::metadata(&raw)?.len();
+        let zst = scratch.join("entries.zst");
+        measure(
+            Command::new("zstd")
+                .arg(format!("-{level}"))
+                .args(["--long=27", "-T1", "-q", "-f", "-o"])
+                .arg(&zst)
+                .arg(&raw),
+            scratch,
+        )?;
+        f.limit.wire += fs::metadata(&zst)?.len();
+        fs::remove_file(&raw)?;
+        let d = measure(
+            Command::new("zstd")
+                .args(["-d", "--long=27", "-q", "-f", "-o"])
+                .arg(&raw)
+                .arg(&zst),
+            scratch,
+        )?;
+        f.limit.cpu += d.cpu;
+        fs::remove_file(&raw)?;
+        fs::remove_file(&zst)?;
+    }
+    Ok(f)
 }
 
 fn bench_package(
@@ -301,6 +493,7 @@ fn bench_package(
     ensure!(!libs.is_empty(), "{name}: no fat library");
     let mut split_binary = Measured {
         wall: Duration::ZERO,
+        cpu: Duration::ZERO,
         peak_rss: 0,
         stdout: String::new(),
     };
@@ -317,6 +510,7 @@ fn bench_package(
             &dir,
         )?;
         split_binary.wall += m.wall;
+        split_binary.cpu += m.cpu;
         split_binary.peak_rss = split_binary.peak_rss.max(m.peak_rss);
         let _ = fs::remove_dir_all(&sb);
     }
@@ -413,7 +607,10 @@ fn bench_package(
 
     // 3. Each processor.
     let mut rows = Vec::new();
-    for p in &processors {
+    for p in processors
+        .iter()
+        .filter(|p| args.processors.is_empty() || args.processors.contains(p))
+    {
         let root = dir.join("roots").join(p);
         fs::create_dir_all(root.parent().unwrap_or(&dir))?;
         run(Command::new("cp").arg("-a").arg(&generic_root).arg(&root))?;
@@ -472,6 +669,13 @@ fn bench_package(
             .iter()
             .map(|p| p.strip_prefix(&format!("{name}-")).unwrap_or(p).to_owned())
             .collect();
+        let forms = if args.no_forms {
+            None
+        } else {
+            let mut f = forms(&root, level, args.local_level, &dir.join("forms"))?;
+            f.today.cpu = m.cpu;
+            Some(f)
+        };
         rows.push(Row {
             processor: p.clone(),
             archives,
@@ -479,6 +683,7 @@ fn bench_package(
             transferred,
             apt_device,
             installed: generic_installed + archive_bytes,
+            forms,
         });
         let _ = fs::remove_dir_all(&root);
     }
@@ -526,6 +731,9 @@ fn bench_package(
             mb(r.installed),
         )?;
         results.push((r.processor.clone(), pct(auto, fat_deb), pct(apt, fat_deb)));
+    }
+    if rows.iter().any(|r| r.forms.is_some()) {
+        forms_table(name, args, fat_deb, generic_size, &rows, out)?;
     }
     writeln!(out, "\nfamily debs (as they are):")?;
     for (pkg, (_, len, _)) in debs.iter().filter(|(p, _)| *p != name) {
@@ -643,6 +851,92 @@ fn bench_package(
     Ok(results)
 }
 
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Issue 34's table: each processor's archives as published today, in
+/// the transport form, and at the solid limit, with the goals.
+fn forms_table(
+    name: &str,
+    args: &Args,
+    fat_deb: u64,
+    generic_size: u64,
+    rows: &[Row],
+    out: &mut String,
+) -> anyhow::Result<()> {
+    let (level, local) = (args.level, args.local_level);
+    writeln!(
+        out,
+        "\n{name}, archives only (kernel-database files are the same in every form): \
+         today = the archive as published (install CPU: the whole `install`); transport = \
+         zstd -{level} --long=27 of the transport stream, rebuilt at level {local} (CPU: decode + \
+         rebuild); solid limit = zstd -{level} --long=27 of the uncompressed entries (disk: the \
+         archive stored uncompressed; CPU: zstd -d)\n"
+    )?;
+    writeln!(out, "| processor | entries | today wire / disk / CPU | transport wire / disk / CPU | solid limit wire / disk / CPU | transport vs limit | install --auto, transport | vs fat | encode CPU |")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|")?;
+    let form = |f: &Form| format!("{} / {} / {}", mb(f.wire), mb(f.disk), secs(f.cpu));
+    let mut goals = Vec::new();
+    for r in rows {
+        let Some(f) = &r.forms else { continue };
+        // What else the install fetched (database files) comes as today.
+        let others = r.transferred.saturating_sub(f.today.wire);
+        let auto = generic_size + others + f.transport.wire;
+        let limit = generic_size + others + f.limit.wire;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.3}x | {} | {:.1}% | {} |",
+            r.processor,
+            mb(f.entries),
+            form(&f.today),
+            form(&f.transport),
+            form(&f.limit),
+            f.transport.wire as f64 / f.limit.wire.max(1) as f64,
+            mb(auto),
+            pct(auto, fat_deb),
+            secs(f.encode_cpu),
+        )?;
+        let met = |ok: bool| if ok { "met" } else { "NOT met" };
+        let disk = f.transport.disk as f64 / f.today.disk.max(1) as f64;
+        let cpu_per_100mb = f.transport.cpu.as_secs_f64() / (f.entries as f64 / 1e8).max(1e-9);
+        let mut g = format!(
+            "{}: rebuilt archives hold the published entries: {}; disk <= 1.25x today: {} ({disk:.2}x); \
+             install CPU <= 2 s per 100 MB of device code: {} ({cpu_per_100mb:.2} s)",
+            r.processor,
+            met(f.rebuilt_ok),
+            met(disk <= 1.25),
+            met(cpu_per_100mb <= 2.0),
+        );
+        if r.processor == "gfx90a" {
+            let auto_pct = pct(auto, fat_deb);
+            let vs_limit = auto as f64 / limit.max(1) as f64;
+            match name {
+                "librocsparse0" => {
+                    let _ = write!(
+                        g,
+                        "; MI210 install --auto <= 30% of the fat deb: {} ({auto_pct:.1}%)",
+                        met(auto_pct <= 30.0)
+                    );
+                }
+                _ => {
+                    let _ = write!(
+                        g,
+                        "; MI210 install --auto <= 1.15x generic + solid limit: {} ({vs_limit:.3}x)",
+                        met(vs_limit <= 1.15)
+                    );
+                }
+            }
+        }
+        goals.push(g);
+    }
+    writeln!(out)?;
+    for g in goals {
+        writeln!(out, "- {g}")?;
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let packages = if args.packages.is_empty() {
@@ -661,6 +955,22 @@ fn main() -> anyhow::Result<()> {
             tmp.path().to_path_buf()
         }
     };
+    if let Some(dir) = &args.forms_only {
+        let f = forms(dir, args.level, args.local_level, &work.join("forms"))?;
+        let row = Row {
+            processor: dir.display().to_string(),
+            archives: Vec::new(),
+            families: Vec::new(),
+            transferred: f.today.wire,
+            apt_device: 0,
+            installed: f.today.disk,
+            forms: Some(f),
+        };
+        let mut out = String::new();
+        forms_table("forms-only", &args, 0, 0, &[row], &mut out)?;
+        print!("{out}");
+        return Ok(());
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "# bench-download (zstd level {}, {cores} cores)",

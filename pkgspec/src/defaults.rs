@@ -257,6 +257,7 @@ pub fn package_defaults() -> PackageDefaults {
         section: Some("libs".into()),
         license: None,
         homepage: None,
+        device_payload: None,
     }
 }
 

@@ -100,6 +100,26 @@ pub struct PackageDefaults {
     /// Homepage URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub homepage: Option<String>,
+    /// How device debs and rpms carry their archives (None: [`DevicePayload::Frames`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_payload: Option<DevicePayload>,
+}
+
+/// The transport form of a device deb or rpm (`[package] device_payload`).
+/// dpkg and rpm install files as they are, so this trades disk against
+/// download: docs/packaging.md "Transport form: device packages".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DevicePayload {
+    /// Archives compressed per code object (what the runtime reads fastest,
+    /// smallest on disk); the payload is not recompressed at the release
+    /// level (gzip -1 when it holds only such archives).
+    #[default]
+    Frames,
+    /// Archives stored uncompressed, the whole payload one zstd stream at
+    /// the release level with a 2^27 window (`zstd -19 --long=27`): the
+    /// redundancy between code objects is compressed away on the wire.
+    Solid,
 }
 
 /// What generic packages tell the fetcher.

@@ -43,6 +43,7 @@
 //! section = "libs"
 //! license = "MIT"
 //! homepage = "https://example.org"
+//! device_payload = "frames"   # or "solid": archives uncompressed in a zstd -19 --long=27 payload
 //!
 //! [fetch]
 //! source_url = "https://example.org/kpack"
@@ -388,6 +389,7 @@ impl SpecFile {
             package.section = p.section.or(package.section);
             package.license = p.license.or(package.license);
             package.homepage = p.homepage.or(package.homepage);
+            package.device_payload = p.device_payload.or(package.device_payload);
         }
 
         let mut fetch = Fetch::default();
@@ -648,6 +650,22 @@ mod tests {
             err("granularity = \"family\"\n[[groups]]\nname = \"a\"\ntargets = [\"gfx1100\"]\n");
         assert!(
             e.contains("line 1") && e.contains("mutually exclusive"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn device_payload_is_frames_unless_the_spec_says_solid() {
+        use crate::DevicePayload;
+        assert_eq!(Spec::builtin().package.device_payload, None);
+        let s = Spec::from_toml_str("[package]\ndevice_payload = \"solid\"\n").unwrap();
+        assert_eq!(s.package.device_payload, Some(DevicePayload::Solid));
+        assert_eq!(s.package.section.as_deref(), Some("libs"));
+        let text = s.to_toml().unwrap();
+        assert_eq!(Spec::from_toml_str(&text).unwrap(), s, "{text}");
+        let e = err("[package]\ndevice_payload = \"xz\"\n");
+        assert!(
+            e.contains("device_payload") || e.contains("unknown variant"),
             "{e}"
         );
     }

@@ -21,8 +21,9 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rocm_kpack_format::archive::CompressionScheme;
 use rocm_kpack_fs::{check_replaceable, PathError};
-use rocm_kpack_pkgspec::Spec;
+use rocm_kpack_pkgspec::{DevicePayload, Spec};
 use serde::Serialize;
 
 use crate::split::output::ArchiveOutput;
@@ -242,6 +243,20 @@ impl Opened {
     }
 }
 
+/// The scheme of the archives: what was asked for, else per code object,
+/// or stored when the spec's device packages are solid (their payload is
+/// one long-window zstd stream that compresses across the code objects;
+/// compressing each first would leave it nothing to find).
+/// Wheels stay per code object: zip compresses each file on its own.
+fn archive_scheme(opts: &SplitPackageOptions, kind: PackageKind) -> Option<CompressionScheme> {
+    match opts.spec.package.device_payload {
+        Some(DevicePayload::Solid) if kind != PackageKind::Wheel => {
+            opts.output.compression.or(Some(CompressionScheme::None))
+        }
+        _ => opts.output.compression,
+    }
+}
+
 /// Splits the package `input` into `out` (created if missing; must not be
 /// the input's own path). See the module docs. On error no package file
 /// appears in `out` and nothing is written outside it.
@@ -312,6 +327,7 @@ fn split_into(
         output: ArchiveOutput {
             // A fresh work directory: nothing to replace.
             replace_existing: false,
+            compression: archive_scheme(opts, kind),
             ..opts.output
         },
         progress: opts.progress.clone(),
@@ -380,6 +396,9 @@ fn split_into(
     popts.source_date_epoch = opts.source_date_epoch;
     popts.compression = opts.package_compression;
     popts.level = opts.package_level;
+    // A solid device payload is compressed at the split's level (the
+    // release level unless --level says otherwise).
+    popts.device_level = u32::try_from(opts.output.zstd_level).ok();
     popts.replace_existing = opts.output.replace_existing;
     popts.progress = opts.progress.clone();
     tracing::info!("packaging");

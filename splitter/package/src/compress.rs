@@ -19,7 +19,15 @@ pub enum Compression {
     Xz,
     /// zstd, single-threaded (level 19 by default).
     Zstd,
+    /// zstd with long-distance matching and a 2^27 window (`zstd --long=27`,
+    /// the largest window every zstd decoder accepts without being told, so
+    /// dpkg and rpm read it as plain zstd): a payload of uncompressed code
+    /// objects compresses across them.
+    ZstdLong,
 }
+
+/// The window of [`Compression::ZstdLong`]: 2^27 bytes.
+pub const ZSTD_LONG_WINDOW_LOG: u32 = 27;
 
 impl Compression {
     /// File-name suffix of a compressed deb member (`.xz`, ...).
@@ -28,17 +36,18 @@ impl Compression {
             Compression::None => "",
             Compression::Gzip => ".gz",
             Compression::Xz => ".xz",
-            Compression::Zstd => ".zst",
+            Compression::Zstd | Compression::ZstdLong => ".zst",
         }
     }
 
-    /// Parses `none`, `gzip`/`gz`, `xz`, `zstd`/`zst`.
+    /// Parses `none`, `gzip`/`gz`, `xz`, `zstd`/`zst`, `zstd-long`.
     pub fn from_name(name: &str) -> Option<Compression> {
         match name {
             "none" => Some(Compression::None),
             "gzip" | "gz" => Some(Compression::Gzip),
             "xz" => Some(Compression::Xz),
             "zstd" | "zst" => Some(Compression::Zstd),
+            "zstd-long" => Some(Compression::ZstdLong),
             _ => None,
         }
     }
@@ -49,7 +58,7 @@ impl Compression {
             Compression::None => 0,
             Compression::Gzip => 9,
             Compression::Xz => 6,
-            Compression::Zstd => 19,
+            Compression::Zstd | Compression::ZstdLong => 19,
         }
     }
 }
@@ -93,10 +102,14 @@ impl<W: Write> Encoder<W> {
                     .map_err(io::Error::other)?;
                 Encoder::Xz(liblzma::write::XzEncoder::new_stream(out, stream))
             }
-            Compression::Zstd => {
+            Compression::Zstd | Compression::ZstdLong => {
                 let lvl = i32::try_from(level.min(22)).unwrap_or(19);
                 let mut enc = zstd::stream::write::Encoder::new(out, lvl)?;
                 enc.include_checksum(true)?;
+                if kind == Compression::ZstdLong {
+                    enc.long_distance_matching(true)?;
+                    enc.window_log(ZSTD_LONG_WINDOW_LOG)?;
+                }
                 Encoder::Zstd(enc)
             }
         })
@@ -139,7 +152,9 @@ pub fn decoder<'r, R: Read + 'r>(inner: R, kind: Compression) -> io::Result<Box<
         Compression::None => Box::new(inner),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(inner)),
         Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(inner)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(inner)?),
+        Compression::Zstd | Compression::ZstdLong => {
+            Box::new(zstd::stream::read::Decoder::new(inner)?)
+        }
     })
 }
 

@@ -71,6 +71,8 @@ pub struct PackageOptions {
     /// dpkg and rpm); groups with uncompressed archives or with anything
     /// else (kernel-database files: uncompressed code objects) get
     /// `compression` at `level`, the release setting (xz -6 by default).
+    /// A spec with `[package] device_payload = "solid"` makes the automatic
+    /// choice zstd -19 with a 2^27 window ([`Compression::ZstdLong`]).
     pub device_compression: Option<Compression>,
     /// Device package compression level (None = the compressor's default).
     pub device_level: Option<u32>,

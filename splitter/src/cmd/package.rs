@@ -59,9 +59,10 @@ pub struct Args {
     /// Compression level [default: the compressor's].
     #[arg(long)]
     pub level: Option<u32>,
-    /// Compression of device packages: auto (gzip -1 for groups whose
+    /// Compression of device packages: auto (the spec's `[package]
+    /// device_payload = "solid"`: zstd-long; else gzip -1 for groups whose
     /// .kpack archives are already zstd-compressed, else --compression),
-    /// xz, gzip, zstd or none.
+    /// xz, gzip, zstd, zstd-long (zstd with a 2^27 window) or none.
     #[arg(long, default_value = "auto")]
     pub device_compression: String,
     /// Device package compression level [default: the compressor's].
@@ -89,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let device_compression = match args.device_compression.as_str() {
         "auto" => None,
         other => Some(Compression::from_name(other).with_context(|| {
-            format!("unknown device compression {other:?} (auto, xz, gzip, zstd, none)")
+            format!("unknown device compression {other:?} (auto, xz, gzip, zstd, zstd-long, none)")
         })?),
     };
     let device_level = args.device_level;

@@ -193,6 +193,24 @@ pub fn distribution_options(formats: &[Format]) -> PackageOptions {
     o
 }
 
+/// A fat rpm of Debian's librocrand1 (its extracted tree as the only,
+/// generic, tree), written below `dir`.
+pub fn rocrand_fat_rpm(dir: &Path) -> PathBuf {
+    let split = dir.join("fat");
+    copy_tree(
+        &debian::extracted("librocrand1").expect("extracted"),
+        &split.join("generic"),
+        &[],
+    );
+    let made = package(
+        &split,
+        &dir.join("fatpkg"),
+        &distribution_options(&[Format::Rpm]),
+    )
+    .expect("fat rpm");
+    made.packages.first().expect("rpm").path.clone()
+}
+
 /// A small split directory from the clang19 `libfixture.so` in a
 /// Debian-style layout (`usr/lib/x86_64-linux-gnu`, symlink chain, doc dir).
 pub fn fixture_split(dir: &Path) -> (PathBuf, Vec<String>) {

@@ -1131,3 +1131,128 @@ suffix = "site.2"
         .join("kpkg_gpu_gfx110x_dgpu-1.0+kpack1-py3-none-linux_x86_64.whl")
         .is_file());
 }
+
+/// The file of the package `name` among `built`.
+fn package_path(built: &[rocm_kpack_package::BuiltPackage], name: &str) -> std::path::PathBuf {
+    built
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.path.clone())
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// The `Window_Descriptor` of the zstd frame at the start of `bytes`, as
+/// the window size it declares (RFC 8878 section 3.1.1.1.2), or None for a
+/// single-segment frame (its window is its content size).
+fn zstd_window(bytes: &[u8]) -> Option<u64> {
+    assert_eq!(
+        bytes.get(..4),
+        Some(&[0x28, 0xb5, 0x2f, 0xfd][..]),
+        "not zstd"
+    );
+    let fhd = bytes[4];
+    if fhd & 0x20 != 0 {
+        return None;
+    }
+    let wd = bytes[5];
+    let base = 1u64 << (10 + (wd >> 3));
+    Some(base + (base / 8) * u64::from(wd & 7))
+}
+
+/// `[package] device_payload = "solid"`: split-package stores the device
+/// packages' archives uncompressed in a long-window zstd payload (generic
+/// packages and wheels as before); dpkg and rpm install them for real and
+/// both the runtime's reader and AMD's `@GFXARCH@` lookup read the
+/// installed archives, every code object the fat original's.
+#[test]
+fn solid_device_payloads_install_with_dpkg_and_rpm_and_load() {
+    use rocm_kpack_format::archive::CompressionScheme;
+    use rocm_kpack_pkgspec::DevicePayload;
+    use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
+    use rocm_kpack_test_support::debian;
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut spec = rocm_kpack_pkgspec::Spec::builtin();
+    spec.package.device_payload = Some(DevicePayload::Solid);
+    let opts = SplitPackageOptions {
+        spec,
+        package_compression: Compression::Xz,
+        package_level: Some(0),
+        // The payload's level follows the split's; a fast one keeps the
+        // test quick (the window, not the level, is what is checked).
+        output: rocm_kpack_splitter::split::output::ArchiveOutput {
+            zstd_level: 3,
+            ..rocm_kpack_splitter::split::output::ArchiveOutput::release()
+        },
+        ..SplitPackageOptions::default()
+    };
+    let fat = debian::extracted("librocrand1")
+        .expect("extracted")
+        .join(LIBDIR)
+        .join("librocrand.so.1.1");
+    let archive = format!("{LIBDIR}/.kpack/librocrand_gfx90a.kpack");
+
+    // deb: a fat deb from Debian.
+    let deb = debian::package("librocrand1").expect("librocrand1 deb");
+    let out = tmp.path().join("deb");
+    let r = split_package(&deb, &out, &opts).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let path_of = |name: &str| package_path(&r.packages, name);
+    let members = ok(Command::new("ar")
+        .arg("t")
+        .arg(path_of("librocrand1-gfx90a")));
+    assert!(members.lines().any(|m| m == "data.tar.zst"), "{members}");
+    let raw = run(Command::new("ar")
+        .arg("p")
+        .arg(path_of("librocrand1-gfx90a"))
+        .arg("data.tar.zst"))
+    .stdout;
+    // The archive (over 1 MiB stored) needs more than a small window: the
+    // frame declares the long one.
+    assert_eq!(zstd_window(&raw), Some(1 << 27));
+    let generic_members = ok(Command::new("ar").arg("t").arg(path_of("librocrand1")));
+    assert!(
+        generic_members.lines().any(|m| m == "data.tar.xz"),
+        "the generic deb keeps the package compression: {generic_members}"
+    );
+    let root = tmp.path().join("dpkg-root");
+    dpkg_root(&root);
+    dpkg_install(
+        &root,
+        &[&path_of("librocrand1"), &path_of("librocrand1-gfx90a")],
+    );
+    ok(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .arg("--verify"));
+    let installed = Archive::open(&root.join(&archive)).expect("installed archive");
+    assert_eq!(installed.scheme(), CompressionScheme::None);
+    let lib = root.join(LIBDIR).join("librocrand.so.1.1");
+    assert_gfxarch_finds(&lib, &fat, "gfx90a:xnack-", "librocrand_gfx90a.kpack");
+    assert_gfxarch_finds(&lib, &fat, "gfx90a:xnack+", "librocrand_gfx90a.kpack");
+
+    // rpm: the same tree as a fat rpm.
+    let fat_rpm = rocrand_fat_rpm(tmp.path());
+    let out = tmp.path().join("rpm");
+    let r = split_package(&fat_rpm, &out, &opts).unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let rpm_of = |name: &str| package_path(&r.packages, name);
+    let comp = ok(Command::new("rpm")
+        .args(["-qp", "--qf", "%{PAYLOADCOMPRESSOR}"])
+        .arg(rpm_of("librocrand1-gfx90a")));
+    assert_eq!(comp.trim(), "zstd");
+    let root = tmp.path().join("rpm-root");
+    fs::create_dir_all(&root).expect("mkdir");
+    ok(Command::new("rpm").arg("--root").arg(&root).arg("--initdb"));
+    ok(Command::new("rpm")
+        .arg("--root")
+        .arg(&root)
+        .args(["-i", "--nodeps", "--noscripts"])
+        .arg(rpm_of("librocrand1"))
+        .arg(rpm_of("librocrand1-gfx90a")));
+    ok(Command::new("rpm")
+        .arg("--root")
+        .arg(&root)
+        .args(["-V", "librocrand1-gfx90a"]));
+    let installed = Archive::open(&root.join(&archive)).expect("installed archive");
+    assert_eq!(installed.scheme(), CompressionScheme::None);
+    let lib = root.join(LIBDIR).join("librocrand.so.1.1");
+    assert_gfxarch_finds(&lib, &fat, "gfx90a:xnack-", "librocrand_gfx90a.kpack");
+}

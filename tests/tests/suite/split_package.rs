@@ -1157,21 +1157,9 @@ fn per_target_specs_give_amds_per_target_packages_and_extras() {
     }
 
     // rpm, from the same tree as a fat rpm
-    let split = tmp.path().join("fat");
-    copy_tree(
-        &debian::extracted("librocrand1").expect("extracted"),
-        &split.join("generic"),
-        &[],
-    );
-    let made = package(
-        &split,
-        &tmp.path().join("fatpkg"),
-        &distribution_options(&[Format::Rpm]),
-    )
-    .expect("fat rpm");
+    let fat_rpm = rocrand_fat_rpm(tmp.path());
     let out = tmp.path().join("rpm");
-    let r = split_package(&made.packages[0].path, &out, &rocrand)
-        .unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let r = split_package(&fat_rpm, &out, &rocrand).unwrap_or_else(|e| panic!("{}", chain(&e)));
     let mut n = names(&r);
     n.sort();
     assert_eq!(n, want);

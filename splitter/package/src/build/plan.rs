@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use rocm_kpack_format::layout;
-use rocm_kpack_pkgspec::{NameKind, Spec};
+use rocm_kpack_pkgspec::{DevicePayload, NameKind, Spec};
 
 use super::wheels::WheelSource;
 use super::BuiltPackage;
@@ -109,8 +109,12 @@ pub(super) fn device_compression(
             !matches!(e.kind, crate::tree::EntryKind::File { .. })
                 || crate::device::is_kpack_archive_path(&e.path)
         });
+    let solid = opts.spec.package.device_payload == Some(DevicePayload::Solid);
     match opts.device_compression {
         Some(c) => (c, opts.device_level),
+        // One stream across the code objects: the level is the release
+        // level whatever the generic package's compression.
+        None if solid => (Compression::ZstdLong, opts.device_level),
         None if only_compressed_archives => (Compression::Gzip, Some(1)),
         None => (opts.compression, opts.level),
     }

@@ -425,7 +425,7 @@ fn main_header(
     h.set(tag::PAYLOADFORMAT, Value::Str("cpio".into()));
     let (compressor, level) = match spec.compression {
         Compression::Xz => ("xz", spec.level.unwrap_or(6)),
-        Compression::Zstd => ("zstd", spec.level.unwrap_or(19)),
+        Compression::Zstd | Compression::ZstdLong => ("zstd", spec.level.unwrap_or(19)),
         Compression::Gzip => ("gzip", spec.level.unwrap_or(9)),
         Compression::None => ("identity", 0),
     };
@@ -554,7 +554,9 @@ fn relations_into(h: &mut HeaderBuilder, spec: &RpmSpec) {
     requires.push(rpmlib("PayloadFilesHavePrefix", "4.0-1"));
     match spec.compression {
         Compression::Xz => requires.push(rpmlib("PayloadIsXz", "5.2-1")),
-        Compression::Zstd => requires.push(rpmlib("PayloadIsZstd", "5.4.18-1")),
+        Compression::Zstd | Compression::ZstdLong => {
+            requires.push(rpmlib("PayloadIsZstd", "5.4.18-1"))
+        }
         _ => {}
     }
     deps_into(
