@@ -8,7 +8,7 @@
 //! cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch --bins
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
-//!     [--processor P]... [--local-level 6] [--no-forms]
+//!     [--processor P]... [--local-level 5] [--no-forms]
 //! ```
 //!
 //! For each package (default: Debian's `librocsparse0` and `librocrand1`;
@@ -87,7 +87,7 @@ struct Args {
     processors: Vec<String>,
     /// zstd level the transport form is rebuilt at on the installing
     /// machine (the fetcher's local frame level).
-    #[arg(long, default_value_t = LOCAL_LEVEL)]
+    #[arg(long, default_value_t = rocm_kpack_fetch::execute::FrameLevel::DEFAULT)]
     local_level: i32,
     /// Skip the forms table (today's form, the transport form, the solid limit).
     #[arg(long)]
@@ -98,10 +98,6 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     forms_only: Option<PathBuf>,
 }
-
-/// The default local frame level of the forms table (docs/packaging.md,
-/// "Benchmark: `bench-download`").
-const LOCAL_LEVEL: i32 = 6;
 
 /// One child process, measured.
 struct Measured {
