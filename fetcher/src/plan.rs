@@ -96,15 +96,21 @@ pub struct PlannedArchive {
     pub transport: Option<ArchiveTransport>,
 }
 
-/// What an installed archive must be to count as the manifest's `file`:
-/// the manifest's size and sha256, or, when the state's `recorded` entry
-/// says it was rebuilt here from a transport form and that transport is
-/// the one (of a format this reader knows) the manifest lists now, the
-/// size and sha256 recorded for the file written. The one place that
-/// decides "installed and current" for an archive: the plan (install,
-/// status, trigger) and doctor ask it; gc and remove delete only what the
-/// state records.
-pub fn expected_archive(file: &ManifestFile, recorded: Option<&StateEntry>) -> Expected {
+/// What an installed archive may be to count as the manifest's `file`,
+/// most likely first: when the state's `recorded` entry says it was
+/// rebuilt here from a transport form and that transport is the one (of a
+/// format this reader knows) the manifest lists now, the size and sha256
+/// recorded for the file written; and always the manifest's own size and
+/// sha256 (a package installed later may have put the published archive
+/// over the rebuilt one). The one place that decides "installed and
+/// current" for an archive: the plan (install, status, trigger) and
+/// doctor ask it; gc and remove delete only what the state records.
+pub fn expected_archive(file: &ManifestFile, recorded: Option<&StateEntry>) -> Vec<Expected> {
+    let published = Expected {
+        size: file.size,
+        sha256: file.sha256,
+        rebuilt: false,
+    };
     let rebuilt = recorded.filter(|e| match (&e.rebuilt, &file.transport) {
         (Some(r), Some(ArchiveTransport::Solid { sha256, .. })) => {
             r.transport_sha256 == hex::encode(sha256)
@@ -112,20 +118,19 @@ pub fn expected_archive(file: &ManifestFile, recorded: Option<&StateEntry>) -> E
         _ => false,
     });
     match rebuilt.and_then(|e| Some((e.size, decode_sha256(&e.sha256)?))) {
-        Some((size, sha256)) => Expected {
-            size,
-            sha256: Some(sha256),
-            rebuilt: true,
-        },
-        None => Expected {
-            size: file.size,
-            sha256: file.sha256,
-            rebuilt: false,
-        },
+        Some((size, sha256)) => vec![
+            Expected {
+                size,
+                sha256: Some(sha256),
+                rebuilt: true,
+            },
+            published,
+        ],
+        None => vec![published],
     }
 }
 
-/// The size and sha256 an installed archive must have ([`expected_archive`]).
+/// A size and sha256 an installed archive may have ([`expected_archive`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expected {
     /// Size in bytes.
@@ -238,37 +243,59 @@ fn check_present(
     sha256: Option<&[u8; 32]>,
     stamp: Option<FileStamp>,
 ) -> (bool, Option<String>) {
+    let one = Expected {
+        size,
+        sha256: sha256.copied(),
+        rebuilt: false,
+    };
+    check_present_any(path, &[one], stamp)
+}
+
+/// [`check_present`] against several acceptable (size, sha256) pairs
+/// (`expected`, not empty), reading the file at most once. `stamp` is that
+/// of the first pair's file. The detail names the first pair.
+fn check_present_any(
+    path: &Path,
+    expected: &[Expected],
+    stamp: Option<FileStamp>,
+) -> (bool, Option<String>) {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(_) => return (false, None),
     };
-    if meta.len() != size {
+    let first = expected.first();
+    let sized: Vec<&Expected> = expected.iter().filter(|e| e.size == meta.len()).collect();
+    if sized.is_empty() {
         return (
             false,
             Some(format!(
-                "present file has {} bytes, manifest says {size}",
-                meta.len()
+                "present file has {} bytes, manifest says {}",
+                meta.len(),
+                first.map_or(0, |e| e.size)
             )),
         );
     }
-    let Some(sha256) = sha256 else {
+    if sized.iter().any(|e| e.sha256.is_none()) {
         return (
             true,
             Some("size matches; no sha256 in the (legacy) manifest".into()),
         );
-    };
+    }
     // A file we installed and that has not changed since need not be re-read.
-    if stamp.is_some_and(|s| s == FileStamp::of(&meta)) {
+    if stamp.is_some_and(|s| s == FileStamp::of(&meta)) && sized.first() == first.as_ref() {
         return (true, None);
     }
     match sha256_regular(path) {
-        Ok((_, actual)) if &actual == sha256 => (true, None),
+        Ok((_, actual)) if sized.iter().any(|e| e.sha256 == Some(actual)) => (true, None),
         Ok((_, actual)) => (
             false,
             Some(format!(
                 "present file has sha256 {}, manifest says {}",
                 hex::encode(actual),
-                hex::encode(sha256)
+                first
+                    .and_then(|e| e.sha256)
+                    .map(hex::encode)
+                    .unwrap_or_default()
             )),
         ),
         Err(e) => (false, Some(format!("cannot read present file: {e}"))),
@@ -439,10 +466,14 @@ impl InstallPlan {
                 let recorded = state.and_then(|s| s.archives.get(&file.filename));
                 let expected = expected_archive(file, recorded);
                 let stamp = recorded
-                    .filter(|e| expected.sha256.is_some_and(|h| hex::encode(h) == e.sha256))
+                    .filter(|e| {
+                        expected
+                            .first()
+                            .and_then(|x| x.sha256)
+                            .is_some_and(|h| hex::encode(h) == e.sha256)
+                    })
                     .and_then(|e| e.file);
-                let (valid, detail) =
-                    check_present(&path, expected.size, expected.sha256.as_ref(), stamp);
+                let (valid, detail) = check_present_any(&path, &expected, stamp);
                 let action = match (valid, file.sha256.is_some(), path.exists()) {
                     (true, _, _) => Action::Present,
                     (false, false, _) => Action::Unverifiable,
@@ -677,15 +708,19 @@ mod tests {
             sha256: Some([2; 32]),
             rebuilt: true,
         };
-        assert_eq!(expected_archive(&file(Some(solid(3))), Some(&entry)), local);
-        assert_eq!(expected_archive(&file(Some(solid(3))), None), published);
+        assert_eq!(
+            expected_archive(&file(Some(solid(3))), Some(&entry)),
+            [local, published],
+            "the rebuilt file, or the published one a package put over it"
+        );
+        assert_eq!(expected_archive(&file(Some(solid(3))), None), [published]);
         let plain = StateEntry {
             rebuilt: None,
             ..entry.clone()
         };
         assert_eq!(
             expected_archive(&file(Some(solid(3))), Some(&plain)),
-            published
+            [published]
         );
         // A new release (another transport), a format this reader does
         // not know, no transport at all: the manifest's values.
@@ -696,10 +731,48 @@ mod tests {
         ] {
             assert_eq!(
                 expected_archive(&file(other.clone()), Some(&entry)),
-                published,
+                [published],
                 "{other:?}"
             );
         }
+    }
+
+    /// An archive rebuilt here and later overwritten by a package with the
+    /// published archive is current too (dnf's device rpm takes the file
+    /// over after the trigger's fetch).
+    #[test]
+    fn either_the_rebuilt_or_the_published_archive_is_present() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.kpack");
+        let (rebuilt, published) = (b"rebuilt here".to_vec(), b"as published, longer".to_vec());
+        let expect = |bytes: &[u8], rebuilt: bool| Expected {
+            size: bytes.len() as u64,
+            sha256: Some(Sha256::digest(bytes).into()),
+            rebuilt,
+        };
+        let both = [expect(&rebuilt, true), expect(&published, false)];
+        for bytes in [&rebuilt, &published] {
+            fs::write(&path, bytes).expect("write");
+            assert!(check_present_any(&path, &both, None).0);
+        }
+        fs::write(&path, b"something else").expect("write");
+        let (ok, detail) = check_present_any(&path, &both, None);
+        assert!(!ok);
+        assert!(detail.expect("detail").contains("bytes"));
+        fs::write(&path, b"rebuilt herX").expect("write");
+        let (ok, detail) = check_present_any(&path, &both, None);
+        assert!(!ok);
+        assert!(detail.expect("detail").contains("sha256"));
+        // The stamp recorded for the file written here skips the read;
+        // without it the bytes are read and compared.
+        fs::write(&path, &published).expect("write");
+        let stamp = FileStamp::of(&fs::metadata(&path).expect("meta"));
+        let only_rebuilt_same_size = [Expected {
+            size: published.len() as u64,
+            ..expect(&rebuilt, true)
+        }];
+        assert!(check_present_any(&path, &only_rebuilt_same_size, Some(stamp)).0);
+        assert!(!check_present_any(&path, &only_rebuilt_same_size, None).0);
     }
 
     #[test]

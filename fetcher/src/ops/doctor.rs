@@ -279,8 +279,9 @@ pub fn doctor(
                 .collect();
             let present = serving.iter().find(|f| {
                 let recorded = state.and_then(|s| s.archives.get(&f.filename));
-                let size = expected_archive(f, recorded).size;
-                fs::metadata(m.archive_path(f)).is_ok_and(|meta| meta.len() == size)
+                let sizes = expected_archive(f, recorded);
+                fs::metadata(m.archive_path(f))
+                    .is_ok_and(|meta| sizes.iter().any(|e| e.size == meta.len()))
             });
             match present {
                 Some(f) => add(
