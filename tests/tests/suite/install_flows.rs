@@ -686,11 +686,11 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
     // Rebuilt here from its transport form: the split's code objects in
     // frames of the fetcher's level, so compared by transport form.
     let content = |bytes: Vec<u8>| {
-        transport::transport_summary(&Archive::from_bytes(bytes).expect("archive")).expect("summary")
+        transport::transport_summary(&Archive::from_bytes(bytes).expect("archive"))
+            .expect("summary")
     };
     assert!(
-        v2 != v1
-            && content(v2) == content(fs::read(v2_split).expect("split archive")),
+        v2 != v1 && content(v2) == content(fs::read(v2_split).expect("split archive")),
         "the upgrade installed version 2's archive"
     );
     let o = chroot(&root, "apu-plus-dgpu")
