@@ -10,7 +10,9 @@
 #
 # Environment: KPACK_VERSION (package version, required), KPACK_NAME
 # (generic package name, default rocm-kpack-release), KPACK_MEMORY,
-# KPACK_JOBS, SOURCE_DATE_EPOCH (every timestamp), ROCM_KPACK (the program).
+# KPACK_JOBS, SOURCE_DATE_EPOCH (every timestamp), ROCM_KPACK (the program),
+# KPACK_STORE_CACHE (a directory kept between releases: the store's objects
+# encoded at the release level, `publish --cache`).
 set -eu
 [ $# -eq 2 ] || { echo "usage: kpack-reduce.sh SHARDS OUT" >&2; exit 2; }
 : "${KPACK_VERSION:?set KPACK_VERSION to the version of the packages}"
@@ -39,4 +41,5 @@ done
 "$(dirname "$0")/kpack-layout.sh" "$out/release" "$out/split"
 "$kpack" package "$out/split" --name "${KPACK_NAME:-rocm-kpack-release}" --version "$KPACK_VERSION" \
   --format deb,wheel --out "$out/pkgs" -q
-"$kpack" publish "$out/pkgs" --out "$out/repo" --apt --pip --kpack-store -q
+"$kpack" publish "$out/pkgs" --out "$out/repo" --apt --pip --kpack-store -q \
+  ${KPACK_STORE_CACHE:+--cache "$KPACK_STORE_CACHE"}

@@ -700,6 +700,20 @@ pub fn pip_installed(python: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// The kpack store's encoded objects, shared by every test that publishes
+/// a store (`publish --cache`, kept in `target/tmp/store-cache`): the same
+/// packages published again, by this process or another, copy the objects
+/// encoded at the release level instead of encoding them again (most of a
+/// publish's time). Entries are checked before use and written atomically,
+/// so concurrent tests share it safely; the stores written are the same
+/// with or without it (splitter/publish/src/cache.rs).
+pub fn store_cache() -> PathBuf {
+    crate::bins::profile_dir()
+        .parent()
+        .expect("target/<profile> has a parent")
+        .join("tmp/store-cache")
+}
+
 /// `rocm-kpack publish` of `pkgs` as a pip index (PEP 503, nothing else)
 /// into `repo`.
 pub fn publish_pip(pkgs: &Path, repo: &Path) -> PublishReport {

@@ -64,6 +64,7 @@ fn published() -> &'static Published {
             &PublishOptions {
                 apt: true,
                 kpack_store: true,
+                cache: Some(store_cache()),
                 ..PublishOptions::default()
             },
         )

@@ -191,7 +191,9 @@ fn publish_served(tmp: &Path, pkgs: &Path, kinds: &[&str]) -> Server {
             server.root_url(),
             "--fetcher-bin",
         ])
-        .arg(fetcher_bin()));
+        .arg(fetcher_bin())
+        .arg("--cache")
+        .arg(store_cache()));
     assert!(out.contains("published"), "{out}");
     server
 }
@@ -647,7 +649,9 @@ fn apt_upgrade_fetches_new_archives_and_removes_stale_ones() {
                 "-q",
                 "--fetcher-bin",
             ])
-            .arg(fetcher_bin());
+            .arg(fetcher_bin())
+            .arg("--cache")
+            .arg(store_cache());
         if force {
             c.arg("--force");
         }
@@ -743,6 +747,7 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
                 store_url: Some(server.root_url().to_string()),
                 level: Some(0),
             }),
+            cache: Some(store_cache()),
             ..PublishOptions::default()
         },
     )
@@ -845,6 +850,7 @@ fn dnf_upgrades_the_distributions_fat_rpm_to_the_split_one_and_back() {
                 store_url: Some(server.root_url().to_string()),
                 level: Some(0),
             }),
+            cache: Some(store_cache()),
             ..PublishOptions::default()
         },
     )
@@ -1101,6 +1107,8 @@ fn publish_without_a_store_url_warns() {
         .arg(&repo)
         .args(["--apt", "--kpack-store", "--fetcher-bin"])
         .arg(fetcher_bin())
+        .arg("--cache")
+        .arg(store_cache())
         .output()
         .expect("publish");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1487,7 +1495,9 @@ fn publish_packages(dir: &Path, name: &str, repo: &Path, server: &Server) {
             server.root_url(),
             "--fetcher-bin",
         ])
-        .arg(fetcher_bin()));
+        .arg(fetcher_bin())
+        .arg("--cache")
+        .arg(store_cache()));
 }
 
 /// The archives of librocrand1 for `units` installed below `root`.

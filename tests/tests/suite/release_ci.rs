@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rocm_kpack_test_support::snapshot::snapshot;
-use rocm_kpack_test_support::{bins, ccob, debian, fixtures};
+use rocm_kpack_test_support::{bins, ccob, debian, fixtures, packages};
 
 fn ci_dir() -> PathBuf {
     fixtures::fixtures_dir().join("../../repo-templates/ci")
@@ -87,7 +87,8 @@ fn script(name: &str) -> Command {
         .env("ROCM_KPACK", bins::bin("rocm-kpack"))
         .env("KPACK_VERSION", "7.0.1")
         .env("SOURCE_DATE_EPOCH", "1700000000")
-        .env("KPACK_MEMORY", "256M");
+        .env("KPACK_MEMORY", "256M")
+        .env("KPACK_STORE_CACHE", packages::store_cache());
     c
 }
 
