@@ -44,7 +44,12 @@ fn readme_command_blocks_run() {
     // The Install block's `cargo install` goes to a throwaway root whose bin/
     // comes first on PATH for every later block, so the flows run with the
     // installed commands. Its own target directory keeps the release build
-    // between runs and off the lock `cargo test` holds on target/.
+    // between runs and off the lock `cargo test` holds on target/. That
+    // build is at opt-level 1: the block's point is that `cargo install`
+    // of each crate succeeds and installs working commands, not their
+    // speed, and on a fresh machine (CI) this test's longest step is that
+    // build of some 300 crates, most of whose time is LLVM optimising at
+    // opt-level 3.
     let install_root = tempfile::tempdir().expect("tempdir");
     let path = format!(
         "{}:{}:{}",
@@ -59,6 +64,7 @@ fn readme_command_blocks_run() {
             .env("PATH", &path)
             .env("CARGO_INSTALL_ROOT", install_root.path())
             .env("CARGO_TARGET_DIR", repo.join("target/readme-install"))
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
             .output()
             .expect("run bash");
         assert!(
