@@ -88,6 +88,16 @@ for p in json.load(sys.stdin)["packages"]:
   done
 fi
 
+stamp() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      "test "*) printf '[%5d s] %s\n' "$((SECONDS - $1))" "$line" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done
+}
+
 run_target() {
   local name=$1 start=$SECONDS rc=0
   local cmd=(cargo test --workspace --no-fail-fast)
@@ -109,7 +119,9 @@ run_target() {
         cmd+=(--test "$name")
       fi ;;
   esac
-  "${cmd[@]}" >"$logs/$name.log" 2>&1 </dev/null || rc=$?
+  # libtest prints no test's duration: each result line gets the seconds
+  # since its target started, which tells where a target's time goes.
+  "${cmd[@]}" 2>&1 </dev/null | stamp "$start" >"$logs/$name.log" || rc=$?
   echo "$rc $((SECONDS - start))" >"$logs/$name.status"
   # One target's output at a time.
   # shellcheck disable=SC2016 # the arguments expand in the inner shell
