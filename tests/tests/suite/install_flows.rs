@@ -1437,52 +1437,61 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
 
 // ------------------------------ upgrades from the family tables to per target
 
-/// Debian's librocrand1 split and packaged (debs and rpms) twice: into
-/// `dir/old` with an earlier family table (`old`, a file of
-/// `tests/fixtures/specs/`, version 5.3.3-4: with `families-2025.toml`
-/// `librocrand1-gfx90x` carries gfx900, gfx906, gfx908 and gfx90a; with
-/// `families.toml`, `librocrand1-gfx103x-dgpu` carries gfx1030), and into
-/// `dir/new` with the built-in per-target spec (the default suffix:
-/// 5.3.3-4+kpack1 and 5.3.3-4.kpack1, sorting above; the old specs set
-/// `suffix = ""`), each with the base-provides rpm.
-fn family_table_packages(dir: &Path, old: &str) {
-    let old_spec = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/specs")
-        .join(old);
-    let tree = debian::extracted("librocrand1").expect("extracted");
-    for (name, spec) in [("old", Some(&old_spec)), ("new", None)] {
-        let split = dir.join(format!("{name}-split"));
-        let pkgs = dir.join(name);
-        let mut c = bins::command("rocm-kpack");
-        c.arg("split").arg(&tree).arg("--out").arg(&split).arg("-q");
-        spec.map(|s| c.arg("--spec").arg(s));
-        ok(&mut c);
-        let mut c = bins::command("rocm-kpack");
-        c.arg("package")
-            .arg(&split)
-            .args([
-                "--name",
-                "librocrand1",
-                "--version",
-                "5.3.3-4",
-                "--format",
-                "deb,rpm",
-                "-q",
-                "--out",
-            ])
-            .arg(&pkgs);
-        spec.map(|s| c.arg("--spec").arg(s));
-        ok(&mut c);
-        base_provides_rpm(&pkgs);
+/// Debian's librocrand1 split and packaged (debs and rpms) under `spec`:
+/// an earlier family table (a file of `tests/fixtures/specs/`, version
+/// 5.3.3-4: with `families-2025.toml` `librocrand1-gfx90x` carries gfx900,
+/// gfx906, gfx908 and gfx90a; with `families.toml`,
+/// `librocrand1-gfx103x-dgpu` carries gfx1030), or None: the built-in
+/// per-target spec (the default suffix: 5.3.3-4+kpack1 and 5.3.3-4.kpack1,
+/// sorting above; the old specs set `suffix = ""`); each with the
+/// base-provides rpm. Made once per process and only read by the tests:
+/// the apt and dnf upgrades of both tables start from the same packages.
+fn rocrand_packages_under(spec: Option<&str>) -> PathBuf {
+    static MADE: Mutex<Vec<(Option<String>, PathBuf)>> = Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, pkgs)) = made.iter().find(|(s, _)| s.as_deref() == spec) {
+        return pkgs.clone();
     }
+    let spec_path = spec.map(|s| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/specs")
+            .join(s)
+    });
+    let tree = debian::extracted("librocrand1").expect("extracted");
+    let dir = tempfile::tempdir().expect("tmp").keep();
+    let split = dir.join("split");
+    let pkgs = dir.join("pkgs");
+    let mut c = bins::command("rocm-kpack");
+    c.arg("split").arg(&tree).arg("--out").arg(&split).arg("-q");
+    spec_path.as_ref().map(|s| c.arg("--spec").arg(s));
+    ok(&mut c);
+    let mut c = bins::command("rocm-kpack");
+    c.arg("package")
+        .arg(&split)
+        .args([
+            "--name",
+            "librocrand1",
+            "--version",
+            "5.3.3-4",
+            "--format",
+            "deb,rpm",
+            "-q",
+            "--out",
+        ])
+        .arg(&pkgs);
+    spec_path.as_ref().map(|s| c.arg("--spec").arg(s));
+    ok(&mut c);
+    base_provides_rpm(&pkgs);
+    made.push((spec.map(str::to_string), pkgs.clone()));
+    pkgs
 }
 
-/// Publishes `dir/<name>` (apt, yum, kpack store) into `repo`, replacing
-/// what is there.
-fn publish_packages(dir: &Path, name: &str, repo: &Path, server: &Server) {
+/// Publishes `pkgs` (apt, yum, kpack store) into `repo`, replacing what
+/// is there.
+fn publish_packages(pkgs: &Path, repo: &Path, server: &Server) {
     ok(bins::command("rocm-kpack")
         .arg("publish")
-        .arg(dir.join(name))
+        .arg(pkgs)
         .arg("--out")
         .arg(repo)
         .args([
@@ -1563,14 +1572,13 @@ fn assert_archives_owned(root: &Path, owner: &[&str]) -> Vec<String> {
     owners
 }
 
-/// The packages of the family table `table` (family_table_packages), the
-/// old ones published into `t/repo` and served on 127.0.0.1.
+/// The packages of the family table `table` (rocrand_packages_under)
+/// published into `t/repo` and served on 127.0.0.1.
 fn served_family_packages(t: &Path, table: &str) -> (PathBuf, Server) {
-    family_table_packages(t, table);
     let repo = t.join("repo");
     fs::create_dir_all(&repo).expect("mkdir");
     let server = http::serve_dir(&repo).expect("serve");
-    publish_packages(t, "old", &repo, &server);
+    publish_packages(&rocrand_packages_under(Some(table)), &repo, &server);
     (repo, server)
 }
 
@@ -1617,7 +1625,7 @@ fn apt_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
     );
 
     fs::remove_file(&pin).expect("unpin");
-    publish_packages(t, "new", &repo, &server);
+    publish_packages(&rocrand_packages_under(None), &repo, &server);
     apt(&["update"]);
     let out = apt(&["upgrade"]);
     assert!(out.contains("kept back"), "{out}");
@@ -1698,7 +1706,7 @@ fn dnf_moves_an_install_of_the_2025_families_to_the_per_target_packages() {
         ["librocrand1 5.3.3-4", "librocrand1-gfx90x 5.3.3-4"]
     );
 
-    publish_packages(t, "new", &repo, &server);
+    publish_packages(&rocrand_packages_under(None), &repo, &server);
     dnf(&["clean", "all"]);
     let out = dnf(&["upgrade", "--refresh"]);
     let installed = installed_rocrand(&root, true);
@@ -1764,7 +1772,7 @@ fn apt_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
     );
 
     fs::remove_file(&pin).expect("unpin");
-    publish_packages(t, "new", &repo, &server);
+    publish_packages(&rocrand_packages_under(None), &repo, &server);
     apt(&["update"]);
     let out = apt(&["dist-upgrade"]);
     assert!(!out.contains("trying to overwrite"), "{out}");
@@ -1820,7 +1828,7 @@ fn dnf_moves_an_install_of_the_family_packages_to_the_per_target_ones() {
     let both = rocrand_archives(&root, &["gfx1030", "gfx90a"]);
     assert_eq!(archives_below(&root.join("usr")), both);
 
-    publish_packages(t, "new", &repo, &server);
+    publish_packages(&rocrand_packages_under(None), &repo, &server);
     dnf(&["clean", "all"]);
     let out = dnf(&["upgrade", "--refresh"]);
     let installed = installed_rocrand(&root, true);
