@@ -39,3 +39,11 @@ pub fn database_object_path(sha256: &[u8; 32]) -> String {
 pub fn transport_object_path(sha256: &[u8; 32]) -> String {
     database_object_path(sha256)
 }
+
+/// `by-hash/sha256/<hex>.zst`: where a database set lives
+/// (`database_set`: one processor's database files as one stream), `<hex>`
+/// being the sha256 of the decoded stream, which `index.json` gives. The
+/// rule of every zstd object of the store.
+pub fn database_set_object_path(sha256: &[u8; 32]) -> String {
+    database_object_path(sha256)
+}
