@@ -129,16 +129,9 @@ fn check_members(members: &[SetMember]) -> Result<u64> {
     Ok(total)
 }
 
-/// Writes the set of `members` (any order; sorted here) to `out`, each
-/// member's bytes read from what `open` returns for it and checked against
-/// its size and sha256 (a file that changed is an error, and `out` is then
-/// garbage).
+/// The members sorted as a stream holds them, and its encoded TOC.
 #[cfg(feature = "write_core")]
-pub fn write_set(
-    members: &[SetMember],
-    open: &mut dyn FnMut(&SetMember) -> io::Result<Box<dyn Read>>,
-    out: &mut dyn io::Write,
-) -> Result<SetSummary> {
+fn toc_of(members: &[SetMember]) -> Result<(Vec<SetMember>, Vec<u8>)> {
     let mut sorted = members.to_vec();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     check_members(&sorted)?;
@@ -153,6 +146,30 @@ pub fn write_set(
         })
         .collect();
     let toc = msgpack::encode(&wire)?;
+    Ok((sorted, toc))
+}
+
+/// The size of the set stream of `members`, worked out from the list
+/// alone (the TOC is a function of it): what a reader that knows the
+/// members (the fetcher, from its manifest) requires a store's claim to be.
+#[cfg(feature = "write_core")]
+pub fn stream_size(members: &[SetMember]) -> Result<u64> {
+    let (sorted, toc) = toc_of(members)?;
+    let body: u64 = sorted.iter().map(|m| m.size).sum();
+    Ok(HEADER_LEN + toc.len() as u64 + body)
+}
+
+/// Writes the set of `members` (any order; sorted here) to `out`, each
+/// member's bytes read from what `open` returns for it and checked against
+/// its size and sha256 (a file that changed is an error, and `out` is then
+/// garbage).
+#[cfg(feature = "write_core")]
+pub fn write_set(
+    members: &[SetMember],
+    open: &mut dyn FnMut(&SetMember) -> io::Result<Box<dyn Read>>,
+    out: &mut dyn io::Write,
+) -> Result<SetSummary> {
+    let (sorted, toc) = toc_of(members)?;
     let mut w = rocm_kpack_fs::HashingWriter::new(out);
     let write_err = |e| FRAMING.io("cannot write", e);
     io::Write::write_all(
@@ -398,6 +415,8 @@ mod tests {
         assert_eq!(&stream[..4], b"KPDS");
         let (summary, got) = read(&stream).unwrap();
         assert_eq!(summary, written);
+        let list: Vec<SetMember> = files.iter().map(|(m, _)| m.clone()).collect();
+        assert_eq!(stream_size(&list).unwrap(), written.size);
         let mut want: Vec<(String, Vec<u8>)> = files
             .iter()
             .map(|(m, b)| (m.path.clone(), b.clone()))

@@ -7,6 +7,10 @@ pub const BY_HASH_DIR: &str = "by-hash/sha256";
 /// The store's index of archives, relative to its root.
 pub const INDEX_FILE: &str = "index.json";
 
+/// Largest `index.json` the fetcher reads (it reads it only for its
+/// database sets).
+pub const MAX_INDEX_FILE: u64 = 64 << 20;
+
 /// `by-hash/sha256/<hex>`: where the archive with this digest lives,
 /// relative to the store root (or a source URL).
 pub fn by_hash_path(sha256: &[u8; 32]) -> String {
