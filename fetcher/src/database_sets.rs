@@ -187,7 +187,7 @@ mod tests {
         let single = set(vec![member("a", 1)]);
         for bad in [other, extra, stale, lying, newer, single] {
             assert!(
-                choose(&[bad.clone()], "rocblas", &needed).is_empty(),
+                choose(std::slice::from_ref(&bad), "rocblas", &needed).is_empty(),
                 "{bad:?}"
             );
         }

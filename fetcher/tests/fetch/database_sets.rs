@@ -308,7 +308,9 @@ fn a_damaged_or_missing_set_falls_back_to_the_files() {
     // A stream of another format.
     let mut newer = blas().set;
     newer[4] = 2;
-    let cases: Vec<(&str, Option<(Vec<u8>, Vec<u8>)>)> = vec![
+    // (what, the decoded stream the index names and the object served).
+    type Served = Option<(Vec<u8>, Vec<u8>)>;
+    let cases: Vec<(&str, Served)> = vec![
         ("flipped bit", Some((blas().set, flipped))),
         ("member bytes", Some((forged.clone(), encoded(&forged)))),
         ("format", Some((newer.clone(), encoded(&newer)))),

@@ -396,7 +396,10 @@ mod tests {
         (out, s)
     }
 
-    fn read(stream: &[u8]) -> Result<(SetSummary, Vec<(String, Vec<u8>)>)> {
+    /// Members read: path and bytes.
+    type Members = Vec<(String, Vec<u8>)>;
+
+    fn read(stream: &[u8]) -> Result<(SetSummary, Members)> {
         let mut got = Vec::new();
         let s = read_set(&mut &stream[..], &mut |m, data| {
             let mut b = Vec::new();
