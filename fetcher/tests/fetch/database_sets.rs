@@ -8,55 +8,16 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::PathBuf;
 
 use rocm_kpack_format::database_set::{write_set, SetMember};
-use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use sha2::{Digest, Sha256};
 
-use crate::{make_archive, noise, ok, run, Env, Fault, Server};
-
-struct Db {
-    file: DatabaseFile,
-    bytes: Vec<u8>,
-}
-
-impl Db {
-    fn new(path: &str, arch: &str, bytes: Vec<u8>) -> Db {
-        Db {
-            file: DatabaseFile {
-                path: path.into(),
-                family: "gfx90X".into(),
-                architectures: vec![arch.into()],
-                size: bytes.len() as u64,
-                sha256: Sha256::digest(&bytes).into(),
-            },
-            bytes,
-        }
-    }
-    fn url_path(&self) -> String {
-        format!("/by-hash/sha256/{}.zst", hex::encode(self.file.sha256))
-    }
-    fn member(&self) -> SetMember {
-        SetMember::from(&self.file)
-    }
-}
-
-/// Code-object-like bytes; `variant` changes every 50th byte of the same
-/// code, as an xnack build of one source does.
-fn code(len: usize, seed: u64, variant: u8) -> Vec<u8> {
-    let unit = noise(4096, seed);
-    unit.iter()
-        .cycle()
-        .take(len)
-        .enumerate()
-        .map(|(i, b)| if i % 50 == 0 { b ^ variant } else { *b })
-        .collect()
-}
+use crate::databases::{blas, Blas, Db};
+use crate::{ok, run, Fault};
 
 /// The decoded set stream of `dbs`.
-fn stream(dbs: &[&Db]) -> Vec<u8> {
-    let list: Vec<SetMember> = dbs.iter().map(|d| d.member()).collect();
+fn stream(dbs: &[Db]) -> Vec<u8> {
+    let list: Vec<SetMember> = dbs.iter().map(|d| SetMember::from(&d.file)).collect();
     let bytes: Vec<(String, Vec<u8>)> = dbs
         .iter()
         .map(|d| (d.file.path.clone(), d.bytes.clone()))
@@ -70,15 +31,27 @@ fn stream(dbs: &[&Db]) -> Vec<u8> {
     out
 }
 
-struct Blas {
-    env: Env,
-    server: Server,
-    dbs: Vec<Db>,
-    /// The decoded set of gfx90a's three files.
+/// The rocblas store of the database tests, and the decoded set of
+/// gfx90a's three files.
+struct Sets {
+    b: Blas,
     set: Vec<u8>,
 }
 
-impl Blas {
+fn blas_with_set() -> Sets {
+    let b = blas();
+    let set = stream(&b.dbs[..3]);
+    Sets { b, set }
+}
+
+impl std::ops::Deref for Sets {
+    type Target = Blas;
+    fn deref(&self) -> &Blas {
+        &self.b
+    }
+}
+
+impl Sets {
     fn set_path(&self) -> String {
         format!(
             "/by-hash/sha256/{}.zst",
@@ -124,14 +97,6 @@ impl Blas {
             .add(&format!("/by-hash/sha256/{sha}.zst"), object);
     }
 
-    fn installed(&self, i: usize) -> PathBuf {
-        self.env
-            .kpack
-            .parent()
-            .expect("prefix")
-            .join(&self.dbs[i].file.path)
-    }
-
     fn asked(&self) -> Vec<String> {
         self.server.requests().into_iter().map(|r| r.path).collect()
     }
@@ -152,76 +117,14 @@ impl Blas {
     }
 }
 
-/// rocblas: a gfx90X archive, gfx90a's TensileLibrary and its xnack pair
-/// of kernels, a gfx1100 file; every per-file object served, the set not
-/// yet.
-fn blas() -> Blas {
-    let env = Env::new();
-    let archive = make_archive("rocblas", "gfx90X", &["gfx90a"], 20_000, 5);
-    let dbs = vec![
-        Db::new(
-            "rocblas/library/TensileLibrary_gfx90a.co",
-            "gfx90a",
-            code(200_000, 1, 0),
-        ),
-        Db::new(
-            "rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco",
-            "gfx90a:xnack+",
-            code(120_000, 2, 0),
-        ),
-        Db::new(
-            "rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco",
-            "gfx90a:xnack-",
-            code(120_000, 2, 0x10),
-        ),
-        Db::new(
-            "rocblas/library/TensileLibrary_gfx1100.co",
-            "gfx1100",
-            code(50_000, 4, 0),
-        ),
-    ];
-    let server = Server::start();
-    server.add(&archive.by_hash(), archive.bytes.clone());
-    for d in &dbs {
-        server.add(
-            &d.url_path(),
-            zstd::encode_all(d.bytes.as_slice(), 3).expect("zstd"),
-        );
-    }
-    let m = Manifest {
-        component: "rocblas".into(),
-        kpack_files: vec![archive.file.clone()],
-        database_files: dbs.iter().map(|d| d.file.clone()).collect(),
-        prefix_path: None,
-    };
-    fs::write(
-        env.kpack.join("rocblas.kpm"),
-        m.to_msgpack().expect("encode"),
-    )
-    .expect("write kpm");
-    let set = stream(&[&dbs[0], &dbs[1], &dbs[2]]);
-    Blas {
-        env,
-        server,
-        dbs,
-        set,
-    }
-}
-
 fn encoded(decoded: &[u8]) -> Vec<u8> {
     zstd::encode_all(decoded, 3).expect("zstd")
 }
 
 #[test]
 fn a_set_is_one_download_and_installs_every_member() {
-    let b = blas();
+    let b = blas_with_set();
     let object = encoded(&b.set);
-    let per_file: usize = b.dbs[..3].iter().map(|d| encoded(&d.bytes).len()).sum();
-    assert!(
-        object.len() < per_file,
-        "the xnack pair compresses together: {} vs {per_file}",
-        object.len()
-    );
     b.serve_set(&b.set, object.clone());
     let json: serde_json::Value =
         serde_json::from_str(&ok(b.env.install("gfx90a", &[b.server.url()], &["--json"])))
@@ -267,7 +170,7 @@ fn a_set_is_one_download_and_installs_every_member() {
 #[test]
 fn no_transport_and_stores_without_sets_fetch_file_by_file() {
     // --no-transport: the index is not even asked for.
-    let b = blas();
+    let b = blas_with_set();
     b.serve_set(&b.set, encoded(&b.set));
     ok(b.env
         .install("gfx90a", &[b.server.url()], &["--no-transport"]));
@@ -281,7 +184,7 @@ fn no_transport_and_stores_without_sets_fetch_file_by_file() {
         Some(br#"{"format_version": 2, "archives": []}"#.to_vec()),
         None,
     ] {
-        let b = blas();
+        let b = blas_with_set();
         if let Some(i) = index {
             b.server.add("/index.json", i);
         }
@@ -297,27 +200,27 @@ fn no_transport_and_stores_without_sets_fetch_file_by_file() {
 #[test]
 fn a_damaged_or_missing_set_falls_back_to_the_files() {
     // A flipped bit in the stored object.
-    let mut flipped = encoded(&blas().set);
+    let mut flipped = encoded(&blas_with_set().set);
     let at = flipped.len() / 2;
     flipped[at] ^= 0x40;
     // A consistent object and index whose member bytes are not the TOC's
     // (the set's own sha256 holds, its member's does not).
-    let mut forged = blas().set;
+    let mut forged = blas_with_set().set;
     let last = forged.len() - 1;
     forged[last] ^= 1;
     // A stream of another format.
-    let mut newer = blas().set;
+    let mut newer = blas_with_set().set;
     newer[4] = 2;
     // (what, the decoded stream the index names and the object served).
     type Served = Option<(Vec<u8>, Vec<u8>)>;
     let cases: Vec<(&str, Served)> = vec![
-        ("flipped bit", Some((blas().set, flipped))),
+        ("flipped bit", Some((blas_with_set().set, flipped))),
         ("member bytes", Some((forged.clone(), encoded(&forged)))),
         ("format", Some((newer.clone(), encoded(&newer)))),
         ("404", None),
     ];
     for (what, served) in cases {
-        let b = blas();
+        let b = blas_with_set();
         match served {
             Some((decoded, object)) => b.serve_set(&decoded, object),
             None => {

@@ -156,18 +156,40 @@ pub struct DatabaseEntry {
     pub install_path: String,
     /// Version of the package it came from.
     pub version: String,
-    /// Installed size.
+    /// Its object: size and sha256 are those of the installed bytes.
+    #[serde(flatten)]
+    pub object: ZstdObject,
+    /// Package files that carry it.
+    pub packages: Vec<String>,
+}
+
+/// A zstd-encoded object of the store, as `index.json` describes it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ZstdObject {
+    /// Size of the decoded bytes.
     pub size: u64,
-    /// sha256 hex of the installed bytes.
+    /// sha256 hex of the decoded bytes.
     pub sha256: String,
     /// How the stored object is encoded (`zstd`).
     pub encoding: &'static str,
-    /// Size of the stored (encoded) object: the bytes on the wire.
+    /// Size of the stored (encoded) object: the bytes on the wire (known
+    /// once the object is encoded; write_store fills it in).
     pub stored_size: u64,
     /// Path in the store.
     pub path: String,
-    /// Package files that carry it.
-    pub packages: Vec<String>,
+}
+
+impl ZstdObject {
+    /// The object at `path` decoding to `size` bytes with `sha256`.
+    fn new(size: u64, sha256: &[u8; 32], path: String) -> Self {
+        ZstdObject {
+            size,
+            sha256: hex::encode(sha256),
+            encoding: layout::store::DATABASE_ENCODING,
+            stored_size: 0,
+            path,
+        }
+    }
 }
 
 /// One `index.json` database-set entry: a processor's database files of
@@ -183,16 +205,9 @@ pub struct DatabaseSetEntry {
     pub version: String,
     /// Stream format ([`database_set::FORMAT`]).
     pub format: u32,
-    /// Size of the decoded stream.
-    pub size: u64,
-    /// sha256 hex of the decoded stream.
-    pub sha256: String,
-    /// How the stored object is encoded (`zstd`).
-    pub encoding: &'static str,
-    /// Size of the stored (encoded) object: the bytes on the wire.
-    pub stored_size: u64,
-    /// Path in the store.
-    pub path: String,
+    /// Its object: size and sha256 are those of the decoded stream.
+    #[serde(flatten)]
+    pub object: ZstdObject,
     /// The members, in stream order.
     pub members: Vec<SetMemberEntry>,
 }
@@ -445,12 +460,7 @@ impl Store<'_> {
             architectures: db.architectures.clone(),
             install_path: db.path.clone(),
             version: version.to_string(),
-            size: db.size,
-            sha256: hex::encode(db.sha256),
-            encoding: layout::store::DATABASE_ENCODING,
-            // Known once the object is encoded (write_store fills it in).
-            stored_size: 0,
-            path,
+            object: ZstdObject::new(db.size, &db.sha256, path),
             packages: Vec::new(),
         });
         if !slot.packages.iter().any(|x| x == package) {
@@ -497,29 +507,13 @@ impl Store<'_> {
             w.into_inner()
                 .map_err(|e| PublishError::io("cannot write", &spill, e.into_error()))?;
             let path = layout::store::database_set_object_path(&summary.sha256);
-            if self.reuse(&summary.sha256, &path)? {
-                drop(fs::remove_file(&spill));
-            } else {
-                self.pending.insert(
-                    summary.sha256,
-                    Pending {
-                        path: path.clone(),
-                        size: summary.size,
-                        spill,
-                    },
-                );
-            }
+            self.queue(summary.sha256, &path, summary.size, spill)?;
             self.sets.push(DatabaseSetEntry {
                 component: set.component.clone(),
                 processor: set.processor.clone(),
                 version,
                 format: database_set::FORMAT,
-                size: summary.size,
-                sha256: hex::encode(summary.sha256),
-                encoding: layout::store::DATABASE_ENCODING,
-                // Known once the object is encoded (write_store fills it in).
-                stored_size: 0,
-                path,
+                object: ZstdObject::new(summary.size, &summary.sha256, path),
                 members: summary
                     .members
                     .iter()
@@ -570,18 +564,7 @@ impl Store<'_> {
             None
         } else {
             let path = layout::store::transport_object_path(&summary.sha256);
-            if self.reuse(&summary.sha256, &path)? {
-                drop(fs::remove_file(&spill));
-            } else {
-                self.pending.insert(
-                    summary.sha256,
-                    Pending {
-                        path: path.clone(),
-                        size: summary.size,
-                        spill,
-                    },
-                );
-            }
+            self.queue(summary.sha256, &path, summary.size, spill)?;
             Some(TransportEntry {
                 path,
                 size: summary.size,
@@ -592,6 +575,25 @@ impl Store<'_> {
         };
         self.transports.insert(archive_sha, t.clone());
         Ok(t)
+    }
+
+    /// Queues the object at `path` whose decoded bytes (`size`, `sha256`)
+    /// wait at `spill`, unless it needs no encoding ([`Store::reuse`]):
+    /// then `spill` is removed.
+    fn queue(
+        &mut self,
+        sha256: [u8; 32],
+        path: &str,
+        size: u64,
+        spill: PathBuf,
+    ) -> Result<(), PublishError> {
+        if self.reuse(&sha256, path)? {
+            drop(fs::remove_file(&spill));
+        } else {
+            let path = path.to_string();
+            self.pending.insert(sha256, Pending { path, size, spill });
+        }
+        Ok(())
     }
 
     /// Whether the object decoding to `sha256` needs no encoding: stored or
@@ -942,19 +944,17 @@ pub fn write_store(
         t.stored_size = stored_size(&store.stored, &t.sha256, &t.path)?;
     }
     let mut databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
-    for d in &mut databases {
-        d.stored_size = stored_size(&store.stored, &d.sha256, &d.path)?;
-    }
     let mut sets = std::mem::take(&mut store.sets);
-    for t in &mut sets {
-        t.stored_size = stored_size(&store.stored, &t.sha256, &t.path)?;
+    let objects = databases.iter_mut().map(|d| &mut d.object);
+    for o in objects.chain(sets.iter_mut().map(|t| &mut t.object)) {
+        o.stored_size = stored_size(&store.stored, &o.sha256, &o.path)?;
     }
     sets.sort_by(|a, b| {
-        (&a.component, &a.processor, &a.version, &a.sha256).cmp(&(
+        (&a.component, &a.processor, &a.version, &a.object.sha256).cmp(&(
             &b.component,
             &b.processor,
             &b.version,
-            &b.sha256,
+            &b.object.sha256,
         ))
     });
     sets.dedup();
@@ -1355,12 +1355,12 @@ mod tests {
                     "lib/TensileLibrary_gfx90a.co"
                 ]
             );
-            let obj = fs::read(root.join(&set.path)).unwrap();
+            let obj = fs::read(root.join(&set.object.path)).unwrap();
             let decoded = zstd::decode_all(obj.as_slice()).unwrap();
-            assert_eq!(decoded.len() as u64, set.size);
+            assert_eq!(decoded.len() as u64, set.object.size);
             assert_eq!(
                 hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&decoded)),
-                set.sha256
+                set.object.sha256
             );
             let mut got = Vec::new();
             database_set::read_set(&mut decoded.as_slice(), &mut |m, data| {
