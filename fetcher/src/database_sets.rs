@@ -79,8 +79,8 @@ fn sha(hex: &str) -> Option<[u8; 32]> {
 /// The sets of `component` among `sets` whose every member is in `needed`
 /// (database path -> size and sha256 of what this run fetches), with the
 /// size those members make, in a format this fetcher reads; no file in
-/// two. A set with a member not needed is not used: its per-file objects
-/// are smaller than the set.
+/// two, no two members with the same bytes. A set with a member not
+/// needed is not used: its per-file objects are smaller than the set.
 pub fn choose(
     sets: &[IndexSet],
     component: &str,
@@ -114,7 +114,13 @@ pub fn choose(
         };
         members.sort();
         members.dedup_by(|a, b| a.path == b.path);
+        // Two members with the same bytes would share one partial
+        // download, which the fetcher locks per member.
+        let mut shas: Vec<&[u8; 32]> = members.iter().map(|m| &m.sha256).collect();
+        shas.sort();
+        shas.dedup();
         if members.len() != s.members.len()
+            || shas.len() != members.len()
             || database_set::stream_size(&members).ok() != Some(s.size)
         {
             continue;
@@ -191,6 +197,11 @@ mod tests {
                 "{bad:?}"
             );
         }
+        // Two members with the same bytes.
+        let mut twins = needed.clone();
+        twins.insert("d".into(), (11, [1; 32]));
+        let same = set(vec![member("a", 1), member("d", 1)]);
+        assert!(choose(&[same], "rocblas", &twins).is_empty());
         let overlap = set(vec![member("b", 2), member("c", 3)]);
         assert_eq!(choose(&[good, overlap], "rocblas", &needed).len(), 1);
         // An index without sets, and one with keys this reader ignores.

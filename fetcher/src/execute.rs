@@ -541,6 +541,10 @@ async fn set_jobs_of(
 ) -> Vec<SetJob> {
     let mut indexes: BTreeMap<String, Vec<database_sets::IndexSet>> = BTreeMap::new();
     let mut out = Vec::new();
+    // A set job holds each member's partial download (locked) until it is
+    // installed: no file in two sets, so two set jobs never wait for each
+    // other.
+    let mut chosen_files: BTreeSet<[u8; 32]> = BTreeSet::new();
     for c in &plan.components {
         if !matches!(locked.get(&c.kpack_dir), Some(Ok(()))) {
             continue;
@@ -577,6 +581,14 @@ async fn set_jobs_of(
             .filter_map(|a| Some((a.filename.clone(), (a.size, a.sha256_bytes()?))))
             .collect();
         for chosen in database_sets::choose(&sets, &c.component, &needed) {
+            if chosen
+                .members
+                .iter()
+                .any(|m| chosen_files.contains(&m.sha256))
+            {
+                continue;
+            }
+            chosen_files.extend(chosen.members.iter().map(|m| m.sha256));
             let members: Vec<(SetMember, Job)> = chosen
                 .members
                 .into_iter()

@@ -325,7 +325,8 @@ pub fn processor_of(architectures: &[String]) -> Option<&str> {
 /// of its files (those serving that processor only), when at least two of
 /// them are feature variants of one another ([`variant_stem`]); without
 /// variants solid transport gains about 2% (docs/packaging.md), not worth
-/// a second copy in the store. Returns (processor, indices into `files`
+/// a second copy in the store; nor when two of them have the same bytes
+/// (the fetcher downloads those once anyway, and never as a set). Returns (processor, indices into `files`
 /// sorted by path bytes), by processor.
 pub fn sets_of(files: &[DatabaseFile]) -> Vec<(String, Vec<usize>)> {
     let mut by_processor: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -342,7 +343,14 @@ pub fn sets_of(files: &[DatabaseFile]) -> Vec<(String, Vec<usize>)> {
                 .get(i)
                 .is_some_and(|f| !stems.insert(variant_stem(&f.path).into_owned()))
         });
-        if variants {
+        // Files with the same bytes are one download already.
+        let mut shas: Vec<&[u8; 32]> = indices
+            .iter()
+            .filter_map(|&i| files.get(i).map(|f| &f.sha256))
+            .collect();
+        shas.sort();
+        shas.dedup();
+        if variants && shas.len() == indices.len() {
             indices.sort_by(|&a, &b| {
                 let key = |i: usize| files.get(i).map(|f| f.path.as_bytes());
                 key(a).cmp(&key(b))
@@ -567,7 +575,7 @@ mod tests {
             family: "gfx90a".into(),
             architectures: arches.iter().map(|a| a.to_string()).collect(),
             size: 1,
-            sha256: [0; 32],
+            sha256: rocm_kpack_fs::sha256_reader(path.as_bytes()).unwrap().1,
         }
     }
 
@@ -588,6 +596,10 @@ mod tests {
         // has no variants; the generic file belongs to no set.
         assert_eq!(sets_of(&files), vec![("gfx90a".to_string(), vec![2, 1, 0])]);
         assert!(sets_of(&files[3..]).is_empty());
+        // Two of the files with the same bytes: no set.
+        let mut twins = files.clone();
+        twins[2].sha256 = twins[1].sha256;
+        assert!(sets_of(&twins).is_empty());
         assert_eq!(
             processor_of(&["gfx90a:xnack+".into(), "gfx90a".into()]),
             Some("gfx90a")
