@@ -225,7 +225,8 @@ pub struct NetArgs {
           conflicts_with = "no_transport")]
     pub frame_level: Option<rocm_kpack_fetch::execute::FrameLevel>,
     /// Always download archives as they are published, never their
-    /// transport form.
+    /// transport form, and kernel-database files one by one, never as a
+    /// processor's set.
     #[arg(long)]
     pub no_transport: bool,
 }

@@ -291,6 +291,26 @@ impl Partial {
         Ok(())
     }
 
+    /// Appends everything `r` yields (hashed as it is written); returns
+    /// the bytes appended. The caller checks [`Partial::len`] and
+    /// [`Partial::digest`] against what it expects.
+    pub fn fill_from(&mut self, r: &mut dyn Read) -> io::Result<u64> {
+        let mut buf = vec![0u8; WRITE_BUFFER];
+        let mut total = 0u64;
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.append(head(&buf, n)?)?;
+            total += n as u64;
+        }
+        self.flush()?;
+        Ok(total)
+    }
+
     /// SHA-256 of the bytes held.
     pub fn digest(&self) -> [u8; 32] {
         self.hasher.clone().finalize().into()
@@ -466,6 +486,102 @@ pub async fn fetch(
     }
     drop_unresumable(partial, want);
     Err(summary)
+}
+
+/// Fetches a small object whose size and sha256 nobody vouches for (a
+/// store's `index.json`) into memory: one try, at most `limit` bytes
+/// (more is an error), with the read timeout and the
+/// throughput floor of every transfer. `Ok(None)`: the source does not
+/// have it (HTTP 404/410, a missing file).
+pub async fn fetch_small(
+    client: &Client,
+    url: &Url,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, FetchError> {
+    let shown = masked(url);
+    let oversize = || FetchError::Encoding {
+        url: shown.clone(),
+        detail: format!("larger than the {limit}-byte limit"),
+    };
+    if url.scheme() == "file" {
+        let src = url.to_file_path().map_err(|()| FetchError::FileSource {
+            url: shown.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not a local file path"),
+        })?;
+        // As for every object of a local store: links are followed, only
+        // a regular file is opened, without blocking.
+        let file = match rocm_kpack_fs::open_regular_following(&src) {
+            Ok(f) => f,
+            Err(e) => {
+                let e = io::Error::from(e);
+                if e.kind() == io::ErrorKind::NotFound {
+                    return Ok(None);
+                }
+                return Err(FetchError::FileSource {
+                    url: shown,
+                    source: e,
+                });
+            }
+        };
+        let mut bytes = Vec::new();
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|source| FetchError::FileSource {
+                url: shown.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > limit {
+            return Err(oversize());
+        }
+        return Ok(Some(bytes));
+    }
+    let mut resp = client.get(url, 0).await?;
+    match resp.status() {
+        StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(None),
+        StatusCode::OK => {}
+        status => {
+            return Err(FetchError::Status {
+                url: shown,
+                status: status.as_u16(),
+                retry_after: None,
+            })
+        }
+    }
+    if resp.content_length().is_some_and(|n| n > limit) {
+        return Err(oversize());
+    }
+    let timeout = client.options.read_timeout;
+    let mut floor = Floor::new(&client.options);
+    let mut last_data = Instant::now();
+    let mut bytes = Vec::new();
+    loop {
+        let wait = floor.cap((last_data + timeout).saturating_duration_since(Instant::now()));
+        let polled = tokio::time::timeout(wait, resp.chunk()).await;
+        floor.check(&shown)?;
+        let chunk = match polled {
+            Err(_) if last_data.elapsed() < timeout => continue,
+            Err(_) => {
+                return Err(FetchError::Stalled {
+                    url: shown.clone(),
+                    timeout,
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(FetchError::Transport {
+                    url: shown.clone(),
+                    source,
+                })
+            }
+            Ok(Ok(None)) => return Ok(Some(bytes)),
+            Ok(Ok(Some(chunk))) => chunk,
+        };
+        last_data = Instant::now();
+        floor.add(chunk.len() as u64);
+        if (bytes.len() + chunk.len()) as u64 > limit {
+            return Err(oversize());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
 }
 
 /// After a failed download: keeps a non-empty plain partial for the next

@@ -11,8 +11,14 @@
 //! object, and rebuilt at the destination (`--frame-level`); when that
 //! fails for any reason the archive itself is downloaded, with one note
 //! saying why (docs/packaging.md, "Transport form").
+//!
+//! Likewise a component that needs every member of a database set its
+//! store's `index.json` lists ([`crate::database_sets`]) downloads the set
+//! and installs each member as if it had been downloaded alone; on any
+//! failure the members not installed are fetched one by one
+//! (docs/packaging.md, "Transport form: kernel databases").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -22,18 +28,21 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::client::{Client, ClientOptions, HostCause};
-use crate::download::{self, Cache, Fetched, Wanted};
+use crate::client::{masked, Client, ClientOptions, HostCause};
+use crate::database_sets;
+use crate::download::{self, Cache, Fetched, Partial, Wanted};
 use crate::install::{
     package_owner, place_copy, place_from_partial, place_written, Destination, LockOptions,
     PermissionPolicy, PlaceError,
 };
-use crate::plan::{ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
+use crate::plan::{Action, ComponentPlan, InstallPlan, ItemKind, PlannedArchive};
 use crate::progress::Reporter;
 use crate::sources::Sources;
 use crate::state::{FileStamp, Rebuilt, State, StateEntry};
 use rocm_kpack_format::archive::transport::{rebuild_checked_archive, RebuildOptions};
 use rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES;
+use rocm_kpack_format::database_set::{self, SetMember};
+use rocm_kpack_format::layout::store::MAX_INDEX_FILE;
 use rocm_kpack_format::manifest::ArchiveTransport;
 
 /// How to execute.
@@ -233,11 +242,14 @@ fn transport_job(
     })
 }
 
+/// The download jobs of `plan`, but for the items at the paths in
+/// `taken` (members of a database set).
 fn jobs_of(
     plan: &InstallPlan,
     sources: &Sources,
     level: Option<FrameLevel>,
     reporter: &dyn Reporter,
+    taken: &BTreeSet<PathBuf>,
 ) -> Vec<Job> {
     let mut by_hash: BTreeMap<([u8; 32], bool), Job> = BTreeMap::new();
     let mut order = Vec::new();
@@ -245,6 +257,9 @@ fn jobs_of(
         let Some(sha) = a.sha256_bytes() else {
             continue;
         };
+        if taken.contains(&a.path) {
+            continue;
+        }
         let dest = dest_of(c, a);
         let encoded = a.kind == ItemKind::Database;
         let urls = if encoded {
@@ -313,15 +328,25 @@ pub fn execute(
     states: BTreeMap<PathBuf, State>,
     reporter: Arc<dyn Reporter>,
 ) -> anyhow::Result<Report> {
-    let jobs = jobs_of(plan, sources, options.transport, reporter.as_ref());
     let mut report = Report::default();
-    if jobs.is_empty() {
+    if plan.fetches().next().is_none() {
         return Ok(report);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let client = Client::new(options.client.clone())?;
+    // `--no-transport` takes every file as it is stored, one by one.
+    let set_jobs = match options.transport {
+        Some(_) => runtime.block_on(set_jobs_of(&client, plan, sources, locked)),
+        None => Vec::new(),
+    };
+    let taken: BTreeSet<PathBuf> = set_jobs
+        .iter()
+        .flat_map(|s| &s.members)
+        .flat_map(|(_, job)| job.dests.iter().map(|d| d.archive.path.clone()))
+        .collect();
+    let jobs = jobs_of(plan, sources, options.transport, reporter.as_ref(), &taken);
     let states = Arc::new(Mutex::new(states));
     let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
     let ctx = JobContext {
@@ -334,6 +359,15 @@ pub fn execute(
     };
     runtime.block_on(async {
         let mut set = JoinSet::new();
+        // Their directories are locked (set_jobs_of takes no other).
+        for job in set_jobs {
+            let ctx = ctx.clone();
+            let semaphore = semaphore.clone();
+            set.spawn(async move {
+                let _permit = semaphore.acquire_owned().await;
+                run_set_job(ctx, job).await
+            });
+        }
         for job in jobs {
             // Destinations in directories we could not lock fail now.
             let (ok, blocked): (Vec<Dest>, Vec<Dest>) = job
@@ -484,6 +518,246 @@ async fn run_job(ctx: JobContext, job: Job) -> Placed {
     out
 }
 
+/// A database set to download, and its members' own jobs, in the
+/// set's order: what is installed from the set, or fetched one by one
+/// when the set fails.
+struct SetJob {
+    /// The decoded stream: size and sha256 from the store's index (the
+    /// size checked against the members, [`database_sets::choose`]).
+    want: Wanted,
+    members: Vec<(SetMember, Job)>,
+}
+
+/// The database sets to download for `plan`: for each component (in a
+/// locked directory) with at least two database files to fetch, the sets
+/// of the `index.json` of its sources whose every member it fetches. An
+/// index that cannot be read gives no sets (logged): the files are
+/// fetched one by one, as from a store that predates sets.
+async fn set_jobs_of(
+    client: &Client,
+    plan: &InstallPlan,
+    sources: &Sources,
+    locked: &BTreeMap<PathBuf, Result<(), String>>,
+) -> Vec<SetJob> {
+    let mut indexes: BTreeMap<String, Vec<database_sets::IndexSet>> = BTreeMap::new();
+    let mut out = Vec::new();
+    // A set job holds each member's partial download (locked) until it is
+    // installed: no file in two sets, so two set jobs never wait for each
+    // other.
+    let mut chosen_files: BTreeSet<[u8; 32]> = BTreeSet::new();
+    for c in &plan.components {
+        if !matches!(locked.get(&c.kpack_dir), Some(Ok(()))) {
+            continue;
+        }
+        let dbs: Vec<&PlannedArchive> = c
+            .databases
+            .iter()
+            .filter(|a| matches!(a.action, Action::Fetch | Action::Replace))
+            .collect();
+        if dbs.len() < 2 {
+            continue;
+        }
+        let mut sets = Vec::new();
+        for url in sources.index_urls_for(&c.component) {
+            let key = url.to_string();
+            if !indexes.contains_key(&key) {
+                let listed = match download::fetch_small(client, &url, MAX_INDEX_FILE).await {
+                    Ok(Some(bytes)) => database_sets::parse_index(&bytes).unwrap_or_else(|e| {
+                        tracing::info!("{}: {e}; no database sets from it", masked(&url));
+                        Vec::new()
+                    }),
+                    Ok(None) => Vec::new(),
+                    Err(e) => {
+                        tracing::info!("{e}; no database sets from it");
+                        Vec::new()
+                    }
+                };
+                indexes.insert(key.clone(), listed);
+            }
+            sets.extend(indexes.get(&key).into_iter().flatten().cloned());
+        }
+        let needed: BTreeMap<String, (u64, [u8; 32])> = dbs
+            .iter()
+            .filter_map(|a| Some((a.filename.clone(), (a.size, a.sha256_bytes()?))))
+            .collect();
+        for chosen in database_sets::choose(&sets, &c.component, &needed) {
+            if chosen
+                .members
+                .iter()
+                .any(|m| chosen_files.contains(&m.sha256))
+            {
+                continue;
+            }
+            chosen_files.extend(chosen.members.iter().map(|m| m.sha256));
+            let members: Vec<(SetMember, Job)> = chosen
+                .members
+                .into_iter()
+                .filter_map(|m| {
+                    let a = dbs.iter().find(|a| a.filename == m.path)?;
+                    let job = Job {
+                        want: Wanted {
+                            name: a.filename.clone(),
+                            size: a.size,
+                            sha256: m.sha256,
+                            urls: sources.database_urls_for(&c.component, &m.sha256),
+                            encoded: true,
+                        },
+                        dests: vec![dest_of(c, a)],
+                        transport: None,
+                    };
+                    Some((m, job))
+                })
+                .collect();
+            tracing::info!(
+                "{}: {} database files of {} as one set",
+                c.component,
+                members.len(),
+                chosen.processor
+            );
+            out.push(SetJob {
+                want: Wanted {
+                    name: format!("{} database set for {}", c.component, chosen.processor),
+                    size: chosen.size,
+                    sha256: chosen.sha256,
+                    urls: sources.database_set_urls_for(&c.component, &chosen.sha256),
+                    encoded: true,
+                },
+                members,
+            });
+        }
+    }
+    out
+}
+
+/// A downloaded set split into its members, each a complete, verified
+/// partial download (in the set's member order).
+struct Split {
+    parts: Vec<Partial>,
+    url: Option<String>,
+    transferred: u64,
+}
+
+/// Reads the verified, decoded set stream of `fetched` and writes each
+/// member into its own partial download in `cache`, checked against the
+/// manifest's size and sha256 (`members`, by path) before it is kept. The
+/// stream itself is removed whatever happens; on any failure so are the
+/// members' partials.
+fn split_set(fetched: Fetched, members: &[SetMember], cache: &Cache) -> Result<Split, String> {
+    let Fetched {
+        partial,
+        url,
+        transferred,
+        ..
+    } = fetched;
+    let mut parts: BTreeMap<String, Partial> = BTreeMap::new();
+    let read = (|| -> Result<(), String> {
+        let mut input = partial.file();
+        input.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+        let mut input = io::BufReader::with_capacity(1 << 20, input);
+        let wanted: BTreeMap<&str, &SetMember> =
+            members.iter().map(|m| (m.path.as_str(), m)).collect();
+        let invalid = |s: String| io::Error::new(io::ErrorKind::InvalidData, s);
+        database_set::read_set(&mut input, &mut |m, data| {
+            if wanted.get(m.path.as_str()) != Some(&m) {
+                return Err(invalid(format!(
+                    "{:?} is not a database file the manifest lists with this size and sha256",
+                    m.path
+                )));
+            }
+            let mut p = Partial::open(&cache.partial_path(&m.sha256), m.size)?;
+            p.truncate()?;
+            let filled = p.fill_from(data);
+            let ok = p.len() == m.size && p.digest() == m.sha256;
+            // Kept until the end, and removed there on failure.
+            parts.insert(m.path.clone(), p);
+            filled?;
+            if !ok {
+                return Err(invalid(format!(
+                    "{:?} does not match its manifest entry",
+                    m.path
+                )));
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(())
+    })();
+    // As large as the files: never kept once read.
+    if let Err(e) = partial.remove() {
+        tracing::debug!("cannot remove a used database set stream: {e}");
+    }
+    let ordered = read.and_then(|()| {
+        members
+            .iter()
+            .map(|m| {
+                parts
+                    .remove(&m.path)
+                    .ok_or_else(|| format!("the set lacks {:?}", m.path))
+            })
+            .collect::<Result<Vec<Partial>, String>>()
+    });
+    match ordered {
+        Ok(parts) => Ok(Split {
+            parts,
+            url,
+            transferred,
+        }),
+        Err(e) => {
+            for (_, p) in parts {
+                if let Err(e) = p.remove() {
+                    tracing::debug!("cannot remove a partial database file: {e}");
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Downloads a database set and installs its members; whatever fails
+/// sends the members to their own jobs, with one note saying why.
+async fn run_set_job(ctx: JobContext, set: SetJob) -> Placed {
+    let reporter = ctx.reporter.as_ref();
+    let why = match download::fetch(&ctx.client, &ctx.cache, &set.want, reporter).await {
+        Ok(fetched) => {
+            let members: Vec<SetMember> = set.members.iter().map(|(m, _)| m.clone()).collect();
+            let cache = ctx.cache.clone();
+            match tokio::task::spawn_blocking(move || split_set(fetched, &members, &cache)).await {
+                Ok(Ok(split)) => {
+                    let mut out = Placed::default();
+                    let mut transferred = split.transferred;
+                    for (partial, (m, job)) in split.parts.into_iter().zip(set.members) {
+                        // The set's bytes on the wire count for its first member.
+                        let fetched = Fetched {
+                            partial,
+                            url: split.url.clone(),
+                            transferred: std::mem::take(&mut transferred),
+                            resumed_from: 0,
+                        };
+                        let content = Content::Download {
+                            fetched,
+                            sha: m.sha256,
+                        };
+                        out.absorb(place_blocking(&ctx, content, job.dests).await);
+                    }
+                    return out;
+                }
+                Ok(Err(why)) => why,
+                Err(e) => format!("task failed: {e}"),
+            }
+        }
+        Err(e) => brief(&e),
+    };
+    reporter.note(&format!(
+        "{}: {why}; fetching its files one by one",
+        set.want.name
+    ));
+    let mut out = Placed::default();
+    for (_, job) in set.members {
+        out.absorb(run_job(ctx.clone(), job).await);
+    }
+    out
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -539,6 +813,15 @@ struct Placed {
     fall_back: Vec<Dest>,
     /// Why the rebuild failed.
     fall_back_reason: Option<String>,
+}
+
+impl Placed {
+    /// Adds what `other` installed, failed and left to owners.
+    fn absorb(&mut self, other: Placed) {
+        self.installed.extend(other.installed);
+        self.failed.extend(other.failed);
+        self.owned.extend(other.owned);
+    }
 }
 
 /// What is put at a job's destinations.

@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod config;
+pub mod database_sets;
 pub mod detect;
 pub mod download;
 pub mod execute;

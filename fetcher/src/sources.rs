@@ -320,6 +320,19 @@ impl Sources {
         self.object_urls_for(component, &store::transport_object_path(sha256))
     }
 
+    /// Candidate URLs for a database set of `component` (one
+    /// processor's database files as one stream), by the hash of its
+    /// decoded stream, in the order to try.
+    pub fn database_set_urls_for(&self, component: &str, sha256: &[u8; 32]) -> Vec<Url> {
+        self.object_urls_for(component, &store::database_set_object_path(sha256))
+    }
+
+    /// The `index.json` of every source serving `component`, in order:
+    /// where its database sets are listed.
+    pub fn index_urls_for(&self, component: &str) -> Vec<Url> {
+        self.object_urls_for(component, store::INDEX_FILE)
+    }
+
     /// Candidate URLs for the store object at `rel` of `component`.
     fn object_urls_for(&self, component: &str, rel: &str) -> Vec<Url> {
         let mut urls: Vec<Url> = Vec::new();

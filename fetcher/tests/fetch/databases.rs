@@ -12,10 +12,10 @@ use sha2::{Digest, Sha256};
 use crate::{make_archive, noise, ok, run, Env, Fault, Server};
 
 /// A database file: manifest entry, installed bytes, encoded object.
-struct Db {
-    file: DatabaseFile,
-    bytes: Vec<u8>,
-    object: Vec<u8>,
+pub(crate) struct Db {
+    pub(crate) file: DatabaseFile,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) object: Vec<u8>,
 }
 
 impl Db {
@@ -33,7 +33,7 @@ impl Db {
             object,
         }
     }
-    fn url_path(&self) -> String {
+    pub(crate) fn url_path(&self) -> String {
         format!("/by-hash/sha256/{}.zst", hex::encode(self.file.sha256))
     }
 }
@@ -44,16 +44,16 @@ fn code(len: usize, seed: u64) -> Vec<u8> {
     unit.iter().cycle().take(len).copied().collect()
 }
 
-struct Blas {
-    env: Env,
-    server: Server,
+pub(crate) struct Blas {
+    pub(crate) env: Env,
+    pub(crate) server: Server,
     archive: crate::Archive,
-    dbs: Vec<Db>,
+    pub(crate) dbs: Vec<Db>,
 }
 
 /// rocblas: a gfx90X archive, and Tensile files for gfx90a (both xnack
 /// variants of the hsaco) and gfx1100, all served by the store.
-fn blas() -> Blas {
+pub(crate) fn blas() -> Blas {
     let env = Env::new();
     let archive = make_archive("rocblas", "gfx90X", &["gfx90a"], 20_000, 5);
     let dbs = vec![
@@ -114,7 +114,7 @@ impl Blas {
     fn prefix(&self) -> PathBuf {
         self.env.kpack.parent().expect("prefix").to_path_buf()
     }
-    fn installed(&self, i: usize) -> PathBuf {
+    pub(crate) fn installed(&self, i: usize) -> PathBuf {
         self.prefix().join(&self.dbs[i].file.path)
     }
 }

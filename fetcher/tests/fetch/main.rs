@@ -5,6 +5,7 @@
 //! (`layouts`). One test binary; helpers here, tests in modules.
 
 mod commands;
+mod database_sets;
 mod databases;
 mod faults;
 mod install;

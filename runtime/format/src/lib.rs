@@ -17,7 +17,9 @@
 
 pub mod archive;
 pub mod bundle;
+pub mod database_set;
 pub mod error;
+mod framing;
 pub mod layout;
 mod le;
 pub mod manifest;

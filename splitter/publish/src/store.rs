@@ -25,6 +25,23 @@
 //!                   "packages": ["librocblas0-gfx90a_5.5.1+dfsg-7+kpack1_amd64.deb"] } ] }
 //! ```
 //!
+//! and, per component and processor whose database files include feature
+//! variants of one another (`xnack+`/`xnack-` builds of one file), a
+//! database set: all of the processor's files as one stream
+//! ([`rocm_kpack_format::database_set`]), one zstd object beside the
+//! per-file ones (which older fetchers, and fetchers that need only some
+//! of the files, take):
+//!
+//! ```json
+//!   "database_sets": [ { "component": "librocblas", "processor": "gfx90a",
+//!                   "version": "5.5.1+dfsg-7+kpack1", "format": 1,
+//!                   "size": 436745900, "sha256": "<hex of the decoded stream>",
+//!                   "encoding": "zstd", "stored_size": 11304320,
+//!                   "path": "by-hash/sha256/<hex>.zst",
+//!                   "members": [ { "install_path": "rocblas/2.47.0/library/...",
+//!                                  "size": 20971520, "sha256": "<hex>" } ] } ]
+//! ```
+//!
 //! Every archive also gets its transport object
 //! ([`rocm_kpack_format::archive::transport`]: its entries, uncompressed, as
 //! one zstd frame named by the sha256 of that form), encoded like the
@@ -60,6 +77,7 @@ use std::io::{self, BufWriter, Read};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::archive::{transport, Archive};
+use rocm_kpack_format::database_set::{self, SetMember};
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest};
 use rocm_kpack_pkgspec::Spec;
@@ -138,18 +156,79 @@ pub struct DatabaseEntry {
     pub install_path: String,
     /// Version of the package it came from.
     pub version: String,
+    /// Its object: size and sha256 are those of the installed bytes.
+    #[serde(flatten)]
+    pub object: ZstdObject,
+    /// Package files that carry it.
+    pub packages: Vec<String>,
+}
+
+/// A zstd-encoded object of the store, as `index.json` describes it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ZstdObject {
+    /// Size of the decoded bytes.
+    pub size: u64,
+    /// sha256 hex of the decoded bytes.
+    pub sha256: String,
+    /// How the stored object is encoded (`zstd`).
+    pub encoding: &'static str,
+    /// Size of the stored (encoded) object: the bytes on the wire (known
+    /// once the object is encoded; write_store fills it in).
+    pub stored_size: u64,
+    /// Path in the store.
+    pub path: String,
+}
+
+impl ZstdObject {
+    /// The object at `path` decoding to `size` bytes with `sha256`.
+    fn new(size: u64, sha256: &[u8; 32], path: String) -> Self {
+        ZstdObject {
+            size,
+            sha256: hex::encode(sha256),
+            encoding: layout::store::DATABASE_ENCODING,
+            stored_size: 0,
+            path,
+        }
+    }
+}
+
+/// One `index.json` database-set entry: a processor's database files of
+/// one component as one stream, stored zstd-encoded
+/// (`by-hash/sha256/<sha256 of the decoded stream>.zst`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DatabaseSetEntry {
+    /// The component whose manifest lists the members.
+    pub component: String,
+    /// The processor they serve.
+    pub processor: String,
+    /// Version of the package the members came from.
+    pub version: String,
+    /// Stream format ([`database_set::FORMAT`]).
+    pub format: u32,
+    /// Its object: size and sha256 are those of the decoded stream.
+    #[serde(flatten)]
+    pub object: ZstdObject,
+    /// The members, in stream order.
+    pub members: Vec<SetMemberEntry>,
+}
+
+/// One member of a [`DatabaseSetEntry`].
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SetMemberEntry {
+    /// Install path as the manifest lists it.
+    pub install_path: String,
     /// Installed size.
     pub size: u64,
     /// sha256 hex of the installed bytes.
     pub sha256: String,
-    /// How the stored object is encoded (`zstd`).
-    pub encoding: &'static str,
-    /// Size of the stored (encoded) object: the bytes on the wire.
-    pub stored_size: u64,
-    /// Path in the store.
-    pub path: String,
-    /// Package files that carry it.
-    pub packages: Vec<String>,
+}
+
+/// A set to write once its members' bytes are all at hand.
+#[derive(Debug, Clone)]
+struct PlannedSet {
+    component: String,
+    processor: String,
+    members: Vec<SetMember>,
 }
 
 #[derive(Serialize)]
@@ -157,6 +236,7 @@ struct Index<'a> {
     format_version: u32,
     archives: &'a [StoreEntry],
     database_files: &'a [DatabaseEntry],
+    database_sets: &'a [DatabaseSetEntry],
 }
 
 struct Store<'a> {
@@ -178,6 +258,11 @@ struct Store<'a> {
     scratch: tempfile::TempDir,
     /// Transport objects by the sha256 of their archive.
     transports: BTreeMap<[u8; 32], Option<TransportEntry>>,
+    /// Database files that are members of a set, by sha256: where their
+    /// bytes wait until the sets are written, and their version.
+    members: BTreeMap<[u8; 32], Option<(PathBuf, String)>>,
+    /// Sets written.
+    sets: Vec<DatabaseSetEntry>,
     /// Objects encoded, and copied from the cache.
     encoded: usize,
     from_cache: usize,
@@ -203,6 +288,8 @@ impl<'a> Store<'a> {
             stored: BTreeMap::new(),
             scratch,
             transports: BTreeMap::new(),
+            members: BTreeMap::new(),
+            sets: Vec::new(),
             encoded: 0,
             from_cache: 0,
         })
@@ -324,13 +411,20 @@ impl Store<'_> {
         let read_err = |e: io::Error| {
             PublishError::Package(PackageError::corrupt(origin, format!("{}: {e}", db.path)))
         };
-        if reused {
+        // A set member's bytes are kept until the sets are written, even
+        // when its own object needs no encoding.
+        let member = self.members.get(&db.sha256).map(Option::is_none);
+        if reused && member != Some(true) {
             // Stored already (another package of this publish carries the
             // same file, or the cache had it): only checked.
             let (size, sha) = rocm_kpack_fs::sha256_reader(data).map_err(read_err)?;
             check(sha, size)?;
         } else {
-            let spill = self.scratch.path().join(hex::encode(db.sha256));
+            let name = match reused {
+                true => format!("{}.member", hex::encode(db.sha256)),
+                false => hex::encode(db.sha256),
+            };
+            let spill = self.scratch.path().join(name);
             let file =
                 File::create(&spill).map_err(|e| PublishError::io("cannot create", &spill, e))?;
             let mut w = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
@@ -339,14 +433,20 @@ impl Store<'_> {
             buf.into_inner()
                 .map_err(|e| PublishError::io("cannot write", &spill, e.into_error()))?;
             check(sha, size)?;
-            self.pending.insert(
-                db.sha256,
-                Pending {
-                    path: path.clone(),
-                    size,
-                    spill,
-                },
-            );
+            if member.is_some() {
+                self.members
+                    .insert(db.sha256, Some((spill.clone(), version.to_string())));
+            }
+            if !reused {
+                self.pending.insert(
+                    db.sha256,
+                    Pending {
+                        path: path.clone(),
+                        size,
+                        spill,
+                    },
+                );
+            }
         }
         let key = (
             component.to_string(),
@@ -360,17 +460,70 @@ impl Store<'_> {
             architectures: db.architectures.clone(),
             install_path: db.path.clone(),
             version: version.to_string(),
-            size: db.size,
-            sha256: hex::encode(db.sha256),
-            encoding: layout::store::DATABASE_ENCODING,
-            // Known once the object is encoded (write_store fills it in).
-            stored_size: 0,
-            path,
+            object: ZstdObject::new(db.size, &db.sha256, path),
             packages: Vec::new(),
         });
         if !slot.packages.iter().any(|x| x == package) {
             slot.packages.push(package.to_string());
             slot.packages.sort();
+        }
+        Ok(())
+    }
+
+    /// Writes the decoded stream of every planned set whose members were
+    /// all read, and queues its object (copied from the cache when there).
+    /// Before [`Store::encode_pending`], which removes the members' bytes.
+    fn add_sets(&mut self, planned: &[PlannedSet]) -> Result<(), PublishError> {
+        for (n, set) in planned.iter().enumerate() {
+            let mut files = Vec::with_capacity(set.members.len());
+            let mut version = None;
+            for m in &set.members {
+                match self.members.get(&m.sha256) {
+                    Some(Some((spill, v))) => {
+                        files.push((m.clone(), spill.clone()));
+                        version.get_or_insert_with(|| v.clone());
+                    }
+                    _ => break,
+                }
+            }
+            let Some(version) = version.filter(|_| files.len() == set.members.len()) else {
+                tracing::warn!(
+                    "{}: not every database file of {} is in this publish; no set",
+                    set.component,
+                    set.processor
+                );
+                continue;
+            };
+            let spill = self.scratch.path().join(format!("set-{n}"));
+            let file =
+                File::create(&spill).map_err(|e| PublishError::io("cannot create", &spill, e))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let summary = database_set::write_set_from_files(&files, &mut w).map_err(|e| {
+                PublishError::Invalid(format!(
+                    "{}: the database set of {}: {e}",
+                    set.component, set.processor
+                ))
+            })?;
+            w.into_inner()
+                .map_err(|e| PublishError::io("cannot write", &spill, e.into_error()))?;
+            let path = layout::store::database_set_object_path(&summary.sha256);
+            self.queue(summary.sha256, &path, summary.size, spill)?;
+            self.sets.push(DatabaseSetEntry {
+                component: set.component.clone(),
+                processor: set.processor.clone(),
+                version,
+                format: database_set::FORMAT,
+                object: ZstdObject::new(summary.size, &summary.sha256, path),
+                members: summary
+                    .members
+                    .iter()
+                    .map(|m| SetMemberEntry {
+                        install_path: m.path.clone(),
+                        size: m.size,
+                        sha256: hex::encode(m.sha256),
+                    })
+                    .collect(),
+            });
         }
         Ok(())
     }
@@ -411,18 +564,7 @@ impl Store<'_> {
             None
         } else {
             let path = layout::store::transport_object_path(&summary.sha256);
-            if self.reuse(&summary.sha256, &path)? {
-                drop(fs::remove_file(&spill));
-            } else {
-                self.pending.insert(
-                    summary.sha256,
-                    Pending {
-                        path: path.clone(),
-                        size: summary.size,
-                        spill,
-                    },
-                );
-            }
+            self.queue(summary.sha256, &path, summary.size, spill)?;
             Some(TransportEntry {
                 path,
                 size: summary.size,
@@ -433,6 +575,25 @@ impl Store<'_> {
         };
         self.transports.insert(archive_sha, t.clone());
         Ok(t)
+    }
+
+    /// Queues the object at `path` whose decoded bytes (`size`, `sha256`)
+    /// wait at `spill`, unless it needs no encoding ([`Store::reuse`]):
+    /// then `spill` is removed.
+    fn queue(
+        &mut self,
+        sha256: [u8; 32],
+        path: &str,
+        size: u64,
+        spill: PathBuf,
+    ) -> Result<(), PublishError> {
+        if self.reuse(&sha256, path)? {
+            drop(fs::remove_file(&spill));
+        } else {
+            let path = path.to_string();
+            self.pending.insert(sha256, Pending { path, size, spill });
+        }
+        Ok(())
     }
 
     /// Whether the object decoding to `sha256` needs no encoding: stored or
@@ -672,10 +833,11 @@ pub(crate) const INCOMING: &str = ".incoming-";
 /// package (`<prefix>/<path>`, the prefix being the directory holding the
 /// manifest's `.kpack/`, or below the root a `prefix_path` names), with its
 /// component.
-fn listed_databases(
-    inputs: &Inputs,
-) -> Result<BTreeMap<String, (String, DatabaseFile)>, PublishError> {
+/// Also returns the sets to write: per manifest, [`database_set::sets_of`]
+/// its database files.
+fn listed_databases(inputs: &Inputs) -> Result<(Listed, Vec<PlannedSet>), PublishError> {
     let mut out = BTreeMap::new();
+    let mut sets = Vec::new();
     for_each_package_file(inputs, |path, _version, label, origin, data| {
         if !is_kpm_path(path) {
             return Ok(());
@@ -698,6 +860,17 @@ fn listed_databases(
             })
         })?;
         let prefix = layout::kpack_prefix_of(path);
+        for (processor, indices) in database_set::sets_of(&m.database_files) {
+            sets.push(PlannedSet {
+                component: m.component.clone(),
+                processor,
+                members: indices
+                    .iter()
+                    .filter_map(|&i| m.database_files.get(i))
+                    .map(SetMember::from)
+                    .collect(),
+            });
+        }
         for f in m.database_files {
             let full = layout::database_tree_path(prefix, m.prefix_path.as_deref(), &f.path).ok_or_else(|| {
                 PublishError::Invalid(format!(
@@ -709,8 +882,11 @@ fn listed_databases(
         }
         Ok(())
     })?;
-    Ok(out)
+    Ok((out, sets))
 }
+
+/// Database files by their path in the package, with their component.
+type Listed = BTreeMap<String, (String, DatabaseFile)>;
 
 /// What [`write_store`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -741,7 +917,12 @@ pub fn write_store(
         None => None,
     };
     let mut store = Store::new(root, opts.store_zstd_level, cache)?;
-    let listed = listed_databases(inputs)?;
+    let (listed, planned) = listed_databases(inputs)?;
+    for set in &planned {
+        for m in &set.members {
+            store.members.insert(m.sha256, None);
+        }
+    }
     for_each_package_file(inputs, |path, version, label, origin, data| {
         if is_kpack_archive_path(path) {
             store.add(base_name(path), Some(version), Some(label), origin, data)
@@ -756,25 +937,38 @@ pub fn write_store(
         let parent = k.parent().unwrap_or(Path::new("."));
         store.add(&file_label(k), None, None, parent, &mut f)?;
     }
+    store.add_sets(&planned)?;
     store.encode_pending(opts.jobs, opts.memory)?;
     let mut entries: Vec<StoreEntry> = store.entries.into_values().collect();
     for t in entries.iter_mut().filter_map(|e| e.transport.as_mut()) {
         t.stored_size = stored_size(&store.stored, &t.sha256, &t.path)?;
     }
     let mut databases: Vec<DatabaseEntry> = store.databases.into_values().collect();
-    for d in &mut databases {
-        d.stored_size = stored_size(&store.stored, &d.sha256, &d.path)?;
+    let mut sets = std::mem::take(&mut store.sets);
+    let objects = databases.iter_mut().map(|d| &mut d.object);
+    for o in objects.chain(sets.iter_mut().map(|t| &mut t.object)) {
+        o.stored_size = stored_size(&store.stored, &o.sha256, &o.path)?;
     }
+    sets.sort_by(|a, b| {
+        (&a.component, &a.processor, &a.version, &a.object.sha256).cmp(&(
+            &b.component,
+            &b.processor,
+            &b.version,
+            &b.object.sha256,
+        ))
+    });
+    sets.dedup();
     let mut text = serde_json::to_string_pretty(&Index {
         format_version: 2,
         archives: &entries,
         database_files: &databases,
+        database_sets: &sets,
     })
     .map_err(|e| PublishError::Invalid(format!("cannot serialize index.json: {e}")))?;
     text.push('\n');
     crate::write_file(&root.join("index.json"), text.as_bytes())?;
     Ok(StoreWritten {
-        entries: entries.len() + databases.len(),
+        entries: entries.len() + databases.len() + sets.len(),
         encoded: store.encoded,
         from_cache: store.from_cache,
     })
@@ -1078,5 +1272,114 @@ mod tests {
         transport::encode_store_object(&mut expected.as_slice(), &mut again, 3, summary.size)
             .unwrap();
         assert_eq!(obj, again);
+    }
+
+    #[test]
+    fn a_set_is_written_only_where_a_processor_has_feature_variants() {
+        let file = |path: &str, arch: &str, seed: u8| {
+            let bytes: Vec<u8> = (0..30_000u32)
+                .map(|i| (i % 251) as u8 ^ if i % 40 == 0 { seed } else { 0 })
+                .collect();
+            let db = DatabaseFile {
+                path: path.into(),
+                family: "gfx90X".into(),
+                architectures: vec![arch.into()],
+                size: bytes.len() as u64,
+                sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).into(),
+            };
+            (db, bytes)
+        };
+        let files = vec![
+            file("lib/TensileLibrary_gfx90a.co", "gfx90a", 1),
+            file("lib/Kernels-gfx90a-xnack+.hsaco", "gfx90a:xnack+", 2),
+            file("lib/Kernels-gfx90a-xnack-.hsaco", "gfx90a:xnack-", 3),
+            file("lib/Kernels-gfx1100.hsaco", "gfx1100", 4),
+            file("lib/TensileLibrary_gfx1100.co", "gfx1100", 5),
+        ];
+        let dbs: Vec<DatabaseFile> = files.iter().map(|(d, _)| d.clone()).collect();
+        let planned: Vec<PlannedSet> = database_set::sets_of(&dbs)
+            .into_iter()
+            .map(|(processor, indices)| PlannedSet {
+                component: "libx".into(),
+                processor,
+                members: indices.iter().map(|&i| SetMember::from(&dbs[i])).collect(),
+            })
+            .collect();
+        assert_eq!(planned.len(), 1, "gfx1100 has no variants: no set");
+
+        let dir = tempfile::tempdir().unwrap();
+        let cache_dir = dir.path().join("cache");
+        for (run, encoded, cached) in [("first", 6, 0), ("second", 0, 6)] {
+            let root = dir.path().join(run);
+            let cache = ObjectCache::open(&cache_dir, 3, transport::WINDOW_LOG).unwrap();
+            let mut store = Store::new(&root, 3, Some(cache)).unwrap();
+            for set in &planned {
+                for m in &set.members {
+                    store.members.insert(m.sha256, None);
+                }
+            }
+            for (db, bytes) in &files {
+                store
+                    .add_database(
+                        "libx",
+                        db,
+                        "1.0",
+                        "x.deb",
+                        Path::new("in"),
+                        &mut bytes.as_slice(),
+                    )
+                    .unwrap();
+            }
+            store.add_sets(&planned).unwrap();
+            store.encode_pending(2, 1 << 30).unwrap();
+            // Five files and one set, encoded once and then taken from the
+            // cache (the members' bytes are still kept to write the set).
+            assert_eq!(
+                (store.encoded, store.from_cache),
+                (encoded, cached),
+                "{run}"
+            );
+            assert_eq!(store.sets.len(), 1);
+            let set = &store.sets[0];
+            assert_eq!(set.processor, "gfx90a");
+            let paths: Vec<&str> = set
+                .members
+                .iter()
+                .map(|m| m.install_path.as_str())
+                .collect();
+            assert_eq!(
+                paths,
+                [
+                    "lib/Kernels-gfx90a-xnack+.hsaco",
+                    "lib/Kernels-gfx90a-xnack-.hsaco",
+                    "lib/TensileLibrary_gfx90a.co"
+                ]
+            );
+            let obj = fs::read(root.join(&set.object.path)).unwrap();
+            let decoded = zstd::decode_all(obj.as_slice()).unwrap();
+            assert_eq!(decoded.len() as u64, set.object.size);
+            assert_eq!(
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&decoded)),
+                set.object.sha256
+            );
+            let mut got = Vec::new();
+            database_set::read_set(&mut decoded.as_slice(), &mut |m, data| {
+                let mut b = Vec::new();
+                data.read_to_end(&mut b)?;
+                got.push((m.path.clone(), b));
+                Ok(())
+            })
+            .unwrap();
+            for (path, bytes) in got {
+                let (_, want) = files.iter().find(|(d, _)| d.path == path).unwrap();
+                assert_eq!(&bytes, want, "{path}");
+            }
+            // The per-file objects stay.
+            for (db, _) in &files {
+                assert!(root
+                    .join(layout::store::database_object_path(&db.sha256))
+                    .is_file());
+            }
+        }
     }
 }

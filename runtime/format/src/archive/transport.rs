@@ -28,10 +28,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Archive, ArchiveWriter, CompressionScheme, MAX_KERNEL_SIZE, MAX_TOC_SIZE};
+use super::{Archive, ArchiveWriter, CompressionScheme, MAX_KERNEL_SIZE};
 use crate::error::{Error, Result};
+use crate::framing::{self, Framing};
 use crate::msgpack::{self, present, Named, Str, Value};
-use rocm_kpack_fs::{HashingReader, HashingWriter, PathError};
+use rocm_kpack_fs::{HashingReader, HashingWriter};
 
 /// Magic of the decoded transport form.
 pub const MAGIC: [u8; 4] = *b"KPKT";
@@ -40,7 +41,7 @@ pub const MAGIC: [u8; 4] = *b"KPKT";
 /// itself).
 pub const FORMAT: u32 = 1;
 /// Fixed header: magic, format, TOC length.
-pub const HEADER_LEN: u64 = 16;
+pub const HEADER_LEN: u64 = framing::HEADER_LEN;
 /// Window of store objects (transport forms and database files): 2^27 =
 /// 128 MiB, what `zstd --long` uses and every zstd decoder accepts without
 /// being told. It bounds the memory a decoder of a hostile object needs.
@@ -87,12 +88,19 @@ struct WireEntry<'a> {
     metadata: Option<Cow<'a, Value>>,
 }
 
+const FRAMING: Framing = Framing {
+    what: "kpack transport form",
+    magic: MAGIC,
+    format: FORMAT,
+    supported: "1",
+};
+
 fn bad(offset: u64, detail: impl Into<String>) -> Error {
-    Error::format("kpack transport form", offset, detail)
+    FRAMING.bad(offset, detail)
 }
 
 fn io_err(what: &'static str, e: io::Error) -> Error {
-    Error::Io(PathError::new(what, "<kpack transport form>", e))
+    FRAMING.io(what, e)
 }
 
 /// What [`write_transport`] writes, worked out from the archive's TOC.
@@ -140,11 +148,7 @@ fn plan(archive: &Archive) -> Result<Plan> {
 pub fn write_transport(archive: &Archive, out: &mut dyn Write) -> Result<TransportSummary> {
     let Plan { toc, blobs } = plan(archive)?;
     let mut w = HashingWriter::new(out);
-    let mut header = Vec::with_capacity(HEADER_LEN as usize);
-    header.extend_from_slice(&MAGIC);
-    header.extend_from_slice(&FORMAT.to_le_bytes());
-    header.extend_from_slice(&(toc.len() as u64).to_le_bytes());
-    w.write_all(&header)
+    w.write_all(&framing::header(MAGIC, FORMAT, toc.len() as u64))
         .map_err(|e| io_err("cannot write", e))?;
     w.write_all(&toc).map_err(|e| io_err("cannot write", e))?;
     for &(ordinal, size) in &blobs {
@@ -234,40 +238,8 @@ pub fn rebuild_checked_archive<W: Write + Seek>(
     opts: &RebuildOptions,
 ) -> Result<(W, u64, u32)> {
     let mut r = flat;
-    let mut header = [0u8; HEADER_LEN as usize];
-    read_exact(&mut r, &mut header, 0)?;
-    if header[0..4] != MAGIC {
-        return Err(bad(0, "bad magic (expected \"KPKT\")"));
-    }
-    let format = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    if format != FORMAT {
-        return Err(Error::UnsupportedVersion {
-            what: "kpack transport form",
-            found: u64::from(format),
-            supported: "1",
-        });
-    }
-    let toc_len = u64::from_le_bytes([
-        header[8], header[9], header[10], header[11], header[12], header[13], header[14],
-        header[15],
-    ]);
-    if toc_len > MAX_TOC_SIZE {
-        return Err(bad(
-            8,
-            format!("the TOC is {toc_len} bytes, over the {MAX_TOC_SIZE}-byte limit"),
-        ));
-    }
-    let mut toc = Vec::new();
-    (&mut r)
-        .take(toc_len)
-        .read_to_end(&mut toc)
-        .map_err(|e| io_err("cannot read", e))?;
-    if toc.len() as u64 != toc_len {
-        return Err(bad(
-            HEADER_LEN,
-            format!("truncated TOC ({} of {toc_len} bytes)", toc.len()),
-        ));
-    }
+    let toc = FRAMING.read_toc(&mut r)?;
+    let toc_len = toc.len() as u64;
     let wire: Named<WireTransport<'_>> = msgpack::decode(&toc).map_err(|e| match e {
         Error::Msgpack { offset, detail } => bad(HEADER_LEN + offset, detail),
         other => other,
@@ -353,20 +325,9 @@ pub fn rebuild_checked_archive<W: Write + Seek>(
             }
         }
     }
-    let mut probe = [0u8; 1];
-    let trailing = r.read(&mut probe).map_err(|e| io_err("cannot read", e))?;
-    if trailing != 0 {
-        return Err(bad(at, "data after the last blob"));
-    }
+    FRAMING.expect_end(&mut r, at, "blob")?;
     let out = writer.finish()?;
     Ok((out, at, sizes.len() as u32))
-}
-
-fn read_exact(r: &mut dyn Read, buf: &mut [u8], at: u64) -> Result<()> {
-    r.read_exact(buf).map_err(|e| match e.kind() {
-        io::ErrorKind::UnexpectedEof => bad(at, "truncated header"),
-        _ => io_err("cannot read", e),
-    })
 }
 
 /// Encodes `data` (`size` bytes, known up front) as a store object: one
@@ -400,7 +361,7 @@ pub fn encode_store_object(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::archive::DEFAULT_IN_FLIGHT_BYTES;
+    use crate::archive::{DEFAULT_IN_FLIGHT_BYTES, MAX_TOC_SIZE};
     use std::io::Cursor;
 
     /// An archive with two binaries, a shared blob and metadata.

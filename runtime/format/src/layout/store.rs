@@ -7,6 +7,10 @@ pub const BY_HASH_DIR: &str = "by-hash/sha256";
 /// The store's index of archives, relative to its root.
 pub const INDEX_FILE: &str = "index.json";
 
+/// Largest `index.json` the fetcher reads (it reads it only for its
+/// database sets).
+pub const MAX_INDEX_FILE: u64 = 64 << 20;
+
 /// `by-hash/sha256/<hex>`: where the archive with this digest lives,
 /// relative to the store root (or a source URL).
 pub fn by_hash_path(sha256: &[u8; 32]) -> String {
@@ -37,5 +41,13 @@ pub fn database_object_path(sha256: &[u8; 32]) -> String {
 /// objects: a zstd object is named by the digest of the bytes it decodes
 /// to, so one name never holds two things.
 pub fn transport_object_path(sha256: &[u8; 32]) -> String {
+    database_object_path(sha256)
+}
+
+/// `by-hash/sha256/<hex>.zst`: where a database set lives
+/// (`database_set`: one processor's database files as one stream), `<hex>`
+/// being the sha256 of the decoded stream, which `index.json` gives. The
+/// rule of every zstd object of the store.
+pub fn database_set_object_path(sha256: &[u8; 32]) -> String {
     database_object_path(sha256)
 }
