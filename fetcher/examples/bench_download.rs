@@ -9,6 +9,7 @@
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
 //!     [--processor P]... [--local-level 5] [--no-forms] [--no-baseline] [--reference-lib PATH]
+//! target/release/examples/bench_download --forms-only DIR [--release-today] [--reference-lib PATH]
 //! ```
 //!
 //! For each package (default: Debian's `librocsparse0` and `librocrand1`;
@@ -111,6 +112,11 @@ struct Args {
     /// input's; any difference fails the run.
     #[arg(long, value_name = "PATH")]
     reference_lib: Option<PathBuf>,
+    /// With --forms-only: today's form is each archive framed again at
+    /// --level (what a release-level split publishes), for trees split at
+    /// a faster level.
+    #[arg(long, requires = "forms_only")]
+    release_today: bool,
     /// Do not run `zstd -<level> -T0` over the device code (the split's
     /// yardstick: a release-level pass as long as the split itself).
     #[arg(long)]
@@ -415,6 +421,7 @@ fn forms(
     scratch: &Path,
     reference: Option<(&Reference, Option<&FatCodeObjects>)>,
     store: Option<&BTreeMap<String, Stored>>,
+    release_today: bool,
 ) -> anyhow::Result<Forms> {
     use rocm_kpack_format::archive::transport;
     let mut f = Forms {
@@ -425,14 +432,15 @@ fn forms(
     fs::create_dir_all(scratch)?;
     for path in archives_below(root) {
         let archive = Archive::open(&path)?;
-        f.today.wire += fs::metadata(&path)?.len();
-        f.today.disk += fs::metadata(&path)?.len();
+        // Today's form is the published archive: the store's, when there
+        // is one (what `install` put in place is rebuilt from the
+        // transport form at the fetcher's frame level).
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let published = store.and_then(|s| s.get(&*name));
+        let mut today = fs::metadata(published.map_or(&path, |p| &p.archive))?.len();
 
         // Transport: the store's object, or the flat stream encoded here.
-        let stored = path
-            .file_name()
-            .and_then(|n| store?.get(&*n.to_string_lossy())?.transport.clone());
-        let (object, summary) = match stored {
+        let (object, summary) = match published.and_then(|p| p.transport.clone()) {
             Some(object) => {
                 f.encode_cpu = None;
                 (object, transport::transport_summary(&archive)?)
@@ -453,10 +461,39 @@ fn forms(
                 if let Some(c) = &mut f.encode_cpu {
                     *c += self_cpu().saturating_sub(started);
                 }
+                if release_today {
+                    // What a release-level split publishes: the same
+                    // entries framed at `level` (byte for byte the split's
+                    // archive, docs/packaging.md "Transport form").
+                    let release = scratch.join("release.kpack");
+                    let opts = transport::RebuildOptions {
+                        level,
+                        in_flight_bytes: rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES,
+                        pool: None,
+                    };
+                    let (out, got) = transport::rebuild_archive(
+                        &mut std::io::BufReader::new(File::open(&flat)?),
+                        File::create(&release)?,
+                        &opts,
+                    )?;
+                    out.sync_all()?;
+                    ensure!(
+                        got == summary,
+                        "{}: release rebuild differs",
+                        path.display()
+                    );
+                    today = fs::metadata(&release)?.len();
+                    if let Some((r, fat)) = reference {
+                        r.check(&format!("rebuilt at level {level}"), &name, &release, fat)?;
+                    }
+                    fs::remove_file(&release)?;
+                }
                 fs::remove_file(&flat)?;
                 (object, summary)
             }
         };
+        f.today.wire += today;
+        f.today.disk += today;
         f.transport.wire += fs::metadata(&object)?.len();
         // Install: decode as a stream and rebuild at the local level.
         let rebuilt = scratch.join("rebuilt.kpack");
@@ -472,7 +509,6 @@ fn forms(
         f.transport.cpu += self_cpu().saturating_sub(started);
         f.rebuilt_ok &= got.sha256 == summary.sha256 && got.size == summary.size;
         if let Some((r, fat)) = reference {
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
             r.check(
                 &format!("rebuilt at level {local_level}"),
                 &name,
@@ -1075,6 +1111,7 @@ fn bench_package(
                 &dir.join("forms"),
                 check,
                 Some(&published),
+                false,
             )?;
             f.today.cpu = m.cpu;
             Some(f)
@@ -1392,6 +1429,7 @@ fn main() -> anyhow::Result<()> {
             &work.join("forms"),
             check,
             None,
+            args.release_today,
         )?;
         let row = Row {
             processor: dir.display().to_string(),
