@@ -8,7 +8,8 @@
 //! cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch --bins
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
-//!     [--processor P]... [--local-level 5] [--no-forms]
+//!     [--processor P]... [--local-level 5] [--no-forms] [--no-baseline] [--reference-lib PATH]
+//! target/release/examples/bench_download --forms-only DIR [--release-today] [--reference-lib PATH]
 //! ```
 //!
 //! For each package (default: Debian's `librocsparse0` and `librocrand1`;
@@ -40,6 +41,13 @@
 //!    summary) and of the solid limit (`zstd -<level> --long=27` of the
 //!    uncompressed entries; on disk as the archive stored uncompressed;
 //!    CPU: `zstd -d`), with issue 34's goals.
+//! 5. With `--reference-lib` (AMD's reference C++ runtime, built by
+//!    tests/scripts/build-reference-runtime.sh): each archive `install`
+//!    put in place, the published archive it stands for, and each archive
+//!    step 4 rebuilt, opened with that library's `kpack_open`; every
+//!    (binary, architecture) it lists read with `kpack_get_kernel` and
+//!    compared with our reader's bytes and the fat input's code object;
+//!    one line per archive, and the run fails on any difference.
 //!
 //! Goals (issues 12, 20 and 22): every librocsparse processor at or below
 //! 50% of the fat deb through `install` and through `--via apt` (the
@@ -97,6 +105,22 @@ struct Args {
     /// measured.
     #[arg(long, value_name = "DIR")]
     forms_only: Option<PathBuf>,
+    /// A built `librocm_kpack.so` of AMD's reference C++ runtime
+    /// (tests/scripts/build-reference-runtime.sh): every archive the run
+    /// installs or rebuilds, and the published one, is read through it
+    /// and each code object compared with our reader's and the fat
+    /// input's; any difference fails the run.
+    #[arg(long, value_name = "PATH")]
+    reference_lib: Option<PathBuf>,
+    /// With --forms-only: today's form is each archive framed again at
+    /// --level (what a release-level split publishes), for trees split at
+    /// a faster level.
+    #[arg(long, requires = "forms_only")]
+    release_today: bool,
+    /// Do not run `zstd -<level> -T0` over the device code (the split's
+    /// yardstick: a release-level pass as long as the split itself).
+    #[arg(long)]
+    no_baseline: bool,
 }
 
 /// One child process, measured.
@@ -209,9 +233,11 @@ fn tree_bytes(dir: &Path) -> u64 {
 
 /// The ELF files below `dir` with a `.hip_fatbin` section, whose bytes
 /// are appended to `sink`; returns the files and the bytes written.
+/// With `code_objects`, also hashes each of their code objects.
 fn fat_libraries(
     dir: &Path,
     sink: &mut impl std::io::Write,
+    mut code_objects: Option<&mut FatCodeObjects>,
 ) -> anyhow::Result<(Vec<PathBuf>, u64)> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -235,6 +261,9 @@ fn fat_libraries(
         };
         if let Some(s) = elf.section_by_name(".hip_fatbin") {
             let bytes = s.data()?;
+            if let Some(c) = code_objects.as_deref_mut() {
+                c.add(&path.strip_prefix(dir)?.to_string_lossy(), bytes)?;
+            }
             sink.write_all(bytes)?;
             len += bytes.len() as u64;
             fat.push(path);
@@ -334,8 +363,9 @@ struct Forms {
     /// disk: those bytes (the archive stored uncompressed, as a solid
     /// device package installs it); CPU: `zstd -d`.
     limit: Form,
-    /// CPU of encoding the transport objects (the publisher's cost).
-    encode_cpu: Duration,
+    /// CPU of encoding the transport objects (the publisher's cost);
+    /// None when the store's objects were used.
+    encode_cpu: Option<Duration>,
     /// Uncompressed bytes of the entries.
     entries: u64,
     /// Every rebuilt archive holds the published archive's entries (its
@@ -379,34 +409,92 @@ fn archives_below(root: &Path) -> Vec<PathBuf> {
 
 /// The transport form and the solid limit of the archives installed below
 /// `root`, measured in `scratch` (emptied after each archive).
-fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::Result<Forms> {
+/// With `reference`, every rebuilt archive is also read through the
+/// reference runtime ([`Reference::check`]). With `store`, an archive's
+/// transport object is the store's (published at the same level, so the
+/// same bytes) instead of being encoded again: the encode CPU is then
+/// not measured.
+fn forms(
+    root: &Path,
+    level: i32,
+    local_level: i32,
+    scratch: &Path,
+    reference: Option<(&Reference, Option<&FatCodeObjects>)>,
+    store: Option<&BTreeMap<String, Stored>>,
+    release_today: bool,
+) -> anyhow::Result<Forms> {
     use rocm_kpack_format::archive::transport;
     let mut f = Forms {
         rebuilt_ok: true,
+        encode_cpu: Some(Duration::ZERO),
         ..Forms::default()
     };
     fs::create_dir_all(scratch)?;
     for path in archives_below(root) {
         let archive = Archive::open(&path)?;
-        f.today.wire += fs::metadata(&path)?.len();
-        f.today.disk += fs::metadata(&path)?.len();
+        // Today's form is the published archive: the store's, when there
+        // is one (what `install` put in place is rebuilt from the
+        // transport form at the fetcher's frame level).
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let published = store.and_then(|s| s.get(&*name));
+        let mut today = fs::metadata(published.map_or(&path, |p| &p.archive))?.len();
 
-        // Transport: the flat stream, then the store object.
-        let flat = scratch.join("flat");
-        let mut w = std::io::BufWriter::new(File::create(&flat)?);
-        let summary = transport::write_transport(&archive, &mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        let object = scratch.join("flat.zst");
-        let started = self_cpu();
-        transport::encode_store_object(
-            &mut File::open(&flat)?,
-            File::create(&object)?,
-            level,
-            summary.size,
-        )?;
-        f.encode_cpu += self_cpu().saturating_sub(started);
+        // Transport: the store's object, or the flat stream encoded here.
+        let (object, summary) = match published.and_then(|p| p.transport.clone()) {
+            Some(object) => {
+                f.encode_cpu = None;
+                (object, transport::transport_summary(&archive)?)
+            }
+            None => {
+                let flat = scratch.join("flat");
+                let mut w = std::io::BufWriter::new(File::create(&flat)?);
+                let summary = transport::write_transport(&archive, &mut w)?;
+                w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+                let object = scratch.join("flat.zst");
+                let started = self_cpu();
+                transport::encode_store_object(
+                    &mut File::open(&flat)?,
+                    File::create(&object)?,
+                    level,
+                    summary.size,
+                )?;
+                if let Some(c) = &mut f.encode_cpu {
+                    *c += self_cpu().saturating_sub(started);
+                }
+                if release_today {
+                    // What a release-level split publishes: the same
+                    // entries framed at `level` (byte for byte the split's
+                    // archive, docs/packaging.md "Transport form").
+                    let release = scratch.join("release.kpack");
+                    let opts = transport::RebuildOptions {
+                        level,
+                        in_flight_bytes: rocm_kpack_format::archive::DEFAULT_IN_FLIGHT_BYTES,
+                        pool: None,
+                    };
+                    let (out, got) = transport::rebuild_archive(
+                        &mut std::io::BufReader::new(File::open(&flat)?),
+                        File::create(&release)?,
+                        &opts,
+                    )?;
+                    out.sync_all()?;
+                    ensure!(
+                        got == summary,
+                        "{}: release rebuild differs",
+                        path.display()
+                    );
+                    today = fs::metadata(&release)?.len();
+                    if let Some((r, fat)) = reference {
+                        r.check(&format!("rebuilt at level {level}"), &name, &release, fat)?;
+                    }
+                    fs::remove_file(&release)?;
+                }
+                fs::remove_file(&flat)?;
+                (object, summary)
+            }
+        };
+        f.today.wire += today;
+        f.today.disk += today;
         f.transport.wire += fs::metadata(&object)?.len();
-        fs::remove_file(&flat)?;
         // Install: decode as a stream and rebuild at the local level.
         let rebuilt = scratch.join("rebuilt.kpack");
         let started = self_cpu();
@@ -420,9 +508,19 @@ fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::R
         out.sync_all()?;
         f.transport.cpu += self_cpu().saturating_sub(started);
         f.rebuilt_ok &= got.sha256 == summary.sha256 && got.size == summary.size;
+        if let Some((r, fat)) = reference {
+            r.check(
+                &format!("rebuilt at level {local_level}"),
+                &name,
+                &rebuilt,
+                fat,
+            )?;
+        }
         f.transport.disk += fs::metadata(&rebuilt)?.len();
         fs::remove_file(&rebuilt)?;
-        fs::remove_file(&object)?;
+        if object.starts_with(scratch) {
+            fs::remove_file(&object)?;
+        }
 
         // The solid limit: every entry, uncompressed, in TOC order.
         let raw = scratch.join("entries");
@@ -459,6 +557,306 @@ fn forms(root: &Path, level: i32, local_level: i32, scratch: &Path) -> anyhow::R
     Ok(f)
 }
 
+/// The sha256 of every device code object of the fat input, by the
+/// binary key and arch key an archive files it under (docs/formats.md
+/// section 1.5: `<kernel_name>#<co_index>`, `co_index` the bundle's
+/// position in `.hip_fatbin`): each library's path relative to the
+/// extracted package, bundle index, target id.
+#[derive(Default)]
+struct FatCodeObjects {
+    by_key: BTreeMap<(String, usize, String), [u8; 32]>,
+    libraries: BTreeSet<String>,
+}
+
+impl FatCodeObjects {
+    /// Adds the code objects of one library's `.hip_fatbin` section.
+    fn add(&mut self, rel: &str, section: &[u8]) -> anyhow::Result<()> {
+        use sha2::Digest;
+        for (i, b) in rocm_kpack_format::bundle::scan_fatbin(section)?
+            .iter()
+            .enumerate()
+        {
+            b.stream_code_objects(|e, data| {
+                if let Some(t) = e.target_id() {
+                    self.by_key.insert(
+                        (rel.to_owned(), i, t.to_owned()),
+                        sha2::Sha256::digest(&data).into(),
+                    );
+                }
+                Ok::<(), rocm_kpack_format::Error>(())
+            })?;
+        }
+        self.libraries.insert(rel.to_owned());
+        Ok(())
+    }
+
+    /// The fat input's code object filed under `binary`/`arch`: the one
+    /// library whose path ends in the key's kernel name (install trees
+    /// name binaries relative to their kpack root, docs/formats.md
+    /// section 2.3).
+    fn get(&self, binary: &str, arch: &str) -> anyhow::Result<&[u8; 32]> {
+        let (name, index) = binary
+            .rsplit_once('#')
+            .and_then(|(n, i)| Some((n, i.parse::<usize>().ok()?)))
+            .with_context(|| format!("binary key {binary:?} is not <kernel_name>#<co_index>"))?;
+        let suffix = format!("/{name}");
+        let mut libs = self
+            .libraries
+            .iter()
+            .filter(|l| *l == name || l.ends_with(&suffix));
+        let (Some(lib), None) = (libs.next(), libs.next()) else {
+            bail!("binary key {binary:?}: not exactly one fat library named {name:?}");
+        };
+        self.by_key
+            .get(&(lib.clone(), index, arch.to_owned()))
+            .with_context(|| format!("{binary} {arch}: no such code object in the fat input {lib}"))
+    }
+}
+
+type KpackArchive = *mut std::ffi::c_void;
+
+/// AMD's reference C++ runtime (`librocm_kpack.so`, the C ABI of
+/// runtime/capi/include/rocm_kpack/kpack.h), dlopened.
+struct Reference {
+    path: PathBuf,
+    open: unsafe extern "C" fn(*const std::ffi::c_char, *mut KpackArchive) -> i32,
+    close: unsafe extern "C" fn(KpackArchive),
+    arch_count: unsafe extern "C" fn(KpackArchive, *mut usize) -> i32,
+    arch: unsafe extern "C" fn(KpackArchive, usize, *mut *const std::ffi::c_char) -> i32,
+    binary_count: unsafe extern "C" fn(KpackArchive, *mut usize) -> i32,
+    binary: unsafe extern "C" fn(KpackArchive, usize, *mut *const std::ffi::c_char) -> i32,
+    get_kernel: unsafe extern "C" fn(
+        KpackArchive,
+        *const std::ffi::c_char,
+        *const std::ffi::c_char,
+        *mut *mut std::ffi::c_void,
+        *mut usize,
+    ) -> i32,
+    free_kernel: unsafe extern "C" fn(*mut std::ffi::c_void),
+}
+
+/// `KPACK_ERROR_KERNEL_NOT_FOUND` of the C ABI.
+const KPACK_ERROR_KERNEL_NOT_FOUND: i32 = 5;
+
+impl Reference {
+    fn load(path: &Path) -> anyhow::Result<Reference> {
+        use std::ffi::{CStr, CString};
+        let c = CString::new(path.as_os_str().as_encoded_bytes())?;
+        // SAFETY: dlopen with a NUL-terminated path; the library stays
+        // loaded for the life of the process (never dlclosed), so the
+        // function pointers below stay valid.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            // SAFETY: dlerror returns a NUL-terminated message or null.
+            let why = unsafe {
+                let e = libc::dlerror();
+                if e.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(e).to_string_lossy().into_owned()
+                }
+            };
+            bail!("dlopen {}: {why}", path.display());
+        }
+        let sym = |name: &str| -> anyhow::Result<*mut std::ffi::c_void> {
+            let n = CString::new(name)?;
+            // SAFETY: a valid handle and a NUL-terminated name.
+            let p = unsafe { libc::dlsym(handle, n.as_ptr()) };
+            ensure!(!p.is_null(), "{name} missing from {}", path.display());
+            Ok(p)
+        };
+        // SAFETY: each symbol has the signature kpack.h declares for it
+        // (kpack_error_t is a C enum: an int).
+        unsafe {
+            Ok(Reference {
+                path: path.to_path_buf(),
+                open: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_open")?),
+                close: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_close")?),
+                arch_count: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                    "kpack_get_architecture_count",
+                )?),
+                arch: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                    "kpack_get_architecture",
+                )?),
+                binary_count: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                    "kpack_get_binary_count",
+                )?),
+                binary: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_get_binary")?),
+                get_kernel: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                    "kpack_get_kernel",
+                )?),
+                free_kernel: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                    "kpack_free_kernel",
+                )?),
+            })
+        }
+    }
+
+    /// Opens `archive` in the reference runtime, reads every (binary,
+    /// architecture) pair it lists, and compares each code object with
+    /// our reader's bytes and, given `fat`, with the fat input's. Prints
+    /// one line; returns the number of code objects.
+    fn check(
+        &self,
+        label: &str,
+        name: &str,
+        archive: &Path,
+        fat: Option<&FatCodeObjects>,
+    ) -> anyhow::Result<usize> {
+        use sha2::Digest;
+        use std::ffi::{CStr, CString};
+        let ours = Archive::open(archive)?;
+        let c = CString::new(archive.as_os_str().as_encoded_bytes())?;
+        let mut h: KpackArchive = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated path and a valid out pointer.
+        let rc = unsafe { (self.open)(c.as_ptr(), &mut h) };
+        ensure!(
+            rc == 0 && !h.is_null(),
+            "reference runtime {}: kpack_open({}) = {rc}",
+            self.path.display(),
+            archive.display()
+        );
+        // Closes the handle however the check ends.
+        struct Close<'a>(&'a Reference, KpackArchive);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                // SAFETY: a handle kpack_open returned, closed once.
+                unsafe { (self.0.close)(self.1) }
+            }
+        }
+        let _close = Close(self, h);
+        let list = |count: unsafe extern "C" fn(KpackArchive, *mut usize) -> i32,
+                    get: unsafe extern "C" fn(
+            KpackArchive,
+            usize,
+            *mut *const std::ffi::c_char,
+        ) -> i32|
+         -> anyhow::Result<Vec<String>> {
+            let mut n = 0usize;
+            // SAFETY: an open handle and a valid out pointer.
+            ensure!(unsafe { count(h, &mut n) } == 0, "count failed");
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut p: *const std::ffi::c_char = std::ptr::null();
+                // SAFETY: index in range; the string is owned by the
+                // archive and copied before the handle closes.
+                ensure!(
+                    unsafe { get(h, i, &mut p) } == 0 && !p.is_null(),
+                    "item {i}"
+                );
+                out.push(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+            }
+            Ok(out)
+        };
+        let arches = list(self.arch_count, self.arch)?;
+        let binaries = list(self.binary_count, self.binary)?;
+        let expected: BTreeSet<(&str, &str)> = ours.entries().map(|(b, a, _)| (b, a)).collect();
+        let mut seen = 0usize;
+        for b in &binaries {
+            for a in &arches {
+                let (cb, ca) = (CString::new(b.as_str())?, CString::new(a.as_str())?);
+                let mut data: *mut std::ffi::c_void = std::ptr::null_mut();
+                let mut len = 0usize;
+                // SAFETY: an open handle, NUL-terminated names, valid out
+                // pointers; the buffer is freed below with kpack_free_kernel.
+                let rc =
+                    unsafe { (self.get_kernel)(h, cb.as_ptr(), ca.as_ptr(), &mut data, &mut len) };
+                if rc == KPACK_ERROR_KERNEL_NOT_FOUND {
+                    ensure!(
+                        !expected.contains(&(b.as_str(), a.as_str())),
+                        "{}: the reference runtime finds no {b} {a}, our reader does",
+                        archive.display()
+                    );
+                    continue;
+                }
+                ensure!(
+                    rc == 0 && !data.is_null(),
+                    "{}: reference kpack_get_kernel({b}, {a}) = {rc}",
+                    archive.display()
+                );
+                let theirs = {
+                    // SAFETY: kpack_get_kernel returned `len` bytes at
+                    // `data`; copied, then freed once.
+                    let v = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec();
+                    unsafe { (self.free_kernel)(data) };
+                    v
+                };
+                ensure!(
+                    expected.contains(&(b.as_str(), a.as_str())),
+                    "{}: the reference runtime has {b} {a}, our reader does not",
+                    archive.display()
+                );
+                ensure!(
+                    theirs == ours.kernel(b, a)?,
+                    "{}: {b} {a}: the reference runtime's bytes differ from our reader's",
+                    archive.display()
+                );
+                if let Some(fat) = fat {
+                    let want = fat.get(b, a)?;
+                    ensure!(
+                        <[u8; 32]>::from(sha2::Sha256::digest(&theirs)) == *want,
+                        "{}: {b} {a}: differs from the fat input's code object",
+                        archive.display()
+                    );
+                }
+                seen += 1;
+            }
+        }
+        ensure!(
+            seen == expected.len(),
+            "{}: the reference runtime read {seen} code objects, our reader lists {}",
+            archive.display(),
+            expected.len()
+        );
+        let against = if fat.is_some() {
+            "our reader and the fat input"
+        } else {
+            "our reader"
+        };
+        println!(
+            "reference runtime: {label} {name}: {seen} code objects, all identical ({against})"
+        );
+        Ok(seen)
+    }
+}
+
+/// One archive of the store: the published archive and its transport
+/// object, if the store has one.
+struct Stored {
+    archive: PathBuf,
+    transport: Option<PathBuf>,
+}
+
+/// The published archives of the store below `repo` (its `index.json`),
+/// by file name.
+fn published_archives(repo: &Path) -> anyhow::Result<BTreeMap<String, Stored>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![repo.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d)?.flatten() {
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "index.json") {
+                let v: Value = serde_json::from_slice(&fs::read(&p)?)?;
+                for a in v["archives"].as_array().into_iter().flatten() {
+                    if let (Some(f), Some(rel)) = (a["filename"].as_str(), a["path"].as_str()) {
+                        let transport = a["transport"]["path"].as_str().map(|t| d.join(t));
+                        out.insert(
+                            f.to_owned(),
+                            Stored {
+                                archive: d.join(rel),
+                                transport,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn bench_package(
     name: &str,
     args: &Args,
@@ -485,7 +883,17 @@ fn bench_package(
     // (appended once the manifests list them; zstd runs after the split).
     let fatbin = dir.join("device.bin");
     let mut device_bytes = File::create(&fatbin)?;
-    let (libs, fatbin_len) = fat_libraries(&extracted, &mut device_bytes)?;
+    let reference = args
+        .reference_lib
+        .as_deref()
+        .map(Reference::load)
+        .transpose()?;
+    let mut fat_code_objects = FatCodeObjects::default();
+    let (libs, fatbin_len) = fat_libraries(
+        &extracted,
+        &mut device_bytes,
+        reference.as_ref().map(|_| &mut fat_code_objects),
+    )?;
     ensure!(!libs.is_empty(), "{name}: no fat library");
     let mut split_binary = Measured {
         wall: Duration::ZERO,
@@ -536,6 +944,8 @@ fn bench_package(
         .arg(&repo)
         .args(["--apt", "--kpack-store"]))?;
     let server = http::serve_dir(&repo)?;
+    let published = published_archives(&repo)?;
+    let mut published_checked = BTreeSet::new();
     let mut debs: BTreeMap<String, (PathBuf, u64, String)> = BTreeMap::new();
     for e in fs::read_dir(&pkgs)?.flatten() {
         let p = e.path();
@@ -572,15 +982,19 @@ fn bench_package(
         }
     }
     drop(device_bytes);
-    let zstd = measure(
-        Command::new("zstd")
-            .arg(format!("-{level}"))
-            .args(["-T0", "-q", "-f", "-o"])
-            .arg(dir.join("device.zst"))
-            .arg(&fatbin),
-        &dir,
-    )?;
-    let zstd_size = fs::metadata(dir.join("device.zst"))?.len();
+    let baseline = if args.no_baseline {
+        None
+    } else {
+        let m = measure(
+            Command::new("zstd")
+                .arg(format!("-{level}"))
+                .args(["-T0", "-q", "-f", "-o"])
+                .arg(dir.join("device.zst"))
+                .arg(&fatbin),
+            &dir,
+        )?;
+        Some((m, fs::metadata(dir.join("device.zst"))?.len()))
+    };
     let _ = fs::remove_file(&fatbin);
     let _ = fs::remove_file(dir.join("device.zst"));
     let manifests: Vec<Manifest> = manifests.into_iter().map(|(_, m)| m).collect();
@@ -622,6 +1036,27 @@ fn bench_package(
                 .env_remove("ROCM_KPACK_ARCH_OVERRIDE"),
             &dir,
         )?;
+        if let Some(r) = &reference {
+            for a in archives_below(&root) {
+                let name = a
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                r.check(
+                    &format!("{p}, installed"),
+                    &name,
+                    &a,
+                    Some(&fat_code_objects),
+                )?;
+                let stored = published
+                    .get(&name)
+                    .with_context(|| format!("{name} is not in the store"))?;
+                if published_checked.insert(name.clone()) {
+                    r.check("published", &name, &stored.archive, Some(&fat_code_objects))?;
+                }
+            }
+        }
         let json: Value = serde_json::from_str(&m.stdout).context("install --json")?;
         let installed = json["installed"].as_array().context("installed")?;
         let transferred: u64 = installed
@@ -668,7 +1103,16 @@ fn bench_package(
         let forms = if args.no_forms {
             None
         } else {
-            let mut f = forms(&root, level, args.local_level, &dir.join("forms"))?;
+            let check = reference.as_ref().map(|r| (r, Some(&fat_code_objects)));
+            let mut f = forms(
+                &root,
+                level,
+                args.local_level,
+                &dir.join("forms"),
+                check,
+                Some(&published),
+                false,
+            )?;
             f.today.cpu = m.cpu;
             Some(f)
         };
@@ -748,16 +1192,27 @@ fn bench_package(
     }
     writeln!(out, "\n| step (same run) | wall | vs zstd | peak RSS |")?;
     writeln!(out, "|---|---|---|---|")?;
-    let z = zstd.wall.as_secs_f64();
-    writeln!(
-        out,
-        "| zstd -{level} -T0, device code (.hip_fatbin {} + kernel databases {}) -> {} | {:.1} s | 1.00x | {} |",
-        mb(fatbin_len),
-        mb(database_len),
-        mb(zstd_size),
-        z,
-        mib(zstd.peak_rss)
-    )?;
+    // Without the baseline the ratios are not measured (NaN).
+    let z = baseline
+        .as_ref()
+        .map_or(f64::NAN, |(m, _)| m.wall.as_secs_f64());
+    match &baseline {
+        Some((zstd, zstd_size)) => writeln!(
+            out,
+            "| zstd -{level} -T0, device code (.hip_fatbin {} + kernel databases {}) -> {} | {:.1} s | 1.00x | {} |",
+            mb(fatbin_len),
+            mb(database_len),
+            mb(*zstd_size),
+            z,
+            mib(zstd.peak_rss)
+        )?,
+        None => writeln!(
+            out,
+            "| zstd -{level} -T0, device code (.hip_fatbin {} + kernel databases {}) | not measured (--no-baseline) | | |",
+            mb(fatbin_len),
+            mb(database_len),
+        )?,
+    }
     let mut steps = vec![(format!("rocm-kpack split-package --level {level}"), &split)];
     if !args.no_split_binary {
         steps.insert(
@@ -770,22 +1225,27 @@ fn bench_package(
     }
     for (what, m) in steps {
         let w = m.wall.as_secs_f64();
-        writeln!(
-            out,
-            "| {what} | {w:.1} s | {:.2}x | {} |",
-            w / z.max(1e-9),
-            mib(m.peak_rss)
-        )?;
+        let vs = if baseline.is_some() {
+            format!("{:.2}x", w / z.max(1e-9))
+        } else {
+            String::new()
+        };
+        writeln!(out, "| {what} | {w:.1} s | {vs} | {} |", mib(m.peak_rss))?;
     }
     let worst = results.iter().map(|r| r.1).fold(0.0, f64::max);
     let worst_apt = results.iter().map(|r| r.2).fold(0.0, f64::max);
     let ratio = split.wall.as_secs_f64() / z.max(1e-9);
     let sb_ratio = split_binary.wall.as_secs_f64() / z.max(1e-9);
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
-    let split_binary_goal = if args.no_split_binary {
+    let split_binary_goal = if args.no_split_binary || baseline.is_none() {
         "not measured".to_owned()
     } else {
         format!("{} ({sb_ratio:.2}x)", met(sb_ratio <= 1.5))
+    };
+    let split_goal = if baseline.is_none() {
+        "not measured".to_owned()
+    } else {
+        format!("{} ({ratio:.2}x)", met(ratio <= 1.5))
     };
     let rss = split.peak_rss.max(split_binary.peak_rss);
     // The download goals: librocsparse0 (issue 12) every processor at or
@@ -835,11 +1295,10 @@ fn bench_package(
     writeln!(
         out,
         "\ngoals: {download_goal}; {apt_goal}; no device deb larger than the fat deb: {} (largest {}); \
-         split <= 1.5x zstd -T0: split-binary {split_binary_goal}, split-package {} ({ratio:.2}x); \
+         split <= 1.5x zstd -T0: split-binary {split_binary_goal}, split-package {split_goal}; \
          peak RSS <= 1 GiB: {} ({})",
         met(largest <= fat_deb),
         mb(largest),
-        met(ratio <= 1.5),
         met(rss <= 1 << 30),
         mib(rss),
     )?;
@@ -891,7 +1350,7 @@ fn forms_table(
             f.transport.wire as f64 / f.limit.wire.max(1) as f64,
             mb(auto),
             pct(auto, fat_deb),
-            secs(f.encode_cpu),
+            f.encode_cpu.map_or("the store's".to_owned(), secs),
         )?;
         let met = |ok: bool| if ok { "met" } else { "NOT met" };
         let disk = f.transport.disk as f64 / f.today.disk.max(1) as f64;
@@ -952,7 +1411,26 @@ fn main() -> anyhow::Result<()> {
         }
     };
     if let Some(dir) = &args.forms_only {
-        let f = forms(dir, args.level, args.local_level, &work.join("forms"))?;
+        let reference = args
+            .reference_lib
+            .as_deref()
+            .map(Reference::load)
+            .transpose()?;
+        if let Some(r) = &reference {
+            for a in archives_below(dir) {
+                r.check("given", &a.display().to_string(), &a, None)?;
+            }
+        }
+        let check = reference.as_ref().map(|r| (r, None));
+        let f = forms(
+            dir,
+            args.level,
+            args.local_level,
+            &work.join("forms"),
+            check,
+            None,
+            args.release_today,
+        )?;
         let row = Row {
             processor: dir.display().to_string(),
             archives: Vec::new(),

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_RANGE, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
-use sha2::{Digest, Sha256};
+use rocm_kpack_fs::Sha256;
+use sha2::Digest;
 
 use crate::client::{masked, retry, Attempted, Client, FetchError, HostCause};
 use crate::progress::{Reporter, Transfer};

@@ -15,11 +15,25 @@ use std::fs::{self, File, Permissions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 use tempfile::NamedTempFile;
 
 #[cfg(all(unix, feature = "lock"))]
 pub mod lock;
+
+#[cfg(feature = "fast-sha256")]
+mod fast_sha256;
+/// SHA-256 as every hashing helper here computes it. With the
+/// `fast-sha256` feature (the fetcher, which hashes every byte it installs)
+/// it is ring's assembly, about 1.4 to 2 times the throughput of `sha2`'s
+/// portable code on CPUs without SHA extensions (docs/packaging.md,
+/// "Benchmark: install CPU"); the digests are the same.
+#[cfg(feature = "fast-sha256")]
+pub use fast_sha256::Sha256;
+/// SHA-256 as every hashing helper here computes it (`sha2`'s; the
+/// `fast-sha256` feature swaps in a faster implementation).
+#[cfg(not(feature = "fast-sha256"))]
+pub use sha2::Sha256;
 
 /// Block size for hashing.
 const BLOCK: usize = 1 << 20;
