@@ -617,22 +617,29 @@ type KpackArchive = *mut std::ffi::c_void;
 
 /// AMD's reference C++ runtime (`librocm_kpack.so`, the C ABI of
 /// runtime/capi/include/rocm_kpack/kpack.h), dlopened.
+type OpenFn = unsafe extern "C" fn(*const std::ffi::c_char, *mut KpackArchive) -> i32;
+type CloseFn = unsafe extern "C" fn(KpackArchive);
+type CountFn = unsafe extern "C" fn(KpackArchive, *mut usize) -> i32;
+type NameFn = unsafe extern "C" fn(KpackArchive, usize, *mut *const std::ffi::c_char) -> i32;
+type GetKernelFn = unsafe extern "C" fn(
+    KpackArchive,
+    *const std::ffi::c_char,
+    *const std::ffi::c_char,
+    *mut *mut std::ffi::c_void,
+    *mut usize,
+) -> i32;
+type FreeKernelFn = unsafe extern "C" fn(*mut std::ffi::c_void);
+
 struct Reference {
     path: PathBuf,
-    open: unsafe extern "C" fn(*const std::ffi::c_char, *mut KpackArchive) -> i32,
-    close: unsafe extern "C" fn(KpackArchive),
-    arch_count: unsafe extern "C" fn(KpackArchive, *mut usize) -> i32,
-    arch: unsafe extern "C" fn(KpackArchive, usize, *mut *const std::ffi::c_char) -> i32,
-    binary_count: unsafe extern "C" fn(KpackArchive, *mut usize) -> i32,
-    binary: unsafe extern "C" fn(KpackArchive, usize, *mut *const std::ffi::c_char) -> i32,
-    get_kernel: unsafe extern "C" fn(
-        KpackArchive,
-        *const std::ffi::c_char,
-        *const std::ffi::c_char,
-        *mut *mut std::ffi::c_void,
-        *mut usize,
-    ) -> i32,
-    free_kernel: unsafe extern "C" fn(*mut std::ffi::c_void),
+    open: OpenFn,
+    close: CloseFn,
+    arch_count: CountFn,
+    arch: NameFn,
+    binary_count: CountFn,
+    binary: NameFn,
+    get_kernel: GetKernelFn,
+    free_kernel: FreeKernelFn,
 }
 
 /// `KPACK_ERROR_KERNEL_NOT_FOUND` of the C ABI.
@@ -670,22 +677,24 @@ impl Reference {
         unsafe {
             Ok(Reference {
                 path: path.to_path_buf(),
-                open: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_open")?),
-                close: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_close")?),
-                arch_count: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                open: std::mem::transmute::<*mut std::ffi::c_void, OpenFn>(sym("kpack_open")?),
+                close: std::mem::transmute::<*mut std::ffi::c_void, CloseFn>(sym("kpack_close")?),
+                arch_count: std::mem::transmute::<*mut std::ffi::c_void, CountFn>(sym(
                     "kpack_get_architecture_count",
                 )?),
-                arch: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                arch: std::mem::transmute::<*mut std::ffi::c_void, NameFn>(sym(
                     "kpack_get_architecture",
                 )?),
-                binary_count: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                binary_count: std::mem::transmute::<*mut std::ffi::c_void, CountFn>(sym(
                     "kpack_get_binary_count",
                 )?),
-                binary: std::mem::transmute::<*mut std::ffi::c_void, _>(sym("kpack_get_binary")?),
-                get_kernel: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                binary: std::mem::transmute::<*mut std::ffi::c_void, NameFn>(sym(
+                    "kpack_get_binary",
+                )?),
+                get_kernel: std::mem::transmute::<*mut std::ffi::c_void, GetKernelFn>(sym(
                     "kpack_get_kernel",
                 )?),
-                free_kernel: std::mem::transmute::<*mut std::ffi::c_void, _>(sym(
+                free_kernel: std::mem::transmute::<*mut std::ffi::c_void, FreeKernelFn>(sym(
                     "kpack_free_kernel",
                 )?),
             })
