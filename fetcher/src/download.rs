@@ -551,38 +551,15 @@ pub async fn fetch_small(
     if resp.content_length().is_some_and(|n| n > limit) {
         return Err(oversize());
     }
-    let timeout = client.options.read_timeout;
-    let mut floor = Floor::new(&client.options);
-    let mut last_data = Instant::now();
+    let mut reader = ChunkReader::new(&client.options);
     let mut bytes = Vec::new();
-    loop {
-        let wait = floor.cap((last_data + timeout).saturating_duration_since(Instant::now()));
-        let polled = tokio::time::timeout(wait, resp.chunk()).await;
-        floor.check(&shown)?;
-        let chunk = match polled {
-            Err(_) if last_data.elapsed() < timeout => continue,
-            Err(_) => {
-                return Err(FetchError::Stalled {
-                    url: shown.clone(),
-                    timeout,
-                })
-            }
-            Ok(Err(source)) => {
-                return Err(FetchError::Transport {
-                    url: shown.clone(),
-                    source,
-                })
-            }
-            Ok(Ok(None)) => return Ok(Some(bytes)),
-            Ok(Ok(Some(chunk))) => chunk,
-        };
-        last_data = Instant::now();
-        floor.add(chunk.len() as u64);
+    while let Some(chunk) = reader.next(&mut resp, &shown).await? {
         if (bytes.len() + chunk.len()) as u64 > limit {
             return Err(oversize());
         }
         bytes.extend_from_slice(&chunk);
     }
+    Ok(Some(bytes))
 }
 
 /// After a failed download: keeps a non-empty plain partial for the next
@@ -695,36 +672,13 @@ async fn attempt(
     }
     begin(transfer, reporter, want, &shown, start);
 
-    let timeout: Duration = client.options.read_timeout;
-    let mut floor = Floor::new(&client.options);
-    let mut last_data = Instant::now();
+    let mut reader = ChunkReader::new(&client.options);
     let result = loop {
-        // Wake at the read timeout or at the end of the throughput window,
-        // whichever comes first.
-        let wait = floor.cap((last_data + timeout).saturating_duration_since(Instant::now()));
-        let polled = tokio::time::timeout(wait, resp.chunk()).await;
-        if let Err(e) = floor.check(&shown) {
-            break Err(e);
-        }
-        let chunk = match polled {
-            Err(_) if last_data.elapsed() < timeout => continue,
-            Err(_) => {
-                break Err(FetchError::Stalled {
-                    url: shown.clone(),
-                    timeout,
-                })
-            }
-            Ok(Err(source)) => {
-                break Err(FetchError::Transport {
-                    url: shown.clone(),
-                    source,
-                })
-            }
-            Ok(Ok(None)) => break Ok(()),
-            Ok(Ok(Some(chunk))) => chunk,
+        let chunk = match reader.next(&mut resp, &shown).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
         };
-        last_data = Instant::now();
-        floor.add(chunk.len() as u64);
         match sink.put(&chunk, partial, want, &shown) {
             Ok(taken) => {
                 *wire += taken;
@@ -738,6 +692,61 @@ async fn attempt(
     partial.flush().map_err(|e| local(partial.path(), e))?;
     result?;
     sink.complete(partial, want, shown)
+}
+
+/// The body of one response, chunk by chunk, under the read timeout and
+/// the throughput floor (every transfer's rules, whatever keeps its bytes).
+struct ChunkReader {
+    timeout: Duration,
+    floor: Floor,
+    last_data: Instant,
+}
+
+impl ChunkReader {
+    fn new(options: &crate::client::ClientOptions) -> ChunkReader {
+        ChunkReader {
+            timeout: options.read_timeout,
+            floor: Floor::new(options),
+            last_data: Instant::now(),
+        }
+    }
+
+    /// The next chunk, None at the end of the body.
+    async fn next(
+        &mut self,
+        resp: &mut reqwest::Response,
+        shown: &str,
+    ) -> Result<Option<bytes::Bytes>, FetchError> {
+        loop {
+            // Wake at the read timeout or at the end of the throughput
+            // window, whichever comes first.
+            let wait = self
+                .floor
+                .cap((self.last_data + self.timeout).saturating_duration_since(Instant::now()));
+            let polled = tokio::time::timeout(wait, resp.chunk()).await;
+            self.floor.check(shown)?;
+            let chunk = match polled {
+                Err(_) if self.last_data.elapsed() < self.timeout => continue,
+                Err(_) => {
+                    return Err(FetchError::Stalled {
+                        url: shown.to_string(),
+                        timeout: self.timeout,
+                    })
+                }
+                Ok(Err(source)) => {
+                    return Err(FetchError::Transport {
+                        url: shown.to_string(),
+                        source,
+                    })
+                }
+                Ok(Ok(None)) => return Ok(None),
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            self.last_data = Instant::now();
+            self.floor.add(chunk.len() as u64);
+            return Ok(Some(chunk));
+        }
+    }
 }
 
 /// The throughput floor of one transfer: bytes counted per window of
