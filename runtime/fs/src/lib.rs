@@ -236,6 +236,11 @@ fn open_checked(path: &Path, no_follow: bool) -> Result<File, PathError> {
     };
     let mut options = fs::OpenOptions::new();
     options.read(true);
+    // Windows has no O_NOFOLLOW: there a symlink is opened as what it
+    // leads to. What is built for Windows is the C library and the crates
+    // under it, which read archives from the install tree.
+    #[cfg(not(unix))]
+    let _ = no_follow;
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;

@@ -26,18 +26,23 @@ pub fn built() -> &'static PathBuf {
             .to_owned();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--bins", "--lib"])
-            .args(["-p", "rocm-kpack-splitter", "-p", "rocm-kpack-fetch"])
-            .args(["-p", "rocm-kpack-loader", "-p", "rocm-kpack-preload"])
-            .args(["-p", "rocm-kpack-capi"]);
+        // The whole workspace, not the packages the tests run: cargo
+        // unifies features over the packages a build selects, so a `-p`
+        // list builds every crate under it a second time with other
+        // features (minutes on a cold CI machine), where this build finds
+        // what scripts/test.sh's `cargo build --workspace --all-targets`
+        // left.
+        cmd.args(["build", "--workspace", "--bins", "--lib"]);
         if profile == "release" {
             cmd.arg("--release");
         }
         // `cargo test` gives this process the test package's variables
-        // (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...). Build scripts that
-        // declare `rerun-if-env-changed` on them (ring does) would see them
-        // change between `cargo test` and this build and rebuild each time,
-        // with everything above them.
+        // (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ..., and OUT_DIR when the
+        // package has a build script, as rocm-kpack-capi does). Build
+        // scripts that declare `rerun-if-env-changed` on them (ring does,
+        // OUT_DIR included) would see them change between `cargo test` and
+        // this build and rebuild each time, with everything above them:
+        // minutes of every test run.
         for (key, _) in std::env::vars_os() {
             let key = key.to_string_lossy();
             if [
@@ -47,6 +52,7 @@ pub fn built() -> &'static PathBuf {
                 "CARGO_BIN_",
                 "CARGO_PRIMARY_PACKAGE",
                 "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
             ]
             .iter()
             .any(|p| key.starts_with(p))
