@@ -759,12 +759,18 @@ fn run_wine(args: &[&std::ffi::OsStr], envs: &[(&str, String)], cwd: &Path) -> O
 }
 
 /// rocm_kpack.dll for x86_64-pc-windows-gnu (built once per test process).
+/// The packages and targets are tests/scripts/windows-tests.sh's: cargo
+/// unifies features over what a build selects, so the same selection finds
+/// that script's build (scripts/test.sh runs it first) instead of building
+/// the crates again with other features.
 fn capi_dll() -> &'static Path {
     static DLL: OnceLock<PathBuf> = OnceLock::new();
     DLL.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let st = Command::new(cargo)
-            .args(["build", "--target", "x86_64-pc-windows-gnu", "-p", "rocm-kpack-capi"])
+            .args(["build", "--target", "x86_64-pc-windows-gnu"])
+            .args(["-p", "rocm-kpack-format", "-p", "rocm-kpack-loader", "-p", "rocm-kpack-capi"])
+            .args(["--lib", "--tests"])
             .current_dir(workspace())
             .env("CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER", "x86_64-w64-mingw32-gcc")
             .status()
