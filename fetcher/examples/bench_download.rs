@@ -339,6 +339,8 @@ struct Row {
     archives: Vec<String>,
     families: Vec<String>,
     transferred: u64,
+    /// Of `transferred`, the kernel-database files' bytes.
+    database_transferred: u64,
     apt_device: u64,
     installed: u64,
     forms: Option<Forms>,
@@ -1119,6 +1121,15 @@ fn bench_package(
             .iter()
             .filter_map(|i| i["transferred"].as_u64())
             .sum();
+        let database_transferred: u64 = installed
+            .iter()
+            .filter(|i| {
+                i["filename"]
+                    .as_str()
+                    .is_some_and(|f| !f.ends_with(".kpack"))
+            })
+            .filter_map(|i| i["transferred"].as_u64())
+            .sum();
         let archive_bytes: u64 = installed.iter().filter_map(|i| i["size"].as_u64()).sum();
         let archives: Vec<String> = installed
             .iter()
@@ -1189,6 +1200,7 @@ fn bench_package(
             archives,
             families: families.into_iter().collect(),
             transferred,
+            database_transferred,
             apt_device,
             installed: generic_installed + archive_bytes,
             forms,
@@ -1436,8 +1448,8 @@ fn forms_table(
     let mut goals = Vec::new();
     for r in rows {
         let Some(f) = &r.forms else { continue };
-        // What else the install fetched (database files) comes as today.
-        let others = r.transferred.saturating_sub(f.today.wire);
+        // What else the install fetched (database files) comes as it came.
+        let others = r.database_transferred;
         let auto = generic_size + others + f.transport.wire;
         // The limit of everything fetched: archives and database files in
         // one solid stream, where the install fetched database files.
@@ -1553,6 +1565,7 @@ fn main() -> anyhow::Result<()> {
             archives: Vec::new(),
             families: Vec::new(),
             transferred: f.today.wire,
+            database_transferred: 0,
             apt_device: 0,
             installed: f.today.disk,
             forms: Some(f),
