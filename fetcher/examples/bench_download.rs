@@ -399,6 +399,20 @@ fn self_cpu() -> Duration {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// `zstd -<level> --long=27 -T1` of `input` into `output` (the solid
+/// limit of issue 34); returns the compressed size.
+fn solid_limit(input: &Path, output: &Path, level: i32, scratch: &Path) -> anyhow::Result<u64> {
+    measure(
+        Command::new("zstd")
+            .arg(format!("-{level}"))
+            .args(["--long=27", "-T1", "-q", "-f", "-o"])
+            .arg(output)
+            .arg(input),
+        scratch,
+    )?;
+    Ok(fs::metadata(output)?.len())
+}
+
 /// The `.kpack` archives below `root`, sorted.
 fn archives_below(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -554,15 +568,7 @@ fn forms(
         w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         f.limit.disk += fs::metadata(&raw)?.len();
         let zst = scratch.join("entries.zst");
-        measure(
-            Command::new("zstd")
-                .arg(format!("-{level}"))
-                .args(["--long=27", "-T1", "-q", "-f", "-o"])
-                .arg(&zst)
-                .arg(&raw),
-            scratch,
-        )?;
-        f.limit.wire += fs::metadata(&zst)?.len();
+        f.limit.wire += solid_limit(&raw, &zst, level, scratch)?;
         fs::remove_file(&raw)?;
         let d = measure(
             Command::new("zstd")
@@ -584,15 +590,7 @@ fn forms(
         }
         all.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         let zst = scratch.join("all.zst");
-        measure(
-            Command::new("zstd")
-                .arg(format!("-{level}"))
-                .args(["--long=27", "-T1", "-q", "-f", "-o"])
-                .arg(&zst)
-                .arg(&all_path),
-            scratch,
-        )?;
-        f.all_limit = Some((fs::metadata(&zst)?.len(), bytes));
+        f.all_limit = Some((solid_limit(&all_path, &zst, level, scratch)?, bytes));
         fs::remove_file(&zst)?;
     } else {
         drop(all);
@@ -1308,7 +1306,10 @@ fn bench_package(
     };
     let mut steps = vec![
         (format!("rocm-kpack split-package --level {level}"), &split),
-        ("rocm-kpack publish --apt --kpack-store".to_owned(), &publish),
+        (
+            "rocm-kpack publish --apt --kpack-store".to_owned(),
+            &publish,
+        ),
         ("split-package + publish".to_owned(), &split_and_publish),
     ];
     if !args.no_split_binary {
