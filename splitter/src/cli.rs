@@ -142,6 +142,48 @@ impl JobsArg {
     }
 }
 
+/// `--device-compression`, `--device-level`: how device packages (debs,
+/// rpms) are compressed, for `package` and `split-package`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceCompressionArgs {
+    /// Compression of device packages: auto (the spec's `[package]
+    /// device_payload = "solid"`: zstd-long; else gzip -1 for groups whose
+    /// .kpack archives are already zstd-compressed, else the packages'
+    /// compression: xz -6 unless `package --compression` says otherwise),
+    /// xz, gzip, zstd, zstd-long (zstd with a 2^27 window:
+    /// readable by dpkg 1.21.18 and later, Ubuntu's since 21.10, and rpm) or
+    /// none. Packages of kernel-database files are where it matters: zstd-long
+    /// at level 15 takes about a fifth of xz -6's CPU for about 5% more bytes
+    /// (docs/packaging.md, "Compress once").
+    #[arg(long, default_value = "auto")]
+    pub device_compression: String,
+    /// Device package compression level [default: the compressor's; zstd
+    /// in `split-package`: the split's --level].
+    #[arg(long)]
+    pub device_level: Option<u32>,
+}
+
+impl DeviceCompressionArgs {
+    /// The compression asked for (None: automatic) and its level.
+    pub fn resolve(
+        &self,
+    ) -> anyhow::Result<(
+        Option<rocm_kpack_package::compress::Compression>,
+        Option<u32>,
+    )> {
+        use rocm_kpack_package::compress::Compression;
+        let compression = match self.device_compression.as_str() {
+            "auto" => None,
+            other => Some(Compression::from_name(other).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown device compression {other:?} (auto, xz, gzip, zstd, zstd-long, none)"
+                )
+            })?),
+        };
+        Ok((compression, self.device_level))
+    }
+}
+
 /// Archive compression on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {

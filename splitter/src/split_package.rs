@@ -134,6 +134,12 @@ pub struct SplitPackageOptions {
     pub package_compression: Compression,
     /// Its level (None: the compressor's default).
     pub package_level: Option<u32>,
+    /// Compression of the device packages (None: automatic, see
+    /// [`rocm_kpack_package::PackageOptions::device_compression`]).
+    pub device_compression: Option<Compression>,
+    /// Its level (None: the split's zstd level for zstd payloads, else the
+    /// compressor's default).
+    pub device_level: Option<u32>,
     /// Where progress goes (split files and code objects, packages).
     pub progress: ProgressHandle,
 }
@@ -146,6 +152,8 @@ impl Default for SplitPackageOptions {
             source_date_epoch: DEFAULT_SOURCE_DATE_EPOCH,
             package_compression: Compression::Xz,
             package_level: None,
+            device_compression: None,
+            device_level: None,
             progress: ProgressHandle::default(),
         }
     }
@@ -396,9 +404,16 @@ fn split_into(
     popts.source_date_epoch = opts.source_date_epoch;
     popts.compression = opts.package_compression;
     popts.level = opts.package_level;
-    // A solid device payload is compressed at the split's level (the
-    // release level unless --level says otherwise).
-    popts.device_level = u32::try_from(opts.output.zstd_level).ok();
+    // A zstd device payload (solid, or asked for) is compressed at the
+    // split's level (the release level unless --level says otherwise)
+    // unless a level is given; other compressors keep their own default.
+    popts.device_compression = opts.device_compression;
+    popts.device_level = opts.device_level.or(match opts.device_compression {
+        None | Some(Compression::Zstd | Compression::ZstdLong) => {
+            u32::try_from(opts.output.zstd_level).ok()
+        }
+        Some(_) => None,
+    });
     popts.replace_existing = opts.output.replace_existing;
     popts.progress = opts.progress.clone();
     tracing::info!("packaging");

@@ -13,7 +13,7 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, source_date_epoch, Format, PackageOptions};
 
-use crate::cli::{OutArg, SpecArg};
+use crate::cli::{DeviceCompressionArgs, OutArg, SpecArg};
 
 /// Build packages from a split directory: one generic package (host code,
 /// the `.kpm` manifest, everything else) plus one package per device group
@@ -59,15 +59,8 @@ pub struct Args {
     /// Compression level [default: the compressor's].
     #[arg(long)]
     pub level: Option<u32>,
-    /// Compression of device packages: auto (the spec's `[package]
-    /// device_payload = "solid"`: zstd-long; else gzip -1 for groups whose
-    /// .kpack archives are already zstd-compressed, else --compression),
-    /// xz, gzip, zstd, zstd-long (zstd with a 2^27 window) or none.
-    #[arg(long, default_value = "auto")]
-    pub device_compression: String,
-    /// Device package compression level [default: the compressor's].
-    #[arg(long)]
-    pub device_level: Option<u32>,
+    #[command(flatten)]
+    pub device: DeviceCompressionArgs,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -87,13 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             args.compression
         )
     })?;
-    let device_compression = match args.device_compression.as_str() {
-        "auto" => None,
-        other => Some(Compression::from_name(other).with_context(|| {
-            format!("unknown device compression {other:?} (auto, xz, gzip, zstd, zstd-long, none)")
-        })?),
-    };
-    let device_level = args.device_level;
+    let (device_compression, device_level) = args.device.resolve()?;
     let mut meta = match &args.control_from {
         Some(deb) => {
             let r = DebReader::open(deb)?;

@@ -1,5 +1,5 @@
 //! `rocm-kpack split-package FILE --out DIR [--spec SPEC] [--jobs N] [--memory SIZE]
-//! [--compression zstd|none] [--level N] [--json]`.
+//! [--compression zstd|none] [--level N] [--device-compression C] [--device-level N] [--json]`.
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use rocm_kpack_cli::{ExitStatus, JsonArg};
 use rocm_kpack_package::source_date_epoch;
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 
-use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
+use crate::cli::{ArchiveCompressionArgs, DeviceCompressionArgs, JobsArg, OutArg, SpecArg};
 
 /// Split a fat .deb, .rpm or .whl into a generic package plus one package
 /// per device group.
@@ -38,12 +38,17 @@ pub struct Args {
     #[command(flatten)]
     pub compression: ArchiveCompressionArgs,
     #[command(flatten)]
+    pub device: DeviceCompressionArgs,
+    #[command(flatten)]
     pub json: JsonArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let (device_compression, device_level) = args.device.resolve()?;
     let progress = super::progress::CommandProgress::new();
     let opts = SplitPackageOptions {
+        device_compression,
+        device_level,
         spec: args.spec.load()?,
         output: args.compression.output(&args.jobs, &args.out)?,
         source_date_epoch: source_date_epoch()?,

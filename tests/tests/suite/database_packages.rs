@@ -1061,3 +1061,64 @@ fn database_directories_another_user_controls_are_refused_and_races_lose() {
         "race: {runs} runs, {refused} refused, {installed} installed in root's own directory"
     );
 }
+
+/// `split-package --device-compression zstd-long --device-level N` (the
+/// release engineer's choice for packages of database files, a fraction of
+/// xz -6's CPU): the device debs carrying database files are one zstd
+/// stream that dpkg-deb reads back byte for byte, the generic package keeps
+/// its xz, and an unknown compressor is refused before anything is written.
+#[test]
+fn split_package_device_compression_is_the_release_engineers_choice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rels: Vec<&str> = DATABASES.iter().map(|(rel, _, _)| *rel).collect();
+    let fat = databases::fat_deb(tmp.path(), "libdbfixture1", &rels);
+    let out = tmp.path().join("pkgs");
+    ok(bins::command("rocm-kpack")
+        .arg("split-package")
+        .arg(&fat)
+        .arg("--out")
+        .arg(&out)
+        .args(["-q", "--level", "3", "--device-compression", "zstd-long"])
+        .args(["--device-level", "15"]));
+    let deb = |name: &str| {
+        fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let f = p.file_name().unwrap().to_string_lossy();
+                f.starts_with(&format!("{name}_")) && f.ends_with(".deb")
+            })
+            .unwrap_or_else(|| panic!("no {name} deb in {}", out.display()))
+    };
+    let members = ok(Command::new("ar").arg("t").arg(deb("libdbfixture1-gfx90a")));
+    assert!(members.contains("data.tar.zst"), "{members}");
+    let members = ok(Command::new("ar").arg("t").arg(deb("libdbfixture1")));
+    assert!(members.contains("data.tar.xz"), "{members}");
+    let root = tmp.path().join("root");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(deb("libdbfixture1-gfx90a"))
+        .arg(&root));
+    for (rel, _, target) in DATABASES {
+        let got = root.join(databases::ROCM_PREFIX).join(rel);
+        if target == "gfx90a" {
+            assert_eq!(fs::read(&got).unwrap(), content(rel), "{rel}");
+        } else {
+            assert!(!got.exists(), "{rel} in the gfx90a deb");
+        }
+    }
+
+    let refused = tmp.path().join("refused");
+    let o = bins::command("rocm-kpack")
+        .arg("split-package")
+        .arg(&fat)
+        .arg("--out")
+        .arg(&refused)
+        .args(["-q", "--device-compression", "lz4"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("unknown device compression \"lz4\""), "{err}");
+    assert!(!refused.exists(), "{} was created", refused.display());
+}
