@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use rocm_kpack_format::database_set::{self, SetMember};
 use serde::Deserialize;
 
+use crate::plan::decode_sha256;
+
 /// The part of `index.json` read here; every other key is ignored.
 #[derive(Deserialize)]
 struct Index {
@@ -70,12 +72,6 @@ pub struct Chosen {
     pub members: Vec<SetMember>,
 }
 
-fn sha(hex: &str) -> Option<[u8; 32]> {
-    hex::decode(hex)
-        .ok()
-        .and_then(|v| <[u8; 32]>::try_from(v).ok())
-}
-
 /// The sets of `component` among `sets` whose every member is in `needed`
 /// (database path -> size and sha256 of what this run fetches), with the
 /// size those members make, in a format this fetcher reads; no file in
@@ -92,7 +88,7 @@ pub fn choose(
         if s.format != database_set::FORMAT || s.members.len() < 2 {
             continue;
         }
-        let Some(set_sha) = sha(&s.sha256) else {
+        let Some(set_sha) = decode_sha256(&s.sha256) else {
             continue;
         };
         let members: Option<Vec<SetMember>> =
@@ -100,7 +96,7 @@ pub fn choose(
                 .iter()
                 .map(|m| {
                     let (size, want) = needed.get(&m.install_path)?;
-                    let got = sha(&m.sha256)?;
+                    let got = decode_sha256(&m.sha256)?;
                     (got == *want && m.size == *size && !taken.contains(&m.install_path.as_str()))
                         .then(|| SetMember {
                             path: m.install_path.clone(),
@@ -155,7 +151,7 @@ mod tests {
             .map(|m| SetMember {
                 path: m.install_path.clone(),
                 size: m.size,
-                sha256: sha(&m.sha256).unwrap(),
+                sha256: decode_sha256(&m.sha256).unwrap(),
             })
             .collect();
         IndexSet {

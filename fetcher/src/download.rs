@@ -296,19 +296,8 @@ impl Partial {
     /// the bytes appended. The caller checks [`Partial::len`] and
     /// [`Partial::digest`] against what it expects.
     pub fn fill_from(&mut self, r: &mut dyn Read) -> io::Result<u64> {
-        let mut buf = vec![0u8; WRITE_BUFFER];
-        let mut total = 0u64;
-        loop {
-            let n = match r.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.append(head(&buf, n)?)?;
-            total += n as u64;
-        }
-        self.flush()?;
+        let total = io::copy(r, self)?;
+        Partial::flush(self)?;
         Ok(total)
     }
 
@@ -511,30 +500,20 @@ pub async fn fetch_small(
         })?;
         // As for every object of a local store: links are followed, only
         // a regular file is opened, without blocking.
-        let file = match rocm_kpack_fs::open_regular_following(&src) {
-            Ok(f) => f,
+        return match rocm_kpack_fs::read_limited_following(&src, limit) {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(e) => {
                 let e = io::Error::from(e);
-                if e.kind() == io::ErrorKind::NotFound {
-                    return Ok(None);
+                match e.kind() {
+                    io::ErrorKind::NotFound => Ok(None),
+                    // Over the limit too: the error names it.
+                    _ => Err(FetchError::FileSource {
+                        url: shown,
+                        source: e,
+                    }),
                 }
-                return Err(FetchError::FileSource {
-                    url: shown,
-                    source: e,
-                });
             }
         };
-        let mut bytes = Vec::new();
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|source| FetchError::FileSource {
-                url: shown.clone(),
-                source,
-            })?;
-        if bytes.len() as u64 > limit {
-            return Err(oversize());
-        }
-        return Ok(Some(bytes));
     }
     let mut resp = client.get(url, 0).await?;
     match resp.status() {
@@ -746,6 +725,18 @@ impl ChunkReader {
             self.floor.add(chunk.len() as u64);
             return Ok(Some(chunk));
         }
+    }
+}
+
+/// Appending (hashed, buffered) as a writer, for [`Partial::fill_from`].
+impl Write for Partial {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.append(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Partial::flush(self)
     }
 }
 

@@ -18,7 +18,7 @@
 //! failure the members not installed are fetched one by one
 //! (docs/packaging.md, "Transport form: kernel databases").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -242,14 +242,12 @@ fn transport_job(
     })
 }
 
-/// The download jobs of `plan`, but for the items at the paths in
-/// `taken` (members of a database set).
+/// The download jobs of `plan`, one per content.
 fn jobs_of(
     plan: &InstallPlan,
     sources: &Sources,
     level: Option<FrameLevel>,
     reporter: &dyn Reporter,
-    taken: &BTreeSet<PathBuf>,
 ) -> Vec<Job> {
     let mut by_hash: BTreeMap<([u8; 32], bool), Job> = BTreeMap::new();
     let mut order = Vec::new();
@@ -257,9 +255,6 @@ fn jobs_of(
         let Some(sha) = a.sha256_bytes() else {
             continue;
         };
-        if taken.contains(&a.path) {
-            continue;
-        }
         let dest = dest_of(c, a);
         let encoded = a.kind == ItemKind::Database;
         let urls = if encoded {
@@ -336,17 +331,12 @@ pub fn execute(
         .enable_all()
         .build()?;
     let client = Client::new(options.client.clone())?;
+    let mut jobs = jobs_of(plan, sources, options.transport, reporter.as_ref());
     // `--no-transport` takes every file as it is stored, one by one.
     let set_jobs = match options.transport {
-        Some(_) => runtime.block_on(set_jobs_of(&client, plan, sources, locked)),
+        Some(_) => runtime.block_on(set_jobs_of(&client, plan, sources, locked, &mut jobs)),
         None => Vec::new(),
     };
-    let taken: BTreeSet<PathBuf> = set_jobs
-        .iter()
-        .flat_map(|s| &s.members)
-        .flat_map(|(_, job)| job.dests.iter().map(|d| d.archive.path.clone()))
-        .collect();
-    let jobs = jobs_of(plan, sources, options.transport, reporter.as_ref(), &taken);
     let states = Arc::new(Mutex::new(states));
     let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
     let ctx = JobContext {
@@ -359,7 +349,7 @@ pub fn execute(
     };
     runtime.block_on(async {
         let mut set = JoinSet::new();
-        // Their directories are locked (set_jobs_of takes no other).
+        // Their destinations are all locked (set_jobs_of takes no other).
         for job in set_jobs {
             let ctx = ctx.clone();
             let semaphore = semaphore.clone();
@@ -530,23 +520,24 @@ struct SetJob {
 
 /// The database sets to download for `plan`: for each component (in a
 /// locked directory) with at least two database files to fetch, the sets
-/// of the `index.json` of its sources whose every member it fetches. An
-/// index that cannot be read gives no sets (logged): the files are
-/// fetched one by one, as from a store that predates sets.
+/// of the `index.json` of its sources whose every member it fetches. Each
+/// member's own job (every destination of its content, all in locked
+/// directories) moves from `jobs` into the set job, so a content is
+/// downloaded once, and no file is in two sets. An index that cannot be
+/// read gives no sets (logged): the files are fetched one by one, as from
+/// a store that predates sets.
 async fn set_jobs_of(
     client: &Client,
     plan: &InstallPlan,
     sources: &Sources,
     locked: &BTreeMap<PathBuf, Result<(), String>>,
+    jobs: &mut Vec<Job>,
 ) -> Vec<SetJob> {
     let mut indexes: BTreeMap<String, Vec<database_sets::IndexSet>> = BTreeMap::new();
     let mut out = Vec::new();
-    // A set job holds each member's partial download (locked) until it is
-    // installed: no file in two sets, so two set jobs never wait for each
-    // other.
-    let mut chosen_files: BTreeSet<[u8; 32]> = BTreeSet::new();
+    let is_locked = |dir: &PathBuf| matches!(locked.get(dir), Some(Ok(())));
     for c in &plan.components {
-        if !matches!(locked.get(&c.kpack_dir), Some(Ok(()))) {
+        if !is_locked(&c.kpack_dir) {
             continue;
         }
         let dbs: Vec<&PlannedArchive> = c
@@ -581,31 +572,24 @@ async fn set_jobs_of(
             .filter_map(|a| Some((a.filename.clone(), (a.size, a.sha256_bytes()?))))
             .collect();
         for chosen in database_sets::choose(&sets, &c.component, &needed) {
-            if chosen
-                .members
-                .iter()
-                .any(|m| chosen_files.contains(&m.sha256))
-            {
+            // The member's job: the content, stored encoded, and every
+            // destination in a locked directory.
+            let at = |jobs: &[Job], m: &SetMember| {
+                jobs.iter().position(|j| {
+                    j.want.encoded
+                        && j.want.sha256 == m.sha256
+                        && j.dests.iter().all(|d| is_locked(&d.kpack_dir))
+                })
+            };
+            if !chosen.members.iter().all(|m| at(jobs, m).is_some()) {
                 continue;
             }
-            chosen_files.extend(chosen.members.iter().map(|m| m.sha256));
             let members: Vec<(SetMember, Job)> = chosen
                 .members
                 .into_iter()
                 .filter_map(|m| {
-                    let a = dbs.iter().find(|a| a.filename == m.path)?;
-                    let job = Job {
-                        want: Wanted {
-                            name: a.filename.clone(),
-                            size: a.size,
-                            sha256: m.sha256,
-                            urls: sources.database_urls_for(&c.component, &m.sha256),
-                            encoded: true,
-                        },
-                        dests: vec![dest_of(c, a)],
-                        transport: None,
-                    };
-                    Some((m, job))
+                    let i = at(jobs, &m)?;
+                    Some((m, jobs.remove(i)))
                 })
                 .collect();
             tracing::info!(

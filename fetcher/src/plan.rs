@@ -143,7 +143,7 @@ pub struct Expected {
 }
 
 /// 64 hex digits as bytes.
-fn decode_sha256(hex: &str) -> Option<[u8; 32]> {
+pub(crate) fn decode_sha256(hex: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(hex, &mut out).ok()?;
     Some(out)

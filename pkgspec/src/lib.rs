@@ -38,7 +38,7 @@ pub use databases::{
 pub use defaults::KNOWN_PROCESSORS;
 pub use naming::{NameKind, Naming};
 /// LLVM's generic ISA table, owned by the runtime crate (target ids).
-pub use rocm_kpack_format::target::{GenericIsa, GENERIC_ISAS};
+pub use rocm_kpack_format::target::{processor_of, GenericIsa, GENERIC_ISAS};
 pub use schema::{Granularity, SpecFile};
 pub use version::Versioning;
 
@@ -238,13 +238,6 @@ pub struct Placement {
     /// the group carrying the processor, or, for a generic ISA, a tree of
     /// its own named after it, so no two groups ever ship the same file.
     pub tree: String,
-}
-
-/// The processor part of a target id: `amdgcn-amd-amdhsa--gfx90a:xnack+`
-/// and `gfx90a:xnack+` both give `gfx90a`.
-pub fn processor_of(target_id: &str) -> &str {
-    let t = target_id.rsplit("--").next().unwrap_or(target_id);
-    t.split(':').next().unwrap_or(t)
 }
 
 /// Whether a processor name is a generic ISA (`gfx11-generic`).

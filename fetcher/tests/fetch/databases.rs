@@ -117,6 +117,17 @@ impl Blas {
     pub(crate) fn installed(&self, i: usize) -> PathBuf {
         self.prefix().join(&self.dbs[i].file.path)
     }
+    /// gfx90a's three files are in place, byte for byte.
+    pub(crate) fn assert_gfx90a_files_installed(&self) {
+        for i in 0..3 {
+            assert_eq!(
+                fs::read(self.installed(i)).expect("installed"),
+                self.dbs[i].bytes,
+                "{}",
+                self.dbs[i].file.path
+            );
+        }
+    }
 }
 
 #[test]
@@ -177,14 +188,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
             "the test data compresses"
         );
     }
-    for i in 0..3 {
-        assert_eq!(
-            fs::read(b.installed(i)).expect("installed"),
-            b.dbs[i].bytes,
-            "{}",
-            b.dbs[i].file.path
-        );
-    }
+    b.assert_gfx90a_files_installed();
     assert!(
         !b.installed(3).exists(),
         "gfx1100's database is not fetched for gfx90a"

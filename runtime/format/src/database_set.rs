@@ -314,9 +314,7 @@ pub fn variant_stem(path: &str) -> Cow<'_, str> {
 /// The one processor (`gfx90a` of `gfx90a:xnack+`) every architecture of
 /// a database file names; `None` when they name several or none.
 pub fn processor_of(architectures: &[String]) -> Option<&str> {
-    let mut it = architectures
-        .iter()
-        .map(|a| a.split(':').next().unwrap_or(a));
+    let mut it = architectures.iter().map(|a| crate::target::processor_of(a));
     let first = it.next()?;
     it.all(|p| p == first).then_some(first)
 }

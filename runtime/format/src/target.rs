@@ -223,6 +223,14 @@ impl TargetId {
     }
 }
 
+/// The processor part of a target id, without parsing it:
+/// `amdgcn-amd-amdhsa--gfx90a:xnack+` and `gfx90a:xnack+` both give
+/// `gfx90a`.
+pub fn processor_of(target_id: &str) -> &str {
+    let t = target_id.rsplit("--").next().unwrap_or(target_id);
+    t.split(':').next().unwrap_or(t)
+}
+
 /// One of LLVM's generic ISAs (AMDGPUUsage, "Generic processors"): code
 /// built for it runs on every processor it serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -309,7 +309,16 @@ fn kind_of(meta: &fs::Metadata) -> &'static str {
 /// file that grows while being read is refused at `limit + 1` bytes, so
 /// memory is bounded by `limit`, never by what the file claims.
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
-    let file = open_regular(path)?;
+    read_limited_open(open_regular(path)?, path, limit)
+}
+
+/// [`read_limited`] through [`open_regular_following`]: for a file in a
+/// directory an administrator configured (a local store's `index.json`).
+pub fn read_limited_following(path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
+    read_limited_open(open_regular_following(path)?, path, limit)
+}
+
+fn read_limited_open(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, PathError> {
     let size = file
         .metadata()
         .map_err(|e| PathError::new("cannot stat", path, e))?

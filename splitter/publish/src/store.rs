@@ -470,6 +470,14 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// Marks the members of `planned` sets, whose bytes [`Store::add_database`]
+    /// then keeps for [`Store::add_sets`].
+    fn expect_set_members(&mut self, planned: &[PlannedSet]) {
+        for m in planned.iter().flat_map(|set| &set.members) {
+            self.members.insert(m.sha256, None);
+        }
+    }
+
     /// Writes the decoded stream of every planned set whose members were
     /// all read, and queues its object (copied from the cache when there).
     /// Before [`Store::encode_pending`], which removes the members' bytes.
@@ -918,11 +926,7 @@ pub fn write_store(
     };
     let mut store = Store::new(root, opts.store_zstd_level, cache)?;
     let (listed, planned) = listed_databases(inputs)?;
-    for set in &planned {
-        for m in &set.members {
-            store.members.insert(m.sha256, None);
-        }
-    }
+    store.expect_set_members(&planned);
     for_each_package_file(inputs, |path, version, label, origin, data| {
         if is_kpack_archive_path(path) {
             store.add(base_name(path), Some(version), Some(label), origin, data)
@@ -1313,11 +1317,7 @@ mod tests {
             let root = dir.path().join(run);
             let cache = ObjectCache::open(&cache_dir, 3, transport::WINDOW_LOG).unwrap();
             let mut store = Store::new(&root, 3, Some(cache)).unwrap();
-            for set in &planned {
-                for m in &set.members {
-                    store.members.insert(m.sha256, None);
-                }
-            }
+            store.expect_set_members(&planned);
             for (db, bytes) in &files {
                 store
                     .add_database(
