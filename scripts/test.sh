@@ -52,6 +52,10 @@ fi
 # Debian's ROCm packages (real fat binaries), downloaded once and sha256-checked.
 bash tests/scripts/fetch-debian-testdata.sh
 
+# No incremental compilation: the suite builds once from a clean tree (CI),
+# where incremental caches only add time and some 2 GB of disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 # Short fuzzing runs of every parser (longer: KPACK_FUZZ_ITERS=1000000 KPACK_FUZZ_SECS=0).
 export KPACK_FUZZ_ITERS="${KPACK_FUZZ_ITERS:-20000}"
 cargo build --workspace --all-targets

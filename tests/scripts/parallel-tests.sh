@@ -121,8 +121,15 @@ run_target() {
   esac
   # libtest prints no test's duration: each result line gets the seconds
   # since its target started, which tells where a target's time goes.
-  "${cmd[@]}" 2>&1 </dev/null | stamp "$start" >"$logs/$name.log" || rc=$?
-  echo "$rc $((SECONDS - start))" >"$logs/$name.status"
+  # CPU seconds (user + system, the target's processes and their children)
+  # tell what each target costs the shared cores, which its wall time
+  # beside the others does not.
+  local timed=()
+  [ ! -x /usr/bin/time ] || timed=(/usr/bin/time -o "$logs/$name.cpu" -f '%U %S')
+  "${timed[@]}" "${cmd[@]}" 2>&1 </dev/null | stamp "$start" >"$logs/$name.log" || rc=$?
+  local cpu=-
+  [ ! -s "$logs/$name.cpu" ] || cpu=$(awk 'END { printf "%.0f", $1 + $2 }' "$logs/$name.cpu")
+  echo "$rc $((SECONDS - start)) $cpu" >"$logs/$name.status"
   # One target's output at a time.
   # shellcheck disable=SC2016 # the arguments expand in the inner shell
   flock "$logs/.print" sh -c 'echo "=== $1 (exit $2, $3 s)"; cat "$4"' \
@@ -138,10 +145,10 @@ done
 wait
 
 status=0
-echo "=== summary (target, seconds, exit status)"
+echo "=== summary (target, seconds, CPU seconds, exit status)"
 for t in "${targets[@]}"; do
-  read -r rc secs <"$logs/$t.status" || { rc=missing secs=-; }
-  printf '%-28s %6s  %s\n' "$t" "$secs" "$rc"
+  read -r rc secs cpu <"$logs/$t.status" || { rc=missing secs=- cpu=-; }
+  printf '%-28s %6s %6s  %s\n' "$t" "$secs" "$cpu" "$rc"
   [ "$rc" = 0 ] || status=1
 done
 exit "$status"

@@ -26,13 +26,16 @@ pub fn built() -> &'static PathBuf {
             .to_owned();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        // The whole workspace, not the packages the tests run: cargo
-        // unifies features over the packages a build selects, so a `-p`
-        // list builds every crate under it a second time with other
-        // features (minutes on a cold CI machine), where this build finds
-        // what scripts/test.sh's `cargo build --workspace --all-targets`
-        // left.
-        cmd.args(["build", "--workspace", "--bins", "--lib"]);
+        // The same features as `cargo test --workspace` and scripts/test.sh's
+        // `cargo build --workspace --all-targets`, so this build finds what
+        // they left. Cargo unifies features over the packages a build
+        // selects, so the whole workspace, not a `-p` list; and it unifies
+        // dev-dependencies' features only when the build includes a target
+        // that uses them, so `--examples` (cheap, and built already): with
+        // `--bins --lib` alone, 21 crates are built a second time with
+        // other features (minutes on a cold CI machine, 800 MB), and each
+        // test process relinks the C libraries over the other's.
+        cmd.args(["build", "--workspace", "--bins", "--lib", "--examples"]);
         if profile == "release" {
             cmd.arg("--release");
         }

@@ -51,6 +51,10 @@ fn readme_command_blocks_run() {
     // build of some 300 crates, most of whose time is LLVM optimising at
     // opt-level 3.
     let install_root = tempfile::tempdir().expect("tempdir");
+    // The blocks' `mktemp -d` directories (split packages, published
+    // repositories) go below a directory this test removes, not into /tmp
+    // for good: CI's disk is the suite's to share.
+    let scratch = tempfile::tempdir().expect("tempdir");
     let path = format!(
         "{}:{}:{}",
         install_root.path().join("bin").display(),
@@ -63,6 +67,7 @@ fn readme_command_blocks_run() {
             .current_dir(repo)
             .env("PATH", &path)
             .env("CARGO_INSTALL_ROOT", install_root.path())
+            .env("TMPDIR", scratch.path())
             .env("CARGO_TARGET_DIR", repo.join("target/readme-install"))
             .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
             .output()
