@@ -155,8 +155,12 @@ fn search_dirs() -> Vec<PathBuf> {
 
 /// sha256 of a file, lowercase hex.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    sha256_reader(&mut std::fs::File::open(path)?)
+}
+
+/// Hex sha256 of everything `reader` yields.
+pub fn sha256_reader(reader: &mut dyn std::io::Read) -> io::Result<String> {
+    let file = reader;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
