@@ -160,11 +160,10 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
 
 /// Hex sha256 of everything `reader` yields.
 pub fn sha256_reader(reader: &mut dyn std::io::Read) -> io::Result<String> {
-    let file = reader;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file.read(&mut buf)?;
+        let n = reader.read(&mut buf)?;
         if n == 0 {
             break;
         }
