@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 packages=(
   clang-15 clang-tools-15 lld-15           # fixture regeneration (clang-15 bundles)
   clang-19 clang-tools-19 lld-19           # shards compiled by the recombine tests; clang-offload-bundler
-  binutils elfutils file                   # readelf, strip, objcopy, eu-elflint
+  binutils elfutils file                   # readelf, strip, objcopy, eu-elflint, eu-strip
+  qemu-user                                # runs split executables as Linux before 5.18 does
+  debhelper debugedit                      # dh_strip, find-debuginfo: what packagers run on split trees
   dpkg-dev lintian                         # deb checks
   rpm rpmlint dnf createrepo-c cpio        # rpm checks, a real dnf client; GNU cpio lists payloads
   gpg systemd curl                         # repository signing, unit checks, bench baseline

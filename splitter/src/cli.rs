@@ -51,6 +51,9 @@ pub enum Command {
     /// Check that every marker in a tree resolves to device code for the given targets.
     #[command(after_help = ExitStatus::summary("rocm-kpack", &[ExitStatus::Success, ExitStatus::Failure, ExitStatus::Usage, ExitStatus::Problems]))]
     Verify(cmd::verify::Args),
+    /// Find (and with --yes rewrite) ELF files whose program header table Linux before 5.18 would not find.
+    #[command(after_help = ExitStatus::summary("rocm-kpack", &[ExitStatus::Success, ExitStatus::Failure, ExitStatus::Usage, ExitStatus::Problems]))]
+    RepairPhdr(cmd::repair_phdr::Args),
     /// Show the effective package spec, or check a spec file.
     Spec(cmd::spec::Args),
     /// Build a generic package and one package per device group (deb, rpm, wheel) from a split tree.

@@ -9,7 +9,8 @@
 # scaling benchmark (Debian 13 trixie, through a private apt configuration
 # under <cache>/apt-trixie/; the machine's sources are not touched; 451 MB
 # download, 1.6 GB extracted), librocblas0 for the kernel-database test and
-# benchmark (trixie too; 166 MB download, 2.3 GB extracted). .debs already in
+# benchmark (trixie too; 166 MB download, 2.3 GB extracted), libhipfft0-tests
+# for its fat executable (trixie; 1.1 MB). .debs already in
 # $ROCM_KPACK_TESTDATA, /var/cache/rocm-kpack-debs or the cache directory are
 # reused; others are fetched with `apt-get download`. Every .deb is checked
 # against its pinned sha256 (a mismatch is an error, exit 1). The cache
@@ -27,6 +28,7 @@ pin() {
     libamdhip64-5) echo "5.2.3-8 e89c3757b6ca16b7a03374a0a42402ab19e9e7000251d47379838be965330ebd" ;;
     librocsolver0) echo "5.5.1-7 8b3763a18c7bebc244337432bbef5e1ff4ac4dcf56bba32e766b4070c3afaee0 trixie" ;;
     librocblas0) echo "5.5.1+dfsg-7 951dfa1a46ee275dace455f396640cfc63a47927455a0903b73c4e50030574c1 trixie" ;;
+    libhipfft0-tests) echo "6.1.2-3 76a01cbe5c5b588548cb37ec1747eacc2f58acfa4af95f89cf3aee37e12a9302 trixie" ;;
     *) echo "fetch-debian-testdata: $1 is not a pinned package" >&2; exit 2 ;;
   esac
 }

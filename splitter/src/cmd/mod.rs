@@ -6,6 +6,7 @@ pub mod package;
 pub mod progress;
 pub mod publish;
 pub mod recombine;
+pub mod repair_phdr;
 pub mod spec;
 pub mod split;
 pub mod split_binary;
@@ -27,6 +28,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
         Command::Split(args) => split::run(args),
         Command::Recombine(args) => recombine::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::RepairPhdr(args) => repair_phdr::run(args),
         Command::Spec(args) => spec::run(args),
         Command::Package(args) => package::run(args),
         Command::Publish(args) => publish::run(args),

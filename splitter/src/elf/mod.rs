@@ -8,8 +8,10 @@
 //! written to disk; [`inspect`] reports what a fat or split binary carries.
 
 pub mod inspect;
+pub mod phdr;
 pub mod read;
 pub mod rewrite;
+pub mod room;
 pub mod verify;
 
 pub use read::{Elf, Phdr, Shdr};

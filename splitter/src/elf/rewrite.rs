@@ -1,21 +1,30 @@
 //! Plan and write the host-only ELF: `.hip_fatbin` becomes NOBITS and its
 //! pages leave the file, `.rocm_kpack_ref` arrives in a new read-only
-//! PT_LOAD together with the (moved) program header table, and every
-//! wrapper in `.hipFatBinSegment` becomes a HIPK wrapper pointing at the
-//! marker, in the file and in its dynamic relocation.
+//! PT_LOAD after every other, and every wrapper in `.hipFatBinSegment`
+//! becomes a HIPK wrapper pointing at the marker, in the file and in its
+//! dynamic relocation. The program header table, a few entries longer,
+//! stays right after the ELF header (docs/formats.md, "Where the program
+//! header table lives"); the sections it grows over move into the new
+//! PT_LOAD ([`Room`]).
 //!
 //! New file layout (offsets in the output):
 //! ```text
-//! [0, fo)                      unchanged (old PHT zeroed)
+//! [0, fo)                      unchanged, but for the longer program header table
+//!                              and the sections that made room for it (zeroed)
 //! [fo, fo+fill)                zeros: the part of .hip_fatbin that cannot leave
 //! [fo+fill, K-delta)           unchanged content after .hip_fatbin, shifted by -delta
-//! [N0, ...)                    new PT_LOAD: program header table, marker
+//! [N0, ...)                    new PT_LOAD: the moved sections, the marker
 //! [...)                        non-loaded sections that followed all segments (+ grown .shstrtab)
 //! [...)                        section header table (one more entry)
 //! ```
+//! The segment that held `.hip_fatbin` becomes the part before it, a
+//! segment of its zeros with no file bytes (whole pages), and the part
+//! after it.
 //! `delta` is a multiple of every moved segment's `p_align`, so each moved
 //! segment keeps `p_offset == p_vaddr (mod p_align)`; virtual addresses of
-//! existing content never change.
+//! existing content never change, but for the sections that made room for
+//! the table, which only program headers and dynamic entries find (they
+//! follow them).
 //!
 //! The headers are read as `object::elf` types ([`super::read`]) and
 //! written back through them ([`Phdr::to_raw`], [`Shdr::to_raw`],
@@ -32,6 +41,7 @@ use std::collections::BTreeMap;
 use rocm_kpack_format::wrapper::FatbinWrapper;
 
 use super::read::*;
+use super::room::Room;
 use super::{ElfError, Result};
 use crate::image::Image;
 
@@ -563,9 +573,14 @@ pub fn rewrite<'a>(
         }
     };
 
-    // Program headers.
+    // Program headers: the fatbin's segment becomes piece A (before the
+    // hole), the hole's zeros as a segment of their own with no file bytes
+    // (on whole pages: a segment whose memory goes on past its file bytes
+    // must not end them inside a read-only page, which qemu-user zeroes by
+    // hand and faults on) and piece B (after the hole); the marker, and
+    // the sections the longer table pushes out of its way ([`Room`]), go
+    // in a new segment after every other.
     let a_filesz = fo - load.p_offset;
-    let a_memsz = fa_end - load.p_vaddr;
     let load_file_end = load.p_offset + load.p_filesz;
     let load_mem_end = load
         .p_vaddr
@@ -575,11 +590,21 @@ pub fn rewrite<'a>(
     let b_memsz = load_mem_end
         .checked_sub(fa_end)
         .ok_or_else(|| ElfError::Malformed(format!("{FATBIN_SECTION} extends past its segment")))?;
+    let hole_mem_end = if b_filesz > 0 { fa_end } else { load_mem_end };
+    let zeros_vaddr = align_up(fa, PAGE)?;
     let piece_a = Phdr {
         p_filesz: a_filesz,
-        p_memsz: if b_filesz == 0 { load.p_memsz } else { a_memsz },
+        p_memsz: zeros_vaddr.min(hole_mem_end) - load.p_vaddr,
         ..load
     };
+    let zeros_load = (zeros_vaddr < hole_mem_end).then(|| Phdr {
+        p_offset: zeros_vaddr.wrapping_sub(load.p_vaddr.wrapping_sub(load.p_offset)),
+        p_vaddr: zeros_vaddr,
+        p_paddr: load.p_paddr.wrapping_add(zeros_vaddr - load.p_vaddr),
+        p_filesz: 0,
+        p_memsz: hole_mem_end - zeros_vaddr,
+        ..load
+    });
     let piece_b = (b_filesz > 0).then(|| Phdr {
         p_offset: cut_end - delta,
         p_vaddr: fa_end,
@@ -588,12 +613,30 @@ pub fn rewrite<'a>(
         p_memsz: b_memsz,
         ..load
     });
-    let new_phnum = elf.phdrs.len() + 1 + usize::from(piece_b.is_some());
+    let new_phnum =
+        elf.phdrs.len() + 1 + usize::from(zeros_load.is_some()) + usize::from(piece_b.is_some());
     let new_phnum_u16 = u16::try_from(new_phnum)
         .ok()
         .filter(|&n| n < 0xffff)
         .ok_or_else(|| ElfError::Unsupported("too many program headers".into()))?;
     let pht_size = new_phnum as u64 * PHDR_SIZE as u64;
+    let first = elf.phdrs.iter().find(|p| p.p_type == PT_LOAD);
+    let first_bias = first.map_or(0, |p| p.p_vaddr.wrapping_sub(p.p_offset));
+    // Where the table goes: where it is (docs/formats.md, "Where the
+    // program header table lives"), or, when what follows it cannot move,
+    // after everything, at an address `first bias + offset`.
+    let in_place = match Room::needed(elf, elf.phoff(), new_phnum) {
+        Ok(room) if elf.phoff() < fo => Some(room),
+        Ok(_) => None,
+        Err(why) => {
+            tracing::warn!(
+                "the program header table cannot grow where it is ({why}): it goes after every \
+                 segment, and the file keeps zeros up to it"
+            );
+            None
+        }
+    };
+    let room = in_place.clone().flatten();
 
     // --- Output bytes ---------------------------------------------------
     let kept_len = keep_end - delta;
@@ -629,6 +672,13 @@ pub fn rewrite<'a>(
         elf.phdrs.len() as u64 * PHDR_SIZE as u64,
         "program header table",
     )?;
+    if let Some(room) = &room {
+        zero(
+            room.start,
+            room.len(),
+            "sections making room for the program header table",
+        )?;
+    }
     if !shstr_in_tail {
         let s = elf.shdrs[shstrndx];
         zero(s.sh_offset, s.sh_size, "section name table")?;
@@ -641,12 +691,34 @@ pub fn rewrite<'a>(
         )?;
     }
 
+    // The new segment: the moved sections (at an offset with their
+    // remainder modulo their alignment), or the table when it cannot stay,
+    // then the marker.
     let n0 = align_up(out.len() as u64, 8)?;
-    let marker_off = align_up(n0 + pht_size, 8)?;
+    let (n0, v0) = match (&in_place, &room) {
+        (Some(_), Some(room)) => {
+            let n0 = n0 + (room.start.wrapping_sub(n0) % room.align);
+            (n0, align_up(max_vend, new_align)? + n0 % new_align)
+        }
+        (Some(_), None) => (n0, align_up(max_vend, new_align)? + n0 % new_align),
+        (None, _) => {
+            let floor = align_up(max_vend, new_align)?
+                .checked_sub(first_bias)
+                .ok_or_else(|| ElfError::Malformed("address overflow".into()))?;
+            let n0 = n0.max(floor);
+            (n0, n0.wrapping_add(first_bias))
+        }
+    };
+    let (phoff, marker_off) = match (&in_place, &room) {
+        (Some(_), Some(room)) => (elf.phoff(), n0 + room.len()),
+        (Some(_), None) => (elf.phoff(), n0),
+        (None, _) => (n0, align_up(n0 + pht_size, 8)?),
+    };
+    // How far the moved sections go up in memory.
+    let room_delta = room
+        .as_ref()
+        .map_or(0, |r| v0.wrapping_sub(r.start.wrapping_add(first_bias)));
     let seg_end = marker_off + marker.len() as u64;
-    let v0 = align_up(max_vend, new_align)?
-        .checked_add(n0 % new_align)
-        .ok_or_else(|| ElfError::Malformed("address overflow".into()))?;
     let marker_vaddr = v0 + (marker_off - n0);
     let new_load = Phdr {
         p_type: PT_LOAD,
@@ -658,23 +730,36 @@ pub fn rewrite<'a>(
         p_memsz: seg_end - n0,
         p_align: new_align,
     };
+    let phdr_vaddr = if in_place.is_some() {
+        phoff.wrapping_add(first_bias)
+    } else {
+        v0
+    };
 
     let mut phdrs: Vec<Phdr> = Vec::with_capacity(new_phnum);
     for (i, p) in elf.phdrs.iter().enumerate() {
         if i == fat.load {
             phdrs.push(piece_a);
+            phdrs.extend(zeros_load);
             phdrs.extend(piece_b);
             continue;
         }
         if p.p_type == PT_PHDR {
             phdrs.push(Phdr {
-                p_offset: n0,
-                p_vaddr: v0,
-                p_paddr: v0,
+                p_offset: phoff,
+                p_vaddr: phdr_vaddr,
+                p_paddr: phdr_vaddr,
                 p_filesz: pht_size,
                 p_memsz: pht_size,
                 ..*p
             });
+            continue;
+        }
+        if let Some(room) = room
+            .as_ref()
+            .filter(|r| r.holds(p.p_offset) && p.p_filesz > 0)
+        {
+            phdrs.push(room.moved_phdr(p, room_delta, n0));
             continue;
         }
         let mut q = *p;
@@ -699,9 +784,19 @@ pub fn rewrite<'a>(
         .rposition(|p| p.p_type == PT_LOAD)
         .unwrap_or(phdrs.len().saturating_sub(1));
     phdrs.insert(last_load + 1, new_load);
+    debug_assert_eq!(phdrs.len(), new_phnum);
+    let table: Vec<u8> = phdrs.iter().flat_map(|p| p.to_bytes()).collect();
 
     out.pad_to(n0 as usize);
-    out.extend_from_slice(&phdrs.iter().flat_map(|p| p.to_bytes()).collect::<Vec<u8>>());
+    if in_place.is_some() {
+        if let Some(room) = &room {
+            copy(&mut out, room.start, room.len(), "moved sections")?;
+        }
+        out.patch(phoff as usize, &table)
+            .ok_or_else(|| ElfError::Malformed("program header table out of range".into()))?;
+    } else {
+        out.extend_from_slice(&table);
+    }
     out.pad_to(marker_off as usize);
     out.extend_from_slice(marker);
 
@@ -740,6 +835,9 @@ pub fn rewrite<'a>(
         if i == fat.fatbin {
             t.sh_type = SHT_NOBITS;
             t.sh_offset = fo;
+        } else if let Some(room) = room.as_ref().filter(|r| r.sections.contains(&i)) {
+            t.sh_addr = s.sh_addr.wrapping_add(room_delta);
+            t.sh_offset = n0 + (s.sh_offset - room.start);
         } else if let Some(&o) = new_offsets.get(&i) {
             t.sh_offset = o;
             if i == shstrndx {
@@ -774,7 +872,31 @@ pub fn rewrite<'a>(
     out.pad_to(shoff as usize);
     out.extend_from_slice(&shdrs.iter().flat_map(|s| s.to_bytes()).collect::<Vec<u8>>());
 
-    let header = elf.header_bytes(n0, new_phnum_u16, shoff, new_shnum);
+    // Dynamic entries and symbols that follow the moved sections, wherever
+    // their bytes now are (kept, moved, or in the tail).
+    if let Some(room) = &room {
+        for (at, bytes) in room.follow(elf, room_delta)? {
+            let to = if room.holds(at) {
+                Some(n0 + (at - room.start))
+            } else if let Some((&i, &o)) = new_offsets.iter().find(|(&i, _)| {
+                (elf.shdrs[i].sh_offset..elf.shdrs[i].sh_offset + elf.shdrs[i].sh_size)
+                    .contains(&at)
+            }) {
+                Some(o + (at - elf.shdrs[i].sh_offset))
+            } else {
+                map_off(at)
+            };
+            let to = to.ok_or_else(|| {
+                ElfError::Malformed(format!(
+                    "cannot place the edit at {at:#x} of a moved section"
+                ))
+            })?;
+            out.patch(to as usize, &bytes)
+                .ok_or_else(|| ElfError::Malformed("edit out of range".into()))?;
+        }
+    }
+
+    let header = elf.header_bytes(phoff, new_phnum_u16, shoff, new_shnum);
     out.patch(0, &header)
         .ok_or_else(|| ElfError::Malformed("output shorter than an ELF header".into()))?;
 

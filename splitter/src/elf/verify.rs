@@ -153,6 +153,7 @@ pub fn check_structure(elf: &Elf<'_>) -> Result<()> {
     if pht.1 > len || sht.1 > len {
         return Err(fail("a header table extends past the end of the file"));
     }
+    super::phdr::check(elf).map_err(|m| fail(m.to_string()))?;
 
     // Sections.
     let mut ranges: Vec<(u64, u64, String)> = vec![

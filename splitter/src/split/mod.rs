@@ -13,6 +13,7 @@ pub mod binary;
 pub mod output;
 pub mod plan;
 pub mod recombine;
+pub mod repair;
 pub mod request;
 pub mod scan;
 pub mod tree;

@@ -170,33 +170,53 @@ enum Found {
     Nothing,
 }
 
-fn look_at(root: &Path, rel: String) -> std::result::Result<Found, Problem> {
+fn look_at(root: &Path, rel: String) -> std::result::Result<(Found, Option<Problem>), Problem> {
     let path = root.join(&rel);
     let problem = |message: String| Problem {
         path: rel.clone(),
         message,
     };
     if is_kpack_path(&rel) {
-        return Ok(if layout::is_manifest_path(&rel) {
-            Found::Manifest(rel)
-        } else {
-            Found::Archive(rel)
-        });
+        return Ok((
+            if layout::is_manifest_path(&rel) {
+                Found::Manifest(rel)
+            } else {
+                Found::Archive(rel)
+            },
+            None,
+        ));
     }
     let mut f = File::open(&path).map_err(|e| problem(format!("cannot read: {e}")))?;
     let head = read_head(&mut f, 64).map_err(|e| problem(format!("cannot read: {e}")))?;
     if !is_x86_64_elf(&head) {
-        return Ok(Found::Nothing);
+        return Ok((Found::Nothing, None));
     }
     // SAFETY: read-only private mapping of a file we only read.
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| problem(format!("cannot map: {e}")))?;
     let Ok(elf) = crate::elf::Elf::parse(&map) else {
-        return Ok(Found::Nothing);
+        return Ok((Found::Nothing, None));
     };
+    // Any ELF of the tree, split by whichever tool and stripped since.
+    let phdr = crate::elf::phdr::check(&elf).err().map(|m| {
+        problem(format!(
+            "{m}; `rocm-kpack repair-phdr` rewrites it (docs/formats.md, \"Where the program header table lives\")"
+        ))
+    });
+    let found = classify_elf(&elf, &map, rel.clone(), path, problem)?;
+    Ok((found, phdr))
+}
+
+fn classify_elf(
+    elf: &crate::elf::Elf<'_>,
+    map: &[u8],
+    rel: String,
+    path: PathBuf,
+    problem: impl Fn(String) -> Problem,
+) -> std::result::Result<Found, Problem> {
     let has = |s: &str| matches!(elf.find_section(s), Ok(Some(_)));
     if has(crate::elf::rewrite::MARKER_SECTION) {
         let report =
-            inspect_elf(&map).map_err(|e| problem(format!("unreadable split binary: {e}")))?;
+            inspect_elf(map).map_err(|e| problem(format!("unreadable split binary: {e}")))?;
         let Some(m) = report.marker else {
             return Ok(Found::Nothing);
         };
@@ -302,7 +322,7 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             files.push(rel.to_string());
         }
     }
-    let found: Vec<std::result::Result<Found, Problem>> = files
+    let found: Vec<std::result::Result<(Found, Option<Problem>), Problem>> = files
         .into_par_iter()
         .map(|rel| look_at(root, rel))
         .collect();
@@ -311,6 +331,13 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut manifests = Vec::new();
     let mut archives = Vec::new();
     for f in found {
+        let f = match f {
+            Ok((found, phdr)) => {
+                problems.extend(phdr);
+                Ok(found)
+            }
+            Err(p) => Err(p),
+        };
         match f {
             Ok(Found::Binary(b)) => binaries.push(b),
             Ok(Found::Fat(p)) => fat_binaries.push(p),

@@ -54,8 +54,10 @@ pub const PACKAGES: [Package; 3] = [
 /// Packages bookworm lacks, from Debian 13 trixie through a private apt
 /// configuration ([`trixie_apt_args`]): librocsolver0 for the scaling
 /// benchmark, librocblas0 (166 MB deb, 2.26 GB installed, most of it the
-/// Tensile kernel database) for the kernel-database test and benchmark.
-pub const TRIXIE_PACKAGES: [Package; 2] = [
+/// Tensile kernel database) for the kernel-database test and benchmark,
+/// libhipfft0-tests (1.1 MB deb) for its fat executable `hipfft-test`
+/// (GNU ld, with a GNU_PROPERTY note: unlike the fixtures').
+pub const TRIXIE_PACKAGES: [Package; 3] = [
     Package {
         name: "librocsolver0",
         version: "5.5.1-7",
@@ -65,6 +67,11 @@ pub const TRIXIE_PACKAGES: [Package; 2] = [
         name: "librocblas0",
         version: "5.5.1+dfsg-7",
         sha256: "951dfa1a46ee275dace455f396640cfc63a47927455a0903b73c4e50030574c1",
+    },
+    Package {
+        name: "libhipfft0-tests",
+        version: "6.1.2-3",
+        sha256: "76a01cbe5c5b588548cb37ec1747eacc2f58acfa4af95f89cf3aee37e12a9302",
     },
 ];
 
@@ -284,6 +291,11 @@ pub fn librocrand_so() -> io::Result<PathBuf> {
     Ok(extracted("librocrand1")?
         .join(LIBDIR)
         .join("librocrand.so.1.1"))
+}
+
+/// trixie's `hipfft-test` (5.7 MB fat PIE executable, 11 code objects).
+pub fn hipfft_test() -> io::Result<PathBuf> {
+    Ok(extracted("libhipfft0-tests")?.join("usr/libexec/rocm/libhipfft0-tests/hipfft-test"))
 }
 
 /// Debian's `librocsparse.so.0.1` (1.3 GB; for benchmarks).

@@ -25,6 +25,7 @@ mod hostile_packages;
 mod hostile_rpm;
 mod install_flows;
 mod layouts;
+mod old_kernels;
 mod package_formats;
 mod pip_native;
 mod publish_clients;
