@@ -368,12 +368,13 @@ pub struct Needs {
 }
 
 /// The archives of `manifest` the loader may open on a machine with
-/// `targets`, and the targets it has nothing for: for each target, the
-/// archive the loader's selection rule decides on for each setting the
+/// `targets`, and the targets it has nothing for: for each target, every
+/// archive the loader's selection rule may load from for each setting the
 /// process may run the GPU with ([`select::loadable`] over the manifest's
-/// archives in manifest order, as the loader searches a manifest). So an
-/// archive whose code the loader never picks (a generic copy in a sibling
-/// family when native code exists, a second copy of a key) is not needed.
+/// archives in manifest order, as the loader searches a manifest). The
+/// loader falls through to a later archive for a kernel the earlier ones
+/// lack, so an overlay and its base, or native and generic-ISA code, are
+/// both needed.
 pub fn needs(manifest: &Manifest, targets: &[TargetId]) -> Needs {
     let lists: Vec<&[String]> = manifest
         .kpack_files
@@ -578,16 +579,17 @@ mod tests {
         assert_eq!(n.uncovered, vec!["gfx803".to_string()]);
     }
 
-    /// Regression: a generic ISA copied into every family it serves made a
-    /// gfx1100 machine fetch the gfx115X archive too, which the loader never
-    /// opens because gfx110X has native gfx1100 code.
+    /// A generic ISA copied into every family it serves (the earlier family
+    /// layout): the loader falls through from the native archive to every
+    /// copy for a kernel the ones before lack, so each is needed.
     #[test]
-    fn generic_copies_in_sibling_families_are_not_fetched_when_native_code_exists() {
+    fn every_archive_the_loader_may_fall_through_to_is_needed() {
         let m = Manifest {
             component: "demo".into(),
             kpack_files: vec![
                 file("d_gfx110X.kpack", &["gfx11-generic", "gfx1100", "gfx1101"]),
                 file("d_gfx115X.kpack", &["gfx11-generic"]),
+                file("d_gfx90X.kpack", &["gfx90a"]),
             ],
             database_files: Vec::new(),
             prefix_path: None,
@@ -595,16 +597,21 @@ mod tests {
         let n = needs(&m, &[t("gfx1100")]);
         assert_eq!(
             n.archives,
-            vec![Need {
-                index: 0,
-                targets: vec!["gfx1100".into()],
-                arches: vec!["gfx1100".into()],
-            }]
+            vec![
+                Need {
+                    index: 0,
+                    targets: vec!["gfx1100".into()],
+                    arches: vec!["gfx11-generic".into(), "gfx1100".into()],
+                },
+                Need {
+                    index: 1,
+                    targets: vec!["gfx1100".into()],
+                    arches: vec!["gfx11-generic".into()],
+                },
+            ]
         );
-        // A gfx1151 has no native code: the loader opens the first archive
-        // listing the generic ISA, so only that one is needed.
         let n = needs(&m, &[t("gfx1151")]);
-        assert_eq!(n.archives.iter().map(|a| a.index).collect::<Vec<_>>(), [0]);
+        assert_eq!(n.archives.iter().map(|a| a.index).collect::<Vec<_>>(), [0, 1]);
         assert!(n.uncovered.is_empty());
     }
 

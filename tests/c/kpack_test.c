@@ -12,6 +12,14 @@
  *       co_index of every HIPK wrapper (.hipFatBinSegment), then for each
  *       line "<co_index> <target> <expected-code-object-file>" loads the code
  *       object with kpack_load_code_object and compares it byte for byte.
+ *   kpack_test clr <dir> <cases-file>
+ *       asks for code objects the way CLR does (hip_fatbin.cpp): one cache
+ *       for the whole run, and for each case line
+ *       "<name> <marker-file> <co_index> <isa> <generic-isa|-> ..." calls
+ *       kpack_load_code_object(cache, <dir>/<marker-file>, <dir>/lib/libfoo.so,
+ *       co_index, {isa, generic-isa}) and prints "<name> <code> <bytes>"
+ *       (the code object as text, or "-"). Lines starting with '#' are
+ *       skipped; what follows the fifth field is the caller's.
  */
 #define _DEFAULT_SOURCE
 #include <stdbool.h>
@@ -378,14 +386,82 @@ static int run_split(const char* binary, const char* expect_file) {
     return failures;
 }
 
+static int run_clr(const char* dir, const char* cases) {
+    char line[1024];
+    FILE* f = fopen(cases, "r");
+    kpack_cache_t cache = NULL;
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", cases);
+        return 1;
+    }
+    if (kpack_cache_create(&cache) != KPACK_SUCCESS) {
+        fclose(f);
+        return 1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char name[128], marker_file[128], isa[128], generic[128];
+        char marker_path[2048], binary[2048];
+        unsigned co = 0;
+        const char* arches[2];
+        size_t count = 1, marker_len = 0, size = 0;
+        unsigned char* marker;
+        void* data = NULL;
+        kpack_error_t e;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (sscanf(line, "%127s %127s %u %127s %127s", name, marker_file, &co, isa, generic) != 5) {
+            fprintf(stderr, "bad case line: %s", line);
+            failures++;
+            continue;
+        }
+        snprintf(marker_path, sizeof marker_path, "%s/%s", dir, marker_file);
+        snprintf(binary, sizeof binary, "%s/lib/libfoo.so", dir);
+        marker = read_file(marker_path, &marker_len);
+        if (!marker) {
+            fprintf(stderr, "cannot read %s\n", marker_path);
+            failures++;
+            continue;
+        }
+        arches[0] = isa;
+        if (strcmp(generic, "-") != 0) {
+            arches[1] = generic;
+            count = 2;
+        }
+        e = kpack_load_code_object(cache, marker, binary, co, arches, count, &data, &size);
+        if (e == KPACK_SUCCESS) {
+            size_t i;
+            bool text = size > 0;
+            for (i = 0; i < size; i++) {
+                unsigned char c = ((unsigned char*)data)[i];
+                if (c < 0x21 || c > 0x7e) text = false;
+            }
+            printf("%s %d ", name, (int)e);
+            if (text) {
+                fwrite(data, 1, size, stdout);
+                printf("\n");
+            } else {
+                printf("<%zu bytes>\n", size);
+            }
+            kpack_free_code_object(data);
+        } else {
+            printf("%s %d -\n", name, (int)e);
+        }
+        free(marker);
+    }
+    kpack_cache_destroy(cache);
+    fclose(f);
+    return failures;
+}
+
 int main(int argc, char** argv) {
     int rc;
     if (argc == 3 && strcmp(argv[1], "vectors") == 0) {
         rc = run_vectors(argv[2]);
     } else if (argc == 4 && strcmp(argv[1], "split") == 0) {
         rc = run_split(argv[2], argv[3]);
+    } else if (argc == 4 && strcmp(argv[1], "clr") == 0) {
+        return run_clr(argv[2], argv[3]) == 0 ? 0 : 1;
     } else {
-        fprintf(stderr, "usage: %s vectors <dir> | split <binary> <expect-file>\n", argv[0]);
+        fprintf(stderr, "usage: %s vectors <dir> | split <binary> <expect-file> | clr <dir> <cases>\n", argv[0]);
         return 2;
     }
     if (rc == 0) printf("OK\n");

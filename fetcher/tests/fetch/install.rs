@@ -411,3 +411,39 @@ fn install_needs_auto_or_arch_and_exits_3_without_a_gpu() {
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("no AMD GPU found"), "{stderr}");
 }
+
+/// An overlay beside the full archive (AMD's torch wheels ship
+/// `torch_gfx90a:xnack-.kpack` beside `torch_gfx90a.kpack`; here the
+/// overlay is `sramecc+`, which every MI210 process runs with, so it comes
+/// first for every setting): the loader falls through from the overlay to
+/// the base for every kernel the overlay lacks, so the fetcher installs
+/// both, and nothing of another processor. `status` is 4 before, 0 after.
+#[test]
+fn an_mi210_gets_the_overlay_and_its_base() {
+    let env = Env::new();
+    let overlay = make_archive("torch", "gfx90a:sramecc+", &["gfx90a:sramecc+"], 20_000, 11);
+    let base = make_archive("torch", "gfx90a", &["gfx90a"], 60_000, 12);
+    let other = make_archive("torch", "gfx942", &["gfx942"], 60_000, 13);
+    env.manifest(&env.kpack, "torch", &[&overlay, &base, &other]);
+    let server = Server::start();
+    for a in [&overlay, &base, &other] {
+        server.add(&a.by_name(), a.bytes.clone());
+    }
+    let machine = rocm_kpack_test_support::fixtures::machine("mi210");
+    let sysfs = machine.to_string_lossy().into_owned();
+    let (code, before, _) = run(env.sub("status", &["--sysfs-root", &sysfs]));
+    assert_eq!(code, 4, "{before}");
+    let root = env.root.to_string_lossy().into_owned();
+    let cache = env.cache.to_string_lossy().into_owned();
+    let url = server.url();
+    let stdout = ok(env.cmd(&[
+        "install", "--auto", "--root", &root, "--sysfs-root", &sysfs, "--allow-http",
+        "--cache-dir", &cache, "--source", &url,
+    ]));
+    assert!(stdout.contains("2 installed"), "{stdout}");
+    assert_installed(&env.kpack.join("torch_gfx90a:sramecc+.kpack"), &overlay);
+    assert_installed(&env.kpack.join("torch_gfx90a.kpack"), &base);
+    assert!(!env.kpack.join("torch_gfx942.kpack").exists());
+    let (code, after, _) = run(env.sub("status", &["--sysfs-root", &sysfs]));
+    assert_eq!(code, 0, "{after}");
+}

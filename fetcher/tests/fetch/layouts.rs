@@ -246,7 +246,23 @@ fn check_gfxarch(env: &Env, split: &Split, machine: &str) -> BTreeSet<String> {
             (name_of(&got.archive), &got.key),
             "{what}"
         );
-        found.insert(name_of(&got.archive));
+        // The fetcher installs every archive the loader may fall through to.
+        found.extend(
+            gfxarch::choices(&p.pattern, &device)
+                .iter()
+                .map(|f| name_of(&f.archive)),
+        );
+        assert_eq!(
+            gfxarch::choices(&p.pattern, &device)
+                .iter()
+                .map(|f| (name_of(&f.archive), f.key.clone()))
+                .collect::<Vec<_>>(),
+            gfxarch::choices(&everything, &device)
+                .iter()
+                .map(|f| (name_of(&f.archive), f.key.clone()))
+                .collect::<Vec<_>>(),
+            "{what}: every choice of the whole split is installed"
+        );
     }
     assert_eq!(
         installed(env),
@@ -266,12 +282,14 @@ fn names(units: &[&str]) -> BTreeSet<String> {
 #[test]
 fn install_auto_installs_what_gfxarch_expansion_finds_on_every_machine() {
     let split = per_processor();
-    // Machine -> the archives its GPUs load. The library has gfx90a
-    // (xnack+/-), gfx942:sramecc+, gfx1030, gfx1100, gfx1101 and gfx11-generic.
+    // Machine -> the archives its GPUs may load from: native code, and the
+    // generic ISA's archive the loader falls through to for a kernel the
+    // native one lacks. The library has gfx90a (xnack+/-), gfx942:sramecc+,
+    // gfx1030, gfx1100, gfx1101 and gfx11-generic.
     let cases: [(&str, &[&str]); 8] = [
         ("mi210", &["gfx90a"]),
         ("mi300x", &["gfx942"]),
-        ("rx7900xtx", &["gfx1100"]),
+        ("rx7900xtx", &["gfx1100", "gfx11-generic"]),
         // gfx1102 and gfx1151: no native code, the generic ISA's archive.
         ("w7500", &["gfx11-generic"]),
         ("strix-halo", &["gfx11-generic"]),
@@ -301,13 +319,19 @@ fn install_auto_installs_what_gfxarch_expansion_finds_on_every_machine() {
 fn family_named_trees_still_install_and_load_through_their_manifest() {
     let split = family();
     let originals = originals();
-    // gfx1151: the first archive listing gfx11-generic, in manifest order.
-    for (machine, unit) in [("mi210", "gfx90X"), ("strix-halo", "gfx110X")] {
+    // gfx1151: every archive listing gfx11-generic, in manifest order (the
+    // first loads; the loader falls through to the next for a kernel it
+    // lacks).
+    for (machine, units) in [
+        ("mi210", &["gfx90X"][..]),
+        ("strix-halo", &["gfx110X", "gfx115X"][..]),
+    ] {
+        let unit = units[0];
         let env = Env::new();
         install_generic(&env, split);
         let (_, fetched) = install_auto(&env, split, machine, &[]);
-        assert_eq!(fetched, names(&[unit]), "{machine}");
-        assert_eq!(installed(&env), names(&[unit]), "{machine}");
+        assert_eq!(fetched, names(units), "{machine}");
+        assert_eq!(installed(&env), names(units), "{machine}");
         ok(env.sub("verify", &[]));
 
         let lib = env.root.join(PREFIX).join(LIB);

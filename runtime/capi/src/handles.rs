@@ -150,7 +150,7 @@ impl Drop for MallocBuf {
 /// [`MallocBuf`], with a failed `malloc` noted in `oom` (the library's error
 /// type has no out-of-memory case; the C ABI reports
 /// `KPACK_ERROR_OUT_OF_MEMORY` from the flag).
-pub(crate) fn malloc_for(oom: &mut bool) -> impl FnOnce(usize) -> Result<MallocBuf, Error> + '_ {
+pub(crate) fn malloc_for(oom: &mut bool) -> impl FnMut(usize) -> Result<MallocBuf, Error> + '_ {
     move |len| {
         MallocBuf::new(len).ok_or_else(|| {
             *oom = true;

@@ -488,3 +488,93 @@ fn split_binaries_load_byte_identical_code_objects() {
     // 3 sets x (1+1+1+3+1 bundles) x 5 or 7 targets.
     assert!(checked >= 100, "{checked}");
 }
+
+/// The overlay layout of AMD's torch wheels (a few kernels in
+/// `foo_gfx90a:xnack-.kpack`, all of them in `foo_gfx90a.kpack`), native and
+/// generic-ISA archives of gfx942 with damaged copies in the most specific
+/// ones, a damaged gfx1030 archive; the splitter's marker, and a marker
+/// naming one archive directly.
+fn clr_layout() -> Layout {
+    use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
+    let l = Layout::new();
+    let k = |co: u32, arch: &str, text: &str| kernel(&key(co), arch, text.as_bytes().to_vec());
+    l.archive("gfx90a:xnack-", Plain, &[k(0, "gfx90a:xnack-", "overlay-xnack-minus#0")]);
+    l.archive("gfx90a:xnack+", Plain, &[k(1, "gfx90a:xnack+", "overlay-xnack-plus#1")]);
+    l.archive(
+        "gfx90a",
+        Plain,
+        &[k(0, "gfx90a", "base#0"), k(1, "gfx90a", "base#1"), k(2, "gfx90a", "base#2")],
+    );
+    let six = l.archive(
+        "gfx942:sramecc+:xnack-",
+        Zstd,
+        &[k(6, "gfx942:sramecc+:xnack-", "damaged#6")],
+    );
+    corrupt_first_frame(&six);
+    let five = l.archive("gfx942:sramecc+", Zstd, &[k(5, "gfx942:sramecc+", "damaged#5")]);
+    corrupt_first_frame(&five);
+    l.archive("gfx942", Plain, &[k(0, "gfx942", "gfx942#0"), k(5, "gfx942", "gfx942#5")]);
+    l.archive("gfx9-4-generic", Plain, &[k(3, "gfx9-4-generic", "generic#3")]);
+    let gfx1030 = l.archive("gfx1030", Zstd, &[k(0, "gfx1030", "damaged#0")]);
+    corrupt_first_frame(&gfx1030);
+    fs::write(l.root().join("marker.bin"), l.marker().to_msgpack().unwrap()).unwrap();
+    let direct = marker(KERNEL_NAME, &["../.kpack/foo_gfx90a.kpack"]);
+    fs::write(l.root().join("direct.bin"), direct.to_msgpack().unwrap()).unwrap();
+    l
+}
+
+/// Each case of `clr_cases.txt` as `name -> (code, bytes)`.
+fn clr_expected() -> Vec<(String, String)> {
+    let table = repo().join("runtime/capi/tests/clr_cases.txt");
+    fs::read_to_string(table)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 7, "{l}");
+            (f[0].to_string(), format!("{} {}", f[5], f[6]))
+        })
+        .collect()
+}
+
+fn clr_outcomes(lib_dir: Option<&Path>, layout: &Layout) -> Vec<(String, String)> {
+    let table = repo().join("runtime/capi/tests/clr_cases.txt");
+    let root = layout.root().display().to_string();
+    let mut cmd = c_run(true, &["clr", &root, &table.display().to_string()]);
+    if let Some(dir) = lib_dir {
+        // The program's RUNPATH yields to LD_LIBRARY_PATH.
+        cmd.env("LD_LIBRARY_PATH", dir);
+    }
+    let out = run_ok(&mut cmd);
+    out.lines()
+        .map(|l| {
+            let (name, rest) = l.split_once(' ').unwrap();
+            (name.to_string(), rest.to_string())
+        })
+        .collect()
+}
+
+/// The fall-through rule on the calls CLR makes (one cache; the agent's
+/// fully prefixed ISA, then its generic ISA), case by case as AMD's current
+/// loader answers (`clr_cases.txt`): a kernel missing from an overlay
+/// comes from the archive after it, a damaged copy hands on to the next,
+/// KERNEL_NOT_FOUND only after every archive (or the last one's error),
+/// ARCHIVE_NOT_FOUND when nothing opens, ARCH_NOT_FOUND when what opens
+/// lacks the arch. With `KPACK_REFERENCE_LIB_DIR` (the directory of AMD's
+/// `librocm_kpack.so.0`, built by tests/scripts/build-reference-runtime.sh)
+/// the same program runs against it too.
+#[test]
+fn clr_loads_fall_through_as_amds_loader_does() {
+    let layout = clr_layout();
+    let expected = clr_expected();
+    assert_eq!(expected.len(), 20);
+    assert_eq!(clr_outcomes(None, &layout), expected, "ours");
+    if let Some(dir) = std::env::var_os("KPACK_REFERENCE_LIB_DIR") {
+        assert_eq!(
+            clr_outcomes(Some(Path::new(&dir)), &layout),
+            expected,
+            "AMD's loader"
+        );
+    }
+}

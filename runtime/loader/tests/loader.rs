@@ -346,9 +346,10 @@ fn arch_priority_comes_before_archive_order() {
 }
 
 #[test]
-fn first_archive_holding_the_arch_decides() {
-    // Both archives hold gfx1100; the first lacks this binary's kernel. The
-    // first decides (KERNEL_NOT_FOUND), the second is never consulted.
+fn a_kernel_missing_from_the_first_archive_comes_from_the_next() {
+    // Both archives hold gfx1100; the first lacks this binary's kernel, so
+    // the loader falls through to the second (AMD's loader since
+    // rocm-systems #9953).
     let l = Layout::new();
     let a = l.archive(
         "a",
@@ -357,11 +358,12 @@ fn first_archive_holding_the_arch_decides() {
     );
     let b = l.archive("b", Plain, &[kernel(&key(0), "gfx1100", b"ours".to_vec())]);
     l.manifest(&[(&a, "a", &["gfx1100"]), (&b, "b", &["gfx1100"])]);
-    assert_eq!(
-        code(load(&cache(), &l, 0, &["gfx1100"])),
-        ErrorCode::KernelNotFound
-    );
-    // co_index selects the key: #3 exists nowhere.
+    let got = cache()
+        .load_code_object(&l.marker(), &l.binary(), 0, &["gfx1100"])
+        .expect("falls through to b");
+    assert_eq!(got.data, b"ours");
+    assert_eq!(got.archive_path.file_name(), b.file_name());
+    // co_index selects the key: #3 exists nowhere, after every archive.
     let (f, _) = family_layout();
     assert_eq!(
         code(load(&cache(), &f, 3, &["gfx1100"])),
@@ -377,15 +379,7 @@ fn corrupt_payload_of_the_deciding_archive_is_reported() {
         Zstd,
         &[kernel(&key(0), "gfx1100", vec![7u8; 4096])],
     );
-    let mut bytes = fs::read(&a).expect("read");
-    let archive = rocm_kpack_format::archive::Archive::open(&a).expect("open");
-    let (zoff, _) = archive.zstd_region().expect("zstd");
-    drop(archive);
-    // Damage the frame's payload (after num_frames, size prefix, frame header).
-    let at = zoff as usize + 4 + 4 + 8;
-    bytes[at] ^= 0xff;
-    bytes[at + 1] ^= 0xff;
-    fs::write(&a, &bytes).expect("write");
+    corrupt_first_frame(&a);
     assert_eq!(
         code(load(&cache(), &l, 0, &["gfx1100"])),
         ErrorCode::DecompressionFailed

@@ -34,6 +34,7 @@ use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_loader::loader::{Cache, LoaderConfig};
+use rocm_kpack_loader::select::{loadable, process_targets};
 use rocm_kpack_pkgspec::targets::feature_completion;
 use serde::Serialize;
 
@@ -285,6 +286,31 @@ fn name_serves(unit: &TargetId, arch: &str) -> bool {
                 .iter()
                 .all(|f| a.feature(&f.name).is_none_or(|on| on == f.enabled))
     })
+}
+
+/// The agents a requested target stands for: itself, or for a bare
+/// processor that has features (`gfx942`), what a real agent of it may
+/// present ([`process_targets`]: xnack is a per-process mode) that the
+/// component's arch keys `known` serve, as the loader and the fetcher read
+/// it; all of them when none is served, so that the miss is reported.
+fn agents_of(target: &str, known: &[String]) -> Vec<String> {
+    let Ok(id) = TargetId::parse(target) else {
+        return vec![target.to_string()];
+    };
+    if !id.features().is_empty() {
+        return vec![target.to_string()];
+    }
+    let all = process_targets(&id);
+    let served: Vec<String> = all
+        .iter()
+        .filter(|agent| !loadable(agent, &[known]).is_empty())
+        .map(ToString::to_string)
+        .collect();
+    if served.is_empty() {
+        vec![target.to_string()]
+    } else {
+        served
+    }
 }
 
 /// Checks the tree at `root` (see the module docs). An unusable root is an
@@ -585,26 +611,30 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     message: "split binary without HIPK wrappers".into(),
                 });
             }
+            // Arch keys the component has, installed or only listed: which
+            // agents of a bare processor it serves at all.
+            let known: Vec<String> = reached
+                .iter()
+                .filter_map(|a| opened.get(a))
+                .flat_map(|ar| ar.gfx_arches().iter().cloned())
+                .chain(b.marker.kpack_search_paths.iter().filter_map(|s| {
+                    parsed_manifests.get(&marker_path(b, s)?)
+                }).flat_map(|m| m.kpack_files.iter().flat_map(|f| f.architectures.iter().cloned())))
+                .collect();
             for t in &targets {
-                for co in &b.co_indices {
-                    let key = format!("{}#{co}", b.marker.kernel_name);
-                    match cache.resolve(&b.marker, &b.path, *co, &arch_list(t)) {
-                        Ok(r) if r.archive.entry(&r.binary_key, &r.arch).is_some() => resolved += 1,
-                        Ok(r) => problems.push(Problem {
-                            path: b.rel.clone(),
-                            message: format!(
-                                "no code object for {t}: {} (arch {}) has no entry {key}",
-                                r.archive_path
-                                    .strip_prefix(root)
-                                    .unwrap_or(&r.archive_path)
-                                    .display(),
-                                r.arch
-                            ),
-                        }),
-                        Err(e) => problems.push(Problem {
-                            path: b.rel.clone(),
-                            message: format!("no code object for {t} ({key}): {e}{}", hint_for(t)),
-                        }),
+                for agent in agents_of(t, &known) {
+                    for co in &b.co_indices {
+                        let key = format!("{}#{co}", b.marker.kernel_name);
+                        match cache.resolve(&b.marker, &b.path, *co, &arch_list(&agent)) {
+                            Ok(_) => resolved += 1,
+                            Err(e) => problems.push(Problem {
+                                path: b.rel.clone(),
+                                message: format!(
+                                    "no code object for {agent} ({key}): {e}{}",
+                                    hint_for(t)
+                                ),
+                            }),
+                        }
                     }
                 }
             }

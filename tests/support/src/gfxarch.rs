@@ -1,13 +1,13 @@
 //! AMD's `librocm_kpack` lookup, against which tests check what a split or
-//! an install leaves on disk. That library never reads a `.kpm`: for each
-//! arch the HIP runtime asks for, it expands the marker's `@GFXARCH@`
-//! pattern with the arch's full target id (`gfx90a:xnack-`), then with its
-//! processor (`gfx90a`), and opens the first archive that exists. So an
-//! archive is found only under a per-processor (or per-target-id) name.
-//!
-//! The arches asked for one device are its ISA, then its generic fallback
-//! (`docs/runtime.md`, "Generic ISA fallback"); inside an opened archive
-//! the compatible variants of the arch are tried, most specific first.
+//! an install leaves on disk. That library never reads a `.kpm`: for the
+//! arches the HIP runtime asks for (a device's ISA, then its generic
+//! fallback; `docs/runtime.md`, "Generic ISA fallback") it expands the
+//! marker's `@GFXARCH@` pattern with each compatible variant of each
+//! (`gfx90a:xnack-`, then `gfx90a`) and keeps the archives that exist. So
+//! an archive is found only under a per-processor (or per-target-id) name.
+//! Then, arch by arch and variant by variant (most specific first), every
+//! archive holding the variant is a choice, tried in turn until one has
+//! the kernel (since rocm-systems #9953).
 
 use std::fs;
 use std::io;
@@ -65,41 +65,57 @@ pub struct Found {
     pub key: String,
 }
 
-/// The file names AMD's lookup tries for `arch`, in order.
+/// The file names AMD's lookup tries for `arch`, in order: the pattern
+/// expanded with each compatible variant.
 pub fn candidates(pattern: &str, arch: &TargetId) -> Vec<String> {
-    let mut out = vec![expand_pattern(pattern, &arch.to_string())];
-    let bare = expand_pattern(pattern, arch.processor());
-    if !out.contains(&bare) {
-        out.push(bare);
+    let mut out: Vec<String> = Vec::new();
+    for v in arch.compatible_variants() {
+        let path = expand_pattern(pattern, &v);
+        if !out.contains(&path) {
+            out.push(path);
+        }
     }
     out
 }
 
-/// What AMD's lookup opens for `device` (a process ISA such as
-/// `gfx90a:xnack-`): for its ISA, then its generic fallback, the
-/// [`candidates`] in order; the first archive that opens and holds a
-/// compatible variant of the arch (most specific first) decides. `None`
-/// when nothing does.
-pub fn lookup(pattern: &str, device: &TargetId) -> Option<Found> {
-    let arches = std::iter::once(device.clone()).chain(device.generic_fallback());
-    for arch in arches {
-        for path in candidates(pattern, &arch) {
-            let Ok(archive) = Archive::open(Path::new(&path)) else {
+/// Where AMD's lookup may load the code objects of `device` (a process ISA
+/// such as `gfx90a:xnack-`) from, in the order it tries them (see the
+/// module docs). Empty when nothing serves it.
+pub fn choices(pattern: &str, device: &TargetId) -> Vec<Found> {
+    let arches: Vec<TargetId> = std::iter::once(device.clone())
+        .chain(device.generic_fallback())
+        .collect();
+    let mut opened: Vec<(String, Archive)> = Vec::new();
+    for arch in &arches {
+        for path in candidates(pattern, arch) {
+            if opened.iter().any(|(p, _)| *p == path) {
                 continue;
-            };
-            if let Some(key) = arch
-                .compatible_variants()
-                .into_iter()
-                .find(|v| archive.has_arch(v))
-            {
-                return Some(Found {
-                    archive: PathBuf::from(path),
-                    key,
-                });
+            }
+            if let Ok(a) = Archive::open(Path::new(&path)) {
+                opened.push((path, a));
             }
         }
     }
-    None
+    let mut out = Vec::new();
+    for arch in &arches {
+        for key in arch.compatible_variants() {
+            for (path, archive) in &opened {
+                if archive.has_arch(&key) {
+                    out.push(Found {
+                        archive: PathBuf::from(path),
+                        key: key.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first of [`choices`]: where a code object every archive holds is
+/// loaded from.
+pub fn lookup(pattern: &str, device: &TargetId) -> Option<Found> {
+    choices(pattern, device).into_iter().next()
 }
 
 /// Every ISA a process may present for the GPUs of machine `machine`

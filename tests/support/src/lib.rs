@@ -17,6 +17,7 @@ pub mod http;
 pub mod layouts;
 pub mod packages;
 pub mod pe;
+pub mod phdr;
 pub mod snapshot;
 pub mod tree;
 

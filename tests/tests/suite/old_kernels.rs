@@ -19,10 +19,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{elf, LittleEndian as LE, Object, ObjectSection};
 use rocm_kpack_splitter::split::binary::{split_binary, SplitBinaryOptions};
 use rocm_kpack_test_support::fixtures::{self, Kind};
+use rocm_kpack_test_support::phdr::assert_table_findable;
 use rocm_kpack_test_support::{bins, debian};
 
 /// What ld.so did: the exit status and stderr, with the program's path
@@ -58,45 +59,6 @@ fn run(path: &Path, kind: Kind, qemu: bool) -> Outcome {
     Outcome {
         code: out.status.code(),
         stderr: String::from_utf8_lossy(&out.stderr).replace(&path.display().to_string(), "PROG"),
-    }
-}
-
-/// The rule, read with the `object` crate (independently of the splitter's
-/// own check): the table is 8-aligned, inside a PT_LOAD whose `p_vaddr -
-/// p_offset` is the first PT_LOAD's, and PT_PHDR says where.
-fn assert_table_findable(path: &Path) {
-    let data = fs::read(path).unwrap();
-    let file = ElfFile64::<LE>::parse(&*data).unwrap();
-    let header = file.elf_header();
-    let phoff = header.e_phoff.get(LE);
-    let len = u64::from(header.e_phnum(LE)) * 56;
-    let phdrs = file.elf_program_headers();
-    let loads: Vec<_> = phdrs
-        .iter()
-        .filter(|p| p.p_type(LE) == elf::PT_LOAD)
-        .collect();
-    let bias = |p: &&elf::ProgramHeader64<LE>| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE));
-    let first_bias = bias(&loads[0]);
-    assert_eq!(
-        phoff % 8,
-        0,
-        "{}: e_phoff {phoff:#x} is not 8-aligned",
-        path.display()
-    );
-    assert!(
-        loads.iter().any(|p| bias(p) == first_bias
-            && p.p_offset(LE) <= phoff
-            && phoff + len <= p.p_offset(LE) + p.p_filesz(LE)),
-        "{}: no PT_LOAD with the first one's bias maps the table at {phoff:#x}",
-        path.display()
-    );
-    for p in phdrs.iter().filter(|p| p.p_type(LE) == elf::PT_PHDR) {
-        assert_eq!(
-            p.p_vaddr(LE),
-            first_bias.wrapping_add(phoff),
-            "{}: PT_PHDR says the table is elsewhere",
-            path.display()
-        );
     }
 }
 

@@ -761,9 +761,11 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
         }
         c
     };
+    // gfx1100's native archive and the generic ISA's, which the loader
+    // falls through to for a kernel the native one lacks.
     assert_eq!(
         ok(fetch().arg("--dry-run")),
-        "dnf install libfixture1-gfx110x-dgpu\n"
+        "dnf install libfixture1-gfx11-generic libfixture1-gfx110x-dgpu\n"
     );
     ok(&mut fetch());
     let q = ok(Command::new("rpm")
@@ -772,6 +774,7 @@ fn fetcher_via_dnf_installs_the_device_rpm_with_dnf() {
         .args(["-qa", "--qf", "%{NAME}\n"]));
     let installed: BTreeSet<&str> = q.lines().collect();
     assert!(installed.contains("libfixture1-gfx110x-dgpu"), "{q}");
+    assert!(installed.contains("libfixture1-gfx11-generic"), "{q}");
     assert!(!installed.contains("libfixture1-gfx90a"), "{q}");
     let owner = ok(Command::new("rpm")
         .arg("--root")

@@ -23,6 +23,7 @@ use rocm_kpack_splitter::split::binary::{
 };
 use rocm_kpack_splitter::split::output::ArchiveOutput;
 use rocm_kpack_test_support::layouts::check_pattern_finds;
+use rocm_kpack_test_support::phdr::assert_table_findable;
 use rocm_kpack_test_support::{debian, fixtures};
 
 /// The full error chain, as the CLI prints it.
@@ -365,7 +366,21 @@ fn marker_of(path: &Path) -> Vec<u8> {
 }
 
 /// `strip` and `objcopy` process the host-only binary and keep the marker.
+/// binutils `strip` and `objcopy`, and elfutils `eu-strip`, keep the marker
+/// and the program header table where every kernel finds it.
 fn assert_binutils_keep_marker(host: &Path, marker: &[u8], scratch: &Path) -> (PathBuf, PathBuf) {
+    assert_table_findable(host);
+    let eu = scratch.join("eu-stripped");
+    fs::copy(host, &eu).unwrap();
+    let st = Command::new("eu-strip")
+        .arg("-f")
+        .arg(scratch.join("eu-stripped.debug"))
+        .arg(&eu)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "eu-strip: {}", String::from_utf8_lossy(&st.stderr));
+    assert_eq!(marker_of(&eu), marker, "marker after eu-strip");
+    assert_table_findable(&eu);
     let stripped = scratch.join("stripped");
     let st = Command::new("strip")
         .arg("-o")
@@ -393,7 +408,46 @@ fn assert_binutils_keep_marker(host: &Path, marker: &[u8], scratch: &Path) -> (P
         String::from_utf8_lossy(&st.stderr)
     );
     assert_eq!(marker_of(&copied), marker, "marker after objcopy");
+    assert_table_findable(&stripped);
+    assert_table_findable(&copied);
     (stripped, copied)
+}
+
+/// `dlopen(lib, RTLD_NOW)` succeeds (with `lib_path` on LD_LIBRARY_PATH)
+/// and `dlsym` finds `symbol`.
+fn assert_dlopen_finds(lib: &Path, symbol: &str, lib_path: &Path, scratch: &Path) {
+    let prog = scratch.join("dlopen_sym");
+    if !prog.exists() {
+        let src = scratch.join("dlopen_sym.c");
+        fs::write(
+            &src,
+            r#"#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 2; }
+  if (!dlsym(h, argv[2])) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 3; }
+  return 0;
+}
+"#,
+        )
+        .unwrap();
+        let cc = Command::new("cc").arg("-o").arg(&prog).arg(&src).arg("-ldl").output().unwrap();
+        assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    }
+    let o = Command::new(&prog)
+        .arg(lib)
+        .arg(symbol)
+        .env("LD_LIBRARY_PATH", lib_path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "dlopen {}: {} {}",
+        lib.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// `ldd` resolves every dependency (with `lib_path` on LD_LIBRARY_PATH).
@@ -723,7 +777,6 @@ fn librocrand_round_trip_dlopen_and_binutils() {
 
     assert_readelf_clean(&r.output);
     assert_elflint_nothing_new(&input, &r.output);
-    assert_binutils_keep_marker(&r.output, &back.marker_bytes, tmp.path());
     // Debian's package ships the libamdhip64.so.5 SONAME link beside it.
     assert!(hip_dir.join("libamdhip64.so.5").exists());
     assert_ldd_resolves(&r.output, hip_dir);
@@ -778,6 +831,9 @@ int main(int argc, char **argv) {
     let orig = run(&input);
     assert_eq!(orig.trim(), "0 201009");
     assert_eq!(run(&r.output), orig);
+    // And after strip (what packagers ship).
+    let (stripped, _) = assert_binutils_keep_marker(&r.output, &back.marker_bytes, tmp.path());
+    assert_eq!(run(&stripped), orig);
 }
 
 #[test]
@@ -801,7 +857,7 @@ fn librocsparse_counts_size_and_compression() {
     let mut seen: Vec<u32> = r.wrappers.iter().map(|w| w.co_index).collect();
     seen.sort_unstable();
     assert_eq!(seen, (0..111).collect::<Vec<u32>>());
-    check_round_trip(&input, &r);
+    let back = check_round_trip(&input, &r);
 
     // Host-only size: within 64 KiB of (original - .hip_fatbin).
     let bound = r.input_size - r.fatbin_size;
@@ -812,6 +868,13 @@ fn librocsparse_counts_size_and_compression() {
     );
     assert_readelf_clean(&r.output);
     assert_elflint_nothing_new(&input, &r.output);
+    let (stripped, _) = assert_binutils_keep_marker(&r.output, &back.marker_bytes, tmp.path());
+    // dlopen (every symbol bound, constructors run) against Debian's HIP
+    // runtime, before and after strip.
+    let hip_dir = debian::libamdhip64_so().unwrap().parent().unwrap().to_path_buf();
+    for lib in [&input, &r.output, &stripped] {
+        assert_dlopen_finds(lib, "rocsparse_create_handle", &hip_dir, tmp.path());
+    }
 
     // The gfx9 archives (zstd 3) <= per-kernel `zstd -3` of the same code
     // objects.

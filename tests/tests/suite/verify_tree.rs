@@ -258,14 +258,25 @@ fn command_line() {
     let v: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 8);
 
-    // A target that leaves unset a feature the code specifies gets the
-    // spelling that would match.
+    // A bare processor means what its agents present, as for the fetcher:
+    // gfx942's code here is gfx942:sramecc+, which an sramecc+ agent loads.
     let o942 = d.path().join("o942");
     overlay(&[&out.join("generic"), &out.join("gfx942")], &o942).unwrap();
+    let bare = bins::command("rocm-kpack")
+        .arg("verify")
+        .arg(&o942)
+        .args(["--target", "gfx942", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(bare.status.code(), Some(0), "{}", String::from_utf8_lossy(&bare.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&bare.stdout).unwrap();
+    assert_eq!(v["binaries"][0]["resolved"], 2, "both xnack settings of the sramecc+ agent");
+    // A target that leaves unset a feature the code specifies gets the
+    // spelling that would match.
     let hint = bins::command("rocm-kpack")
         .arg("verify")
         .arg(&o942)
-        .args(["--target", "gfx942"])
+        .args(["--target", "gfx942:xnack-"])
         .output()
         .unwrap();
     assert_eq!(hint.status.code(), Some(4));

@@ -174,6 +174,20 @@ impl Layout {
     }
 }
 
+/// Damages the payload of the first zstd frame of the archive at `path`
+/// (after the frame count, the size prefix and the frame header), so the
+/// first kernel it holds fails to decompress.
+pub fn corrupt_first_frame(path: &Path) {
+    let mut bytes = fs::read(path).expect("read");
+    let archive = rocm_kpack_format::archive::Archive::open(path).expect("open");
+    let (zoff, _) = archive.zstd_region().expect("a zstd archive");
+    drop(archive);
+    let at = zoff as usize + 4 + 4 + 8;
+    bytes[at] ^= 0xff;
+    bytes[at + 1] ^= 0xff;
+    fs::write(path, &bytes).expect("write");
+}
+
 /// `<kernel_name>#<co_index>` for the layout's binary.
 pub fn key(co_index: u32) -> String {
     format!("{KERNEL_NAME}#{co_index}")

@@ -1,6 +1,6 @@
 //! The loader cache: archives stay open (memory-mapped, TOC parsed) keyed by
-//! canonical path, and the search of docs/runtime.md picks which archive decides
-//! a request. The map lock is held only to look up or insert an `Arc`, never
+//! canonical path, and the search of docs/runtime.md orders the archives a
+//! request may load from; the first that has the kernel serves it. The map lock is held only to look up or insert an `Arc`, never
 //! while opening a file or decompressing, so loads on many threads proceed in
 //! parallel.
 
@@ -17,7 +17,7 @@ use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::marker::Marker;
 
 use super::config::LoaderConfig;
-use super::select::{lists_any, select, Archives};
+use super::select::{choices, lists_any, Archives, Choice};
 
 /// Thread-safe loader state: configuration plus the archives opened so far.
 pub struct Cache {
@@ -25,10 +25,10 @@ pub struct Cache {
     archives: RwLock<HashMap<PathBuf, Arc<Archive>>>,
 }
 
-/// The archive that decides a request, before anything is decompressed.
+/// The archive that serves a request, before anything is decompressed.
 #[derive(Clone)]
 pub struct Resolved {
-    /// The deciding archive.
+    /// The archive.
     pub archive: Arc<Archive>,
     /// Its path as searched (not canonicalized).
     pub archive_path: PathBuf,
@@ -45,24 +45,6 @@ impl fmt::Debug for Resolved {
             .field("binary_key", &self.binary_key)
             .field("arch", &self.arch)
             .finish()
-    }
-}
-
-impl Resolved {
-    /// Decompress the decided kernel.
-    pub fn load(&self) -> Result<Vec<u8>> {
-        self.archive.kernel(&self.binary_key, &self.arch)
-    }
-
-    /// Decompress the decided kernel into a buffer from `alloc(len)`; see
-    /// [`Archive::kernel_with`]. Returns the buffer and `len`.
-    pub fn load_with<B, F>(&self, alloc: F) -> Result<(B, usize)>
-    where
-        B: AsMut<[MaybeUninit<u8>]>,
-        F: FnOnce(usize) -> Result<B>,
-    {
-        self.archive
-            .kernel_with(&self.binary_key, &self.arch, alloc)
     }
 }
 
@@ -156,21 +138,13 @@ impl Cache {
         co_index: u32,
         arch_list: &[S],
     ) -> Result<CodeObject> {
-        let resolved = self.resolve(marker, binary_path, co_index, arch_list)?;
-        let data = resolved.load().inspect_err(|e| {
-            self.debug(format_args!("loading {} failed: {e}", resolved.binary_key));
-        })?;
-        self.debug(format_args!(
-            "loaded {} for {} from {}: {} bytes",
-            resolved.binary_key,
-            resolved.arch,
-            resolved.archive_path.display(),
-            data.len()
-        ));
+        let (binary_key, offered) = self.offered(marker, binary_path, co_index, arch_list)?;
+        let (data, from) =
+            self.first_that_loads(binary_key, offered, |key, c| c.hit.kernel(key, &c.key))?;
         Ok(CodeObject {
             data,
-            archive_path: resolved.archive_path,
-            arch: resolved.arch,
+            archive_path: from.archive_path,
+            arch: from.arch,
         })
     }
 
@@ -184,28 +158,59 @@ impl Cache {
         binary_path: &Path,
         co_index: u32,
         arch_list: &[S],
-        alloc: F,
+        mut alloc: F,
     ) -> Result<(B, usize, Resolved)>
     where
         S: AsRef<str>,
         B: AsMut<[MaybeUninit<u8>]>,
-        F: FnOnce(usize) -> Result<B>,
+        F: FnMut(usize) -> Result<B>,
     {
-        let resolved = self.resolve(marker, binary_path, co_index, arch_list)?;
-        let (buf, len) = resolved.load_with(alloc).inspect_err(|e| {
-            self.debug(format_args!("loading {} failed: {e}", resolved.binary_key));
+        let (binary_key, offered) = self.offered(marker, binary_path, co_index, arch_list)?;
+        let ((buf, len), from) = self.first_that_loads(binary_key, offered, |key, c| {
+            c.hit.kernel_with(key, &c.key, &mut alloc)
         })?;
-        self.debug(format_args!(
-            "loaded {} for {} from {}: {len} bytes",
-            resolved.binary_key,
-            resolved.arch,
-            resolved.archive_path.display(),
-        ));
-        Ok((buf, len, resolved))
+        Ok((buf, len, from))
     }
 
-    /// The search of docs/runtime.md without the decompression: which archive and
-    /// arch key decide the request.
+    /// Tries the choices in turn, as AMD's loader does: one that lacks the
+    /// kernel, or whose copy cannot be read, hands on to the next, and the
+    /// last one's error is the result when none serves (docs/runtime.md,
+    /// "Code-object selection rule").
+    fn first_that_loads<T>(
+        &self,
+        binary_key: String,
+        offered: Vec<Choice<PathBuf, Arc<Archive>>>,
+        mut load: impl FnMut(&str, &Choice<PathBuf, Arc<Archive>>) -> Result<T>,
+    ) -> Result<(T, Resolved)> {
+        let mut last = None;
+        for c in offered {
+            match load(&binary_key, &c) {
+                Ok(loaded) => {
+                    self.debug(format_args!(
+                        "loaded {binary_key} for {} from {}",
+                        c.key,
+                        c.candidate.display(),
+                    ));
+                    return Ok((loaded, resolved(c, binary_key)));
+                }
+                Err(e) => {
+                    self.debug(format_args!(
+                        "{} under {}: {e}; trying the next archive",
+                        c.candidate.display(),
+                        c.key
+                    ));
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or(Error::KernelNotFound {
+            binary: binary_key,
+            arch: String::new(),
+        }))
+    }
+
+    /// The search of docs/runtime.md without the decompression: the first
+    /// archive and arch key that hold the kernel.
     pub fn resolve<S: AsRef<str>>(
         &self,
         marker: &Marker,
@@ -213,6 +218,36 @@ impl Cache {
         co_index: u32,
         arch_list: &[S],
     ) -> Result<Resolved> {
+        let (binary_key, offered) = self.offered(marker, binary_path, co_index, arch_list)?;
+        let keys: Vec<String> = offered.iter().map(|c| c.key.clone()).collect();
+        for c in offered {
+            if c.hit.entry(&binary_key, &c.key).is_some() {
+                return Ok(resolved(c, binary_key));
+            }
+            self.debug(format_args!(
+                "{} has no {binary_key} under {}; trying the next archive",
+                c.candidate.display(),
+                c.key
+            ));
+        }
+        Err(Error::KernelNotFound {
+            binary: binary_key,
+            arch: keys.join(", "),
+        })
+    }
+
+    /// What a request may load from, in the order to try: the choices of
+    /// the selection rule over the archives its search paths offer, with
+    /// the TOC key of the kernel. `ARCH_NOT_FOUND` when some archive (or a
+    /// manifest) shows the arches are absent, `ARCHIVE_NOT_FOUND` when
+    /// nothing could be opened.
+    fn offered<S: AsRef<str>>(
+        &self,
+        marker: &Marker,
+        binary_path: &Path,
+        co_index: u32,
+        arch_list: &[S],
+    ) -> Result<(String, Vec<Choice<PathBuf, Arc<Archive>>>)> {
         if self.config.disabled {
             self.debug(format_args!("disabled by ROCM_KPACK_DISABLE"));
             return Err(Error::Disabled);
@@ -244,13 +279,9 @@ impl Cache {
             manifests: HashMap::new(),
             failed: HashSet::new(),
         };
-        if let Some(found) = select(&mut search, &wanted) {
-            return Ok(Resolved {
-                archive: found.hit,
-                archive_path: found.candidate,
-                binary_key,
-                arch: found.key,
-            });
+        let offered = choices(&mut search, &wanted);
+        if !offered.is_empty() {
+            return Ok((binary_key, offered));
         }
         // An opened archive, or a readable manifest that lists no archive
         // for these arches, shows the arch is absent (not the archive).
@@ -313,6 +344,15 @@ impl Cache {
     }
 }
 
+fn resolved(c: Choice<PathBuf, Arc<Archive>>, binary_key: String) -> Resolved {
+    Resolved {
+        archive: c.hit,
+        archive_path: c.candidate,
+        binary_key,
+        arch: c.key,
+    }
+}
+
 impl fmt::Debug for Cache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cache")
@@ -353,7 +393,7 @@ impl Archives for Search<'_> {
 
     /// Every source expanded for the variants, in source order, without
     /// repeats.
-    fn candidates(&mut self, _arch: &str, variants: &[String]) -> Vec<PathBuf> {
+    fn candidates(&mut self, variants: &[String]) -> Vec<PathBuf> {
         let sources = std::mem::take(&mut self.sources);
         let mut candidates: Vec<PathBuf> = Vec::new();
         for source in &sources {
@@ -376,7 +416,7 @@ impl Archives for Search<'_> {
         let archive = self.open(path)?;
         if archive.has_arch(variant) {
             self.cache
-                .debug(format_args!("{} holds {variant}: decides", path.display()));
+                .debug(format_args!("{} holds {variant}", path.display()));
             return Some(archive);
         }
         self.cache.debug(format_args!(

@@ -1,11 +1,12 @@
 //! The code-object selection rule (docs/runtime.md, "Code-object selection
 //! rule"): which arch key, in which archive, a device loads.
 //!
-//! [`select`] is the one copy of the rule. The loader's
-//! [`Cache::resolve`](super::Cache::resolve) runs it over the archives its
-//! search paths offer; the fetcher (`fetcher/src/resolve.rs`) runs it over a
-//! manifest's archive list through [`loadable`], so what it installs is
-//! exactly what the loader would open.
+//! [`choices`] is the one copy of the rule. The loader's
+//! [`Cache`](super::Cache) runs it over the archives its search paths
+//! offer and tries what it offers in turn; the fetcher
+//! (`fetcher/src/resolve.rs`) runs it over a manifest's archive list
+//! through [`loadable`], so what it installs is exactly what the loader may
+//! open.
 
 use rocm_kpack_format::target::{TargetId, AMDHSA_PREFIX};
 
@@ -26,65 +27,77 @@ pub fn compatible_variants(arch: &str) -> Vec<String> {
     }
 }
 
-/// Where [`select`] looks for arch keys: the archives behind the loader's
-/// search paths, or the archives a manifest lists ([`Listed`]).
+/// Where [`choices`] looks for arch keys: the archives behind the
+/// loader's search paths, or the archives a manifest lists ([`Listed`]).
 pub trait Archives {
     /// A place that may hold code objects (an archive path, a manifest
     /// entry's index).
-    type Candidate;
+    type Candidate: Clone;
     /// What a candidate holding the key yields (the opened archive).
     type Hit;
 
     /// The candidates that may hold any of `variants` (the compatible
-    /// variants of the wanted `arch`), in search order.
-    fn candidates(&mut self, arch: &str, variants: &[String]) -> Vec<Self::Candidate>;
+    /// variants of every wanted arch, in the order of [`choices`]), in
+    /// search order.
+    fn candidates(&mut self, variants: &[String]) -> Vec<Self::Candidate>;
 
-    /// `Some` when `candidate` holds a code object under `key`: it decides.
+    /// `Some` when `candidate` holds code objects under `key`.
     fn holds(&mut self, candidate: &Self::Candidate, key: &str) -> Option<Self::Hit>;
 
     /// Called before `key` (a variant of `arch`) is looked for (tracing).
     fn trying(&mut self, _arch: &str, _key: &str) {}
 }
 
-/// The decision of [`select`].
+/// One place [`choices`] offers: a candidate holding code objects under
+/// `key`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selected<C, H> {
-    /// The candidate that decides.
+pub struct Choice<C, H> {
     pub candidate: C,
     /// What it yielded.
     pub hit: H,
-    /// The arch key loaded from it.
+    /// The arch key to load from it.
     pub key: String,
 }
 
-/// The selection rule: for each wanted arch in the caller's priority order,
-/// its compatible variants most specific first, and for each variant the
-/// candidates in search order; the first candidate holding the variant
-/// decides. `None` when nothing holds any variant.
-pub fn select<A: Archives + ?Sized, S: AsRef<str>>(
+/// The selection rule, with fall-through (docs/runtime.md, "Code-object
+/// selection rule"): for each wanted arch in the caller's priority order,
+/// its compatible variants most specific first, and for each variant every
+/// candidate holding it, in search order. A loader tries the choices in
+/// this order until one has the kernel: an archive may hold only some of
+/// a variant's kernels (a small `xnack-` overlay beside the full archive).
+/// The candidates are those of every wanted arch at once, as AMD's loader
+/// expands its search paths for the whole list before it looks.
+pub fn choices<A: Archives + ?Sized, S: AsRef<str>>(
     archives: &mut A,
     wanted: &[S],
-) -> Option<Selected<A::Candidate, A::Hit>> {
-    for arch in wanted {
-        let arch = arch.as_ref();
-        let variants = compatible_variants(arch);
-        let mut candidates = archives.candidates(arch, &variants);
+) -> Vec<Choice<A::Candidate, A::Hit>> {
+    let per_arch: Vec<(&str, Vec<String>)> = wanted
+        .iter()
+        .map(|a| (a.as_ref(), compatible_variants(a.as_ref())))
+        .collect();
+    let mut every: Vec<String> = Vec::new();
+    for v in per_arch.iter().flat_map(|(_, v)| v) {
+        if !every.contains(v) {
+            every.push(v.clone());
+        }
+    }
+    let candidates = archives.candidates(&every);
+    let mut out = Vec::new();
+    for (arch, variants) in per_arch {
         for variant in variants {
             archives.trying(arch, &variant);
-            let found = candidates
-                .iter()
-                .enumerate()
-                .find_map(|(i, c)| archives.holds(c, &variant).map(|hit| (i, hit)));
-            if let Some((i, hit)) = found {
-                return Some(Selected {
-                    candidate: candidates.swap_remove(i),
-                    hit,
-                    key: variant,
-                });
+            for c in &candidates {
+                if let Some(hit) = archives.holds(c, &variant) {
+                    out.push(Choice {
+                        candidate: c.clone(),
+                        hit,
+                        key: variant.clone(),
+                    });
+                }
             }
         }
     }
-    None
+    out
 }
 
 /// Whether an archive listing `keys` may hold one of `variants`: what
@@ -104,7 +117,7 @@ impl<L: AsRef<[String]>> Archives for Listed<'_, L> {
     type Candidate = usize;
     type Hit = ();
 
-    fn candidates(&mut self, _arch: &str, variants: &[String]) -> Vec<usize> {
+    fn candidates(&mut self, variants: &[String]) -> Vec<usize> {
         (0..self.0.len())
             .filter(|&i| {
                 self.0
@@ -158,16 +171,17 @@ pub fn process_targets(local: &TargetId) -> Vec<TargetId> {
     out
 }
 
-/// What the loader loads for a GPU known as `local` from `archives` (arch
-/// keys per archive, in search order): for each of its
-/// [`process_targets`], the archive index and key [`select`] decides on
-/// with [`device_arch_list`]; without repeats, in first-seen order. Empty
-/// when nothing serves it.
+/// What the loader may load for a GPU known as `local` from `archives`
+/// (arch keys per archive, in search order): for each of its
+/// [`process_targets`], every archive index and key [`choices`] offers with
+/// [`device_arch_list`], since the loader falls through to any of them when
+/// the ones before lack a kernel; without repeats, in first-seen order.
+/// Empty when nothing serves it.
 pub fn loadable<L: AsRef<[String]>>(local: &TargetId, archives: &[L]) -> Vec<(usize, String)> {
     let mut out: Vec<(usize, String)> = Vec::new();
     for device in process_targets(local) {
-        if let Some(s) = select(&mut Listed(archives), &device_arch_list(&device)) {
-            let choice = (s.candidate, s.key);
+        for c in choices(&mut Listed(archives), &device_arch_list(&device)) {
+            let choice = (c.candidate, c.key);
             if !out.contains(&choice) {
                 out.push(choice);
             }
@@ -203,32 +217,51 @@ mod tests {
             .collect()
     }
 
+    fn offered(archives: &[Vec<String>], wanted: &[&str]) -> Vec<(usize, String)> {
+        choices(&mut Listed(archives), wanted)
+            .into_iter()
+            .map(|c| (c.candidate, c.key))
+            .collect()
+    }
+
     #[test]
-    fn first_variant_then_first_archive_decides() {
+    fn choices_go_arch_then_variant_then_archive() {
         let archives = keys(&[
             &["gfx942"],
             &["gfx942:sramecc+", "gfx9-4-generic"],
             &["gfx942:sramecc+"],
         ]);
-        let s = select(
-            &mut Listed(&archives),
-            &["gfx942:sramecc+:xnack-", "gfx9-4-generic"],
+        assert_eq!(
+            offered(&archives, &["gfx942:sramecc+:xnack-", "gfx9-4-generic"]),
+            [
+                (1, "gfx942:sramecc+".to_owned()),
+                (2, "gfx942:sramecc+".to_owned()),
+                (0, "gfx942".to_owned()),
+                (1, "gfx9-4-generic".to_owned()),
+            ]
         );
         assert_eq!(
-            s.map(|s| (s.candidate, s.key)),
-            Some((1, "gfx942:sramecc+".to_owned()))
+            offered(&archives[..1], &["amdgcn-amd-amdhsa--gfx942:xnack+"]),
+            [(0, "gfx942".to_owned())]
         );
-        let s = select(
-            &mut Listed(&archives[..1]),
-            &["amdgcn-amd-amdhsa--gfx942:xnack+"],
-        );
-        assert_eq!(
-            s.map(|s| (s.candidate, s.key)),
-            Some((0, "gfx942".to_owned()))
-        );
-        assert!(select(&mut Listed(&archives), &["gfx90a"]).is_none());
+        assert!(offered(&archives, &["gfx90a"]).is_empty());
         // Unparsable arches match literally.
-        assert!(select(&mut Listed(&keys(&[&["weird"]])), &["weird"]).is_some());
+        assert_eq!(offered(&keys(&[&["weird"]]), &["weird"]).len(), 1);
+    }
+
+    #[test]
+    fn an_xnack_overlay_comes_before_the_base_and_both_are_loadable() {
+        // AMD's torch layout: `torch_gfx90a:xnack-.kpack` holds a few
+        // kernels, `torch_gfx90a.kpack` all of them.
+        let archives = keys(&[&["gfx90a:xnack-"], &["gfx90a"]]);
+        assert_eq!(
+            offered(&archives, &["amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"]),
+            [(0, "gfx90a:xnack-".to_owned()), (1, "gfx90a".to_owned())]
+        );
+        assert_eq!(
+            loadable(&t("gfx90a"), &archives),
+            [(1, "gfx90a".to_owned()), (0, "gfx90a:xnack-".to_owned())]
+        );
     }
 
     #[test]
@@ -251,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn native_code_wins_over_a_generic_copy_per_process_target() {
+    fn native_then_generic_code_per_process_target() {
         let archives = keys(&[&["gfx9-4-generic:xnack-"], &["gfx942:xnack+"]]);
         assert_eq!(
             loadable(&t("gfx942:sramecc+"), &archives),
