@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::defaults::KNOWN_PROCESSORS;
-use crate::GENERIC_ISAS;
+use crate::defaults::{KNOWN_PROCESSORS, TRANSLATION_DOMAINS};
+use crate::{is_generic_isa, GENERIC_ISAS};
 use crate::{Spec, SpecError};
 
 /// Where a rule reads the arch from.
@@ -39,6 +39,26 @@ pub enum ArchSource {
     /// serves all of them (`gfx11-generic`); a family no single generic
     /// ISA covers is not read (the file stays generic). The deepest wins.
     AmdDirectory,
+    /// The shallowest directory below the rule's anchor ([`glob_anchor`]
+    /// of the include glob that matched) that is a target token or a
+    /// family, as `amd-directory` reads them without the `amd-`
+    /// (`engines/arch_content/hip-kernel-provider/gfx942/`,
+    /// `rocblas/library/gfx11xx/`).
+    AnchorDirectory,
+    /// The CMake-sanitized target id (`:` and `-` as `_`, `+` as `p`)
+    /// that ends the file's stem, from its first `_gfx`:
+    /// `libdevice_conv_operations_gfx950_xnackp.a`,
+    /// `_gfx942_srameccp_xnack_`, `_gfx1250_strict`. The processor only:
+    /// such per-target builds are linked by a build for that processor,
+    /// not chosen by a process's feature settings, so every variant serves
+    /// it (as AMD's splitter files them).
+    SanitizedSuffix,
+    /// The shallowest directory below the rule's anchor that is a
+    /// translation domain rocjitsu names ([`TRANSLATION_DOMAINS`]:
+    /// `gfx1250-b0-a0`), read as the processor it serves. Only listed
+    /// domains: a new profile is never taken for a processor because its
+    /// name starts like one.
+    TranslationDomain,
 }
 
 impl ArchSource {
@@ -50,8 +70,23 @@ impl ArchSource {
             ArchSource::FileNamePrefix => "file-name-prefix",
             ArchSource::Directory => "directory",
             ArchSource::AmdDirectory => "amd-directory",
+            ArchSource::AnchorDirectory => "anchor-directory",
+            ArchSource::SanitizedSuffix => "sanitized-suffix",
+            ArchSource::TranslationDomain => "translation-domain",
         }
     }
+
+    /// Every source, in the order the docs list them.
+    pub const ALL: [ArchSource; 8] = [
+        ArchSource::FileName,
+        ArchSource::FileNameSuffix,
+        ArchSource::FileNamePrefix,
+        ArchSource::Directory,
+        ArchSource::AmdDirectory,
+        ArchSource::AnchorDirectory,
+        ArchSource::SanitizedSuffix,
+        ArchSource::TranslationDomain,
+    ];
 }
 
 /// One kernel-database rule.
@@ -165,20 +200,7 @@ impl DatabaseClassifier {
     /// Classifies `rel_path` (relative to the install prefix, `/`-separated):
     /// the first rule that matches it and reads an arch from it decides.
     pub fn classify(&self, rel_path: &str) -> Option<DatabaseMatch> {
-        for r in &self.rules {
-            if !r.include.is_match(rel_path) || r.exclude.is_match(rel_path) {
-                continue;
-            }
-            for src in &r.arch {
-                if let Some(arch) = self.arch_from(*src, rel_path) {
-                    return Some(DatabaseMatch {
-                        rule: r.name.clone(),
-                        arch,
-                    });
-                }
-            }
-        }
-        None
+        self.classify_anchored(rel_path).map(|(m, _)| m)
     }
 
     /// [`DatabaseClassifier::classify`], and the anchors ([`glob_anchor`])
@@ -188,15 +210,19 @@ impl DatabaseClassifier {
             if !r.include.is_match(rel_path) || r.exclude.is_match(rel_path) {
                 continue;
             }
-            let Some(arch) = r.arch.iter().find_map(|src| self.arch_from(*src, rel_path)) else {
-                continue;
-            };
-            let anchors = r
+            let anchors: Vec<&str> = r
                 .include
                 .matches(rel_path)
                 .into_iter()
                 .filter_map(|i| r.anchors.get(i).and_then(Option::as_deref))
                 .collect();
+            let Some(arch) = r
+                .arch
+                .iter()
+                .find_map(|src| self.arch_from(*src, rel_path, &anchors))
+            else {
+                continue;
+            };
             let m = DatabaseMatch {
                 rule: r.name.clone(),
                 arch,
@@ -206,8 +232,11 @@ impl DatabaseClassifier {
         None
     }
 
-    /// Reads a target id from `rel_path` the way `source` says.
-    pub fn arch_from(&self, source: ArchSource, rel_path: &str) -> Option<String> {
+    /// Reads a target id from `rel_path` the way `source` says; `anchors`
+    /// are those of the rule's include globs that match it (the
+    /// anchor-relative sources read below the first of them found in the
+    /// path).
+    fn arch_from(&self, source: ArchSource, rel_path: &str, anchors: &[&str]) -> Option<String> {
         let (dirs, name) = match rel_path.rsplit_once('/') {
             Some((d, n)) => (d, n),
             None => ("", rel_path),
@@ -218,14 +247,47 @@ impl DatabaseClassifier {
                 .split('/')
                 .rev()
                 .filter_map(|c| c.strip_prefix("amd-"))
-                .find_map(|c| self.whole_token(c).or_else(|| family_generic_isa(c))),
+                .find_map(|c| self.target_or_family(c)),
+            ArchSource::AnchorDirectory => {
+                below_anchor(dirs, anchors).find_map(|c| self.target_or_family(c))
+            }
+            ArchSource::TranslationDomain => below_anchor(dirs, anchors).find_map(|c| {
+                TRANSLATION_DOMAINS
+                    .iter()
+                    .find(|(domain, _)| *domain == c)
+                    .map(|(_, processor)| (*processor).to_string())
+            }),
             ArchSource::FileNamePrefix => {
                 let t = self.token_at(name)?;
                 Some(t.to_string())
             }
             ArchSource::FileName => self.token_in_name(name, false),
             ArchSource::FileNameSuffix => self.token_in_name(name, true),
+            ArchSource::SanitizedSuffix => self.sanitized_suffix(name),
         }
+    }
+
+    /// `c` as a whole target id ([`Self::whole_token`]), else as a family
+    /// padded with `x` read as the generic ISA serving all of it
+    /// (`gfx11xx` -> `gfx11-generic`).
+    fn target_or_family(&self, c: &str) -> Option<String> {
+        self.whole_token(c).or_else(|| family_generic_isa(c))
+    }
+
+    /// The processor of a CMake-sanitized target id ending the stem of
+    /// `name`, read from the stem's first `_gfx` ([`ArchSource::SanitizedSuffix`]).
+    fn sanitized_suffix(&self, name: &str) -> Option<String> {
+        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+        let (at, _) = stem.match_indices("_gfx").next()?;
+        let id = stem.get(at + 1..)?;
+        self.tokens.iter().find_map(|t| {
+            let sanitized = t.replace('-', "_");
+            let mut rest = id.strip_prefix(sanitized.as_str())?;
+            if !is_generic_isa(t) {
+                rest = rest.strip_prefix("_strict").unwrap_or(rest);
+            }
+            sanitized_features_only(rest).then(|| t.clone())
+        })
     }
 
     /// The longest known token `s` starts with.
@@ -240,8 +302,9 @@ impl DatabaseClassifier {
     /// `:`, `_` or `-` (`gfx942`, `gfx90a:xnack+`, `gfx90a_xnack-`).
     fn whole_token(&self, c: &str) -> Option<String> {
         let t = self.token_at(c)?;
-        let (features, used) = parse_features(c.get(t.len()..)?);
-        (used == c.len() - t.len()).then(|| with_features(t, &features))
+        let rest = without_strict(t, c.get(t.len()..)?);
+        let (features, used) = parse_features(rest);
+        (used == rest.len()).then(|| with_features(t, &features))
     }
 
     /// A token inside a file name, at separator boundaries. With
@@ -264,7 +327,7 @@ impl DatabaseClassifier {
             let Some(t) = self.token_at(rest) else {
                 continue;
             };
-            let after = rest.get(t.len()..)?;
+            let after = without_strict(t, rest.get(t.len()..)?);
             let (features, used) = parse_features(after);
             let tail = after.get(used..)?;
             let end_ok = if suffix_only {
@@ -435,6 +498,57 @@ fn family_generic_isa(family: &str) -> Option<String> {
     }
 }
 
+/// The components of `dirs` below the first of `anchors` found in it (as
+/// whole components), shallowest first; none when no anchor is there.
+fn below_anchor<'d>(dirs: &'d str, anchors: &[&str]) -> impl Iterator<Item = &'d str> {
+    let comps: Vec<&str> = dirs.split('/').collect();
+    let start = anchors.iter().find_map(|a| {
+        let a: Vec<&str> = a.trim_end_matches('/').split('/').collect();
+        comps
+            .windows(a.len())
+            .position(|w| w == a.as_slice())
+            .map(|i| i + a.len())
+    });
+    comps.into_iter().skip(start.unwrap_or(usize::MAX))
+}
+
+/// `rest` (what follows target token `token`) without a leading
+/// `-strict` or `_strict`: AMD's spelling of a processor's strict variant
+/// (`gfx1250-strict`, an early stepping that KFD reports with the
+/// processor's own `gfx_target_version`), which the processor's device
+/// group serves, as AMD's device packages do
+/// ([`crate::amd::device_target_of`]). Generic ISAs have no strict variant.
+fn without_strict<'s>(token: &str, rest: &'s str) -> &'s str {
+    if is_generic_isa(token) {
+        return rest;
+    }
+    ["-strict", "_strict"]
+        .iter()
+        .find_map(|s| rest.strip_prefix(s))
+        .unwrap_or(rest)
+}
+
+/// Whether `s` is nothing but sanitized feature flags, each
+/// `_(xnack|sramecc)(p|_)` (`_xnackp` is `xnack+`, `_xnack_` `xnack-`).
+fn sanitized_features_only(mut s: &str) -> bool {
+    while !s.is_empty() {
+        let Some(body) = s.strip_prefix('_') else {
+            return false;
+        };
+        let Some(after) = ["xnack", "sramecc"]
+            .iter()
+            .find_map(|f| body.strip_prefix(f))
+        else {
+            return false;
+        };
+        let Some(next) = after.strip_prefix(['p', '_']) else {
+            return false;
+        };
+        s = next;
+    }
+    true
+}
+
 /// Feature flags at the start of `s`, each `[_:-](xnack|sramecc)[+-]`;
 /// returns them and how many bytes they took.
 fn parse_features(s: &str) -> (Vec<String>, usize) {
@@ -507,10 +621,18 @@ mod tests {
             anchors,
             [
                 want("tensile", Some("library/")),
+                want("tensile-arch-dir", Some("rocblas/library/")),
+                want("tensile-arch-dir", Some("hipblaslt/library/")),
+                want("tensile-arch-dir", Some("hipsparselt/library/")),
                 want("aotriton", Some("aotriton/kernels/")),
                 want("aotriton-images", Some("aotriton.images/")),
                 want("miopen-db", Some("share/miopen/db/")),
                 want("miopen-ck", None),
+                want("miopen-ck", None),
+                want("composable-kernel", None),
+                want("hip-kernel-provider", Some("engines/arch_content/")),
+                want("hip-kernel-provider", Some("engines/test_arch_content/")),
+                want("rocjitsu", Some("share/rocjitsu/translations/")),
                 want("code-objects", None),
             ]
         );
@@ -540,6 +662,55 @@ mod tests {
         assert_eq!(
             check_fetchable(None, "etc/sudoers.d/x", &a("gfx90a")),
             Err(Unfetchable::NoRule)
+        );
+        // The kinds of AMD's newer handlers, below the prefix.
+        let digest = "ab".repeat(32);
+        for (path, arch, rule) in [
+            (
+                "lib/hipdnn_plugins/engines/arch_content/p/gfx942/k.kpack".to_string(),
+                "gfx942",
+                "hip-kernel-provider",
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx942_xnackp.a".into(),
+                "gfx942",
+                "composable-kernel",
+            ),
+            (
+                "lib/rocblas/library/gfx942/TensileManifest.txt".into(),
+                "gfx942",
+                "tensile-arch-dir",
+            ),
+            (
+                format!("share/rocjitsu/translations/gfx1250-b0-a0/v1/{digest}.obj"),
+                "gfx1250",
+                "rocjitsu",
+            ),
+        ] {
+            assert_eq!(
+                check_fetchable(None, &path, &a(arch)),
+                Ok(rule.into()),
+                "{path}"
+            );
+        }
+        // Above the prefix: rocjitsu names its directory, CK does not.
+        assert_eq!(
+            check_fetchable(
+                multiarch,
+                &format!("usr/share/rocjitsu/translations/gfx1250-b0-a0/v1/{digest}.man"),
+                &a("gfx1250")
+            ),
+            Ok("rocjitsu".into())
+        );
+        assert_eq!(
+            check_fetchable(
+                multiarch,
+                "usr/libdevice_conv_operations_gfx90a.a",
+                &a("gfx90a")
+            ),
+            Err(Unfetchable::NoAnchor {
+                rule: "composable-kernel".into()
+            })
         );
         // Debian's multiarch MIOpen: above the prefix, in the rule's
         // directory right in `usr/`.
@@ -684,5 +855,378 @@ mod tests {
             classify("lib/rocblas/library/TensileLibrary_gfx700.dat"),
             m("tensile", "gfx700")
         );
+    }
+
+    /// Expects `rule` to read `arch` from each path (`None`: the path stays
+    /// generic).
+    fn expect(cases: &[(&str, Option<(&str, &str)>)]) {
+        for (path, want) in cases {
+            assert_eq!(
+                classify(path),
+                want.map(|(r, a)| (r.to_string(), a.to_string())),
+                "{path}"
+            );
+        }
+    }
+
+    // The cases below are those of the handler tests of AMD's splitter
+    // (rocm-systems, `shared/kpack`: its database handlers and strict
+    // identity tests), each with what our rules read; where we read
+    // differently on purpose, the comment says why (docs/packaging.md,
+    // "Kernel databases").
+
+    #[test]
+    fn hipsparselt_and_the_tensile_layouts() {
+        let co = |a| Some(("tensile", a));
+        let dir = |a| Some(("tensile-arch-dir", a));
+        expect(&[
+            // hipSPARSELt, flat.
+            ("lib/hipsparselt/library/extop_gfx942.co", co("gfx942")),
+            (
+                "lib/hipsparselt/library/Kernels.so-000-gfx950.hsaco",
+                co("gfx950"),
+            ),
+            (
+                "lib/hipsparselt/library/TensileLibrary_BB_BB_A_gfx942.dat",
+                co("gfx942"),
+            ),
+            ("lib/hipsparselt/library/something_gfx942.so", None),
+            // Per-arch subdirectories: code objects and catalogues by the
+            // tensile rule, every other file below `library/<arch>/` too.
+            (
+                "lib/hipsparselt/library/gfx950/TensileLibrary_BB_BB_A_fallback.dat",
+                co("gfx950"),
+            ),
+            (
+                "lib/rocblas/library/gfx942/TensileLibrary_Type_HH_gfx942.co",
+                co("gfx942"),
+            ),
+            (
+                "lib/rocblas/library/gfx1100/TensileLibrary_Type_HH_fallback.dat",
+                co("gfx1100"),
+            ),
+            (
+                "lib/rocblas/library/gfx90a/TensileManifest.txt",
+                dir("gfx90a"),
+            ),
+            (
+                "lib/hipblaslt/library/gfx1100/TensileManifest.txt",
+                dir("gfx1100"),
+            ),
+            ("lib/hipsparselt/library/gfx942/sub/x.yaml", dir("gfx942")),
+            (
+                "lib/rocblas/library/gfx942-xnack+/TensileLibrary.co",
+                co("gfx942:xnack+"),
+            ),
+            (
+                "lib/rocblas/library/gfx942-xnack+/TensileManifest.txt",
+                dir("gfx942:xnack+"),
+            ),
+            // A family directory serves every processor of the family.
+            (
+                "lib/rocblas/library/gfx11xx/TensileManifest.txt",
+                dir("gfx11-generic"),
+            ),
+            (
+                "lib/rocblas/library/gfx11-generic/TensileManifest.txt",
+                dir("gfx11-generic"),
+            ),
+            // Flat, xnack spelt with `-`.
+            (
+                "lib/rocblas/library/TensileLibrary_lazy_gfx90a-xnack+.hsaco",
+                co("gfx90a:xnack+"),
+            ),
+            (
+                "lib/hipblaslt/library/Kernels.so-000-gfx942-xnack-.hsaco",
+                co("gfx942:xnack-"),
+            ),
+            // Stays generic: no arch, an arch-less extension in the flat
+            // layout, a fallback catalogue in the flat layout.
+            ("lib/rocblas/library/TensileLibrary.dat", None),
+            ("lib/hipblaslt/library/generic.dat", None),
+            ("lib/rocblas/library/TensileLibrary_gfx1100.txt", None),
+            ("lib/hipblaslt/library/TensileLibrary_gfx1100.json", None),
+            (
+                "lib/rocblas/library/TensileLibrary_Type_HH_fallback.dat",
+                None,
+            ),
+            ("lib/rocblas/library/TensileManifest.txt", None),
+            // Any file only in these libraries' `library/`; code objects and
+            // catalogues in any `library/` (the tensile rule predates
+            // AMD's per-library handlers; AMD leaves `lib/other/library/`
+            // generic).
+            ("lib/other/library/gfx942/TensileManifest.txt", None),
+            (
+                "lib/other/library/TensileLibrary_gfx1100.dat",
+                co("gfx1100"),
+            ),
+            ("lib/myrocblas/library/gfx942/TensileManifest.txt", None),
+        ]);
+    }
+
+    #[test]
+    fn composable_kernel_static_libraries() {
+        let ck = |a| Some(("composable-kernel", a));
+        expect(&[
+            ("lib/libdevice_conv_operations_gfx942.a", ck("gfx942")),
+            (
+                "lib/libdevice_conv_operations_gfx950_xnackp.a",
+                ck("gfx950"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx90a_xnack_.a",
+                ck("gfx90a"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx942_srameccp_xnack_.a",
+                ck("gfx942"),
+            ),
+            ("lib/libdevice_conv_operations_gfx1100.a", ck("gfx1100")),
+            // Windows: no `lib`, `.lib`.
+            ("lib/device_conv_operations_gfx942.lib", ck("gfx942")),
+            // The strict variant goes to its processor's group (AMD keeps
+            // `gfx1250-strict` a target of its own; see `without_strict`).
+            (
+                "lib/libdevice_conv_operations_gfx1250_strict.a",
+                ck("gfx1250"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx1250_strict_xnackp.a",
+                ck("gfx1250"),
+            ),
+            (
+                "lib/device_conv_operations_gfx1250_strict.lib",
+                ck("gfx1250"),
+            ),
+            // A generic ISA is a target like any other here (AMD's pattern
+            // does not read it, and leaves the file generic).
+            (
+                "lib/libdevice_conv_operations_gfx11_generic.a",
+                ck("gfx11-generic"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx9_4_generic.a",
+                ck("gfx9-4-generic"),
+            ),
+            // Stays generic.
+            ("lib/libdevice_conv_operations.a", None),
+            ("lib/libdevice_conv_operations_foo.a", None),
+            ("lib/libdevice_conv_operations_xnack.a", None),
+            ("lib/libdevice_conv_operations_gfx942_bogus.a", None),
+            ("lib/libdevice_conv_operations_gfx942_gfx90a.a", None),
+            ("lib/libdevice_conv_operations_gfx9999.a", None),
+            ("lib/libdevice_gemm_operations_gfx942.a", None),
+            ("lib/libdevice_conv_operations_gfx942.so", None),
+            ("lib/libdevice_conv_operations_gfx942.a.bak", None),
+            ("lib/libdevice_conv_operations_gfx942.lib.a", None),
+            ("lib/xlibdevice_conv_operations_gfx942.a", None),
+            ("lib/libMIOpen.a", None),
+        ]);
+    }
+
+    #[test]
+    fn hip_kernel_provider_content() {
+        let hkp = |a| Some(("hip-kernel-provider", a));
+        let engines = "lib/hipdnn_plugins/engines";
+        let p = |rel: &str| format!("{engines}/{rel}");
+        let cases: Vec<(String, Option<(&str, &str)>)> = vec![
+            (
+                p("arch_content/some-producer/gfx942/kernels_gfx942.kpack"),
+                hkp("gfx942"),
+            ),
+            (
+                p("arch_content/some-producer/gfx942/kernels_gfx942.json"),
+                hkp("gfx942"),
+            ),
+            (
+                p("arch_content/some-producer/gfx942/sub/extra/blob.bin"),
+                hkp("gfx942"),
+            ),
+            (
+                p("arch_content/some-producer/gfx1151/kernels_gfx1151.kpack"),
+                hkp("gfx1151"),
+            ),
+            (p("arch_content/aiter/gfx942/kernels.kpack"), hkp("gfx942")),
+            (p("arch_content/gfx942/kernels.kpack"), hkp("gfx942")),
+            (p("test_arch_content/gfx1101/kernels.kpack"), hkp("gfx1101")),
+            (
+                p("arch_content/hip-kernel-provider/rocke/gfx942/kernels.kpack"),
+                hkp("gfx942"),
+            ),
+            (
+                p("test_arch_content/hip-kernel-provider/unit/shared/gfx1101/kernels.kpack"),
+                hkp("gfx1101"),
+            ),
+            (
+                p("test_arch_content/some-producer/unit/shared/gfx1201/descriptor.json"),
+                hkp("gfx1201"),
+            ),
+            // The first target directory below the container decides.
+            (p("arch_content/p/gfx942/gfx90a/x.bin"), hkp("gfx942")),
+            // xnack kept, as everywhere (`gfx942-xnack+` in AMD's key).
+            (
+                p("arch_content/p/gfx942-xnack+/kernels_gfx942-xnack+.kpack"),
+                hkp("gfx942:xnack+"),
+            ),
+            // Family directories serve every processor of the family (AMD
+            // reads neither, and leaves the content generic), and feature
+            // settings are part of the target as in every rule.
+            (
+                p("arch_content/p/gfx11-generic/kernels.kpack"),
+                hkp("gfx11-generic"),
+            ),
+            (
+                p("arch_content/p/gfx10-3-generic/kernels.kpack"),
+                hkp("gfx10-3-generic"),
+            ),
+            (
+                p("arch_content/p/gfx11xx/kernels.kpack"),
+                hkp("gfx11-generic"),
+            ),
+            (
+                p("arch_content/p/gfx950:sramecc+:xnack-/k.kpack"),
+                hkp("gfx950:sramecc+:xnack-"),
+            ),
+            // Stays generic.
+            (p("arch_content/p/gfx1250-b0-a0/kernels.kpack"), None),
+            (p("arch_content/p/config/settings.json"), None),
+            (p("arch_content/p/common/shared.json"), None),
+            (p("arch_content/p/gfx942"), None),
+            (
+                p("test_arch_content/p/test_kpack_binary/test_zstd.kpack"),
+                None,
+            ),
+            (p("other/gfx942/blob.bin"), None),
+            (
+                "bin/hip_kernel_provider/rocke/instances/gfx942/wmma_gemm.py".into(),
+                None,
+            ),
+            (
+                "share/some_component/arch_content/gfx942/data.bin".into(),
+                None,
+            ),
+            (
+                "share/some_component/test_arch_content/gfx942/data.bin".into(),
+                None,
+            ),
+            ("lib/arch_content/gfx942/kernels_gfx942.kpack".into(), None),
+            // A target above the container is not read.
+            (
+                "lib/gfx942/engines/arch_content/p/common/x.json".into(),
+                None,
+            ),
+        ];
+        for (path, want) in &cases {
+            expect(&[(path.as_str(), *want)]);
+        }
+    }
+
+    #[test]
+    fn rocjitsu_translations() {
+        let digest = "0123456789abcdef".repeat(4);
+        let tr = |rest: &str| format!("share/rocjitsu/translations/{rest}");
+        for ext in ["obj", "man"] {
+            let path = tr(&format!("gfx1250-b0-a0/v1/{digest}.{ext}"));
+            expect(&[(path.as_str(), Some(("rocjitsu", "gfx1250")))]);
+            // Below an install prefix.
+            let path = format!("opt/rocm/{path}");
+            expect(&[(path.as_str(), Some(("rocjitsu", "gfx1250")))]);
+        }
+        let a64 = "a".repeat(64);
+        for path in [
+            tr(&format!("gfx1250-b0-a0/v2/{a64}.obj")),
+            tr(&format!("gfx1250-b0-a1/v1/{a64}.obj")),
+            tr(&format!("gfx1250/v1/{a64}.obj")),
+            tr("gfx1250-b0-a0/v1/not-a-digest.obj"),
+            tr(&format!("gfx1250-b0-a0/v1/{}.obj", "A".repeat(64))),
+            tr(&format!("gfx1250-b0-a0/v1/{}.obj", "a".repeat(63))),
+            tr(&format!("gfx1250-b0-a0/v1/{a64}.txt")),
+            tr(&format!("gfx1250-b0-a0/v1/nested/{a64}.obj")),
+            format!("share/other/translations/gfx1250-b0-a0/v1/{a64}.obj"),
+        ] {
+            expect(&[(path.as_str(), None)]);
+        }
+    }
+
+    #[test]
+    fn strict_spellings_are_their_processors() {
+        expect(&[
+            (
+                "lib/rocblas/library/TensileLibrary_gfx1250-strict.dat",
+                Some(("tensile", "gfx1250")),
+            ),
+            (
+                "lib/rocblas/library/TensileLibrary_gfx1250.dat",
+                Some(("tensile", "gfx1250")),
+            ),
+            (
+                "lib/hipblaslt/library/gfx1250-strict/TensileManifest.txt",
+                Some(("tensile-arch-dir", "gfx1250")),
+            ),
+            (
+                "share/miopen/db/gfx1250-strict_256.db.txt",
+                Some(("miopen-db", "gfx1250")),
+            ),
+            (
+                "share/miopen/db/gfx1250-strict256.HIP.fdb.txt",
+                Some(("miopen-db", "gfx1250")),
+            ),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx1250-strict.so",
+                Some(("miopen-ck", "gfx1250")),
+            ),
+            ("k/x_gfx1250_strict.co", Some(("code-objects", "gfx1250"))),
+            ("k/gfx1250-strict/x.co", Some(("code-objects", "gfx1250"))),
+            (
+                "torch/lib/aotriton.images/amd-gfx1250-strict/x.aks2",
+                Some(("aotriton-images", "gfx1250")),
+            ),
+            // Not a strict spelling, and generic ISAs have none.
+            ("k/gfx1250-strictly/x.co", None),
+            ("k/x_gfx11-generic-strict.co", None),
+        ]);
+    }
+
+    #[test]
+    fn miopen_ck_on_windows_and_amds_miopen_cases() {
+        let ck = |a| Some(("miopen-ck", a));
+        let db = |a| Some(("miopen-db", a));
+        expect(&[
+            ("lib/libMIOpenCKGroupedConv_gfx942.so", ck("gfx942")),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx942-xnack+.so",
+                ck("gfx942:xnack+"),
+            ),
+            ("lib/MIOpenCKGroupedConv_gfx942.dll", ck("gfx942")),
+            (
+                "lib/MIOpenCKGroupedConv_gfx942-xnack+.dll",
+                ck("gfx942:xnack+"),
+            ),
+            ("lib/libMIOpenCKGroupedConv.so", None),
+            ("lib/libMIOpen.so", None),
+            ("lib/MIOpen.dll", None),
+            ("share/miopen/db/gfx942.kdb", db("gfx942")),
+            ("share/miopen/db/gfx908.tn.model", db("gfx908")),
+            (
+                "share/miopen/db/gfx942_ConvHipIgemmGroupFwdXdlops_decoder.ktn.model",
+                db("gfx942"),
+            ),
+            ("share/miopen/db/gfx90878.db.txt", db("gfx908")),
+            ("share/miopen/db/gfx90a6e.HIP.fdb.txt", db("gfx90a")),
+            ("share/miopen/db/gfx942e4.db.txt", db("gfx942")),
+            ("share/miopen/db/gfx900_56.OpenCL.fdb.txt", db("gfx900")),
+            ("share/miopen/db/gfx908.json", None),
+            ("share/miopen/db/generic.tn.model", None),
+            ("share/other/db/gfx908.tn.model", None),
+        ]);
+    }
+
+    #[test]
+    fn every_arch_source_has_its_spelling() {
+        for src in ArchSource::ALL {
+            let text = format!("\"{}\"", src.as_str());
+            let back: ArchSource = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, src);
+        }
     }
 }

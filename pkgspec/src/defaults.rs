@@ -18,6 +18,12 @@ pub const KNOWN_PROCESSORS: &[&str] = &[
     "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250", "gfx1251",
 ];
 
+/// The translation domains of rocjitsu's ahead-of-time translations
+/// (`share/rocjitsu/translations/<domain>/v1/`), each with the processor
+/// it serves: rocjitsu's own spelling, kept explicit as AMD's splitter
+/// keeps it.
+pub const TRANSLATION_DOMAINS: &[(&str, &str)] = &[("gfx1250-b0-a0", "gfx1250")];
+
 /// The family table (`granularity = "family"`, docs/packaging.md "Device
 /// groups: families"): AMD's GPU families before its per-target packages, then one family per processor AMD's table
 /// leaves out. Each family also carries the generic ISA serving its
@@ -191,6 +197,20 @@ pub fn database_rules() -> Vec<DatabaseRule> {
             exclude: Vec::new(),
             arch: vec![ArchSource::FileName, ArchSource::Directory],
         },
+        // Tensile's per-arch layout (rocBLAS, hipBLASLt, hipSPARSELt):
+        // every file below `<library>/library/<target>/`, manifests and
+        // fallback catalogues included. Only these libraries' directories:
+        // any file counts here, not only code objects.
+        DatabaseRule {
+            name: "tensile-arch-dir".into(),
+            include: strings(&[
+                "**/rocblas/library/**",
+                "**/hipblaslt/library/**",
+                "**/hipsparselt/library/**",
+            ]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::AnchorDirectory],
+        },
         // AOTriton up to 0.8: `aotriton/kernels/<target>/...`.
         DatabaseRule {
             name: "aotriton".into(),
@@ -215,11 +235,46 @@ pub fn database_rules() -> Vec<DatabaseRule> {
             arch: vec![ArchSource::FileNamePrefix],
         },
         // MIOpen's composable-kernel solver libraries, one per processor.
+        // (`MIOpenCK<name>_<target>.dll` on Windows.)
         DatabaseRule {
             name: "miopen-ck".into(),
-            include: strings(&["**/libMIOpenCK*_gfx*.so*"]),
+            include: strings(&["**/libMIOpenCK*_gfx*.so*", "**/MIOpenCK*_gfx*.dll"]),
             exclude: Vec::new(),
             arch: vec![ArchSource::FileName],
+        },
+        // Composable Kernel's per-target static libraries, named by the
+        // sanitized target (`libdevice_conv_operations_gfx950_xnackp.a`;
+        // `device_conv_operations_<target>.lib` on Windows). The
+        // all-target `libdevice_conv_operations.a` stays generic.
+        DatabaseRule {
+            name: "composable-kernel".into(),
+            include: strings(&["**/{libdevice,device}_conv_operations_gfx*.{a,lib}"]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::SanitizedSuffix],
+        },
+        // hip-kernel-provider content in hipDNN's plugin engines:
+        // everything below the first target directory under
+        // `engines/arch_content/` or `engines/test_arch_content/`, at any
+        // depth (the producer directories between are a convention).
+        DatabaseRule {
+            name: "hip-kernel-provider".into(),
+            include: strings(&[
+                "**/engines/arch_content/**",
+                "**/engines/test_arch_content/**",
+            ]),
+            exclude: Vec::new(),
+            arch: vec![ArchSource::AnchorDirectory],
+        },
+        // rocjitsu's ahead-of-time translations:
+        // `share/rocjitsu/translations/<domain>/v1/<sha256>.{man,obj}`.
+        DatabaseRule {
+            name: "rocjitsu".into(),
+            include: vec![format!(
+                "**/share/rocjitsu/translations/*/v1/{}.{{man,obj}}",
+                "[0-9a-f]".repeat(64)
+            )],
+            exclude: Vec::new(),
+            arch: vec![ArchSource::TranslationDomain],
         },
         // Loose code objects anywhere, named by a target directory or a
         // `_<target>` suffix.

@@ -31,7 +31,8 @@
 //! name = "mylib"
 //! include = ["**/mylib/kernels/*.hsaco"]
 //! exclude = []
-//! arch = ["file-name", "directory"]   # also file-name-suffix, file-name-prefix, amd-directory
+//! arch = ["file-name", "directory"]   # also file-name-suffix, file-name-prefix, amd-directory,
+//!                                      # anchor-directory, sanitized-suffix, translation-domain
 //!
 //! [naming]            # placeholders {name}, {deb_name}, {group}, {group_lower}, {version}
 //! profile = "kpack"   # or "amd-native": AMD's host/device/meta names

@@ -194,8 +194,11 @@ pub fn check(spec: &Spec, locate: &dyn Fn(Loc) -> Option<Range<usize>>) -> Resul
             return Err(fail(
                 Loc::RuleName(i),
                 format!(
-                    "kernel database rule {:?} has no arch source (file-name, file-name-suffix, file-name-prefix, directory)",
-                    r.name
+                    "kernel database rule {:?} has no arch source ({})",
+                    r.name,
+                    crate::databases::ArchSource::ALL
+                        .map(crate::databases::ArchSource::as_str)
+                        .join(", ")
                 ),
             ));
         }

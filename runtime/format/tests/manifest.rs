@@ -353,7 +353,7 @@ fn hostile_database_paths_are_rejected() {
         "lib/x.co/",
         ".kpack/x.co",
         "lib/.kpack/y.hsaco",
-        "lib/x_gfx90a.kpack",
+        "lib/.kpack/x_gfx90a.kpack",
         "lib/other.kpm",
         "lib\\..\\x",
         "lib/x\nco",
@@ -373,6 +373,14 @@ fn hostile_database_paths_are_rejected() {
         let e = Manifest::parse(&msgpack::encode(&v).unwrap()).unwrap_err();
         assert!(e.to_string().contains("database path"), "{path:?}: {e}");
     }
+    // Another library's archives outside any `.kpack/` directory are
+    // content like any other (hip-kernel-provider's per-target kernels).
+    let mut m = with_databases();
+    let hkp = "lib/hipdnn_plugins/engines/arch_content/p/gfx90a/kernels_gfx90a.kpack";
+    m.database_files[0].path = hkp.into();
+    m.database_files.sort_by(|a, b| a.path.cmp(&b.path));
+    let back = Manifest::parse(&m.to_msgpack().unwrap()).unwrap();
+    assert!(back.database_files.iter().any(|f| f.path == hkp));
     // Listed twice, or a file that is another's directory.
     for (a, b) in [("lib/x.co", "lib/x.co"), ("lib/x", "lib/x/y.co")] {
         let mut m = with_databases();

@@ -1,7 +1,7 @@
 //! Locating (and building, once per test process) the workspace's binaries
 //! and C artifacts, so tests run the same executables a user would.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -141,4 +141,18 @@ pub fn nobody_shell(script: &str) -> Command {
         script,
     ]);
     cmd
+}
+
+/// Runs `rocm-kpack-fetch ARGS --root ROOT`, isolated ([`isolate_fetcher`]):
+/// its exit code, stdout and stderr.
+pub fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = command("rocm-kpack-fetch");
+    isolate_fetcher(&mut cmd);
+    cmd.args(args).arg("--root").arg(root);
+    let o = cmd.output().expect("run rocm-kpack-fetch");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }

@@ -37,6 +37,17 @@ pub const TENSILE: [(&str, &str); 5] = [
 /// The all-target index of the database: stays in the generic package.
 pub const TENSILE_DAT: &str = "lib/rocblas/library/TensileLibrary.dat";
 
+/// The database files `manifest` lists, as (path, architectures), sorted.
+pub fn listed(manifest: &rocm_kpack_format::manifest::Manifest) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = manifest
+        .database_files
+        .iter()
+        .map(|f| (f.path.clone(), f.architectures.clone()))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Code-object-sized, compressible content naming its path.
 pub fn content(path: &str) -> Vec<u8> {
     path.bytes()

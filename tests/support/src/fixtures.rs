@@ -155,6 +155,34 @@ pub fn machine(name: &str) -> PathBuf {
     }
 }
 
+/// A copy in `dir` of machine `name` ([`machine`]) whose GPU nodes report
+/// `gfx_target_version` instead of their own: a part no tree has yet
+/// (gfx1250, 120500), on another part's node values. Symlinks stay
+/// symlinks.
+pub fn machine_reporting(name: &str, gfx_target_version: u32, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{name}-as-{gfx_target_version}"));
+    crate::packages::copy_tree(&machine(name), &out, &[]);
+    let nodes = out.join("sys/devices/virtual/kfd/kfd/topology/nodes");
+    let mut changed = 0;
+    for node in std::fs::read_dir(&nodes).expect("nodes").flatten() {
+        let props = node.path().join("properties");
+        let text = std::fs::read_to_string(&props).expect("properties");
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| match l.strip_prefix("gfx_target_version ") {
+                Some(v) if v != "0" => {
+                    changed += 1;
+                    format!("gfx_target_version {gfx_target_version}")
+                }
+                _ => l.to_string(),
+            })
+            .collect();
+        std::fs::write(&props, lines.join("\n") + "\n").expect("write properties");
+    }
+    assert!(changed > 0, "{name} has no GPU node");
+    out
+}
+
 /// Every fat fixture (3 sets x 5 binaries).
 pub fn all_fat() -> Vec<Fixture> {
     SETS.iter()

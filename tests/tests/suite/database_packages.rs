@@ -18,9 +18,10 @@ use std::process::Command;
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::SplitPackageReport;
+use rocm_kpack_test_support::bins::{self, fetch};
 use rocm_kpack_test_support::databases::{self, content};
+use rocm_kpack_test_support::fixtures;
 use rocm_kpack_test_support::packages::{apt_dirs, apt_opts, chain, dpkg_install, dpkg_root, ok};
-use rocm_kpack_test_support::{bins, fixtures};
 
 /// (path below opt/rocm, the rule that must move it, target).
 const DATABASES: [(&str, &str, &str); 8] = [
@@ -54,18 +55,6 @@ const DATABASES: [(&str, &str, &str); 8] = [
     ),
 ];
 
-fn fetch(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = bins::command("rocm-kpack-fetch");
-    bins::isolate_fetcher(&mut cmd);
-    cmd.args(args).arg("--root").arg(root);
-    let o = cmd.output().unwrap();
-    (
-        o.status.code().unwrap(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 /// The fixture's fat deb with a database file per rule, written in `dir`,
 /// and its split (xz -0) into `dir/pkgs`.
 fn split_fixture(dir: &Path) -> SplitPackageReport {
@@ -93,12 +82,7 @@ fn database_rules_split_publish_fetch_verify() {
         .arg(&generic.path)
         .arg(&root));
     let kpm = Manifest::read(&root.join("opt/rocm/.kpack/libfixture.kpm")).unwrap();
-    let mut listed: Vec<(String, Vec<String>)> = kpm
-        .database_files
-        .iter()
-        .map(|f| (f.path.clone(), f.architectures.clone()))
-        .collect();
-    listed.sort();
+    let listed = databases::listed(&kpm);
     let mut want: Vec<(String, Vec<String>)> = DATABASES
         .iter()
         .map(|(p, _, t)| (p.to_string(), vec![t.to_string()]))
@@ -358,12 +342,7 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     let kpm = Manifest::read(&kpm_path).unwrap();
     assert_eq!(kpm.format_version(), 3);
     assert_eq!(kpm.prefix_path.as_deref(), Some(MULTIARCH_LIB));
-    let mut listed: Vec<(String, Vec<String>)> = kpm
-        .database_files
-        .iter()
-        .map(|f| (f.path.clone(), f.architectures.clone()))
-        .collect();
-    listed.sort();
+    let listed = databases::listed(&kpm);
     let mut want: Vec<(String, Vec<String>)> = MULTIARCH_DBS
         .iter()
         .map(|(p, t)| (p.to_string(), vec![t.to_string()]))

@@ -17,6 +17,7 @@ mod amd_native;
 mod cli_conformance;
 mod cli_inspect;
 mod cli_progress;
+mod database_kinds;
 mod database_packages;
 mod fetch_e2e;
 mod fixtures;

@@ -1284,12 +1284,7 @@ fn wheel_device_packages_keep_tensile_database_files_at_their_paths() {
     let kpm =
         rocm_kpack_format::manifest::Manifest::read(&unpacked.join("kpkg/.kpack/libfixture.kpm"))
             .expect("kpm");
-    let mut listed: Vec<(String, Vec<String>)> = kpm
-        .database_files
-        .iter()
-        .map(|f| (f.path.clone(), f.architectures.clone()))
-        .collect();
-    listed.sort();
+    let listed = rocm_kpack_test_support::databases::listed(&kpm);
     let mut want: Vec<(String, Vec<String>)> = dbs
         .iter()
         .map(|(p, a, _)| {

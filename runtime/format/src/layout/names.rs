@@ -144,10 +144,14 @@ pub fn check(kind: NameKind, name: &str) -> Result<(), NameError> {
                     format!("lies in a {} directory", super::KPACK_DIR),
                 ));
             }
-            if super::is_archive_path(name)
-                || super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some()
-            {
-                return Err(refuse(what, name, "names a kpack archive or manifest"));
+            // The archives and manifests of components live in `.kpack/`,
+            // which no database path enters (above). An archive elsewhere
+            // is another library's content: hip-kernel-provider ships its
+            // kernels per target as `.kpack` files below hipDNN's plugin
+            // engines. A manifest has no such use, and the fetcher finds
+            // manifests by name, so none is a database file.
+            if super::manifest_component(name.rsplit('/').next().unwrap_or(name)).is_some() {
+                return Err(refuse(what, name, "names a kpack manifest"));
             }
             Ok(())
         }
