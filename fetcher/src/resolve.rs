@@ -611,7 +611,10 @@ mod tests {
             ]
         );
         let n = needs(&m, &[t("gfx1151")]);
-        assert_eq!(n.archives.iter().map(|a| a.index).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(
+            n.archives.iter().map(|a| a.index).collect::<Vec<_>>(),
+            [0, 1]
+        );
         assert!(n.uncovered.is_empty());
     }
 

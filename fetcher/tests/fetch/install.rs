@@ -437,8 +437,17 @@ fn an_mi210_gets_the_overlay_and_its_base() {
     let cache = env.cache.to_string_lossy().into_owned();
     let url = server.url();
     let stdout = ok(env.cmd(&[
-        "install", "--auto", "--root", &root, "--sysfs-root", &sysfs, "--allow-http",
-        "--cache-dir", &cache, "--source", &url,
+        "install",
+        "--auto",
+        "--root",
+        &root,
+        "--sysfs-root",
+        &sysfs,
+        "--allow-http",
+        "--cache-dir",
+        &cache,
+        "--source",
+        &url,
     ]));
     assert!(stdout.contains("2 installed"), "{stdout}");
     assert_installed(&env.kpack.join("torch_gfx90a:sramecc+.kpack"), &overlay);

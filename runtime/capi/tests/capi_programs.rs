@@ -498,12 +498,24 @@ fn clr_layout() -> Layout {
     use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
     let l = Layout::new();
     let k = |co: u32, arch: &str, text: &str| kernel(&key(co), arch, text.as_bytes().to_vec());
-    l.archive("gfx90a:xnack-", Plain, &[k(0, "gfx90a:xnack-", "overlay-xnack-minus#0")]);
-    l.archive("gfx90a:xnack+", Plain, &[k(1, "gfx90a:xnack+", "overlay-xnack-plus#1")]);
+    l.archive(
+        "gfx90a:xnack-",
+        Plain,
+        &[k(0, "gfx90a:xnack-", "overlay-xnack-minus#0")],
+    );
+    l.archive(
+        "gfx90a:xnack+",
+        Plain,
+        &[k(1, "gfx90a:xnack+", "overlay-xnack-plus#1")],
+    );
     l.archive(
         "gfx90a",
         Plain,
-        &[k(0, "gfx90a", "base#0"), k(1, "gfx90a", "base#1"), k(2, "gfx90a", "base#2")],
+        &[
+            k(0, "gfx90a", "base#0"),
+            k(1, "gfx90a", "base#1"),
+            k(2, "gfx90a", "base#2"),
+        ],
     );
     let six = l.archive(
         "gfx942:sramecc+:xnack-",
@@ -511,15 +523,35 @@ fn clr_layout() -> Layout {
         &[k(6, "gfx942:sramecc+:xnack-", "damaged#6")],
     );
     corrupt_first_frame(&six);
-    let five = l.archive("gfx942:sramecc+", Zstd, &[k(5, "gfx942:sramecc+", "damaged#5")]);
+    let five = l.archive(
+        "gfx942:sramecc+",
+        Zstd,
+        &[k(5, "gfx942:sramecc+", "damaged#5")],
+    );
     corrupt_first_frame(&five);
-    l.archive("gfx942", Plain, &[k(0, "gfx942", "gfx942#0"), k(5, "gfx942", "gfx942#5")]);
-    l.archive("gfx9-4-generic", Plain, &[k(3, "gfx9-4-generic", "generic#3")]);
+    l.archive(
+        "gfx942",
+        Plain,
+        &[k(0, "gfx942", "gfx942#0"), k(5, "gfx942", "gfx942#5")],
+    );
+    l.archive(
+        "gfx9-4-generic",
+        Plain,
+        &[k(3, "gfx9-4-generic", "generic#3")],
+    );
     let gfx1030 = l.archive("gfx1030", Zstd, &[k(0, "gfx1030", "damaged#0")]);
     corrupt_first_frame(&gfx1030);
-    fs::write(l.root().join("marker.bin"), l.marker().to_msgpack().unwrap()).unwrap();
+    fs::write(
+        l.root().join("marker.bin"),
+        l.marker().to_msgpack().expect("marker"),
+    )
+    .expect("write marker");
     let direct = marker(KERNEL_NAME, &["../.kpack/foo_gfx90a.kpack"]);
-    fs::write(l.root().join("direct.bin"), direct.to_msgpack().unwrap()).unwrap();
+    fs::write(
+        l.root().join("direct.bin"),
+        direct.to_msgpack().expect("marker"),
+    )
+    .expect("write marker");
     l
 }
 
@@ -527,7 +559,7 @@ fn clr_layout() -> Layout {
 fn clr_expected() -> Vec<(String, String)> {
     let table = repo().join("runtime/capi/tests/clr_cases.txt");
     fs::read_to_string(table)
-        .unwrap()
+        .expect("case table")
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
@@ -549,7 +581,7 @@ fn clr_outcomes(lib_dir: Option<&Path>, layout: &Layout) -> Vec<(String, String)
     let out = run_ok(&mut cmd);
     out.lines()
         .map(|l| {
-            let (name, rest) = l.split_once(' ').unwrap();
+            let (name, rest) = l.split_once(' ').expect("name and outcome");
             (name.to_string(), rest.to_string())
         })
         .collect()

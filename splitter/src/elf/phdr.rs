@@ -48,6 +48,28 @@ impl std::fmt::Display for Misplaced {
     }
 }
 
+/// Makes PT_PHDR (if any) describe a table of `len` bytes at file offset
+/// `offset`, mapped at `vaddr`.
+fn point_pt_phdr(phdrs: &mut [Phdr], offset: u64, vaddr: u64, len: u64) {
+    for q in phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
+        q.p_offset = offset;
+        q.p_vaddr = vaddr;
+        q.p_paddr = vaddr;
+        q.p_filesz = len;
+        q.p_memsz = len;
+    }
+}
+
+/// Inserts `load` after the last PT_LOAD of `phdrs` (PT_LOADs are sorted
+/// by address, and a new segment goes above every other).
+pub(super) fn insert_after_loads(phdrs: &mut Vec<Phdr>, load: Phdr) {
+    let at = phdrs
+        .iter()
+        .rposition(|q| q.p_type == PT_LOAD)
+        .map_or(phdrs.len(), |i| i + 1);
+    phdrs.insert(at, load);
+}
+
 fn loads<'e>(elf: &'e Elf<'_>) -> impl Iterator<Item = &'e Phdr> {
     elf.phdrs.iter().filter(|p| p.p_type == PT_LOAD)
 }
@@ -234,12 +256,8 @@ pub fn repair<'a>(elf: &Elf<'a>) -> Result<Repaired<'a>> {
         }
     }
     if let Some(room) = &room {
-        let last_load = phdrs
-            .iter()
-            .rposition(|q| q.p_type == PT_LOAD)
-            .map_or(phdrs.len(), |i| i + 1);
-        phdrs.insert(
-            last_load,
+        insert_after_loads(
+            &mut phdrs,
             Phdr {
                 p_type: PT_LOAD,
                 p_flags: PF_R,
@@ -253,14 +271,7 @@ pub fn repair<'a>(elf: &Elf<'a>) -> Result<Repaired<'a>> {
         );
     }
     let len = phdrs.len() as u64 * PHDR_SIZE as u64;
-    let table_vaddr = at.wrapping_add(first_bias);
-    for q in phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
-        q.p_offset = at;
-        q.p_vaddr = table_vaddr;
-        q.p_paddr = table_vaddr;
-        q.p_filesz = len;
-        q.p_memsz = len;
-    }
+    point_pt_phdr(&mut phdrs, at, at.wrapping_add(first_bias), len);
     let (Ok(phnum), Ok(shnum)) = (u16::try_from(phdrs.len()), u16::try_from(elf.shdrs.len()))
     else {
         return Err(ElfError::Unsupported("too many program headers".into()));
@@ -350,19 +361,9 @@ fn append<'a>(elf: &Elf<'a>, mut phdrs: Vec<Phdr>, first_bias: u64) -> Result<Re
     let offset = file_len.div_ceil(8).saturating_mul(8).max(ceiling);
     let new_len = (phdrs.len() + 1) as u64 * PHDR_SIZE as u64;
     let vaddr = offset.wrapping_add(first_bias);
-    for q in phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
-        q.p_offset = offset;
-        q.p_vaddr = vaddr;
-        q.p_paddr = vaddr;
-        q.p_filesz = new_len;
-        q.p_memsz = new_len;
-    }
-    let last_load = phdrs
-        .iter()
-        .rposition(|q| q.p_type == PT_LOAD)
-        .map_or(phdrs.len(), |i| i + 1);
-    phdrs.insert(
-        last_load,
+    point_pt_phdr(&mut phdrs, offset, vaddr, new_len);
+    insert_after_loads(
+        &mut phdrs,
         Phdr {
             p_type: PT_LOAD,
             p_flags: PF_R,

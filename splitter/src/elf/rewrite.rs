@@ -779,11 +779,7 @@ pub fn rewrite<'a>(
         }
         phdrs.push(q);
     }
-    let last_load = phdrs
-        .iter()
-        .rposition(|p| p.p_type == PT_LOAD)
-        .unwrap_or(phdrs.len().saturating_sub(1));
-    phdrs.insert(last_load + 1, new_load);
+    super::phdr::insert_after_loads(&mut phdrs, new_load);
     debug_assert_eq!(phdrs.len(), new_phnum);
     let table: Vec<u8> = phdrs.iter().flat_map(|p| p.to_bytes()).collect();
 

@@ -617,9 +617,17 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                 .iter()
                 .filter_map(|a| opened.get(a))
                 .flat_map(|ar| ar.gfx_arches().iter().cloned())
-                .chain(b.marker.kpack_search_paths.iter().filter_map(|s| {
-                    parsed_manifests.get(&marker_path(b, s)?)
-                }).flat_map(|m| m.kpack_files.iter().flat_map(|f| f.architectures.iter().cloned())))
+                .chain(
+                    b.marker
+                        .kpack_search_paths
+                        .iter()
+                        .filter_map(|s| parsed_manifests.get(&marker_path(b, s)?))
+                        .flat_map(|m| {
+                            m.kpack_files
+                                .iter()
+                                .flat_map(|f| f.architectures.iter().cloned())
+                        }),
+                )
                 .collect();
             for t in &targets {
                 for agent in agents_of(t, &known) {

@@ -22,8 +22,17 @@ pub fn assert_table_findable(path: &Path) {
     let phdrs = file.elf_program_headers();
     let bias = |p: &elf::ProgramHeader64<LE>| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE));
     let mut loads = phdrs.iter().filter(|p| p.p_type(LE) == elf::PT_LOAD);
-    let first_bias = bias(loads.next().unwrap_or_else(|| panic!("{}: no PT_LOAD", path.display())));
-    assert_eq!(phoff % 8, 0, "{}: e_phoff {phoff:#x} is not 8-aligned", path.display());
+    let first_bias = bias(
+        loads
+            .next()
+            .unwrap_or_else(|| panic!("{}: no PT_LOAD", path.display())),
+    );
+    assert_eq!(
+        phoff % 8,
+        0,
+        "{}: e_phoff {phoff:#x} is not 8-aligned",
+        path.display()
+    );
     assert!(
         phdrs.iter().any(|p| p.p_type(LE) == elf::PT_LOAD
             && bias(p) == first_bias

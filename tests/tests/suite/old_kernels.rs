@@ -465,7 +465,9 @@ fn repair_phdr_rewrites_binaries_split_before_the_rule() {
         );
     }
 
-    let before: BTreeMap<String, (String, (Vec<u8>, Vec<u8>), u64)> = expected
+    // File -> (sha256, marker and wrappers, inode).
+    type Before = BTreeMap<String, (String, (Vec<u8>, Vec<u8>), u64)>;
+    let before: Before = expected
         .keys()
         .filter(|f| *f != "fat_nopie")
         .map(|f| {

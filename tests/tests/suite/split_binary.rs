@@ -378,7 +378,11 @@ fn assert_binutils_keep_marker(host: &Path, marker: &[u8], scratch: &Path) -> (P
         .arg(&eu)
         .output()
         .unwrap();
-    assert!(st.status.success(), "eu-strip: {}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "eu-strip: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     assert_eq!(marker_of(&eu), marker, "marker after eu-strip");
     assert_table_findable(&eu);
     let stripped = scratch.join("stripped");
@@ -413,14 +417,30 @@ fn assert_binutils_keep_marker(host: &Path, marker: &[u8], scratch: &Path) -> (P
     (stripped, copied)
 }
 
+/// Compiles the C program `source` to `out`, linked with `-ldl`.
+fn compile_c(source: &str, out: &Path) {
+    let src = out.with_extension("c");
+    fs::write(&src, source).unwrap();
+    let cc = Command::new("cc")
+        .arg("-o")
+        .arg(out)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+}
+
 /// `dlopen(lib, RTLD_NOW)` succeeds (with `lib_path` on LD_LIBRARY_PATH)
 /// and `dlsym` finds `symbol`.
 fn assert_dlopen_finds(lib: &Path, symbol: &str, lib_path: &Path, scratch: &Path) {
     let prog = scratch.join("dlopen_sym");
     if !prog.exists() {
-        let src = scratch.join("dlopen_sym.c");
-        fs::write(
-            &src,
+        compile_c(
             r#"#include <dlfcn.h>
 #include <stdio.h>
 int main(int argc, char **argv) {
@@ -430,24 +450,28 @@ int main(int argc, char **argv) {
   return 0;
 }
 "#,
-        )
-        .unwrap();
-        let cc = Command::new("cc").arg("-o").arg(&prog).arg(&src).arg("-ldl").output().unwrap();
-        assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+            &prog,
+        );
     }
-    let o = Command::new(&prog)
-        .arg(lib)
-        .arg(symbol)
+    run_with_libs(&prog, &[lib.as_os_str(), symbol.as_ref()], lib_path);
+}
+
+/// Runs `prog ARGS` with `lib_path` on LD_LIBRARY_PATH, failing the test
+/// unless it succeeds; its stdout.
+fn run_with_libs(prog: &Path, args: &[&std::ffi::OsStr], lib_path: &Path) -> String {
+    let o = Command::new(prog)
+        .args(args)
         .env("LD_LIBRARY_PATH", lib_path)
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "dlopen {}: {} {}",
-        lib.display(),
+        "{} {args:?}: {} {}",
+        prog.display(),
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// `ldd` resolves every dependency (with `lib_path` on LD_LIBRARY_PATH).
@@ -783,9 +807,7 @@ fn librocrand_round_trip_dlopen_and_binutils() {
 
     // dlopen + dlsym of a public host function, original and split.
     let prog = tmp.path().join("dlopen_rocrand");
-    let src = tmp.path().join("dlopen_rocrand.c");
-    fs::write(
-        &src,
+    compile_c(
         r#"#include <dlfcn.h>
 #include <stdio.h>
 int main(int argc, char **argv) {
@@ -799,35 +821,9 @@ int main(int argc, char **argv) {
   return status;
 }
 "#,
-    )
-    .unwrap();
-    let cc = Command::new("cc")
-        .arg("-o")
-        .arg(&prog)
-        .arg(&src)
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&cc.stderr)
+        &prog,
     );
-    let run = |lib: &Path| {
-        let o = Command::new(&prog)
-            .arg(lib)
-            .env("LD_LIBRARY_PATH", hip_dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "dlopen {}: {} {}",
-            lib.display(),
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let run = |lib: &Path| run_with_libs(&prog, &[lib.as_os_str()], hip_dir);
     let orig = run(&input);
     assert_eq!(orig.trim(), "0 201009");
     assert_eq!(run(&r.output), orig);
@@ -871,7 +867,11 @@ fn librocsparse_counts_size_and_compression() {
     let (stripped, _) = assert_binutils_keep_marker(&r.output, &back.marker_bytes, tmp.path());
     // dlopen (every symbol bound, constructors run) against Debian's HIP
     // runtime, before and after strip.
-    let hip_dir = debian::libamdhip64_so().unwrap().parent().unwrap().to_path_buf();
+    let hip_dir = debian::libamdhip64_so()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     for lib in [&input, &r.output, &stripped] {
         assert_dlopen_finds(lib, "rocsparse_create_handle", &hip_dir, tmp.path());
     }

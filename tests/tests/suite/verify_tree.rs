@@ -268,9 +268,17 @@ fn command_line() {
         .args(["--target", "gfx942", "--json"])
         .output()
         .unwrap();
-    assert_eq!(bare.status.code(), Some(0), "{}", String::from_utf8_lossy(&bare.stdout));
+    assert_eq!(
+        bare.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&bare.stdout)
+    );
     let v: serde_json::Value = serde_json::from_slice(&bare.stdout).unwrap();
-    assert_eq!(v["binaries"][0]["resolved"], 2, "both xnack settings of the sramecc+ agent");
+    assert_eq!(
+        v["binaries"][0]["resolved"], 2,
+        "both xnack settings of the sramecc+ agent"
+    );
     // A target that leaves unset a feature the code specifies gets the
     // spelling that would match.
     let hint = bins::command("rocm-kpack")

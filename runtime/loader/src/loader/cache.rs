@@ -19,6 +19,9 @@ use rocm_kpack_format::marker::Marker;
 use super::config::LoaderConfig;
 use super::select::{choices, lists_any, Archives, Choice};
 
+/// One archive a request may load from, and the arch key to load.
+type Offered = Choice<PathBuf, Arc<Archive>>;
+
 /// Thread-safe loader state: configuration plus the archives opened so far.
 pub struct Cache {
     config: LoaderConfig,
@@ -179,8 +182,8 @@ impl Cache {
     fn first_that_loads<T>(
         &self,
         binary_key: String,
-        offered: Vec<Choice<PathBuf, Arc<Archive>>>,
-        mut load: impl FnMut(&str, &Choice<PathBuf, Arc<Archive>>) -> Result<T>,
+        offered: Vec<Offered>,
+        mut load: impl FnMut(&str, &Offered) -> Result<T>,
     ) -> Result<(T, Resolved)> {
         let mut last = None;
         for c in offered {
@@ -247,7 +250,7 @@ impl Cache {
         binary_path: &Path,
         co_index: u32,
         arch_list: &[S],
-    ) -> Result<(String, Vec<Choice<PathBuf, Arc<Archive>>>)> {
+    ) -> Result<(String, Vec<Offered>)> {
         if self.config.disabled {
             self.debug(format_args!("disabled by ROCM_KPACK_DISABLE"));
             return Err(Error::Disabled);
@@ -344,7 +347,7 @@ impl Cache {
     }
 }
 
-fn resolved(c: Choice<PathBuf, Arc<Archive>>, binary_key: String) -> Resolved {
+fn resolved(c: Offered, binary_key: String) -> Resolved {
     Resolved {
         archive: c.hit,
         archive_path: c.candidate,
