@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap_mangen::roff::{roman, Roff};
 
-use crate::{print_stdout, ExitStatus};
+use crate::{help_footer, print_stdout, ExitStatus};
 
 /// Subcommands that describe the program itself; flatten into a
 /// `#[derive(Subcommand)]` enum with `#[command(flatten)]`.
@@ -34,7 +34,7 @@ pub struct CompletionsArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ManArgs {
     /// Directory for the pages (created if missing).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::out_dir)]
     pub out: PathBuf,
     /// Replace pages that already exist in DIR (otherwise `man` refuses
     /// before writing any).
@@ -58,6 +58,43 @@ impl DocsCommand {
         }
         Ok(ExitStatus::Success)
     }
+}
+
+/// `cmd` with the help footers of its `completions` and `man`
+/// subcommands, which name the program ([`crate::parse`] and
+/// [`man_pages`] add them).
+pub(crate) fn with_footers(mut cmd: clap::Command) -> clap::Command {
+    use ExitStatus::{Failure, Success, Usage};
+    let program = cmd.get_name().to_owned();
+    if cmd.find_subcommand("completions").is_some() {
+        let footer = help_footer(
+            &program,
+            &[Success, Usage],
+            &[
+                (
+                    "Load completions into the running bash:",
+                    &format!("source <({program} completions bash)"),
+                ),
+                (
+                    "Install them for zsh:",
+                    &format!("{program} completions zsh > ~/.zfunc/_{program}"),
+                ),
+            ],
+        );
+        cmd = cmd.mut_subcommand("completions", |c| c.after_help(footer));
+    }
+    if cmd.find_subcommand("man").is_some() {
+        let footer = help_footer(
+            &program,
+            &[Success, Failure, Usage],
+            &[(
+                "Write the pages and read the first:",
+                &format!("{program} man --out man && man -l man/{program}.1"),
+            )],
+        );
+        cmd = cmd.mut_subcommand("man", |c| c.after_help(footer));
+    }
+    cmd
 }
 
 /// The completion script of `cmd` for `shell`.
@@ -102,7 +139,7 @@ pub fn write_man_pages(
 /// [`ExitStatus::table`]; a `--help` epilogue becomes sections of its own
 /// (a paragraph headed `Environment:` becomes ENVIRONMENT, and so on).
 pub fn man_pages(cmd: clap::Command) -> Vec<(String, String)> {
-    let mut cmd = cmd.disable_help_subcommand(true);
+    let mut cmd = with_footers(cmd).disable_help_subcommand(true);
     cmd.build();
     let program = cmd.get_name().to_owned();
     let version = cmd.get_version().unwrap_or_default().to_owned();

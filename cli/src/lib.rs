@@ -3,14 +3,28 @@
 //!
 //! - one exit-code table, [`ExitStatus`] (with [`UsageError`] for exit 2),
 //!   shown by each program's `--help`;
+//! - the command line parsed once by [`parse`], which records the
+//!   [`Invocation`] (subcommand, `--json`, `--out`, verbosity) the rest
+//!   reads;
 //! - argument groups both declare the same way ([`JsonArg`], and
-//!   [`Verbosity`]: `-v`/`-q` on every subcommand);
+//!   [`Verbosity`]: `-v`/`-q` on every subcommand, the cargo way: `-q`
+//!   prints nothing but errors and the `--json` document, `-v` adds
+//!   detail, `-vv` debug logging);
+//! - `--json` documents that start with `"schema"` ([`JSON_SCHEMA`],
+//!   docs/cli-json.md), and on failure the error object
+//!   ([`ErrorDocument`]: `error`, `exit_code`, `hint`);
 //! - stdout output for which a closed pipe (`| head`) is not a failure
 //!   ([`print_stdout`], [`print_json`]);
-//! - logging to stderr ([`init_tracing`]) and the end of `main`
-//!   ([`finish`]: print an error chain once, pick the exit code);
-//! - `--target` values checked against the family table ([`parse_target`])
-//!   and sizes in one unit style ([`iec_size`]);
+//! - messages on stderr in one style, `PROGRAM: error:`, `PROGRAM:
+//!   warning:` (`tracing::warn!`), `PROGRAM: note:` ([`note`]), `PROGRAM:
+//!   hint:` ([`Hint`], and advice read from the error, such as the file
+//!   system that is full), with [`init_tracing`] and [`finish`] (print an
+//!   error chain once, pick the exit code);
+//! - help text in one style: the exit codes, then 1 to 3 examples, last
+//!   ([`help_footer`]);
+//! - `--target` values checked against the family table ([`parse_target`]),
+//!   output directories that are not plain files ([`out_dir`]), sizes in
+//!   one unit style ([`iec_size`]) and counted nouns ([`plural`]);
 //! - `completions SHELL` and `man --out DIR` ([`DocsCommand`]), generated
 //!   from each program's own `clap::Command`.
 //!
@@ -18,6 +32,11 @@
 
 mod docs;
 mod exit;
+mod help;
+mod hint;
+mod invocation;
+mod json;
+mod log;
 mod target_arg;
 mod units;
 
@@ -29,27 +48,51 @@ use serde::Serialize;
 
 pub use docs::{completions, man_pages, write_man_pages, CompletionsArgs, DocsCommand, ManArgs};
 pub use exit::{ExitStatus, UsageError};
-pub use target_arg::{existing_dir, parse_target};
-pub use units::iec_size;
+pub use help::{examples, help_footer};
+pub use hint::{hint_for, Hint};
+pub use invocation::{invocation, parse, parse_from, Invocation};
+pub use json::{json_document, print_json_document, ErrorDocument, JSON_SCHEMA};
+pub use log::init_tracing;
+pub use target_arg::{existing_dir, out_dir, parse_target};
+pub use units::{iec_size, plural};
 
-/// `--json`: print the command's result as JSON instead of text.
+/// `--json`: print the command's result as a JSON document instead of text.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct JsonArg {
-    /// Print JSON (one object, stable field names) instead of text;
-    /// messages and progress stay on stderr.
+    /// Print one JSON object instead of text (docs/cli-json.md lists its
+    /// fields); messages and progress stay on stderr.
     #[arg(long = "json", id = "json")]
     pub enabled: bool,
 }
 
 impl JsonArg {
-    /// Prints `value` as JSON, or `text()`, on stdout ([`print_stdout`]).
+    /// Prints `value` as a JSON document ([`print_json_document`]), or
+    /// `text()`, on stdout: for commands whose output is what was asked
+    /// for (`inspect`, `spec show`), which `-q` does not silence.
     pub fn print<T: Serialize + ?Sized>(
         self,
         value: &T,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
         if self.enabled {
-            print_json(value)
+            print_json_document(value)
+        } else {
+            print_stdout(&text())
+        }
+    }
+
+    /// As [`JsonArg::print`], for the report of a command that did
+    /// something (split, package, publish): `-q` drops the text, never the
+    /// JSON document.
+    pub fn report<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        if self.enabled {
+            print_json_document(value)
+        } else if quiet() {
+            Ok(())
         } else {
             print_stdout(&text())
         }
@@ -82,29 +125,30 @@ macro_rules! outln {
     };
 }
 
-/// Prints `value` as pretty JSON with a final newline ([`print_stdout`]).
+/// Prints `value` as pretty JSON with a final newline ([`print_stdout`]),
+/// as it is: [`print_json_document`] is the `--json` document.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(value).context("writing JSON")?;
     print_stdout(&(json + "\n"))
 }
 
 /// `-v/--verbose` (repeatable) and `-q/--quiet`, global: accepted before
-/// or after any subcommand. Flatten into the top-level parser and hand to
-/// [`init_tracing`].
-#[derive(Debug, Clone, Copy, Default, clap::Args)]
+/// or after any subcommand. Flatten into the top-level parser; [`parse`]
+/// records it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct Verbosity {
-    /// More log output on stderr (-v info, -vv debug; RUST_LOG overrides).
+    /// More output: -v adds detail, -vv debug messages.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
-    /// Quieter stderr: log errors only, no progress lines (RUST_LOG
-    /// overrides for the log; warnings about the result stay).
+    /// Print nothing but errors (and the --json document).
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 }
 
 impl Verbosity {
     /// The log filter without `RUST_LOG`: errors with `-q`, warnings by
-    /// default, info with `-v`, debug with `-vv` or more.
+    /// default, info (what is being done) with `-v`, debug with `-vv` or
+    /// more.
     pub fn default_filter(self) -> &'static str {
         match (self.quiet, self.verbose) {
             (true, _) => "error",
@@ -115,12 +159,20 @@ impl Verbosity {
     }
 }
 
-static QUIET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// The `Environment:` help paragraph line for `RUST_LOG`, which each
+/// program's top-level `--help` shows once (not every `-v` line).
+pub const RUST_LOG_HELP: &str =
+    "  RUST_LOG                  log filter for stderr, over -v/-q (e.g. debug,\n                            rocm_kpack_splitter=trace)";
 
-/// Whether `-q` was given ([`init_tracing`] records it): progress bars and
-/// summary lines stay off.
+/// Whether `-q` was given: progress bars, summaries, notes and warnings
+/// stay off.
 pub fn quiet() -> bool {
-    QUIET.get().copied().unwrap_or(false)
+    log::verbosity().quiet
+}
+
+/// How many `-v` were given.
+pub fn verbose() -> u8 {
+    log::verbosity().verbose
 }
 
 /// Whether progress bars may be drawn: stderr is a terminal and not `-q`.
@@ -134,29 +186,41 @@ pub fn stderr_colors() -> bool {
     io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Logs to stderr without targets, filtered by `RUST_LOG`, else by
-/// [`Verbosity::default_filter`]; coloured only when [`stderr_colors`].
-pub fn init_tracing(verbosity: Verbosity) {
-    let _ = QUIET.set(verbosity.quiet);
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(verbosity.default_filter()));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(stderr_colors())
-        .with_target(false)
-        .init();
+/// A remark for the user on stderr, `PROGRAM: note: ...`; not with `-q`.
+pub fn note(text: &str) {
+    if !quiet() {
+        eprintln!("{}: note: {text}", invocation().program);
+    }
 }
 
 /// The end of `main`: a command's status becomes the exit code; an error
 /// is printed once on stderr as `PROGRAM: error: ` and its chain of causes,
-/// and [`ExitStatus::for_error`] picks its exit code.
+/// then `PROGRAM: hint: ` when there is advice ([`hint_for`]), and with
+/// `--json` as the error object on stdout ([`ErrorDocument`]);
+/// [`ExitStatus::for_error`] picks its exit code.
 pub fn finish(program: &str, result: anyhow::Result<ExitStatus>) -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(err) => {
-            eprintln!("{program}: error: {}", error_chain(&err));
-            ExitStatus::for_error(&err).into()
+            let status = ExitStatus::for_error(&err);
+            let invocation = invocation();
+            let line = error_chain(&err);
+            let hint = hint_for(&err, invocation.out_option.as_deref());
+            eprintln!("{program}: error: {line}");
+            if let Some(hint) = &hint {
+                eprintln!("{program}: hint: {hint}");
+            }
+            if invocation.json {
+                let doc = ErrorDocument {
+                    error: line,
+                    exit_code: status.code(),
+                    hint,
+                };
+                if let Ok(text) = json_document(&doc) {
+                    let _ = print_stdout(&text);
+                }
+            }
+            status.into()
         }
     }
 }

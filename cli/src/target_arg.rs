@@ -15,6 +15,21 @@ pub fn existing_dir(text: &str) -> Result<std::path::PathBuf, String> {
     }
 }
 
+/// clap value parser for an output directory (`--out DIR`): created if
+/// missing, so any path will do except one that exists and is not a
+/// directory (a plain file), which is a usage error at once rather than a
+/// failure to create it later.
+pub fn out_dir(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    if text.is_empty() {
+        return Err("an empty path".into());
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_dir() => Err(format!("{text} exists and is not a directory")),
+        _ => Ok(path),
+    }
+}
+
 /// clap value parser for one `--target` value: a target the family table
 /// knows, returned in canonical form (`gfx90a:xnack-:sramecc+` becomes
 /// `gfx90a:sramecc+:xnack-`). Declare the argument with

@@ -18,9 +18,21 @@ pub fn iec_size(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// `n` and the noun for that many: `1 binary`, `2 binaries`, `0 files`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::iec_size;
+    use super::{iec_size, plural};
+
+    #[test]
+    fn counted_nouns() {
+        assert_eq!(plural(1, "binary", "binaries"), "1 binary");
+        assert_eq!(plural(0, "file", "files"), "0 files");
+        assert_eq!(plural(11, "package", "packages"), "11 packages");
+    }
 
     #[test]
     fn iec_sizes() {

@@ -58,7 +58,9 @@ pub enum SpecError {
     #[error("invalid spec: {0}")]
     Invalid(String),
     /// The spec file could not be read.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] rocm_kpack_fs::PathError),
     /// The spec file is not valid TOML for this schema or is inconsistent;
     /// the message starts with `line N, column M:`.

@@ -235,13 +235,16 @@ pub fn check_group_name(name: &str) -> Result<(), String> {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-        && !name.starts_with(['.', '-']);
+        && !name.starts_with(['.', '-'])
+        // The generic tree's name: a group of that name would share it.
+        && name != "generic";
     if ok {
         Ok(())
     } else {
         Err(format!(
             "group name {name:?} must be ASCII letters, digits, '-' or '.', starting with a letter or digit \
-             (no ':' or '/'; no '_', which separates the group from the component in artifact names)"
+             (no ':' or '/'; no '_', which separates the group from the component in artifact names), \
+             and not `generic`, the name of the host code's tree"
         ))
     }
 }

@@ -1,6 +1,7 @@
 //! `inspect`: what a `.kpack` archive, `.kpm` manifest, offload bundle, fat
-//! binary or split (host-only) binary contains, as a plain serialisable
-//! report. The CLI prints it as text or JSON.
+//! binary, split (host-only) binary or package (`crate::inspect_package`)
+//! contains, as a plain serialisable report. The CLI prints it as text or
+//! JSON.
 
 use std::fs;
 use std::path::Path;
@@ -24,6 +25,8 @@ pub enum Report {
     Elf(elf_inspect::ElfReport),
     /// A PE/COFF image (Windows DLL or EXE).
     Pe(crate::coff::inspect::PeReport),
+    /// A .deb, .rpm or .whl.
+    Package(crate::inspect_package::PackageReport),
 }
 
 /// A `.kpack` archive: header fields and every TOC entry.
@@ -136,12 +139,15 @@ pub enum InspectError {
         #[source]
         source: crate::coff::PeError,
     },
-    #[error("{path}: not a .kpack archive, .kpm manifest, offload bundle, ELF file or PE image")]
+    #[error(transparent)]
+    Package(#[from] crate::inspect_package::InspectPackageError),
+    #[error("{path}: not a .kpack archive, .kpm manifest, offload bundle, ELF file, PE image or package (.deb, .rpm, .whl)")]
     Unknown { path: String },
 }
 
-/// Inspects one file, recognising it by its content (not its name).
-pub fn inspect(path: &Path) -> Result<Report, InspectError> {
+/// Inspects one file, recognising it by its content (not its name); a
+/// package's expected device packages are named by `spec`.
+pub fn inspect(path: &Path, spec: &rocm_kpack_pkgspec::Spec) -> Result<Report, InspectError> {
     let shown = path.display().to_string();
     let format = |source| InspectError::Format {
         path: shown.clone(),
@@ -153,6 +159,11 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
             path: shown.clone(),
             source,
         })?;
+    if rocm_kpack_package::any::PackageKind::of_head(&head).is_some() {
+        return Ok(Report::Package(crate::inspect_package::inspect_package(
+            path, spec,
+        )?));
+    }
     if head.starts_with(&rocm_kpack_format::archive::MAGIC) {
         let archive = Archive::open(path).map_err(format)?;
         return archive_report(&archive)

@@ -10,5 +10,6 @@ pub mod coff;
 pub mod elf;
 pub mod image;
 pub mod inspect;
+pub mod inspect_package;
 pub mod split;
 pub mod split_package;

@@ -8,11 +8,9 @@ mod cmd;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    // clap prints usage errors itself and exits with 2 (ExitStatus::Usage).
-    let cli = cli::Cli::parse();
-    rocm_kpack_cli::init_tracing(cli.verbosity);
+    // clap prints usage errors itself and exits with 2 (ExitStatus::Usage);
+    // parse also records the invocation (--json, -q) and starts logging.
+    let cli: cli::Cli = rocm_kpack_cli::parse();
     rocm_kpack_cli::finish("rocm-kpack", cmd::run(cli.command))
 }

@@ -17,7 +17,7 @@
 //! A package with no device code is copied unchanged, with a note.
 //! The work directory is removed whatever happens.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -27,14 +27,11 @@ use rocm_kpack_pkgspec::{DevicePayload, Spec};
 use serde::Serialize;
 
 use crate::split::output::ArchiveOutput;
-use crate::split::scan::read_head;
 use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
+use rocm_kpack_package::any::AnyPackage;
 use rocm_kpack_package::compress::Compression;
-use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::progress::ProgressHandle;
-use rocm_kpack_package::rpm::RpmReader;
-use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::{
     package, BuiltPackage, Format, PackageError, PackageOptions, DEFAULT_SOURCE_DATE_EPOCH,
 };
@@ -58,7 +55,9 @@ pub enum SplitPackageError {
     #[error("splitting the payload failed")]
     Tree(#[source] Box<TreeError>),
     /// A file system operation failed.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
 }
 
@@ -75,49 +74,14 @@ fn io_err<'a>(
     move |source| SplitPackageError::Io(PathError::new(what, path, source))
 }
 
-/// Kind of input package, judged by content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PackageKind {
-    /// Debian package (`ar` archive).
-    Deb,
-    /// RPM package (lead magic `ed ab ee db`).
-    Rpm,
-    /// Python wheel (zip).
-    Wheel,
-}
-
-impl PackageKind {
-    /// The packaging format written for this kind.
-    pub fn format(self) -> Format {
-        match self {
-            PackageKind::Deb => Format::Deb,
-            PackageKind::Rpm => Format::Rpm,
-            PackageKind::Wheel => Format::Wheel,
-        }
-    }
-}
+pub use rocm_kpack_package::any::PackageKind;
 
 /// Detects the kind of `path` from its first bytes.
 pub fn detect_kind(path: &Path) -> Result<PackageKind, SplitPackageError> {
-    let mut f = File::open(path).map_err(|e| SplitPackageError::Input {
-        path: path.to_path_buf(),
-        why: format!("cannot be read: {e}"),
-    })?;
-    // Short files are simply not recognized; read what is there.
-    let head = read_head(&mut f, 8).map_err(io_err("cannot read", path))?;
-    if head.starts_with(b"!<arch>\n") {
-        Ok(PackageKind::Deb)
-    } else if head.starts_with(&[0xed, 0xab, 0xee, 0xdb]) {
-        Ok(PackageKind::Rpm)
-    } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
-        Ok(PackageKind::Wheel)
-    } else {
-        Err(SplitPackageError::Input {
-            path: path.to_path_buf(),
-            why: "not a .deb (ar), .rpm or .whl (zip) package".into(),
-        })
-    }
+    PackageKind::detect(path).map_err(|e| match e {
+        PackageError::Corrupt { path, detail } => SplitPackageError::Input { path, why: detail },
+        other => SplitPackageError::Package(other),
+    })
 }
 
 /// How [`split_package`] splits.
@@ -179,76 +143,57 @@ pub struct SplitPackageReport {
     pub notes: Vec<String>,
 }
 
-/// An opened input package and the metadata it carries.
-enum Opened {
-    Deb(DebReader),
-    Rpm(Box<RpmReader>),
-    Wheel(Box<WheelReader>),
+/// The metadata an input package carries, for the generic package.
+fn meta_of(opened: &AnyPackage) -> PackageMeta {
+    match opened {
+        AnyPackage::Deb(r) => PackageMeta::from_control(&r.control, r.control_files.clone()),
+        AnyPackage::Rpm(r) => PackageMeta::from_rpm(r),
+        AnyPackage::Wheel(w) => {
+            // Name, version, summary, METADATA and WHEEL come from the
+            // extracted .dist-info (package() reads it); the tags from
+            // the file name cover a WHEEL without Tag lines.
+            let mut m = PackageMeta {
+                name: w.name().to_string(),
+                version: w.version().to_string(),
+                ..PackageMeta::default()
+            };
+            if w.wheel.get_all("Tag").next().is_none() {
+                m.wheel.tags = w.tags.clone();
+            }
+            m
+        }
+    }
 }
 
-impl Opened {
-    fn open(path: &Path, kind: PackageKind) -> Result<Opened, PackageError> {
-        Ok(match kind {
-            PackageKind::Deb => Opened::Deb(DebReader::open(path)?),
-            PackageKind::Rpm => Opened::Rpm(Box::new(RpmReader::open(path)?)),
-            PackageKind::Wheel => {
-                let w = WheelReader::open(path)?;
-                w.verify_record()?;
-                Opened::Wheel(Box::new(w))
-            }
-        })
+/// Opens the input: a wheel's RECORD is checked before anything is split.
+fn open_input(path: &Path, kind: PackageKind) -> Result<AnyPackage, PackageError> {
+    let opened = AnyPackage::open_as(path, kind)?;
+    if let AnyPackage::Wheel(w) = &opened {
+        w.verify_record()?;
     }
+    Ok(opened)
+}
 
-    fn meta(&self) -> PackageMeta {
-        match self {
-            Opened::Deb(r) => PackageMeta::from_control(&r.control, r.control_files.clone()),
-            Opened::Rpm(r) => PackageMeta::from_rpm(r),
-            Opened::Wheel(w) => {
-                // Name, version, summary, METADATA and WHEEL come from the
-                // extracted .dist-info (package() reads it); the tags from
-                // the file name cover a WHEEL without Tag lines.
-                let mut m = PackageMeta {
-                    name: w.name().to_string(),
-                    version: w.version().to_string(),
-                    ..PackageMeta::default()
-                };
-                if w.wheel.get_all("Tag").next().is_none() {
-                    m.wheel.tags = w.tags.clone();
-                }
-                m
-            }
+/// Top-level package directories of a wheel: their `.kpack/` goes
+/// inside them (`<pkg>/.kpack/`), whatever depth the library has.
+fn prefix_dirs(opened: &AnyPackage, root: &Path) -> Result<Vec<String>, SplitPackageError> {
+    let AnyPackage::Wheel(_) = opened else {
+        return Ok(Vec::new());
+    };
+    let mut dirs = Vec::new();
+    for item in fs::read_dir(root).map_err(io_err("cannot list", root))? {
+        let item = item.map_err(io_err("cannot list", root))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        let is_dir = item
+            .file_type()
+            .map_err(io_err("cannot stat", &item.path()))?
+            .is_dir();
+        if is_dir && !name.ends_with(".dist-info") && !name.ends_with(".data") {
+            dirs.push(name);
         }
     }
-
-    fn extract(&self, dest: &Path) -> Result<(), PackageError> {
-        match self {
-            Opened::Deb(r) => r.extract(dest),
-            Opened::Rpm(r) => r.extract(dest),
-            Opened::Wheel(w) => w.extract(dest),
-        }
-    }
-
-    /// Top-level package directories of a wheel: their `.kpack/` goes
-    /// inside them (`<pkg>/.kpack/`), whatever depth the library has.
-    fn prefix_dirs(&self, root: &Path) -> Result<Vec<String>, SplitPackageError> {
-        let Opened::Wheel(_) = self else {
-            return Ok(Vec::new());
-        };
-        let mut dirs = Vec::new();
-        for item in fs::read_dir(root).map_err(io_err("cannot list", root))? {
-            let item = item.map_err(io_err("cannot list", root))?;
-            let name = item.file_name().to_string_lossy().into_owned();
-            let is_dir = item
-                .file_type()
-                .map_err(io_err("cannot stat", &item.path()))?
-                .is_dir();
-            if is_dir && !name.ends_with(".dist-info") && !name.ends_with(".data") {
-                dirs.push(name);
-            }
-        }
-        dirs.sort();
-        Ok(dirs)
-    }
+    dirs.sort();
+    Ok(dirs)
 }
 
 /// The scheme of the archives: what was asked for, else per code object,
@@ -274,7 +219,7 @@ pub fn split_package(
     opts: &SplitPackageOptions,
 ) -> Result<SplitPackageReport, SplitPackageError> {
     let kind = detect_kind(input)?;
-    let opened = Opened::open(input, kind)?;
+    let opened = open_input(input, kind)?;
     let file_name = input
         .file_name()
         .ok_or_else(|| SplitPackageError::Input {
@@ -292,18 +237,11 @@ pub fn split_package(
     result
 }
 
-fn split_into(
-    input: &Path,
-    out: &Path,
-    file_name: &std::ffi::OsStr,
-    kind: PackageKind,
-    opened: &Opened,
-    opts: &SplitPackageOptions,
-) -> Result<SplitPackageReport, SplitPackageError> {
-    let meta = opened.meta();
-    // Outputs keep the input's name (generic deb/rpm, pass-through), so
-    // writing next to the input would replace it.
-    let out_c = fs::canonicalize(out).map_err(io_err("cannot read", out))?;
+/// Outputs keep the input's name (generic deb/rpm, pass-through), so
+/// writing next to the input would replace it: `out` may not be the
+/// input's directory (`out` need not exist yet).
+fn check_not_beside_input(input: &Path, out: &Path) -> Result<(), SplitPackageError> {
+    let out_c = rocm_kpack_fs::resolve_existing(out).map_err(io_err("cannot read", out))?;
     let in_dir = input
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -317,6 +255,133 @@ fn split_into(
             ),
         });
     }
+    Ok(())
+}
+
+/// One package a split would write ([`plan_split_package`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedPackage {
+    /// Format.
+    pub format: Format,
+    /// Package / distribution name.
+    pub name: String,
+    /// Version as it would be written.
+    pub version: String,
+    /// Device group (None for the generic and meta packages).
+    pub group: Option<String>,
+    /// Targets the package serves (device packages).
+    pub targets: Vec<String>,
+    /// Where it would be written.
+    pub path: PathBuf,
+    /// The meta package.
+    pub meta: bool,
+    /// A transitional package.
+    pub transitional: bool,
+}
+
+/// What a [`split_package`] with the same input, output and options would
+/// write (`split-package --dry-run`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitPackagePlan {
+    /// The input package.
+    pub input: PathBuf,
+    /// The output directory it would write into.
+    pub output: PathBuf,
+    /// Its kind.
+    pub kind: PackageKind,
+    /// Its name and version.
+    pub name: String,
+    pub version: String,
+    /// True when the input has no device code and would be copied.
+    pub passed_through: bool,
+    /// The packages, in the order a run writes them.
+    pub packages: Vec<PlannedPackage>,
+    /// Remarks: a package that exists in the output (refused without
+    /// `--force`), the split's warnings.
+    pub notes: Vec<String>,
+}
+
+/// What [`split_package`] would write into `out`, writing nothing there:
+/// the input is split and packaged without compression in a temporary
+/// directory (removed), so the packages are exactly a run's, at a
+/// fraction of its time; their sizes are not kept, being those of the
+/// uncompressed stand-ins.
+pub fn plan_split_package(
+    input: &Path,
+    out: &Path,
+    opts: &SplitPackageOptions,
+) -> Result<SplitPackagePlan, SplitPackageError> {
+    check_not_beside_input(input, out)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("rocm-kpack-dry-run-")
+        .tempdir()
+        .map_err(io_err(
+            "cannot create a directory in",
+            &std::env::temp_dir(),
+        ))?;
+    let quick = SplitPackageOptions {
+        output: ArchiveOutput {
+            compression: Some(CompressionScheme::None),
+            replace_existing: false,
+            ..opts.output
+        },
+        package_compression: Compression::None,
+        package_level: None,
+        device_compression: Some(Compression::None),
+        device_level: None,
+        ..opts.clone()
+    };
+    let report = split_package(input, &scratch.path().join("out"), &quick)?;
+    let mut notes = report.notes;
+    let packages: Vec<PlannedPackage> = report
+        .packages
+        .into_iter()
+        .map(|p| {
+            let path = out.join(p.path.file_name().unwrap_or_default());
+            PlannedPackage {
+                format: p.format,
+                name: p.name,
+                version: p.version,
+                group: p.group,
+                targets: p.targets,
+                path,
+                meta: p.meta,
+                transitional: p.transitional,
+            }
+        })
+        .collect();
+    if !opts.output.replace_existing {
+        for p in &packages {
+            if fs::symlink_metadata(&p.path).is_ok() {
+                notes.push(format!(
+                    "{} exists: a run refuses to replace it without --force",
+                    p.path.display()
+                ));
+            }
+        }
+    }
+    Ok(SplitPackagePlan {
+        input: input.to_path_buf(),
+        output: out.to_path_buf(),
+        kind: report.kind,
+        name: report.name,
+        version: report.version,
+        passed_through: report.passed_through,
+        packages,
+        notes,
+    })
+}
+
+fn split_into(
+    input: &Path,
+    out: &Path,
+    file_name: &std::ffi::OsStr,
+    kind: PackageKind,
+    opened: &AnyPackage,
+    opts: &SplitPackageOptions,
+) -> Result<SplitPackageReport, SplitPackageError> {
+    let meta = meta_of(opened);
+    check_not_beside_input(input, out)?;
     // Work directory inside --out: extraction and split trees never leave it.
     let work = tempfile::Builder::new()
         .prefix(".rocm-kpack-split-package-")
@@ -331,7 +396,7 @@ fn split_into(
     let split_opts = SplitOptions {
         spec: opts.spec.clone(),
         component: None,
-        prefix_dirs: opened.prefix_dirs(&root)?,
+        prefix_dirs: prefix_dirs(opened, &root)?,
         output: ArchiveOutput {
             // A fresh work directory: nothing to replace.
             replace_existing: false,
@@ -369,7 +434,8 @@ fn split_into(
         // Copied beside the destination, fsynced, renamed (atomic, durable).
         let mut copy = rocm_kpack_fs::PendingFile::create(&dest)?;
         let mut from = fs::File::open(input).map_err(io_err("cannot open", input))?;
-        std::io::copy(&mut from, copy.file_mut()).map_err(io_err("cannot copy", input))?;
+        std::io::copy(&mut from, copy.file_mut())
+            .map_err(|e| SplitPackageError::Io(rocm_kpack_fs::copy_error(input, &dest, e)))?;
         let mode = fs::metadata(input)
             .map_err(io_err("cannot stat", input))?
             .permissions();
@@ -393,6 +459,7 @@ fn split_into(
             size,
             entries: split.files_in,
             meta: false,
+            transitional: false,
         });
         report.split = Some(split);
         return Ok(report);

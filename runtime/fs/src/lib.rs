@@ -62,6 +62,48 @@ impl PathError {
     }
 }
 
+/// `path` made absolute through its deepest existing ancestor
+/// (canonicalized), with the missing components appended: where an output
+/// that may not exist yet would be, to compare with an input before
+/// anything is created.
+pub fn resolve_existing(path: &Path) -> io::Result<PathBuf> {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut base = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(c) = fs::canonicalize(base) {
+            let mut out = c;
+            for r in rest.iter().rev() {
+                out.push(r);
+            }
+            return Ok(out);
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(p), Some(n)) => {
+                rest.push(n.to_os_string());
+                base = p;
+            }
+            _ => return Ok(abs),
+        }
+    }
+}
+
+/// The [`PathError`] of a failed copy of `from` to `to`: running out of
+/// space (or quota, or the file-size limit) is the destination's, so it
+/// names `to`; any other failure names `from`.
+pub fn copy_error(from: &Path, to: &Path, source: io::Error) -> PathError {
+    match source.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge => {
+            PathError::new("cannot write", to, source)
+        }
+        _ => PathError::new("cannot copy", from, source),
+    }
+}
+
 impl From<PathError> for io::Error {
     fn from(e: PathError) -> io::Error {
         io::Error::new(e.source.kind(), e)

@@ -363,7 +363,7 @@ fn run_steps(
     };
     let librocrand = librocrand.as_ref();
     report.step(
-        "split each fat package into a generic package + one package per GPU family",
+        "split each fat package into a generic package + one package per GPU target",
         &format!("rocm-kpack split-package {} --out {}", fat_deb.display(), work.split.display()),
         || {
             rocm_kpack(&os(&[&"split-package", &fat_deb, &"--out", &work.split]))?;

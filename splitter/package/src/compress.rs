@@ -52,6 +52,17 @@ impl Compression {
         }
     }
 
+    /// The name [`Compression::from_name`] reads (`xz`, `zstd-long`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Xz => "xz",
+            Compression::Zstd => "zstd",
+            Compression::ZstdLong => "zstd-long",
+        }
+    }
+
     /// The default level of this compressor.
     pub fn default_level(self) -> u32 {
         match self {

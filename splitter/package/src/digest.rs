@@ -61,11 +61,49 @@ impl<R: Read> Read for ExactReader<R> {
     }
 }
 
+/// Which side of [`copy_exact_sides`] failed: the source (a short or
+/// corrupt input) or the destination (a full disk names the output).
+#[derive(Debug)]
+pub enum CopyError {
+    /// Reading the source failed or it ended early.
+    Read(io::Error),
+    /// Writing the destination failed.
+    Write(io::Error),
+}
+
+/// Copies exactly `size` bytes from `src` to `dst` (see [`ExactReader`]),
+/// saying which side failed.
+pub fn copy_exact_sides<R: Read + ?Sized, W: Write + ?Sized>(
+    src: &mut R,
+    dst: &mut W,
+    size: u64,
+) -> Result<(), CopyError> {
+    let mut src = ExactReader::new(src, size);
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        let chunk = buf.get(..n).ok_or_else(|| {
+            CopyError::Read(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a reader reported more bytes than its buffer holds",
+            ))
+        })?;
+        dst.write_all(chunk).map_err(CopyError::Write)?;
+    }
+}
+
 /// Copies exactly `size` bytes from `src` to `dst` (see [`ExactReader`]).
 pub fn copy_exact<R: Read + ?Sized, W: Write + ?Sized>(
     src: &mut R,
     dst: &mut W,
     size: u64,
 ) -> io::Result<()> {
-    io::copy(&mut ExactReader::new(src, size), dst).map(drop)
+    copy_exact_sides(src, dst, size).map_err(|e| match e {
+        CopyError::Read(e) | CopyError::Write(e) => e,
+    })
 }

@@ -9,7 +9,9 @@ use rocm_kpack_fs::PathError;
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
     /// A file system operation failed.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
     /// An input package (or split tree file) is malformed.
     #[error("{}: {detail}", path.display())]

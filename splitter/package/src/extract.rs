@@ -14,7 +14,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::digest::copy_exact;
+use crate::digest::{copy_exact_sides, CopyError};
 use crate::tree::{check_relative_path, check_symlink_target, parent_of};
 use crate::PackageError;
 
@@ -106,8 +106,12 @@ impl Extractor {
             .create_new(true)
             .open(&target)
             .map_err(|e| PackageError::io("cannot create", &target, e))?;
-        copy_exact(data, &mut out, size)
-            .map_err(|e| PackageError::corrupt(&self.origin, format!("{path}: {e}")))?;
+        // A failed read is the package's fault; a failed write is the
+        // output's (a full disk), and names the file being written.
+        copy_exact_sides(data, &mut out, size).map_err(|e| match e {
+            CopyError::Read(e) => PackageError::corrupt(&self.origin, format!("{path}: {e}")),
+            CopyError::Write(e) => PackageError::io("cannot write", &target, e),
+        })?;
         fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o777))
             .map_err(|e| PackageError::io("cannot chmod", &target, e))
     }

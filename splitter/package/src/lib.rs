@@ -32,6 +32,7 @@
 //!   [`package`] takes METADATA (adding the device extras), WHEEL's tags and
 //!   the other dist-info files from it and regenerates RECORD.
 
+pub mod any;
 mod build;
 pub mod compress;
 pub mod container;

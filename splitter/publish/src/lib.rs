@@ -47,7 +47,9 @@ pub enum PublishError {
     #[error(transparent)]
     Package(#[from] PackageError),
     /// A file system operation failed.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
     /// A signing key was given but gpg cannot be run.
     #[error("signing with key {key:?} requested but {program:?} was not found; install gnupg or drop --sign-key")]
@@ -210,6 +212,10 @@ pub fn scan_inputs(dir: &Path, exclude: Option<&Path>) -> Result<Inputs, Publish
 /// What [`publish`] wrote.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PublishReport {
+    /// The package directory read.
+    pub input: PathBuf,
+    /// The repository root written (`--out`).
+    pub output: PathBuf,
     /// debs in the apt repository.
     pub debs: usize,
     /// rpms in the yum repository.
@@ -232,17 +238,76 @@ pub struct PublishReport {
     pub warnings: Vec<String>,
 }
 
-/// Publishes the packages of `pkg_dir` into `out`. With no kind selected,
-/// every kind that has inputs is written, plus the kpack store.
-pub fn publish(
-    pkg_dir: &Path,
-    out: &Path,
-    opts: &PublishOptions,
-) -> Result<PublishReport, PublishError> {
+/// Which repository kinds a publish writes: those asked for, or with none
+/// asked for, each kind that has packages, and the kpack store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KindsOn {
+    apt: bool,
+    yum: bool,
+    pip: bool,
+    store: bool,
+}
+
+impl KindsOn {
+    fn of(opts: &PublishOptions, inputs: &Inputs) -> KindsOn {
+        if opts.apt || opts.yum || opts.pip || opts.kpack_store {
+            KindsOn {
+                apt: opts.apt,
+                yum: opts.yum,
+                pip: opts.pip,
+                store: opts.kpack_store,
+            }
+        } else {
+            KindsOn {
+                apt: !inputs.debs.is_empty(),
+                yum: !inputs.rpms.is_empty(),
+                pip: !inputs.wheels.is_empty(),
+                store: true,
+            }
+        }
+    }
+
+    fn names(self) -> Vec<String> {
+        [
+            (self.apt, "apt"),
+            (self.yum, "yum"),
+            (self.pip, "pip"),
+            (self.store, "kpack-store"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| (*name).to_owned())
+        .collect()
+    }
+}
+
+/// What [`plan`] found: what a publish with the same arguments would
+/// write, without writing anything.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PublishPlan {
+    /// The package directory read.
+    pub input: PathBuf,
+    /// The repository root that would be written.
+    pub output: PathBuf,
+    /// Repository kinds that would be written.
+    pub kinds: Vec<String>,
+    /// The packages and loose archives found, by kind (paths).
+    pub debs: Vec<PathBuf>,
+    pub rpms: Vec<PathBuf>,
+    pub wheels: Vec<PathBuf>,
+    pub archives: Vec<PathBuf>,
+    /// Whether the rocm-kpack-fetch packages would be built and added.
+    pub fetcher_packages: bool,
+}
+
+/// The checks every publish makes before reading a package: the package
+/// directory is not inside the output, the suite is a plain name, gpg runs
+/// when signing; then the inputs found, never none.
+fn prepare(pkg_dir: &Path, out: &Path, opts: &PublishOptions) -> Result<Inputs, PublishError> {
     let pkg_canon =
         fs::canonicalize(pkg_dir).map_err(|e| PublishError::io("cannot read", pkg_dir, e))?;
-    fs::create_dir_all(out).map_err(|e| PublishError::io("cannot create", out, e))?;
-    let out_canon = fs::canonicalize(out).map_err(|e| PublishError::io("cannot read", out, e))?;
+    let out_canon = rocm_kpack_fs::resolve_existing(out)
+        .map_err(|e| PublishError::io("cannot read", out, e))?;
     if pkg_canon.starts_with(&out_canon) {
         return Err(PublishError::Invalid(format!(
             "the package directory {} is inside the output {}; choose another --out",
@@ -264,19 +329,59 @@ pub fn publish(
     if let Some(key) = &opts.sign_key {
         check_gpg(&opts.gpg, key)?;
     }
-    let mut inputs = scan_inputs(pkg_dir, Some(&out_canon))?;
-    let any = opts.apt || opts.yum || opts.pip || opts.kpack_store;
-    let (apt_on, yum_on, pip_on, store_on) = if any {
-        (opts.apt, opts.yum, opts.pip, opts.kpack_store)
-    } else {
-        (
-            !inputs.debs.is_empty(),
-            !inputs.rpms.is_empty(),
-            !inputs.wheels.is_empty(),
-            true,
-        )
+    let inputs = scan_inputs(pkg_dir, Some(&out_canon))?;
+    if inputs.debs.is_empty()
+        && inputs.rpms.is_empty()
+        && inputs.wheels.is_empty()
+        && inputs.kpacks.is_empty()
+    {
+        // A publish of nothing is a mistake (a wrong directory), not an
+        // empty repository.
+        return Err(PublishError::Invalid(format!(
+            "{}: no packages to publish (searched it recursively for .deb, .rpm and .whl files and .kpack archives)",
+            pkg_dir.display()
+        )));
+    }
+    Ok(inputs)
+}
+
+/// What [`publish`] would write, writing nothing (`--dry-run`).
+pub fn plan(
+    pkg_dir: &Path,
+    out: &Path,
+    opts: &PublishOptions,
+) -> Result<PublishPlan, PublishError> {
+    let inputs = prepare(pkg_dir, out, opts)?;
+    let kinds = KindsOn::of(opts, &inputs);
+    Ok(PublishPlan {
+        input: pkg_dir.to_path_buf(),
+        output: out.to_path_buf(),
+        kinds: kinds.names(),
+        fetcher_packages: opts.fetcher.is_some() && (kinds.apt || kinds.yum || kinds.pip),
+        debs: inputs.debs,
+        rpms: inputs.rpms,
+        wheels: inputs.wheels,
+        archives: inputs.kpacks,
+    })
+}
+
+/// Publishes the packages of `pkg_dir` into `out`. With no kind selected,
+/// every kind that has inputs is written, plus the kpack store. A package
+/// directory with no package in it is an error that names it.
+pub fn publish(
+    pkg_dir: &Path,
+    out: &Path,
+    opts: &PublishOptions,
+) -> Result<PublishReport, PublishError> {
+    let mut inputs = prepare(pkg_dir, out, opts)?;
+    fs::create_dir_all(out).map_err(|e| PublishError::io("cannot create", out, e))?;
+    let kinds = KindsOn::of(opts, &inputs);
+    let (apt_on, yum_on, pip_on, store_on) = (kinds.apt, kinds.yum, kinds.pip, kinds.store);
+    let mut report = PublishReport {
+        input: pkg_dir.to_path_buf(),
+        output: out.to_path_buf(),
+        ..PublishReport::default()
     };
-    let mut report = PublishReport::default();
     // Built outside the staging directory, whose entries all become
     // top-level entries of the repository.
     let fetcher_dir = tempfile::Builder::new()

@@ -87,11 +87,8 @@ use crate::cache::ObjectCache;
 use crate::{Inputs, PublishError, PublishOptions};
 use rayon::prelude::*;
 use rocm_kpack_fs::{HashingWriter, PendingFile};
-use rocm_kpack_package::container::EntryType;
-use rocm_kpack_package::deb::{DebReader, MemberInfo};
+use rocm_kpack_package::any::{AnyPackage, PackageKind};
 use rocm_kpack_package::device::{is_kpack_archive_path, is_kpm_path, targets_of};
-use rocm_kpack_package::rpm::RpmReader;
-use rocm_kpack_package::wheel::WheelReader;
 use rocm_kpack_package::PackageError;
 
 /// One `index.json` entry.
@@ -787,39 +784,19 @@ fn for_each_package_file(
         })
     };
     let failed = |e: PackageError| err.borrow_mut().take().unwrap_or(PublishError::Package(e));
-    for deb in &inputs.debs {
-        let r = DebReader::open(deb)?;
-        let version = r.control.get("Version").unwrap_or_default().to_string();
-        let label = file_label(deb);
-        r.for_each_entry(|m: &MemberInfo, data| {
-            if m.kind == EntryType::File {
-                call(&m.path, &version, &label, deb, data)?;
-            }
-            Ok(())
-        })
-        .map_err(failed)?;
-    }
-    for rpm in &inputs.rpms {
-        let r = RpmReader::open(rpm)?;
-        let version = match r.epoch() {
-            0 => format!("{}-{}", r.version(), r.release()),
-            e => format!("{e}:{}-{}", r.version(), r.release()),
-        };
-        let label = file_label(rpm);
-        r.for_each_entry(|path, mode, _size, data| {
-            if mode & 0o170000 == 0o100000 {
-                call(path, &version, &label, rpm, data)?;
-            }
-            Ok(())
-        })
-        .map_err(failed)?;
-    }
-    for whl in &inputs.wheels {
-        let r = WheelReader::open(whl)?;
-        let version = r.version().to_string();
-        let label = file_label(whl);
-        r.for_each_file(|path, _mode, _size, data| call(path, &version, &label, whl, data))
-            .map_err(failed)?;
+    let kinds = [
+        (PackageKind::Deb, &inputs.debs),
+        (PackageKind::Rpm, &inputs.rpms),
+        (PackageKind::Wheel, &inputs.wheels),
+    ];
+    for (kind, paths) in kinds {
+        for path in paths {
+            let r = AnyPackage::open_as(path, kind)?;
+            let version = r.version();
+            let label = file_label(path);
+            r.for_each_file(|member, _size, data| call(member, &version, &label, path, data))
+                .map_err(failed)?;
+        }
     }
     Ok(())
 }

@@ -18,15 +18,35 @@ pub struct Args {
     pub binary: String,
     /// GPU target (arch key) exactly as in the archive, e.g. gfx90a:xnack-.
     // `--arch` was its name before `--target` everywhere; kept, hidden.
-    #[arg(long = "target", alias = "arch", value_name = "TARGET")]
+    #[arg(long = "target", alias = "arch", value_name = "TARGET", value_parser = arch_key)]
     pub target: String,
     /// Where to write the code object (`-` for stdout).
     // `--output` was its name before `--out` everywhere; kept, hidden, for scripts.
-    #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE")]
+    #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE", value_parser = out_file)]
     pub out: PathBuf,
     /// Replace FILE if it exists (otherwise extract refuses).
     #[arg(long)]
     pub force: bool,
+}
+
+/// `--target`: a target id the family table knows, kept as written (the
+/// archive's key is matched exactly).
+fn arch_key(text: &str) -> Result<String, String> {
+    rocm_kpack_pkgspec::targets::check_target(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--out FILE`: `-`, or a path that is not a directory.
+fn out_file(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if text.is_empty() {
+        Err("an empty path".into())
+    } else if path.is_dir() {
+        Err(format!("{text} is a directory; name the file to write"))
+    } else {
+        Ok(path)
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
@@ -46,13 +66,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     } else {
         check_replaceable(&args.out, args.force)?;
         rocm_kpack_fs::write_atomically(&args.out, &data, None)?;
-        eprintln!(
-            "wrote {} ({} for {}) to {}",
-            rocm_kpack_cli::iec_size(data.len() as u64),
-            args.binary,
-            args.target,
-            args.out.display()
-        );
+        if !rocm_kpack_cli::quiet() {
+            eprintln!(
+                "wrote {} ({} for {}) to {}",
+                rocm_kpack_cli::iec_size(data.len() as u64),
+                args.binary,
+                args.target,
+                args.out.display()
+            );
+        }
     }
     Ok(ExitStatus::Success)
 }

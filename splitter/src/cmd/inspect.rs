@@ -3,27 +3,38 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg};
 use rocm_kpack_splitter::coff::inspect::PeReport;
 use rocm_kpack_splitter::elf::inspect::{ElfReport, MarkerReport, WrapperReport};
 use rocm_kpack_splitter::inspect::{self, ArchiveReport, BundleSectionReport, Report};
+use rocm_kpack_splitter::inspect_package::{PackageReport, PackageRole};
+
+use crate::cli::SpecArg;
 
 /// Show what a file holds: a `.kpack` archive (header, arches, every TOC
 /// entry with sizes and compression ratio), a `.kpm` manifest, a fat binary
 /// (each offload bundle and its targets, each wrapper and its code-object
 /// index), a split host-only binary (its `.rocm_kpack_ref` marker), or a raw
 /// offload bundle. ELF files and PE images (Windows DLLs/EXEs: `.hip_fat`,
-/// `.hipFatB`, `.kpackrf`) alike. The kind is recognised from the file's content.
+/// `.hipFatB`, `.kpackrf`) alike, or a package (.deb, .rpm, .whl, ours or
+/// AMD's): the GPU targets it carries (fat binaries, archives) or declares,
+/// and for a generic package the device packages it expects (named by
+/// --spec, or by AMD's scheme for AMD's host packages; a wheel's
+/// `device-<target>` extras). The kind is recognised from the file's content.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The file to inspect.
     pub file: PathBuf,
+    /// The spec whose naming gives the device packages a generic package
+    /// expects.
+    #[command(flatten)]
+    pub spec: SpecArg,
     #[command(flatten)]
     pub json: JsonArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let report = inspect::inspect(&args.file)?;
+    let report = inspect::inspect(&args.file, &args.spec.load()?)?;
     args.json.print(&report, || render(&report))?;
     Ok(ExitStatus::Success)
 }
@@ -49,7 +60,72 @@ fn render(report: &Report) -> String {
         Report::Bundle(b) => render_bundles(b, ""),
         Report::Elf(e) => render_elf(e),
         Report::Pe(p) => render_pe(p),
+        Report::Package(p) => render_package(p),
     }
+}
+
+fn render_package(p: &PackageReport) -> String {
+    let kind = format!("{:?}", p.package).to_lowercase();
+    let what = match p.role {
+        PackageRole::Fat => format!("fat package, device code for {}", p.targets.join(" ")),
+        PackageRole::Generic => {
+            "generic package: host code; its device code is in the packages below".to_owned()
+        }
+        PackageRole::Device if p.targets.is_empty() => {
+            format!("device package for {}", p.declared_targets.join(" "))
+        }
+        PackageRole::Device => format!("device package, code for {}", p.targets.join(" ")),
+        PackageRole::Host => "no device code, and nothing that refers to any".to_owned(),
+    };
+    let mut out = format!("{kind} {} {}: {what}\n", p.name, p.version);
+    if !p.declared_targets.is_empty() && p.role != PackageRole::Device {
+        let _ = writeln!(out, "  declares targets: {}", p.declared_targets.join(" "));
+    } else if !p.declared_targets.is_empty() && !p.targets.is_empty() {
+        let _ = writeln!(out, "  declares targets: {}", p.declared_targets.join(" "));
+    }
+    for f in &p.fat_binaries {
+        let _ = writeln!(out, "  fat binary {}: {}", f.path, f.targets.join(" "));
+    }
+    for b in &p.split_binaries {
+        let _ = writeln!(out, "  split binary {b}");
+    }
+    let width = p.archives.iter().map(|a| a.path.len()).max().unwrap_or(0);
+    for a in &p.archives {
+        let _ = writeln!(
+            out,
+            "  archive {:<width$}  {:>10}  {}: {}",
+            a.path,
+            iec_size(a.size),
+            a.group,
+            a.arches.join(" ")
+        );
+    }
+    for m in &p.manifests {
+        let _ = writeln!(
+            out,
+            "  manifest {} (component {}): {}",
+            m.path,
+            m.component,
+            plural(m.kpack_files.len(), "archive", "archives")
+        );
+    }
+    if !p.expects.is_empty() {
+        let _ = writeln!(
+            out,
+            "  expects {}:",
+            plural(p.expects.len(), "device package", "device packages")
+        );
+        let width = p.expects.iter().map(|e| e.name.len()).max().unwrap_or(0);
+        for e in &p.expects {
+            let via = e
+                .extra
+                .as_ref()
+                .map(|x| format!(" (extra {x})"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "    {:<width$}  {}{via}", e.name, e.group);
+        }
+    }
+    out
 }
 
 fn render_archive(a: &ArchiveReport) -> String {

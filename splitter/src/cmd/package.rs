@@ -6,14 +6,17 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::Context;
-use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg, UsageError};
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
-use rocm_kpack_package::{package, source_date_epoch, Format, PackageOptions};
+use rocm_kpack_package::{package, Format, PackageOptions};
+use rocm_kpack_pkgspec::fields::{self, FieldKind};
 
-use crate::cli::{DeviceCompressionArgs, OutArg, SpecArg};
+use crate::cli::{
+    check_package_level, parse_package_compression, source_date_epoch, DeviceCompressionArgs,
+    OutArg, SpecArg,
+};
 
 /// Build packages from a split directory: one generic package (host code,
 /// the `.kpm` manifest, everything else) plus one package per device group
@@ -29,14 +32,15 @@ pub struct Args {
     #[command(flatten)]
     pub out: OutArg,
     /// Package name of the generic package.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
     /// Version, copied exactly into every package.
-    #[arg(long)]
+    #[arg(long, value_name = "VERSION")]
     pub version: Option<String>,
     /// Formats to build (comma-separated: deb, rpm, wheel).
-    #[arg(long, value_delimiter = ',', default_value = "deb")]
-    pub format: Vec<String>,
+    #[arg(long, value_name = "FORMAT", value_delimiter = ',', default_value = "deb",
+          value_parser = parse_format)]
+    pub format: Vec<Format>,
     #[command(flatten)]
     pub spec: SpecArg,
     /// The original .deb: its control fields (Depends, Description, ...) and
@@ -51,13 +55,13 @@ pub struct Args {
     pub metadata: Option<PathBuf>,
     /// Wheel compatibility tag (repeatable) [default: from the tree's
     /// WHEEL, else py3-none-linux_x86_64].
-    #[arg(long = "wheel-tag")]
+    #[arg(long = "wheel-tag", value_name = "TAG", value_parser = wheel_tag)]
     pub wheel_tag: Vec<String>,
     /// Compression of deb members and rpm payloads (xz, gzip, zstd, none).
-    #[arg(long, default_value = "xz")]
-    pub compression: String,
+    #[arg(long, value_name = "KIND", default_value = "xz", value_parser = parse_package_compression)]
+    pub compression: Compression,
     /// Compression level [default: the compressor's].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub level: Option<u32>,
     #[command(flatten)]
     pub device: DeviceCompressionArgs,
@@ -65,21 +69,52 @@ pub struct Args {
     pub json: JsonArg,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let spec = args.spec.load()?;
-    let mut formats = Vec::new();
-    for f in &args.format {
-        formats.push(
-            Format::from_name(f.trim())
-                .with_context(|| format!("unknown format {f:?} (deb, rpm, wheel)"))?,
-        );
+/// `--format`: deb, rpm or wheel.
+fn parse_format(text: &str) -> Result<Format, String> {
+    Format::from_name(text.trim())
+        .ok_or_else(|| format!("unknown format {text:?} (deb, rpm, wheel)"))
+}
+
+/// `--wheel-tag`: a compressed tag triple, `py3-none-linux_x86_64`.
+fn wheel_tag(text: &str) -> Result<String, String> {
+    let parts: Vec<&str> = text.split('-').collect();
+    if parts.len() != 3 {
+        return Err(format!(
+            "{text:?} is not a wheel tag (python-abi-platform, e.g. py3-none-linux_x86_64)"
+        ));
     }
-    let compression = Compression::from_name(&args.compression).with_context(|| {
-        format!(
-            "unknown compression {:?} (xz, gzip, zstd, none)",
-            args.compression
-        )
-    })?;
+    for part in parts {
+        for tag in part.split('.') {
+            fields::check(FieldKind::WheelTag, tag).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(text.to_owned())
+}
+
+/// `--name` and `--version` as each requested format spells them: a
+/// value no format may carry is a usage error, before anything is read.
+fn check_name_and_version(args: &Args) -> Result<(), UsageError> {
+    let usage = |e: rocm_kpack_format::layout::names::NameError| UsageError(e.to_string());
+    for format in &args.format {
+        let (name_kind, version_kind) = match format {
+            Format::Deb => (FieldKind::DebPackage, Some(FieldKind::DebVersion)),
+            Format::Rpm => (FieldKind::RpmName, None),
+            Format::Wheel => (FieldKind::WheelName, Some(FieldKind::WheelVersion)),
+        };
+        if let Some(name) = &args.name {
+            fields::check(name_kind, name).map_err(usage)?;
+        }
+        if let (Some(version), Some(kind)) = (&args.version, version_kind) {
+            fields::check(kind, version).map_err(usage)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    check_name_and_version(&args)?;
+    check_package_level("--level", args.compression, args.level)?;
+    let spec = args.spec.load()?;
     let (device_compression, device_level) = args.device.resolve()?;
     let mut meta = match &args.control_from {
         Some(deb) => {
@@ -102,11 +137,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     }
     let progress = super::progress::CommandProgress::new();
     let opts = PackageOptions {
-        formats,
+        formats: args.format.clone(),
         meta,
         spec,
         source_date_epoch: source_date_epoch()?,
-        compression,
+        compression: args.compression,
         level: args.level,
         device_compression,
         device_level,
@@ -117,32 +152,94 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let summary = progress.finish();
     let report = report?;
     args.json
-        .print(&report, || render_packages(&report.packages) + &summary)?;
+        .report(&report, || render_packages(&report.packages) + &summary)?;
     Ok(ExitStatus::Success)
 }
 
-/// One line per built package: format, group, size, path, targets.
-pub fn render_packages(packages: &[rocm_kpack_package::BuiltPackage]) -> String {
+/// One row of [`render_packages`] and [`render_planned`].
+struct Row<'a> {
+    format: Format,
+    name: &'a str,
+    size: Option<u64>,
+    path: &'a std::path::Path,
+    group: Option<&'a str>,
+    targets: &'a [String],
+    meta: bool,
+    transitional: bool,
+}
+
+/// One line per package, in aligned columns: format, package name, size
+/// (when known), file, and what it serves (device packages: the targets;
+/// transitional and meta packages say so).
+fn render_rows(rows: &[Row<'_>]) -> String {
+    let name_width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let sizes: Vec<String> = rows
+        .iter()
+        .map(|r| r.size.map(iec_size).unwrap_or_default())
+        .collect();
+    let size_width = sizes.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
-    for p in packages {
-        let group = match (&p.group, p.meta) {
-            (Some(g), _) => g.as_str(),
-            (None, true) => "meta",
-            (None, false) => "generic",
+    for (r, size) in rows.iter().zip(&sizes) {
+        let serves = if r.meta {
+            " (meta package: the generic and every device package)".to_owned()
+        } else if r.transitional {
+            format!(
+                " (transitional: moves {} installs to the packages that now carry it)",
+                r.group.unwrap_or_default()
+            )
+        } else if !r.targets.is_empty() {
+            format!(" [{}]", r.targets.join(" "))
+        } else {
+            String::new()
         };
-        let targets = if p.targets.is_empty() {
+        let format = format!("{:?}", r.format).to_lowercase();
+        let size = if size_width == 0 {
             String::new()
         } else {
-            format!(" [{}]", p.targets.join(" "))
+            format!("{size:>size_width$}  ")
         };
         let _ = writeln!(
             out,
-            "{:<5} {:<9} {:>12} {}{targets}",
-            format!("{:?}", p.format).to_lowercase(),
-            group,
-            p.size,
-            p.path.display()
+            "{format:<5}  {:<name_width$}  {size}{}{serves}",
+            r.name,
+            r.path.display()
         );
     }
     out
+}
+
+/// [`render_rows`] of the packages a command wrote.
+pub fn render_packages(packages: &[rocm_kpack_package::BuiltPackage]) -> String {
+    let rows: Vec<Row<'_>> = packages
+        .iter()
+        .map(|p| Row {
+            format: p.format,
+            name: &p.name,
+            size: Some(p.size),
+            path: &p.path,
+            group: p.group.as_deref(),
+            targets: &p.targets,
+            meta: p.meta,
+            transitional: p.transitional,
+        })
+        .collect();
+    render_rows(&rows)
+}
+
+/// [`render_rows`] of the packages a dry run would write (no sizes).
+pub fn render_planned(packages: &[rocm_kpack_splitter::split_package::PlannedPackage]) -> String {
+    let rows: Vec<Row<'_>> = packages
+        .iter()
+        .map(|p| Row {
+            format: p.format,
+            name: &p.name,
+            size: None,
+            path: &p.path,
+            group: p.group.as_deref(),
+            targets: &p.targets,
+            meta: p.meta,
+            transitional: p.transitional,
+        })
+        .collect();
+    render_rows(&rows)
 }

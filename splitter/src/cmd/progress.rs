@@ -1,13 +1,15 @@
 //! The splitter's progress display: an indicatif bar on stderr when it is
-//! a terminal (per input file, with the running count of code objects;
-//! not with `-q`), and a one-line summary that ends the command's text
-//! report, terminal or not.
+//! a terminal (not with `-q`), with the stage's total, the running count of
+//! code objects, and the item in work with the bytes written for it (a
+//! package being compressed is named while it takes its time); and a
+//! one-line summary that ends the command's text report, terminal or not.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_package::progress::{Progress, ProgressHandle};
 
 /// What a command shows while it works; [`CommandProgress::finish`] ends it.
@@ -16,7 +18,29 @@ pub struct CommandProgress {
     started: Instant,
     /// (stage, unit, items done) in order, for the summary line.
     stages: Mutex<Vec<(String, String, u64)>>,
+    /// The item in work and the bytes written for it.
+    current: Mutex<Option<(String, u64)>>,
     code_objects: AtomicU64,
+}
+
+/// How the summary says a stage's items were handled: `2 files split`,
+/// `11 packages built`.
+fn done_verb(stage: &str) -> &str {
+    match stage {
+        "package" => "built",
+        "publish" => "written",
+        other => other,
+    }
+}
+
+/// `unit` (a plural noun) for `n` items: `1 file`, `2 files`.
+fn counted(n: u64, unit: &str) -> String {
+    let one = unit
+        .strip_suffix("ies")
+        .map(|stem| format!("{stem}y"))
+        .or_else(|| unit.strip_suffix('s').map(str::to_owned))
+        .unwrap_or_else(|| unit.to_owned());
+    plural(usize::try_from(n).unwrap_or(usize::MAX), &one, unit)
 }
 
 impl CommandProgress {
@@ -30,6 +54,7 @@ impl CommandProgress {
             bar,
             started: Instant::now(),
             stages: Mutex::new(Vec::new()),
+            current: Mutex::new(None),
             code_objects: AtomicU64::new(0),
         })
     }
@@ -41,7 +66,7 @@ impl CommandProgress {
 
     /// Clears the bar and returns the one-line summary the command ends its
     /// text report with (stdout, so a closed pipe or `--json` keeps stderr
-    /// quiet): `split 12 files, package 8 packages, 777 code objects moved
+    /// quiet): `12 files split, 8 packages built, 777 code objects moved
     /// in 3.4s`. Empty when no stage ran.
     pub fn finish(&self) -> String {
         if let Some(bar) = &self.bar {
@@ -53,11 +78,11 @@ impl CommandProgress {
         }
         let mut parts: Vec<String> = stages
             .iter()
-            .map(|(stage, unit, n)| format!("{stage} {n} {unit}"))
+            .map(|(stage, unit, n)| format!("{} {}", counted(*n, unit), done_verb(stage)))
             .collect();
         let cos = self.code_objects.load(Ordering::Relaxed);
         if cos > 0 {
-            parts.push(format!("{cos} code objects moved"));
+            parts.push(format!("{} moved", counted(cos, "code objects")));
         }
         format!(
             "{} in {:.1}s\n",
@@ -66,12 +91,20 @@ impl CommandProgress {
         )
     }
 
+    /// The bar's message: the code objects so far, then the item in work
+    /// (with its bytes) or the last one done.
     fn message(&self, item: &str) -> String {
+        let current = self.current.lock().ok().and_then(|c| c.clone());
+        let item = match current {
+            Some((name, 0)) => name,
+            Some((name, bytes)) => format!("{name} ({} written)", iec_size(bytes)),
+            None => item.to_owned(),
+        };
         let cos = self.code_objects.load(Ordering::Relaxed);
         if cos > 0 {
-            format!("{cos} code objects; {item}")
+            format!("{}; {item}", counted(cos, "code objects"))
         } else {
-            item.to_string()
+            item
         }
     }
 }
@@ -90,13 +123,16 @@ impl Progress for CommandProgress {
         if let Ok(mut stages) = self.stages.lock() {
             stages.push((stage.to_string(), unit.to_string(), 0));
         }
+        if let Ok(mut current) = self.current.lock() {
+            *current = None;
+        }
         if let Some(bar) = &self.bar {
             let template = if total > 0 {
-                "{spinner} {prefix:>8} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}"
+                format!("{{spinner}} {{prefix:>8}} [{{bar:30}}] {{pos}}/{{len}} {unit} {{elapsed_precise}} {{wide_msg}}")
             } else {
-                "{spinner} {prefix:>8} {pos} {elapsed_precise} {wide_msg}"
+                format!("{{spinner}} {{prefix:>8}} {{pos}} {unit} {{elapsed_precise}} {{wide_msg}}")
             };
-            if let Ok(style) = ProgressStyle::with_template(template) {
+            if let Ok(style) = ProgressStyle::with_template(&template) {
                 bar.set_style(style.progress_chars("=> "));
             }
             bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -108,10 +144,35 @@ impl Progress for CommandProgress {
         }
     }
 
+    fn item_started(&self, item: &str) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some((item.to_string(), 0));
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.message(item));
+        }
+    }
+
+    fn bytes(&self, n: u64) {
+        if let Ok(mut current) = self.current.lock() {
+            if let Some((_, bytes)) = current.as_mut() {
+                *bytes += n;
+            }
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.message(""));
+        }
+    }
+
     fn item_done(&self, item: &str) {
         if let Ok(mut stages) = self.stages.lock() {
             if let Some(last) = stages.last_mut() {
                 last.2 += 1;
+            }
+        }
+        if let Ok(mut current) = self.current.lock() {
+            if current.as_ref().is_some_and(|(name, _)| name == item) {
+                *current = None;
             }
         }
         if let Some(bar) = &self.bar {
@@ -122,5 +183,19 @@ impl Progress for CommandProgress {
 
     fn code_objects(&self, n: u64) {
         self.code_objects.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn units_are_counted_in_the_singular_and_plural() {
+        assert_eq!(counted(1, "files"), "1 file");
+        assert_eq!(counted(2, "files"), "2 files");
+        assert_eq!(counted(1, "repositories"), "1 repository");
+        assert_eq!(counted(1, "code objects"), "1 code object");
+        assert_eq!(counted(0, "packages"), "0 packages");
     }
 }

@@ -1,16 +1,15 @@
 //! `rocm-kpack publish PKG_DIR --out REPO [--apt] [--yum] [--pip]
 //! [--kpack-store] [--store-url URL] [--fetcher-bin PATH | --no-fetcher]
 //! [--suite NAME] [--sign-key KEYID] [--gpg PROGRAM] [--jobs N] [--memory SIZE]
-//! [--cache DIR] [--json]`.
+//! [--cache DIR] [--dry-run] [--json]`.
 
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{ExitStatus, JsonArg, UsageError};
-use rocm_kpack_package::source_date_epoch;
+use rocm_kpack_cli::{plural, ExitStatus, JsonArg, UsageError};
 use rocm_kpack_publish::fetcher::{self, FetcherOptions};
-use rocm_kpack_publish::{publish, PublishOptions};
+use rocm_kpack_publish::{plan, publish, PublishOptions};
 
-use crate::cli::{JobsArg, OutArg};
+use crate::cli::{source_date_epoch, JobsArg, OutArg};
 
 /// Publish a directory of packages (.deb, .rpm, .whl, loose .kpack) as
 /// repositories: apt (pool/ + dists/), yum/dnf (<arch>/ + repodata/), pip
@@ -58,15 +57,15 @@ pub struct Args {
     /// Do not add rocm-kpack-fetch packages.
     #[arg(long)]
     pub no_fetcher: bool,
-    /// apt suite.
-    #[arg(long, default_value = "stable")]
+    /// apt suite: letters, digits and `-_.`.
+    #[arg(long, value_name = "NAME", default_value = "stable", value_parser = suite_name)]
     pub suite: String,
     /// Sign Release (InRelease, Release.gpg) and repomd.xml (.asc) with this
-    /// GPG key.
-    #[arg(long, value_name = "KEYID")]
+    /// GPG key (a key id, fingerprint or user id, as gpg --local-user takes).
+    #[arg(long, value_name = "KEYID", value_parser = key_id)]
     pub sign_key: Option<String>,
     /// The gpg program used for signing.
-    #[arg(long, default_value = "gpg")]
+    #[arg(long, value_name = "PROGRAM", default_value = "gpg")]
     pub gpg: PathBuf,
     /// --jobs, --memory: the kpack store's objects (kernel-database files)
     /// are encoded at the release level on this many threads, as many as
@@ -79,10 +78,42 @@ pub struct Args {
     /// again. Entries are checked before use (one that does not decode to
     /// its sha256 is encoded again, never published); the store written is
     /// the same with or without the cache.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub cache: Option<PathBuf>,
+    /// Print what would be published (the packages found, the repository
+    /// kinds), write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub json: JsonArg,
+}
+
+/// `--suite NAME`: a directory name below dists/.
+fn suite_name(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !text.starts_with('.');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?}: letters, digits and `-_.` only, not starting with `.`"
+        ))
+    }
+}
+
+/// `--sign-key KEYID`: becomes an argument of gpg, so it may not look like
+/// one of gpg's options.
+fn key_id(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.starts_with('-') || text.chars().any(char::is_control) {
+        Err(format!(
+            "{text:?} is not a key id (a fingerprint, key id or user id)"
+        ))
+    } else {
+        Ok(text.to_owned())
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
@@ -100,29 +131,61 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         replace_existing: args.out.force,
         progress: progress.handle(),
         fetcher,
-        jobs: jobs(&args.jobs)?,
+        jobs: jobs(&args.jobs),
         memory: args
             .jobs
-            .memory()?
+            .memory
             .unwrap_or_else(rocm_kpack_splitter::budget::default_budget),
         cache: args.cache.clone(),
         ..PublishOptions::default()
     };
+    if args.dry_run {
+        let plan = plan(&args.pkg_dir, &args.out.dir, &opts)?;
+        args.json.print(&plan, || {
+            let mut text = format!(
+                "would publish {} into {}: {}, {}, {}, {}{}\n",
+                plan.kinds.join(", "),
+                plan.output.display(),
+                plural(plan.debs.len(), "deb", "debs"),
+                plural(plan.rpms.len(), "rpm", "rpms"),
+                plural(plan.wheels.len(), "wheel", "wheels"),
+                plural(plan.archives.len(), "loose archive", "loose archives"),
+                if plan.fetcher_packages {
+                    ", and the rocm-kpack-fetch packages"
+                } else {
+                    ""
+                }
+            );
+            // -v: every file found.
+            let files = plan
+                .debs
+                .iter()
+                .chain(&plan.rpms)
+                .chain(&plan.wheels)
+                .chain(&plan.archives)
+                .filter(|_| rocm_kpack_cli::verbose() > 0);
+            for p in files {
+                text.push_str(&format!("  {}\n", p.display()));
+            }
+            text
+        })?;
+        return Ok(ExitStatus::Success);
+    }
     let report = publish(&args.pkg_dir, &args.out.dir, &opts);
-    progress.finish();
+    let summary = progress.finish();
     let report = report?;
     for w in &report.warnings {
         tracing::warn!("{w}");
     }
-    args.json.print(&report, || {
+    args.json.report(&report, || {
         format!(
-            "published {} into {}: {} debs, {} rpms, {} wheels, {} archives\n",
+            "published {} into {}: {}, {}, {}, {}\n{summary}",
             report.kinds.join(", "),
             args.out.dir.display(),
-            report.debs,
-            report.rpms,
-            report.wheels,
-            report.archives
+            plural(report.debs, "deb", "debs"),
+            plural(report.rpms, "rpm", "rpms"),
+            plural(report.wheels, "wheel", "wheels"),
+            plural(report.archives, "store entry", "store entries"),
         )
     })?;
     Ok(ExitStatus::Success)
@@ -130,15 +193,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
 
 /// Encoding threads: `--jobs`, else one per core; at most
 /// [`rocm_kpack_splitter::budget::max_threads`].
-fn jobs(arg: &JobsArg) -> anyhow::Result<usize> {
+fn jobs(arg: &JobsArg) -> usize {
     use rocm_kpack_splitter::budget::max_threads;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let asked = arg.get()?.unwrap_or(cores);
+    let asked = arg.jobs.unwrap_or(cores);
     let most = max_threads(cores);
     if asked > most {
-        tracing::warn!("--jobs {asked}: running {most} threads, the most for {cores} core(s)");
+        tracing::warn!(
+            "--jobs {asked}: running {most} threads, the most for {}",
+            plural(cores, "core", "cores")
+        );
     }
-    Ok(asked.min(most))
+    asked.min(most)
 }
 
 /// The fetcher to package: `--fetcher-bin`, else `rocm-kpack-fetch` next to
@@ -156,10 +222,8 @@ fn fetcher_options(args: &Args) -> anyhow::Result<Option<FetcherOptions>> {
             .into());
         }
         if scheme.as_deref() == Some("http") {
-            // Printed whatever the log level (-q included): a store the
-            // fetchers will skip is a broken publication, not a detail.
-            eprintln!(
-                "warning: --store-url {}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http \
+            tracing::warn!(
+                "--store-url {}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http \
                  (the package hooks: ROCM_KPACK_ALLOW_HTTP=1); use an https:// store",
                 url.split_once('@').map_or_else(|| url.clone(), |(_, host)| format!("http://****@{host}"))
             );

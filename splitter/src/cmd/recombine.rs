@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{ExitStatus, JsonArg};
+use rocm_kpack_cli::{plural, ExitStatus, JsonArg};
 use rocm_kpack_splitter::split::recombine::{recombine, RecombineOptions, RecombineReport};
 
 use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecArg};
@@ -45,14 +45,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let spec = args.spec.load()?;
     let opts = RecombineOptions {
         spec,
-        output: args.compression.output(&args.jobs, &args.out)?,
+        output: args.compression.output(&args.jobs, &args.out),
     };
     let report = recombine(&args.shards, &args.out.dir, &opts)?;
     // Warnings go to stderr once (also in the JSON report).
     for w in &report.warnings {
-        eprintln!("rocm-kpack: warning: {w}");
+        tracing::warn!("{w}");
     }
-    args.json.print(&report, || render(&report))?;
+    args.json.report(&report, || render(&report))?;
     Ok(ExitStatus::Success)
 }
 
@@ -66,21 +66,21 @@ fn render(r: &RecombineReport) -> String {
         .count();
     let _ = writeln!(
         out,
-        "{} shard(s) -> {}: {} outputs, {} archives ({copied} copied unchanged, {} rewritten), {} manifests, {} database files",
-        r.shards.len(),
+        "{} -> {}: {}, {} ({copied} copied unchanged, {} rewritten), {}, {}",
+        plural(r.shards.len(), "shard", "shards"),
         r.output.display(),
-        r.outputs.len(),
-        r.archives.len(),
+        plural(r.outputs.len(), "output", "outputs"),
+        plural(r.archives.len(), "archive", "archives"),
         r.archives.len() - copied,
-        r.manifests.len(),
-        r.databases.len()
+        plural(r.manifests.len(), "manifest", "manifests"),
+        plural(r.databases.len(), "database file", "database files")
     );
     for a in &r.archives {
         let _ = writeln!(
             out,
-            "  {} ({} entries, {}) arches: {}",
+            "  {} ({}, {}) arches: {}",
             a.archive.path.display(),
-            a.archive.entries,
+            plural(a.archive.entries, "entry", "entries"),
             rocm_kpack_cli::iec_size(a.archive.size),
             a.archive.architectures.join(" ")
         );

@@ -19,6 +19,7 @@ pub struct Args {
 pub enum SpecCommand {
     /// Print the effective spec (the built-in one, or FILE with every
     /// default filled in) as TOML that `spec check` accepts.
+    #[command(after_help = crate::cli::spec_show_help())]
     Show {
         #[command(flatten)]
         spec: SpecArg,
@@ -26,6 +27,7 @@ pub enum SpecCommand {
         json: JsonArg,
     },
     /// Validate a spec file; errors name the line and column.
+    #[command(after_help = crate::cli::spec_check_help())]
     Check {
         /// The spec file (TOML).
         file: PathBuf,
@@ -37,7 +39,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         SpecCommand::Show { spec, json } => {
             let spec = spec.load()?;
             if json.enabled {
-                spec.to_json()? + "\n"
+                rocm_kpack_cli::json_document(&rocm_kpack_pkgspec::schema::SpecDocument::from(
+                    &spec,
+                ))?
             } else {
                 spec.to_toml()?
             }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg};
+use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg};
 use rocm_kpack_splitter::split::binary::{
     split_binary, SplitBinaryOptions, SplitBinaryReport, SplitOutcome,
 };
@@ -28,7 +28,7 @@ pub struct Args {
     pub out: OutArg,
     /// Component name: archive prefix and group name [default: the file
     /// name up to its first '.'].
-    #[arg(long)]
+    #[arg(long, value_name = "NAME", value_parser = super::split::component_name)]
     pub component: Option<String>,
     #[command(flatten)]
     pub spec: SpecArg,
@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let opts = SplitBinaryOptions {
         component: args.component.clone(),
         spec,
-        output: args.compression.output(&args.jobs, &args.out)?,
+        output: args.compression.output(&args.jobs, &args.out),
     };
     let report = match split_binary(&args.file, out, &opts) {
         Ok(r) => r,
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             return Err(e.into());
         }
     };
-    args.json.print(&report, || render(&report))?;
+    args.json.report(&report, || render(&report))?;
     Ok(ExitStatus::Success)
 }
 
@@ -73,11 +73,11 @@ fn render(r: &SplitBinaryReport) -> String {
         SplitOutcome::Split => {
             let _ = writeln!(
                 out,
-                "{}: split {} bundle(s), {} code object(s), {} wrapper(s)\n  host-only: {} ({} -> {})",
+                "{}: split {}, {}, {}\n  host-only: {} ({} -> {})",
                 r.input.display(),
-                r.bundles,
-                r.code_objects,
-                r.wrappers.len(),
+                plural(r.bundles, "bundle", "bundles"),
+                plural(r.code_objects, "code object", "code objects"),
+                plural(r.wrappers.len(), "wrapper", "wrappers"),
                 r.output.display(),
                 iec_size(r.input_size),
                 iec_size(r.output_size)
@@ -85,9 +85,9 @@ fn render(r: &SplitBinaryReport) -> String {
             for a in &r.archives {
                 let _ = writeln!(
                     out,
-                    "  archive: {} ({} entries, {}) arches: {}",
+                    "  archive: {} ({}, {}) arches: {}",
                     a.path.display(),
-                    a.entries,
+                    plural(a.entries, "entry", "entries"),
                     iec_size(a.size),
                     a.architectures.join(" ")
                 );

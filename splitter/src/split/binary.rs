@@ -57,7 +57,9 @@ pub enum SplitError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// A file system operation failed.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
     /// An error while splitting a particular file.
     #[error("{}", path.display())]

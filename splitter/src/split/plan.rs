@@ -48,15 +48,22 @@ pub enum PlanError {
     Invalid(String),
 }
 
-/// Which output tree an entry goes to.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Which output tree an entry goes to. In JSON it is the tree's name,
+/// `"generic"` or the group's (no group may be called `generic`), one
+/// shape for both.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dest {
     /// Host code and everything that is not device code.
     Generic,
     /// One device tree: a group's, or a generic ISA's own
     /// ([`Spec::placement`]).
     Group(String),
+}
+
+impl Serialize for Dest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 impl fmt::Display for Dest {

@@ -38,6 +38,7 @@ use filetime::FileTime;
 use rocm_kpack_format::archive::{transport, Archive, ArchiveWriter, CompressionScheme};
 use rocm_kpack_format::layout as kpack_layout;
 use rocm_kpack_format::manifest::{ArchiveTransport, DatabaseFile, Manifest, ManifestFile};
+use rocm_kpack_fs::copy_error;
 use rocm_kpack_pkgspec::{
     is_generic_isa, processor_of, processors_served_by, DatabaseClassifier, OnDuplicate, OnMissing,
     Spec,
@@ -427,7 +428,7 @@ fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) ->
                 }
                 first_name.insert(*inode, rel.clone());
                 let from = src.join(rel);
-                fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
+                fs::copy(&from, &to).map_err(|e| TreeError::Io(copy_error(&from, &to, e)))?;
                 set_mode(&to, *mode)?;
                 set_mtime(&to, *mtime)?;
             }
@@ -712,7 +713,7 @@ fn recombine_unit(
             }
             _ => {
                 fs::copy(&first.path, &to)
-                    .map_err(|e| TreeError::io("cannot copy", &first.path, e))?;
+                    .map_err(|e| TreeError::Io(copy_error(&first.path, &to, e)))?;
                 set_mode(&to, first.mode)?;
                 set_mtime(&to, first.mtime)?;
             }
@@ -801,7 +802,7 @@ fn recombine_unit(
             let rel = manifest_rel(&d, &component);
             let from = first_generic.join(&rel);
             let to = generic_out.join(&rel);
-            fs::copy(&from, &to).map_err(|e| TreeError::io("cannot copy", &from, e))?;
+            fs::copy(&from, &to).map_err(|e| TreeError::Io(copy_error(&from, &to, e)))?;
             report.warnings.push(format!(
                 "{rel}: no shard has archives of {component}; manifest kept as is"
             ));
@@ -952,7 +953,7 @@ fn regroup(
         // not record: the shard's manifest gives it (below).
         let (copied_from, frame_level) = match copy_from {
             Some(s) => {
-                fs::copy(&s.path, &to).map_err(|e| TreeError::io("cannot copy", &s.path, e))?;
+                fs::copy(&s.path, &to).map_err(|e| TreeError::Io(copy_error(&s.path, &to, e)))?;
                 (Some(s.path.clone()), None)
             }
             None => {

@@ -38,9 +38,39 @@ impl SplitInput {
         } else if is_artifact_dir(&input) {
             SplitInput::Artifact(input)
         } else {
+            // A run that finds nothing is an error that says where it
+            // looked, not an empty generic/ and exit 0.
+            if input.is_dir() && !holds_an_entry(&input)? {
+                return Err(TreeError::Input {
+                    path: input,
+                    why: "holds no file, symlink or artifact directory to split (searched the whole tree)"
+                        .into(),
+                });
+            }
             SplitInput::Tree(input)
         })
     }
+}
+
+/// Whether anything but directories lies at or below `dir` (symlinks are
+/// not followed).
+fn holds_an_entry(dir: &Path) -> Result<bool> {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let list = std::fs::read_dir(&d).map_err(|e| TreeError::io("cannot list", &d, e))?;
+        for item in list {
+            let item = item.map_err(|e| TreeError::io("cannot list", &d, e))?;
+            let kind = item
+                .file_type()
+                .map_err(|e| TreeError::io("cannot stat", &item.path(), e))?;
+            if kind.is_dir() {
+                todo.push(item.path());
+            } else {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// A split to plan or to run.
@@ -107,8 +137,21 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_tree_is_refused_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("mkdir");
+        let err = SplitInput::detect(dir.path(), false).expect_err("empty");
+        assert!(
+            err.to_string().contains(&dir.path().display().to_string())
+                && err.to_string().contains("searched the whole tree"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn batch_wins_over_detection_and_a_plain_directory_is_a_tree() {
         let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), "x").expect("write");
         assert_eq!(
             SplitInput::detect(dir.path(), true).expect("batch"),
             SplitInput::Batch(dir.path().to_path_buf())

@@ -26,7 +26,9 @@ use crate::split::binary::SplitError;
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
     /// A file or directory could not be read.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
     /// A name that is not UTF-8 (markers and archive keys are strings).
     #[error("{}: file name is not valid UTF-8", path.display())]

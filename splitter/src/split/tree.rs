@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use filetime::FileTime;
 use rayon::prelude::*;
 use rocm_kpack_format::layout;
-use rocm_kpack_fs::{check_replaceable, move_into_place, sync_tree, PathError};
+use rocm_kpack_fs::{check_replaceable, copy_error, move_into_place, sync_tree, PathError};
 use rocm_kpack_package::progress::ProgressHandle;
 use rocm_kpack_pkgspec::{DatabaseClassifier, Spec, SpecError};
 use serde::Serialize;
@@ -69,7 +69,9 @@ pub enum TreeError {
         source: rocm_kpack_format::Error,
     },
     /// A file system operation failed.
-    #[error(transparent)]
+    // Not transparent: the PathError stays in the source chain, where
+    // rocm_kpack_cli::hint_for finds the path of a full file system.
+    #[error("{0}")]
     Io(#[from] PathError),
     /// Recombine: shards disagree (generic files, duplicate device code,
     /// missing device code) as the spec's validation switches say to fail.
@@ -448,7 +450,7 @@ pub fn execute(
                 match &e.action {
                     Action::Copy => {
                         fs::copy(&e.src, &dst)
-                            .map_err(|err| TreeError::io("cannot copy", &e.src, err))?;
+                            .map_err(|err| TreeError::Io(copy_error(&e.src, &dst, err)))?;
                         set_mode(&dst, e.mode)?;
                         set_mtime(&dst, e.mtime)
                     }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::device::SplitDir;
 use crate::meta::PackageMeta;
-use crate::progress::ProgressHandle;
+use crate::progress::{CountingWriter, ProgressHandle};
 use crate::{Format, PackageError, PackageOptions};
 use wheels::WheelSource;
 
@@ -47,6 +47,10 @@ pub struct BuiltPackage {
     /// depends on the generic and every device package.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub meta: bool,
+    /// A transitional package (the replaced group `group`): no files,
+    /// depends on the packages of the groups that now carry its targets.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub transitional: bool,
 }
 
 /// What [`package`] wrote.
@@ -89,6 +93,10 @@ struct Job<'a> {
     out_dir: &'a Path,
 }
 
+/// What a package is written through: buffered, and counted for the
+/// progress display.
+type PackageWriter<'a> = BufWriter<CountingWriter<'a, &'a mut File>>;
+
 /// Writes one package through `write` into a temporary file in `out_dir`
 /// and queues it as `file_name`.
 fn write_package(
@@ -96,13 +104,15 @@ fn write_package(
     file_name: String,
     mut built: BuiltPackage,
     pending: &mut PendingPackages,
-    write: impl FnOnce(BufWriter<&mut File>) -> Result<BufWriter<&mut File>, PackageError>,
+    write: impl for<'a> FnOnce(PackageWriter<'a>) -> Result<PackageWriter<'a>, PackageError>,
 ) -> Result<(), PackageError> {
     let dest = out_dir.join(&file_name);
     let mut file =
         PendingFile::create_named(&dest, ".rocm-kpack-pkg-", ".tmp").map_err(path_error)?;
     let temp = file.temp_path().to_path_buf();
-    write(BufWriter::with_capacity(1 << 20, file.file_mut()))?
+    pending.progress.item_started(&file_name);
+    let counting = CountingWriter::new(file.file_mut(), &*pending.progress);
+    write(BufWriter::with_capacity(1 << 20, counting))?
         .into_inner()
         .map_err(|e| PackageError::io("cannot write", &temp, e.into_error()))?;
     built.size = file
@@ -128,7 +138,9 @@ pub fn package(
     let split_canon =
         fs::canonicalize(split_dir).map_err(|e| PackageError::io("cannot read", split_dir, e))?;
     // Checked before creating anything: the output may not exist yet.
-    if resolve_existing(out_dir)?.starts_with(&split_canon) {
+    let out_abs = rocm_kpack_fs::resolve_existing(out_dir)
+        .map_err(|e| PackageError::io("cannot read", out_dir, e))?;
+    if out_abs.starts_with(&split_canon) {
         return Err(PackageError::Invalid(format!(
             "output {} is inside the split directory {}",
             out_dir.display(),
@@ -159,7 +171,14 @@ pub fn package(
         opts
     };
 
-    opts.progress.begin("package", "packages", 0);
+    let mut formats = opts.formats.clone();
+    formats.sort();
+    formats.dedup();
+    opts.progress.begin(
+        "package",
+        "packages",
+        planned_packages(&split, opts, &formats),
+    );
     let mut pending = PendingPackages {
         items: Vec::new(),
         progress: opts.progress.clone(),
@@ -170,9 +189,6 @@ pub fn package(
         opts,
         out_dir,
     };
-    let mut formats = opts.formats.clone();
-    formats.sort();
-    formats.dedup();
     for format in formats {
         match format {
             Format::Deb => debs::build_debs(&job, &mut pending)?,
@@ -213,32 +229,21 @@ pub fn package(
     Ok(PackageReport { packages })
 }
 
-/// `path` made absolute through its deepest existing ancestor
-/// (canonicalized), with the missing components appended.
-fn resolve_existing(path: &Path) -> Result<PathBuf, PackageError> {
-    let abs = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map_err(|e| PackageError::io("cannot read", Path::new("."), e))?
-            .join(path)
-    };
-    let mut base = abs.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(c) = fs::canonicalize(base) {
-            let mut out = c;
-            for r in rest.iter().rev() {
-                out.push(r);
-            }
-            return Ok(out);
-        }
-        match (base.parent(), base.file_name()) {
-            (Some(p), Some(n)) => {
-                rest.push(n.to_os_string());
-                base = p;
-            }
-            _ => return Ok(abs),
-        }
-    }
+/// How many packages [`package`] writes of `split` in `formats`: for debs
+/// and rpms the generic package, one per device group, the transitional
+/// packages and the meta package when the naming has one; for wheels the
+/// generic and one per device group (earlier groups become extras, not
+/// wheels). The progress display's total.
+fn planned_packages(split: &SplitDir, opts: &PackageOptions, formats: &[Format]) -> u64 {
+    let naming = &opts.spec.naming;
+    let groups = split.groups.len();
+    let transitional = plan::transitions(split, opts).len();
+    formats
+        .iter()
+        .map(|f| match f {
+            Format::Deb => 1 + groups + transitional + usize::from(!naming.deb_meta.is_empty()),
+            Format::Rpm => 1 + groups + transitional + usize::from(!naming.rpm_meta.is_empty()),
+            Format::Wheel => 1 + groups,
+        })
+        .sum::<usize>() as u64
 }

@@ -137,6 +137,7 @@ pub(super) fn built(
         size: 0,
         entries,
         meta: false,
+        transitional: false,
     }
 }
 
@@ -307,6 +308,7 @@ pub(super) fn built_transitional(
 ) -> BuiltPackage {
     BuiltPackage {
         group: Some(old.to_string()),
+        transitional: true,
         ..built(format, name, version, None, entries)
     }
 }
