@@ -146,8 +146,13 @@ pub enum InspectError {
 }
 
 /// Inspects one file, recognising it by its content (not its name); a
-/// package's expected device packages are named by `spec`.
-pub fn inspect(path: &Path, spec: &rocm_kpack_pkgspec::Spec) -> Result<Report, InspectError> {
+/// package's expected device packages are named by the built-in spec.
+pub fn inspect(path: &Path) -> Result<Report, InspectError> {
+    inspect_with(path, &rocm_kpack_pkgspec::Spec::builtin())
+}
+
+/// [`inspect`], naming a package's expected device packages by `spec`.
+pub fn inspect_with(path: &Path, spec: &rocm_kpack_pkgspec::Spec) -> Result<Report, InspectError> {
     let shown = path.display().to_string();
     let format = |source| InspectError::Format {
         path: shown.clone(),

@@ -45,7 +45,7 @@ pub enum PackageRole {
 #[derive(Debug, Serialize)]
 pub struct PackageReport {
     /// deb, rpm or wheel.
-    pub package: PackageKind,
+    pub format: PackageKind,
     pub name: String,
     pub version: String,
     pub role: PackageRole,
@@ -126,7 +126,7 @@ pub enum InspectPackageError {
 pub fn inspect_package(path: &Path, spec: &Spec) -> Result<PackageReport, InspectPackageError> {
     let pkg = AnyPackage::open(path)?;
     let mut report = PackageReport {
-        package: pkg.kind(),
+        format: pkg.kind(),
         name: pkg.name(),
         version: pkg.version(),
         role: PackageRole::Host,

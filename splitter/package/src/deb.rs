@@ -169,7 +169,7 @@ fn write_data_tar(
                 tar.append(&e.path, EntryType::Symlink, 0o777, 0, target, None)?
             }
             EntryKind::File { size, .. } => {
-                let src = match e.open() {
+                let src = match spec.payload.open_written(e) {
                     Ok(s) => s,
                     Err(err) => {
                         *failure = Some(err);

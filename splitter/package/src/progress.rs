@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 /// Receives progress events. Called from worker threads; implementations
 /// must be cheap (`code_objects` is called once per code object, `bytes`
-/// once per buffer written).
+/// once per buffer read).
 ///
 /// A stage counts items to the total `begin` gives; an item that takes
 /// long is named while it runs ([`Progress::item_started`]) and counts
-/// the bytes it writes ([`Progress::bytes`]), so a display never stands
+/// the bytes it handles ([`Progress::bytes`]), so a display never stands
 /// still without saying what it waits for.
 pub trait Progress: Send + Sync {
     /// A stage begins: `stage` (`split`, `package`) is done to `total`
@@ -20,7 +20,8 @@ pub trait Progress: Send + Sync {
     fn begin(&self, stage: &str, unit: &str, total: u64);
     /// An item of the current stage begins; `item` names it.
     fn item_started(&self, _item: &str) {}
-    /// `n` more bytes of the item in work were written.
+    /// `n` more bytes of the item in work were handled (read into a
+    /// package being compressed).
     fn bytes(&self, _n: u64) {}
     /// One item of the current stage is done; `item` names it.
     fn item_done(&self, item: &str);
@@ -46,42 +47,6 @@ impl ProgressHandle {
     /// Wraps a reporter.
     pub fn new(progress: Arc<dyn Progress>) -> Self {
         ProgressHandle(progress)
-    }
-}
-
-/// A writer that reports the bytes written through it to a [`Progress`]
-/// ([`Progress::bytes`]).
-pub struct CountingWriter<'a, W> {
-    inner: W,
-    progress: &'a dyn Progress,
-}
-
-impl<'a, W> CountingWriter<'a, W> {
-    /// Counts what is written to `inner`.
-    pub fn new(inner: W, progress: &'a dyn Progress) -> Self {
-        CountingWriter { inner, progress }
-    }
-
-    /// The inner writer.
-    pub fn into_inner(self) -> W {
-        self.inner
-    }
-}
-
-impl<W: std::io::Write> std::io::Write for CountingWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.progress.bytes(n as u64);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<W: std::io::Seek> std::io::Seek for CountingWriter<'_, W> {
-    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
-        self.inner.seek(pos)
     }
 }
 

@@ -192,12 +192,47 @@ pub fn check_symlink_target(link_path: &str, target: &str) -> Result<(), String>
 #[derive(Debug, Clone, Default)]
 pub struct Payload {
     entries: BTreeMap<String, Entry>,
+    /// Told the bytes the writers read as they compress them.
+    progress: crate::progress::ProgressHandle,
+}
+
+/// A reader that tells a [`crate::progress::Progress`] the bytes it yields.
+struct Counted<'a> {
+    inner: Box<dyn Read + 'a>,
+    progress: &'a crate::progress::ProgressHandle,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.bytes(n as u64);
+        Ok(n)
+    }
 }
 
 impl Payload {
     /// An empty payload.
     pub fn new() -> Payload {
         Payload::default()
+    }
+
+    /// Reports the bytes the package writers read from this payload
+    /// ([`Payload::open_written`]) to `progress`.
+    pub fn set_progress(&mut self, progress: crate::progress::ProgressHandle) {
+        self.progress = progress;
+    }
+
+    /// [`Entry::open`] for the pass that writes the package: the bytes
+    /// read are reported to the payload's progress (the hashing passes
+    /// before it read with [`Entry::open`], unreported).
+    pub fn open_written<'a>(
+        &'a self,
+        entry: &'a Entry,
+    ) -> Result<Box<dyn Read + 'a>, PackageError> {
+        Ok(Box::new(Counted {
+            inner: entry.open()?,
+            progress: &self.progress,
+        }))
     }
 
     /// Reads a tree. Symlinks are recorded, never followed; special files,

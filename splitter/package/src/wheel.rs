@@ -317,7 +317,7 @@ pub fn write_wheel<W: Write + Seek>(out: W, spec: &WheelSpec<'_>) -> Result<W, P
                         e.path
                     )));
                 }
-                let mut r = e.open()?;
+                let mut r = spec.payload.open_written(e)?;
                 let sha = zip.add_file(&e.path, e.mode, *size, &mut r).map_err(|er| {
                     PackageError::io("cannot read", Path::new(&e.source_display()), er)
                 })?;

@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let report = inspect::inspect(&args.file, &args.spec.load()?)?;
+    let report = inspect::inspect_with(&args.file, &args.spec.load()?)?;
     args.json.print(&report, || render(&report))?;
     Ok(ExitStatus::Success)
 }
@@ -65,7 +65,7 @@ fn render(report: &Report) -> String {
 }
 
 fn render_package(p: &PackageReport) -> String {
-    let kind = format!("{:?}", p.package).to_lowercase();
+    let kind = format!("{:?}", p.format).to_lowercase();
     let what = match p.role {
         PackageRole::Fat => format!("fat package, device code for {}", p.targets.join(" ")),
         PackageRole::Generic => {

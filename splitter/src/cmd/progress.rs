@@ -91,18 +91,18 @@ impl CommandProgress {
         )
     }
 
-    /// The bar's message: the code objects so far, then the item in work
-    /// (with its bytes) or the last one done.
+    /// The bar's message: the item in work (with the bytes written for
+    /// it) or the last one done, then the code objects moved so far.
     fn message(&self, item: &str) -> String {
         let current = self.current.lock().ok().and_then(|c| c.clone());
         let item = match current {
             Some((name, 0)) => name,
-            Some((name, bytes)) => format!("{name} ({} written)", iec_size(bytes)),
+            Some((name, bytes)) => format!("{name} {}", iec_size(bytes)),
             None => item.to_owned(),
         };
         let cos = self.code_objects.load(Ordering::Relaxed);
         if cos > 0 {
-            format!("{}; {item}", counted(cos, "code objects"))
+            format!("{item}; {}", counted(cos, "code objects"))
         } else {
             item
         }
@@ -127,10 +127,12 @@ impl Progress for CommandProgress {
             *current = None;
         }
         if let Some(bar) = &self.bar {
+            // Short fixed parts, so that on 80 columns the message (the
+            // item in work) still has room.
             let template = if total > 0 {
-                format!("{{spinner}} {{prefix:>8}} [{{bar:30}}] {{pos}}/{{len}} {unit} {{elapsed_precise}} {{wide_msg}}")
+                format!("{{spinner}} {{prefix}} [{{bar:16}}] {{pos}}/{{len}} {unit} {{elapsed}} {{wide_msg}}")
             } else {
-                format!("{{spinner}} {{prefix:>8}} {{pos}} {unit} {{elapsed_precise}} {{wide_msg}}")
+                format!("{{spinner}} {{prefix}} {{pos}} {unit} {{elapsed}} {{wide_msg}}")
             };
             if let Ok(style) = ProgressStyle::with_template(&template) {
                 bar.set_style(style.progress_chars("=> "));

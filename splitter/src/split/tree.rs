@@ -624,6 +624,7 @@ fn run_set(
             Ok(())
         };
         resize(queue + 2 * b.size, &mut archive_set)?;
+        opts.progress.item_started(&b.out);
         let file = File::open(&b.src).map_err(|e| TreeError::io("cannot open", &b.src, e))?;
         // SAFETY: read-only private mapping of an input we never write.
         let map = unsafe { memmap2::Mmap::map(&file) }
@@ -692,6 +693,9 @@ fn run_set(
         opts.progress.item_done(&b.out);
         binaries.push(rep);
     }
+    // The last archives' compression can outlast the last binary: say so.
+    opts.progress
+        .item_started(&format!("compressing the {} archives", set.component));
     let committed =
         archive_set
             .finish()

@@ -16,6 +16,7 @@
 mod amd_native;
 mod cli_conformance;
 mod cli_inspect;
+mod cli_json;
 mod cli_progress;
 mod database_kinds;
 mod database_packages;

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::device::SplitDir;
 use crate::meta::PackageMeta;
-use crate::progress::{CountingWriter, ProgressHandle};
+use crate::progress::ProgressHandle;
 use crate::{Format, PackageError, PackageOptions};
 use wheels::WheelSource;
 
@@ -93,10 +93,6 @@ struct Job<'a> {
     out_dir: &'a Path,
 }
 
-/// What a package is written through: buffered, and counted for the
-/// progress display.
-type PackageWriter<'a> = BufWriter<CountingWriter<'a, &'a mut File>>;
-
 /// Writes one package through `write` into a temporary file in `out_dir`
 /// and queues it as `file_name`.
 fn write_package(
@@ -104,15 +100,14 @@ fn write_package(
     file_name: String,
     mut built: BuiltPackage,
     pending: &mut PendingPackages,
-    write: impl for<'a> FnOnce(PackageWriter<'a>) -> Result<PackageWriter<'a>, PackageError>,
+    write: impl FnOnce(BufWriter<&mut File>) -> Result<BufWriter<&mut File>, PackageError>,
 ) -> Result<(), PackageError> {
     let dest = out_dir.join(&file_name);
     let mut file =
         PendingFile::create_named(&dest, ".rocm-kpack-pkg-", ".tmp").map_err(path_error)?;
     let temp = file.temp_path().to_path_buf();
     pending.progress.item_started(&file_name);
-    let counting = CountingWriter::new(file.file_mut(), &*pending.progress);
-    write(BufWriter::with_capacity(1 << 20, counting))?
+    write(BufWriter::with_capacity(1 << 20, file.file_mut()))?
         .into_inner()
         .map_err(|e| PackageError::io("cannot write", &temp, e.into_error()))?;
     built.size = file
@@ -147,7 +142,13 @@ pub fn package(
             split_dir.display()
         )));
     }
-    let split = SplitDir::open(split_dir, &opts.spec)?;
+    let mut split = SplitDir::open(split_dir, &opts.spec)?;
+    // The writers report the bytes they compress, so a long package is
+    // seen to advance.
+    split.generic.set_progress(opts.progress.clone());
+    for g in &mut split.groups {
+        g.payload.set_progress(opts.progress.clone());
+    }
     fs::create_dir_all(out_dir).map_err(|e| PackageError::io("cannot create", out_dir, e))?;
     let wheel_info = if opts.formats.contains(&Format::Wheel) {
         Some(WheelSource::from_generic(&split.generic)?)

@@ -126,6 +126,7 @@ pub(super) fn build_wheels(
     });
     // Generic wheel.
     let mut payload = Payload::new();
+    payload.set_progress(opts.progress.clone());
     let skip_prefix = src.dist_info.as_ref().map(|d| format!("{d}/"));
     for e in split.generic.iter() {
         if let Some(d) = &src.dist_info {

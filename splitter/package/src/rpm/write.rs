@@ -330,7 +330,7 @@ fn write_payload(
         match entry.map(|e| &e.kind) {
             Some(EntryKind::File { .. }) => {
                 let e = entry.ok_or_else(|| PackageError::Invalid("payload changed".into()))?;
-                let mut hr = HashingReader::new(e.open()?);
+                let mut hr = HashingReader::new(payload.open_written(e)?);
                 cpio.append(&name, ino, u32::from(row.mode), row.size, Some(&mut hr))
                     .map_err(|err| {
                         PackageError::io("cannot read", Path::new(&e.source_display()), err)
