@@ -352,6 +352,42 @@ impl SpecOrTargetsArg {
             Ok(Spec::per_target(&self.targets)?)
         }
     }
+
+    /// `err` with advice when `--target` left out a target the input has
+    /// device code for.
+    pub fn explain(&self, err: anyhow::Error) -> anyhow::Error {
+        use rocm_kpack_pkgspec::SpecError;
+        use rocm_kpack_splitter::split::binary::SplitError;
+        use rocm_kpack_splitter::split::tree::TreeError;
+        let uncovered = |e: &SpecError| {
+            matches!(
+                e,
+                SpecError::UncoveredTarget { .. } | SpecError::UncoveredTargets { .. }
+            )
+        };
+        // A boxed source is in the chain as the box.
+        let split_error = |e: &(dyn std::error::Error + 'static)| {
+            e.downcast_ref::<SplitError>()
+                .or_else(|| e.downcast_ref::<Box<SplitError>>().map(|b| &**b))
+                .is_some_and(|e| matches!(e, SplitError::Spec(s) if uncovered(s)))
+        };
+        let tree_error = |e: &(dyn std::error::Error + 'static)| {
+            e.downcast_ref::<TreeError>()
+                .or_else(|| e.downcast_ref::<Box<TreeError>>().map(|b| &**b))
+                .is_some_and(|e| matches!(e, TreeError::Spec(s) if uncovered(s)))
+        };
+        let is_uncovered = err.chain().any(|e| {
+            e.downcast_ref::<SpecError>().is_some_and(uncovered) || split_error(e) || tree_error(e)
+        });
+        if self.targets.is_empty() || !is_uncovered {
+            return err;
+        }
+        err.context(rocm_kpack_cli::Hint(
+            "the input has device code for more targets than --target names: name them all, \
+             or leave --target out for one device group per target"
+                .into(),
+        ))
+    }
 }
 
 /// `--out` and `--force`: where a command writes, and the one overwrite

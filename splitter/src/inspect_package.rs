@@ -153,18 +153,21 @@ pub fn inspect_package(path: &Path, spec: &Spec) -> Result<PackageReport, Inspec
     targets.extend(report.fat_binaries.iter().flat_map(|f| f.targets.clone()));
     targets.extend(report.archives.iter().flat_map(|a| a.arches.clone()));
     report.targets = targets.into_iter().collect();
+    if report.fat_binaries.is_empty() {
+        report.expects = expected_packages(&pkg, &report, spec);
+    }
     report.role = if !report.fat_binaries.is_empty() {
         PackageRole::Fat
-    } else if !report.manifests.is_empty() || !report.split_binaries.is_empty() {
+    } else if !report.manifests.is_empty()
+        || !report.split_binaries.is_empty()
+        || !report.expects.is_empty()
+    {
         PackageRole::Generic
     } else if !report.archives.is_empty() || !report.declared_targets.is_empty() {
         PackageRole::Device
     } else {
         PackageRole::Host
     };
-    if report.role == PackageRole::Generic {
-        report.expects = expected_packages(&pkg, &report, spec);
-    }
     Ok(report)
 }
 

@@ -135,7 +135,7 @@ pub struct Args {
     #[arg(long)]
     pub keep: bool,
     /// Work in this directory (created, kept) instead of a temporary one.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub dir: Option<PathBuf>,
     /// Debian's librocrand1 .deb to split as well [default: the pinned
     /// librocrand1_5.3.3-4 when cached by tests/scripts/fetch-debian-testdata.sh].
@@ -202,6 +202,12 @@ impl Work {
 
 /// Runs the demo; `rocm_kpack` runs the `rocm-kpack` commands it shows.
 pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> {
+    // Checked before the first step, not when the step that reads it runs.
+    if let Some(deb) = &args.librocrand {
+        if !deb.is_file() {
+            anyhow::bail!("--librocrand {}: no such file", deb.display());
+        }
+    }
     let mut tmp = None;
     let root = match &args.dir {
         Some(dir) => {

@@ -14,7 +14,7 @@ pub struct Args {
     /// The .kpack archive.
     pub archive: PathBuf,
     /// TOC binary key, `<kernel_name>#<co_index>`.
-    #[arg(long)]
+    #[arg(long, value_name = "KEY")]
     pub binary: String,
     /// GPU target (arch key) exactly as in the archive, e.g. gfx90a:xnack-.
     // `--arch` was its name before `--target` everywhere; kept, hidden.

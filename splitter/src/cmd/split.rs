@@ -111,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     };
     let outcome = split(&request);
     let summary = progress.finish();
-    match outcome? {
+    match outcome.map_err(|e| args.spec.explain(e.into()))? {
         SplitOutcome::Planned { plans, notes } => {
             for note in &notes {
                 rocm_kpack_cli::note(note);

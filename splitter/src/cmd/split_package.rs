@@ -67,7 +67,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     };
     if args.dry_run {
         drop(progress);
-        let plan = plan_split_package(&args.file, &args.out.dir, &opts)?;
+        let plan = plan_split_package(&args.file, &args.out.dir, &opts)
+            .map_err(|e| args.spec.explain(e.into()))?;
         for n in &plan.notes {
             rocm_kpack_cli::note(n);
         }
@@ -86,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     }
     let report = split_package(&args.file, &args.out.dir, &opts);
     let summary = progress.finish();
-    let report = report?;
+    let report = report.map_err(|e| args.spec.explain(e.into()))?;
     if !args.json.enabled {
         for n in &report.notes {
             rocm_kpack_cli::note(n);

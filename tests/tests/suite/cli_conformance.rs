@@ -6,6 +6,7 @@
 //! The subcommands are read from each program's own `--help`, so a new one
 //! is covered without touching this file.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -722,4 +723,655 @@ fn row_lists(row: &str, sub: &str) -> bool {
     fetch
         .split(',')
         .any(|part| part.split_whitespace().next() == Some(sub))
+}
+
+/// The options of a `--help` text that take a value: (`--name`, `VALUE`).
+fn valued_options(help: &str) -> Vec<(String, String)> {
+    help.lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let t = t
+                .strip_prefix("-")
+                .filter(|r| r.chars().nth(1) == Some(','))
+                .map_or(t, |_| t.get(4..).unwrap_or(t));
+            let rest = t.strip_prefix("--")?;
+            let (name, rest) = rest.split_once(' ')?;
+            let value = rest.strip_prefix('<')?.split_once('>')?.0;
+            Some((format!("--{name}"), value.to_owned()))
+        })
+        .collect()
+}
+
+/// Inputs the bad-value walk runs against: a tree, its split, an overlay,
+/// packages, a fat deb, an archive.
+struct Inputs {
+    dir: tempfile::TempDir,
+}
+
+impl Inputs {
+    fn new() -> Inputs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = dir.path();
+        std::fs::create_dir_all(w.join("tree/lib")).expect("mkdir");
+        std::fs::copy(
+            fixtures::fixture("clang19/libfixture.so"),
+            w.join("tree/lib/libfixture.so"),
+        )
+        .expect("copy");
+        std::fs::create_dir_all(w.join("fat/generic/usr/lib")).expect("mkdir");
+        std::fs::copy(
+            fixtures::fixture("clang19/libfixture.so"),
+            w.join("fat/generic/usr/lib/libfixture.so.1"),
+        )
+        .expect("copy");
+        std::fs::write(w.join("keep.toml"), "[version]\nsuffix = \"\"\n").expect("write");
+        std::fs::write(w.join("a-file"), "not a directory\n").expect("write");
+        let inputs = Inputs { dir };
+        for args in [
+            &["split", "tree", "--out", "split", "-q"][..],
+            &[
+                "package",
+                "split",
+                "--out",
+                "pkgs",
+                "--name",
+                "kfix",
+                "--version",
+                "1.0",
+                "-q",
+            ],
+            &[
+                "package",
+                "fat",
+                "--out",
+                "fatpkg",
+                "--name",
+                "kfat",
+                "--version",
+                "1.0",
+                "--spec",
+                "keep.toml",
+                "-q",
+            ],
+        ] {
+            run(bins::command("rocm-kpack")
+                .args(args)
+                .current_dir(inputs.path()));
+        }
+        inputs
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// A valid invocation of each `rocm-kpack` subcommand (relative to
+/// [`Inputs`]), to which one bad option value is added.
+fn base_args(path: &[String], n: usize) -> Vec<String> {
+    let out = format!("out-{n}");
+    let v: Vec<&str> = match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["inspect"] => vec!["tree/lib/libfixture.so"],
+        ["extract"] => vec![
+            "split/gfx1100/.kpack/libfixture_gfx1100.kpack",
+            "--binary",
+            "libfixture.so#0",
+            "--target",
+            "gfx1100",
+            "--out",
+            "co.o",
+        ],
+        ["split-binary"] => vec!["tree/lib/libfixture.so", "--out", &out],
+        ["split"] => vec!["tree", "--out", &out],
+        ["recombine"] => vec!["split", "--out", &out],
+        ["verify"] => vec!["split/generic"],
+        ["repair-phdr"] => vec!["tree"],
+        ["spec", "show"] => vec![],
+        ["package"] => vec!["split", "--out", &out, "--name", "kfix", "--version", "1.0"],
+        ["publish"] => vec!["pkgs", "--out", &out],
+        ["split-package"] => vec!["fatpkg/kfat_1.0_amd64.deb", "--out", &out],
+        ["demo"] => vec![],
+        ["man"] => vec![],
+        ref other => panic!("no valid invocation of rocm-kpack {other:?}: add one"),
+    };
+    v.into_iter().map(str::to_owned).collect()
+}
+
+/// A bad value for an option (by its value name, or the option for
+/// options whose value names another kind of thing), the exit code the
+/// table gives it, and extra arguments the case needs.
+fn bad_value(path: &[String], option: &str, value: &str) -> (&'static str, i32, Vec<&'static str>) {
+    let sub = path.join(" ");
+    match (sub.as_str(), option, value) {
+        // Where a directory is written: a plain file is a usage error.
+        (_, "--out" | "--cache" | "--dir", "DIR") => ("a-file", 2, vec![]),
+        (_, "--prefix-dir", "DIR") => ("../outside", 2, vec![]),
+        ("extract", "--out", "FILE") => ("tree", 2, vec![]),
+        // Values with a grammar.
+        (_, _, "SIZE") => ("2X", 2, vec![]),
+        (_, "--jobs", "N") => ("0", 2, vec![]),
+        (_, "--level" | "--device-level", "N") => ("99", 2, vec![]),
+        (_, _, "TARGET") => ("gfx9999", 2, vec![]),
+        (_, _, "FORMAT") => ("debx", 2, vec![]),
+        (_, _, "KIND" | "COMPRESSION") => ("lz4", 2, vec![]),
+        (_, _, "NAME") => ("../x", 2, vec![]),
+        (_, _, "VERSION") => ("1 0", 2, vec![]),
+        (_, _, "TAG") => ("py3", 2, vec![]),
+        (_, _, "URL") => ("ftp://example.org/repo", 2, vec![]),
+        (_, _, "KEYID") => ("--batch", 2, vec![]),
+        (_, _, "MACHINE") => ("pdp11", 2, vec![]),
+        // Files read: one that does not exist is unreadable input.
+        (_, _, "FILE" | "DEB" | "TOML") => ("no-such-input", 1, vec![]),
+        (_, "--fetcher-bin", "PATH") => ("no-such-input", 1, vec![]),
+        (_, "--gpg", "PROGRAM") => ("no-such-input", 1, vec!["--sign-key", "ABCD1234"]),
+        (_, "--binary", "KEY") => ("no-such-input#0", 1, vec![]),
+        _ => panic!("rocm-kpack {sub} {option} <{value}>: no bad value known; add one"),
+    }
+}
+
+/// Every option of every `rocm-kpack` subcommand that takes a value, given
+/// a bad one, exits as the table says: 2 for a value that is wrong on its
+/// face (checked when the line is parsed, or right after), 1 for a file
+/// that cannot be read; and the message names the value.
+#[test]
+fn every_option_with_a_bad_value_exits_as_the_table_says() {
+    let inputs = Inputs::new();
+    let mut n = 0;
+    let mut checked = Vec::new();
+    for path in command_paths("rocm-kpack") {
+        if path.is_empty() {
+            continue;
+        }
+        let help = run(bins::command("rocm-kpack").args(&path).arg("--help"));
+        let help = String::from_utf8(help.stdout).expect("UTF-8");
+        for (option, value) in valued_options(&help) {
+            n += 1;
+            let (bad, code, extra) = bad_value(&path, &option, &value);
+            let mut args = base_args(&path, n);
+            // An option the base already gives is replaced.
+            if let Some(i) = args.iter().position(|a| *a == option) {
+                args.drain(i..i + 2);
+            }
+            args.push(format!("{option}={bad}"));
+            args.extend(extra.iter().map(|e| (*e).to_owned()));
+            let out = bins::command("rocm-kpack")
+                .args(&path)
+                .args(&args)
+                .current_dir(inputs.path())
+                .env_remove("SOURCE_DATE_EPOCH")
+                .output()
+                .expect("run rocm-kpack");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "rocm-kpack {} {}: {stderr}",
+                path.join(" "),
+                args.join(" ")
+            );
+            assert!(
+                stderr.contains(bad) || stderr.contains(&option),
+                "rocm-kpack {} {option}={bad}: the message names neither:\n{stderr}",
+                path.join(" ")
+            );
+            checked.push(format!("{} {option}", path.join(" ")));
+        }
+    }
+    for expected in [
+        "package --format",
+        "split --memory",
+        "split --out",
+        "split-package --target",
+        "publish --suite",
+        "man --out",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == expected),
+            "{expected} in {checked:?}"
+        );
+    }
+    // --force changes nothing about a plain file as --out.
+    let out = bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "a-file", "--force"])
+        .current_dir(inputs.path())
+        .output()
+        .expect("run rocm-kpack");
+    assert_eq!(out.status.code(), Some(2));
+    // With --json, a usage error is also the error object on stdout.
+    let out = bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "o", "--memory", "2X", "--json"])
+        .current_dir(inputs.path())
+        .output()
+        .expect("run rocm-kpack");
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the error object");
+    assert_eq!(doc["exit_code"], 2, "{doc}");
+    assert!(
+        doc["error"].as_str().is_some_and(|e| e.contains("2X")),
+        "{doc}"
+    );
+}
+
+/// `-q` prints nothing but errors and the `--json` document; `-v` adds
+/// detail; a warning is `rocm-kpack: warning: ...`, in one style.
+#[test]
+fn quiet_is_silent_verbose_adds_detail_and_warnings_have_one_style() {
+    let inputs = Inputs::new();
+    let w = inputs.path();
+    let runs: [&[&str]; 4] = [
+        &["split", "tree", "--out", "q-split"],
+        &[
+            "package",
+            "split",
+            "--out",
+            "q-pkgs",
+            "--name",
+            "kfix",
+            "--version",
+            "1.0",
+        ],
+        &["publish", "pkgs", "--out", "q-repo", "--no-fetcher"],
+        &[
+            "split-package",
+            "fatpkg/kfat_1.0_amd64.deb",
+            "--out",
+            "q-sp",
+            "--level",
+            "1",
+        ],
+    ];
+    for args in runs {
+        let out = run(bins::command("rocm-kpack")
+            .args(args)
+            .arg("-q")
+            .current_dir(w));
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "rocm-kpack {args:?} -q printed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The document, and nothing else.
+        let mut again: Vec<&str> = args.to_vec();
+        let out_dir = format!("{}-json", args[3]);
+        again[3] = &out_dir;
+        let out = run(bins::command("rocm-kpack")
+            .args(&again)
+            .args(["-q", "--json"])
+            .current_dir(w));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(doc["schema"], 1, "{args:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Without -q: the report, with plurals that agree.
+    let out = run(bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "v-split", "-v"])
+        .current_dir(w));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(": 1 binary split ("), "{text}");
+    assert!(
+        text.contains("lib/libfixture.so: ") && text.contains(" in 1 bundle, "),
+        "-v names each binary: {text}"
+    );
+    let plain = run(bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "p-split"])
+        .current_dir(w));
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(!plain.contains("lib/libfixture.so: "), "{plain}");
+    assert!(
+        !plain.contains(" 1 files") && !plain.contains("1 binaries"),
+        "{plain}"
+    );
+    // The table's columns line up.
+    let rows: Vec<&str> = plain
+        .lines()
+        .filter(|l| l.starts_with("  gfx") || l.starts_with("  generic"))
+        .collect();
+    let ends: BTreeSet<usize> = rows.iter().map(|l| l.len()).collect();
+    assert_eq!(ends.len(), 1, "ragged columns:\n{plain}");
+    // A warning (recombine of one shard: most spec targets have no code).
+    let out = run(bins::command("rocm-kpack")
+        .args(["recombine", "split", "--out", "rec"])
+        .current_dir(w));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("rocm-kpack: warning: ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "one style:\n{stderr}");
+    let quiet = run(bins::command("rocm-kpack")
+        .args(["recombine", "split", "--out", "rec-q", "-q"])
+        .current_dir(w));
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    // package's table names packages as they are named (gfx90x, not gfx90X).
+    let out = run(bins::command("rocm-kpack")
+        .args([
+            "package",
+            "split",
+            "--out",
+            "names",
+            "--name",
+            "kfix",
+            "--version",
+            "1.0",
+        ])
+        .current_dir(w));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("kfix-gfx90x")),
+        "{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("gfx90X")),
+        "{text}"
+    );
+}
+
+/// A run that finds nothing to do is an error naming where it looked,
+/// and leaves nothing behind.
+#[test]
+fn runs_that_find_nothing_say_where_they_looked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(empty.join("usr/lib")).expect("mkdir");
+    for (args, out_dir) in [
+        (vec!["split", "empty", "--out", "o1"], "o1"),
+        (vec!["publish", "empty", "--out", "o2"], "o2"),
+    ] {
+        let out = bins::command("rocm-kpack")
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run rocm-kpack");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("empty") && stderr.contains("searched"),
+            "{args:?} names what it searched: {stderr}"
+        );
+        assert!(
+            !dir.path().join(out_dir).exists(),
+            "{args:?} left {out_dir}"
+        );
+    }
+}
+
+/// `--target` on `split` and `split-package`: one device group per target
+/// given, as the spec `granularity = "per-target"` with `targets`; device
+/// code for a target not given is an error that says what to do.
+#[test]
+fn split_and_split_package_take_target() {
+    let inputs = Inputs::new();
+    let w = inputs.path();
+    let targets = "gfx90a,gfx942,gfx1030,gfx1100,gfx1101,gfx11-generic";
+    let out = run(bins::command("rocm-kpack")
+        .args([
+            "split", "tree", "--out", "t-split", "--target", targets, "--json",
+        ])
+        .current_dir(w));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut trees: Vec<&str> = doc["outputs"]
+        .as_array()
+        .expect("outputs")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    trees.sort();
+    let mut want: Vec<&str> = targets.split(',').chain(["generic"]).collect();
+    want.sort();
+    assert_eq!(trees, want);
+    // Fewer targets than the input has.
+    for args in [
+        &["split", "tree", "--out", "t-few", "--target", "gfx1100"][..],
+        &[
+            "split-package",
+            "fatpkg/kfat_1.0_amd64.deb",
+            "--out",
+            "t-few-pkg",
+            "--target",
+            "gfx1100",
+        ],
+    ] {
+        let out = bins::command("rocm-kpack")
+            .args(args)
+            .current_dir(w)
+            .output()
+            .expect("run rocm-kpack");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("gfx90a") && stderr.contains("hint: ") && stderr.contains("--target"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!w.join(args[3]).join("generic").exists());
+    }
+    // split-package: the packages are those of the targets.
+    let out = run(bins::command("rocm-kpack")
+        .args([
+            "split-package",
+            "fatpkg/kfat_1.0_amd64.deb",
+            "--out",
+            "t-pkgs",
+            "--target",
+            targets,
+        ])
+        .args(["--level", "1", "--json"])
+        .current_dir(w));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut names: Vec<&str> = doc["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| p.get("transitional").is_none())
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = targets.split(',').map(|t| format!("kfat-{t}")).collect();
+    want.push("kfat".into());
+    want.sort();
+    assert_eq!(names, want);
+    // --target and --spec are one or the other.
+    let out = bins::command("rocm-kpack")
+        .args([
+            "split",
+            "tree",
+            "--out",
+            "t-both",
+            "--target",
+            "gfx1100",
+            "--spec",
+            "keep.toml",
+        ])
+        .current_dir(w)
+        .output()
+        .expect("run rocm-kpack");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `split-package --dry-run` names exactly the packages a run writes and
+/// writes nothing in --out; `publish --dry-run` lists what it would
+/// publish and writes nothing.
+#[test]
+fn dry_runs_name_what_a_run_writes_and_write_nothing() {
+    let inputs = Inputs::new();
+    let w = inputs.path();
+    let deb = "fatpkg/kfat_1.0_amd64.deb";
+    let names = |doc: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = doc["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .map(|p| {
+                p["path"]
+                    .as_str()
+                    .expect("path")
+                    .rsplit('/')
+                    .next()
+                    .expect("name")
+                    .to_owned()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let dry = run(bins::command("rocm-kpack")
+        .args(["split-package", deb, "--out", "dry", "--dry-run", "--json"])
+        .current_dir(w));
+    assert!(!w.join("dry").exists(), "a dry run made its --out");
+    let dry: serde_json::Value = serde_json::from_slice(&dry.stdout).expect("JSON");
+    let real = run(bins::command("rocm-kpack")
+        .args([
+            "split-package",
+            deb,
+            "--out",
+            "real",
+            "--level",
+            "1",
+            "--json",
+        ])
+        .current_dir(w));
+    let real: serde_json::Value = serde_json::from_slice(&real.stdout).expect("JSON");
+    assert_eq!(names(&dry), names(&real));
+    let mut written: Vec<String> = std::fs::read_dir(w.join("real"))
+        .expect("real")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(names(&dry), written);
+    // The text form names them too, and says that a run would refuse to
+    // replace them.
+    let again = run(bins::command("rocm-kpack")
+        .args(["split-package", deb, "--out", "real", "--dry-run"])
+        .current_dir(w));
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("kfat-gfx1100 "), "{text}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+
+    let out = run(bins::command("rocm-kpack")
+        .args([
+            "publish",
+            "pkgs",
+            "--out",
+            "pub-dry",
+            "--no-fetcher",
+            "--dry-run",
+        ])
+        .current_dir(w));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("would publish apt, kpack-store into pub-dry: ") && text.contains(" debs"),
+        "{text}"
+    );
+    assert!(!w.join("pub-dry").exists(), "a dry run made its --out");
+}
+
+/// A full file system: the error names the file being written in --out
+/// (not the input), and the hint names the file system and --out.
+#[test]
+fn a_full_disk_names_the_output_and_its_file_system() {
+    let inputs = Inputs::new();
+    let w = inputs.path();
+    let mnt = w.join("small");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    // A 16 KiB tmpfs in a mount namespace of the command's own: unshare(1)
+    // as root or in a user namespace, so nothing is left mounted.
+    let deb = w.join("fatpkg/kfat_1.0_amd64.deb");
+    for json in [false, true] {
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "-rm",
+            "sh",
+            "-c",
+            r#"mount -t tmpfs -o size=16k tmpfs "$1" && shift && exec "$@""#,
+            "sh",
+        ])
+        .arg(&mnt)
+        .arg(bins::bin("rocm-kpack"))
+        .arg("split-package")
+        .arg(&deb)
+        .arg("--out")
+        .arg(mnt.join("out"));
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().expect("run unshare");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("rocm-kpack: error: "))
+            .unwrap_or_else(|| panic!("no error line: {stderr}"));
+        assert!(
+            error.contains(&mnt.join("out").display().to_string())
+                && error.contains("No space left on device"),
+            "the output's file, not the input: {error}"
+        );
+        assert!(!error.contains("kfat_1.0_amd64.deb: usr/"), "{error}");
+        let hint = stderr
+            .lines()
+            .find(|l| l.starts_with("rocm-kpack: hint: "))
+            .unwrap_or_else(|| panic!("no hint: {stderr}"));
+        assert!(
+            hint.contains(&format!(
+                "the file system mounted at {} is full",
+                mnt.display()
+            )) && hint.contains("choose another --out"),
+            "{hint}"
+        );
+        if json {
+            let doc: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("the error object");
+            assert_eq!(doc["exit_code"], 1);
+            assert!(
+                doc["hint"].as_str().is_some_and(|h| h.contains("--out")),
+                "{doc}"
+            );
+        }
+    }
+}
+
+/// Every subcommand's `--help` ends with 1 to 3 examples (the man page's
+/// EXAMPLES), and `RUST_LOG` is named once, in the top-level help, not on
+/// every `-v` line.
+#[test]
+fn help_ends_with_examples_and_names_rust_log_once() {
+    for path in command_paths("rocm-kpack") {
+        let out = run(bins::command("rocm-kpack").args(&path).arg("--help"));
+        let help = String::from_utf8(out.stdout).expect("UTF-8");
+        let what = format!("rocm-kpack {} --help", path.join(" "));
+        let last = help.trim_end().rsplit("\n\n").next().unwrap_or_default();
+        assert!(
+            last.starts_with("Examples:"),
+            "{what} does not end with examples:\n{help}"
+        );
+        let examples = last
+            .lines()
+            .filter(|l| l.starts_with("      rocm-kpack"))
+            .count();
+        assert!(
+            (1..=3).contains(&examples),
+            "{what}: {examples} examples:\n{last}"
+        );
+        let rust_log = help.matches("RUST_LOG").count();
+        assert_eq!(rust_log, usize::from(path.is_empty()), "{what}:\n{help}");
+        assert!(!help.contains("per GPU family"), "{what}:\n{help}");
+    }
+    let out = run(bins::command("rocm-kpack-fetch").arg("--help"));
+    let help = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(help.matches("RUST_LOG").count(), 1, "{help}");
+    let out = run(bins::command("rocm-kpack-fetch").args(["install", "--help"]));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("RUST_LOG"));
 }
