@@ -326,17 +326,22 @@ fn expected_packages(
     let Some((naming, base)) = naming_of(&report.name, &report.version, generic_kind, spec) else {
         return Vec::new();
     };
-    let mut groups: Vec<String> = report
-        .manifests
-        .iter()
-        .flat_map(|m| m.kpack_files.iter().map(|f| f.family.clone()))
-        .collect();
-    if groups.is_empty() && report.manifests.is_empty() {
-        groups = amd::DEVICE_TARGETS
+    let groups: Vec<String> = if !report.manifests.is_empty() {
+        report
+            .manifests
+            .iter()
+            .flat_map(|m| m.kpack_files.iter().map(|f| f.family.clone()))
+            .collect()
+    } else if base != report.name && report.archives.is_empty() {
+        // Named as AMD's host packages are, and no manifest to say more:
+        // AMD ships one device package per target of its table.
+        amd::DEVICE_TARGETS
             .iter()
             .map(|t| (*t).to_owned())
-            .collect();
-    }
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut seen = BTreeSet::new();
     groups
         .into_iter()

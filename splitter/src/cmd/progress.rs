@@ -14,7 +14,10 @@ use rocm_kpack_package::progress::{Progress, ProgressHandle};
 
 /// What a command shows while it works; [`CommandProgress::finish`] ends it.
 pub struct CommandProgress {
-    bar: Option<ProgressBar>,
+    /// The current stage's bar (a new one per stage, so that no frame
+    /// mixes one stage's template with another's figures); `None` off a
+    /// terminal.
+    bar: Option<Mutex<ProgressBar>>,
     started: Instant,
     /// (stage, unit, items done) in order, for the summary line.
     stages: Mutex<Vec<(String, String, u64)>>,
@@ -48,8 +51,12 @@ impl CommandProgress {
     /// the summary.
     pub fn new() -> Arc<CommandProgress> {
         // Hidden until the first stage begins.
-        let bar = rocm_kpack_cli::progress_bars()
-            .then(|| ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()));
+        let bar = rocm_kpack_cli::progress_bars().then(|| {
+            Mutex::new(ProgressBar::with_draw_target(
+                None,
+                ProgressDrawTarget::hidden(),
+            ))
+        });
         Arc::new(CommandProgress {
             bar,
             started: Instant::now(),
@@ -69,9 +76,7 @@ impl CommandProgress {
     /// quiet): `12 files split, 8 packages built, 777 code objects moved
     /// in 3.4s`. Empty when no stage ran.
     pub fn finish(&self) -> String {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+        self.with_bar(ProgressBar::finish_and_clear);
         let stages = self.stages.lock().map(|s| s.clone()).unwrap_or_default();
         if stages.is_empty() {
             return String::new();
@@ -109,12 +114,19 @@ impl CommandProgress {
     }
 }
 
+impl CommandProgress {
+    /// Calls `f` with the current bar, if there is one.
+    fn with_bar(&self, f: impl FnOnce(&ProgressBar)) {
+        if let Some(bar) = self.bar.as_ref().and_then(|b| b.lock().ok()) {
+            f(&bar);
+        }
+    }
+}
+
 impl Drop for CommandProgress {
     fn drop(&mut self) {
         // A command that returns early (an error, --dry-run) leaves no bar.
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+        self.with_bar(ProgressBar::finish_and_clear);
     }
 }
 
@@ -126,33 +138,33 @@ impl Progress for CommandProgress {
         if let Ok(mut current) = self.current.lock() {
             *current = None;
         }
-        if let Some(bar) = &self.bar {
-            // Short fixed parts, so that on 80 columns the message (the
-            // item in work) still has room.
-            let template = if total > 0 {
-                format!("{{spinner}} {{prefix}} [{{bar:16}}] {{pos}}/{{len}} {unit} {{elapsed}} {{wide_msg}}")
-            } else {
-                format!("{{spinner}} {{prefix}} {{pos}} {unit} {{elapsed}} {{wide_msg}}")
-            };
-            if let Ok(style) = ProgressStyle::with_template(&template) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar.set_draw_target(ProgressDrawTarget::stderr());
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar.set_prefix(stage.to_string());
-            bar.set_length(total);
-            bar.set_position(0);
-            bar.set_message("");
+        let Some(slot) = &self.bar else { return };
+        // Short fixed parts, so that on 80 columns the message (the item
+        // in work) still has room.
+        let template = if total > 0 {
+            format!("{{spinner}} {{prefix}} [{{bar:16}}] {{pos}}/{{len}} {unit} {{elapsed}} {{wide_msg}}")
+        } else {
+            format!("{{spinner}} {{prefix}} {{pos}} {unit} {{elapsed}} {{wide_msg}}")
+        };
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            bar.set_style(style.progress_chars("=> "));
         }
+        bar.set_prefix(stage.to_string());
+        if let Ok(mut current) = slot.lock() {
+            current.finish_and_clear();
+            *current = bar.clone();
+        }
+        // Drawn only now, complete.
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+        bar.enable_steady_tick(Duration::from_millis(120));
     }
 
     fn item_started(&self, item: &str) {
         if let Ok(mut current) = self.current.lock() {
             *current = Some((item.to_string(), 0));
         }
-        if let Some(bar) = &self.bar {
-            bar.set_message(self.message(item));
-        }
+        self.with_bar(|bar| bar.set_message(self.message(item)));
     }
 
     fn bytes(&self, n: u64) {
@@ -161,9 +173,7 @@ impl Progress for CommandProgress {
                 *bytes += n;
             }
         }
-        if let Some(bar) = &self.bar {
-            bar.set_message(self.message(""));
-        }
+        self.with_bar(|bar| bar.set_message(self.message("")));
     }
 
     fn item_done(&self, item: &str) {
@@ -177,10 +187,10 @@ impl Progress for CommandProgress {
                 *current = None;
             }
         }
-        if let Some(bar) = &self.bar {
+        self.with_bar(|bar| {
             bar.inc(1);
             bar.set_message(self.message(item));
-        }
+        });
     }
 
     fn code_objects(&self, n: u64) {

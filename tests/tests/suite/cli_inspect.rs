@@ -407,3 +407,211 @@ fn inspect_rejects_what_it_cannot_read() {
         assert!(err.contains(needle), "{err}");
     }
 }
+
+/// The names in a `package`/`split-package` JSON report of the device
+/// packages (not the generic, transitional or meta ones) of one format.
+fn device_packages(report: &Value, format: &str) -> Vec<String> {
+    let mut v: Vec<String> = report["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| p["format"] == format && !p["group"].is_null())
+        .filter(|p| p.get("transitional").is_none() && p.get("meta").is_none())
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect();
+    v.sort();
+    v
+}
+
+fn expected(report: &Value) -> Vec<String> {
+    let mut v: Vec<String> = report["expects"]
+        .as_array()
+        .expect("expects")
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+        .collect();
+    v.sort();
+    v
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `inspect` on packages, ours and AMD's, of every kind: the targets a
+/// package carries and how (fat binaries, archives, declared targets),
+/// and for a generic package the device packages it expects, named as
+/// the packages written (or as AMD names its own).
+#[test]
+fn inspect_names_the_targets_and_device_packages_of_packages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    fs_copy_tree_fixture(w);
+    let rocm_kpack = |args: &[&str]| -> Value {
+        let out = bins::command("rocm-kpack")
+            .args(args)
+            .current_dir(w)
+            .output()
+            .expect("run rocm-kpack");
+        assert!(
+            out.status.success(),
+            "rocm-kpack {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    rocm_kpack(&["split", "tree", "--out", "split", "--json"]);
+    let built = rocm_kpack(&[
+        "package",
+        "split",
+        "--out",
+        "pkgs",
+        "--name",
+        "libmulti1",
+        "--version",
+        "1.0",
+        "--format",
+        "deb,rpm,wheel",
+        "--json",
+    ]);
+    let path_of = |format: &str, name: &str| -> String {
+        built["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .find(|p| p["format"] == format && p["name"] == name)
+            .and_then(|p| p["path"].as_str())
+            .unwrap_or_else(|| panic!("no {format} {name}"))
+            .to_owned()
+    };
+    // Generic packages expect exactly the device packages written.
+    for format in ["deb", "rpm"] {
+        let r = rocm_kpack(&["inspect", "--json", &path_of(format, "libmulti1")]);
+        assert_eq!(r["kind"], "package");
+        assert_eq!(r["format"], format);
+        assert_eq!(r["role"], "generic", "{r:#}");
+        assert_eq!(expected(&r), device_packages(&built, format), "{format}");
+        assert_eq!(strings(&r["split_binaries"]), ["lib/libmulti.so"]);
+    }
+    // The generic wheel: its device-<target> extras (the generic ISA's
+    // wheel comes with the others, not as an extra).
+    let r = rocm_kpack(&["inspect", "--json", &path_of("wheel", "libmulti1")]);
+    assert_eq!(r["role"], "generic");
+    let wheels: Vec<String> = device_packages(&built, "wheel")
+        .into_iter()
+        .filter(|n| !n.ends_with("-generic"))
+        .collect();
+    assert_eq!(expected(&r), wheels);
+    // Device packages: their archives and targets.
+    for (format, name) in [
+        ("deb", "libmulti1-gfx90a"),
+        ("rpm", "libmulti1-gfx90a"),
+        ("wheel", "libmulti1-device-gfx90a"),
+    ] {
+        let r = rocm_kpack(&["inspect", "--json", &path_of(format, name)]);
+        assert_eq!(r["role"], "device", "{format}: {r:#}");
+        assert_eq!(strings(&r["targets"]), ["gfx90a:xnack+", "gfx90a:xnack-"]);
+        assert_eq!(r["archives"][0]["group"], "gfx90a");
+        let declared = if format == "wheel" {
+            vec![]
+        } else {
+            vec!["gfx90a".to_owned()]
+        };
+        assert_eq!(strings(&r["declared_targets"]), declared, "{format}");
+    }
+    // A fat package: its fat binary's targets (Debian's librocrand).
+    let deb = rocm_kpack_test_support::packages::rocrand_deb();
+    let r = rocm_kpack(&["inspect", "--json", deb.to_str().expect("UTF-8")]);
+    assert_eq!(r["role"], "fat");
+    assert_eq!(
+        strings(&r["targets"]),
+        [
+            "gfx1030",
+            "gfx803",
+            "gfx900:xnack-",
+            "gfx906:xnack-",
+            "gfx908:xnack-",
+            "gfx90a:xnack+",
+            "gfx90a:xnack-"
+        ]
+    );
+    assert_eq!(
+        r["fat_binaries"][0]["path"],
+        "usr/lib/x86_64-linux-gnu/librocrand.so.1.1"
+    );
+    // AMD's native host packages (no manifest): one device package per
+    // target of AMD's table, named as AMD names them.
+    let set = rocm_kpack_test_support::amd_native::write_native_set(
+        &w.join("amd"),
+        "amdrocm-fft",
+        "8.2.0-1",
+        &["gfx942", "gfx1100"],
+    );
+    for host in [&set.host.deb, &set.host.rpm] {
+        let r = rocm_kpack(&["inspect", "--json", host.to_str().expect("UTF-8")]);
+        assert_eq!(r["role"], "generic", "{r:#}");
+        let names = expected(&r);
+        assert_eq!(names.len(), rocm_kpack_pkgspec::amd::DEVICE_TARGETS.len());
+        for (_, device) in &set.devices {
+            assert!(names.contains(&device.name), "{} in {names:?}", device.name);
+        }
+    }
+    // AMD's wheels: the device-<target> extras of the base.
+    let whl = w.join("torch-2.9.1-py3-none-any.whl");
+    let metadata = "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.1\n\
+        Provides-Extra: device-gfx942\nProvides-Extra: device-gfx1100\nProvides-Extra: device-all\n\
+        Requires-Dist: amd-torch-device-gfx942==2.9.1; extra == \"device-gfx942\"\n\
+        Requires-Dist: amd-torch-device-gfx1100==2.9.1; extra == \"device-gfx1100\"\n\
+        Requires-Dist: amd-torch-device-gfx942==2.9.1; extra == \"device-all\"\n\
+        Requires-Dist: filelock\n";
+    rocm_kpack_test_support::packages::write_wheel(
+        &whl,
+        &[
+            ("torch/__init__.py".into(), b"\n".to_vec()),
+            (
+                "torch-2.9.1.dist-info/METADATA".into(),
+                metadata.as_bytes().to_vec(),
+            ),
+            (
+                "torch-2.9.1.dist-info/WHEEL".into(),
+                b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+            ),
+        ],
+        "torch-2.9.1.dist-info",
+        None,
+    );
+    let r = rocm_kpack(&["inspect", "--json", whl.to_str().expect("UTF-8")]);
+    assert_eq!(r["role"], "generic");
+    assert_eq!(
+        expected(&r),
+        ["amd-torch-device-gfx1100", "amd-torch-device-gfx942"]
+    );
+    // The text says the same.
+    let out = bins::command("rocm-kpack")
+        .arg("inspect")
+        .arg(path_of("deb", "libmulti1"))
+        .current_dir(w)
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("expects 6 device packages")
+            && text.contains("libmulti1-gfx90a "),
+        "{text}"
+    );
+}
+
+/// The clang19 fixture library in `dir/tree/lib`.
+fn fs_copy_tree_fixture(dir: &Path) {
+    std::fs::create_dir_all(dir.join("tree/lib")).expect("mkdir");
+    std::fs::copy(
+        fixtures::fixture("clang19/libmulti.so"),
+        dir.join("tree/lib/libmulti.so"),
+    )
+    .expect("copy");
+}

@@ -1,9 +1,13 @@
 //! Progress on a terminal: `rocm-kpack split` of Debian's librocsparse
 //! (1.3 GB of device code) under a pseudo-terminal draws an indicatif bar
 //! per input file with the running count of code objects; `-q` draws
-//! none; the text report ends with the one-line summary either way. The
+//! none; the text report ends with the one-line summary either way; and
+//! `split-package` of Debian's librocrand1, most of whose time is the
+//! compression of its packages, shows the total and names the package in
+//! work, never a nameless spinner for more than a second. The
 //! pseudo-terminal is util-linux `script`, which records what the program
-//! wrote to it.
+//! wrote to it; its size is set with stty (without a row count, indicatif
+//! takes 80 columns).
 
 use std::fs;
 use std::path::Path;
@@ -14,7 +18,10 @@ use rocm_kpack_test_support::{bins, debian};
 /// Runs `rocm-kpack ARGS` on a pseudo-terminal; returns what it drew.
 fn on_a_terminal(args: &[&str], dir: &Path) -> String {
     let log = dir.join("typescript");
-    let mut line = bins::bin("rocm-kpack").display().to_string();
+    let mut line = format!(
+        "stty rows 40 cols 120; {}",
+        bins::bin("rocm-kpack").display()
+    );
     for a in args {
         line.push(' ');
         line.push_str(a);
@@ -52,11 +59,11 @@ fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
         "no bar:\n{drawn}"
     );
     assert!(
-        drawn.contains("code objects;"),
+        drawn.contains(" code objects"),
         "no code-object count:\n{drawn}"
     );
     assert!(
-        drawn.contains("split 2 files, 777 code objects moved in "),
+        drawn.contains("2 files split, 777 code objects moved in "),
         "no summary:\n{drawn}"
     );
 
@@ -66,10 +73,8 @@ fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
         dir.path(),
     );
     assert!(!quiet.contains("split ["), "a bar with -q:\n{quiet}");
-    assert!(
-        quiet.contains("split 2 files, 777 code objects moved in "),
-        "{quiet}"
-    );
+    // -q: nothing at all but errors.
+    assert!(!quiet.contains("code objects moved"), "{quiet}");
 
     // Off a terminal: no bar, no escape codes, the same summary on stdout.
     let piped = bins::command("rocm-kpack")
@@ -81,8 +86,78 @@ fn split_of_librocsparse_shows_a_bar_on_a_terminal_and_a_summary() {
     assert!(piped.status.success());
     let stdout = String::from_utf8_lossy(&piped.stdout);
     assert!(
-        stdout.contains("split 2 files, 777 code objects moved in "),
+        stdout.contains("2 files split, 777 code objects moved in "),
         "{stdout}"
     );
     assert!(!piped.stderr.contains(&0x1b) && !piped.stdout.contains(&0x1b));
+}
+
+/// The frames a bar drew: the lines between carriage returns, without the
+/// erase-line escape.
+fn frames(drawn: &str) -> Vec<String> {
+    drawn
+        .replace("\x1b[2K", "\r")
+        .split(['\r', '\n'])
+        .map(|f| f.trim_end().to_owned())
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// The elapsed seconds a frame ends with when it names nothing after them
+/// (`... 0/11 packages 12s`), else `None`.
+fn nameless_seconds(frame: &str) -> Option<u64> {
+    let last = frame.split_whitespace().last()?;
+    last.strip_suffix('s')?.parse().ok()
+}
+
+#[test]
+fn split_package_of_librocrand_names_the_package_in_work() {
+    let deb = rocm_kpack_test_support::packages::rocrand_deb();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("pkgs").to_str().expect("UTF-8").to_owned();
+    let drawn = on_a_terminal(
+        &[
+            "split-package",
+            deb.to_str().expect("UTF-8"),
+            "--out",
+            &out,
+            "--level",
+            "1",
+        ],
+        dir.path(),
+    );
+    let written = fs::read_dir(&out).expect("out").count();
+    let frames = frames(&drawn);
+    let package_frames: Vec<&String> = frames.iter().filter(|f| f.contains(" package [")).collect();
+    assert!(!package_frames.is_empty(), "no package bar:\n{drawn}");
+    for stage in [" split [", " package ["] {
+        let nameless: Vec<u64> = frames
+            .iter()
+            .filter(|f| f.contains(stage))
+            .filter_map(|f| nameless_seconds(f))
+            .collect();
+        if let (Some(first), Some(last)) = (nameless.iter().min(), nameless.iter().max()) {
+            assert!(
+                last - first <= 1,
+                "{stage}: a spinner without a name from {first}s to {last}s:\n{drawn}"
+            );
+        }
+    }
+    let total = format!("/{written} packages");
+    for f in &package_frames {
+        assert!(
+            f.contains(&total),
+            "the total ({written}) in every frame: {f:?}"
+        );
+    }
+    assert!(
+        package_frames
+            .iter()
+            .any(|f| f.contains("librocrand1_5.3.3-4+kpack1_amd64.deb")),
+        "the generic package, the longest to write, is named:\n{drawn}"
+    );
+    assert!(
+        drawn.contains(&format!("{written} packages built")),
+        "summary:\n{drawn}"
+    );
 }
