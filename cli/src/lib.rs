@@ -186,6 +186,13 @@ pub fn stderr_colors() -> bool {
     io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// A warning about the result that even a quiet run must see (a
+/// publication its clients will refuse), `PROGRAM: warning: ...` as
+/// `tracing::warn!` prints one, but with `-q` too.
+pub fn warning(text: &str) {
+    eprintln!("{}: warning: {text}", invocation().program);
+}
+
 /// A remark for the user on stderr, `PROGRAM: note: ...`; not with `-q`.
 pub fn note(text: &str) {
     if !quiet() {

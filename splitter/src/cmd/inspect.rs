@@ -78,9 +78,9 @@ fn render_package(p: &PackageReport) -> String {
         PackageRole::Host => "no device code, and nothing that refers to any".to_owned(),
     };
     let mut out = format!("{kind} {} {}: {what}\n", p.name, p.version);
-    if !p.declared_targets.is_empty() && p.role != PackageRole::Device {
-        let _ = writeln!(out, "  declares targets: {}", p.declared_targets.join(" "));
-    } else if !p.declared_targets.is_empty() && !p.targets.is_empty() {
+    // A device package without archives already said so in its headline.
+    let headline_says = p.role == PackageRole::Device && p.targets.is_empty();
+    if !p.declared_targets.is_empty() && !headline_says {
         let _ = writeln!(out, "  declares targets: {}", p.declared_targets.join(" "));
     }
     for f in &p.fat_binaries {

@@ -222,11 +222,13 @@ fn fetcher_options(args: &Args) -> anyhow::Result<Option<FetcherOptions>> {
             .into());
         }
         if scheme.as_deref() == Some("http") {
-            tracing::warn!(
+            // Printed with -q too: a store the fetchers will skip is a
+            // broken publication, not a detail.
+            rocm_kpack_cli::warning(&format!(
                 "--store-url {}: rocm-kpack-fetch refuses http:// sources unless run with --allow-http \
                  (the package hooks: ROCM_KPACK_ALLOW_HTTP=1); use an https:// store",
                 url.split_once('@').map_or_else(|| url.clone(), |(_, host)| format!("http://****@{host}"))
-            );
+            ));
         }
     }
     let binary = match &args.fetcher_bin {

@@ -1405,8 +1405,9 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
         "{frozen}"
     );
 
-    // The README's pip block as written (the GPU given by the override
-    // variable, which detection honours like a real RX 7900 XTX's sysfs).
+    // The README's pip block as written, from the repository root (it
+    // builds its own kpkg from the fixtures and reads its index through a
+    // file:// URL; six comes from the upstream index above).
     let block = readme_block("pip");
     let path = format!(
         "{}:{}:{}",
@@ -1416,6 +1417,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     );
     let o = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &block])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .env("REPO", server.root_url())
         .env("PYPI", &upstream_url)
         // The test's store is plain http on 127.0.0.1.
