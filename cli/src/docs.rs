@@ -53,7 +53,10 @@ impl DocsCommand {
                 for path in write_man_pages(cmd, &args.out, args.force)? {
                     listing.push_str(&format!("{}\n", path.display()));
                 }
-                print_stdout(&listing)?;
+                // The pages written: a report, which -q silences.
+                if !crate::quiet() {
+                    print_stdout(&listing)?;
+                }
             }
         }
         Ok(ExitStatus::Success)

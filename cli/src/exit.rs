@@ -61,20 +61,20 @@ impl ExitStatus {
         match self {
             ExitStatus::Success => &[
                 "; for rocm-kpack-fetch detect: at least one GPU target",
-                "(detected, or given by --arch or ROCM_KPACK_ARCH_OVERRIDE)",
+                "(detected, or given by --target or ROCM_KPACK_ARCH_OVERRIDE)",
             ],
             ExitStatus::Failure => &[
                 " (unreadable input, I/O failure, an archive that could not be",
                 "fetched, verified or installed, ...)",
             ],
             ExitStatus::Usage => &[
-                " (bad option or argument; bad --arch,",
+                " (bad option or argument; bad --target,",
                 "ROCM_KPACK_ARCH_OVERRIDE or HSA_OVERRIDE_GFX_VERSION value; http:// source",
                 "without --allow-http)",
             ],
             ExitStatus::NoGpu => &[
                 " (amdgpu not loaded, no KFD topology, or no GPU node)",
-                "and no --arch given: nothing to install for (rocm-kpack-fetch detect,",
+                "and no --target given: nothing to install for (rocm-kpack-fetch detect,",
                 "install, gc, doctor)",
             ],
             ExitStatus::Problems => &[
@@ -161,6 +161,15 @@ mod tests {
     fn usage_is_clap_usage_code() {
         let err = clap::Error::new(clap::error::ErrorKind::UnknownArgument);
         assert_eq!(err.exit_code(), i32::from(ExitStatus::Usage.code()));
+    }
+
+    #[test]
+    fn the_table_names_the_options_as_they_are_spelled() {
+        let table = ExitStatus::table();
+        assert!(
+            table.contains("--target") && !table.contains("--arch"),
+            "{table}"
+        );
     }
 
     #[test]
