@@ -69,7 +69,7 @@ impl JsonArg {
     /// Prints `value` as a JSON document ([`print_json_document`]), or
     /// `text()`, on stdout: for commands whose output is what was asked
     /// for (`inspect`, `spec show`), which `-q` does not silence.
-    pub fn print<T: Serialize + ?Sized>(
+    pub fn document<T: Serialize + ?Sized>(
         self,
         value: &T,
         text: impl FnOnce() -> String,
@@ -81,7 +81,7 @@ impl JsonArg {
         }
     }
 
-    /// As [`JsonArg::print`], for the report of a command that did
+    /// As [`JsonArg::document`], for the report of a command that did
     /// something (split, package, publish): `-q` drops the text, never the
     /// JSON document.
     pub fn report<T: Serialize + ?Sized>(
@@ -89,10 +89,22 @@ impl JsonArg {
         value: &T,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
+        if !self.enabled && quiet() {
+            return Ok(());
+        }
+        self.document(value, text)
+    }
+
+    /// Prints `value` as plain JSON ([`print_json`], no `schema`), or
+    /// `text()`: the output of a command whose JSON is not a versioned
+    /// document yet.
+    pub fn print<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
         if self.enabled {
-            print_json_document(value)
-        } else if quiet() {
-            Ok(())
+            print_json(value)
         } else {
             print_stdout(&text())
         }

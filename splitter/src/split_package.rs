@@ -279,6 +279,22 @@ pub struct PlannedPackage {
     pub transitional: bool,
 }
 
+impl PlannedPackage {
+    /// The package `built` describes, to be written at `path`.
+    pub fn of(built: &BuiltPackage, path: PathBuf) -> PlannedPackage {
+        PlannedPackage {
+            format: built.format,
+            name: built.name.clone(),
+            version: built.version.clone(),
+            group: built.group.clone(),
+            targets: built.targets.clone(),
+            path,
+            meta: built.meta,
+            transitional: built.transitional,
+        }
+    }
+}
+
 /// What a [`split_package`] with the same input, output and options would
 /// write (`split-package --dry-run`).
 #[derive(Debug, Clone, Serialize)]
@@ -335,20 +351,8 @@ pub fn plan_split_package(
     let mut notes = report.notes;
     let packages: Vec<PlannedPackage> = report
         .packages
-        .into_iter()
-        .map(|p| {
-            let path = out.join(p.path.file_name().unwrap_or_default());
-            PlannedPackage {
-                format: p.format,
-                name: p.name,
-                version: p.version,
-                group: p.group,
-                targets: p.targets,
-                path,
-                meta: p.meta,
-                transitional: p.transitional,
-            }
-        })
+        .iter()
+        .map(|p| PlannedPackage::of(p, out.join(p.path.file_name().unwrap_or_default())))
         .collect();
     if !opts.output.replace_existing {
         for p in &packages {

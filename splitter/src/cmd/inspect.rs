@@ -35,7 +35,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let report = inspect::inspect_with(&args.file, &args.spec.load()?)?;
-    args.json.print(&report, || render(&report))?;
+    args.json.document(&report, || render(&report))?;
     Ok(ExitStatus::Success)
 }
 

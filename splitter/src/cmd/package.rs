@@ -12,6 +12,7 @@ use rocm_kpack_package::deb::DebReader;
 use rocm_kpack_package::meta::PackageMeta;
 use rocm_kpack_package::{package, Format, PackageOptions};
 use rocm_kpack_pkgspec::fields::{self, FieldKind};
+use rocm_kpack_splitter::split_package::PlannedPackage;
 
 use crate::cli::{
     check_package_level, parse_package_compression, source_date_epoch, DeviceCompressionArgs,
@@ -156,43 +157,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// One row of [`render_packages`] and [`render_planned`].
-struct Row<'a> {
-    format: Format,
-    name: &'a str,
-    size: Option<u64>,
-    path: &'a std::path::Path,
-    group: Option<&'a str>,
-    targets: &'a [String],
-    meta: bool,
-    transitional: bool,
-}
-
 /// One line per package, in aligned columns: format, package name, size
 /// (when known), file, and what it serves (device packages: the targets;
 /// transitional and meta packages say so).
-fn render_rows(rows: &[Row<'_>]) -> String {
-    let name_width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+fn render_rows(rows: &[(PlannedPackage, Option<u64>)]) -> String {
+    let name_width = rows.iter().map(|(p, _)| p.name.len()).max().unwrap_or(0);
     let sizes: Vec<String> = rows
         .iter()
-        .map(|r| r.size.map(iec_size).unwrap_or_default())
+        .map(|(_, size)| size.map(iec_size).unwrap_or_default())
         .collect();
     let size_width = sizes.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
-    for (r, size) in rows.iter().zip(&sizes) {
-        let serves = if r.meta {
+    for ((p, _), size) in rows.iter().zip(&sizes) {
+        let serves = if p.meta {
             " (meta package: the generic and every device package)".to_owned()
-        } else if r.transitional {
+        } else if p.transitional {
             format!(
                 " (transitional: moves {} installs to the packages that now carry it)",
-                r.group.unwrap_or_default()
+                p.group.as_deref().unwrap_or_default()
             )
-        } else if !r.targets.is_empty() {
-            format!(" [{}]", r.targets.join(" "))
+        } else if !p.targets.is_empty() {
+            format!(" [{}]", p.targets.join(" "))
         } else {
             String::new()
         };
-        let format = format!("{:?}", r.format).to_lowercase();
+        let format = format!("{:?}", p.format).to_lowercase();
         let size = if size_width == 0 {
             String::new()
         } else {
@@ -201,8 +190,8 @@ fn render_rows(rows: &[Row<'_>]) -> String {
         let _ = writeln!(
             out,
             "{format:<5}  {:<name_width$}  {size}{}{serves}",
-            r.name,
-            r.path.display()
+            p.name,
+            p.path.display()
         );
     }
     out
@@ -210,36 +199,16 @@ fn render_rows(rows: &[Row<'_>]) -> String {
 
 /// [`render_rows`] of the packages a command wrote.
 pub fn render_packages(packages: &[rocm_kpack_package::BuiltPackage]) -> String {
-    let rows: Vec<Row<'_>> = packages
+    let rows: Vec<(PlannedPackage, Option<u64>)> = packages
         .iter()
-        .map(|p| Row {
-            format: p.format,
-            name: &p.name,
-            size: Some(p.size),
-            path: &p.path,
-            group: p.group.as_deref(),
-            targets: &p.targets,
-            meta: p.meta,
-            transitional: p.transitional,
-        })
+        .map(|p| (PlannedPackage::of(p, p.path.clone()), Some(p.size)))
         .collect();
     render_rows(&rows)
 }
 
 /// [`render_rows`] of the packages a dry run would write (no sizes).
-pub fn render_planned(packages: &[rocm_kpack_splitter::split_package::PlannedPackage]) -> String {
-    let rows: Vec<Row<'_>> = packages
-        .iter()
-        .map(|p| Row {
-            format: p.format,
-            name: &p.name,
-            size: None,
-            path: &p.path,
-            group: p.group.as_deref(),
-            targets: &p.targets,
-            meta: p.meta,
-            transitional: p.transitional,
-        })
-        .collect();
+pub fn render_planned(packages: &[PlannedPackage]) -> String {
+    let rows: Vec<(PlannedPackage, Option<u64>)> =
+        packages.iter().map(|p| (p.clone(), None)).collect();
     render_rows(&rows)
 }

@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     };
     if args.dry_run {
         let plan = plan(&args.pkg_dir, &args.out.dir, &opts)?;
-        args.json.print(&plan, || {
+        args.json.document(&plan, || {
             let mut text = format!(
                 "would publish {} into {}: {}, {}, {}, {}{}\n",
                 plan.kinds.join(", "),

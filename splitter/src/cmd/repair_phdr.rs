@@ -38,7 +38,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let report = repair_phdr(&args.paths, RepairOptions { apply: args.yes })?;
-    args.json.print(&report, || report.to_string())?;
+    args.json.document(&report, || report.to_string())?;
     Ok(if report.files.is_empty() || report.applied {
         ExitStatus::Success
     } else {

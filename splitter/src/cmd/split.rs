@@ -116,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             for note in &notes {
                 rocm_kpack_cli::note(note);
             }
-            args.json.print(
+            args.json.document(
                 &Planned {
                     plans: &plans,
                     notes: &notes,

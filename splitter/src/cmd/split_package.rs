@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         for n in &plan.notes {
             rocm_kpack_cli::note(n);
         }
-        args.json.print(&plan, || {
+        args.json.document(&plan, || {
             format!(
                 "{} ({} {}) would become {} in {}:\n{}",
                 plan.input.display(),

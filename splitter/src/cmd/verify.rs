@@ -35,7 +35,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let targets = (!args.targets.is_empty()).then_some(args.targets);
     let report = verify_tree(&args.tree, &VerifyOptions { targets })?;
-    args.json.print(&report, || report.to_string())?;
+    args.json.document(&report, || report.to_string())?;
     // Problems found in the tree are exit 4, as for rocm-kpack-fetch verify;
     // a tree that cannot be read is an error (exit 1).
     Ok(if report.ok() {

@@ -286,6 +286,17 @@ pub fn extracted(name: &str) -> io::Result<PathBuf> {
 
 const LIBDIR: &str = "usr/lib/x86_64-linux-gnu";
 
+/// The targets of librocrand's offload bundle, as `inspect` sorts them.
+pub const LIBROCRAND_TARGETS: [&str; 7] = [
+    "gfx1030",
+    "gfx803",
+    "gfx900:xnack-",
+    "gfx906:xnack-",
+    "gfx908:xnack-",
+    "gfx90a:xnack+",
+    "gfx90a:xnack-",
+];
+
 /// Debian's `librocrand.so.1.1` (1 bundle, 7 device targets).
 pub fn librocrand_so() -> io::Result<PathBuf> {
     Ok(extracted("librocrand1")?

@@ -367,6 +367,28 @@ pub fn lintian_errors(deb: &Path) -> Vec<String> {
     tags
 }
 
+/// Inputs for the command-line tests, below `dir`: `tree/lib/<lib>` (an
+/// install tree holding the clang19 fixture `lib`, `libfixture.so` or
+/// `libmulti.so`), `fat/generic/usr/lib/libfixture.so.1` (a split
+/// directory with a generic tree only, which `package` makes a fat
+/// package of) and `keep.toml` (a spec that keeps the version as it is,
+/// as a distribution's fat package has it).
+pub fn cli_inputs(dir: &Path, lib: &str) {
+    fs::create_dir_all(dir.join("tree/lib")).expect("mkdir");
+    fs::copy(
+        fixtures::fixture(&format!("clang19/{lib}")),
+        dir.join("tree/lib").join(lib),
+    )
+    .expect("copy");
+    fs::create_dir_all(dir.join("fat/generic/usr/lib")).expect("mkdir");
+    fs::copy(
+        fixtures::fixture("clang19/libfixture.so"),
+        dir.join("fat/generic/usr/lib/libfixture.so.1"),
+    )
+    .expect("copy");
+    fs::write(dir.join("keep.toml"), "[version]\nsuffix = \"\"\n").expect("write");
+}
+
 /// A wheel-shaped split directory built by hand from the clang19
 /// `libfixture.so`: generic `kpkg/` (module, fat library, `.kpack/kpkg.kpm`)
 /// and `kpkg-1.0.dist-info/`; device trees as [`write_archives`] lays them

@@ -752,19 +752,7 @@ impl Inputs {
     fn new() -> Inputs {
         let dir = tempfile::tempdir().expect("tempdir");
         let w = dir.path();
-        std::fs::create_dir_all(w.join("tree/lib")).expect("mkdir");
-        std::fs::copy(
-            fixtures::fixture("clang19/libfixture.so"),
-            w.join("tree/lib/libfixture.so"),
-        )
-        .expect("copy");
-        std::fs::create_dir_all(w.join("fat/generic/usr/lib")).expect("mkdir");
-        std::fs::copy(
-            fixtures::fixture("clang19/libfixture.so"),
-            w.join("fat/generic/usr/lib/libfixture.so.1"),
-        )
-        .expect("copy");
-        std::fs::write(w.join("keep.toml"), "[version]\nsuffix = \"\"\n").expect("write");
+        rocm_kpack_test_support::packages::cli_inputs(w, "libfixture.so");
         std::fs::write(w.join("a-file"), "not a directory\n").expect("write");
         let inputs = Inputs { dir };
         for args in [

@@ -250,18 +250,7 @@ fn inspect_lists_librocrand_like_clang_offload_bundler() {
     let bundles = bundle_targets(&r);
     assert_eq!(bundles.len(), 1);
     let targets: Vec<&str> = bundles[0].iter().map(|(t, _)| t.as_str()).collect();
-    assert_eq!(
-        targets,
-        [
-            "gfx1030",
-            "gfx803",
-            "gfx900:xnack-",
-            "gfx906:xnack-",
-            "gfx908:xnack-",
-            "gfx90a:xnack+",
-            "gfx90a:xnack-"
-        ]
-    );
+    assert_eq!(targets, debian::LIBROCRAND_TARGETS);
     let work = tempfile::tempdir().expect("tempdir");
     let section = work.path().join("hip_fatbin.bin");
     let status = Command::new("objcopy")
@@ -450,7 +439,7 @@ fn strings(v: &Value) -> Vec<String> {
 fn inspect_names_the_targets_and_device_packages_of_packages() {
     let dir = tempfile::tempdir().expect("tempdir");
     let w = dir.path();
-    fs_copy_tree_fixture(w);
+    rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
     let rocm_kpack = |args: &[&str]| -> Value {
         let out = bins::command("rocm-kpack")
             .args(args)
@@ -527,18 +516,7 @@ fn inspect_names_the_targets_and_device_packages_of_packages() {
     let deb = rocm_kpack_test_support::packages::rocrand_deb();
     let r = rocm_kpack(&["inspect", "--json", deb.to_str().expect("UTF-8")]);
     assert_eq!(r["role"], "fat");
-    assert_eq!(
-        strings(&r["targets"]),
-        [
-            "gfx1030",
-            "gfx803",
-            "gfx900:xnack-",
-            "gfx906:xnack-",
-            "gfx908:xnack-",
-            "gfx90a:xnack+",
-            "gfx90a:xnack-"
-        ]
-    );
+    assert_eq!(strings(&r["targets"]), debian::LIBROCRAND_TARGETS);
     assert_eq!(
         r["fat_binaries"][0]["path"],
         "usr/lib/x86_64-linux-gnu/librocrand.so.1.1"
@@ -604,14 +582,4 @@ fn inspect_names_the_targets_and_device_packages_of_packages() {
             && text.contains("libmulti1-gfx90a "),
         "{text}"
     );
-}
-
-/// The clang19 fixture library in `dir/tree/lib`.
-fn fs_copy_tree_fixture(dir: &Path) {
-    std::fs::create_dir_all(dir.join("tree/lib")).expect("mkdir");
-    std::fs::copy(
-        fixtures::fixture("clang19/libmulti.so"),
-        dir.join("tree/lib/libmulti.so"),
-    )
-    .expect("copy");
 }

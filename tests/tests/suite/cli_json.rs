@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use rocm_kpack_test_support::{bins, fixtures};
+use rocm_kpack_test_support::bins;
 use serde_json::Value;
 
 /// One row of a table: a field path, its types, whether it may be absent,
@@ -203,19 +203,7 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     let docs = documented();
     let work = tempfile::tempdir().expect("tempdir");
     let w = work.path();
-    std::fs::create_dir_all(w.join("tree/lib")).expect("mkdir");
-    std::fs::copy(
-        fixtures::fixture("clang19/libmulti.so"),
-        w.join("tree/lib/libmulti.so"),
-    )
-    .expect("copy");
-    // A fat package to split: a split directory with a generic tree only.
-    std::fs::create_dir_all(w.join("fat/generic/usr/lib")).expect("mkdir");
-    std::fs::copy(
-        fixtures::fixture("clang19/libfixture.so"),
-        w.join("fat/generic/usr/lib/libfixture.so.1"),
-    )
-    .expect("copy");
+    rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
     let mut produced: BTreeMap<&str, String> = BTreeMap::new();
     let mut run = |name: &'static str, args: &[&str], code: i32| {
         produced.insert(name, json_of(w, args, code));
@@ -286,7 +274,6 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
         0,
     );
     // The fat package keeps its version, as a distribution's would.
-    std::fs::write(w.join("keep.toml"), "[version]\nsuffix = \"\"\n").expect("write");
     json_of(
         w,
         &[
