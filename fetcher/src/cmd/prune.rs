@@ -72,6 +72,9 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         python: super::interpreter(args.python_exe.as_deref()),
         index_url: None,
         extra: args.pm_opts.clone(),
+        permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+            args.scan.unsafe_permissions,
+        ),
     };
     let mut backends: Vec<&dyn PruneBackend> = vec![&OwnFiles];
     for via in chosen(args) {

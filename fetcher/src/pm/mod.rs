@@ -53,6 +53,9 @@ pub enum PmError {
         /// The end of its stderr.
         stderr: String,
     },
+    /// A Python interpreter was refused or could not be asked.
+    #[error(transparent)]
+    Python(#[from] crate::python::PythonError),
     /// Output of a tool could not be understood.
     #[error("unexpected output from {tool}: {detail}")]
     Output {
