@@ -447,6 +447,10 @@ pub struct PruneArgs {
     /// Really remove (otherwise only list what would go).
     #[arg(long, conflicts_with = "dry_run")]
     pub yes: bool,
+    /// With --yes, also let apt or dnf remove packages that depend on a
+    /// device package and are not AMD's meta packages (refused otherwise).
+    #[arg(long)]
+    pub allow_dependents: bool,
     /// Only list what would go (the default without --yes).
     #[arg(long)]
     pub dry_run: bool,

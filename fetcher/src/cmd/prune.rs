@@ -56,6 +56,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         scan: &scan,
         keep: &keep,
         lock: super::lock_options(&args.scan),
+        allow_dependents: args.allow_dependents,
     };
     // Every backend lives here; `backends` borrows those chosen, in order.
     let apt = Apt {

@@ -30,6 +30,9 @@ pub struct PruneContext<'a> {
     pub keep: &'a [TargetId],
     /// How the `.kpack` directories are locked.
     pub lock: crate::install::LockOptions,
+    /// Apply even when a package manager would also remove packages that
+    /// are not AMD's meta packages (`--allow-dependents`).
+    pub allow_dependents: bool,
 }
 
 impl PruneContext<'_> {
@@ -100,6 +103,10 @@ pub struct BackendPlan {
     /// depend on an item (AMD's meta packages such as `amdrocm-fft8.2`
     /// depend on every device package).
     pub also_removed: Vec<String>,
+    /// Of `also_removed`, those that are not AMD's meta packages (an
+    /// application that depends on a device package): applying is refused
+    /// unless the user allows it.
+    pub dependents: Vec<String>,
     /// The command that applies this part, for package managers.
     pub command: Option<String>,
     /// Things the user should know.
@@ -185,6 +192,17 @@ pub fn apply(
     ctx: &PruneContext,
     report: &mut PruneReport,
 ) -> anyhow::Result<()> {
+    let dependents: Vec<&str> = report
+        .backends
+        .iter()
+        .flat_map(|b| b.dependents.iter().map(String::as_str))
+        .collect();
+    anyhow::ensure!(
+        dependents.is_empty() || ctx.allow_dependents,
+        "not pruning anything: the package manager would also remove {}, which depend{} on a device package and are not AMD meta packages; pass --allow-dependents to remove them too",
+        dependents.join(", "),
+        if dependents.len() == 1 { "s" } else { "" }
+    );
     report.applied = true;
     for (b, plan) in backends.iter().zip(&report.backends) {
         if plan.items.is_empty() {
@@ -336,6 +354,28 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
         .into_iter()
         .filter(|n| !names.contains(n))
         .collect();
+    // AMD's meta package (`amdrocm-fft8.2`) depends on every device
+    // package and is expected to go; anything else is the user's software.
+    let hosts = native::hosts(pm.native(), &installed);
+    plan.dependents = plan
+        .also_removed
+        .iter()
+        .filter(|n| {
+            !hosts.iter().any(|h| {
+                **n == format!("{}{}", h.base, h.version)
+                    || pm.native().device_target(h, n).is_some()
+            })
+        })
+        .cloned()
+        .collect();
+    if !plan.dependents.is_empty() {
+        plan.warnings.push(format!(
+            "{} would also remove {}, which {} not AMD meta packages (--yes refuses unless --allow-dependents)",
+            name,
+            plan.dependents.join(", "),
+            if plan.dependents.len() == 1 { "is" } else { "are" }
+        ));
+    }
     plan.command = Some(pm.remove_command(&names));
     Ok(plan)
 }

@@ -27,6 +27,7 @@ mod install_flows;
 mod layouts;
 mod package_formats;
 mod pip_native;
+mod pip_torch;
 mod publish_clients;
 mod readme;
 mod recombine;

@@ -352,7 +352,7 @@ fn pip_install_wrapper_brings_exactly_the_local_device_wheel() {
         assert!(o.status.success(), "{client}: {}", text(&o));
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(
-            stdout.contains(" torch[device-gfx942]\n"),
+            stdout.contains(&format!("would install torch[device-gfx942]=={VERSION} ")),
             "{client}: {}",
             text(&o)
         );
