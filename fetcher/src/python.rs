@@ -23,9 +23,11 @@
 //! an interpreter runs every `.pth` file of its site-packages at start, so
 //! a venv another user can write is that user's code running as root. The
 //! interpreter file and each symlink to it, its `pyvenv.cfg`, the
-//! directories of its standard library and site-packages, and every `.pth`
-//! file there must be owned by root or this user and writable by no one
-//! else; `--unsafe-permissions` skips the check. This is checked before
+//! directories of its standard library and site-packages, every `.pth`
+//! file there, and every directory such a file puts on `sys.path` (what
+//! `pip install -e ~user/proj` leaves: a `sitecustomize.py` there runs at
+//! every start, `-I` or not) must be owned by root or this user and
+//! writable by no one else; `--unsafe-permissions` skips the check. This is checked before
 //! anything runs but the standard library itself (`python -I -S`, which
 //! reads no `.pth` file, says where the directories are).
 
@@ -74,16 +76,32 @@ struct Probe {
 }
 
 /// Prints the standard library's directories (`sys.path` without site),
-/// the site-packages directories `site` would add (a venv's, found the
-/// way `site` finds them, without reading any `.pth` file) and the
-/// environment markers, as `packaging` computes them.
+/// the site-packages directories `site` would add (a venv's, found from its
+/// `pyvenv.cfg` as `site` finds them, and the base's when that file
+/// includes them), and the environment markers, as `packaging` computes
+/// them. `site.venv` is not called: it processes the `.pth` files (runs
+/// their `import` lines) that are to be checked first.
 const PROBE: &str = r#"
 import json, os, platform, site, sys
-try:
-    site.venv(set())
-except Exception:
-    pass
-sites = list(site.getsitepackages())
+def venv():
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    prefix = os.path.dirname(exe_dir)
+    for conf in (os.path.join(exe_dir, 'pyvenv.cfg'), os.path.join(prefix, 'pyvenv.cfg')):
+        if os.path.isfile(conf):
+            break
+    else:
+        return None, True
+    system = False
+    with open(conf, encoding='utf-8') as f:
+        for line in f:
+            key, eq, value = line.partition('=')
+            if eq and key.strip().lower() == 'include-system-site-packages':
+                system = value.strip().lower() == 'true'
+    return prefix, system
+prefix, system = venv()
+sites = site.getsitepackages([prefix]) if prefix is not None else []
+if system:
+    sites += [p for p in site.getsitepackages() if p not in sites]
 def impl_version(info):
     v = '{0.major}.{0.minor}.{0.micro}'.format(info)
     if info.releaselevel != 'final':
@@ -175,6 +193,15 @@ impl Interpreter {
             for dir in &sites {
                 for pth in pth_files(dir) {
                     check_file(&pth).map_err(untrusted)?;
+                    for added in pth_dirs(dir, &pth).map_err(untrusted)? {
+                        check_chain(&added).map_err(|why| {
+                            untrusted(format!(
+                                "{why}, and {} puts {} on sys.path, where the interpreter looks for sitecustomize and every module it imports",
+                                pth.display(),
+                                added.display()
+                            ))
+                        })?;
+                    }
                 }
             }
         }
@@ -245,6 +272,32 @@ fn pth_files(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "pth"))
         .collect()
+}
+
+/// The directories a `.pth` file of `site` adds to `sys.path`, as `site`
+/// reads it: each line that is neither empty, a comment, nor an `import`
+/// statement (whose code is the `.pth` file's, checked with it) names a
+/// directory relative to `site`, added when it exists. `pip install -e
+/// ~user/proj` leaves such a line; that user's `sitecustomize.py` there
+/// would run in every interpreter start, `-I` or not.
+fn pth_dirs(site: &Path, pth: &Path) -> Result<Vec<PathBuf>, String> {
+    // site reads a `.pth` file whole; a larger one is not ours to guess at.
+    let bytes = rocm_kpack_fs::read_limited(pth, 1 << 20).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        if line.starts_with('#') || line.starts_with("import ") || line.starts_with("import\t") {
+            continue;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            continue;
+        }
+        let dir = site.join(line);
+        if dir.exists() && !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
+    Ok(out)
 }
 
 /// Owner and mode that no other user can change: owned by root or this
@@ -362,5 +415,58 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(check_file(&f), Ok(()));
+    }
+
+    #[test]
+    fn pth_lines_name_the_directories_site_adds() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let site = tmp.path().join("site");
+        let elsewhere = tmp.path().join("proj");
+        for d in [site.join("rel"), elsewhere.clone()] {
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let pth = site.join("__editable__.proj-1.0.pth");
+        std::fs::write(
+            &pth,
+            format!(
+                "# comment\nimport os; os.getcwd()\nrel\n\n{}  \nmissing\nrel\n",
+                elsewhere.display()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(pth_dirs(&site, &pth), Ok(vec![site.join("rel"), elsewhere]));
+    }
+
+    /// The probe finds a venv's site-packages without processing its
+    /// `.pth` files, whose `import` lines must not run before they are
+    /// checked.
+    #[test]
+    fn the_probe_runs_no_pth_file() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let venv = tmp.path().join("venv");
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(made.success());
+        let python = venv.join("bin/python").display().to_string();
+        let site = Interpreter::trusted(&python, PermissionPolicy::Unsafe)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .sites;
+        assert_eq!(site.len(), 1, "{site:?}");
+        assert!(site[0].starts_with(&venv), "{site:?}");
+        let marker = tmp.path().join("pth-ran");
+        std::fs::write(
+            site[0].join("zz.pth"),
+            format!(
+                "import os; open({:?}, 'w').close()\n",
+                marker.display().to_string()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let again = Interpreter::trusted(&python, PermissionPolicy::Strict);
+        assert!(again.is_ok(), "{again:?}");
+        assert!(!marker.exists(), "the probe ran the .pth file");
     }
 }

@@ -129,6 +129,18 @@ fn render(plan: &prune::PruneReport, apply: bool) -> String {
                 iec_size(i.bytes),
                 i.reason
             ));
+            let mut owners: Vec<&str> = i.links.iter().map(|l| l.recorded_by.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if !i.links.is_empty() {
+                text.push_str(&format!(
+                    "  and {} hard link{} to its files that {} record{} (dropped from the record)\n",
+                    i.links.len(),
+                    if i.links.len() == 1 { "" } else { "s" },
+                    owners.join(", "),
+                    if owners.len() == 1 { "s" } else { "" }
+                ));
+            }
         }
         if !b.also_removed.is_empty() {
             text.push_str(&format!(

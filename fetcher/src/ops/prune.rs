@@ -87,9 +87,22 @@ pub struct PruneItem {
     pub bytes: u64,
     /// Why it goes.
     pub reason: String,
+    /// Hard links to its files that other packages record and that go
+    /// with it (pip: `rocm-sdk init`'s links under `_rocm_sdk_devel`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkItem>,
     /// The fetcher's record of a file it installed ([`OwnFiles`]).
     #[serde(skip)]
     pub removal: Option<Removal>,
+}
+
+/// A hard link that goes with a [`PruneItem`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkItem {
+    /// Its path.
+    pub path: String,
+    /// The package whose record lists it (its row is dropped).
+    pub recorded_by: String,
 }
 
 /// One backend's part of the plan.
@@ -249,6 +262,7 @@ impl PruneBackend for OwnFiles {
                 targets,
                 bytes: r.size,
                 reason: r.reason.clone(),
+                links: Vec::new(),
                 removal: Some(r),
             });
         }
@@ -342,6 +356,7 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
             name: d.package.name,
             targets: vec![d.target],
             bytes: d.package.bytes,
+            links: Vec::new(),
             removal: None,
         });
     }

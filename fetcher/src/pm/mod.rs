@@ -12,6 +12,7 @@ pub mod dnf;
 pub mod native;
 pub mod pip;
 pub mod pip_install;
+pub mod pip_links;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

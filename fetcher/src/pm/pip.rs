@@ -26,24 +26,21 @@ use rocm_kpack_pkgspec::pep508::{self, MarkerEnv};
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::{Deserialize, Serialize};
 
+use super::pip_links::{freeing, Link};
 use super::{checked, manifest_groups, passthrough, DevicePackage, PmError, PmPlan};
 
 /// Lists every installed distribution the interpreter finds (the first of
 /// each PEP 503 name, as `importlib.metadata` and pip take it): its name,
-/// version, bytes its RECORD lists (a file with other hard links outside
-/// the distribution counts only once all of its links are in it, so the
-/// bytes are those its removal frees), where its `.dist-info` is and
-/// whether that is one of the interpreter's site-packages directories,
-/// `REQUESTED` and `INSTALLER`, its `Provides-Extra` and `Requires-Dist` as
-/// written, and the `.kpm` manifests it owns. Everything read here is
-/// checked on the Rust side ([`Listing::from_raw`]); nothing is evaluated.
+/// version, the bytes of the regular files its RECORD lists that have no
+/// other hard link, and each file that has ([`super::pip_links`] decides
+/// what removing it frees), where its `.dist-info` is and whether that is
+/// one of the interpreter's site-packages directories, `REQUESTED` and
+/// `INSTALLER`, its `Provides-Extra` and `Requires-Dist` as written, and
+/// the `.kpm` manifests it owns. Everything read here is checked on the
+/// Rust side ([`Listing::from_raw`]); nothing is evaluated.
 const LIST_SCRIPT: &str = r#"
-import json, os, site, sys
+import json, os, site, stat, sys
 from importlib import metadata
-try:
-    site.venv(set())
-except Exception:
-    pass
 def norm(n):
     import re
     return re.sub(r"[-_.]+", "-", n).lower()
@@ -56,18 +53,25 @@ for d in metadata.distributions():
     seen.add(norm(name))
     base = str(d.locate_file(''))
     files = d.files or []
-    size, inodes = 0, {}
+    size, links, paths = 0, [], set()
     for f in files:
+        path = os.path.abspath(str(d.locate_file(f)))
+        if path in paths:
+            continue
+        paths.add(path)
         try:
-            st = os.lstat(str(d.locate_file(f)))
+            st = os.lstat(path)
         except OSError:
             continue
-        if not os.path.isfile(str(d.locate_file(f))) or os.path.islink(str(d.locate_file(f))):
+        if not stat.S_ISREG(st.st_mode):
             continue
-        key = (st.st_dev, st.st_ino)
-        inodes.setdefault(key, [st.st_nlink, st.st_size, 0])[2] += 1
-    size = sum(sz for (nlink, sz, seen_links) in inodes.values() if seen_links >= nlink)
-    shared = sum(sz for (nlink, sz, seen_links) in inodes.values() if seen_links < nlink)
+        if st.st_nlink == 1:
+            size += st.st_size
+            continue
+        links.append({
+            'row': str(f), 'path': path, 'dev': st.st_dev, 'ino': st.st_ino,
+            'nlink': st.st_nlink, 'size': st.st_size, 'hashed': f.hash is not None,
+        })
     info = getattr(d, '_path', None)
     flag = lambda n: bool(info is not None and os.path.isfile(os.path.join(str(info), n)))
     installer = ''
@@ -79,8 +83,9 @@ for d in metadata.distributions():
             pass
     kpms = [os.path.abspath(str(d.locate_file(f))) for f in files if str(f).endswith('.kpm')]
     out.append({
-        'name': name, 'version': d.version or '', 'size': size, 'shared': shared,
+        'name': name, 'version': d.version or '', 'size': size, 'links': links,
         'location': os.path.realpath(base), 'in_site': os.path.realpath(base) in sites,
+        'dist_info': os.path.realpath(str(info)) if info is not None else '',
         'requested': flag('REQUESTED'), 'installer': installer,
         'extras': d.metadata.get_all('Provides-Extra') or [],
         'requires': d.metadata.get_all('Requires-Dist') or [],
@@ -95,10 +100,10 @@ struct RawDistribution {
     name: String,
     version: String,
     size: u64,
-    #[serde(default)]
-    shared: u64,
+    links: Vec<Link>,
     location: String,
     in_site: bool,
+    dist_info: String,
     requested: bool,
     installer: String,
     extras: Vec<String>,
@@ -144,14 +149,20 @@ pub struct Installed {
     pub name: String,
     /// Version.
     pub version: String,
-    /// Bytes its removal frees: the files its RECORD lists whose every
-    /// hard link it lists too.
+    /// Bytes of the regular files its RECORD lists that have no other hard
+    /// link: its removal frees them.
     pub size: u64,
-    /// Bytes of files it lists that have hard links elsewhere (`rocm-sdk
-    /// init` links device files into `_rocm_sdk_devel`): they stay on
-    /// disk while another link does.
+    /// The files it lists that have more than one hard link (`rocm-sdk
+    /// init` links device files into `_rocm_sdk_devel`): what removing it
+    /// frees of those is [`super::pip_links::freeing`]'s to say.
     #[serde(default)]
-    pub shared: u64,
+    pub links: Vec<Link>,
+    /// The directory its RECORD's paths are relative to (site-packages).
+    #[serde(default)]
+    pub location: PathBuf,
+    /// Its `.dist-info` directory.
+    #[serde(default)]
+    pub dist_info: PathBuf,
     /// The user asked for it (`REQUESTED`, PEP 376), by an installer that
     /// writes it only then: uv writes it for every distribution, so a uv
     /// install says nothing.
@@ -253,7 +264,9 @@ impl Listing {
                 name: key,
                 version: r.version.clone(),
                 size: r.size,
-                shared: r.shared,
+                links: r.links,
+                location: PathBuf::from(&r.location),
+                dist_info: PathBuf::from(&r.dist_info),
                 requested: r.requested && r.installer != "uv",
                 needs,
             });
@@ -429,23 +442,37 @@ impl crate::ops::prune::PruneBackend for Pip {
         plan.warnings = notes;
         plan.warnings
             .extend(listing.ignored.iter().map(|i| format!("ignoring {i}")));
+        let names: Vec<&str> = gone.iter().map(|d| d.dist.as_str()).collect();
+        let freed = freeing(&listing, &names);
+        for (dist, bytes) in &freed.stays {
+            plan.warnings.push(format!(
+                "{dist}: {} of its files stay on disk: they have hard links that stay (a kept distribution's, or one no RECORD lists, such as uv's cache)",
+                rocm_kpack_cli::iec_size(*bytes)
+            ));
+        }
         for d in &gone {
             plan.items.push(PruneItem {
                 kind: PruneKind::Package,
                 name: d.dist.clone(),
                 targets: vec![d.target.clone()],
-                bytes: d.size,
+                bytes: freed.bytes_of(&d.dist),
                 reason: format!(
                     "{}[{}] serves none of {}",
                     d.base,
                     d.extra,
                     ctx.keep_label()
                 ),
+                links: freed
+                    .links_of(&d.dist)
+                    .map(|l| crate::ops::prune::LinkItem {
+                        path: l.link.path.display().to_string(),
+                        recorded_by: l.owner.clone(),
+                    })
+                    .collect(),
                 removal: None,
             });
         }
         if !gone.is_empty() {
-            let names: Vec<&str> = gone.iter().map(|d| d.dist.as_str()).collect();
             plan.command = Some(format!(
                 "{} -m pip uninstall -y -- {}",
                 self.python,
@@ -461,7 +488,23 @@ impl crate::ops::prune::PruneBackend for Pip {
         plan: &crate::ops::prune::BackendPlan,
     ) -> anyhow::Result<crate::ops::prune::Applied> {
         let names: Vec<&str> = plan.items.iter().map(|i| i.name.as_str()).collect();
-        let mut c = self.interpreter()?.command();
+        let python = self.interpreter()?;
+        // The links to remove, found again now, and only those shown.
+        let shown: Vec<&str> = plan
+            .items
+            .iter()
+            .flat_map(|i| i.links.iter().map(|l| l.path.as_str()))
+            .collect();
+        let links: Vec<super::pip_links::ForeignLink> = if shown.is_empty() {
+            Vec::new()
+        } else {
+            freeing(&self.listing()?, &names)
+                .links
+                .into_iter()
+                .filter(|l| shown.contains(&l.link.path.to_string_lossy().as_ref()))
+                .collect()
+        };
+        let mut c = python.command();
         // pip's messages go to stderr: stdout is the report (`--json`).
         c.args([
             "-m",
@@ -474,9 +517,14 @@ impl crate::ops::prune::PruneBackend for Pip {
         .args(&names)
         .stdout(std::process::Stdio::from(std::io::stderr()));
         passthrough(&mut c)?;
+        // After the uninstall: a link of a distribution that stayed would
+        // be a file that stayed with it.
+        let unlinked = super::pip_links::remove(&python, &links)?;
+        let mut removed: Vec<String> = names.iter().map(|n| format!("pip: {n}")).collect();
+        removed.extend(unlinked.removed.iter().map(|p| format!("pip: {p}")));
         Ok(crate::ops::prune::Applied {
-            removed: names.iter().map(|n| format!("pip: {n}")).collect(),
-            notes: Vec::new(),
+            removed,
+            notes: unlinked.kept,
         })
     }
 }
@@ -597,13 +645,6 @@ pub fn removable(
                 d.extra
             ));
             continue;
-        }
-        if let Some(i) = listing.get(&d.dist).filter(|i| i.shared > 0) {
-            notes.push(format!(
-                "{}: {} of its files have other hard links (rocm-sdk init's _rocm_sdk_devel) and stay on disk until those go",
-                d.dist,
-                rocm_kpack_cli::iec_size(i.shared)
-            ));
         }
         gone.push(d);
     }

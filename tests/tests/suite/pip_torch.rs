@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use rocm_kpack_test_support::packages::{self, ok, run, write_wheel};
+use rocm_kpack_test_support::packages::{self, ok, run, uv};
 use rocm_kpack_test_support::{bins, fixtures, http};
 use sha2::{Digest, Sha256};
 
@@ -40,67 +40,17 @@ fn wheel(
     payload: Vec<(String, Vec<u8>)>,
     meta: &[String],
 ) -> (String, String) {
-    let under = name.replace('-', "_");
-    let di = format!("{under}-{version}.dist-info");
-    let mut metadata = format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n");
-    for line in meta {
-        metadata.push_str(line);
-        metadata.push('\n');
-    }
-    let mut all = payload;
-    all.push((format!("{di}/METADATA"), metadata.clone().into_bytes()));
-    all.push((
-        format!("{di}/WHEEL"),
-        b"Wheel-Version: 1.0\nGenerator: pip_torch test\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
-    ));
-    let file = format!("{under}-{version}-py3-none-any.whl");
-    write_wheel(&files.join(&file), &all, &di, None);
-    fs::write(files.join(format!("{file}.metadata")), metadata).expect("metadata");
-    (name.to_string(), file)
-}
-
-/// Writes the PEP 503 pages of `projects` (project -> files) below `root`.
-fn pages(root: &Path, projects: &[(String, String)]) {
-    let mut names: Vec<&String> = projects.iter().map(|(p, _)| p).collect();
-    names.sort();
-    names.dedup();
-    let mut top = String::from("<!DOCTYPE html>\n<html><body>\n");
-    for project in names {
-        let mut links = String::new();
-        for (_, file) in projects.iter().filter(|(p, _)| p == project) {
-            let bytes = fs::read(root.join("files").join(file)).expect("file");
-            let sha = hex::encode(Sha256::digest(&bytes));
-            let meta = match fs::read(root.join("files").join(format!("{file}.metadata"))) {
-                Ok(m) => {
-                    let h = hex::encode(Sha256::digest(&m));
-                    format!(
-                        " data-dist-info-metadata=\"sha256={h}\" data-core-metadata=\"sha256={h}\""
-                    )
-                }
-                Err(_) => String::new(),
-            };
-            links.push_str(&format!(
-                "<a href=\"../../files/{file}#sha256={sha}\"{meta}>{file}</a>\n"
-            ));
-        }
-        let page = root.join("simple").join(project);
-        fs::create_dir_all(&page).expect("mkdir");
-        fs::write(
-            page.join("index.html"),
-            format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
-        )
-        .expect("page");
-        top.push_str(&format!("<a href=\"{project}/\">{project}</a>\n"));
-    }
-    top.push_str("</body></html>\n");
-    fs::write(root.join("simple/index.html"), top).expect("index");
+    (
+        name.to_string(),
+        packages::pure_wheel(files, name, version, payload, meta, true),
+    )
 }
 
 /// The PyTorch-shaped index, built once per process.
 fn torch_index() -> &'static Path {
     static INDEX: OnceLock<PathBuf> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let root = packages::store_cache().join("pip-torch-index-v1");
+        let root = packages::store_cache().join("pip-torch-index-v2");
         if root.join("simple/index.html").is_file() {
             return root;
         }
@@ -183,21 +133,11 @@ fn torch_index() -> &'static Path {
                 &[format!("Requires-Dist: rocm-sdk-device-{t}=={V}")],
             ));
         }
-        pages(&build, &projects);
+        packages::simple_pages(&build, &projects);
         let _ = fs::remove_dir_all(&root);
         fs::rename(&build, &root).expect("rename");
         root
     })
-}
-
-fn uv() -> PathBuf {
-    let uv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/uv/bin/uv");
-    assert!(
-        uv.is_file(),
-        "{} is missing: scripts/test.sh installs it",
-        uv.display()
-    );
-    uv
 }
 
 fn text(o: &Output) -> String {
@@ -248,6 +188,16 @@ impl Case {
             .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION")
             .env_remove("UV_AMD_GPU_ARCHITECTURE")
             .env_remove("CONDA_OVERRIDE_AMDGPU_ARCH");
+    }
+
+    /// Plain `python -m pip install -q ARGS` into the venv (not through
+    /// the fetcher).
+    fn pip_install(&self, args: &[&str]) {
+        let mut c = Command::new(self.python());
+        c.args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(args);
+        self.env(&mut c);
+        ok(&mut c);
     }
 
     /// `rocm-kpack-fetch <client> [ours] install ARGS` on the MI300X.
@@ -396,19 +346,7 @@ fn torch_installs_one_targets_device_code() {
 
     // Plain pip on the same index, for the figure beside ours.
     let case = Case::new("pip");
-    let mut c = Command::new(case.python());
-    c.args([
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--disable-pip-version-check",
-        "--index-url",
-        &case.index(),
-        "torch",
-    ]);
-    case.env(&mut c);
-    ok(&mut c);
+    case.pip_install(&["--index-url", &case.index(), "torch"]);
     let (_, bytes) = case.fetched();
     assert!(bytes >= (TARGETS.len() * DEVICE_BYTES) as u64, "{bytes}");
     eprintln!("plain pip: {bytes} device bytes fetched");
@@ -467,7 +405,7 @@ with tarfile.open(out, 'w:gz') as t:
         .args(["-c", script])
         .arg(files.join("torch-99.0.tar.gz"))
         .arg(&setup));
-    pages(&root, &[("torch".into(), "torch-99.0.tar.gz".into())]);
+    packages::simple_pages(&root, &[("torch".into(), "torch-99.0.tar.gz".into())]);
     root
 }
 
@@ -704,4 +642,213 @@ fn override_variables_are_checked_and_ordered() {
         ("UV_AMD_GPU_ARCHITECTURE", "gfx1100"),
     ]);
     assert_eq!(targets(&o), serde_json::json!(["gfx942"]), "{}", text(&o));
+}
+
+/// The rows of a RECORD (paths, as written).
+fn record_rows(record: &Path) -> Vec<String> {
+    fs::read_to_string(record)
+        .unwrap_or_else(|e| panic!("{}: {e}", record.display()))
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 43, "prune frees what it says": a venv laid out the way TheRock's
+/// `rocm-sdk init` leaves it. `rocm` with four targets' device wheels and
+/// `rocm-sdk-devel`, installed by pip; each device file hard-linked under
+/// `_rocm_sdk_devel/`, the link appended to a RECORD without hash or size
+/// as rocm-sdk init does: gfx90a's and gfx942's to `rocm-sdk-devel`'s RECORD
+/// (the tree's first expansion), gfx950's to its own wheel's (the later
+/// reconciliation), and gfx1100's file linked once more where no RECORD
+/// looks (as uv's cache links it). On the MI300X `prune --via pip`
+/// reports gfx90a's and gfx950's device bytes as freed and not gfx1100's
+/// (a note says they stay), lists gfx90a's link with the distribution
+/// that records it, and `--yes` removes that link and drops its row, so
+/// the files really go; gfx942's link and the cache's stay, every row
+/// `rocm-sdk-devel` still records exists, and `pip check` is clean.
+#[test]
+fn prune_frees_what_it_says_with_rocm_sdk_init_links() {
+    let case = Case::new("pip");
+    let targets = ["gfx90a", "gfx942", "gfx950", "gfx1100"];
+    let extras: Vec<String> = targets.iter().map(|t| format!("device-{t}")).collect();
+    let rocm = format!("rocm[libraries,{}]=={V}", extras.join(","));
+    case.pip_install(&["--index-url", &case.index(), &rocm]);
+    let devel_dir = case.tmp.path().join("devel");
+    fs::create_dir_all(&devel_dir).expect("mkdir");
+    let (_, devel) = wheel(
+        &devel_dir,
+        "rocm-sdk-devel",
+        V,
+        vec![("rocm_sdk_devel/__init__.py".into(), b"".to_vec())],
+        &[],
+    );
+    let devel = devel_dir.join(devel).display().to_string();
+    case.pip_install(&["--no-index", &devel]);
+
+    // rocm-sdk init's links.
+    let site = rocm_kpack_test_support::site_packages(&case.venv);
+    let record_of =
+        |dist: &str| site.join(format!("{}-{V}.dist-info/RECORD", dist.replace('-', "_")));
+    let devel_record = record_of("rocm-sdk-devel");
+    let link_row = |t: &str| format!("_rocm_sdk_devel/lib/{t}/kernels.bin");
+    let device_file = |t: &str| site.join(format!("rocm_sdk_device_{t}/kernels.bin"));
+    let cache = case.tmp.path().join("cache-gfx1100.bin");
+    for t in targets {
+        let recorder = match t {
+            "gfx950" => Some(record_of(&format!("rocm-sdk-device-{t}"))),
+            "gfx1100" => None,
+            _ => Some(devel_record.clone()),
+        };
+        let link = site.join(link_row(t));
+        fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
+        fs::hard_link(device_file(t), &link).expect("link");
+        match recorder {
+            Some(record) => {
+                let mut text = fs::read_to_string(&record).expect("RECORD");
+                text.push_str(&format!("{},,\n", link_row(t)));
+                fs::write(&record, text).expect("RECORD");
+            }
+            None => {
+                fs::remove_file(&link).expect("rm");
+                fs::hard_link(device_file(t), &cache).expect("link");
+            }
+        }
+    }
+
+    let prune = |more: &[&str]| {
+        let mut c = bins::command("rocm-kpack-fetch");
+        bins::isolate_fetcher(&mut c);
+        case.env(&mut c);
+        c.args([
+            "prune",
+            "--via",
+            "pip",
+            "--no-default-prefixes",
+            "--python-exe",
+        ])
+        .arg(case.python())
+        .arg("--sysfs-root")
+        .arg(fixtures::machine("mi300x"))
+        .args(more);
+        run(&mut c)
+    };
+    let json = |o: &Output| -> serde_json::Value {
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+    };
+    let items = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        v["backends"]
+            .as_array()
+            .expect("backends")
+            .iter()
+            .find(|b| b["backend"] == "pip")
+            .expect("pip backend")["items"]
+            .as_array()
+            .expect("items")
+            .clone()
+    };
+    let mib = DEVICE_BYTES as u64;
+
+    let o = prune(&["--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    let planned: Vec<(String, u64)> = items(&v)
+        .iter()
+        .map(|i| {
+            (
+                i["name"].as_str().expect("name").to_string(),
+                i["bytes"].as_u64().expect("bytes"),
+            )
+        })
+        .collect();
+    let names: BTreeSet<&str> = planned.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "rocm-sdk-device-gfx1100",
+            "rocm-sdk-device-gfx90a",
+            "rocm-sdk-device-gfx950"
+        ]),
+        "{v}"
+    );
+    for (name, bytes) in &planned {
+        let freed = *bytes >= mib && *bytes < mib + 64 * 1024;
+        assert_eq!(
+            freed,
+            name != "rocm-sdk-device-gfx1100",
+            "{name}: {bytes}: {v}"
+        );
+    }
+    assert_eq!(
+        v["bytes"].as_u64(),
+        Some(planned.iter().map(|(_, b)| b).sum()),
+        "{v}"
+    );
+    let gfx90a = items(&v)
+        .into_iter()
+        .find(|i| i["name"] == "rocm-sdk-device-gfx90a")
+        .expect("gfx90a");
+    assert_eq!(
+        gfx90a["links"],
+        serde_json::json!([{
+            "path": site.join(link_row("gfx90a")).display().to_string(),
+            "recorded_by": "rocm-sdk-devel",
+        }]),
+        "{v}"
+    );
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("rocm-sdk-device-gfx1100: 1.0 MiB of its files stay on disk"),
+        "{v}"
+    );
+    let o = prune(&[]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("and 1 hard link to its files that rocm-sdk-devel records"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        site.join(link_row("gfx90a")).is_file(),
+        "the dry run removed"
+    );
+
+    let o = prune(&["--yes", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert!(
+        v["removed"].to_string().contains(&link_row("gfx90a")),
+        "{v}"
+    );
+    for t in ["gfx90a", "gfx950"] {
+        let link = site.join(link_row(t));
+        assert!(!link.exists(), "{t}'s link stayed");
+        assert!(
+            !link.parent().expect("dir").exists(),
+            "{t}'s emptied directory stayed"
+        );
+        assert!(!device_file(t).exists(), "{t}'s file stayed");
+    }
+    assert!(site.join(link_row("gfx942")).is_file());
+    assert_eq!(fs::metadata(&cache).expect("cache").len(), mib);
+    let rows = record_rows(&devel_record);
+    assert!(!rows.contains(&link_row("gfx90a")), "{rows:?}");
+    assert!(rows.contains(&link_row("gfx942")), "{rows:?}");
+    for row in &rows {
+        assert!(
+            site.join(row).exists(),
+            "rocm-sdk-devel records {row}, which is gone"
+        );
+    }
+    case.check("pip");
+    let mut want = BTreeSet::from([
+        "rocm".to_string(),
+        "rocm-sdk-core".into(),
+        "rocm-sdk-libraries".into(),
+        "rocm-sdk-devel".into(),
+    ]);
+    want.insert("rocm-sdk-device-gfx942".into());
+    assert_eq!(case.installed(), want);
 }
