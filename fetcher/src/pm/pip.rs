@@ -517,8 +517,8 @@ impl crate::ops::prune::PruneBackend for Pip {
         .args(&names)
         .stdout(std::process::Stdio::from(std::io::stderr()));
         passthrough(&mut c)?;
-        // After the uninstall: a link of a distribution that stayed would
-        // be a file that stayed with it.
+        // Only after the uninstall: should it fail, the distributions are
+        // still there, and so are the links into their files.
         let unlinked = super::pip_links::remove(&python, &links)?;
         let mut removed: Vec<String> = names.iter().map(|n| format!("pip: {n}")).collect();
         removed.extend(unlinked.removed.iter().map(|p| format!("pip: {p}")));

@@ -124,10 +124,17 @@ pub fn freeing(listing: &Listing, going: &[&str]) -> Freeing {
                 continue;
             }
             let all = holders.get(&key).map(Vec::as_slice).unwrap_or_default();
-            if all
-                .iter()
-                .any(|(owner, link)| link.hashed && !going.contains(owner))
-            {
+            // A kept distribution's installer wrote a link, or one is
+            // recorded where no RECORD can be rewritten (a distribution
+            // that is not a directory): the file stays, with its links.
+            let stays_put = |(owner, link): &(&str, &Link)| {
+                !going.contains(owner)
+                    && (link.hashed
+                        || listing
+                            .get(owner)
+                            .is_none_or(|o| o.dist_info.as_os_str().is_empty()))
+            };
+            if all.iter().any(stays_put) {
                 stays += l.size;
                 continue;
             }
@@ -378,8 +385,9 @@ mod tests {
 
     /// rocm-sdk init's links: one the device wheel records (pip takes it),
     /// one rocm-sdk-devel records (goes with the file), one nobody records
-    /// (uv's cache: the bytes stay), and a file a kept distribution
-    /// installed too (it stays, links and all).
+    /// (uv's cache: the bytes stay), a file a kept distribution installed
+    /// too (it stays, links and all), and one a distribution that is not a
+    /// directory records (it stays).
     #[test]
     fn a_file_is_freed_only_when_every_link_goes() {
         let listing = Listing {
@@ -393,6 +401,7 @@ mod tests {
                         link("a/d90a.bin", 2, 2, true),
                         link("a/u90a.bin", 3, 2, true),
                         link("a/shared.bin", 4, 2, true),
+                        link("a/z90a.bin", 6, 2, true),
                     ],
                 ),
                 dist(
@@ -409,14 +418,19 @@ mod tests {
                     vec![link("a/k942.bin", 5, 2, true)],
                 ),
                 dist("rocm-sdk-core", 10, vec![link("c/shared.bin", 4, 2, true)]),
+                Installed {
+                    dist_info: PathBuf::new(),
+                    ..dist("zipped", 0, vec![link("z/z90a.bin", 6, 2, false)])
+                },
             ],
             ..Listing::default()
         };
         let f = freeing(&listing, &["rocm-sdk-device-gfx90a"]);
         // Own 10, k90a (both links its own), d90a (its other link goes).
         assert_eq!(f.bytes_of("rocm-sdk-device-gfx90a"), 10 + 1000 + 1000);
-        // u90a (a link nobody records), shared.bin (rocm-sdk-core's).
-        assert_eq!(f.stays.get("rocm-sdk-device-gfx90a"), Some(&2000));
+        // u90a (a link nobody records), shared.bin (rocm-sdk-core's), z90a
+        // (recorded where no RECORD can be rewritten).
+        assert_eq!(f.stays.get("rocm-sdk-device-gfx90a"), Some(&3000));
         let gone: Vec<(&str, &Path)> = f
             .links
             .iter()

@@ -36,17 +36,21 @@ pub fn run(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {dbg}: {e}"))
 }
 
+/// A command's exit status, stdout and stderr, for a failed assertion.
+pub fn shown_output(o: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs a command that must succeed; returns stdout.
 pub fn ok(cmd: &mut Command) -> String {
     let dbg = format!("{cmd:?}");
     let o = run(cmd);
-    assert!(
-        o.status.success(),
-        "{dbg} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{dbg} failed: {}", shown_output(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use rocm_kpack_test_support::packages::{self, ok, pip_install, pip_installed, run, uv};
 use rocm_kpack_test_support::{bins, fixtures, http, HostilePythonDir};
@@ -119,6 +120,17 @@ fn build_index(dir: &Path) -> PathBuf {
     root
 }
 
+/// The index, built once per process (every case serves it read-only).
+fn index() -> &'static Path {
+    static INDEX: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, root) = INDEX.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = build_index(dir.path());
+        (dir, root)
+    });
+    root
+}
+
 /// A fresh venv and the index, served.
 struct Case {
     tmp: tempfile::TempDir,
@@ -132,8 +144,7 @@ struct Case {
 impl Case {
     fn new() -> Case {
         let tmp = tempfile::tempdir().expect("tmp");
-        let root = build_index(tmp.path());
-        let server = http::serve_dir(&root).expect("serve");
+        let server = http::serve_dir(index()).expect("serve");
         let venv = tmp.path().join("venv");
         packages::venv(&venv);
         Case {
@@ -272,12 +283,7 @@ fn prune_items(o: &Output) -> (BTreeSet<String>, u64) {
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    packages::shown_output(o)
 }
 
 /// On an MI300X, `install --auto --via pip` on a `torch` without `.kpm`

@@ -141,12 +141,7 @@ fn torch_index() -> &'static Path {
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    packages::shown_output(o)
 }
 
 struct Case {
