@@ -21,6 +21,11 @@ Environment:
   ROCM_BOOTSTRAP_FORCE_GFX_ARCH
                             comma-separated targets that replace detection, as
                             for rocm-bootstrap; below the three above
+  UV_AMD_GPU_ARCHITECTURE   uv's: a target (gfx1100) that replaces detection;
+                            below the four above
+  CONDA_OVERRIDE_AMDGPU_ARCH
+                            conda's: an ISA version (9.4.2 = gfx942) that
+                            replaces detection; below all of the above
   HSA_OVERRIDE_GFX_VERSION  MAJOR.MINOR.STEPPING that every GPU is treated as,
                             as the ROCm runtime does (e.g. 11.0.0 = gfx1100)
   ROCM_KPACK_PYTHON         interpreter whose site-packages are searched for
@@ -442,6 +447,10 @@ pub struct PruneArgs {
     /// Really remove (otherwise only list what would go).
     #[arg(long, conflicts_with = "dry_run")]
     pub yes: bool,
+    /// With --yes, also let apt or dnf remove packages that depend on a
+    /// device package and are not AMD's meta packages (refused otherwise).
+    #[arg(long)]
+    pub allow_dependents: bool,
     /// Only list what would go (the default without --yes).
     #[arg(long)]
     pub dry_run: bool,

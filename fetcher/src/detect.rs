@@ -9,36 +9,90 @@ use std::path::Path;
 use anyhow::Context;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_loader::detect::{
-    detect, processor_name, ArchOverride, DetectOptions, Detection, GpuNode, OverrideSource,
-    ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV, HSA_OVERRIDE_ENV,
-    TOPOLOGY_PATHS,
+    detect, processor_name, ArchOverride, DetectOptions, Detection, GpuNode, HsaOverride,
+    OverrideSource, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV, CONDA_ARCH_ENV,
+    HSA_OVERRIDE_ENV, TOPOLOGY_PATHS,
 };
 
-/// Applies AMD's `rocm-bootstrap` variables to `opts`, as that detector
-/// reads them, when neither `--target` nor `ROCM_KPACK_ARCH_OVERRIDE` set
-/// the targets (ours win: they name this tool). `disable` is
-/// `ROCM_BOOTSTRAP_DISABLE_DETECTION`: exactly `1` turns detection off,
-/// and then `force` is not looked at; `force` is
-/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, a comma-separated list that replaces
-/// detection. So one setting in a Dockerfile configures both detectors
-/// (docs/detection.md "Overrides and environment"). A bad list is an error (rocm-bootstrap
-/// raises on an unknown target too).
-pub fn apply_bootstrap_env(
-    opts: &mut DetectOptions,
-    disable: Option<&str>,
-    force: Option<&str>,
-) -> Result<(), String> {
+/// The override variables other tools read, as this process found them
+/// (`None`: unset).
+#[derive(Debug, Clone, Default)]
+pub struct ToolEnv {
+    /// `ROCM_BOOTSTRAP_DISABLE_DETECTION` (rocm-bootstrap's).
+    pub bootstrap_disable: Option<String>,
+    /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH` (rocm-bootstrap's).
+    pub bootstrap_force: Option<String>,
+    /// `UV_AMD_GPU_ARCHITECTURE` (uv's).
+    pub uv: Option<String>,
+    /// `CONDA_OVERRIDE_AMDGPU_ARCH` (conda's and rattler's).
+    pub conda: Option<String>,
+}
+
+/// Applies the override variables of other tools to `opts`, when neither
+/// `--target` nor `ROCM_KPACK_ARCH_OVERRIDE` set the targets (ours win:
+/// they name this tool). In order, the first that is set decides:
+///
+/// 1. `ROCM_BOOTSTRAP_DISABLE_DETECTION`: exactly `1` turns detection off,
+///    as AMD's `rocm-bootstrap` compares;
+/// 2. `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`: a comma-separated list;
+/// 3. `UV_AMD_GPU_ARCHITECTURE`: uv's, one target (`gfx1100`), or a list;
+/// 4. `CONDA_OVERRIDE_AMDGPU_ARCH`: the ISA version of the `__amdgpu_arch`
+///    virtual package (conda/ceps #189), `MAJOR.MINOR.STEPPING` (`9.4.2`
+///    is gfx942), or a target name.
+///
+/// So one line in a Dockerfile configures every tool (docs/detection.md
+/// "Overrides and environment"). A value that names no known processor is
+/// an error, as for `--target` ([`check_override`]).
+pub fn apply_tool_env(opts: &mut DetectOptions, env: &ToolEnv) -> Result<(), String> {
     if opts.arch_override.is_some() {
         return Ok(());
     }
-    if disable == Some("1") {
+    if env.bootstrap_disable.as_deref() == Some("1") {
         opts.detection_disabled = Some(format!("{BOOTSTRAP_DISABLE_ENV}=1"));
         return Ok(());
     }
-    if let Some(list) = force.filter(|v| !v.trim().is_empty()) {
-        let o = ArchOverride::parse(OverrideSource::Bootstrap, list)
-            .map_err(|e| format!("{BOOTSTRAP_FORCE_ENV}: {e}"))?;
+    let set = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+    let chosen = if let Some(list) = set(&env.bootstrap_force) {
+        Some((OverrideSource::Bootstrap, list))
+    } else if let Some(list) = set(&env.uv) {
+        Some((OverrideSource::Uv, list))
+    } else if let Some(value) = set(&env.conda) {
+        Some((OverrideSource::Conda, conda_target(&value)?))
+    } else {
+        None
+    };
+    if let Some((source, list)) = chosen {
+        let o = ArchOverride::parse(source, &list).map_err(|e| format!("{source}: {e}"))?;
         opts.arch_override = Some(o);
+    }
+    Ok(())
+}
+
+/// The target of a `CONDA_OVERRIDE_AMDGPU_ARCH` value: an ISA version
+/// (`9.4.2`, as `HSA_OVERRIDE_GFX_VERSION` spells it) or a target name.
+fn conda_target(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.starts_with("gfx") {
+        return Ok(value.to_string());
+    }
+    HsaOverride::parse(value).map(|o| o.processor).map_err(|_| {
+        format!(
+            "{CONDA_ARCH_ENV}={value:?}: expected the ISA version MAJOR.MINOR.STEPPING of a \
+             processor (9.4.2 is gfx942) or a target name"
+        )
+    })
+}
+
+/// Refuses an override whose targets the family table does not know,
+/// with the same check and hint as `--target`
+/// (`rocm_kpack_pkgspec::targets::check_target`): `gfxdead` in an
+/// environment variable is as wrong as on the command line.
+pub fn check_override(opts: &DetectOptions) -> Result<(), String> {
+    let Some(o) = &opts.arch_override else {
+        return Ok(());
+    };
+    for t in &o.targets {
+        rocm_kpack_pkgspec::targets::check_target(t).map_err(|e| format!("{}: {e}", o.source))?;
     }
     Ok(())
 }
@@ -236,55 +290,116 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
 
-    fn apply(
-        opts: &mut DetectOptions,
+    fn env(
         disable: Option<&str>,
         force: Option<&str>,
-    ) -> Option<Vec<String>> {
-        apply_bootstrap_env(opts, disable, force).unwrap_or_else(|e| panic!("{e}"));
-        opts.arch_override.as_ref().map(|o| o.targets.clone())
+        uv: Option<&str>,
+        conda: Option<&str>,
+    ) -> ToolEnv {
+        let own = |v: Option<&str>| v.map(str::to_string);
+        ToolEnv {
+            bootstrap_disable: own(disable),
+            bootstrap_force: own(force),
+            uv: own(uv),
+            conda: own(conda),
+        }
+    }
+
+    fn apply(opts: &mut DetectOptions, e: &ToolEnv) -> Option<(OverrideSource, Vec<String>)> {
+        apply_tool_env(opts, e).unwrap_or_else(|e| panic!("{e}"));
+        opts.arch_override
+            .as_ref()
+            .map(|o| (o.source, o.targets.clone()))
     }
 
     /// rocm-bootstrap's order (its detect.py): disable (exactly `1`)
     /// before force; ours (`--target`, `ROCM_KPACK_ARCH_OVERRIDE`) before
-    /// both.
+    /// both; then uv's, then conda's.
     #[test]
-    fn bootstrap_variables_follow_rocm_bootstrap_below_our_overrides() {
+    fn tool_variables_follow_their_precedence_below_our_overrides() {
         let mut o = DetectOptions::default();
         assert_eq!(
-            apply(&mut o, None, Some("gfx942, gfx90a")),
-            Some(vec!["gfx90a".into(), "gfx942".into()])
+            apply(
+                &mut o,
+                &env(None, Some("gfx942, gfx90a"), Some("gfx1100"), None)
+            ),
+            Some((
+                OverrideSource::Bootstrap,
+                vec!["gfx90a".into(), "gfx942".into()]
+            ))
         );
-        assert_eq!(
-            o.arch_override.as_ref().map(|a| a.source),
-            Some(OverrideSource::Bootstrap)
-        );
-
         let mut o = DetectOptions::default();
-        assert_eq!(apply(&mut o, Some("1"), Some("gfx942")), None);
+        assert_eq!(
+            apply(&mut o, &env(Some("1"), Some("gfx942"), None, None)),
+            None
+        );
         assert_eq!(
             o.detection_disabled.as_deref(),
             Some("ROCM_BOOTSTRAP_DISABLE_DETECTION=1")
         );
-
         // Only `1` disables, as rocm-bootstrap compares.
         let mut o = DetectOptions::default();
-        assert_eq!(apply(&mut o, Some("true"), None), None);
+        assert_eq!(apply(&mut o, &env(Some("true"), None, None, None)), None);
         assert!(o.detection_disabled.is_none());
-        assert_eq!(apply(&mut o, Some("0"), Some(" ")), None);
+        assert_eq!(apply(&mut o, &env(Some("0"), Some(" "), None, None)), None);
+
+        let mut o = DetectOptions::default();
+        assert_eq!(
+            apply(&mut o, &env(None, None, Some("gfx1100"), Some("9.4.2"))),
+            Some((OverrideSource::Uv, vec!["gfx1100".into()]))
+        );
+        let mut o = DetectOptions::default();
+        assert_eq!(
+            apply(&mut o, &env(None, None, None, Some("9.4.2"))),
+            Some((OverrideSource::Conda, vec!["gfx942".into()]))
+        );
+        let mut o = DetectOptions::default();
+        assert_eq!(
+            apply(&mut o, &env(None, None, None, Some("9.0.10"))),
+            Some((OverrideSource::Conda, vec!["gfx90a".into()]))
+        );
 
         let mut o =
             DetectOptions::from_env_values(Some("gfx1100"), None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            apply(&mut o, Some("1"), Some("gfx942")),
-            Some(vec!["gfx1100".into()])
+            apply(
+                &mut o,
+                &env(Some("1"), Some("gfx942"), Some("gfx90a"), None)
+            ),
+            Some((OverrideSource::Environment, vec!["gfx1100".into()]))
         );
         assert!(o.detection_disabled.is_none());
 
         let mut o = DetectOptions::default();
-        let Err(err) = apply_bootstrap_env(&mut o, None, Some("gfx942,../x")) else {
+        let Err(err) = apply_tool_env(&mut o, &env(None, Some("gfx942,../x"), None, None)) else {
             panic!("a bad list was accepted");
         };
         assert!(err.starts_with("ROCM_BOOTSTRAP_FORCE_GFX_ARCH: "), "{err}");
+        let mut o = DetectOptions::default();
+        assert!(apply_tool_env(&mut o, &env(None, None, None, Some("banana"))).is_err());
+    }
+
+    /// An override naming a processor the table does not know is refused,
+    /// whichever variable it came from.
+    #[test]
+    fn overrides_are_checked_against_the_family_table() {
+        for e in [
+            env(None, Some("gfxdead"), None, None),
+            env(None, None, Some("gfx9999"), None),
+        ] {
+            let mut o = DetectOptions::default();
+            apply_tool_env(&mut o, &e).unwrap_or_else(|e| panic!("{e}"));
+            let Err(err) = check_override(&o) else {
+                panic!("{e:?} was accepted");
+            };
+            assert!(err.contains("gfx"), "{err}");
+        }
+        let o =
+            DetectOptions::from_env_values(Some("gfxdead"), None).unwrap_or_else(|e| panic!("{e}"));
+        let err = check_override(&o).expect_err("ROCM_KPACK_ARCH_OVERRIDE=gfxdead");
+        assert!(err.starts_with("ROCM_KPACK_ARCH_OVERRIDE: "), "{err}");
+        let o = DetectOptions::from_env_values(Some("gfx942:sramecc+,gfx1100"), None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(check_override(&o), Ok(()));
     }
 }

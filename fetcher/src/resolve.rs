@@ -315,14 +315,29 @@ fn find_kpack_dirs(
 }
 
 /// The interpreter's site-packages directories (system and user), or none
-/// when it cannot be run.
+/// when it cannot be run or another user controls it (refused before it
+/// starts, `crate::python::Interpreter::trusted`; the commands that read a
+/// Python environment say so themselves).
 pub fn python_site_packages(python: &str) -> Vec<String> {
+    let checked =
+        crate::python::Interpreter::trusted(python, rocm_kpack_fs::lock::PermissionPolicy::Strict);
+    let python_cmd = match checked {
+        Ok(p) => p,
+        Err(e @ crate::python::PythonError::Untrusted { .. }) => {
+            tracing::warn!("not scanning site-packages: {e}");
+            return Vec::new();
+        }
+        Err(e) => {
+            tracing::debug!("not scanning site-packages: {e}");
+            return Vec::new();
+        }
+    };
     let script = "import json, site, sys\n\
                   paths = list(getattr(site, 'getsitepackages', lambda: [])())\n\
                   user = getattr(site, 'getusersitepackages', lambda: None)()\n\
                   paths += [user] if isinstance(user, str) else []\n\
                   print(json.dumps(paths))";
-    let out = match crate::python::command(python).args(["-c", script]).output() {
+    let out = match python_cmd.command().args(["-c", script]).output() {
         Ok(o) if o.status.success() => o.stdout,
         Ok(o) => {
             tracing::debug!(

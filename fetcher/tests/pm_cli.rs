@@ -150,7 +150,8 @@ fn python_with_no_device_extras_installs_nothing() {
         .arg(tmp.path().join("no-such-python")));
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        text(&o.stderr).contains("cannot run"),
+        text(&o.stderr).contains("no Python interpreter")
+            && text(&o.stderr).contains("no-such-python"),
         "{}",
         text(&o.stderr)
     );

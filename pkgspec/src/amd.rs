@@ -26,17 +26,15 @@ pub const DEVICE_EXTRA_PREFIX: &str = "device-";
 /// The device-package target serving a detected processor, as AMD's
 /// detector `rocm-bootstrap` maps it: target features (`:sramecc+`) are
 /// dropped, and a `-strict` variant (`gfx1250-strict`) is served by its
-/// base processor's package. `None` when the text is not a processor name.
+/// base processor's package. `None` when the text is not a known
+/// processor ([`crate::KNOWN_PROCESSORS`]): a package named `vm1-gfxdead`
+/// is not a device package, whatever its `gfx` and hex digits suggest.
 pub fn device_target_of(detected: &str) -> Option<&str> {
     let processor = detected.split(':').next()?.trim();
     let processor = processor.strip_suffix("-strict").unwrap_or(processor);
-    let digits = processor.strip_prefix("gfx")?;
-    let plausible = !digits.is_empty()
-        && digits.len() <= 5
-        && digits
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    plausible.then_some(processor)
+    crate::KNOWN_PROCESSORS
+        .contains(&processor)
+        .then_some(processor)
 }
 
 /// The `device-<target>` extra for a target.
@@ -68,6 +66,8 @@ mod tests {
         assert_eq!(device_target_of("../etc"), None);
         assert_eq!(device_target_of("gfx"), None);
         assert_eq!(device_target_of("gfx9/0"), None);
+        assert_eq!(device_target_of("gfxdead"), None);
+        assert_eq!(device_target_of("gfx9999"), None);
         assert_eq!(target_of_extra("device-gfx1100"), Some("gfx1100"));
         assert_eq!(target_of_extra("device-all"), None);
         assert_eq!(target_of_extra("device-gfx1250-strict"), None);

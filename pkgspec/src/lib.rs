@@ -23,6 +23,7 @@ pub mod databases;
 pub mod defaults;
 pub mod fields;
 pub mod naming;
+pub mod pep508;
 pub mod schema;
 pub mod targets;
 pub mod validate;

@@ -29,7 +29,13 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
         &local.ids,
     )?;
     ops::doctor::add_native(&mut out, &native);
-    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+    if let Some(s) = NativeStatus::of_python(
+        config.python.as_deref(),
+        &local.ids,
+        rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+            args.scan.unsafe_permissions,
+        ),
+    )? {
         ops::doctor::add_pip_devices(&mut out, &s);
     }
     if args.json.enabled {

@@ -344,6 +344,9 @@ fn run_pm(
             python: super::interpreter(args.python_exe.as_deref()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
+            permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+                args.scan.unsafe_permissions,
+            ),
         }),
     };
     let request = PmInstallRequest {

@@ -22,7 +22,7 @@ use rocm_kpack_fetch::install::{LockOptions, PermissionPolicy};
 use rocm_kpack_fetch::resolve::ScanConfig;
 use rocm_kpack_loader::detect::{
     DetectOptions, Detection, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV,
-    HSA_OVERRIDE_ENV,
+    CONDA_ARCH_ENV, HSA_OVERRIDE_ENV, UV_ARCH_ENV,
 };
 
 use crate::cli::{Command, NativeArgs, ScanArgs, TargetArgs};
@@ -80,7 +80,8 @@ pub fn scan_config(args: &ScanArgs) -> ScanConfig {
 /// Detection with `--sysfs-root` / `--target` and the override variables of
 /// this process's environment (`--target`, then `ROCM_KPACK_ARCH_OVERRIDE`,
 /// then `ROCM_BOOTSTRAP_DISABLE_DETECTION=1`, then
-/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`).
+/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, `UV_AMD_GPU_ARCHITECTURE`,
+/// `CONDA_OVERRIDE_AMDGPU_ARCH`).
 pub fn detection(args: &TargetArgs) -> anyhow::Result<Detection> {
     rocm_kpack_fetch::detect::local_detection(&args.sysfs_root, &detect_options(args)?)
 }
@@ -104,10 +105,14 @@ fn detect_options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
     if target_override.is_some() {
         opts.arch_override = target_override;
     }
-    let disable = env_var(BOOTSTRAP_DISABLE_ENV)?;
-    let force = env_var(BOOTSTRAP_FORCE_ENV)?;
-    rocm_kpack_fetch::detect::apply_bootstrap_env(&mut opts, disable.as_deref(), force.as_deref())
-        .map_err(UsageError)?;
+    let tools = rocm_kpack_fetch::detect::ToolEnv {
+        bootstrap_disable: env_var(BOOTSTRAP_DISABLE_ENV)?,
+        bootstrap_force: env_var(BOOTSTRAP_FORCE_ENV)?,
+        uv: env_var(UV_ARCH_ENV)?,
+        conda: env_var(CONDA_ARCH_ENV)?,
+    };
+    rocm_kpack_fetch::detect::apply_tool_env(&mut opts, &tools).map_err(UsageError)?;
+    rocm_kpack_fetch::detect::check_override(&opts).map_err(UsageError)?;
     Ok(opts)
 }
 

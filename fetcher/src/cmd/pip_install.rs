@@ -1,16 +1,19 @@
 //! `rocm-kpack-fetch pip install <pip args>` and `rocm-kpack-fetch uv pip
-//! install <uv args>`: one install, with the local GPUs' `device-<target>`
-//! extras added to every requirement that declares them
-//! ([`rocm_kpack_fetch::pm::pip_install`]). Our options come before
-//! `install` (`pip`) or `pip install` (`uv`); everything after goes to the
-//! client unchanged but for the extras.
+//! install <uv args>`: resolve first, then install exactly what the local
+//! GPUs need ([`rocm_kpack_fetch::pm::pip_install`]). Our options come
+//! before `install` (`pip`) or `pip install` (`uv`); everything after is
+//! read as the client reads it.
 
 use anyhow::Context;
 use clap::Args;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, JsonArg, UsageError};
+use rocm_kpack_cli::{iec_size, print_json, print_stdout, ExitStatus, JsonArg, UsageError};
+use rocm_kpack_fetch::install::PermissionPolicy;
+use rocm_kpack_fetch::pm::describe;
 use rocm_kpack_fetch::pm::pip_install::{
-    absolute_paths, declared_extras, query_args, rewrite, Client, WrapPlan,
+    install_command, parse_args, resolve, run as run_client, unmark_dependencies, Client,
+    ClientKind, Plan, WrapError,
 };
+use rocm_kpack_fetch::python::Interpreter;
 use serde::Serialize;
 
 use super::{local_targets, print_warnings};
@@ -22,16 +25,20 @@ pub struct PipInstallArgs {
     /// How to find the local targets.
     #[command(flatten)]
     pub targets: TargetArgs,
-    /// Interpreter whose pip installs (`pip`) and reads the requirements'
-    /// metadata (both) [default: $ROCM_KPACK_PYTHON, else python3].
+    /// Interpreter to install into (`pip`; for `uv`, unless uv's own
+    /// --python is given) [default: $ROCM_KPACK_PYTHON, else python3].
     #[arg(long, value_name = "PATH")]
     pub python_exe: Option<String>,
     /// The uv program (`uv` only) [default: uv on PATH].
     #[arg(long, value_name = "PATH")]
     pub uv_exe: Option<String>,
-    /// Print the command that would run, run nothing.
+    /// Resolve and print what would be installed, install nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Accept an interpreter or site-packages that other users may write
+    /// (refused by default: its .pth files would run as this user).
+    #[arg(long)]
+    pub unsafe_permissions: bool,
     /// Output format.
     #[command(flatten)]
     pub json: JsonArg,
@@ -50,12 +57,13 @@ pub struct PipInstallArgs {
 struct Output<'a> {
     dry_run: bool,
     targets: &'a [String],
+    plan: &'a Plan,
     command: Vec<String>,
-    plan: &'a WrapPlan,
 }
 
 /// Runs the wrapper; `uv`: `uv pip install`. Exit 3 without targets.
 pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
+    let kind = if uv { ClientKind::Uv } else { ClientKind::Pip };
     let lead: &[&str] = if uv {
         &["pip", "install"]
     } else {
@@ -72,53 +80,101 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
             .into());
         }
     };
+    let cwd = std::env::current_dir().context("current directory")?;
+    let user = parse_args(kind, rest, &cwd).map_err(|e| UsageError(e.to_string()))?;
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
         return super::no_targets(&local, args.json.enabled);
     }
-    let python = super::interpreter(args.python_exe.as_deref());
-    let client = if uv {
-        Client::Uv {
-            uv: args.uv_exe.clone().unwrap_or_else(|| "uv".into()),
-        }
-    } else {
-        Client::Pip {
-            python: python.clone(),
-        }
+    let name = user
+        .python
+        .clone()
+        .unwrap_or_else(|| super::interpreter(args.python_exe.as_deref()));
+    let python = Interpreter::trusted(
+        &name,
+        PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
+    )?;
+    let client = Client {
+        kind,
+        python,
+        uv: args.uv_exe.clone().unwrap_or_else(|| "uv".into()),
     };
-    // pip runs from `/`; uv where the user is.
-    let rest: Vec<String> = if uv {
-        rest.to_vec()
-    } else {
-        let cwd = std::env::current_dir().context("current directory")?;
-        absolute_paths(rest, &cwd)
-    };
-    let query = query_args(&rest);
-    let declared = if query.iter().any(|a| !a.starts_with('-')) {
-        declared_extras(&python, &query)?
-    } else {
-        Default::default()
-    };
-    let plan = rewrite(&rest, &declared, &local.ids);
-    let cmd = client.command(&plan.args);
+    let dry_run = args.dry_run || user.dry_run;
+    let tmp = tempfile::Builder::new()
+        .prefix("rocm-kpack-fetch-pip-")
+        .tempdir()
+        .context("temporary directory")?;
+    let plan = resolve(&client, &user, &local.ids, tmp.path()).map_err(wrap_error)?;
+    let cmd = install_command(&client, &user, &plan, tmp.path()).map_err(wrap_error)?;
     let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
     command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
     if args.json.enabled {
         print_json(&Output {
-            dry_run: args.dry_run,
+            dry_run,
             targets: &local.detection.targets,
-            command: command.clone(),
             plan: &plan,
+            command: command.clone(),
         })?;
     } else {
         print_warnings(&local.detection.warnings);
         print_warnings(&plan.warnings);
-        if args.dry_run {
-            print_stdout(&format!("{}\n", command.join(" ")))?;
-        }
+        print_stdout(&render(&plan, dry_run, &describe(&cmd)))?;
     }
-    if !args.dry_run {
-        client.install(&plan.args)?;
+    if !dry_run {
+        run_client(cmd)?;
+        print_warnings(&unmark_dependencies(&client, &user, &plan));
     }
     Ok(ExitStatus::Success)
+}
+
+fn wrap_error(e: WrapError) -> anyhow::Error {
+    match e {
+        WrapError::Option { .. } => UsageError(e.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+/// The plan as text: each distribution with its size, what was left out,
+/// the totals.
+fn render(plan: &Plan, dry_run: bool, command: &str) -> String {
+    let verb = if dry_run {
+        "would install"
+    } else {
+        "installing"
+    };
+    let mut text = format!(
+        "device extras for this machine: {}\n",
+        plan.local_extras.join(", ")
+    );
+    for c in &plan.install {
+        let extras = if c.extras.is_empty() {
+            String::new()
+        } else {
+            format!("[{}]", c.extras.join(","))
+        };
+        text.push_str(&format!(
+            "{verb} {}{extras}=={} ({})\n",
+            c.name,
+            c.version,
+            iec_size(c.bytes)
+        ));
+    }
+    for l in &plan.left_out {
+        text.push_str(&format!(
+            "left out {} (required by {}[{}], for no GPU here)\n",
+            l.requirement,
+            l.by,
+            l.extras.join(",")
+        ));
+    }
+    text.push_str(&format!(
+        "{} distributions, {} to download; the plain command would also download the {} left out\n",
+        plan.install.len(),
+        iec_size(plan.bytes),
+        plan.left_out.len()
+    ));
+    if dry_run {
+        text.push_str(&format!("{command}\n"));
+    }
+    text
 }

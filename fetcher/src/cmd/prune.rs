@@ -56,6 +56,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         scan: &scan,
         keep: &keep,
         lock: super::lock_options(&args.scan),
+        allow_dependents: args.allow_dependents,
     };
     // Every backend lives here; `backends` borrows those chosen, in order.
     let apt = Apt {
@@ -72,6 +73,9 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         python: super::interpreter(args.python_exe.as_deref()),
         index_url: None,
         extra: args.pm_opts.clone(),
+        permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+            args.scan.unsafe_permissions,
+        ),
     };
     let mut backends: Vec<&dyn PruneBackend> = vec![&OwnFiles];
     for via in chosen(args) {
@@ -125,6 +129,18 @@ fn render(plan: &prune::PruneReport, apply: bool) -> String {
                 iec_size(i.bytes),
                 i.reason
             ));
+            let mut owners: Vec<&str> = i.links.iter().map(|l| l.recorded_by.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if !i.links.is_empty() {
+                text.push_str(&format!(
+                    "  and {} hard link{} to its files that {} record{} (dropped from the record)\n",
+                    i.links.len(),
+                    if i.links.len() == 1 { "" } else { "s" },
+                    owners.join(", "),
+                    if owners.len() == 1 { "s" } else { "" }
+                ));
+            }
         }
         if !b.also_removed.is_empty() {
             text.push_str(&format!(

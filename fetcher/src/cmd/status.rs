@@ -31,7 +31,13 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         &super::native_scheme(&args.native)?,
         &local.ids,
     )?;
-    if let Some(s) = NativeStatus::of_python(config.python.as_deref(), &local.ids) {
+    if let Some(s) = NativeStatus::of_python(
+        config.python.as_deref(),
+        &local.ids,
+        rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+            args.scan.unsafe_permissions,
+        ),
+    )? {
         out.warnings.extend(s.warnings.iter().cloned());
         out.pip_device_packages = s;
     }

@@ -30,6 +30,9 @@ pub struct PruneContext<'a> {
     pub keep: &'a [TargetId],
     /// How the `.kpack` directories are locked.
     pub lock: crate::install::LockOptions,
+    /// Apply even when a package manager would also remove packages that
+    /// are not AMD's meta packages (`--allow-dependents`).
+    pub allow_dependents: bool,
 }
 
 impl PruneContext<'_> {
@@ -84,9 +87,22 @@ pub struct PruneItem {
     pub bytes: u64,
     /// Why it goes.
     pub reason: String,
+    /// Hard links to its files that other packages record and that go
+    /// with it (pip: `rocm-sdk init`'s links under `_rocm_sdk_devel`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkItem>,
     /// The fetcher's record of a file it installed ([`OwnFiles`]).
     #[serde(skip)]
     pub removal: Option<Removal>,
+}
+
+/// A hard link that goes with a [`PruneItem`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkItem {
+    /// Its path.
+    pub path: String,
+    /// The package whose record lists it (its row is dropped).
+    pub recorded_by: String,
 }
 
 /// One backend's part of the plan.
@@ -100,6 +116,10 @@ pub struct BackendPlan {
     /// depend on an item (AMD's meta packages such as `amdrocm-fft8.2`
     /// depend on every device package).
     pub also_removed: Vec<String>,
+    /// Of `also_removed`, those that are not AMD's meta packages (an
+    /// application that depends on a device package): applying is refused
+    /// unless the user allows it.
+    pub dependents: Vec<String>,
     /// The command that applies this part, for package managers.
     pub command: Option<String>,
     /// Things the user should know.
@@ -185,6 +205,17 @@ pub fn apply(
     ctx: &PruneContext,
     report: &mut PruneReport,
 ) -> anyhow::Result<()> {
+    let dependents: Vec<&str> = report
+        .backends
+        .iter()
+        .flat_map(|b| b.dependents.iter().map(String::as_str))
+        .collect();
+    anyhow::ensure!(
+        dependents.is_empty() || ctx.allow_dependents,
+        "not pruning anything: the package manager would also remove {}, which depend{} on a device package and are not AMD meta packages; pass --allow-dependents to remove them too",
+        dependents.join(", "),
+        if dependents.len() == 1 { "s" } else { "" }
+    );
     report.applied = true;
     for (b, plan) in backends.iter().zip(&report.backends) {
         if plan.items.is_empty() {
@@ -231,6 +262,7 @@ impl PruneBackend for OwnFiles {
                 targets,
                 bytes: r.size,
                 reason: r.reason.clone(),
+                links: Vec::new(),
                 removal: Some(r),
             });
         }
@@ -324,6 +356,7 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
             name: d.package.name,
             targets: vec![d.target],
             bytes: d.package.bytes,
+            links: Vec::new(),
             removal: None,
         });
     }
@@ -336,6 +369,28 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
         .into_iter()
         .filter(|n| !names.contains(n))
         .collect();
+    // AMD's meta package (`amdrocm-fft8.2`) depends on every device
+    // package and is expected to go; anything else is the user's software.
+    let hosts = native::hosts(pm.native(), &installed);
+    plan.dependents = plan
+        .also_removed
+        .iter()
+        .filter(|n| {
+            !hosts.iter().any(|h| {
+                **n == format!("{}{}", h.base, h.version)
+                    || pm.native().device_target(h, n).is_some()
+            })
+        })
+        .cloned()
+        .collect();
+    if !plan.dependents.is_empty() {
+        plan.warnings.push(format!(
+            "{} would also remove {}, which {} not AMD meta packages (--yes refuses unless --allow-dependents)",
+            name,
+            plan.dependents.join(", "),
+            if plan.dependents.len() == 1 { "is" } else { "are" }
+        ));
+    }
     plan.command = Some(pm.remove_command(&names));
     Ok(plan)
 }

@@ -12,6 +12,7 @@ pub mod dnf;
 pub mod native;
 pub mod pip;
 pub mod pip_install;
+pub mod pip_links;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -53,6 +54,9 @@ pub enum PmError {
         /// The end of its stderr.
         stderr: String,
     },
+    /// A Python interpreter was refused or could not be asked.
+    #[error(transparent)]
+    Python(#[from] crate::python::PythonError),
     /// Output of a tool could not be understood.
     #[error("unexpected output from {tool}: {detail}")]
     Output {

@@ -18,47 +18,98 @@ use std::path::PathBuf;
 
 use rocm_kpack_format::manifest::Manifest;
 use rocm_kpack_format::target::TargetId;
-use rocm_kpack_pkgspec::amd::{device_extra, device_target_of, target_of_extra};
+use rocm_kpack_fs::lock::PermissionPolicy;
+use rocm_kpack_pkgspec::amd::{
+    device_extra, device_target_of, target_of_extra, DEVICE_EXTRA_PREFIX,
+};
+use rocm_kpack_pkgspec::pep508::{self, MarkerEnv};
 use rocm_kpack_pkgspec::{NameKind, Naming};
 use serde::{Deserialize, Serialize};
 
+use super::pip_links::{freeing, Link};
 use super::{checked, manifest_groups, passthrough, DevicePackage, PmError, PmPlan};
 
-/// Lists every installed distribution (PEP 503 name, version, bytes its
-/// RECORD lists) and, for those with `device-*` extras, the manifests they
-/// own and the distributions each device extra requires. Names and extras
-/// are normalized (PEP 503 / PEP 685) here, once.
+/// Lists every installed distribution the interpreter finds (the first of
+/// each PEP 503 name, as `importlib.metadata` and pip take it): its name,
+/// version, the bytes of the regular files its RECORD lists that have no
+/// other hard link, and each file that has ([`super::pip_links`] decides
+/// what removing it frees), where its `.dist-info` is and whether that is
+/// one of the interpreter's site-packages directories, `REQUESTED` and
+/// `INSTALLER`, its `Provides-Extra` and `Requires-Dist` as written, and
+/// the `.kpm` manifests it owns. Everything read here is checked on the
+/// Rust side ([`Listing::from_raw`]); nothing is evaluated.
 const LIST_SCRIPT: &str = r#"
-import json, os, re
+import json, os, site, stat, sys
 from importlib import metadata
 def norm(n):
+    import re
     return re.sub(r"[-_.]+", "-", n).lower()
-EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
-NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-out, installed, seen = [], [], set()
+sites = {os.path.realpath(p) for p in site.getsitepackages()}
+out, seen = [], set()
 for d in metadata.distributions():
     name = d.metadata.get('Name') or ''
     if not name or norm(name) in seen:
         continue
     seen.add(norm(name))
+    base = str(d.locate_file(''))
     files = d.files or []
-    size = sum(f.size for f in files if isinstance(f.size, int))
-    installed.append({'name': norm(name), 'version': d.version or '', 'size': size})
-    extras = sorted({norm(e) for e in (d.metadata.get_all('Provides-Extra') or []) if norm(e).startswith('device-')})
-    if not extras:
-        continue
-    requires = []
-    for r in d.requires or []:
-        req, _, marker = r.partition(';')
-        m, n = EXTRA.search(marker), NAME.match(req)
-        if m and n and norm(m.group(1)) in extras and norm(n.group(1)) != norm(name):
-            requires.append([norm(m.group(1)), norm(n.group(1))])
+    size, links, paths = 0, [], set()
+    for f in files:
+        path = os.path.abspath(str(d.locate_file(f)))
+        if path in paths:
+            continue
+        paths.add(path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if st.st_nlink == 1:
+            size += st.st_size
+            continue
+        links.append({
+            'row': str(f), 'path': path, 'dev': st.st_dev, 'ino': st.st_ino,
+            'nlink': st.st_nlink, 'size': st.st_size, 'hashed': f.hash is not None,
+        })
+    info = getattr(d, '_path', None)
+    flag = lambda n: bool(info is not None and os.path.isfile(os.path.join(str(info), n)))
+    installer = ''
+    if info is not None:
+        try:
+            with open(os.path.join(str(info), 'INSTALLER'), 'rb') as fh:
+                installer = fh.read(64).decode('utf-8', 'replace').strip()
+        except OSError:
+            pass
     kpms = [os.path.abspath(str(d.locate_file(f))) for f in files if str(f).endswith('.kpm')]
-    out.append({'name': name, 'version': d.version or '', 'extras': extras, 'kpms': sorted(kpms), 'requires': sorted(requires)})
-out.sort(key=lambda x: x['name'].lower())
-installed.sort(key=lambda x: x['name'])
-print(json.dumps({'distributions': out, 'installed': installed}))
+    out.append({
+        'name': name, 'version': d.version or '', 'size': size, 'links': links,
+        'location': os.path.realpath(base), 'in_site': os.path.realpath(base) in sites,
+        'dist_info': os.path.realpath(str(info)) if info is not None else '',
+        'requested': flag('REQUESTED'), 'installer': installer,
+        'extras': d.metadata.get_all('Provides-Extra') or [],
+        'requires': d.metadata.get_all('Requires-Dist') or [],
+        'kpms': sorted(kpms),
+    })
+print(json.dumps(out))
 "#;
+
+/// One distribution as the listing script prints it (unchecked).
+#[derive(Debug, Clone, Deserialize)]
+struct RawDistribution {
+    name: String,
+    version: String,
+    size: u64,
+    links: Vec<Link>,
+    location: String,
+    in_site: bool,
+    dist_info: String,
+    requested: bool,
+    installer: String,
+    extras: Vec<String>,
+    requires: Vec<String>,
+    kpms: Vec<PathBuf>,
+}
 
 /// An installed distribution declaring device extras.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -92,14 +143,36 @@ impl Distribution {
 }
 
 /// One installed distribution.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
 pub struct Installed {
     /// PEP 503 name.
     pub name: String,
     /// Version.
     pub version: String,
-    /// Bytes of the files its RECORD lists with a size.
+    /// Bytes of the regular files its RECORD lists that have no other hard
+    /// link: its removal frees them.
     pub size: u64,
+    /// The files it lists that have more than one hard link (`rocm-sdk
+    /// init` links device files into `_rocm_sdk_devel`): what removing it
+    /// frees of those is [`super::pip_links::freeing`]'s to say.
+    #[serde(default)]
+    pub links: Vec<Link>,
+    /// The directory its RECORD's paths are relative to (site-packages).
+    #[serde(default)]
+    pub location: PathBuf,
+    /// Its `.dist-info` directory.
+    #[serde(default)]
+    pub dist_info: PathBuf,
+    /// The user asked for it (`REQUESTED`, PEP 376), by an installer that
+    /// writes it only then: uv writes it for every distribution, so a uv
+    /// install says nothing.
+    #[serde(default)]
+    pub requested: bool,
+    /// The PEP 503 names of the distributions it requires whatever extras
+    /// it was installed with, or through an extra that is not a device
+    /// extra: those are needed by it, not by a GPU.
+    #[serde(default)]
+    pub needs: Vec<String>,
 }
 
 /// What the interpreter has installed.
@@ -109,9 +182,109 @@ pub struct Listing {
     pub distributions: Vec<Distribution>,
     /// Every installed distribution, by PEP 503 name.
     pub installed: Vec<Installed>,
+    /// Distributions left out, with why (outside site-packages, names or
+    /// versions that are not PEP 503 / PEP 440).
+    #[serde(default)]
+    pub ignored: Vec<String>,
 }
 
 impl Listing {
+    /// Checks what the listing script printed: a distribution outside the
+    /// interpreter's site-packages directories (a directory a `.pth` file
+    /// put on `sys.path`, which another user may own), or whose name or
+    /// version is not PEP 503 / PEP 440, is left out with a note; a
+    /// requirement that does not parse, or names a URL, is left out too.
+    /// Device extras are read with markers evaluated for every extra
+    /// ([`rocm_kpack_pkgspec::pep508::Requirement::extras_requiring`]).
+    fn from_raw(raw: Vec<RawDistribution>, env: &MarkerEnv) -> Listing {
+        let mut out = Listing::default();
+        for r in raw {
+            if !r.in_site {
+                out.ignored.push(format!(
+                    "{} at {}: not in the interpreter's site-packages",
+                    shown(&r.name),
+                    r.location
+                ));
+                continue;
+            }
+            if let Err(e) = pep508::check_name(&r.name) {
+                out.ignored.push(format!("{e} at {}", r.location));
+                continue;
+            }
+            if let Err(e) = pep508::check_version(&r.version) {
+                out.ignored.push(format!("{}: {e}", r.name));
+                continue;
+            }
+            let key = pep508::normalize(&r.name);
+            let declared: Vec<String> = r.extras.iter().map(|e| pep508::normalize(e)).collect();
+            let device_extras: Vec<String> = declared
+                .iter()
+                .filter(|e| e.starts_with(DEVICE_EXTRA_PREFIX))
+                .cloned()
+                .collect();
+            let mut requires = Vec::new();
+            let mut needs = Vec::new();
+            for text in &r.requires {
+                let req = match pep508::Requirement::parse(text) {
+                    Ok(req) if req.url.is_none() => req,
+                    Ok(_) => {
+                        out.ignored.push(format!(
+                            "{key}: requirement {} names a URL; not followed",
+                            shown(text)
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        out.ignored.push(format!("{key}: {e}"));
+                        continue;
+                    }
+                };
+                let dep = req.key();
+                if dep == key {
+                    continue;
+                }
+                let via = req.extras_requiring(env, &declared);
+                if via.is_empty() {
+                    if req.applies(env, &[]) && !needs.contains(&dep) {
+                        needs.push(dep);
+                    }
+                    continue;
+                }
+                for e in via {
+                    if e.starts_with(DEVICE_EXTRA_PREFIX) {
+                        requires.push((e, dep.clone()));
+                    } else if !needs.contains(&dep) {
+                        needs.push(dep.clone());
+                    }
+                }
+            }
+            requires.sort();
+            requires.dedup();
+            out.installed.push(Installed {
+                name: key,
+                version: r.version.clone(),
+                size: r.size,
+                links: r.links,
+                location: PathBuf::from(&r.location),
+                dist_info: PathBuf::from(&r.dist_info),
+                requested: r.requested && r.installer != "uv",
+                needs,
+            });
+            if !device_extras.is_empty() {
+                out.distributions.push(Distribution {
+                    name: r.name,
+                    version: r.version,
+                    extras: device_extras,
+                    kpms: r.kpms,
+                    requires,
+                });
+            }
+        }
+        out.distributions.sort_by_key(|d| d.name.to_lowercase());
+        out.installed.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
     /// The installed distribution called `name` (PEP 503 name).
     pub fn get(&self, name: &str) -> Option<&Installed> {
         self.installed.iter().find(|i| i.name == name)
@@ -119,13 +292,11 @@ impl Listing {
 }
 
 /// A name in its PEP 503 / PEP 685 normal form (`Device_GFX942` ->
-/// `device-gfx942`), as the listing script writes names and extras.
-pub fn normalize_extra(name: &str) -> String {
-    name.split(['-', '_', '.'])
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
-        .to_lowercase()
+/// `device-gfx942`).
+pub use rocm_kpack_pkgspec::pep508::normalize as normalize_extra;
+
+fn shown(text: &str) -> String {
+    rocm_kpack_format::layout::names::shown(text)
 }
 
 /// The device targets (as in `device-<target>` extras) of the local
@@ -260,30 +431,50 @@ impl crate::ops::prune::PruneBackend for Pip {
     ) -> anyhow::Result<crate::ops::prune::BackendPlan> {
         use crate::ops::prune::{BackendPlan, PruneItem, PruneKind};
         let listing = self.listing()?;
-        let gone = prune_candidates(
-            &extra_devices(&listing, ctx.keep, |_| true),
-            &ctx.kept_device_targets(),
+        let (gone, notes) = removable(
+            &listing,
+            prune_candidates(
+                &extra_devices(&listing, ctx.keep, |_| true),
+                &ctx.kept_device_targets(),
+            ),
         );
         let mut plan = BackendPlan::new(self.name());
+        plan.warnings = notes;
+        plan.warnings
+            .extend(listing.ignored.iter().map(|i| format!("ignoring {i}")));
+        let names: Vec<&str> = gone.iter().map(|d| d.dist.as_str()).collect();
+        let freed = freeing(&listing, &names);
+        for (dist, bytes) in &freed.stays {
+            plan.warnings.push(format!(
+                "{dist}: {} of its files stay on disk: they have hard links that stay (a kept distribution's, or one no RECORD lists, such as uv's cache)",
+                rocm_kpack_cli::iec_size(*bytes)
+            ));
+        }
         for d in &gone {
             plan.items.push(PruneItem {
                 kind: PruneKind::Package,
                 name: d.dist.clone(),
                 targets: vec![d.target.clone()],
-                bytes: d.size,
+                bytes: freed.bytes_of(&d.dist),
                 reason: format!(
                     "{}[{}] serves none of {}",
                     d.base,
                     d.extra,
                     ctx.keep_label()
                 ),
+                links: freed
+                    .links_of(&d.dist)
+                    .map(|l| crate::ops::prune::LinkItem {
+                        path: l.link.path.display().to_string(),
+                        recorded_by: l.owner.clone(),
+                    })
+                    .collect(),
                 removal: None,
             });
         }
         if !gone.is_empty() {
-            let names: Vec<&str> = gone.iter().map(|d| d.dist.as_str()).collect();
             plan.command = Some(format!(
-                "{} -m pip uninstall -y {}",
+                "{} -m pip uninstall -y -- {}",
                 self.python,
                 names.join(" ")
             ));
@@ -297,7 +488,23 @@ impl crate::ops::prune::PruneBackend for Pip {
         plan: &crate::ops::prune::BackendPlan,
     ) -> anyhow::Result<crate::ops::prune::Applied> {
         let names: Vec<&str> = plan.items.iter().map(|i| i.name.as_str()).collect();
-        let mut c = crate::python::command(&self.python);
+        let python = self.interpreter()?;
+        // The links to remove, found again now, and only those shown.
+        let shown: Vec<&str> = plan
+            .items
+            .iter()
+            .flat_map(|i| i.links.iter().map(|l| l.path.as_str()))
+            .collect();
+        let links: Vec<super::pip_links::ForeignLink> = if shown.is_empty() {
+            Vec::new()
+        } else {
+            freeing(&self.listing()?, &names)
+                .links
+                .into_iter()
+                .filter(|l| shown.contains(&l.link.path.to_string_lossy().as_ref()))
+                .collect()
+        };
+        let mut c = python.command();
         // pip's messages go to stderr: stdout is the report (`--json`).
         c.args([
             "-m",
@@ -305,13 +512,19 @@ impl crate::ops::prune::PruneBackend for Pip {
             "uninstall",
             "--disable-pip-version-check",
             "-y",
+            "--",
         ])
         .args(&names)
         .stdout(std::process::Stdio::from(std::io::stderr()));
         passthrough(&mut c)?;
+        // Only after the uninstall: should it fail, the distributions are
+        // still there, and so are the links into their files.
+        let unlinked = super::pip_links::remove(&python, &links)?;
+        let mut removed: Vec<String> = names.iter().map(|n| format!("pip: {n}")).collect();
+        removed.extend(unlinked.removed.iter().map(|p| format!("pip: {p}")));
         Ok(crate::ops::prune::Applied {
-            removed: names.iter().map(|n| format!("pip: {n}")).collect(),
-            notes: Vec::new(),
+            removed,
+            notes: unlinked.kept,
         })
     }
 }
@@ -333,17 +546,34 @@ impl NativeStatus {
     /// The status of `python`'s distributions (`None`: no interpreter is
     /// configured, or it cannot list them, which the manifest scan of the
     /// same interpreter already reports).
-    pub fn of_python(python: Option<&str>, targets: &[TargetId]) -> Option<NativeStatus> {
+    ///
+    /// An interpreter another user controls is an error unless
+    /// `permissions` accepts it ([`crate::python::Interpreter::trusted`]).
+    pub fn of_python(
+        python: Option<&str>,
+        targets: &[TargetId],
+        permissions: PermissionPolicy,
+    ) -> Result<Option<NativeStatus>, PmError> {
+        let Some(python) = python else {
+            return Ok(None);
+        };
         let pip = Pip {
-            python: python?.to_string(),
+            python: python.to_string(),
             index_url: None,
             extra: Vec::new(),
+            permissions,
         };
         match pip.listing() {
-            Ok(l) => Some(NativeStatus::of(&l, targets)),
+            Ok(l) => {
+                let mut s = NativeStatus::of(&l, targets);
+                s.warnings
+                    .extend(l.ignored.iter().map(|i| format!("ignoring {i}")));
+                Ok(Some(s))
+            }
+            Err(e @ PmError::Python(crate::python::PythonError::Untrusted { .. })) => Err(e),
             Err(e) => {
                 tracing::debug!("pip device distributions: {e}");
-                None
+                Ok(None)
             }
         }
     }
@@ -380,6 +610,47 @@ pub fn prune_candidates(devices: &[NativeDevice], keep: &[String]) -> Vec<Native
     out
 }
 
+/// Of the prune candidates, those that may go, and a note for each that
+/// stays: one the user asked for (`REQUESTED`), or one another installed
+/// distribution needs whatever its extras (a third-party base's
+/// `device-gfx90a` extra may name an ordinary dependency that `app`
+/// requires too). Removing either would break what the user installed.
+pub fn removable(
+    listing: &Listing,
+    candidates: Vec<NativeDevice>,
+) -> (Vec<NativeDevice>, Vec<String>) {
+    let mut gone = Vec::new();
+    let mut notes = Vec::new();
+    for d in candidates {
+        if listing.get(&d.dist).is_some_and(|i| i.requested) {
+            notes.push(format!(
+                "keeping {}: it was asked for by name (REQUESTED), not only through {}[{}]",
+                d.dist, d.base, d.extra
+            ));
+            continue;
+        }
+        let needers: Vec<&str> = listing
+            .installed
+            .iter()
+            .filter(|i| i.name != d.dist && i.needs.contains(&d.dist))
+            .map(|i| i.name.as_str())
+            .collect();
+        if !needers.is_empty() {
+            notes.push(format!(
+                "keeping {}: {} require{} it, not only {}[{}]",
+                d.dist,
+                needers.join(", "),
+                if needers.len() == 1 { "s" } else { "" },
+                d.base,
+                d.extra
+            ));
+            continue;
+        }
+        gone.push(d);
+    }
+    (gone, notes)
+}
+
 /// How pip is driven.
 #[derive(Debug, Clone)]
 pub struct Pip {
@@ -389,18 +660,31 @@ pub struct Pip {
     pub index_url: Option<String>,
     /// Extra arguments after `pip install`.
     pub extra: Vec<String>,
+    /// Whether an interpreter another user controls is refused.
+    pub permissions: PermissionPolicy,
 }
 
 impl Pip {
+    /// The interpreter, checked ([`crate::python::Interpreter::trusted`]).
+    pub fn interpreter(&self) -> Result<crate::python::Interpreter, PmError> {
+        Ok(crate::python::Interpreter::trusted(
+            &self.python,
+            self.permissions,
+        )?)
+    }
+
     /// What the interpreter has installed.
     pub fn listing(&self) -> Result<Listing, PmError> {
-        let mut c = crate::python::command(&self.python);
+        let python = self.interpreter()?;
+        let mut c = python.command();
         c.args(["-c", LIST_SCRIPT]);
         let text = checked(&mut c)?;
-        serde_json::from_str(text.trim()).map_err(|e| PmError::Output {
-            tool: self.python.clone(),
-            detail: e.to_string(),
-        })
+        let raw: Vec<RawDistribution> =
+            serde_json::from_str(text.trim()).map_err(|e| PmError::Output {
+                tool: self.python.clone(),
+                detail: e.to_string(),
+            })?;
+        Ok(Listing::from_raw(raw, &python.env))
     }
 
     /// Builds the plan: one `dist[device-a,device-b]==version` per
@@ -411,7 +695,10 @@ impl Pip {
             tool: format!("{} -m pip", self.python),
             ..PmPlan::default()
         };
-        for dist in self.listing()?.distributions {
+        let listing = self.listing()?;
+        plan.warnings
+            .extend(listing.ignored.iter().map(|i| format!("ignoring {i}")));
+        for dist in listing.distributions {
             let mut wanted: Vec<DevicePackage> = Vec::new();
             if dist.kpms.is_empty() {
                 wanted = native_extras(&dist, targets, &mut plan.warnings);
@@ -463,12 +750,13 @@ impl Pip {
     /// Runs `python -I -m pip install` for the plan's requirements, from
     /// `/` ([`crate::python::command`]).
     pub fn install(&self, plan: &PmPlan) -> Result<(), PmError> {
-        let mut c = crate::python::command(&self.python);
+        let mut c = self.interpreter()?.command();
         c.args(["-m", "pip", "install", "--disable-pip-version-check"]);
         if let Some(url) = &self.index_url {
             c.args(["--index-url", url]);
         }
-        c.args(&self.extra).args(plan.names());
+        // Requirements after `--`: none of them can be read as an option.
+        c.args(&self.extra).arg("--").args(plan.names());
         passthrough(&mut c)
     }
 }
@@ -496,12 +784,14 @@ mod tests {
             name: "torch".into(),
             version: "2.9.0".into(),
             size: 10,
+            ..Installed::default()
         }];
         for (t, size) in [("gfx90a", 100), ("gfx942", 200)] {
             installed.push(Installed {
                 name: format!("amd-torch-device-{t}"),
                 version: "2.9.0".into(),
                 size,
+                ..Installed::default()
             });
         }
         Listing {
@@ -513,6 +803,7 @@ mod tests {
                 requires,
             }],
             installed,
+            ignored: Vec::new(),
         }
     }
 
@@ -588,6 +879,7 @@ mod tests {
             name: "amd-torch-device-gfx11-generic".into(),
             version: "2.9.0".into(),
             size: 50,
+            ..Installed::default()
         });
         let here = [target("gfx942")];
         assert!(

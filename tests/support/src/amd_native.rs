@@ -154,6 +154,27 @@ pub fn write_native_set(dir: &Path, base: &str, version: &str, targets: &[&str])
     }
 }
 
+/// An ordinary application `name` at `version` (`1.0-1`) that depends,
+/// unversioned, on each of `depends` (a user's package built on AMD's
+/// device packages), as a deb and an rpm with one file in `dir`.
+pub fn write_app(dir: &Path, name: &str, version: &str, depends: &[&str]) -> NativePackage {
+    let (upstream, release) = version.split_once('-').unwrap_or((version, "1"));
+    let file = format!("usr/bin/{name}");
+    write_pair(
+        dir,
+        &PackageDef {
+            name,
+            version,
+            upstream,
+            release,
+            summary: format!("{name}, an application"),
+            depends: depends.iter().map(|d| (d.to_string(), None)).collect(),
+            file: Some((&file, format!("{name} {version}\n"))),
+            noarch: false,
+        },
+    )
+}
+
 fn lib_stem(base: &str) -> String {
     base.trim_start_matches("amdrocm-").replace('-', "_")
 }

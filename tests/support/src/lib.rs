@@ -35,6 +35,16 @@ pub fn site_packages(venv: &std::path::Path) -> std::path::PathBuf {
     py.join("site-packages")
 }
 
+/// The modules [`HostilePythonDir`] plants.
+const HOSTILE_MODULES: [&str; 6] = [
+    "json.py",
+    "pip.py",
+    "site.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "encodings/__init__.py",
+];
+
 /// A directory that runs code as whoever starts a Python from it: module
 /// files (`json.py`, `pip.py`, `site.py`, `sitecustomize.py`,
 /// `usercustomize.py`, `encodings/`) that a non-isolated interpreter
@@ -48,14 +58,7 @@ pub struct HostilePythonDir {
 impl HostilePythonDir {
     /// Plants the modules in `dir` (created).
     pub fn plant(dir: &std::path::Path) -> HostilePythonDir {
-        for module in [
-            "json.py",
-            "pip.py",
-            "site.py",
-            "sitecustomize.py",
-            "usercustomize.py",
-            "encodings/__init__.py",
-        ] {
+        for module in HOSTILE_MODULES {
             let path = dir.join(module);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
             let marker = dir.join(format!("ran-{}", module.replace('/', "-")));
@@ -68,6 +71,14 @@ impl HostilePythonDir {
         HostilePythonDir {
             dir: dir.to_path_buf(),
         }
+    }
+
+    /// Removes the planted modules (their markers stay).
+    pub fn remove_modules(&self) {
+        for module in HOSTILE_MODULES {
+            std::fs::remove_file(self.dir.join(module)).expect("remove module");
+        }
+        std::fs::remove_dir(self.dir.join("encodings")).expect("remove encodings");
     }
 
     /// The markers of modules that ran.

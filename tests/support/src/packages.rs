@@ -36,17 +36,21 @@ pub fn run(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {dbg}: {e}"))
 }
 
+/// A command's exit status, stdout and stderr, for a failed assertion.
+pub fn shown_output(o: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs a command that must succeed; returns stdout.
 pub fn ok(cmd: &mut Command) -> String {
     let dbg = format!("{cmd:?}");
     let o = run(cmd);
-    assert!(
-        o.status.success(),
-        "{dbg} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{dbg} failed: {}", shown_output(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -642,6 +646,79 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
     fs::remove_dir_all(&stage).expect("cleanup");
 }
 
+/// A pure-Python wheel `name` `version` in `dir`: `payload` (path, bytes)
+/// and a dist-info whose METADATA adds `meta` lines; with `pep658`, its
+/// METADATA beside it as `<wheel>.metadata` too (PEP 658). Returns the
+/// wheel's file name.
+pub fn pure_wheel(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    payload: Vec<(String, Vec<u8>)>,
+    meta: &[String],
+    pep658: bool,
+) -> String {
+    let under = name.replace('-', "_");
+    let di = format!("{under}-{version}.dist-info");
+    let mut metadata = format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n");
+    for line in meta {
+        metadata.push_str(line);
+        metadata.push('\n');
+    }
+    let mut all = payload;
+    all.push((format!("{di}/METADATA"), metadata.clone().into_bytes()));
+    all.push((
+        format!("{di}/WHEEL"),
+        b"Wheel-Version: 1.0\nGenerator: rocm-kpack tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            .to_vec(),
+    ));
+    let file = format!("{under}-{version}-py3-none-any.whl");
+    write_wheel(&dir.join(&file), &all, &di, None);
+    if pep658 {
+        fs::write(dir.join(format!("{file}.metadata")), metadata).expect("metadata");
+    }
+    file
+}
+
+/// PEP 503 pages below `root/simple` for `projects` (project, file name in
+/// `root/files`), each link with the file's sha256; a `<file>.metadata`
+/// beside a file is announced with PEP 658's and PEP 714's attributes.
+pub fn simple_pages(root: &Path, projects: &[(String, String)]) {
+    let mut names: Vec<&String> = projects.iter().map(|(p, _)| p).collect();
+    names.sort();
+    names.dedup();
+    let mut top = String::from("<!DOCTYPE html>\n<html><body>\n");
+    for project in names {
+        let mut links = String::new();
+        for (_, file) in projects.iter().filter(|(p, _)| p == project) {
+            let bytes = fs::read(root.join("files").join(file)).expect("file");
+            let sha = hex::encode(Sha256::digest(&bytes));
+            let meta = match fs::read(root.join("files").join(format!("{file}.metadata"))) {
+                Ok(m) => {
+                    let h = hex::encode(Sha256::digest(&m));
+                    format!(
+                        " data-dist-info-metadata=\"sha256={h}\" data-core-metadata=\"sha256={h}\""
+                    )
+                }
+                Err(_) => String::new(),
+            };
+            links.push_str(&format!(
+                "<a href=\"../../files/{file}#sha256={sha}\"{meta}>{file}</a>\n"
+            ));
+        }
+        let page = root.join("simple").join(project);
+        fs::create_dir_all(&page).expect("mkdir");
+        fs::write(
+            page.join("index.html"),
+            format!("<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"),
+        )
+        .expect("page");
+        top.push_str(&format!("<a href=\"{project}/\">{project}</a>\n"));
+    }
+    top.push_str("</body></html>\n");
+    fs::write(root.join("simple/index.html"), top).expect("index");
+}
+
 /// A binary rpm's header for test inputs: x86_64, no dependencies, xz -0,
 /// a fixed build time; callers override what they test.
 #[allow(dead_code)] // not every test binary that includes this module builds rpms
@@ -672,6 +749,17 @@ pub fn rpm_spec(name: &str, version: &str, summary: &str) -> rocm_kpack_package:
         compression: Compression::Xz,
         level: Some(0),
     }
+}
+
+/// uv from PyPI, installed by scripts/test.sh into `target/tools/uv`.
+pub fn uv() -> PathBuf {
+    let uv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/uv/bin/uv");
+    assert!(
+        uv.is_file(),
+        "{} is missing: scripts/test.sh installs it (pip install --target target/tools/uv uv)",
+        uv.display()
+    );
+    uv
 }
 
 /// A fresh virtual environment at `venv`; returns its Python.

@@ -17,7 +17,7 @@ use rocm_kpack_publish::{publish, PublishOptions};
 use rocm_kpack_splitter::split_package::{split_package, SplitPackageOptions};
 use rocm_kpack_test_support::amd_native::{self, NativeSet};
 use rocm_kpack_test_support::packages::*;
-use rocm_kpack_test_support::{fixtures, http};
+use rocm_kpack_test_support::{bins, fixtures, http};
 
 const SPEC_PROFILE: &str = "[naming]\nprofile = \"amd-native\"\n";
 
@@ -106,9 +106,9 @@ fn publish_dir(pkgs: &Path, repo: &Path, apt: bool) -> http::Server {
     http::serve_dir(repo).expect("serve")
 }
 
-/// `apt-get install PACKAGE` from the repository at `url` into a fresh
-/// root; returns the installed package names.
-fn apt_install(tmp: &Path, url: &str, package: &str) -> BTreeSet<String> {
+/// `apt-get install PACKAGES` from the repository at `url` into a fresh
+/// root (`tmp/aptroot`); returns the installed package names.
+fn apt_install(tmp: &Path, url: &str, packages: &[&str]) -> BTreeSet<String> {
     let root = tmp.join("aptroot");
     apt_dirs(&root);
     dpkg_root(&root);
@@ -119,12 +119,15 @@ fn apt_install(tmp: &Path, url: &str, package: &str) -> BTreeSet<String> {
     .expect("sources");
     let opts = apt_opts(&root);
     ok(Command::new("apt-get").args(&opts).arg("update"));
-    ok(Command::new("apt-get").args(&opts).args([
-        "install",
-        "-y",
-        "--no-install-recommends",
-        package,
-    ]));
+    ok(Command::new("apt-get")
+        .args(&opts)
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages));
+    dpkg_installed(&root)
+}
+
+/// The packages dpkg says are installed in `root`.
+fn dpkg_installed(root: &Path) -> BTreeSet<String> {
     let q = ok(Command::new("dpkg-query")
         .arg(format!("--admindir={}/var/lib/dpkg", root.display()))
         .args(["-W", "-f=${Package} ${db:Status-Status}\n"]));
@@ -170,7 +173,7 @@ fn the_reference_set_meta_package_installs_host_and_every_device_package() {
     let want = reference_names(&set);
 
     let server = publish_dir(&pkgs, &tmp.path().join("apt"), true);
-    let got = apt_install(tmp.path(), server.root_url(), "amdrocm-fft8.2");
+    let got = apt_install(tmp.path(), server.root_url(), &["amdrocm-fft8.2"]);
     assert_eq!(got, want);
     let server = publish_dir(&pkgs, &tmp.path().join("yum"), false);
     let got = dnf_install(tmp.path(), server.root_url(), "amdrocm-fft8.2");
@@ -217,7 +220,7 @@ fn amd_native_profile_splits_a_deb_into_amds_host_device_and_meta_packages() {
     }
 
     let server = publish_dir(&out, &tmp.path().join("apt"), true);
-    let got = apt_install(tmp.path(), server.root_url(), "amdrocm-fft8.2");
+    let got = apt_install(tmp.path(), server.root_url(), &["amdrocm-fft8.2"]);
     assert_eq!(got, names(&packages));
 }
 
@@ -262,4 +265,79 @@ fn amd_native_profile_splits_an_rpm_into_amds_host_device_and_meta_packages() {
     let server = publish_dir(&out, &tmp.path().join("yum"), false);
     let got = dnf_install(tmp.path(), server.root_url(), "amdrocm-fft8.2");
     assert_eq!(got, names(&packages));
+}
+
+/// Issue 43, finding 10: `myapp`, an ordinary application, depends on
+/// `amdrocm-fft8.2-gfx90a`. On an MI300X, `prune --yes` would have apt
+/// remove it along with gfx90a's device package: it refuses and removes
+/// nothing, the dry run names `myapp` apart from AMD's meta package, and
+/// only `--allow-dependents` lets apt remove it.
+#[test]
+fn prune_refuses_to_remove_an_application_that_depends_on_a_device_package() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pkgs = tmp.path().join("pkgs");
+    let set = amd_native::write_native_set(&pkgs, "amdrocm-fft", "8.2.0-1", &["gfx90a", "gfx942"]);
+    let app = amd_native::write_app(&pkgs, "myapp", "1.0-1", &["amdrocm-fft8.2-gfx90a"]);
+    let server = publish_dir(&pkgs, &tmp.path().join("apt"), true);
+    let mut all = reference_names(&set);
+    all.insert(app.name.clone());
+    assert_eq!(
+        apt_install(tmp.path(), server.root_url(), &["amdrocm-fft8.2", "myapp"]),
+        all
+    );
+    let root = tmp.path().join("aptroot");
+    let prune = |more: &[&str]| {
+        let mut c = bins::command("rocm-kpack-fetch");
+        bins::isolate_fetcher(&mut c);
+        c.args(["prune", "--via", "apt", "--root"])
+            .arg(&root)
+            .arg("--sysfs-root")
+            .arg(fixtures::machine("mi300x"))
+            .args(more);
+        run(&mut c)
+    };
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+
+    let o = prune(&["--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let apt = v["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .find(|b| b["backend"] == "apt")
+        .unwrap_or_else(|| panic!("no apt backend: {v}"))
+        .clone();
+    assert_eq!(apt["items"][0]["name"], "amdrocm-fft8.2-gfx90a", "{v}");
+    assert_eq!(
+        apt["also_removed"],
+        serde_json::json!(["amdrocm-fft8.2", "myapp"]),
+        "{v}"
+    );
+    assert_eq!(apt["dependents"], serde_json::json!(["myapp"]), "{v}");
+
+    let o = prune(&["--yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("not pruning anything")
+            && stderr.contains("myapp")
+            && stderr.contains("--allow-dependents"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(dpkg_installed(&root), all, "something was removed");
+
+    let o = prune(&["--yes", "--allow-dependents"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        dpkg_installed(&root),
+        BTreeSet::from([set.host.name.clone(), "amdrocm-fft8.2-gfx942".to_string()])
+    );
 }

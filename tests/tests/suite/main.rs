@@ -30,6 +30,7 @@ mod layouts;
 mod old_kernels;
 mod package_formats;
 mod pip_native;
+mod pip_torch;
 mod publish_clients;
 mod readme;
 mod recombine;

@@ -297,3 +297,75 @@ fn reduce_takes_its_own_shards_whatever_the_output_path() {
     }
     assert_eq!(seen[0], seen[1]);
 }
+
+/// Red-team finding 11 (issue 43): a build shard's `artifact_manifest.txt`
+/// is input. A prefix `../../outside` (or an absolute one, or a symlink
+/// inside the artifact that points out of it) once copied a directory
+/// outside the artifact, secret included, into the split tree; now the
+/// layout stops with the file, line and why, and copies nothing from
+/// outside. A plain prefix still lays out.
+#[test]
+fn layout_refuses_manifest_prefixes_that_leave_the_artifact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    fs::create_dir_all(root.join("outside")).unwrap();
+    fs::write(root.join("outside/secret"), "secret\n").unwrap();
+    let outputs = root.join("outputs");
+    let art = outputs.join("lib_core_generic");
+    fs::create_dir_all(art.join("lib")).unwrap();
+    fs::write(art.join("lib/libx.so"), "x").unwrap();
+    std::os::unix::fs::symlink(root.join("outside"), art.join("escape")).unwrap();
+    for (prefix, why) in [
+        ("../../outside", "a .. component"),
+        ("/etc", "an absolute path"),
+        ("escape", "leaves the artifact through a symlink"),
+    ] {
+        fs::write(
+            art.join("artifact_manifest.txt"),
+            format!("lib\n{prefix}\n"),
+        )
+        .unwrap();
+        let split = root.join(format!("split-{}", prefix.len()));
+        let o = Command::new("sh")
+            .arg(ci_dir().join("kpack-layout.sh"))
+            .arg(&outputs)
+            .arg(&split)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{prefix}: accepted");
+        assert!(
+            stderr.contains("artifact_manifest.txt:2: refusing prefix") && stderr.contains(why),
+            "{prefix}: {stderr}"
+        );
+        let leaked = walkdir(&split).into_iter().any(|p| p.ends_with("secret"));
+        assert!(!leaked, "{prefix}: the secret reached the split tree");
+    }
+    fs::write(art.join("artifact_manifest.txt"), "lib\n").unwrap();
+    let o = Command::new("sh")
+        .arg(ci_dir().join("kpack-layout.sh"))
+        .arg(&outputs)
+        .arg(root.join("split-ok"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(root.join("split-ok/generic/libx.so").is_file());
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out
+}

@@ -26,7 +26,7 @@ pub use gfx::{
 };
 pub use overrides::{
     ArchOverride, HsaOverride, OverrideSource, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV,
-    BOOTSTRAP_FORCE_ENV, HSA_OVERRIDE_ENV,
+    BOOTSTRAP_FORCE_ENV, CONDA_ARCH_ENV, HSA_OVERRIDE_ENV, UV_ARCH_ENV,
 };
 pub use properties::Properties;
 

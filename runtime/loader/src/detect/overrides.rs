@@ -27,6 +27,15 @@ pub const BOOTSTRAP_FORCE_ENV: &str = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH";
 /// before [`BOOTSTRAP_FORCE_ENV`] is looked at.
 pub const BOOTSTRAP_DISABLE_ENV: &str = "ROCM_BOOTSTRAP_DISABLE_DETECTION";
 
+/// uv's override of its PyTorch-backend detection: one target
+/// (`gfx1100`); the fetcher honours it below `rocm-bootstrap`'s.
+pub const UV_ARCH_ENV: &str = "UV_AMD_GPU_ARCHITECTURE";
+
+/// conda's (rattler's) override of the `__amdgpu_arch` virtual package:
+/// the ISA version `MAJOR.MINOR.STEPPING` of one GPU (`9.4.2`); the
+/// fetcher honours it last.
+pub const CONDA_ARCH_ENV: &str = "CONDA_OVERRIDE_AMDGPU_ARCH";
+
 /// Where a target-list override came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OverrideSource {
@@ -39,6 +48,12 @@ pub enum OverrideSource {
     /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, shared with AMD's `rocm-bootstrap`.
     #[serde(rename = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH")]
     Bootstrap,
+    /// `UV_AMD_GPU_ARCHITECTURE`, uv's.
+    #[serde(rename = "UV_AMD_GPU_ARCHITECTURE")]
+    Uv,
+    /// `CONDA_OVERRIDE_AMDGPU_ARCH`, conda's and rattler's.
+    #[serde(rename = "CONDA_OVERRIDE_AMDGPU_ARCH")]
+    Conda,
 }
 
 impl fmt::Display for OverrideSource {
@@ -47,6 +62,8 @@ impl fmt::Display for OverrideSource {
             OverrideSource::CommandLine => "--target",
             OverrideSource::Environment => ARCH_OVERRIDE_ENV,
             OverrideSource::Bootstrap => BOOTSTRAP_FORCE_ENV,
+            OverrideSource::Uv => UV_ARCH_ENV,
+            OverrideSource::Conda => CONDA_ARCH_ENV,
         })
     }
 }
