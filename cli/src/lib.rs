@@ -74,11 +74,7 @@ impl JsonArg {
         value: &T,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
-        if self.enabled {
-            print_json_document(value)
-        } else {
-            print_stdout(&text())
-        }
+        self.either(|| print_json_document(value), text)
     }
 
     /// As [`JsonArg::document`], for the report of a command that did
@@ -103,8 +99,16 @@ impl JsonArg {
         value: &T,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
+        self.either(|| print_json(value), text)
+    }
+
+    fn either(
+        self,
+        json: impl FnOnce() -> anyhow::Result<()>,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
         if self.enabled {
-            print_json(value)
+            json()
         } else {
             print_stdout(&text())
         }

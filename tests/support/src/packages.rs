@@ -373,11 +373,11 @@ pub fn lintian_errors(deb: &Path) -> Vec<String> {
 
 /// Inputs for the command-line tests, below `dir`: `tree/lib/<lib>` (an
 /// install tree holding the clang19 fixture `lib`, `libfixture.so` or
-/// `libmulti.so`), `fat/generic/usr/lib/libfixture.so.1` (a split
-/// directory with a generic tree only, which `package` makes a fat
-/// package of) and `keep.toml` (a spec that keeps the version as it is,
-/// as a distribution's fat package has it).
-pub fn cli_inputs(dir: &Path, lib: &str) {
+/// `libmulti.so`), `keep.toml` (a spec that keeps the version as it is,
+/// as a distribution's fat package has it) and a fat deb `kfat` 1.0 of
+/// `libfixture.so.1`, made by `rocm-kpack package` of a split directory
+/// with a generic tree only; returns the deb.
+pub fn cli_inputs(dir: &Path, lib: &str) -> PathBuf {
     fs::create_dir_all(dir.join("tree/lib")).expect("mkdir");
     fs::copy(
         fixtures::fixture(&format!("clang19/{lib}")),
@@ -391,6 +391,11 @@ pub fn cli_inputs(dir: &Path, lib: &str) {
     )
     .expect("copy");
     fs::write(dir.join("keep.toml"), "[version]\nsuffix = \"\"\n").expect("write");
+    ok(crate::bins::command("rocm-kpack")
+        .args(["package", "fat", "--out", "fatpkg", "--name", "kfat"])
+        .args(["--version", "1.0", "--spec", "keep.toml", "-q"])
+        .current_dir(dir));
+    dir.join("fatpkg/kfat_1.0_amd64.deb")
 }
 
 /// A wheel-shaped split directory built by hand from the clang19

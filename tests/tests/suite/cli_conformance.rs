@@ -768,19 +768,6 @@ impl Inputs {
                 "1.0",
                 "-q",
             ],
-            &[
-                "package",
-                "fat",
-                "--out",
-                "fatpkg",
-                "--name",
-                "kfat",
-                "--version",
-                "1.0",
-                "--spec",
-                "keep.toml",
-                "-q",
-            ],
         ] {
             run(bins::command("rocm-kpack")
                 .args(args)

@@ -203,6 +203,7 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     let docs = documented();
     let work = tempfile::tempdir().expect("tempdir");
     let w = work.path();
+    // The fat deb is fatpkg/kfat_1.0_amd64.deb, below.
     rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
     let mut produced: BTreeMap<&str, String> = BTreeMap::new();
     let mut run = |name: &'static str, args: &[&str], code: i32| {
@@ -270,24 +271,6 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
             "--no-fetcher",
             "--dry-run",
             "--json",
-        ],
-        0,
-    );
-    // The fat package keeps its version, as a distribution's would.
-    json_of(
-        w,
-        &[
-            "package",
-            "fat",
-            "--out",
-            "fatpkg",
-            "--name",
-            "kfat",
-            "--version",
-            "1.0",
-            "--spec",
-            "keep.toml",
-            "-q",
         ],
         0,
     );
