@@ -117,7 +117,7 @@ const GPUS: &[(&str, &str, Dir<'static>)] = &[
 
 /// Run the whole pipeline on built-in inputs, without a GPU: build a fat
 /// .deb and a fat wheel from embedded fat binaries, split each into a
-/// generic package plus per-GPU-family packages, publish apt/pip/kpack-store
+/// generic package plus one device package per GPU target, publish apt/pip/kpack-store
 /// repositories and serve them on 127.0.0.1, install the generic package
 /// into a throwaway root, let rocm-kpack-fetch add the device code for a
 /// simulated GPU (a real machine's KFD sysfs tree), load every code object
@@ -137,8 +137,9 @@ pub struct Args {
     /// Work in this directory (created, kept) instead of a temporary one.
     #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub dir: Option<PathBuf>,
-    /// Debian's librocrand1 .deb to split as well [default: the pinned
-    /// librocrand1_5.3.3-4 when cached by tests/scripts/fetch-debian-testdata.sh].
+    /// Debian 12's librocrand1 5.3.3-4 .deb (`apt-get download
+    /// librocrand1=5.3.3-4`) to split as well, a real ROCm library beside
+    /// the built-in fixtures.
     #[arg(long, value_name = "DEB")]
     pub librocrand: Option<PathBuf>,
 }
@@ -208,6 +209,8 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
             anyhow::bail!("--librocrand {}: no such file", deb.display());
         }
     }
+    // The fetcher runs from step 5 on; missing, say so before step 1.
+    fetcher_program()?;
     let mut tmp = None;
     let root = match &args.dir {
         Some(dir) => {
@@ -234,6 +237,7 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
             " (removed at the end; --keep keeps it)"
         }
     )?;
+    let started = Instant::now();
     let work = Work::new(&root, &args.machine);
     let mut report = Report::default();
     let result = run_steps(&args, &work, rocm_kpack, &mut report);
@@ -251,6 +255,11 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
     for (name, secs) in &report.steps {
         rocm_kpack_cli::outln!("    {secs:>7.3} s  {name}")?;
     }
+    // Apart from the build that made this program, which cargo timed.
+    rocm_kpack_cli::outln!(
+        "  the demo took {:.1} s in all",
+        started.elapsed().as_secs_f64()
+    )?;
     Ok(ExitStatus::Success)
 }
 
@@ -268,7 +277,7 @@ fn rocm_kpack_step(runner: RocmKpack<'_>, args: &[OsString]) -> anyhow::Result<(
 /// Runs `rocm-kpack-fetch ARGS...` as a child process (the fetcher is its
 /// own program; the splitter does not link it); returns its exit code.
 fn rocm_kpack_fetch(args: &[OsString]) -> anyhow::Result<u8> {
-    let fetch = workspace_artifact("rocm-kpack-fetch", "rocm-kpack-fetch")?;
+    let fetch = fetcher_program()?;
     let mut argv = vec![OsString::from("rocm-kpack-fetch")];
     argv.extend(args.iter().cloned());
     rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
@@ -363,11 +372,7 @@ fn run_steps(
     ]))?;
 
     // 2. Split the packages.
-    let librocrand = match &args.librocrand {
-        Some(deb) => Some(deb.clone()),
-        None => cached_librocrand(),
-    };
-    let librocrand = librocrand.as_ref();
+    let librocrand = args.librocrand.as_ref();
     report.step(
         "split each fat package into a generic package + one package per GPU target",
         &format!("rocm-kpack split-package {} --out {}", fat_deb.display(), work.split.display()),
@@ -377,7 +382,9 @@ fn run_steps(
             if let Some(deb) = librocrand {
                 rocm_kpack(&os(&[&"split-package", deb, &"--out", &work.split]))?;
             } else {
-                rocm_kpack_cli::outln!("    (Debian's librocrand1 is not cached: run tests/scripts/fetch-debian-testdata.sh to include it)")?;
+                rocm_kpack_cli::outln!(
+                    "    (a real ROCm library too: `apt-get download librocrand1=5.3.3-4` on Debian 12, then --librocrand FILE)"
+                )?;
             }
             Ok(())
         },
@@ -538,12 +545,22 @@ fn run_steps(
         || load_and_compare(work, &isas),
     )?;
 
-    // 8. Run the split executable through the preload shim.
-    let registered = report.step(
-        "run the split executable with the preload shim on a stand-in HIP runtime",
-        "LD_PRELOAD=librocm_kpack_preload.so ROCM_KPACK_DEBUG=1 <root>/opt/rocm-kpack-demo/bin/kpack_demo_app",
-        || run_with_preload(work, &isas),
-    )?;
+    // 8. Run the split executable through the preload shim, when this
+    // program has one beside it (an installed `rocm-kpack` may not).
+    let registered = match preload_shim()? {
+        Some(shim) => Some(report.step(
+            "run the split executable with the preload shim on a stand-in HIP runtime",
+            "LD_PRELOAD=librocm_kpack_preload.so ROCM_KPACK_DEBUG=1 <root>/opt/rocm-kpack-demo/bin/kpack_demo_app",
+            || run_with_preload(work, &isas, &shim),
+        )?),
+        None => {
+            rocm_kpack_cli::outln!(
+                "\n==> preload shim: skipped, {PRELOAD_SHIM} is neither beside this program nor in ../lib \
+                 (`{BUILD_COMMAND}` builds it beside rocm-kpack)"
+            )?;
+            None
+        }
+    };
 
     let auto_line = auto_bytes(work, &fat_deb)?;
 
@@ -610,27 +627,14 @@ fn run_steps(
     report.lines.push(format!(
         "code objects loaded through the runtime, sha256 equal to the originals: {loaded}"
     ));
-    report.lines.push(format!(
-        "preload shim: {registered} fat binary registration(s) handed to the HIP runtime as HIPF bundles, sha256 equal to the originals"
-    ));
+    report.lines.push(match registered {
+        Some(n) => format!(
+            "preload shim: {n} fat binary registration(s) handed to the HIP runtime as HIPF bundles, sha256 equal to the originals"
+        ),
+        None => format!("preload shim: skipped ({PRELOAD_SHIM} not found)"),
+    });
     drop(server);
     Ok(())
-}
-
-/// The pinned Debian librocrand1 deb, if a cache holds it with the right sha256.
-fn cached_librocrand() -> Option<PathBuf> {
-    const FILE: &str = "librocrand1_5.3.3-4_amd64.deb";
-    const SHA256: &str = "b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81";
-    let mut dirs: Vec<PathBuf> = std::env::var_os("ROCM_KPACK_TESTDATA")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    dirs.push(PathBuf::from("/var/cache/rocm-kpack-debs"));
-    // The workspace's target directory (this crate is splitter/demo).
-    dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debian-cache"));
-    dirs.into_iter()
-        .map(|d| d.join(FILE))
-        .find(|p| fs::read(p).is_ok_and(|bytes| sha256_hex(&bytes) == SHA256))
 }
 
 /// Download and installed bytes: the fat package vs the generic package
@@ -669,7 +673,7 @@ fn user_bytes(
     }
     let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
     Ok(format!(
-        "{name} through apt (generic + family debs): download {} -> {} ({:.0}%), installed {} -> {} ({:.0}%) with {}{}",
+        "{name} through apt (generic + device debs): download {} -> {} ({:.0}%), installed {} -> {} ({:.0}%) with {}{}",
         iec_size(fat_dl),
         iec_size(dl),
         pct(dl, fat_dl),
@@ -1019,58 +1023,57 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
     Ok(loaded)
 }
 
-/// Finds (or builds, from this source tree) `librocm_kpack_preload.so`.
-fn preload_shim() -> anyhow::Result<PathBuf> {
-    workspace_artifact("librocm_kpack_preload.so", "rocm-kpack-preload")
+/// The README's first command: one `cargo build` of the three packages
+/// the demo runs (one feature set, so every shared crate compiles once),
+/// which leaves the fetcher and the preload shim beside `rocm-kpack`.
+pub const BUILD_COMMAND: &str =
+    "cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch -p rocm-kpack-preload";
+
+/// Where `librocm_kpack_preload.so` is: beside this executable (the
+/// README's build), or in `../lib` (runtime/install-runtime.sh's prefix
+/// beside `cargo install --root` of the same prefix). None when neither
+/// has it: an installed demo has no source tree to build it from, and
+/// runs no cargo.
+fn preload_shim() -> anyhow::Result<Option<PathBuf>> {
+    let dir = this_program_dir()?;
+    Ok([
+        dir.join(PRELOAD_SHIM),
+        dir.join("../lib").join(PRELOAD_SHIM),
+    ]
+    .into_iter()
+    .find(|p| p.is_file()))
 }
 
-/// Finds `file` (a program or library of this workspace): beside this
-/// executable (the same build, or `cargo install` of both commands), then
-/// for programs on PATH, else builds `package` from the source tree this
-/// binary was built from with the same profile.
-fn workspace_artifact(file: &str, package: &str) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe.parent().context("exe dir")?;
-    let beside = dir.join(file);
-    if beside.is_file() {
-        return Ok(beside);
+const PRELOAD_SHIM: &str = "librocm_kpack_preload.so";
+
+/// Where `rocm-kpack-fetch` is: beside this executable (the same build,
+/// or `cargo install` of both commands), else on PATH.
+fn fetcher_program() -> anyhow::Result<PathBuf> {
+    const FETCH: &str = "rocm-kpack-fetch";
+    let dir = this_program_dir()?;
+    if dir.join(FETCH).is_file() {
+        return Ok(dir.join(FETCH));
     }
-    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if !file.ends_with(".so") && !source_tree.join("Cargo.toml").is_file() {
-        if let Some(found) = std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .map(|d| d.join(file))
-            .find(|p| p.is_file())
-        {
-            return Ok(found);
-        }
-    }
-    let release = dir.file_name().is_some_and(|n| n == "release");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", package])
-        .current_dir(source_tree);
-    if release {
-        cmd.arg("--release");
-    }
-    rocm_kpack_cli::outln!(
-        "$ cargo build -p {package}{}",
-        if release { " --release" } else { "" }
-    )?;
-    let status = cmd.status().with_context(|| {
-        format!("building {file} (needs cargo and this source tree; or install {package})")
-    })?;
-    ensure!(
-        status.success() && beside.is_file(),
-        "could not build {}",
-        beside.display()
-    );
-    Ok(beside)
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(FETCH))
+        .find(|p| p.is_file())
+        .with_context(|| {
+            format!(
+                "{FETCH} is neither beside {} nor on PATH; build both commands at once \
+                 (`{BUILD_COMMAND}`, from the source tree) or install {FETCH}",
+                dir.display()
+            )
+        })
 }
 
-fn run_with_preload(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
-    let shim = preload_shim()?;
+fn this_program_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating this program")?;
+    Ok(exe.parent().context("this program's directory")?.to_owned())
+}
+
+fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> anyhow::Result<usize> {
     let record = work.root.join("hip-registrations");
     fs::create_dir_all(&record)?;
     let app = work.install_root.join(PREFIX).join(FAT_FIXTURES[0].0);

@@ -319,6 +319,61 @@ fn demo_into_a_closed_pipe_completes() {
     );
 }
 
+/// An installed `rocm-kpack` (here: copied with the fetcher into a
+/// `bin/` of its own, away from the source tree, with no cargo on PATH and
+/// no test-data variables) runs the whole demo: it builds nothing and reads
+/// no cache. Without the preload shim it says the step is skipped; with the
+/// shim in `../lib` (runtime/install-runtime.sh's prefix) it runs it.
+#[test]
+fn demo_runs_from_an_installed_program_and_builds_nothing() {
+    let prefix = tempfile::tempdir().expect("tempdir");
+    let bin = prefix.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    for program in PROGRAMS {
+        std::fs::copy(bins::bin(program), bin.join(program)).expect("copy");
+    }
+    let demo = || {
+        let out = Command::new(bin.join("rocm-kpack"))
+            .arg("demo")
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+            )
+            .env("HOME", prefix.path())
+            .current_dir(prefix.path())
+            .output()
+            .expect("run the demo");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "installed demo: {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("$ cargo"), "the demo ran cargo:\n{stdout}");
+        stdout
+    };
+    let stdout = demo();
+    assert!(
+        stdout.contains("preload shim: skipped (librocm_kpack_preload.so not found)"),
+        "{stdout}"
+    );
+    let lib = prefix.path().join("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    std::fs::copy(
+        bins::lib("librocm_kpack_preload.so"),
+        lib.join("librocm_kpack_preload.so"),
+    )
+    .expect("copy");
+    let stdout = demo();
+    assert!(
+        stdout.contains("preload shim: 1 fat binary registration(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the demo took"), "{stdout}");
+}
+
 #[test]
 fn completions_are_printed_for_every_shell_and_load_in_bash() {
     let dir = tempfile::tempdir().expect("tempdir");
