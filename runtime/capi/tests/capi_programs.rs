@@ -198,6 +198,44 @@ fn exported_symbols_are_exactly_the_header_functions() {
     assert_eq!(shim, ["__hipRegisterFatBinary", "__hipUnregisterFatBinary"]);
 }
 
+/// What `librocm_kpack` links, built alone as runtime/install-runtime.sh
+/// builds it: the readers and the loader, none of the tools' plumbing
+/// (temporary files, command lines, progress, the network).
+#[test]
+fn the_c_library_links_none_of_the_tools_crates() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "-p", "rocm-kpack-capi", "-e", "normal"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .current_dir(repo())
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let crates: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(crates.contains("rocm-kpack-loader"), "{crates:?}");
+    for tool in [
+        "tempfile",
+        "clap",
+        "anyhow",
+        "indicatif",
+        "reqwest",
+        "rayon",
+    ] {
+        assert!(
+            !crates.contains(tool),
+            "librocm_kpack links {tool}: {crates:?}"
+        );
+    }
+}
+
 #[test]
 fn header_compiles_as_c99_and_cxx() {
     let dir = tempfile::tempdir().expect("tmp");

@@ -11,11 +11,14 @@
 //! limits are listed in `docs/formats.md`, "Input size limits", and kept
 //! beside each format in `rocm-kpack-format`).
 
-use std::fs::{self, File, Permissions};
+#[cfg(feature = "write")]
+use std::fs::Permissions;
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
+#[cfg(feature = "write")]
 use tempfile::NamedTempFile;
 
 #[cfg(all(unix, feature = "lock"))]
@@ -411,6 +414,7 @@ pub fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+#[cfg(feature = "write")]
 /// A file written under a temporary name beside its destination and made
 /// visible by [`PendingFile::commit`]. Dropping it uncommitted removes the
 /// temporary file.
@@ -420,6 +424,7 @@ pub struct PendingFile {
     dest: PathBuf,
 }
 
+#[cfg(feature = "write")]
 impl PendingFile {
     /// An empty temporary file in `dest`'s directory, named `.<random>.tmp`.
     pub fn create(dest: &Path) -> Result<Self, PathError> {
@@ -521,6 +526,7 @@ impl PendingFile {
     }
 }
 
+#[cfg(feature = "write")]
 impl Write for PendingFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.temp.write(buf)
@@ -530,12 +536,14 @@ impl Write for PendingFile {
     }
 }
 
+#[cfg(feature = "write")]
 impl io::Seek for PendingFile {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
         self.temp.seek(pos)
     }
 }
 
+#[cfg(feature = "write")]
 /// Writes `bytes` to `dest` atomically, with `permissions` if given.
 pub fn write_atomically(
     dest: &Path,
@@ -545,6 +553,7 @@ pub fn write_atomically(
     write_atomically_named(dest, bytes, permissions, TempName::default())
 }
 
+#[cfg(feature = "write")]
 /// [`write_atomically`] under the temporary name `temp`, so that a tool
 /// recognises (and removes) what a killed run of it left behind.
 pub fn write_atomically_named(
@@ -647,6 +656,7 @@ pub fn check_replaceable(dest: &Path, replace: bool) -> Result<(), PathError> {
     Ok(())
 }
 
+#[cfg(feature = "write")]
 /// Moves a staged file or directory to `dest` under [`check_replaceable`].
 /// A replaced directory is first renamed aside in `dest`'s directory and
 /// removed after the new one is in place, so `dest` is never missing and
@@ -708,6 +718,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "write")]
     fn outputs_are_replaced_only_when_asked() {
         let dir = tempfile::tempdir().expect("tempdir");
         let staged = dir.path().join("staged");
@@ -725,6 +736,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "write")]
     fn atomic_write_replaces_and_leaves_no_temp() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
@@ -735,6 +747,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "write")]
     fn uncommitted_file_disappears() {
         let dir = tempfile::tempdir().expect("tempdir");
         let pending =
