@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocm_kpack_cli::iec_size;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
-use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
+use rocm_kpack_cli::{quiet, ExitStatus, UsageError};
+use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
 use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
@@ -39,9 +39,9 @@ struct Output<'a> {
     warnings: &'a [String],
 }
 
-/// Runs `install`; `quiet` (`-q`): no progress and no `targets:` line on
-/// stderr (warnings and errors stay).
-pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
+/// Runs `install`; `-q`: no progress, no `targets:` line, no report and
+/// no warnings (errors and the `--json` document stay).
+pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     if !args.auto && args.targets.targets.is_empty() {
         return Err(UsageError(
             "say which targets to install for: --auto (the GPUs detected here) or --target TARGET[,...]"
@@ -56,13 +56,13 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         return super::no_targets(&local, args.json.enabled);
     }
     check_local_sources(&args.net)?;
-    if args.via.is_some() || args.python {
-        return run_pm(args, &local, warnings, quiet);
+    if args.via.is_some() {
+        return run_pm(args, &local, warnings);
     }
-    if !args.json.enabled && !quiet {
+    if !args.json.enabled && !quiet() {
         print_targets(&local);
     }
-    let reporter: Arc<dyn Reporter> = if quiet {
+    let reporter: Arc<dyn Reporter> = if quiet() {
         Arc::new(Silent)
     } else if !args.json.enabled && std::io::stderr().is_terminal() {
         Arc::new(Bars::new())
@@ -168,63 +168,83 @@ fn finish(
     started: Instant,
 ) -> anyhow::Result<ExitStatus> {
     let summary = plan.summary();
-    if args.json.enabled {
-        print_json(&Output {
-            dry_run,
-            plan,
-            summary,
-            installed: &report.installed,
-            failed: &report.failed,
-            owned: &report.owned,
-            removed: &report.removed,
-            warnings,
-        })?;
-    } else {
+    if !args.json.enabled {
         print_warnings(warnings);
-        for o in &report.owned {
-            eprintln!(
-                "rocm-kpack-fetch: not installing {}: the installed package {} owns it, so it is the package manager's (upgrade or remove {} to change it)",
-                o.path.display(),
-                o.package,
-                o.package
+        if !quiet() {
+            for o in &report.owned {
+                eprintln!(
+                    "rocm-kpack-fetch: not installing {}: the installed package {} owns it, so it is the package manager's (upgrade or remove {} to change it)",
+                    o.path.display(),
+                    o.package,
+                    o.package
+                );
+            }
+        }
+    }
+    let doc = Output {
+        dry_run,
+        plan,
+        summary,
+        installed: &report.installed,
+        failed: &report.failed,
+        owned: &report.owned,
+        removed: &report.removed,
+        warnings,
+    };
+    args.json.report(&doc, || {
+        if plan.components.is_empty() && plan.refused_manifests.is_empty() {
+            return format!(
+                "nothing to install: no .kpm manifest found ({})\n",
+                scan_config(&args.scan).searched()
             );
         }
-        let mut text = String::new();
         if dry_run {
-            text.push_str(&plan.to_string());
-        } else {
-            for i in &report.installed {
-                let from = i.source.as_deref().unwrap_or("the download cache");
-                text.push_str(&format!(
-                    "installed {} ({}) from {from}\n",
-                    i.path.display(),
-                    iec_size(i.size)
-                ));
-            }
-            for p in &report.removed {
-                text.push_str(&format!(
-                    "removed {} (its manifest no longer lists it)\n",
-                    p.display()
-                ));
-            }
-            let fetched: u64 = report.installed.iter().map(|i| i.transferred).sum();
-            let removed = match report.removed.len() {
-                0 => String::new(),
-                n => format!(", {n} superseded removed"),
-            };
+            return plan.to_string();
+        }
+        let mut text = String::new();
+        for i in &report.installed {
+            let from = i.source.as_deref().unwrap_or("the download cache");
             text.push_str(&format!(
-                "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
-                report.installed.len(),
-                iec_size(fetched),
-                summary.present,
-                report.failed.len(),
-                started.elapsed().as_secs_f64(),
+                "installed {} ({} on disk) from {from}\n",
+                i.path.display(),
+                iec_size(i.size)
             ));
         }
-        print_stdout(&text)?;
-    }
+        for p in &report.removed {
+            text.push_str(&format!(
+                "removed {} (its manifest no longer lists it)\n",
+                p.display()
+            ));
+        }
+        let fetched: u64 = report.installed.iter().map(|i| i.transferred).sum();
+        let removed = match report.removed.len() {
+            0 => String::new(),
+            n => format!(", {n} superseded removed"),
+        };
+        text.push_str(&format!(
+            "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
+            report.installed.len(),
+            iec_size(fetched),
+            summary.present,
+            report.failed.len(),
+            started.elapsed().as_secs_f64(),
+        ));
+        text
+    })?;
     if !report.failed.is_empty() {
-        anyhow::bail!(failure_summary(&report.failed));
+        // The report (with --json, the document listing each failure in
+        // full) is out; the error and its advice follow on stderr.
+        let cache = args
+            .net
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| default_cache_dir(&args.scan.root));
+        let (error, hint) = failure_summary(&report.failed, &cache);
+        eprintln!("rocm-kpack-fetch: error: {error}");
+        if let Some(hint) = hint {
+            eprintln!("rocm-kpack-fetch: hint: {hint}");
+        }
+        return Ok(ExitStatus::Failure);
     }
     if !plan.refused_manifests.is_empty() {
         return Ok(refused_failure(plan.refused_manifests.len()));
@@ -253,10 +273,13 @@ fn refused_failure(n: usize) -> ExitStatus {
 }
 
 /// What failed, as apt says it: one line per host and cause with the
-/// number of archives it failed, then what to do. Failures without a
-/// source behind them (local disk, install) are listed by path. `--json`
+/// number of archives it failed; failures without a source behind them
+/// (local disk, install) are listed by path. Then what to do: for a full
+/// file system, which one and how much is free (`rocm_kpack_cli::hint_for`);
+/// for a source's failure, check the network and the sources. `--json`
 /// has every error in full.
-fn failure_summary(failed: &[Failed]) -> String {
+/// `cache` is the download cache: a full one can be moved (`--cache-dir`).
+fn failure_summary(failed: &[Failed], cache: &std::path::Path) -> (String, Option<String>) {
     use std::collections::BTreeMap;
     let mut by_host: BTreeMap<&HostCause, usize> = BTreeMap::new();
     let mut other = Vec::new();
@@ -285,13 +308,26 @@ fn failure_summary(failed: &[Failed]) -> String {
         msg.push('\n');
         msg.push_str(&line);
     }
-    if !by_host.is_empty() {
-        msg.push_str(
-            "\ncheck the network and the sources (--source, /etc/rocm-kpack/sources.d/), then run \
-             the same command again: partial downloads resume (--json has every error in full)",
+    if let Some(path) = failed.iter().find_map(|f| f.disk_full.as_ref()) {
+        let full = rocm_kpack_fs::PathError::new(
+            "writing",
+            path.clone(),
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
         );
+        let option = path.starts_with(cache).then_some("--cache-dir");
+        let hint = rocm_kpack_cli::hint_for(&anyhow::Error::new(full), option)
+            .map(|h| format!("{h}; then run the same command again"));
+        return (msg, hint);
     }
-    msg
+    // Only a source's failure is the network's: a local one ("local
+    // disk") is not.
+    let remote = by_host.keys().any(|c| c.host != LOCAL_DISK_HOST);
+    let hint = remote.then(|| {
+        "check the network and the sources (--source, /etc/rocm-kpack/sources.d/), then run \
+         the same command again: partial downloads resume (--json has every error in full)"
+            .to_owned()
+    });
+    (msg, hint)
 }
 
 /// `--strict` and device code is missing: exit 4.
@@ -318,14 +354,9 @@ fn run_pm(
     args: &InstallArgs,
     local: &LocalTargets,
     mut warnings: Vec<String>,
-    quiet: bool,
 ) -> anyhow::Result<ExitStatus> {
-    let via = if args.python {
-        Via::Pip
-    } else {
-        args.via.unwrap_or(Via::Pip)
-    };
-    if !args.json.enabled && !quiet {
+    let via = args.via.unwrap_or(Via::Pip);
+    if !args.json.enabled && !quiet() {
         print_targets(local);
     }
     let native = super::native_scheme(&args.native)?;
@@ -341,7 +372,7 @@ fn run_pm(
             native: native.clone(),
         }),
         Via::Pip => PackageManager::Pip(Pip {
-            python: super::interpreter(args.python_exe.as_deref()),
+            python: super::interpreter(args.scan.python.as_deref()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
             permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
@@ -359,22 +390,25 @@ fn run_pm(
     let outcome = ops::install::run_package_manager(request, |outcome| {
         warnings.extend(outcome.warnings.iter().cloned());
         let command = (!outcome.plan.packages.is_empty()).then(|| outcome.plan.command_line());
-        if args.json.enabled {
-            return print_json(&PmOutput {
-                dry_run: args.dry_run,
-                targets: &local.detection.targets,
-                plan: &outcome.plan,
-                command,
-                warnings: &warnings,
-            });
+        if !args.json.enabled {
+            print_warnings(&warnings);
         }
-        print_warnings(&warnings);
-        match &command {
+        let doc = PmOutput {
+            dry_run: args.dry_run,
+            targets: &local.detection.targets,
+            plan: &outcome.plan,
+            command: command.clone(),
+            warnings: &warnings,
+        };
+        args.json.report(&doc, || match &command {
             // The plan is the command line a user would type.
-            Some(line) if args.dry_run => print_stdout(&format!("{line}\n")),
-            Some(_) => Ok(()),
-            None => print_stdout("nothing to install: no installed package needs device packages for these targets\n"),
-        }
+            Some(line) if args.dry_run => format!("{line}\n"),
+            Some(_) => String::new(),
+            None => {
+                "nothing to install: no installed package needs device packages for these targets\n"
+                    .to_owned()
+            }
+        })
     })?;
     if outcome.refused > 0 {
         return Ok(refused_failure(outcome.refused));

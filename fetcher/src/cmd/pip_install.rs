@@ -27,8 +27,8 @@ pub struct PipInstallArgs {
     pub targets: TargetArgs,
     /// Interpreter to install into (`pip`; for `uv`, unless uv's own
     /// --python is given) [default: $ROCM_KPACK_PYTHON, else python3].
-    #[arg(long, value_name = "PATH")]
-    pub python_exe: Option<String>,
+    #[arg(long, value_name = "PATH", alias = "python-exe")]
+    pub python: Option<String>,
     /// The uv program (`uv` only) [default: uv on PATH].
     #[arg(long, value_name = "PATH")]
     pub uv_exe: Option<String>,
@@ -89,7 +89,7 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
     let name = user
         .python
         .clone()
-        .unwrap_or_else(|| super::interpreter(args.python_exe.as_deref()));
+        .unwrap_or_else(|| super::interpreter(args.python.as_deref()));
     let python = Interpreter::trusted(
         &name,
         PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),

@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch remove NAME...`: [`ops::remove`] as text or JSON;
 //! names that matched nothing are an error, reported after the output.
 
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_fetch::ops;
 
 use super::{lock_options, print_warnings, scan_config};
@@ -15,10 +15,10 @@ pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
         apply: args.yes,
         lock: lock_options(&args.scan),
     })?;
-    if args.json.enabled {
-        print_json(&out)?;
-    } else {
+    if !args.json.enabled {
         print_warnings(&out.warnings);
+    }
+    args.json.report(&out, || {
         let verb = if out.applied {
             "removed"
         } else {
@@ -39,8 +39,8 @@ pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
         if !out.applied && !out.removed.is_empty() {
             text.push_str("(dry run: pass --yes to remove them)\n");
         }
-        print_stdout(&text)?;
-    }
+        text
+    })?;
     if !out.problems.is_empty() {
         anyhow::bail!(out.problems.join("\n"));
     }

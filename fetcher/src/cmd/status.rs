@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch status`: [`ops::status`] as text or JSON.
 
 use rocm_kpack_cli::iec_size;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
@@ -53,16 +53,93 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         || !out.refused_manifests.is_empty()
         || !out.pip_device_packages.missing.is_empty()
         || !out.native.missing.is_empty()
+        || !out.orphans.is_empty()
     {
         ExitStatus::Problems
     } else {
         ExitStatus::Success
     };
-    if args.json.enabled {
-        print_json(&out)?;
-        return Ok(status);
+    if !args.json.enabled {
+        print_warnings(&out.warnings);
     }
-    print_warnings(&out.warnings);
+    let advice = Advice {
+        install: advised(args, "install", " --auto"),
+        gc: advised(args, "gc --yes", ""),
+        searched: config.searched(),
+    };
+    args.json
+        .report(&out, || text(&out, &local, &cache, &advice))?;
+    Ok(status)
+}
+
+/// The commands the text advises, and where the scan looked.
+struct Advice {
+    install: String,
+    gc: String,
+    searched: String,
+}
+
+/// `rocm-kpack-fetch WORDS` with the options of this `status` that choose
+/// what it looks at (`--target`, else `no_target`; `--root`,
+/// `--sysfs-root`, `--prefix`, ...), so the command advised acts on what
+/// was just reported.
+fn advised(args: &StatusArgs, words: &str, no_target: &str) -> String {
+    let mut line = format!("rocm-kpack-fetch {words}");
+    if args.targets.targets.is_empty() {
+        line.push_str(no_target);
+    } else {
+        line.push_str(&format!(" --target {}", args.targets.targets.join(",")));
+    }
+    let root = std::path::Path::new("/");
+    for (option, path) in [
+        ("--root", &args.scan.root),
+        ("--sysfs-root", &args.targets.sysfs_root),
+    ] {
+        if path != root {
+            line.push_str(&format!(
+                " {option} {}",
+                shell_word(&path.to_string_lossy())
+            ));
+        }
+    }
+    for p in &args.scan.prefixes {
+        line.push_str(&format!(" --prefix {}", shell_word(&p.to_string_lossy())));
+    }
+    if args.scan.no_default_prefixes {
+        line.push_str(" --no-default-prefixes");
+    }
+    if let Some(python) = &args.scan.python {
+        line.push_str(&format!(" --python {}", shell_word(python)));
+    }
+    line
+}
+
+/// `word` as the shell reads it back: as it is when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The report for people.
+fn text(
+    out: &ops::status::StatusReport,
+    local: &rocm_kpack_fetch::detect::LocalTargets,
+    cache: &Cache,
+    advice: &Advice,
+) -> String {
+    let Advice {
+        install,
+        gc,
+        searched,
+    } = advice;
     let mut text = String::new();
     if out.targets.is_empty() {
         text.push_str("targets: none (no AMD GPU found; pass --target TARGET to choose)\n");
@@ -80,8 +157,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         && out.native.unused.is_empty()
         && pip.missing.is_empty()
         && pip.unneeded.is_empty()
+        && out.orphans.is_empty()
     {
-        text.push_str("no installed .kpm manifests found\n");
+        text.push_str(&format!("no installed .kpm manifests found ({searched})\n"));
     }
     for c in &out.components {
         let what = if c.databases_needed > 0 {
@@ -93,7 +171,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             format!("complete ({} {what} present)", c.present)
         } else {
             format!(
-                "{} of {} {what} missing ({}): run `rocm-kpack-fetch install --auto`",
+                "{} of {} {what} missing ({}): run `{install}`",
                 c.missing.len(),
                 c.needed,
                 iec_size(c.bytes_missing)
@@ -152,6 +230,13 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             r.error
         ));
     }
+    for o in &out.orphans {
+        text.push_str(&format!(
+            "orphan {} (component {}): no installed manifest lists it; `{gc}` removes it\n",
+            o.path.display(),
+            o.component
+        ));
+    }
     if !out.partial_downloads.is_empty() {
         let bytes: u64 = out.partial_downloads.iter().map(|p| p.bytes).sum();
         text.push_str(&format!(
@@ -161,8 +246,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             cache.partial_dir().display()
         ));
     }
-    print_stdout(&text)?;
-    Ok(status)
+    text
 }
 
 /// The coverage of host binaries without a `.kpm`, for people: one line

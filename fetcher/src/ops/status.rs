@@ -57,6 +57,9 @@ pub struct StatusReport {
     pub unlisted: Vec<BinaryCoverage>,
     /// Manifests that could not be read.
     pub refused_manifests: Vec<RefusedManifest>,
+    /// Archives (and database files) this tool installed that no manifest
+    /// lists any more and that are still there: `gc` removes them.
+    pub orphans: Vec<super::list::Orphan>,
     /// AMD's native device packages (no `.kpm`): missing for a local
     /// target, installed for none (filled in by the caller,
     /// [`crate::pm::native::coverage_in`]).
@@ -82,6 +85,11 @@ pub fn status(
     let mut warnings = local.detection.warnings.clone();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let plan = InstallPlan::build(scan, &local.ids, &states);
+    let orphans = states
+        .iter()
+        .flat_map(|(dir, state)| super::list::orphans(scan, dir, state))
+        .filter(|o| o.present)
+        .collect();
     let components = plan
         .components
         .iter()
@@ -112,6 +120,7 @@ pub fn status(
         components,
         unlisted,
         refused_manifests: scan.refused.clone(),
+        orphans,
         native: Default::default(),
         partial_downloads,
         pip_device_packages: Default::default(),
