@@ -339,7 +339,7 @@ pub struct ScanArgs {
     pub root: PathBuf,
     /// Also look for manifests in P/.kpack and up to two directory levels
     /// below P (repeatable; not taken below --root).
-    #[arg(long = "prefix", value_name = "P")]
+    #[arg(long = "prefix", value_name = "P", value_parser = rocm_kpack_cli::existing_dir)]
     pub prefixes: Vec<PathBuf>,
     /// Look only in the --prefix directories.
     #[arg(long)]
@@ -384,7 +384,7 @@ pub struct NetArgs {
     pub jobs: u32,
     /// Keep partial downloads here [default: /var/cache/rocm-kpack-fetch
     /// for root, else $XDG_CACHE_HOME/rocm-kpack-fetch; below --root].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub cache_dir: Option<PathBuf>,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_secs)]
@@ -420,6 +420,34 @@ pub struct NetArgs {
     /// processor's set.
     #[arg(long)]
     pub no_transport: bool,
+}
+
+/// `--native-host`: a pattern [`NativeScheme`] takes (checked with the
+/// default device pattern), so a typo is a usage error in every mode.
+///
+/// [`NativeScheme`]: rocm_kpack_fetch::pm::native::NativeScheme
+fn parse_host_pattern(s: &str) -> Result<String, String> {
+    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_DEVICE_PATTERN};
+    NativeScheme::new(s, DEFAULT_DEVICE_PATTERN)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--native-device`, as [`parse_host_pattern`].
+fn parse_device_pattern(s: &str) -> Result<String, String> {
+    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_HOST_PATTERN};
+    NativeScheme::new(DEFAULT_HOST_PATTERN, s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--index-url`: what pip can read an index from, by the rule of
+/// `--source` (plain http allowed: pip warns about it itself). The text
+/// is kept as given.
+fn parse_index_url(s: &str) -> Result<String, String> {
+    rocm_kpack_fetch::sources::parse_source_url(s, "--index-url", true)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_frame_level(s: &str) -> Result<rocm_kpack_fetch::execute::FrameLevel, String> {
@@ -475,8 +503,9 @@ pub struct InstallArgs {
     /// transaction: package hooks use file mode.
     #[arg(long, value_enum, value_name = "PM")]
     pub via: Option<Via>,
-    /// Package index for --via pip (pip's --index-url).
-    #[arg(long, value_name = "URL")]
+    /// Package index for --via pip (pip's --index-url): an https://,
+    /// http:// or file:// URL, or a directory.
+    #[arg(long, value_name = "URL", value_parser = parse_index_url)]
     pub index_url: Option<String>,
     /// Extra argument for the package manager (repeatable), e.g.
     /// --pm-opt=--repofrompath=local,http://mirror/ for dnf or
@@ -495,11 +524,13 @@ pub struct InstallArgs {
 pub struct NativeArgs {
     /// Name pattern of a host package ({base}, {version}); each installed
     /// one gets the device packages of the local targets.
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN)]
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN,
+          value_parser = parse_host_pattern)]
     pub native_host: String,
     /// Name pattern of a host package's device package for one target
     /// ({base}, {version}, {target}).
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN)]
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN,
+          value_parser = parse_device_pattern)]
     pub native_device: String,
 }
 
@@ -524,7 +555,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub scan: ScanArgs,
     /// Partial downloads kept here [default as for install].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub cache_dir: Option<PathBuf>,
     /// AMD's native package names (device packages reported).
     #[command(flatten)]

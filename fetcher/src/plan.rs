@@ -76,7 +76,9 @@ pub struct PlannedArchive {
     pub path: PathBuf,
     /// Family from the manifest.
     pub family: String,
-    /// Every arch key the manifest lists for the archive.
+    /// Every arch key the manifest lists for the archive (not in
+    /// `--json`, which has the keys that serve a local target, `arches`).
+    #[serde(skip)]
     pub architectures: Vec<String>,
     /// Size from the manifest.
     pub size: u64,

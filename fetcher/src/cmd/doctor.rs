@@ -12,7 +12,7 @@ use crate::cli::DoctorArgs;
 /// Runs `doctor`.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let visible: Vec<(String, String)> = VISIBLE_DEVICE_VARS
         .iter()

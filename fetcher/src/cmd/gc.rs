@@ -1,8 +1,7 @@
 //! `rocm-kpack-fetch gc`: [`ops::gc`] as text or JSON; lists what would go
 //! unless `--yes`. Without targets nothing is collected (exit 3).
 
-use rocm_kpack_cli::{quiet, ExitStatus};
-use rocm_kpack_fetch::detect::no_targets_message;
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_fetch::ops;
 
 use super::{local_targets, lock_options, print_warnings, scan_config};
@@ -12,16 +11,15 @@ use crate::cli::GcArgs;
 pub fn run(args: &GcArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
-        if quiet() {
-            return Ok(ExitStatus::NoGpu);
-        }
-        eprintln!("{}", no_targets_message(&local.detection));
-        eprintln!("not collecting anything: with no targets every archive would go; pass --target TARGET to say what to keep");
-        return Ok(ExitStatus::NoGpu);
+        return super::no_targets(
+            &local,
+            args.json.enabled,
+            Some("not collecting anything: with no targets every archive would go; pass --target TARGET to say what to keep"),
+        );
     }
     let out = ops::gc::run(&ops::gc::GcRequest {
         local,
-        scan: scan_config(&args.scan),
+        scan: scan_config(&args.scan)?,
         apply: args.yes,
         lock: lock_options(&args.scan),
     })?;

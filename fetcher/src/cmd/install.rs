@@ -53,7 +53,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     let mut warnings = local.detection.warnings.clone();
     if local.ids.is_empty() {
-        return super::no_targets(&local, args.json.enabled);
+        return super::no_targets(&local, args.json.enabled, None);
     }
     check_local_sources(&args.net)?;
     if args.via.is_some() {
@@ -69,8 +69,10 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     } else {
         Arc::new(Lines::default())
     };
+    let scan = scan_config(&args.scan)?;
+    let searched = scan.searched();
     let outcome = ops::install::run(InstallRequest {
-        scan: scan_config(&args.scan),
+        scan,
         targets: local.ids.clone(),
         sources: SourcesRequest {
             urls: args.net.sources.clone(),
@@ -96,6 +98,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
         &warnings,
         args.dry_run,
         started,
+        &searched,
     )
 }
 
@@ -166,6 +169,7 @@ fn finish(
     warnings: &[String],
     dry_run: bool,
     started: Instant,
+    searched: &str,
 ) -> anyhow::Result<ExitStatus> {
     let summary = plan.summary();
     if !args.json.enabled {
@@ -195,7 +199,7 @@ fn finish(
         if plan.components.is_empty() && plan.refused_manifests.is_empty() {
             return format!(
                 "nothing to install: no .kpm manifest found ({})\n",
-                scan_config(&args.scan).searched()
+                searched
             );
         }
         if dry_run {
@@ -381,7 +385,7 @@ fn run_pm(
         }),
     };
     let request = PmInstallRequest {
-        scan: scan_config(&args.scan),
+        scan: scan_config(&args.scan)?,
         pm,
         targets: local.ids.clone(),
         naming: rocm_kpack_pkgspec::defaults::naming(),

@@ -9,12 +9,12 @@ use crate::cli::ListArgs;
 
 /// Runs `list`.
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
-    let out = ops::list::list(&scan_config(&args.scan).scan());
+    let config = scan_config(&args.scan)?;
+    let out = ops::list::list(&config.scan());
     if !args.json.enabled {
         print_warnings(&out.warnings);
     }
-    args.json
-        .report(&out, || text(&out, &scan_config(&args.scan).searched()))?;
+    args.json.report(&out, || text(&out, &config.searched()))?;
     Ok(ExitStatus::Success)
 }
 

@@ -63,8 +63,17 @@ pub fn lock_options(args: &ScanArgs) -> LockOptions {
 }
 
 /// The scan configuration of the command line (`--python`, else
-/// `ROCM_KPACK_PYTHON`, else python3; blank: no Python environment).
-pub fn scan_config(args: &ScanArgs) -> ScanConfig {
+/// `ROCM_KPACK_PYTHON`, else python3; blank: no Python environment). An
+/// interpreter named with `--python` must be usable (the scan would
+/// otherwise skip its site-packages with only a warning).
+pub fn scan_config(args: &ScanArgs) -> anyhow::Result<ScanConfig> {
+    if let Some(python) = args.python.as_deref().filter(|p| !p.trim().is_empty()) {
+        rocm_kpack_fetch::python::Interpreter::trusted(
+            python,
+            PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
+        )
+        .map_err(|e| anyhow::Error::new(e).context(format!("--python {python}")))?;
+    }
     let python = match args
         .python
         .clone()
@@ -74,12 +83,12 @@ pub fn scan_config(args: &ScanArgs) -> ScanConfig {
         Some(v) => Some(v),
         None => Some("python3".to_string()),
     };
-    ScanConfig {
+    Ok(ScanConfig {
         root: args.root.clone(),
         prefixes: args.prefixes.clone(),
         default_prefixes: !args.no_default_prefixes,
         python,
-    }
+    })
 }
 
 /// Detection with `--sysfs-root` / `--target` and the override variables of
@@ -153,17 +162,34 @@ pub fn interpreter(explicit: Option<&str>) -> String {
         .unwrap_or_else(|| "python3".into())
 }
 
-/// Says there are no targets (JSON: the detection) and returns exit 3.
-pub fn no_targets(local: &LocalTargets, json: bool) -> anyhow::Result<ExitStatus> {
+/// The `--json` document of a command that stops for want of targets:
+/// the detection, its fields in the order of `detect --json`.
+#[derive(serde::Serialize)]
+struct NoTargets<'a> {
+    targets: &'a [String],
+    detection: &'a Detection,
+}
+
+/// Says there are no targets, then `why` nothing is done when given (JSON:
+/// the detection), and returns exit 3.
+pub fn no_targets(
+    local: &LocalTargets,
+    json: bool,
+    why: Option<&str>,
+) -> anyhow::Result<ExitStatus> {
     if json {
-        rocm_kpack_cli::print_json_document(
-            &serde_json::json!({ "targets": [], "detection": local.detection }),
-        )?;
+        rocm_kpack_cli::print_json_document(&NoTargets {
+            targets: &[],
+            detection: &local.detection,
+        })?;
     } else if !rocm_kpack_cli::quiet() {
         eprintln!(
             "{}",
             rocm_kpack_fetch::detect::no_targets_message(&local.detection)
         );
+        if let Some(why) = why {
+            eprintln!("{why}");
+        }
     }
     Ok(ExitStatus::NoGpu)
 }

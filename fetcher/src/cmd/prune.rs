@@ -5,7 +5,6 @@
 //! (exit 3).
 
 use rocm_kpack_cli::{iec_size, print_stdout, quiet, ExitStatus, UsageError};
-use rocm_kpack_fetch::detect::no_targets_message;
 use rocm_kpack_fetch::ops::prune::{self, OwnFiles, PruneBackend, PruneContext};
 use rocm_kpack_fetch::pm::apt::Apt;
 use rocm_kpack_fetch::pm::dnf::Dnf;
@@ -45,14 +44,13 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     if keep.is_empty() {
-        if quiet() {
-            return Ok(ExitStatus::NoGpu);
-        }
-        eprintln!("{}", no_targets_message(&local.detection));
-        eprintln!("not pruning anything: with no targets every target's device code would go; pass --keep TARGET to say what to keep");
-        return Ok(ExitStatus::NoGpu);
+        return super::no_targets(
+            &local,
+            args.json.enabled,
+            Some("not pruning anything: with no targets every target's device code would go; pass --keep TARGET to say what to keep"),
+        );
     }
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let native = super::native_scheme(&args.native)?;
     let ctx = PruneContext {

@@ -10,7 +10,7 @@ use crate::cli::RemoveArgs;
 /// Runs `remove`.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
     let out = ops::remove::run(&ops::remove::RemoveRequest {
-        scan: scan_config(&args.scan),
+        scan: scan_config(&args.scan)?,
         names: args.names.clone(),
         apply: args.yes,
         lock: lock_options(&args.scan),

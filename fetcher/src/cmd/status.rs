@@ -15,7 +15,7 @@ use rocm_kpack_fetch::unlisted::BinaryCoverage;
 /// Runs `status`.
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let cache = Cache::new(
         args.cache_dir

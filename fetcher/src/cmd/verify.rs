@@ -9,7 +9,7 @@ use crate::cli::VerifyArgs;
 
 /// Runs `verify`.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let local = super::local_targets(&args.targets)?;
     let mut warnings = Vec::new();

@@ -233,7 +233,7 @@ const PIP_OPTIONS: &[Opt] = &[
         None,
         true,
         false,
-        Role::Refuse("name the interpreter with rocm-kpack-fetch's --python-exe"),
+        Role::Refuse("name the interpreter with rocm-kpack-fetch's --python (before `install`)"),
     ),
     opt(
         &["--group"],

@@ -174,6 +174,78 @@ fn gc_lists_by_default_and_removes_with_yes() {
     assert_eq!(json["dry_run"], true);
 }
 
+/// With the package's `.kpm` gone, `status` names the archive left behind
+/// (exit 4) and the `gc` that removes it, with the options it was given;
+/// `gc --yes` then leaves nothing of ours in the `.kpack` directory.
+#[test]
+fn status_reports_orphans_and_gc_leaves_no_trace() {
+    let env = Env::new();
+    let archives = env.rocrand(20_000);
+    let server = Server::start();
+    server.add(&archives[0].by_hash(), archives[0].bytes.clone());
+    ok(env.install("gfx90a", &[server.url()], &[]));
+    fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
+    let root = env.root.to_string_lossy().into_owned();
+    let (code, out, stderr) = run(env.sub("status", &["--target", "gfx90a"]));
+    assert_eq!(code, 4, "{out}{stderr}");
+    let orphan = env.kpack.join(&archives[0].file.filename);
+    assert!(
+        out.contains(&format!("orphan {}", orphan.display()))
+            && out.contains(&format!(
+                "`rocm-kpack-fetch gc --yes --target gfx90a --root {root}` removes it"
+            )),
+        "{out}"
+    );
+    assert!(!out.contains("no installed .kpm manifests found"), "{out}");
+    let (code, json, _) = run(env.sub("status", &["--target", "gfx90a", "--json"]));
+    assert_eq!(code, 4);
+    let json: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        json["orphans"][0]["path"],
+        orphan.to_string_lossy().as_ref()
+    );
+
+    ok(env.sub("gc", &["--target", "gfx90a", "--yes"]));
+    assert_eq!(
+        env.kpack_files(),
+        Vec::<String>::new(),
+        "lock and state gone"
+    );
+    let out = ok(env.sub("status", &["--target", "gfx90a"]));
+    assert!(
+        out.contains("no installed .kpm manifests found (searched "),
+        "{out}"
+    );
+}
+
+/// A failed install (a source without the archive: the network's advice)
+/// that installed nothing leaves neither a lock nor a state file; once
+/// the package and its manifest are gone, nothing of ours is left.
+#[test]
+fn a_failed_install_leaves_nothing_once_its_package_is_gone() {
+    let env = Env::new();
+    env.rocrand(20_000);
+    let server = Server::start();
+    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("rocm-kpack-fetch: hint: check the network"),
+        "a source failed: {stderr}"
+    );
+    assert_eq!(env.kpack_files(), ["rocrand.kpm"]);
+    fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
+    let out = ok(env.install("gfx90a", &[server.url()], &[]));
+    assert!(
+        out.starts_with("nothing to install: no .kpm manifest found (searched "),
+        "{out}"
+    );
+    assert_eq!(
+        env.kpack_files(),
+        Vec::<String>::new(),
+        "lock and state gone"
+    );
+}
+
 #[test]
 fn status_and_doctor_report_coverage() {
     let (env, archives) = installed_env();
@@ -183,6 +255,14 @@ fn status_and_doctor_report_coverage() {
     let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
     assert_eq!(code, 4, "{out}");
     assert!(out.contains("1 of 1 archive(s) missing"), "{out}");
+    // The advice installs for what was reported, below the same root.
+    let root = env.root.to_string_lossy().into_owned();
+    assert!(
+        out.contains(&format!(
+            "run `rocm-kpack-fetch install --target gfx942:sramecc+,gfx803 --root {root}`"
+        )),
+        "{out}"
+    );
     assert!(
         out.contains("warning: rocrand publishes no device code for gfx803"),
         "{out}"

@@ -105,6 +105,8 @@ impl Blas {
             database_files: self.dbs.iter().map(|d| d.file.clone()).collect(),
             prefix_path: None,
         };
+        // `gc --yes` removes a `.kpack` directory it leaves empty.
+        fs::create_dir_all(&self.env.kpack).expect("mkdir");
         fs::write(
             self.env.kpack.join("rocblas.kpm"),
             m.to_msgpack().expect("encode"),
