@@ -329,3 +329,30 @@ fn doctor_on_a_fixture_mi210_sees_the_gpu_and_kfd() {
     ]));
     crate::assert_installed(&env.kpack.join(&a.file.filename), &a);
 }
+
+/// gfx1100 loads gfx11-generic code (the loader's rule, falling through to
+/// the generic ISA's archive for a kernel the native one lacks): neither
+/// `gc` nor `prune` takes the generic archive from a gfx1100 machine,
+/// and `prune` without it says so.
+#[test]
+fn prune_and_gc_keep_the_generic_isa_a_local_target_loads() {
+    let env = Env::new();
+    let native = make_archive("libmulti", "gfx1100", &["gfx1100"], 20_000, 41);
+    let generic = make_archive("libmulti", "gfx11-generic", &["gfx11-generic"], 20_000, 42);
+    let other = make_archive("libmulti", "gfx90a", &["gfx90a"], 20_000, 43);
+    env.manifest(&env.kpack, "libmulti", &[&native, &generic, &other]);
+    let server = Server::start();
+    for a in [&native, &generic, &other] {
+        server.add(&a.by_hash(), a.bytes.clone());
+    }
+    ok(env.install("gfx1100,gfx90a", &[server.url()], &[]));
+    for sub in ["gc", "prune"] {
+        let out = ok(env.sub(sub, &["--target", "gfx1100"]));
+        assert!(
+            !out.contains(&generic.file.filename) && out.contains(&other.file.filename),
+            "{sub}: {out}"
+        );
+    }
+    let out = ok(env.sub("prune", &["--target", "gfx1100", "--keep", "gfx90a"]));
+    assert!(out.contains("nothing to prune"), "{out}");
+}

@@ -179,11 +179,21 @@ fn quiet_install_prints_nothing_but_errors_and_the_document() {
         server.add(&a.by_hash(), a.bytes.clone());
     }
     // Without -q a pipe gets one line per transfer and the targets.
-    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr.contains("targets: gfx90a") && stderr.contains("fetching "),
         "{stderr}"
+    );
+    // Each of an archive's sizes says which it is: as published, over the
+    // network, on disk.
+    assert!(
+        stderr.contains(" published) from ") && stderr.contains(" over the network in "),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(" on disk) from ") && stdout.contains(" transferred)"),
+        "{stdout}"
     );
     let env = Env::new();
     env.rocrand(50_000);

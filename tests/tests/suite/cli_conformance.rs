@@ -1323,10 +1323,13 @@ fn a_full_disk_names_the_output_and_its_file_system() {
 /// every `-v` line.
 #[test]
 fn help_ends_with_examples_and_names_rust_log_once() {
-    for path in command_paths("rocm-kpack") {
-        let out = run(bins::command("rocm-kpack").args(&path).arg("--help"));
+    for (program, path) in PROGRAMS
+        .iter()
+        .flat_map(|p| command_paths(p).into_iter().map(move |path| (*p, path)))
+    {
+        let out = run(bins::command(program).args(&path).arg("--help"));
         let help = String::from_utf8(out.stdout).expect("UTF-8");
-        let what = format!("rocm-kpack {} --help", path.join(" "));
+        let what = format!("{program} {} --help", path.join(" "));
         let last = help.trim_end().rsplit("\n\n").next().unwrap_or_default();
         assert!(
             last.starts_with("Examples:"),
@@ -1334,7 +1337,7 @@ fn help_ends_with_examples_and_names_rust_log_once() {
         );
         let examples = last
             .lines()
-            .filter(|l| l.starts_with("      rocm-kpack"))
+            .filter(|l| l.starts_with(&format!("      {program} ")))
             .count();
         assert!(
             (1..=3).contains(&examples),
@@ -1344,9 +1347,210 @@ fn help_ends_with_examples_and_names_rust_log_once() {
         assert_eq!(rust_log, usize::from(path.is_empty()), "{what}:\n{help}");
         assert!(!help.contains("per GPU family"), "{what}:\n{help}");
     }
+    // The retired command is not offered.
     let out = run(bins::command("rocm-kpack-fetch").arg("--help"));
-    let help = String::from_utf8(out.stdout).expect("UTF-8");
-    assert_eq!(help.matches("RUST_LOG").count(), 1, "{help}");
-    let out = run(bins::command("rocm-kpack-fetch").args(["install", "--help"]));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("RUST_LOG"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("pip-index-url"));
+}
+
+/// A valid invocation of each `rocm-kpack-fetch` subcommand in a work
+/// directory holding `froot` (an empty root) and `a-file`: the options
+/// before the bad value, and what follows it (`pip`'s and `uv`'s client
+/// arguments come last).
+fn fetch_base_args(path: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
+    let root = ["--root", "froot"];
+    let target = ["--target", "gfx1100"];
+    let both = || [&target[..], &root[..]].concat();
+    match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["detect"] => (target.to_vec(), vec![]),
+        ["install"] => ([&both()[..], &["--dry-run"]].concat(), vec![]),
+        ["status" | "verify" | "gc" | "prune" | "doctor"] => (both(), vec![]),
+        ["list"] => (root.to_vec(), vec![]),
+        ["remove"] => ([&["rocrand"][..], &root[..]].concat(), vec![]),
+        ["trigger"] => (vec![], vec![]),
+        ["pip"] => (
+            vec!["--target", "gfx1100", "--dry-run"],
+            vec!["install", "--no-index", "no-such-dist"],
+        ),
+        ["uv"] => (
+            vec!["--target", "gfx1100", "--dry-run"],
+            vec!["pip", "install", "--no-index", "no-such-dist"],
+        ),
+        ["completions"] => (vec!["bash"], vec![]),
+        ["man"] => (vec![], vec![]),
+        ref other => panic!("no valid invocation of rocm-kpack-fetch {other:?}: add one"),
+    }
+}
+
+/// A bad value for a `rocm-kpack-fetch` option and the exit code the table
+/// gives it; `None` for an option that takes any value (`--pm-opt`, passed
+/// to the package manager as it is).
+fn fetch_bad_value(path: &[String], option: &str, value: &str) -> Option<(&'static str, i32)> {
+    let sub = path.join(" ");
+    Some(match (sub.as_str(), option, value) {
+        // `trigger` runs in a package transaction: one line, exit 0.
+        ("trigger", _, _) => ("x", 0),
+        (_, "--pm-opt", _) => return None,
+        // Directories read: one that is not there, or a plain file.
+        (_, "--root" | "--sysfs-root" | "--prefix", "DIR" | "P") => ("no-such-dir", 2),
+        (_, "--offline", "DIR") => ("a-file", 2),
+        // Directories written.
+        (_, "--cache-dir" | "--out", "DIR") => ("a-file", 2),
+        // Programs run: one that is not there is unusable input.
+        // ... except uv's program given to `pip`: a usage error.
+        ("pip", "--uv-exe", _) => ("no-such-input", 2),
+        (_, "--python" | "--uv-exe", "PATH") => ("no-such-input", 1),
+        // Values with a grammar.
+        (_, _, "TARGET") => ("gfx9999", 2),
+        (_, _, "URL") => ("ftp://example.org/repo", 2),
+        (_, _, "SECONDS" | "SECS" | "N" | "BYTES" | "N|release") => ("x", 2),
+        (_, _, "PM") => ("yum", 2),
+        (_, _, "PATTERN") => ("{nope}", 2),
+        _ => panic!("rocm-kpack-fetch {sub} {option} <{value}>: no bad value known; add one"),
+    })
+}
+
+/// Every option of every `rocm-kpack-fetch` subcommand that takes a value,
+/// given a bad one, exits as the table says: 2 for a value wrong on its
+/// face (checked when the line is parsed, or right after), 1 for a program
+/// that cannot be run, 0 for `trigger` (which never fails a package
+/// transaction); and the message names the value or the option.
+#[test]
+fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    std::fs::create_dir_all(w.join("froot")).expect("mkdir");
+    std::fs::write(w.join("a-file"), "not a directory\n").expect("write");
+    let mut checked = Vec::new();
+    for path in command_paths("rocm-kpack-fetch") {
+        if path.is_empty() {
+            continue;
+        }
+        let help = run(bins::command("rocm-kpack-fetch").args(&path).arg("--help"));
+        let help = String::from_utf8(help.stdout).expect("UTF-8");
+        for (option, value) in valued_options(&help) {
+            let Some((bad, code)) = fetch_bad_value(&path, &option, &value) else {
+                continue;
+            };
+            let (mut args, after) = fetch_base_args(&path);
+            // An option the base already gives is replaced.
+            if let Some(i) = args.iter().position(|a| *a == option) {
+                args.drain(i..i + 2);
+            }
+            let given = format!("{option}={bad}");
+            let mut cmd = bins::command("rocm-kpack-fetch");
+            cmd.args(&path).args(&args).arg(&given).args(&after);
+            bins::isolate_fetcher(&mut cmd);
+            let out = cmd
+                .current_dir(w)
+                .env("ROCM_KPACK_FETCH_SKIP", "1")
+                .env("PIP_CONFIG_FILE", "/dev/null")
+                .output()
+                .expect("run rocm-kpack-fetch");
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let what = format!(
+                "rocm-kpack-fetch {} {} {given}",
+                path.join(" "),
+                args.join(" ")
+            );
+            assert_eq!(out.status.code(), Some(code), "{what}: {said}");
+            assert!(
+                said.contains(bad) || said.contains(&option),
+                "{what}: the message names neither:\n{said}"
+            );
+            checked.push(format!("{} {option}", path.join(" ")));
+        }
+    }
+    for expected in [
+        "install --cache-dir",
+        "install --index-url",
+        "install --native-host",
+        "install --prefix",
+        "install --python",
+        "status --python",
+        "prune --keep",
+        "uv --uv-exe",
+        "trigger --timeout",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == expected),
+            "{expected} in {checked:?}"
+        );
+    }
+    // pip has no uv program: --uv-exe there is a usage error, however good.
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args([
+        "pip", "--target", "gfx1100", "--uv-exe", "uv", "install", "x",
+    ]);
+    bins::isolate_fetcher(&mut cmd);
+    assert_eq!(cmd.output().expect("run").status.code(), Some(2));
+    // With --json, a usage error is also the error object on stdout.
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(["list", "--root", "no-such-dir", "--json"])
+        .current_dir(w);
+    bins::isolate_fetcher(&mut cmd);
+    let out = cmd.output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the error object");
+    assert_eq!(doc["exit_code"], 2, "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-dir")),
+        "{doc}"
+    );
+}
+
+/// `rocm-kpack-fetch -q` prints nothing but errors and the `--json`
+/// document, for every command that reports (each prints something
+/// without it); a no-op `install` says where it looked.
+#[test]
+fn fetch_quiet_prints_nothing_but_errors_and_the_document() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    std::fs::create_dir_all(w.join("froot")).expect("mkdir");
+    let runs: [&[&str]; 7] = [
+        &["detect", "--target", "gfx1100"],
+        &["install", "--target", "gfx1100", "--root", "froot"],
+        &["status", "--target", "gfx1100", "--root", "froot"],
+        &["list", "--root", "froot"],
+        &["verify", "--root", "froot"],
+        &["gc", "--target", "gfx1100", "--root", "froot"],
+        &["prune", "--target", "gfx1100", "--root", "froot"],
+    ];
+    let fetch = |args: &[&str], extra: &[&str]| {
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(args).args(extra).current_dir(w);
+        bins::isolate_fetcher(&mut cmd);
+        run(&mut cmd)
+    };
+    for args in runs {
+        let loud = fetch(args, &[]);
+        assert!(!loud.stdout.is_empty(), "{args:?} says nothing without -q");
+        let out = fetch(args, &["-q"]);
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "rocm-kpack-fetch {args:?} -q printed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = fetch(args, &["-q", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(doc["schema"], 1, "{args:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = fetch(runs[1], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("nothing to install: no .kpm manifest found (searched ")
+            && text.contains("froot/opt/rocm*, froot/usr, "),
+        "{text}"
+    );
 }

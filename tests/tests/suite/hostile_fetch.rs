@@ -1221,7 +1221,11 @@ fn pip_index_url_is_retired_whatever_its_arguments() {
         &["--base", ""][..],
         &["--base", "javascript:alert(1)"],
         &["--base", "https://h.example/x\ny"],
-        &["--base", "http://user:hunter2@127.0.0.1:9/idx", "--allow-http"],
+        &[
+            "--base",
+            "http://user:hunter2@127.0.0.1:9/idx",
+            "--allow-http",
+        ],
         &["--target", "gfx9999", "--help"],
         &[],
     ] {

@@ -716,17 +716,11 @@ fn prune_frees_what_it_says_with_rocm_sdk_init_links() {
         let mut c = bins::command("rocm-kpack-fetch");
         bins::isolate_fetcher(&mut c);
         case.env(&mut c);
-        c.args([
-            "prune",
-            "--via",
-            "pip",
-            "--no-default-prefixes",
-            "--python",
-        ])
-        .arg(case.python())
-        .arg("--sysfs-root")
-        .arg(fixtures::machine("mi300x"))
-        .args(more);
+        c.args(["prune", "--via", "pip", "--no-default-prefixes", "--python"])
+            .arg(case.python())
+            .arg("--sysfs-root")
+            .arg(fixtures::machine("mi300x"))
+            .args(more);
         run(&mut c)
     };
     let json = |o: &Output| -> serde_json::Value {
