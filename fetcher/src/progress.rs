@@ -119,7 +119,7 @@ impl Transfer for LineTransfer {
         let secs = self.started.elapsed().as_secs_f64();
         match outcome {
             Ok(()) => line(&format!(
-                "fetched {}: {} over the network in {secs:.1}s ({}/s)",
+                "fetched {}: {} transferred in {secs:.1}s ({}/s)",
                 self.name,
                 iec_size(received),
                 iec_size(rate(received, secs)),

@@ -42,7 +42,10 @@ pub fn run(args: &RemoveArgs) -> anyhow::Result<ExitStatus> {
         text
     })?;
     if !out.problems.is_empty() {
-        anyhow::bail!(out.problems.join("\n"));
+        // The report (with --json, the document, which names them) is out:
+        // one document on stdout, so the error goes to stderr alone.
+        eprintln!("rocm-kpack-fetch: error: {}", out.problems.join("\n"));
+        return Ok(ExitStatus::Failure);
     }
     Ok(ExitStatus::Success)
 }

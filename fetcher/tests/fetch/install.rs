@@ -185,10 +185,10 @@ fn quiet_install_prints_nothing_but_errors_and_the_document() {
         stderr.contains("targets: gfx90a") && stderr.contains("fetching "),
         "{stderr}"
     );
-    // Each of an archive's sizes says which it is: as published, over the
-    // network, on disk.
+    // Each of an archive's sizes says which it is: as published, as
+    // transferred, on disk.
     assert!(
-        stderr.contains(" published) from ") && stderr.contains(" over the network in "),
+        stderr.contains(" published) from ") && stderr.contains(" transferred in "),
         "{stderr}"
     );
     assert!(

@@ -332,11 +332,15 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     );
     run("error", &["inspect", "--json", "no-such-file.kpack"], 1);
 
-    let names: BTreeSet<&str> = docs.keys().map(String::as_str).collect();
+    let names: BTreeSet<&str> = docs
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !n.starts_with(FETCH))
+        .collect();
     let ran: BTreeSet<&str> = produced.keys().copied().collect();
     assert_eq!(
         names, ran,
-        "every table of docs/cli-json.md, and only those, is checked"
+        "every rocm-kpack table of docs/cli-json.md, and only those, is checked"
     );
     for (name, text) in &produced {
         check(name, text, &docs[*name]);
@@ -359,6 +363,212 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     }
     let package: Value = serde_json::from_str(&produced["inspect-package"]).expect("json");
     assert_eq!(package["role"], "generic");
+}
+
+/// The tables of `rocm-kpack-fetch` documents: `fetch-<name>`.
+const FETCH: &str = "fetch-";
+
+/// Runs `rocm-kpack-fetch ARGS` in `dir` (isolated from this machine's
+/// environment) and returns its stdout; `code` is the exit code expected.
+fn fetch_json_of(dir: &Path, args: &[&str], code: i32) -> String {
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(args).current_dir(dir);
+    bins::isolate_fetcher(&mut cmd);
+    let out = cmd.output().expect("run rocm-kpack-fetch");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "rocm-kpack-fetch {args:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 JSON")
+}
+
+/// Every `--json` document of `rocm-kpack-fetch` against docs/cli-json.md,
+/// on a root whose generic tree (a split of the fixture library) has its
+/// archives fetched from a directory: one installed, one a package's, the
+/// rest absent.
+#[test]
+fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
+    let docs = documented();
+    let work = tempfile::tempdir().expect("tempdir");
+    let w = work.path();
+    rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
+    json_of(w, &["split", "tree", "--out", "split", "-q"], 0);
+    let store = w.join("store");
+    std::fs::create_dir_all(&store).expect("mkdir");
+    for t in ["gfx1100", "gfx11-generic", "gfx90a"] {
+        let name = format!("libmulti_{t}.kpack");
+        std::fs::copy(
+            w.join(format!("split/{t}/.kpack/{name}")),
+            store.join(&name),
+        )
+        .expect("copy archive");
+    }
+    let kpack = w.join("root/opt/rocm/.kpack");
+    std::fs::create_dir_all(&kpack).expect("mkdir");
+    for f in ["libmulti.kpm"] {
+        std::fs::copy(w.join("split/generic/.kpack").join(f), kpack.join(f)).expect("copy");
+    }
+    std::fs::copy(
+        store.join("libmulti_gfx90a.kpack"),
+        kpack.join("libmulti_gfx90a.kpack"),
+    )
+    .expect("a package's archive");
+    let machines = Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/demo/machines");
+    let machine = |m: &str| machines.join(m).to_string_lossy().into_owned();
+    let (mi210, cpu) = (machine("mi210"), machine("cpu-only"));
+    let r = ["--root", "root"];
+    let mut produced: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut run = |name: &'static str, args: &[&str], code: i32| {
+        produced
+            .entry(name)
+            .or_default()
+            .push(fetch_json_of(w, args, code));
+    };
+    run(
+        "fetch-detect",
+        &["detect", "--json", "--sysfs-root", &mi210],
+        0,
+    );
+    let offline = ["--offline", "store", "--json"];
+    let install = [&["install", "--target", "gfx1100"][..], &r, &offline].concat();
+    run("fetch-install", &[&install[..], &["--dry-run"]].concat(), 0);
+    run("fetch-install", &install, 0);
+    run(
+        "fetch-install-via",
+        &[
+            &[
+                "install",
+                "--target",
+                "gfx1100",
+                "--via",
+                "apt",
+                "--dry-run",
+                "--json",
+            ][..],
+            &r,
+        ]
+        .concat(),
+        0,
+    );
+    run(
+        "fetch-no-targets",
+        &[
+            &["install", "--auto", "--json", "--sysfs-root", &cpu][..],
+            &r,
+        ]
+        .concat(),
+        3,
+    );
+    run(
+        "fetch-no-targets",
+        &[&["gc", "--json", "--sysfs-root", &cpu][..], &r].concat(),
+        3,
+    );
+    run(
+        "fetch-status",
+        &[&["status", "--target", "gfx1100,gfx942", "--json"][..], &r].concat(),
+        4,
+    );
+    run("fetch-list", &[&["list", "--json"][..], &r].concat(), 0);
+    run(
+        "fetch-verify",
+        &[&["verify", "--target", "gfx1100", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-remove",
+        &[&["remove", "libmulti", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-remove",
+        &[&["remove", "no-such-component", "--json"][..], &r].concat(),
+        1,
+    );
+    run(
+        "fetch-gc",
+        &[&["gc", "--target", "gfx942", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-prune",
+        &[&["prune", "--target", "gfx942", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-doctor",
+        &[
+            &[
+                "doctor",
+                "--target",
+                "gfx1100",
+                "--json",
+                "--sysfs-root",
+                &mi210,
+            ][..],
+            &r,
+        ]
+        .concat(),
+        0,
+    );
+    // A usage error, and a failure before anything to report.
+    run("error", &["list", "--root", "no-such-root", "--json"], 2);
+    let names: BTreeSet<&str> = docs
+        .keys()
+        .map(String::as_str)
+        .filter(|n| n.starts_with(FETCH))
+        .chain(["error"])
+        .collect();
+    let ran: BTreeSet<&str> = produced.keys().copied().collect();
+    assert_eq!(
+        names, ran,
+        "every rocm-kpack-fetch table of docs/cli-json.md, and only those, is checked"
+    );
+    for (name, texts) in &produced {
+        for text in texts {
+            check(name, text, &docs[*name]);
+        }
+    }
+    // What the documents say, beyond their shape.
+    let install: Value = serde_json::from_str(&produced["fetch-install"][1]).expect("json");
+    let installed: Vec<&str> = install["installed"]
+        .as_array()
+        .expect("installed")
+        .iter()
+        .filter_map(|i| i["filename"].as_str())
+        .collect();
+    assert_eq!(
+        installed,
+        ["libmulti_gfx11-generic.kpack", "libmulti_gfx1100.kpack"]
+    );
+    // The keys of an object printed at `indent`, in printed order (a
+    // parsed Value would sort them).
+    let keys = |text: &str, indent: usize| -> Vec<String> {
+        let lead = " ".repeat(indent);
+        text.lines()
+            .filter_map(|l| l.strip_prefix(&lead))
+            .filter(|l| l.starts_with('"'))
+            .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
+            .filter(|k| k != "schema")
+            .collect()
+    };
+    let detect = keys(&produced["fetch-detect"][0], 2);
+    let none = &produced["fetch-no-targets"][0];
+    let detection = none
+        .split_once("\"detection\": {")
+        .map(|(_, rest)| rest)
+        .expect("a detection object");
+    let in_install: Vec<String> = keys(detection, 4).into_iter().take(detect.len()).collect();
+    assert_eq!(in_install, detect, "one key order for the detection");
+    let removed: Value = serde_json::from_str(&produced["fetch-remove"][1]).expect("json");
+    assert!(
+        removed["problems"][0]
+            .as_str()
+            .is_some_and(|p| p.contains("no-such-component")),
+        "{removed}"
+    );
 }
 
 #[test]
