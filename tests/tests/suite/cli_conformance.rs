@@ -742,6 +742,23 @@ fn valued_options(help: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every (subcommand path, option, value name) of `program` for options
+/// that take a value, read from each subcommand's `--help`.
+fn valued_options_of(program: &str) -> Vec<(Vec<String>, String, String)> {
+    let mut out = Vec::new();
+    for path in command_paths(program) {
+        if path.is_empty() {
+            continue;
+        }
+        let help = run(bins::command(program).args(&path).arg("--help"));
+        let help = String::from_utf8(help.stdout).expect("UTF-8");
+        for (option, value) in valued_options(&help) {
+            out.push((path.clone(), option, value));
+        }
+    }
+    out
+}
+
 /// Inputs the bad-value walk runs against: a tree, its split, an overlay,
 /// packages, a fat deb, an archive.
 struct Inputs {
@@ -853,44 +870,37 @@ fn every_option_with_a_bad_value_exits_as_the_table_says() {
     let inputs = Inputs::new();
     let mut n = 0;
     let mut checked = Vec::new();
-    for path in command_paths("rocm-kpack") {
-        if path.is_empty() {
-            continue;
+    for (path, option, value) in valued_options_of("rocm-kpack") {
+        n += 1;
+        let (bad, code, extra) = bad_value(&path, &option, &value);
+        let mut args = base_args(&path, n);
+        // An option the base already gives is replaced.
+        if let Some(i) = args.iter().position(|a| *a == option) {
+            args.drain(i..i + 2);
         }
-        let help = run(bins::command("rocm-kpack").args(&path).arg("--help"));
-        let help = String::from_utf8(help.stdout).expect("UTF-8");
-        for (option, value) in valued_options(&help) {
-            n += 1;
-            let (bad, code, extra) = bad_value(&path, &option, &value);
-            let mut args = base_args(&path, n);
-            // An option the base already gives is replaced.
-            if let Some(i) = args.iter().position(|a| *a == option) {
-                args.drain(i..i + 2);
-            }
-            args.push(format!("{option}={bad}"));
-            args.extend(extra.iter().map(|e| (*e).to_owned()));
-            let out = bins::command("rocm-kpack")
-                .args(&path)
-                .args(&args)
-                .current_dir(inputs.path())
-                .env_remove("SOURCE_DATE_EPOCH")
-                .output()
-                .expect("run rocm-kpack");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(
-                out.status.code(),
-                Some(code),
-                "rocm-kpack {} {}: {stderr}",
-                path.join(" "),
-                args.join(" ")
-            );
-            assert!(
-                stderr.contains(bad) || stderr.contains(&option),
-                "rocm-kpack {} {option}={bad}: the message names neither:\n{stderr}",
-                path.join(" ")
-            );
-            checked.push(format!("{} {option}", path.join(" ")));
-        }
+        args.push(format!("{option}={bad}"));
+        args.extend(extra.iter().map(|e| (*e).to_owned()));
+        let out = bins::command("rocm-kpack")
+            .args(&path)
+            .args(&args)
+            .current_dir(inputs.path())
+            .env_remove("SOURCE_DATE_EPOCH")
+            .output()
+            .expect("run rocm-kpack");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "rocm-kpack {} {}: {stderr}",
+            path.join(" "),
+            args.join(" ")
+        );
+        assert!(
+            stderr.contains(bad) || stderr.contains(&option),
+            "rocm-kpack {} {option}={bad}: the message names neither:\n{stderr}",
+            path.join(" ")
+        );
+        checked.push(format!("{} {option}", path.join(" ")));
     }
     for expected in [
         "package --format",
@@ -1421,48 +1431,41 @@ fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
     std::fs::create_dir_all(w.join("froot")).expect("mkdir");
     std::fs::write(w.join("a-file"), "not a directory\n").expect("write");
     let mut checked = Vec::new();
-    for path in command_paths("rocm-kpack-fetch") {
-        if path.is_empty() {
+    for (path, option, value) in valued_options_of("rocm-kpack-fetch") {
+        let Some((bad, code)) = fetch_bad_value(&path, &option, &value) else {
             continue;
+        };
+        let (mut args, after) = fetch_base_args(&path);
+        // An option the base already gives is replaced.
+        if let Some(i) = args.iter().position(|a| *a == option) {
+            args.drain(i..i + 2);
         }
-        let help = run(bins::command("rocm-kpack-fetch").args(&path).arg("--help"));
-        let help = String::from_utf8(help.stdout).expect("UTF-8");
-        for (option, value) in valued_options(&help) {
-            let Some((bad, code)) = fetch_bad_value(&path, &option, &value) else {
-                continue;
-            };
-            let (mut args, after) = fetch_base_args(&path);
-            // An option the base already gives is replaced.
-            if let Some(i) = args.iter().position(|a| *a == option) {
-                args.drain(i..i + 2);
-            }
-            let given = format!("{option}={bad}");
-            let mut cmd = bins::command("rocm-kpack-fetch");
-            cmd.args(&path).args(&args).arg(&given).args(&after);
-            bins::isolate_fetcher(&mut cmd);
-            let out = cmd
-                .current_dir(w)
-                .env("ROCM_KPACK_FETCH_SKIP", "1")
-                .env("PIP_CONFIG_FILE", "/dev/null")
-                .output()
-                .expect("run rocm-kpack-fetch");
-            let said = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let what = format!(
-                "rocm-kpack-fetch {} {} {given}",
-                path.join(" "),
-                args.join(" ")
-            );
-            assert_eq!(out.status.code(), Some(code), "{what}: {said}");
-            assert!(
-                said.contains(bad) || said.contains(&option),
-                "{what}: the message names neither:\n{said}"
-            );
-            checked.push(format!("{} {option}", path.join(" ")));
-        }
+        let given = format!("{option}={bad}");
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(&path).args(&args).arg(&given).args(&after);
+        bins::isolate_fetcher(&mut cmd);
+        let out = cmd
+            .current_dir(w)
+            .env("ROCM_KPACK_FETCH_SKIP", "1")
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .output()
+            .expect("run rocm-kpack-fetch");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let what = format!(
+            "rocm-kpack-fetch {} {} {given}",
+            path.join(" "),
+            args.join(" ")
+        );
+        assert_eq!(out.status.code(), Some(code), "{what}: {said}");
+        assert!(
+            said.contains(bad) || said.contains(&option),
+            "{what}: the message names neither:\n{said}"
+        );
+        checked.push(format!("{} {option}", path.join(" ")));
     }
     for expected in [
         "install --cache-dir",

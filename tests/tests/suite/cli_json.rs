@@ -183,16 +183,24 @@ fn check(name: &str, text: &str, rows: &[Row]) {
 /// Runs `rocm-kpack ARGS` in `dir` and returns its stdout; `code` is the
 /// exit code expected.
 fn json_of(dir: &Path, args: &[&str], code: i32) -> String {
-    let out = bins::command("rocm-kpack")
-        .args(args)
+    program_json_of("rocm-kpack", dir, args, code)
+}
+
+/// [`json_of`] for `program`; `rocm-kpack-fetch` isolated from this
+/// machine's environment (`bins::isolate_fetcher`).
+fn program_json_of(program: &str, dir: &Path, args: &[&str], code: i32) -> String {
+    let mut cmd = bins::command(program);
+    cmd.args(args)
         .current_dir(dir)
-        .env_remove("SOURCE_DATE_EPOCH")
-        .output()
-        .expect("run rocm-kpack");
+        .env_remove("SOURCE_DATE_EPOCH");
+    if program == "rocm-kpack-fetch" {
+        bins::isolate_fetcher(&mut cmd);
+    }
+    let out = cmd.output().expect("run the program");
     assert_eq!(
         out.status.code(),
         Some(code),
-        "rocm-kpack {args:?}:\n{}",
+        "{program} {args:?}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 JSON")
@@ -368,22 +376,6 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
 /// The tables of `rocm-kpack-fetch` documents: `fetch-<name>`.
 const FETCH: &str = "fetch-";
 
-/// Runs `rocm-kpack-fetch ARGS` in `dir` (isolated from this machine's
-/// environment) and returns its stdout; `code` is the exit code expected.
-fn fetch_json_of(dir: &Path, args: &[&str], code: i32) -> String {
-    let mut cmd = bins::command("rocm-kpack-fetch");
-    cmd.args(args).current_dir(dir);
-    bins::isolate_fetcher(&mut cmd);
-    let out = cmd.output().expect("run rocm-kpack-fetch");
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "rocm-kpack-fetch {args:?}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 JSON")
-}
-
 /// Every `--json` document of `rocm-kpack-fetch` against docs/cli-json.md,
 /// on a root whose generic tree (a split of the fixture library) has its
 /// archives fetched from a directory: one installed, one a package's, the
@@ -407,9 +399,11 @@ fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
     }
     let kpack = w.join("root/opt/rocm/.kpack");
     std::fs::create_dir_all(&kpack).expect("mkdir");
-    for f in ["libmulti.kpm"] {
-        std::fs::copy(w.join("split/generic/.kpack").join(f), kpack.join(f)).expect("copy");
-    }
+    std::fs::copy(
+        w.join("split/generic/.kpack/libmulti.kpm"),
+        kpack.join("libmulti.kpm"),
+    )
+    .expect("copy the manifest");
     std::fs::copy(
         store.join("libmulti_gfx90a.kpack"),
         kpack.join("libmulti_gfx90a.kpack"),
@@ -424,7 +418,7 @@ fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
         produced
             .entry(name)
             .or_default()
-            .push(fetch_json_of(w, args, code));
+            .push(program_json_of("rocm-kpack-fetch", w, args, code));
     };
     run(
         "fetch-detect",
