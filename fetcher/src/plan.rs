@@ -653,7 +653,11 @@ impl fmt::Display for InstallPlan {
             write!(f, ", {} superseded to remove", s.superseded)?;
         }
         if s.no_device_code > 0 {
-            write!(f, ", {} target(s) without device code", s.no_device_code)?;
+            write!(
+                f,
+                ", {} without device code",
+                rocm_kpack_cli::plural(s.no_device_code, "target", "targets")
+            )?;
         }
         writeln!(f)
     }

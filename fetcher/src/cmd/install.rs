@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rocm_kpack_cli::iec_size;
+use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_cli::{quiet, ExitStatus, UsageError};
 use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
 use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
@@ -206,6 +206,17 @@ fn finish(
             return plan.to_string();
         }
         let mut text = String::new();
+        // -v: also what was there already, and why it is needed.
+        if rocm_kpack_cli::verbose() > 0 {
+            for c in &plan.components {
+                for a in c
+                    .items()
+                    .filter(|a| a.action == rocm_kpack_fetch::plan::Action::Present)
+                {
+                    text.push_str(&format!("present {} ({})\n", a.path.display(), a.reason()));
+                }
+            }
+        }
         for i in &report.installed {
             let from = i.source.as_deref().unwrap_or("the download cache");
             text.push_str(&format!(
@@ -260,7 +271,10 @@ fn finish(
         .filter(|d| d.action == rocm_kpack_fetch::plan::Action::Refused)
         .count();
     if refused_files > 0 {
-        eprintln!("rocm-kpack-fetch: {refused_files} database file(s) refused (see warnings); the install is incomplete");
+        eprintln!(
+            "rocm-kpack-fetch: {} refused (see warnings); the install is incomplete",
+            plural(refused_files, "database file", "database files")
+        );
         return Ok(ExitStatus::Failure);
     }
     if args.strict && summary.no_device_code > 0 {
@@ -272,7 +286,10 @@ fn finish(
 /// A manifest was refused (malformed, hostile names): whatever else was
 /// installed, the run failed (exit 1), so scripts and package hooks notice.
 fn refused_failure(n: usize) -> ExitStatus {
-    eprintln!("rocm-kpack-fetch: {n} manifest(s) refused (see warnings); their archives were not installed");
+    eprintln!(
+        "rocm-kpack-fetch: {} refused (see warnings); their archives were not installed",
+        plural(n, "manifest", "manifests")
+    );
     ExitStatus::Failure
 }
 

@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch status`: [`ops::status`] as text or JSON.
 
-use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::ExitStatus;
+use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
@@ -162,18 +162,18 @@ fn text(
         text.push_str(&format!("no installed .kpm manifests found ({searched})\n"));
     }
     for c in &out.components {
-        let what = if c.databases_needed > 0 {
-            "archive(s) and database file(s)"
+        let (one, many) = if c.databases_needed > 0 {
+            ("archive or database file", "archives and database files")
         } else {
-            "archive(s)"
+            ("archive", "archives")
         };
         let state = if c.complete {
-            format!("complete ({} {what} present)", c.present)
+            format!("complete ({} present)", plural(c.present, one, many))
         } else {
             format!(
-                "{} of {} {what} missing ({}): run `{install}`",
+                "{} of {} missing ({}): run `{install}`",
                 c.missing.len(),
-                c.needed,
+                plural(c.needed, one, many),
                 iec_size(c.bytes_missing)
             )
         };
@@ -240,8 +240,12 @@ fn text(
     if !out.partial_downloads.is_empty() {
         let bytes: u64 = out.partial_downloads.iter().map(|p| p.bytes).sum();
         text.push_str(&format!(
-            "{} partial download(s) ({}) kept in {} for resuming\n",
-            out.partial_downloads.len(),
+            "{} ({}) kept in {} for resuming\n",
+            plural(
+                out.partial_downloads.len(),
+                "partial download",
+                "partial downloads"
+            ),
             iec_size(bytes),
             cache.partial_dir().display()
         ));
@@ -261,17 +265,25 @@ pub fn unlisted_text(unlisted: &[BinaryCoverage]) -> String {
             .unwrap_or_default();
         if b.complete {
             text.push_str(&format!(
-                "{} (no .kpm{owner}): complete ({} target setting(s) find an archive)\n",
+                "{} (no .kpm{owner}): complete ({} an archive)\n",
                 b.binary.display(),
-                b.found.len()
+                plural(
+                    b.found.len(),
+                    "target setting finds",
+                    "target settings find"
+                )
             ));
             continue;
         }
         text.push_str(&format!(
-            "{} (no .kpm{owner}): {} of {} target setting(s) find no archive\n",
+            "{} (no .kpm{owner}): {} of {} no archive\n",
             b.binary.display(),
             b.missing.len(),
-            b.missing.len() + b.found.len()
+            plural(
+                b.missing.len() + b.found.len(),
+                "target setting finds",
+                "target settings find"
+            )
         ));
         for m in &b.missing {
             text.push_str(&format!(

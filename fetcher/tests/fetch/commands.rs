@@ -250,11 +250,11 @@ fn a_failed_install_leaves_nothing_once_its_package_is_gone() {
 fn status_and_doctor_report_coverage() {
     let (env, archives) = installed_env();
     let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100"]));
-    assert!(out.contains("complete (2 archive(s) present)"), "{out}");
+    assert!(out.contains("complete (2 archives present)"), "{out}");
     // Archives missing: exit 4, as the table says for problems found.
     let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
     assert_eq!(code, 4, "{out}");
-    assert!(out.contains("1 of 1 archive(s) missing"), "{out}");
+    assert!(out.contains("1 of 1 archive missing"), "{out}");
     // The advice installs for what was reported, below the same root.
     let root = env.root.to_string_lossy().into_owned();
     assert!(

@@ -140,7 +140,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
     let (code, stdout, _) = run(env.sub("status", &["--target", "gfx90a"]));
     assert_eq!(code, 4, "{stdout}");
     assert!(
-        stdout.contains("4 of 4 archive(s) and database file(s) missing"),
+        stdout.contains("4 of 4 archives and database files missing"),
         "{stdout}"
     );
     for i in 0..3 {
@@ -206,7 +206,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
 
     let stdout = ok(env.sub("status", &["--target", "gfx90a"]));
     assert!(
-        stdout.contains("complete (4 archive(s) and database file(s) present)"),
+        stdout.contains("complete (4 archives and database files present)"),
         "{stdout}"
     );
     assert_eq!(doctor(env)["outcome"], "ok");

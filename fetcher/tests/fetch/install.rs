@@ -202,6 +202,18 @@ fn quiet_install_prints_nothing_but_errors_and_the_document() {
     assert!(stderr.is_empty(), "-q stderr:\n{stderr}");
     assert!(stdout.is_empty(), "-q stdout:\n{stdout}");
     assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), &archives[0]);
+    // -v adds what was there already, and why it is needed.
+    let (code, stdout, _) = run(env.install("gfx90a", &[server.url()], &["-v"]));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(&format!(
+            "present {} (gfx90a may load ",
+            env.kpack.join("rocrand_gfx90X.kpack").display()
+        )),
+        "{stdout}"
+    );
+    let (_, plain, _) = run(env.install("gfx90a", &[server.url()], &[]));
+    assert!(!plain.contains("present "), "{plain}");
     // -q --json: the document alone.
     let env = Env::new();
     env.rocrand(50_000);
@@ -379,7 +391,7 @@ fn manifest_with_parent_or_slash_in_a_filename_is_refused() {
             stderr.contains("refusing manifest") && stderr.contains("unsafe archive filename"),
             "{stderr}"
         );
-        assert!(stderr.contains("1 manifest(s) refused"), "{stderr}");
+        assert!(stderr.contains("1 manifest refused"), "{stderr}");
         assert!(stdout.contains("0 installed"), "{stdout}");
         assert!(
             server.requests().is_empty(),
