@@ -194,7 +194,8 @@ fn program_json_of(program: &str, dir: &Path, args: &[&str], code: i32) -> Strin
         .current_dir(dir)
         .env_remove("SOURCE_DATE_EPOCH");
     if program == "rocm-kpack-fetch" {
-        bins::isolate_fetcher(&mut cmd);
+        // pip reads no configuration of this machine's (an index of its own).
+        bins::isolate_fetcher(&mut cmd).env("PIP_CONFIG_FILE", "/dev/null");
     }
     let out = cmd.output().expect("run the program");
     assert_eq!(
@@ -505,6 +506,63 @@ fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
             &r,
         ]
         .concat(),
+        0,
+    );
+    // pip: a base wheel of the fixture library and its device wheels, in
+    // a pip index of files (README's recipe), resolved for gfx1100.
+    std::fs::create_dir_all(w.join("kpkg/kpkg/lib")).expect("mkdir");
+    std::fs::create_dir_all(w.join("kpkg/kpkg-1.0.dist-info")).expect("mkdir");
+    std::fs::copy(
+        w.join("tree/lib/libmulti.so"),
+        w.join("kpkg/kpkg/lib/libmulti.so"),
+    )
+    .expect("copy");
+    std::fs::write(
+        w.join("kpkg/kpkg-1.0.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n",
+    )
+    .expect("metadata");
+    for args in [
+        &[
+            "split",
+            "kpkg",
+            "--out",
+            "wsplit",
+            "--prefix-dir",
+            "kpkg",
+            "-q",
+        ][..],
+        &[
+            "package", "wsplit", "--format", "wheel", "--out", "wpkgs", "-q",
+        ],
+        &[
+            "publish",
+            "wpkgs",
+            "--out",
+            "wrepo",
+            "--pip",
+            "--no-fetcher",
+            "-q",
+        ],
+    ] {
+        json_of(w, args, 0);
+    }
+    let index = format!("file://{}/wrepo/simple/", w.display());
+    run(
+        "fetch-pip",
+        &[
+            "pip",
+            "--target",
+            "gfx1100",
+            "--python",
+            "python3",
+            "--dry-run",
+            "--json",
+            "install",
+            "--index-url",
+            &index,
+            "kpkg",
+        ],
         0,
     );
     // A usage error, and a failure before anything to report.
