@@ -101,6 +101,7 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
         kind,
         python,
         uv: args.uv_exe.clone().unwrap_or_else(|| "uv".into()),
+        quiet: rocm_kpack_cli::quiet(),
     };
     let dry_run = args.dry_run || user.dry_run;
     let tmp = tempfile::Builder::new()

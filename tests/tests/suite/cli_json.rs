@@ -565,6 +565,29 @@ fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
         ],
         0,
     );
+    // -q: pip says nothing either.
+    let mut quiet = bins::command("rocm-kpack-fetch");
+    quiet
+        .args([
+            "pip",
+            "-q",
+            "--target",
+            "gfx1100",
+            "--python",
+            "python3",
+            "--dry-run",
+        ])
+        .args(["install", "--index-url", &index, "kpkg"])
+        .current_dir(w);
+    bins::isolate_fetcher(&mut quiet).env("PIP_CONFIG_FILE", "/dev/null");
+    let out = quiet.output().expect("run rocm-kpack-fetch pip -q");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "pip -q: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A usage error, and a failure before anything to report.
     run("error", &["list", "--root", "no-such-root", "--json"], 2);
     let names: BTreeSet<&str> = docs
