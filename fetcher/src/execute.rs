@@ -783,10 +783,11 @@ fn record(
     states: &Shared,
     d: &Dest,
     entry: Option<StateEntry>,
-) -> Result<Option<StateEntry>, String> {
-    let mut guard = states
-        .lock()
-        .map_err(|_| "state lock poisoned".to_string())?;
+) -> Result<Option<StateEntry>, StateFailure> {
+    let mut guard = states.lock().map_err(|_| StateFailure {
+        message: "state lock poisoned".to_string(),
+        disk_full: None,
+    })?;
     let state = guard.entry(d.kpack_dir.clone()).or_default();
     let name = d.archive.filename.clone();
     let map = match d.archive.kind {
@@ -797,10 +798,38 @@ fn record(
         Some(e) => map.insert(name, e),
         None => map.remove(&name),
     };
-    state
-        .save(&d.kpack_dir)
-        .map_err(|e| format!("recording the install: {e}"))?;
+    state.save(&d.kpack_dir).map_err(|e| StateFailure {
+        disk_full: match &e {
+            crate::state::StateError::Io(io) if is_disk_full(&e) => Some(io.path.clone()),
+            _ => None,
+        },
+        message: format!("recording the install: {e}"),
+    })?;
     Ok(previous)
+}
+
+/// A state file that could not be saved: what to say, and the file
+/// being written when its file system filled up.
+#[derive(Debug)]
+struct StateFailure {
+    message: String,
+    disk_full: Option<PathBuf>,
+}
+
+impl std::fmt::Display for StateFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StateFailure {
+    /// `d` failed for it.
+    fn failed(self, d: &Dest) -> Failed {
+        Failed {
+            disk_full: self.disk_full,
+            ..failed(d, self.message)
+        }
+    }
 }
 
 /// Records directories made for a database file of `d` (relative to the
@@ -977,7 +1006,7 @@ fn place_all(
         let previous = match record(states, d, Some(entry.clone())) {
             Ok(p) => p,
             Err(e) => {
-                out.failed.push(failed(d, e));
+                out.failed.push(e.failed(d));
                 continue;
             }
         };

@@ -1557,3 +1557,79 @@ fn fetch_quiet_prints_nothing_but_errors_and_the_document() {
         "{text}"
     );
 }
+
+/// `install` on a full file system: the error names the file being
+/// written, the hint the file system that is full (and `--cache-dir` when
+/// it is the cache's), and there is no advice about the network.
+#[test]
+fn a_full_disk_in_install_names_the_file_system_not_the_network() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    std::fs::create_dir_all(w.join("tree/lib")).expect("mkdir");
+    std::fs::copy(
+        fixtures::fixture("clang19/libmulti.so"),
+        w.join("tree/lib/libmulti.so"),
+    )
+    .expect("copy");
+    run(bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "split", "-q"])
+        .current_dir(w));
+    let store = w.join("store");
+    std::fs::create_dir_all(&store).expect("mkdir");
+    for t in ["gfx1100", "gfx11-generic"] {
+        let name = format!("libmulti_{t}.kpack");
+        std::fs::copy(
+            w.join(format!("split/{t}/.kpack/{name}")),
+            store.join(&name),
+        )
+        .expect("copy");
+    }
+    let mnt = w.join("small");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    let big_cache = w.join("cache");
+    for cache in [None, Some(&big_cache)] {
+        // A one-page tmpfs in a mount namespace of the command's own
+        // (unshare(1), as root or in a user namespace): the manifest fills
+        // it, nothing is left mounted.
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "-rm",
+            "sh",
+            "-c",
+            r#"mount -t tmpfs -o size=4k tmpfs "$1" && mkdir -p "$1/opt/rocm/.kpack" && cp "$2" "$1/opt/rocm/.kpack/" && shift 2 && exec "$@""#,
+            "sh",
+        ])
+        .arg(&mnt)
+        .arg(w.join("split/generic/.kpack/libmulti.kpm"))
+        .arg(bins::bin("rocm-kpack-fetch"))
+        .args(["install", "--target", "gfx1100", "--offline"])
+        .arg(&store)
+        .arg("--root")
+        .arg(&mnt);
+        if let Some(c) = cache {
+            cmd.arg("--cache-dir").arg(c);
+        }
+        bins::isolate_fetcher(&mut cmd);
+        let out = cmd.output().expect("run unshare");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("No space left on device")
+                && stderr.contains(&mnt.display().to_string()),
+            "names the file on the full file system: {stderr}"
+        );
+        assert!(!stderr.contains("check the network"), "{stderr}");
+        let hint = stderr
+            .lines()
+            .find(|l| l.starts_with("rocm-kpack-fetch: hint: "))
+            .unwrap_or_else(|| panic!("no hint: {stderr}"));
+        assert!(
+            hint.contains(&format!(
+                "the file system mounted at {} is full",
+                mnt.display()
+            )),
+            "{hint}"
+        );
+        assert_eq!(hint.contains("--cache-dir"), cache.is_none(), "{hint}");
+    }
+}
