@@ -725,6 +725,14 @@ fn row_lists(row: &str, sub: &str) -> bool {
         .any(|part| part.split_whitespace().next() == Some(sub))
 }
 
+/// Each of `expected` ("SUBCOMMAND --option") was among the options a
+/// bad-value walk `checked`: the walk reads the help it should.
+fn assert_walked(checked: &[String], expected: &[&str]) {
+    for e in expected {
+        assert!(checked.iter().any(|c| c == e), "{e} in {checked:?}");
+    }
+}
+
 /// The options of a `--help` text that take a value: (`--name`, `VALUE`).
 fn valued_options(help: &str) -> Vec<(String, String)> {
     help.lines()
@@ -902,19 +910,17 @@ fn every_option_with_a_bad_value_exits_as_the_table_says() {
         );
         checked.push(format!("{} {option}", path.join(" ")));
     }
-    for expected in [
-        "package --format",
-        "split --memory",
-        "split --out",
-        "split-package --target",
-        "publish --suite",
-        "man --out",
-    ] {
-        assert!(
-            checked.iter().any(|c| c == expected),
-            "{expected} in {checked:?}"
-        );
-    }
+    assert_walked(
+        &checked,
+        &[
+            "package --format",
+            "split --memory",
+            "split --out",
+            "split-package --target",
+            "publish --suite",
+            "man --out",
+        ],
+    );
     // --force changes nothing about a plain file as --out.
     let out = bins::command("rocm-kpack")
         .args(["split", "tree", "--out", "a-file", "--force"])
@@ -1295,27 +1301,15 @@ fn a_full_disk_names_the_output_and_its_file_system() {
         let out = cmd.output().expect("run unshare");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        let error = stderr
-            .lines()
-            .find(|l| l.starts_with("rocm-kpack: error: "))
-            .unwrap_or_else(|| panic!("no error line: {stderr}"));
+        let error = line_starting(&stderr, "rocm-kpack: error: ");
         assert!(
             error.contains(&mnt.join("out").display().to_string())
                 && error.contains("No space left on device"),
             "the output's file, not the input: {error}"
         );
         assert!(!error.contains("kfat_1.0_amd64.deb: usr/"), "{error}");
-        let hint = stderr
-            .lines()
-            .find(|l| l.starts_with("rocm-kpack: hint: "))
-            .unwrap_or_else(|| panic!("no hint: {stderr}"));
-        assert!(
-            hint.contains(&format!(
-                "the file system mounted at {} is full",
-                mnt.display()
-            )) && hint.contains("choose another --out"),
-            "{hint}"
-        );
+        let hint = full_fs_hint(&stderr, "rocm-kpack", &mnt);
+        assert!(hint.contains("choose another --out"), "{hint}");
         if json {
             let doc: serde_json::Value =
                 serde_json::from_slice(&out.stdout).expect("the error object");
@@ -1360,6 +1354,37 @@ fn help_ends_with_examples_and_names_rust_log_once() {
     // The retired command is not offered.
     let out = run(bins::command("rocm-kpack-fetch").arg("--help"));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("pip-index-url"));
+}
+
+/// A work directory for `rocm-kpack-fetch` runs: `froot`, an empty root,
+/// and `a-file`, a plain file.
+fn fetch_workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("froot")).expect("mkdir");
+    std::fs::write(dir.path().join("a-file"), "not a directory\n").expect("write");
+    dir
+}
+
+/// `program`'s hint in `stderr`, checked to name the full file system
+/// mounted at `mnt`.
+fn full_fs_hint<'a>(stderr: &'a str, program: &str, mnt: &Path) -> &'a str {
+    let hint = line_starting(stderr, &format!("{program}: hint: "));
+    assert!(
+        hint.contains(&format!(
+            "the file system mounted at {} is full",
+            mnt.display()
+        )),
+        "{hint}"
+    );
+    hint
+}
+
+/// The line of `stderr` that starts with `prefix` (`PROGRAM: hint: `).
+fn line_starting<'a>(stderr: &'a str, prefix: &str) -> &'a str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?}: {stderr}"))
 }
 
 /// A valid invocation of each `rocm-kpack-fetch` subcommand in a work
@@ -1426,10 +1451,8 @@ fn fetch_bad_value(path: &[String], option: &str, value: &str) -> Option<(&'stat
 /// transaction); and the message names the value or the option.
 #[test]
 fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = fetch_workdir();
     let w = dir.path();
-    std::fs::create_dir_all(w.join("froot")).expect("mkdir");
-    std::fs::write(w.join("a-file"), "not a directory\n").expect("write");
     let mut checked = Vec::new();
     for (path, option, value) in valued_options_of("rocm-kpack-fetch") {
         let Some((bad, code)) = fetch_bad_value(&path, &option, &value) else {
@@ -1467,22 +1490,20 @@ fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
         );
         checked.push(format!("{} {option}", path.join(" ")));
     }
-    for expected in [
-        "install --cache-dir",
-        "install --index-url",
-        "install --native-host",
-        "install --prefix",
-        "install --python",
-        "status --python",
-        "prune --keep",
-        "uv --uv-exe",
-        "trigger --timeout",
-    ] {
-        assert!(
-            checked.iter().any(|c| c == expected),
-            "{expected} in {checked:?}"
-        );
-    }
+    assert_walked(
+        &checked,
+        &[
+            "install --cache-dir",
+            "install --index-url",
+            "install --native-host",
+            "install --prefix",
+            "install --python",
+            "status --python",
+            "prune --keep",
+            "uv --uv-exe",
+            "trigger --timeout",
+        ],
+    );
     // pip has no uv program: --uv-exe there is a usage error, however good.
     let mut cmd = bins::command("rocm-kpack-fetch");
     cmd.args([
@@ -1512,9 +1533,8 @@ fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
 /// without it); a no-op `install` says where it looked.
 #[test]
 fn fetch_quiet_prints_nothing_but_errors_and_the_document() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = fetch_workdir();
     let w = dir.path();
-    std::fs::create_dir_all(w.join("froot")).expect("mkdir");
     let runs: [&[&str]; 7] = [
         &["detect", "--target", "gfx1100"],
         &["install", "--target", "gfx1100", "--root", "froot"],
@@ -1575,15 +1595,11 @@ fn a_full_disk_in_install_names_the_file_system_not_the_network() {
         .args(["split", "tree", "--out", "split", "-q"])
         .current_dir(w));
     let store = w.join("store");
-    std::fs::create_dir_all(&store).expect("mkdir");
-    for t in ["gfx1100", "gfx11-generic"] {
-        let name = format!("libmulti_{t}.kpack");
-        std::fs::copy(
-            w.join(format!("split/{t}/.kpack/{name}")),
-            store.join(&name),
-        )
-        .expect("copy");
-    }
+    rocm_kpack_test_support::packages::offline_store(
+        &w.join("split"),
+        &["gfx1100", "gfx11-generic"],
+        &store,
+    );
     let mnt = w.join("small");
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let big_cache = w.join("cache");
@@ -1619,17 +1635,7 @@ fn a_full_disk_in_install_names_the_file_system_not_the_network() {
             "names the file on the full file system: {stderr}"
         );
         assert!(!stderr.contains("check the network"), "{stderr}");
-        let hint = stderr
-            .lines()
-            .find(|l| l.starts_with("rocm-kpack-fetch: hint: "))
-            .unwrap_or_else(|| panic!("no hint: {stderr}"));
-        assert!(
-            hint.contains(&format!(
-                "the file system mounted at {} is full",
-                mnt.display()
-            )),
-            "{hint}"
-        );
+        let hint = full_fs_hint(&stderr, "rocm-kpack-fetch", &mnt);
         assert_eq!(hint.contains("--cache-dir"), cache.is_none(), "{hint}");
     }
 }

@@ -389,15 +389,11 @@ fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
     rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
     json_of(w, &["split", "tree", "--out", "split", "-q"], 0);
     let store = w.join("store");
-    std::fs::create_dir_all(&store).expect("mkdir");
-    for t in ["gfx1100", "gfx11-generic", "gfx90a"] {
-        let name = format!("libmulti_{t}.kpack");
-        std::fs::copy(
-            w.join(format!("split/{t}/.kpack/{name}")),
-            store.join(&name),
-        )
-        .expect("copy archive");
-    }
+    rocm_kpack_test_support::packages::offline_store(
+        &w.join("split"),
+        &["gfx1100", "gfx11-generic", "gfx90a"],
+        &store,
+    );
     let kpack = w.join("root/opt/rocm/.kpack");
     std::fs::create_dir_all(&kpack).expect("mkdir");
     std::fs::copy(
