@@ -990,13 +990,7 @@ fn quiet_is_silent_verbose_adds_detail_and_warnings_have_one_style() {
             .args(&again)
             .args(["-q", "--json"])
             .current_dir(w));
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        assert_eq!(doc["schema"], 1, "{args:?}");
-        assert!(
-            out.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_only_the_document(&out, args);
     }
     // Without -q: the report, with plurals that agree.
     let out = run(bins::command("rocm-kpack")
@@ -1068,6 +1062,17 @@ fn quiet_is_silent_verbose_adds_detail_and_warnings_have_one_style() {
             .lines()
             .any(|l| l.split_whitespace().nth(1) == Some("gfx90X")),
         "{text}"
+    );
+}
+
+/// A `-q --json` run's output: the document on stdout, nothing on stderr.
+fn assert_only_the_document(out: &Output, args: &[&str]) {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["schema"], 1, "{args:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -1560,14 +1565,7 @@ fn fetch_quiet_prints_nothing_but_errors_and_the_document() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let out = fetch(args, &["-q", "--json"]);
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        assert_eq!(doc["schema"], 1, "{args:?}");
-        assert!(
-            out.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_only_the_document(&fetch(args, &["-q", "--json"]), args);
     }
     let out = fetch(runs[1], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
