@@ -185,6 +185,12 @@ fn text(
         for m in &c.missing {
             text.push_str(&format!("  missing: {m}\n"));
         }
+        // -v: what is there, and why it is needed.
+        if rocm_kpack_cli::verbose() > 0 {
+            for f in &c.found {
+                text.push_str(&format!("  present: {} ({})\n", f.name, f.reason));
+            }
+        }
         for t in &c.no_device_code {
             text.push_str(&format!(
                 "  warning: {} publishes no device code for {t}\n",

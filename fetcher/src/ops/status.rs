@@ -32,8 +32,20 @@ pub struct Component {
     pub missing: Vec<String>,
     /// Their total size.
     pub bytes_missing: u64,
+    /// The needed ones present, named as `missing` names them, each with
+    /// why it is needed (which local target may load which of its keys).
+    pub found: Vec<Found>,
     /// Local targets the component publishes no device code for.
     pub no_device_code: Vec<String>,
+}
+
+/// A needed archive or database file that is present.
+#[derive(Debug, Serialize)]
+pub struct Found {
+    /// Its file name (an archive) or install path below the prefix.
+    pub name: String,
+    /// Why it is needed: "gfx90a may load gfx90a, gfx90a:xnack+".
+    pub reason: String,
 }
 
 /// A partial download kept for resuming.
@@ -105,6 +117,14 @@ pub fn status(
                 present: needed - missing.len(),
                 missing: missing.iter().map(|a| a.filename.clone()).collect(),
                 bytes_missing: missing.iter().map(|a| a.size).sum(),
+                found: c
+                    .items()
+                    .filter(|a| a.action == Action::Present)
+                    .map(|a| Found {
+                        name: a.filename.clone(),
+                        reason: a.reason(),
+                    })
+                    .collect(),
                 no_device_code: c.no_device_code.clone(),
             }
         })

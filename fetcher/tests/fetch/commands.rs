@@ -251,6 +251,13 @@ fn status_and_doctor_report_coverage() {
     let (env, archives) = installed_env();
     let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100"]));
     assert!(out.contains("complete (2 archives present)"), "{out}");
+    assert!(!out.contains("  present: "), "{out}");
+    // -v names them, and why each is needed.
+    let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100", "-v"]));
+    assert!(
+        out.contains("  present: rocrand_gfx90X.kpack (gfx90a may load gfx90a, gfx90a:xnack+)"),
+        "{out}"
+    );
     // Archives missing: exit 4, as the table says for problems found.
     let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
     assert_eq!(code, 4, "{out}");
