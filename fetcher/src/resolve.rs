@@ -150,7 +150,10 @@ impl ScanConfig {
         if places.is_empty() {
             return "searched nowhere: --no-default-prefixes and no --prefix".to_owned();
         }
-        format!("searched {} for .kpack/*.kpm", places.join(", "))
+        format!(
+            "searched {} for {KPACK_DIR}/*.{MANIFEST_EXT}",
+            places.join(", ")
+        )
     }
 
     /// Finds `.kpack` directories and reads every manifest in them.
