@@ -21,10 +21,11 @@ pub enum ExitStatus {
     /// variable's value, an option combination clap cannot check).
     Usage = 2,
     /// 3: no AMD GPU found and no targets given, so there is nothing to do
-    /// for (`rocm-kpack-fetch` detect, install, gc, doctor).
+    /// for (`rocm-kpack-fetch` detect, install, status, gc, prune, doctor,
+    /// pip, uv).
     NoGpu = 3,
     /// 4: the command ran and found problems (`rocm-kpack verify`,
-    /// `rocm-kpack-fetch` verify, doctor, install --strict).
+    /// `rocm-kpack-fetch` verify, status, doctor, install --strict).
     Problems = 4,
 }
 
@@ -75,13 +76,14 @@ impl ExitStatus {
             ExitStatus::NoGpu => &[
                 " (amdgpu not loaded, no KFD topology, or no GPU node)",
                 "and no --target given: nothing to install for (rocm-kpack-fetch detect,",
-                "install, gc, doctor)",
+                "install, status, gc, prune, doctor, pip, uv)",
             ],
             ExitStatus::Problems => &[
                 ": rocm-kpack verify (the tree has problems); rocm-kpack-fetch",
-                "verify (damaged or missing archives), doctor (a failed check), install",
-                "--strict (a component publishes no device code for a local target, or a",
-                "manifest was refused)",
+                "verify (damaged or missing archives), status (device code missing, or",
+                "archives left behind), doctor (a failed check), install --strict (a",
+                "component publishes no device code for a local target, or a manifest was",
+                "refused)",
             ],
         }
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use rocm_kpack_cli::ExitStatus::{self, Failure, NoGpu, Problems, Success, Usage};
-use rocm_kpack_cli::JsonArg;
+use rocm_kpack_cli::{examples, help_footer, JsonArg};
 use rocm_kpack_loader::detect::{ArchOverride, OverrideSource};
 
 /// Environment variables, shown by `--help` after the exit-code table.
@@ -32,20 +32,34 @@ Environment:
                             manifests (default python3; empty: none)
   ROCM_KPACK_FETCH_SKIP     1: `trigger` (run by the package hooks) does nothing
   ROCM_KPACK_SYSFS_ROOT     `trigger`: detect GPUs below this directory
-  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources, `pip-index-url`
-                            an http:// --base
-  RUST_LOG                  log filter for diagnostics on stderr (e.g. debug)";
+  ROCM_KPACK_ALLOW_HTTP     1: `trigger` accepts http:// sources
+  RUST_LOG                  log filter for stderr, over -v/-q (e.g. debug,
+                            rocm_kpack_fetch=trace)";
 
-/// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), then
-/// the environment.
+/// `--help` epilogue: the exit-code table (shared with `rocm-kpack`), the
+/// environment (`RUST_LOG` once, here), then examples.
 fn after_help() -> String {
-    format!("{}\n\n{ENVIRONMENT_HELP}", ExitStatus::table())
+    format!(
+        "{}\n\n{ENVIRONMENT_HELP}\n\n{}",
+        ExitStatus::table(),
+        examples(&[
+            ("What this machine's GPUs are:", "rocm-kpack-fetch detect"),
+            (
+                "Install the device code they need:",
+                "rocm-kpack-fetch install --auto"
+            ),
+            (
+                "Whether every installed package has it:",
+                "rocm-kpack-fetch status"
+            ),
+        ])
+    )
 }
 
 /// A subcommand's help epilogue: the exit codes it can end with (the table
-/// itself is in `rocm-kpack-fetch --help`).
-fn exit_codes(statuses: &[ExitStatus]) -> String {
-    ExitStatus::summary("rocm-kpack-fetch", statuses)
+/// itself is in `rocm-kpack-fetch --help`), then 1 to 3 examples.
+fn footer(statuses: &[ExitStatus], items: &[(&str, &str)]) -> String {
+    help_footer("rocm-kpack-fetch", statuses, items)
 }
 
 /// Detect local AMD GPUs and fetch, verify and install the device code
@@ -66,7 +80,7 @@ pub struct Cli {
 pub enum Command {
     /// List the local AMD GPUs (from the kernel's KFD topology in sysfs) and
     /// the union of their targets, which is what gets installed.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(after_help = detect_help())]
     Detect(DetectArgs),
     /// Fetch, verify and install the device-code archives that installed
     /// packages' manifests (.kpm) list for the local GPU targets.
@@ -76,55 +90,55 @@ pub enum Command {
     /// and for host binaries without a .kpm (AMD's reference layout) which
     /// archives the loader would not find through their markers (exit 4
     /// when device code is missing, 3 without a GPU).
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
+    #[command(after_help = status_help())]
     Status(StatusArgs),
     /// List the archives of every installed manifest and who installed them.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage]))]
+    #[command(after_help = list_help())]
     List(ListArgs),
     /// Re-hash installed archives against their manifests; with targets,
     /// also check host binaries without a .kpm as status does (exit 4 on
     /// problems).
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, Problems]))]
+    #[command(after_help = verify_help())]
     Verify(VerifyArgs),
     /// Remove archives rocm-kpack-fetch installed, by component or file
     /// name. Lists them unless --yes.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage]))]
+    #[command(after_help = remove_help())]
     Remove(RemoveArgs),
     /// Remove archives rocm-kpack-fetch installed that no local target needs
     /// any more (or whose manifest is gone). Lists them unless --yes.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(after_help = gc_help())]
     Gc(GcArgs),
     /// Remove the device code of every target neither present nor named
     /// with --keep: archives this tool fetched, and device packages through
     /// apt, dnf or pip. Lists what goes, the bytes freed and what the
     /// package manager would remove too; only --yes removes.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(after_help = prune_help())]
     Prune(PruneArgs),
     /// Check that device code can be used here: driver, /dev/kfd, container,
     /// and every local target covered for every installed manifest and
     /// every host binary without a .kpm.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu, Problems]))]
+    #[command(after_help = doctor_help())]
     Doctor(DoctorArgs),
     /// Run by the package hooks after a transaction that installed or
     /// removed .kpm manifests: removes the archives of removed packages,
     /// then fetches (through rocm-kpack-fetch.service when systemd runs).
     /// Prints one line; always exits 0.
-    #[command(after_help = exit_codes(&[Success]))]
+    #[command(after_help = trigger_help())]
     Trigger(crate::cmd::trigger::TriggerArgs),
     /// Print the pip index URL (a per-family view that `rocm-kpack publish
     /// --pip` wrote below --base) whose base wheels bring the device wheels
     /// of this machine's GPUs.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(hide = true, disable_help_flag = true)]
     PipIndexUrl(crate::cmd::pip_index_url::PipIndexUrlArgs),
     /// `pip install ARGS` once, with the local GPUs' `device-<target>`
     /// extras added to every requirement whose distribution declares them
     /// (`pip install torch` on an MI300X installs `torch[device-gfx942]`).
     /// Our options go before `install`.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(after_help = pip_help())]
     Pip(crate::cmd::pip_install::PipInstallArgs),
     /// `uv pip install ARGS` once, with the extras as for `pip`. Our
     /// options go before `pip install`.
-    #[command(after_help = exit_codes(&[Success, Failure, Usage, NoGpu]))]
+    #[command(after_help = uv_help())]
     Uv(crate::cmd::pip_install::PipInstallArgs),
     #[command(flatten)]
     Docs(rocm_kpack_cli::DocsCommand),
@@ -146,7 +160,172 @@ Files:
   <cache>/partial/<sha256>.part                 resumable partial downloads
 
 {}",
-        exit_codes(&ExitStatus::ALL)
+        footer(
+            &ExitStatus::ALL,
+            &[
+                (
+                    "Install the device code of this machine's GPUs:",
+                    "rocm-kpack-fetch install --auto",
+                ),
+                (
+                    "Plan for a target without its GPU, from one source:",
+                    "rocm-kpack-fetch install --target gfx942 --source https://mirror.example/kpack --dry-run",
+                ),
+                (
+                    "Install device packages through apt instead:",
+                    "rocm-kpack-fetch install --auto --via apt",
+                ),
+            ],
+        )
+    )
+}
+
+fn detect_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu],
+        &[
+            (
+                "List the local GPUs and their targets:",
+                "rocm-kpack-fetch detect",
+            ),
+            (
+                "The same as JSON, for a script:",
+                "rocm-kpack-fetch detect --json",
+            ),
+        ],
+    )
+}
+
+fn status_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu, Problems],
+        &[
+            (
+                "Whether the local GPUs have their device code:",
+                "rocm-kpack-fetch status",
+            ),
+            (
+                "The same for a target this machine lacks, as JSON:",
+                "rocm-kpack-fetch status --target gfx1100 --json",
+            ),
+        ],
+    )
+}
+
+fn list_help() -> String {
+    footer(
+        &[Success, Failure, Usage],
+        &[
+            (
+                "Every installed archive and who installed it:",
+                "rocm-kpack-fetch list",
+            ),
+            ("In a chroot:", "rocm-kpack-fetch list --root /srv/chroot"),
+        ],
+    )
+}
+
+fn verify_help() -> String {
+    footer(
+        &[Success, Failure, Usage, Problems],
+        &[
+            (
+                "Re-hash every installed archive:",
+                "rocm-kpack-fetch verify",
+            ),
+            (
+                "Also check host binaries without a .kpm for gfx1100:",
+                "rocm-kpack-fetch verify --target gfx1100",
+            ),
+        ],
+    )
+}
+
+fn remove_help() -> String {
+    footer(
+        &[Success, Failure, Usage],
+        &[
+            (
+                "What removing rocrand's archives would remove:",
+                "rocm-kpack-fetch remove rocrand",
+            ),
+            ("Remove them:", "rocm-kpack-fetch remove rocrand --yes"),
+        ],
+    )
+}
+
+fn gc_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu],
+        &[
+            ("What no local GPU needs any more:", "rocm-kpack-fetch gc"),
+            ("Remove it:", "rocm-kpack-fetch gc --yes"),
+        ],
+    )
+}
+
+fn prune_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu],
+        &[
+            (
+                "What would go, keeping gfx942 besides the local GPUs:",
+                "rocm-kpack-fetch prune --keep gfx942",
+            ),
+            (
+                "Remove it, device packages through apt included:",
+                "rocm-kpack-fetch prune --via apt --yes",
+            ),
+        ],
+    )
+}
+
+fn doctor_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu, Problems],
+        &[
+            (
+                "Check the driver, /dev/kfd and every package's device code:",
+                "rocm-kpack-fetch doctor",
+            ),
+            ("As JSON:", "rocm-kpack-fetch doctor --json"),
+        ],
+    )
+}
+
+fn trigger_help() -> String {
+    footer(
+        &[Success],
+        &[(
+            "What the deb's file trigger runs after a transaction:",
+            "rocm-kpack-fetch trigger /opt/rocm/.kpack",
+        )],
+    )
+}
+
+fn pip_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu],
+        &[
+            (
+                "Install torch with the device extras of the local GPUs:",
+                "rocm-kpack-fetch pip install torch",
+            ),
+            (
+                "Only print what would be installed:",
+                "rocm-kpack-fetch pip --dry-run install torch",
+            ),
+        ],
+    )
+}
+
+fn uv_help() -> String {
+    footer(
+        &[Success, Failure, Usage, NoGpu],
+        &[(
+            "Install torch into uv's environment with the local GPUs' extras:",
+            "rocm-kpack-fetch uv pip install torch",
+        )],
     )
 }
 
@@ -160,11 +339,18 @@ pub struct ScanArgs {
     pub root: PathBuf,
     /// Also look for manifests in P/.kpack and up to two directory levels
     /// below P (repeatable; not taken below --root).
-    #[arg(long = "prefix", value_name = "P")]
+    #[arg(long = "prefix", value_name = "P", value_parser = rocm_kpack_cli::existing_dir)]
     pub prefixes: Vec<PathBuf>,
     /// Look only in the --prefix directories.
     #[arg(long)]
     pub no_default_prefixes: bool,
+    /// The Python interpreter whose site-packages are searched for
+    /// manifests, and whose pip --via pip runs [default: $ROCM_KPACK_PYTHON,
+    /// else python3; empty: no Python environment].
+    // `--python-exe`, its name before, stays a hidden alias for one
+    // release (docs/packaging.md).
+    #[arg(long, value_name = "PATH", alias = "python-exe")]
+    pub python: Option<String>,
     /// Write and delete in .kpack directories that other users may write
     /// (refused by default, as sudo and ssh refuse unsafe permissions:
     /// anyone who can write there could make this tool overwrite or
@@ -198,7 +384,7 @@ pub struct NetArgs {
     pub jobs: u32,
     /// Keep partial downloads here [default: /var/cache/rocm-kpack-fetch
     /// for root, else $XDG_CACHE_HOME/rocm-kpack-fetch; below --root].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub cache_dir: Option<PathBuf>,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_secs)]
@@ -234,6 +420,34 @@ pub struct NetArgs {
     /// processor's set.
     #[arg(long)]
     pub no_transport: bool,
+}
+
+/// `--native-host`: a pattern [`NativeScheme`] takes (checked with the
+/// default device pattern), so a typo is a usage error in every mode.
+///
+/// [`NativeScheme`]: rocm_kpack_fetch::pm::native::NativeScheme
+fn parse_host_pattern(s: &str) -> Result<String, String> {
+    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_DEVICE_PATTERN};
+    NativeScheme::new(s, DEFAULT_DEVICE_PATTERN)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--native-device`, as [`parse_host_pattern`].
+fn parse_device_pattern(s: &str) -> Result<String, String> {
+    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_HOST_PATTERN};
+    NativeScheme::new(DEFAULT_HOST_PATTERN, s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// `--index-url`: what pip can read an index from, by the rule of
+/// `--source` (plain http allowed: pip warns about it itself). The text
+/// is kept as given.
+fn parse_index_url(s: &str) -> Result<String, String> {
+    rocm_kpack_fetch::sources::parse_source_url(s, "--index-url", true)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_frame_level(s: &str) -> Result<rocm_kpack_fetch::execute::FrameLevel, String> {
@@ -289,16 +503,9 @@ pub struct InstallArgs {
     /// transaction: package hooks use file mode.
     #[arg(long, value_enum, value_name = "PM")]
     pub via: Option<Via>,
-    /// Install the `device-<group>` extras of the current interpreter's
-    /// installed distributions that declare them (same as --via pip).
-    #[arg(long, conflicts_with = "via")]
-    pub python: bool,
-    /// Interpreter for --python / --via pip [default: $ROCM_KPACK_PYTHON,
-    /// else python3].
-    #[arg(long, value_name = "PATH")]
-    pub python_exe: Option<String>,
-    /// Package index for --python / --via pip (pip's --index-url).
-    #[arg(long, value_name = "URL")]
+    /// Package index for --via pip (pip's --index-url): an https://,
+    /// http:// or file:// URL, or a directory.
+    #[arg(long, value_name = "URL", value_parser = parse_index_url)]
     pub index_url: Option<String>,
     /// Extra argument for the package manager (repeatable), e.g.
     /// --pm-opt=--repofrompath=local,http://mirror/ for dnf or
@@ -317,11 +524,13 @@ pub struct InstallArgs {
 pub struct NativeArgs {
     /// Name pattern of a host package ({base}, {version}); each installed
     /// one gets the device packages of the local targets.
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN)]
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN,
+          value_parser = parse_host_pattern)]
     pub native_host: String,
     /// Name pattern of a host package's device package for one target
     /// ({base}, {version}, {target}).
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN)]
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN,
+          value_parser = parse_device_pattern)]
     pub native_device: String,
 }
 
@@ -332,7 +541,7 @@ pub enum Via {
     Apt,
     /// dnf (Fedora, RHEL).
     Dnf,
-    /// pip of the interpreter (--python-exe).
+    /// pip of the interpreter (--python).
     Pip,
 }
 
@@ -346,7 +555,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub scan: ScanArgs,
     /// Partial downloads kept here [default as for install].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub cache_dir: Option<PathBuf>,
     /// AMD's native package names (device packages reported).
     #[command(flatten)]
@@ -438,9 +647,6 @@ pub struct PruneArgs {
     /// Extra argument for the package manager (repeatable), as for install.
     #[arg(long = "pm-opt", value_name = "ARG", allow_hyphen_values = true)]
     pub pm_opts: Vec<String>,
-    /// Interpreter for --via pip [default: $ROCM_KPACK_PYTHON, else python3].
-    #[arg(long, value_name = "PATH")]
-    pub python_exe: Option<String>,
     /// AMD's native package names.
     #[command(flatten)]
     pub native: NativeArgs,

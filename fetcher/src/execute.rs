@@ -134,6 +134,23 @@ pub struct Failed {
     pub error: String,
     /// Each source's failure in a few words (empty for local failures).
     pub causes: Vec<HostCause>,
+    /// The file being written when its file system filled up (or the
+    /// quota ran out): the cache's partial download or the archive's
+    /// destination, for advice about that file system.
+    #[serde(skip)]
+    pub disk_full: Option<PathBuf>,
+}
+
+/// Whether an I/O error in `err`'s chain says the file system is full.
+fn is_disk_full(err: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(err), |e| e.source()).any(|e| {
+        e.downcast_ref::<io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+            )
+        })
+    })
 }
 
 /// A database file not written because an installed package owns its
@@ -308,6 +325,7 @@ fn failed(d: &Dest, error: String) -> Failed {
         path: d.archive.path.clone(),
         error,
         causes: Vec::new(),
+        disk_full: None,
     }
 }
 
@@ -495,9 +513,20 @@ async fn run_job(ctx: JobContext, job: Job) -> Placed {
         }
         Err(e) => {
             let causes = e.causes();
+            let disk_full = match &e {
+                download::DownloadError::Local {
+                    error: crate::client::FetchError::Local { path, .. },
+                    ..
+                } if is_disk_full(&e) => Some(path.clone()),
+                _ => None,
+            };
             let msg = format!("{:#}", anyhow::Error::from(e));
+            let mut failed = all_failed(&dests, &msg, &causes);
+            for f in &mut failed {
+                f.disk_full.clone_from(&disk_full);
+            }
             Placed {
-                failed: all_failed(&dests, &msg, &causes),
+                failed,
                 ..Placed::default()
             }
         }
@@ -754,10 +783,11 @@ fn record(
     states: &Shared,
     d: &Dest,
     entry: Option<StateEntry>,
-) -> Result<Option<StateEntry>, String> {
-    let mut guard = states
-        .lock()
-        .map_err(|_| "state lock poisoned".to_string())?;
+) -> Result<Option<StateEntry>, StateFailure> {
+    let mut guard = states.lock().map_err(|_| StateFailure {
+        message: "state lock poisoned".to_string(),
+        disk_full: None,
+    })?;
     let state = guard.entry(d.kpack_dir.clone()).or_default();
     let name = d.archive.filename.clone();
     let map = match d.archive.kind {
@@ -768,10 +798,38 @@ fn record(
         Some(e) => map.insert(name, e),
         None => map.remove(&name),
     };
-    state
-        .save(&d.kpack_dir)
-        .map_err(|e| format!("recording the install: {e}"))?;
+    state.save(&d.kpack_dir).map_err(|e| StateFailure {
+        disk_full: match &e {
+            crate::state::StateError::Io(io) if is_disk_full(&e) => Some(io.path.clone()),
+            _ => None,
+        },
+        message: format!("recording the install: {e}"),
+    })?;
     Ok(previous)
+}
+
+/// A state file that could not be saved: what to say, and the file
+/// being written when its file system filled up.
+#[derive(Debug)]
+struct StateFailure {
+    message: String,
+    disk_full: Option<PathBuf>,
+}
+
+impl std::fmt::Display for StateFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StateFailure {
+    /// `d` failed for it.
+    fn failed(self, d: &Dest) -> Failed {
+        Failed {
+            disk_full: self.disk_full,
+            ..failed(d, self.message)
+        }
+    }
 }
 
 /// Records directories made for a database file of `d` (relative to the
@@ -948,7 +1006,7 @@ fn place_all(
         let previous = match record(states, d, Some(entry.clone())) {
             Ok(p) => p,
             Err(e) => {
-                out.failed.push(failed(d, e));
+                out.failed.push(e.failed(d));
                 continue;
             }
         };
@@ -1031,7 +1089,14 @@ fn place_all(
                 if let Err(undo) = record(states, d, previous) {
                     tracing::warn!("{}: {undo}", a.path.display());
                 }
-                out.failed.push(failed(d, e.to_string()));
+                let disk_full = match &e {
+                    PlaceError::Io(io) if is_disk_full(&e) => Some(io.path.clone()),
+                    _ => None,
+                };
+                out.failed.push(Failed {
+                    disk_full,
+                    ..failed(d, e.to_string())
+                });
             }
         }
     }

@@ -12,26 +12,29 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // clap prints usage errors itself and exits with 2 (ExitStatus::Usage),
-    // except for `trigger`, which a package transaction runs: one line, 0.
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if e.use_stderr() && is_trigger(std::env::args_os().skip(1)) => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            let _ = rocm_kpack_cli::print_stdout(&format!(
-                "rocm-kpack-fetch: trigger: {first}; doing nothing (`rocm-kpack-fetch trigger --help` shows the usage)\n"
-            ));
-            return ExitCode::SUCCESS;
+    // `trigger` is run by a package transaction: a usage error is one line
+    // on stdout and exit 0, so it never fails the transaction.
+    if is_trigger(std::env::args_os().skip(1)) {
+        if let Err(e) = cli::Cli::try_parse() {
+            if e.use_stderr() {
+                let text = e.to_string();
+                let first = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                let _ = rocm_kpack_cli::print_stdout(&format!(
+                    "rocm-kpack-fetch: trigger: {first}; doing nothing (`rocm-kpack-fetch trigger --help` shows the usage)\n"
+                ));
+                return ExitCode::SUCCESS;
+            }
         }
-        Err(e) => e.exit(),
-    };
-    rocm_kpack_cli::init_tracing(cli.verbosity);
-    rocm_kpack_cli::finish("rocm-kpack-fetch", cmd::run(cli.command, cli.verbosity))
+    }
+    // Everything else as `rocm-kpack`: clap's usage errors exit 2 (with the
+    // error object on stdout under --json); parse records the invocation
+    // (--json, -q) and starts logging.
+    let cli: cli::Cli = rocm_kpack_cli::parse();
+    rocm_kpack_cli::finish("rocm-kpack-fetch", cmd::run(cli.command))
 }
 
 /// Whether the subcommand of these arguments (after global flags) is

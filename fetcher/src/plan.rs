@@ -76,7 +76,9 @@ pub struct PlannedArchive {
     pub path: PathBuf,
     /// Family from the manifest.
     pub family: String,
-    /// Every arch key the manifest lists for the archive.
+    /// Every arch key the manifest lists for the archive (not in
+    /// `--json`, which has the keys that serve a local target, `arches`).
+    #[serde(skip)]
     pub architectures: Vec<String>,
     /// Size from the manifest.
     pub size: u64,
@@ -651,7 +653,11 @@ impl fmt::Display for InstallPlan {
             write!(f, ", {} superseded to remove", s.superseded)?;
         }
         if s.no_device_code > 0 {
-            write!(f, ", {} target(s) without device code", s.no_device_code)?;
+            write!(
+                f,
+                ", {} without device code",
+                rocm_kpack_cli::plural(s.no_device_code, "target", "targets")
+            )?;
         }
         writeln!(f)
     }

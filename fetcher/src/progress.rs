@@ -77,8 +77,10 @@ impl Reporter for Lines {
         } else {
             String::new()
         };
+        // `total` is the file's size as published (decoded, for an
+        // encoded object); what crosses the network is counted below.
         line(&format!(
-            "fetching {name} ({}) from {url}{resume}",
+            "fetching {name} ({} published) from {url}{resume}",
             iec_size(total)
         ));
         Box::new(LineTransfer {
@@ -117,7 +119,7 @@ impl Transfer for LineTransfer {
         let secs = self.started.elapsed().as_secs_f64();
         match outcome {
             Ok(()) => line(&format!(
-                "fetched {}: {} in {secs:.1}s ({}/s)",
+                "fetched {}: {} transferred in {secs:.1}s ({}/s)",
                 self.name,
                 iec_size(received),
                 iec_size(rate(received, secs)),

@@ -131,6 +131,31 @@ impl ScanConfig {
         bases
     }
 
+    /// Where [`ScanConfig::scan`] looks, in words, for a run that found no
+    /// manifest: "searched ROOT/opt/rocm*, ..., python3's site-packages,
+    /// P" (the interpreter is not run again to name its directories).
+    pub fn searched(&self) -> String {
+        let mut places = Vec::new();
+        if self.default_prefixes {
+            let under = |p: &str| self.root.join(p).display().to_string();
+            places.push(under("opt/rocm*"));
+            for p in ["usr", "usr/lib64", "usr/lib", "usr/local"] {
+                places.push(under(p));
+            }
+            if let Some(python) = &self.python {
+                places.push(format!("the site-packages of {python}"));
+            }
+        }
+        places.extend(self.prefixes.iter().map(|p| p.display().to_string()));
+        if places.is_empty() {
+            return "searched nowhere: --no-default-prefixes and no --prefix".to_owned();
+        }
+        format!(
+            "searched {} for {KPACK_DIR}/*.{MANIFEST_EXT}",
+            places.join(", ")
+        )
+    }
+
     /// Finds `.kpack` directories and reads every manifest in them.
     pub fn scan(&self) -> Scan {
         let mut dirs = BTreeSet::new();

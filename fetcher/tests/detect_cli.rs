@@ -143,8 +143,14 @@ fn text_reports_unusable_render_nodes_and_warnings() {
     assert!(stdout.ends_with("targets: gfx1100\n"), "{stdout}");
     let warnings: Vec<&str> = stderr.lines().collect();
     assert_eq!(warnings.len(), 2, "{stderr}");
-    assert!(warnings[0].starts_with("warning: node 2: "), "{stderr}");
-    assert!(warnings[1].starts_with("warning: node 3: "), "{stderr}");
+    assert!(
+        warnings[0].starts_with("rocm-kpack-fetch: warning: node 2: "),
+        "{stderr}"
+    );
+    assert!(
+        warnings[1].starts_with("rocm-kpack-fetch: warning: node 3: "),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -124,29 +124,35 @@ fn via_apt_names_a_manifest_no_package_owns() {
     assert!(v["command"].is_null());
 }
 
+/// `--python PATH` names the interpreter (as uv's does); `--via pip` is
+/// what the old `--python` switch did, and `--python-exe`, the old name of
+/// the interpreter option, is a hidden alias for one release.
 #[test]
 fn python_with_no_device_extras_installs_nothing() {
     let tmp = tempfile::tempdir().expect("tmp");
+    for python in ["--python", "--python-exe"] {
+        let o = run(fetch()
+            .args([
+                "install",
+                "--via",
+                "pip",
+                "--dry-run",
+                "--target",
+                "gfx1100",
+                "--no-default-prefixes",
+                "--prefix",
+            ])
+            .arg(tmp.path())
+            .args([python, "python3"]));
+        assert!(o.status.success(), "{python}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stdout).starts_with("nothing to install"),
+            "{}",
+            text(&o.stdout)
+        );
+    }
     let o = run(fetch()
-        .args([
-            "install",
-            "--python",
-            "--dry-run",
-            "--target",
-            "gfx1100",
-            "--no-default-prefixes",
-            "--prefix",
-        ])
-        .arg(tmp.path())
-        .args(["--python-exe", "python3"]));
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(
-        text(&o.stdout).starts_with("nothing to install"),
-        "{}",
-        text(&o.stdout)
-    );
-    let o = run(fetch()
-        .args(["install", "--python", "--target", "gfx1100", "--python-exe"])
+        .args(["install", "--via", "pip", "--target", "gfx1100", "--python"])
         .arg(tmp.path().join("no-such-python")));
     assert_eq!(o.status.code(), Some(1));
     assert!(
@@ -155,4 +161,14 @@ fn python_with_no_device_extras_installs_nothing() {
         "{}",
         text(&o.stderr)
     );
+    // One spelling in the help of every command that reads a Python
+    // environment.
+    for sub in [
+        "install", "status", "prune", "list", "verify", "gc", "doctor", "pip", "uv",
+    ] {
+        let o = run(fetch().args([sub, "--help"]));
+        let help = text(&o.stdout);
+        assert!(help.contains("--python <PATH>"), "{sub}: {help}");
+        assert!(!help.contains("--python-exe"), "{sub}: {help}");
+    }
 }

@@ -197,7 +197,7 @@ impl FetchError {
             | FetchError::HashMismatch { url, .. }
             | FetchError::Redirect { url, .. }
             | FetchError::FileSource { url, .. } => url,
-            FetchError::Local { .. } => return "local disk".into(),
+            FetchError::Local { .. } => return LOCAL_DISK_HOST.into(),
         };
         match reqwest::Url::parse(url) {
             Ok(u) if u.scheme() == "file" => "local files".into(),
@@ -263,6 +263,10 @@ fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
     }
     last.to_string()
 }
+
+/// [`FetchError::host`] of a local file's failure ([`FetchError::Local`]):
+/// no source, and no network, is to blame.
+pub const LOCAL_DISK_HOST: &str = "local disk";
 
 /// One source's failure in a few words: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

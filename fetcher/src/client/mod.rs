@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderValue, ACCEPT_ENCODING, RANGE, USER_AGENT};
 use reqwest::{redirect, Url};
 
-pub use error::{Attempted, FetchError, HostCause};
+pub use error::{Attempted, FetchError, HostCause, LOCAL_DISK_HOST};
 pub use retry::Backoff;
 pub use url::{is_loopback, masked, masked_text, MaskedUrl};
 

@@ -11,7 +11,7 @@ use crate::cli::DetectArgs;
 /// Runs `detect`.
 pub fn run(args: &DetectArgs) -> anyhow::Result<ExitStatus> {
     let detection = detection(&args.targets)?;
-    args.json.print(&detection, || {
+    args.json.report(&detection, || {
         let mut text = Vec::new();
         // Writing to memory cannot fail.
         let _ = write_text(&mut text, &detection);

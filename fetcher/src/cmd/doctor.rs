@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch doctor`: [`ops::doctor`] as text or JSON; exit 4 when
 //! a check fails, 3 without targets.
 
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::{plural, ExitStatus};
 use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
 use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
@@ -12,7 +12,7 @@ use crate::cli::DoctorArgs;
 /// Runs `doctor`.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let visible: Vec<(String, String)> = VISIBLE_DEVICE_VARS
         .iter()
@@ -38,9 +38,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
     )? {
         ops::doctor::add_pip_devices(&mut out, &s);
     }
-    if args.json.enabled {
-        print_json(&out)?;
-    } else {
+    args.json.report(&out, || {
         let mut text = String::new();
         for c in &out.checks {
             let word = match c.outcome {
@@ -52,11 +50,12 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
             text.push_str(&format!("{word:<8} {}: {}\n", c.check, c.detail));
         }
         text.push_str(&format!(
-            "doctor: {} problem(s), {} warning(s)\n",
-            out.problems, out.warnings
+            "doctor: {}, {}\n",
+            plural(out.problems, "problem", "problems"),
+            plural(out.warnings, "warning", "warnings")
         ));
-        print_stdout(&text)?;
-    }
+        text
+    })?;
     Ok(if local.ids.is_empty() {
         ExitStatus::NoGpu
     } else if out.problems > 0 {

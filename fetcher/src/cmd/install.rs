@@ -7,9 +7,9 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rocm_kpack_cli::iec_size;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus, UsageError};
-use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause};
+use rocm_kpack_cli::{iec_size, plural};
+use rocm_kpack_cli::{quiet, ExitStatus, UsageError};
+use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
 use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
@@ -39,9 +39,9 @@ struct Output<'a> {
     warnings: &'a [String],
 }
 
-/// Runs `install`; `quiet` (`-q`): no progress and no `targets:` line on
-/// stderr (warnings and errors stay).
-pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
+/// Runs `install`; `-q`: no progress, no `targets:` line, no report and
+/// no warnings (errors and the `--json` document stay).
+pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
     if !args.auto && args.targets.targets.is_empty() {
         return Err(UsageError(
             "say which targets to install for: --auto (the GPUs detected here) or --target TARGET[,...]"
@@ -53,24 +53,26 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
     let mut warnings = local.detection.warnings.clone();
     if local.ids.is_empty() {
-        return super::no_targets(&local, args.json.enabled);
+        return super::no_targets(&local, args.json.enabled, None);
     }
     check_local_sources(&args.net)?;
-    if args.via.is_some() || args.python {
-        return run_pm(args, &local, warnings, quiet);
+    if args.via.is_some() {
+        return run_pm(args, &local, warnings);
     }
-    if !args.json.enabled && !quiet {
+    if !args.json.enabled && !quiet() {
         print_targets(&local);
     }
-    let reporter: Arc<dyn Reporter> = if quiet {
+    let reporter: Arc<dyn Reporter> = if quiet() {
         Arc::new(Silent)
     } else if !args.json.enabled && std::io::stderr().is_terminal() {
         Arc::new(Bars::new())
     } else {
         Arc::new(Lines::default())
     };
+    let scan = scan_config(&args.scan)?;
+    let searched = scan.searched();
     let outcome = ops::install::run(InstallRequest {
-        scan: scan_config(&args.scan),
+        scan,
         targets: local.ids.clone(),
         sources: SourcesRequest {
             urls: args.net.sources.clone(),
@@ -96,6 +98,7 @@ pub fn run(args: &InstallArgs, quiet: bool) -> anyhow::Result<ExitStatus> {
         &warnings,
         args.dry_run,
         started,
+        &searched,
     )
 }
 
@@ -166,65 +169,97 @@ fn finish(
     warnings: &[String],
     dry_run: bool,
     started: Instant,
+    searched: &str,
 ) -> anyhow::Result<ExitStatus> {
     let summary = plan.summary();
-    if args.json.enabled {
-        print_json(&Output {
-            dry_run,
-            plan,
-            summary,
-            installed: &report.installed,
-            failed: &report.failed,
-            owned: &report.owned,
-            removed: &report.removed,
-            warnings,
-        })?;
-    } else {
+    if !args.json.enabled {
         print_warnings(warnings);
-        for o in &report.owned {
-            eprintln!(
-                "rocm-kpack-fetch: not installing {}: the installed package {} owns it, so it is the package manager's (upgrade or remove {} to change it)",
-                o.path.display(),
-                o.package,
-                o.package
+        if !quiet() {
+            for o in &report.owned {
+                eprintln!(
+                    "rocm-kpack-fetch: not installing {}: the installed package {} owns it, so it is the package manager's (upgrade or remove {} to change it)",
+                    o.path.display(),
+                    o.package,
+                    o.package
+                );
+            }
+        }
+    }
+    let doc = Output {
+        dry_run,
+        plan,
+        summary,
+        installed: &report.installed,
+        failed: &report.failed,
+        owned: &report.owned,
+        removed: &report.removed,
+        warnings,
+    };
+    args.json.report(&doc, || {
+        if plan.components.is_empty() && plan.refused_manifests.is_empty() {
+            return format!(
+                "nothing to install: no .kpm manifest found ({})\n",
+                searched
             );
         }
-        let mut text = String::new();
         if dry_run {
-            text.push_str(&plan.to_string());
-        } else {
-            for i in &report.installed {
-                let from = i.source.as_deref().unwrap_or("the download cache");
-                text.push_str(&format!(
-                    "installed {} ({}) from {from}\n",
-                    i.path.display(),
-                    iec_size(i.size)
-                ));
+            return plan.to_string();
+        }
+        let mut text = String::new();
+        // -v: also what was there already, and why it is needed.
+        if rocm_kpack_cli::verbose() > 0 {
+            for c in &plan.components {
+                for a in c
+                    .items()
+                    .filter(|a| a.action == rocm_kpack_fetch::plan::Action::Present)
+                {
+                    text.push_str(&format!("present {} ({})\n", a.path.display(), a.reason()));
+                }
             }
-            for p in &report.removed {
-                text.push_str(&format!(
-                    "removed {} (its manifest no longer lists it)\n",
-                    p.display()
-                ));
-            }
-            let fetched: u64 = report.installed.iter().map(|i| i.transferred).sum();
-            let removed = match report.removed.len() {
-                0 => String::new(),
-                n => format!(", {n} superseded removed"),
-            };
+        }
+        for i in &report.installed {
+            let from = i.source.as_deref().unwrap_or("the download cache");
             text.push_str(&format!(
-                "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
-                report.installed.len(),
-                iec_size(fetched),
-                summary.present,
-                report.failed.len(),
-                started.elapsed().as_secs_f64(),
+                "installed {} ({} on disk) from {from}\n",
+                i.path.display(),
+                iec_size(i.size)
             ));
         }
-        print_stdout(&text)?;
-    }
+        for p in &report.removed {
+            text.push_str(&format!(
+                "removed {} (its manifest no longer lists it)\n",
+                p.display()
+            ));
+        }
+        let fetched: u64 = report.installed.iter().map(|i| i.transferred).sum();
+        let removed = match report.removed.len() {
+            0 => String::new(),
+            n => format!(", {n} superseded removed"),
+        };
+        text.push_str(&format!(
+            "{} installed ({} transferred), {} already present, {} failed{removed} in {:.1}s\n",
+            report.installed.len(),
+            iec_size(fetched),
+            summary.present,
+            report.failed.len(),
+            started.elapsed().as_secs_f64(),
+        ));
+        text
+    })?;
     if !report.failed.is_empty() {
-        anyhow::bail!(failure_summary(&report.failed));
+        // The report (with --json, the document listing each failure in
+        // full) is out; the error and its advice follow on stderr.
+        let cache = args
+            .net
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| default_cache_dir(&args.scan.root));
+        let (error, hint) = failure_summary(&report.failed, &cache);
+        eprintln!("rocm-kpack-fetch: error: {error}");
+        if let Some(hint) = hint {
+            eprintln!("rocm-kpack-fetch: hint: {hint}");
+        }
+        return Ok(ExitStatus::Failure);
     }
     if !plan.refused_manifests.is_empty() {
         return Ok(refused_failure(plan.refused_manifests.len()));
@@ -236,7 +271,10 @@ fn finish(
         .filter(|d| d.action == rocm_kpack_fetch::plan::Action::Refused)
         .count();
     if refused_files > 0 {
-        eprintln!("rocm-kpack-fetch: {refused_files} database file(s) refused (see warnings); the install is incomplete");
+        eprintln!(
+            "rocm-kpack-fetch: {} refused (see warnings); the install is incomplete",
+            plural(refused_files, "database file", "database files")
+        );
         return Ok(ExitStatus::Failure);
     }
     if args.strict && summary.no_device_code > 0 {
@@ -248,15 +286,21 @@ fn finish(
 /// A manifest was refused (malformed, hostile names): whatever else was
 /// installed, the run failed (exit 1), so scripts and package hooks notice.
 fn refused_failure(n: usize) -> ExitStatus {
-    eprintln!("rocm-kpack-fetch: {n} manifest(s) refused (see warnings); their archives were not installed");
+    eprintln!(
+        "rocm-kpack-fetch: {} refused (see warnings); their archives were not installed",
+        plural(n, "manifest", "manifests")
+    );
     ExitStatus::Failure
 }
 
 /// What failed, as apt says it: one line per host and cause with the
-/// number of archives it failed, then what to do. Failures without a
-/// source behind them (local disk, install) are listed by path. `--json`
+/// number of archives it failed; failures without a source behind them
+/// (local disk, install) are listed by path. Then what to do: for a full
+/// file system, which one and how much is free (`rocm_kpack_cli::hint_for`);
+/// for a source's failure, check the network and the sources. `--json`
 /// has every error in full.
-fn failure_summary(failed: &[Failed]) -> String {
+/// `cache` is the download cache: a full one can be moved (`--cache-dir`).
+fn failure_summary(failed: &[Failed], cache: &std::path::Path) -> (String, Option<String>) {
     use std::collections::BTreeMap;
     let mut by_host: BTreeMap<&HostCause, usize> = BTreeMap::new();
     let mut other = Vec::new();
@@ -285,13 +329,26 @@ fn failure_summary(failed: &[Failed]) -> String {
         msg.push('\n');
         msg.push_str(&line);
     }
-    if !by_host.is_empty() {
-        msg.push_str(
-            "\ncheck the network and the sources (--source, /etc/rocm-kpack/sources.d/), then run \
-             the same command again: partial downloads resume (--json has every error in full)",
+    if let Some(path) = failed.iter().find_map(|f| f.disk_full.as_ref()) {
+        let full = rocm_kpack_fs::PathError::new(
+            "writing",
+            path.clone(),
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
         );
+        let option = path.starts_with(cache).then_some("--cache-dir");
+        let hint = rocm_kpack_cli::hint_for(&anyhow::Error::new(full), option)
+            .map(|h| format!("{h}; then run the same command again"));
+        return (msg, hint);
     }
-    msg
+    // Only a source's failure is the network's: a local one ("local
+    // disk") is not.
+    let remote = by_host.keys().any(|c| c.host != LOCAL_DISK_HOST);
+    let hint = remote.then(|| {
+        "check the network and the sources (--source, /etc/rocm-kpack/sources.d/), then run \
+         the same command again: partial downloads resume (--json has every error in full)"
+            .to_owned()
+    });
+    (msg, hint)
 }
 
 /// `--strict` and device code is missing: exit 4.
@@ -318,14 +375,9 @@ fn run_pm(
     args: &InstallArgs,
     local: &LocalTargets,
     mut warnings: Vec<String>,
-    quiet: bool,
 ) -> anyhow::Result<ExitStatus> {
-    let via = if args.python {
-        Via::Pip
-    } else {
-        args.via.unwrap_or(Via::Pip)
-    };
-    if !args.json.enabled && !quiet {
+    let via = args.via.unwrap_or(Via::Pip);
+    if !args.json.enabled && !quiet() {
         print_targets(local);
     }
     let native = super::native_scheme(&args.native)?;
@@ -341,7 +393,7 @@ fn run_pm(
             native: native.clone(),
         }),
         Via::Pip => PackageManager::Pip(Pip {
-            python: super::interpreter(args.python_exe.as_deref()),
+            python: super::interpreter(args.scan.python.as_deref()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
             permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
@@ -350,7 +402,7 @@ fn run_pm(
         }),
     };
     let request = PmInstallRequest {
-        scan: scan_config(&args.scan),
+        scan: scan_config(&args.scan)?,
         pm,
         targets: local.ids.clone(),
         naming: rocm_kpack_pkgspec::defaults::naming(),
@@ -359,22 +411,25 @@ fn run_pm(
     let outcome = ops::install::run_package_manager(request, |outcome| {
         warnings.extend(outcome.warnings.iter().cloned());
         let command = (!outcome.plan.packages.is_empty()).then(|| outcome.plan.command_line());
-        if args.json.enabled {
-            return print_json(&PmOutput {
-                dry_run: args.dry_run,
-                targets: &local.detection.targets,
-                plan: &outcome.plan,
-                command,
-                warnings: &warnings,
-            });
+        if !args.json.enabled {
+            print_warnings(&warnings);
         }
-        print_warnings(&warnings);
-        match &command {
+        let doc = PmOutput {
+            dry_run: args.dry_run,
+            targets: &local.detection.targets,
+            plan: &outcome.plan,
+            command: command.clone(),
+            warnings: &warnings,
+        };
+        args.json.report(&doc, || match &command {
             // The plan is the command line a user would type.
-            Some(line) if args.dry_run => print_stdout(&format!("{line}\n")),
-            Some(_) => Ok(()),
-            None => print_stdout("nothing to install: no installed package needs device packages for these targets\n"),
-        }
+            Some(line) if args.dry_run => format!("{line}\n"),
+            Some(_) => String::new(),
+            None => {
+                "nothing to install: no installed package needs device packages for these targets\n"
+                    .to_owned()
+            }
+        })
     })?;
     if outcome.refused > 0 {
         return Ok(refused_failure(outcome.refused));

@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch list`: [`ops::list`] as text or JSON.
 
 use rocm_kpack_cli::iec_size;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_fetch::ops::{self, list::Presence};
 
 use super::{print_warnings, scan_config};
@@ -9,15 +9,20 @@ use crate::cli::ListArgs;
 
 /// Runs `list`.
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
-    let out = ops::list::list(&scan_config(&args.scan).scan());
-    if args.json.enabled {
-        print_json(&out)?;
-        return Ok(ExitStatus::Success);
+    let config = scan_config(&args.scan)?;
+    let out = ops::list::list(&config.scan());
+    if !args.json.enabled {
+        print_warnings(&out.warnings);
     }
-    print_warnings(&out.warnings);
+    args.json.report(&out, || text(&out, &config.searched()))?;
+    Ok(ExitStatus::Success)
+}
+
+/// The listing for people.
+fn text(out: &ops::list::ListReport, searched: &str) -> String {
     let mut text = String::new();
     if out.kpack_dirs.is_empty() {
-        text.push_str("no .kpack directories found\n");
+        text.push_str(&format!("no .kpack directories found ({searched})\n"));
     }
     for d in &out.kpack_dirs {
         text.push_str(&format!("{}:\n", d.kpack_dir.display()));
@@ -28,20 +33,23 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
                 .map(|n| n.to_string_lossy())
                 .unwrap_or_default();
             text.push_str(&format!("  {} ({name}):\n", c.component));
+            let mut rows: Vec<[String; 5]> = Vec::new();
             for a in c.archives.iter().chain(&c.databases) {
                 let status = match a.status {
                     Presence::Fetched => "fetched",
                     Presence::Present => "present",
                     Presence::Absent => "absent",
                 };
-                text.push_str(&format!(
-                    "    {status:<8} {}  {}  {}  [{}]\n",
-                    a.filename,
-                    a.family,
+                rows.push([
+                    status.to_owned(),
+                    a.filename.clone(),
+                    a.family.clone(),
                     iec_size(a.size),
-                    a.architectures.join(", ")
-                ));
+                    format!("[{}]", a.architectures.join(", ")),
+                ]);
             }
+            text.push_str(&table(&rows));
+            rows.clear();
         }
         for o in &d.orphans {
             text.push_str(&format!(
@@ -59,6 +67,37 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitStatus> {
             r.error
         ));
     }
-    print_stdout(&text)?;
-    Ok(ExitStatus::Success)
+    text
+}
+
+/// One component's archives as aligned columns: status, file name and
+/// group left-aligned, size right-aligned, then the arch keys.
+fn table(rows: &[[String; 5]]) -> String {
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+    rows.iter()
+        .map(|[status, file, group, size, arches]| {
+            format!("    {status:<w0$}  {file:<w1$}  {group:<w2$}  {size:>w3$}  {arches}\n")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn columns_line_up() {
+        let row = |s: &str, f: &str, size: &str| {
+            [s.into(), f.into(), "g".into(), size.into(), "[a]".into()]
+        };
+        let text = super::table(&[
+            row("fetched", "x_gfx90X.kpack", "1.5 KiB"),
+            row("absent", "x_gfx110X.kpack", "13.7 KiB"),
+        ]);
+        let ends: Vec<usize> = text.lines().map(|l| l.find('[').unwrap_or(0)).collect();
+        assert_eq!(ends[0], ends[1], "{text}");
+        assert!(
+            text.contains("    fetched  x_gfx90X.kpack   g   1.5 KiB  [a]"),
+            "{text}"
+        );
+    }
 }

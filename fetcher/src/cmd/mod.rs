@@ -16,7 +16,7 @@ pub mod status;
 pub mod trigger;
 mod verify;
 
-use rocm_kpack_cli::{ExitStatus, UsageError, Verbosity};
+use rocm_kpack_cli::{ExitStatus, UsageError};
 use rocm_kpack_fetch::detect::LocalTargets;
 use rocm_kpack_fetch::install::{LockOptions, PermissionPolicy};
 use rocm_kpack_fetch::resolve::ScanConfig;
@@ -32,12 +32,12 @@ pub const PYTHON_ENV: &str = "ROCM_KPACK_PYTHON";
 
 /// Runs one subcommand. `Ok` carries the exit status of a command that
 /// completed (it may still be "no GPU" or "problems found"); an `Err` is
-/// printed once by `main`. `-q` ([`Verbosity::quiet`]) drops `install`'s
-/// progress and its `targets:` line on stderr.
-pub fn run(command: Command, verbosity: Verbosity) -> anyhow::Result<ExitStatus> {
+/// printed once by `main`. `-q` ([`rocm_kpack_cli::quiet`]) leaves only
+/// errors and the `--json` document.
+pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
     match command {
         Command::Detect(args) => detect::run(&args),
-        Command::Install(args) => install::run(&args, verbosity.quiet),
+        Command::Install(args) => install::run(&args),
         Command::Status(args) => status::run(&args),
         Command::List(args) => list::run(&args),
         Command::Verify(args) => verify::run(&args),
@@ -62,19 +62,33 @@ pub fn lock_options(args: &ScanArgs) -> LockOptions {
     }
 }
 
-/// The scan configuration of the command line (and `ROCM_KPACK_PYTHON`).
-pub fn scan_config(args: &ScanArgs) -> ScanConfig {
-    let python = match std::env::var(PYTHON_ENV) {
-        Ok(v) if v.trim().is_empty() => None,
-        Ok(v) => Some(v),
-        Err(_) => Some("python3".to_string()),
+/// The scan configuration of the command line (`--python`, else
+/// `ROCM_KPACK_PYTHON`, else python3; blank: no Python environment). An
+/// interpreter named with `--python` must be usable (the scan would
+/// otherwise skip its site-packages with only a warning).
+pub fn scan_config(args: &ScanArgs) -> anyhow::Result<ScanConfig> {
+    if let Some(python) = args.python.as_deref().filter(|p| !p.trim().is_empty()) {
+        rocm_kpack_fetch::python::Interpreter::trusted(
+            python,
+            PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
+        )
+        .map_err(|e| anyhow::Error::new(e).context(format!("--python {python}")))?;
+    }
+    let python = match args
+        .python
+        .clone()
+        .or_else(|| std::env::var(PYTHON_ENV).ok())
+    {
+        Some(v) if v.trim().is_empty() => None,
+        Some(v) => Some(v),
+        None => Some("python3".to_string()),
     };
-    ScanConfig {
+    Ok(ScanConfig {
         root: args.root.clone(),
         prefixes: args.prefixes.clone(),
         default_prefixes: !args.no_default_prefixes,
         python,
-    }
+    })
 }
 
 /// Detection with `--sysfs-root` / `--target` and the override variables of
@@ -135,7 +149,7 @@ pub fn native_scheme(
         .map_err(|e| UsageError(e.to_string()).into())
 }
 
-/// The interpreter of `--python-exe`, else `$ROCM_KPACK_PYTHON` (when not
+/// The interpreter of `--python`, else `$ROCM_KPACK_PYTHON` (when not
 /// blank), else `python3`.
 pub fn interpreter(explicit: Option<&str>) -> String {
     explicit
@@ -148,24 +162,42 @@ pub fn interpreter(explicit: Option<&str>) -> String {
         .unwrap_or_else(|| "python3".into())
 }
 
-/// Says there are no targets (JSON: the detection) and returns exit 3.
-pub fn no_targets(local: &LocalTargets, json: bool) -> anyhow::Result<ExitStatus> {
+/// The `--json` document of a command that stops for want of targets:
+/// the detection, its fields in the order of `detect --json`.
+#[derive(serde::Serialize)]
+struct NoTargets<'a> {
+    targets: &'a [String],
+    detection: &'a Detection,
+}
+
+/// Says there are no targets, then `why` nothing is done when given (JSON:
+/// the detection), and returns exit 3.
+pub fn no_targets(
+    local: &LocalTargets,
+    json: bool,
+    why: Option<&str>,
+) -> anyhow::Result<ExitStatus> {
     if json {
-        rocm_kpack_cli::print_json(
-            &serde_json::json!({ "targets": [], "detection": local.detection }),
-        )?;
-    } else {
+        rocm_kpack_cli::print_json_document(&NoTargets {
+            targets: &[],
+            detection: &local.detection,
+        })?;
+    } else if !rocm_kpack_cli::quiet() {
         eprintln!(
             "{}",
             rocm_kpack_fetch::detect::no_targets_message(&local.detection)
         );
+        if let Some(why) = why {
+            eprintln!("{why}");
+        }
     }
     Ok(ExitStatus::NoGpu)
 }
 
-/// Prints warnings on stderr, one per line.
+/// Prints warnings on stderr, one per line, in the style of every warning
+/// (`rocm-kpack-fetch: warning: ...`); not with `-q`.
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {
-        eprintln!("warning: {w}");
+        tracing::warn!("{w}");
     }
 }

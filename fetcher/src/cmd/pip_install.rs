@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use rocm_kpack_cli::{iec_size, print_json, print_stdout, ExitStatus, JsonArg, UsageError};
+use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg, UsageError};
 use rocm_kpack_fetch::install::PermissionPolicy;
 use rocm_kpack_fetch::pm::describe;
 use rocm_kpack_fetch::pm::pip_install::{
@@ -27,8 +27,8 @@ pub struct PipInstallArgs {
     pub targets: TargetArgs,
     /// Interpreter to install into (`pip`; for `uv`, unless uv's own
     /// --python is given) [default: $ROCM_KPACK_PYTHON, else python3].
-    #[arg(long, value_name = "PATH")]
-    pub python_exe: Option<String>,
+    #[arg(long, value_name = "PATH", alias = "python-exe")]
+    pub python: Option<String>,
     /// The uv program (`uv` only) [default: uv on PATH].
     #[arg(long, value_name = "PATH")]
     pub uv_exe: Option<String>,
@@ -80,16 +80,19 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
             .into());
         }
     };
+    if !uv && args.uv_exe.is_some() {
+        return Err(UsageError("--uv-exe is for `rocm-kpack-fetch uv`, not `pip`".into()).into());
+    }
     let cwd = std::env::current_dir().context("current directory")?;
     let user = parse_args(kind, rest, &cwd).map_err(|e| UsageError(e.to_string()))?;
     let local = local_targets(&args.targets)?;
     if local.ids.is_empty() {
-        return super::no_targets(&local, args.json.enabled);
+        return super::no_targets(&local, args.json.enabled, None);
     }
     let name = user
         .python
         .clone()
-        .unwrap_or_else(|| super::interpreter(args.python_exe.as_deref()));
+        .unwrap_or_else(|| super::interpreter(args.python.as_deref()));
     let python = Interpreter::trusted(
         &name,
         PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
@@ -98,6 +101,7 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
         kind,
         python,
         uv: args.uv_exe.clone().unwrap_or_else(|| "uv".into()),
+        quiet: rocm_kpack_cli::quiet(),
     };
     let dry_run = args.dry_run || user.dry_run;
     let tmp = tempfile::Builder::new()
@@ -108,18 +112,18 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
     let cmd = install_command(&client, &user, &plan, tmp.path()).map_err(wrap_error)?;
     let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
     command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-    if args.json.enabled {
-        print_json(&Output {
-            dry_run,
-            targets: &local.detection.targets,
-            plan: &plan,
-            command: command.clone(),
-        })?;
-    } else {
+    if !args.json.enabled {
         print_warnings(&local.detection.warnings);
         print_warnings(&plan.warnings);
-        print_stdout(&render(&plan, dry_run, &describe(&cmd)))?;
     }
+    let doc = Output {
+        dry_run,
+        targets: &local.detection.targets,
+        plan: &plan,
+        command: command.clone(),
+    };
+    args.json
+        .report(&doc, || render(&plan, dry_run, &describe(&cmd)))?;
     if !dry_run {
         run_client(cmd)?;
         print_warnings(&unmark_dependencies(&client, &user, &plan));

@@ -4,8 +4,7 @@
 //! only `--yes` removes. Without a target to keep nothing is pruned
 //! (exit 3).
 
-use rocm_kpack_cli::{iec_size, print_json, print_stdout, ExitStatus, UsageError};
-use rocm_kpack_fetch::detect::no_targets_message;
+use rocm_kpack_cli::{iec_size, print_stdout, quiet, ExitStatus, UsageError};
 use rocm_kpack_fetch::ops::prune::{self, OwnFiles, PruneBackend, PruneContext};
 use rocm_kpack_fetch::pm::apt::Apt;
 use rocm_kpack_fetch::pm::dnf::Dnf;
@@ -45,11 +44,13 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     if keep.is_empty() {
-        eprintln!("{}", no_targets_message(&local.detection));
-        eprintln!("not pruning anything: with no targets every target's device code would go; pass --keep TARGET to say what to keep");
-        return Ok(ExitStatus::NoGpu);
+        return super::no_targets(
+            &local,
+            args.json.enabled,
+            Some("not pruning anything: with no targets every target's device code would go; pass --keep TARGET to say what to keep"),
+        );
     }
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let native = super::native_scheme(&args.native)?;
     let ctx = PruneContext {
@@ -70,7 +71,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         native,
     };
     let pip = Pip {
-        python: super::interpreter(args.python_exe.as_deref()),
+        python: super::interpreter(args.scan.python.as_deref()),
         index_url: None,
         extra: args.pm_opts.clone(),
         permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
@@ -89,9 +90,12 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
     // Plan and show everything before removing anything: what the package
     // managers would remove too is the user's to see first.
     let mut report = prune::plan(&backends, &ctx)?;
+    let text = !args.json.enabled && !quiet();
     if !args.json.enabled {
         print_warnings(&local.detection.warnings);
         print_warnings(&report.warnings);
+    }
+    if text {
         print_stdout(&render(&report, apply))?;
     }
     if apply {
@@ -99,6 +103,8 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         prune::apply(&backends, &ctx, &mut report)?;
         if !args.json.enabled {
             print_warnings(&report.warnings[before..]);
+        }
+        if text {
             let text: String = report
                 .removed
                 .iter()
@@ -107,9 +113,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
             print_stdout(&text)?;
         }
     }
-    if args.json.enabled {
-        print_json(&report)?;
-    }
+    args.json.report(&report, String::new)?;
     Ok(ExitStatus::Success)
 }
 

@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch status`: [`ops::status`] as text or JSON.
 
-use rocm_kpack_cli::iec_size;
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::ExitStatus;
+use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
@@ -15,7 +15,7 @@ use rocm_kpack_fetch::unlisted::BinaryCoverage;
 /// Runs `status`.
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
     let local = local_targets(&args.targets)?;
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let cache = Cache::new(
         args.cache_dir
@@ -53,16 +53,93 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         || !out.refused_manifests.is_empty()
         || !out.pip_device_packages.missing.is_empty()
         || !out.native.missing.is_empty()
+        || !out.orphans.is_empty()
     {
         ExitStatus::Problems
     } else {
         ExitStatus::Success
     };
-    if args.json.enabled {
-        print_json(&out)?;
-        return Ok(status);
+    if !args.json.enabled {
+        print_warnings(&out.warnings);
     }
-    print_warnings(&out.warnings);
+    let advice = Advice {
+        install: advised(args, "install", " --auto"),
+        gc: advised(args, "gc --yes", ""),
+        searched: config.searched(),
+    };
+    args.json
+        .report(&out, || text(&out, &local, &cache, &advice))?;
+    Ok(status)
+}
+
+/// The commands the text advises, and where the scan looked.
+struct Advice {
+    install: String,
+    gc: String,
+    searched: String,
+}
+
+/// `rocm-kpack-fetch WORDS` with the options of this `status` that choose
+/// what it looks at (`--target`, else `no_target`; `--root`,
+/// `--sysfs-root`, `--prefix`, ...), so the command advised acts on what
+/// was just reported.
+fn advised(args: &StatusArgs, words: &str, no_target: &str) -> String {
+    let mut line = format!("rocm-kpack-fetch {words}");
+    if args.targets.targets.is_empty() {
+        line.push_str(no_target);
+    } else {
+        line.push_str(&format!(" --target {}", args.targets.targets.join(",")));
+    }
+    let root = std::path::Path::new("/");
+    for (option, path) in [
+        ("--root", &args.scan.root),
+        ("--sysfs-root", &args.targets.sysfs_root),
+    ] {
+        if path != root {
+            line.push_str(&format!(
+                " {option} {}",
+                shell_word(&path.to_string_lossy())
+            ));
+        }
+    }
+    for p in &args.scan.prefixes {
+        line.push_str(&format!(" --prefix {}", shell_word(&p.to_string_lossy())));
+    }
+    if args.scan.no_default_prefixes {
+        line.push_str(" --no-default-prefixes");
+    }
+    if let Some(python) = &args.scan.python {
+        line.push_str(&format!(" --python {}", shell_word(python)));
+    }
+    line
+}
+
+/// `word` as the shell reads it back: as it is when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The report for people.
+fn text(
+    out: &ops::status::StatusReport,
+    local: &rocm_kpack_fetch::detect::LocalTargets,
+    cache: &Cache,
+    advice: &Advice,
+) -> String {
+    let Advice {
+        install,
+        gc,
+        searched,
+    } = advice;
     let mut text = String::new();
     if out.targets.is_empty() {
         text.push_str("targets: none (no AMD GPU found; pass --target TARGET to choose)\n");
@@ -80,22 +157,23 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         && out.native.unused.is_empty()
         && pip.missing.is_empty()
         && pip.unneeded.is_empty()
+        && out.orphans.is_empty()
     {
-        text.push_str("no installed .kpm manifests found\n");
+        text.push_str(&format!("no installed .kpm manifests found ({searched})\n"));
     }
     for c in &out.components {
-        let what = if c.databases_needed > 0 {
-            "archive(s) and database file(s)"
+        let (one, many) = if c.databases_needed > 0 {
+            ("archive or database file", "archives and database files")
         } else {
-            "archive(s)"
+            ("archive", "archives")
         };
         let state = if c.complete {
-            format!("complete ({} {what} present)", c.present)
+            format!("complete ({} present)", plural(c.present, one, many))
         } else {
             format!(
-                "{} of {} {what} missing ({}): run `rocm-kpack-fetch install --auto`",
+                "{} of {} missing ({}): run `{install}`",
                 c.missing.len(),
-                c.needed,
+                plural(c.needed, one, many),
                 iec_size(c.bytes_missing)
             )
         };
@@ -106,6 +184,12 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         ));
         for m in &c.missing {
             text.push_str(&format!("  missing: {m}\n"));
+        }
+        // -v: what is there, and why it is needed.
+        if rocm_kpack_cli::verbose() > 0 {
+            for f in &c.found {
+                text.push_str(&format!("  present: {} ({})\n", f.name, f.reason));
+            }
         }
         for t in &c.no_device_code {
             text.push_str(&format!(
@@ -152,17 +236,27 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             r.error
         ));
     }
+    for o in &out.orphans {
+        text.push_str(&format!(
+            "orphan {} (component {}): no installed manifest lists it; `{gc}` removes it\n",
+            o.path.display(),
+            o.component
+        ));
+    }
     if !out.partial_downloads.is_empty() {
         let bytes: u64 = out.partial_downloads.iter().map(|p| p.bytes).sum();
         text.push_str(&format!(
-            "{} partial download(s) ({}) kept in {} for resuming\n",
-            out.partial_downloads.len(),
+            "{} ({}) kept in {} for resuming\n",
+            plural(
+                out.partial_downloads.len(),
+                "partial download",
+                "partial downloads"
+            ),
             iec_size(bytes),
             cache.partial_dir().display()
         ));
     }
-    print_stdout(&text)?;
-    Ok(status)
+    text
 }
 
 /// The coverage of host binaries without a `.kpm`, for people: one line
@@ -177,17 +271,25 @@ pub fn unlisted_text(unlisted: &[BinaryCoverage]) -> String {
             .unwrap_or_default();
         if b.complete {
             text.push_str(&format!(
-                "{} (no .kpm{owner}): complete ({} target setting(s) find an archive)\n",
+                "{} (no .kpm{owner}): complete ({} an archive)\n",
                 b.binary.display(),
-                b.found.len()
+                plural(
+                    b.found.len(),
+                    "target setting finds",
+                    "target settings find"
+                )
             ));
             continue;
         }
         text.push_str(&format!(
-            "{} (no .kpm{owner}): {} of {} target setting(s) find no archive\n",
+            "{} (no .kpm{owner}): {} of {} no archive\n",
             b.binary.display(),
             b.missing.len(),
-            b.missing.len() + b.found.len()
+            plural(
+                b.missing.len() + b.found.len(),
+                "target setting finds",
+                "target settings find"
+            )
         ));
         for m in &b.missing {
             text.push_str(&format!(

@@ -1,7 +1,7 @@
 //! `rocm-kpack-fetch verify`: [`ops::verify`] as text or JSON; exit 4 on
 //! problems.
 
-use rocm_kpack_cli::{print_json, print_stdout, ExitStatus};
+use rocm_kpack_cli::{plural, ExitStatus};
 use rocm_kpack_fetch::ops::{self, verify::Verdict};
 
 use super::{print_warnings, scan_config};
@@ -9,17 +9,17 @@ use crate::cli::VerifyArgs;
 
 /// Runs `verify`.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
-    let config = scan_config(&args.scan);
+    let config = scan_config(&args.scan)?;
     let scan = config.scan();
     let local = super::local_targets(&args.targets)?;
     let mut warnings = Vec::new();
     let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::verify::verify(&scan, unlisted);
     out.warnings.extend(warnings);
-    if args.json.enabled {
-        print_json(&out)?;
-    } else {
+    if !args.json.enabled {
         print_warnings(&out.warnings);
+    }
+    args.json.report(&out, || {
         let mut text = String::new();
         for c in &out.archives {
             let word = match c.verdict {
@@ -40,13 +40,13 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
             text.push_str(&format!("REFUSED    {}: {}\n", r.path.display(), r.error));
         }
         text.push_str(&format!(
-            "verified {} archive(s): {} problem(s); {} listed archive(s) not installed\n",
-            out.archives.len(),
-            out.problems,
-            out.not_installed
+            "verified {}: {}; {} not installed\n",
+            plural(out.archives.len(), "archive", "archives"),
+            plural(out.problems, "problem", "problems"),
+            plural(out.not_installed, "listed archive", "listed archives"),
         ));
-        print_stdout(&text)?;
-    }
+        text
+    })?;
     Ok(if out.problems > 0 {
         ExitStatus::Problems
     } else {

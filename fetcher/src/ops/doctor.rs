@@ -3,6 +3,7 @@
 //! GPUs, and that every local target is covered by an installed archive, and
 //! has every kernel-database file it may load, for every installed manifest.
 
+use rocm_kpack_cli::plural;
 use std::fs;
 
 use serde::Serialize;
@@ -141,9 +142,9 @@ pub fn doctor(
             "kfd-topology",
             Outcome::Ok,
             format!(
-                "{t}: {} GPU node(s), {} CPU node(s)",
-                d.gpu_nodes.len(),
-                d.cpu_nodes.len()
+                "{t}: {}, {}",
+                plural(d.gpu_nodes.len(), "GPU node", "GPU nodes"),
+                plural(d.cpu_nodes.len(), "CPU node", "CPU nodes")
             ),
         ),
         None => add("kfd-topology", hw_fail, "no KFD topology in sysfs".into()),
@@ -232,9 +233,17 @@ pub fn doctor(
         "manifests",
         Outcome::Info,
         format!(
-            "{} installed manifest(s) in {} .kpack director(ies)",
-            scan.manifests.len(),
-            scan.kpack_dirs.len()
+            "{} in {}",
+            plural(
+                scan.manifests.len(),
+                "installed manifest",
+                "installed manifests"
+            ),
+            plural(
+                scan.kpack_dirs.len(),
+                ".kpack directory",
+                ".kpack directories"
+            )
         ),
     );
     if let Some(skipped) = sources.skipped() {
@@ -325,7 +334,10 @@ pub fn doctor(
                 add(
                     &name,
                     Outcome::Ok,
-                    format!("{} database file(s) present", databases.len()),
+                    format!(
+                        "{} present",
+                        plural(databases.len(), "database file", "database files")
+                    ),
                 );
             } else {
                 add(

@@ -216,7 +216,14 @@ pub fn install(
         .collect();
     let mut locks = Vec::new();
     let mut locked: BTreeMap<PathBuf, Result<(), String>> = BTreeMap::new();
+    // Lock files this run creates: removed again when the run leaves no
+    // state beside them (it installed nothing there).
+    let mut fresh = Vec::new();
     for dir in &to_lock {
+        let lock_path = dir.join(crate::config::LOCK_FILE);
+        if std::fs::symlink_metadata(&lock_path).is_err() {
+            fresh.push(lock_path);
+        }
         let lock = crate::install::lock_kpack_dir(dir, options.lock);
         match lock {
             Ok(l) => {
@@ -269,7 +276,22 @@ pub fn install(
         let done = remove_recorded(&c.kpack_dir, &names, &crate::plan::Claims::default())?;
         report.removed.extend(done.removed);
     }
+    for lock_path in fresh {
+        let stateless = lock_path
+            .parent()
+            .is_some_and(|dir| std::fs::symlink_metadata(State::path(dir)).is_err());
+        let ours = std::fs::symlink_metadata(&lock_path).is_ok_and(|m| m.is_file());
+        // Still held: a run waiting for it starts over on a new file.
+        if stateless && ours {
+            if let Err(e) = std::fs::remove_file(&lock_path) {
+                tracing::debug!("{}: {e}", lock_path.display());
+            }
+        }
+    }
     drop(locks);
+    // Whatever came of the run, directories whose package is gone keep
+    // nothing of ours (state, lock) once they record nothing.
+    super::gc::tidy_abandoned(&scan.kpack_dirs, options.lock);
     Ok((plan, report))
 }
 

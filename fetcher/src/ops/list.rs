@@ -3,13 +3,14 @@
 //! absent). No hashing: that is [`super::verify`].
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::{item_path, load_states};
 use crate::plan::ItemKind;
 use crate::resolve::{RefusedManifest, Scan};
+use crate::state::State;
 
 /// Who put an archive there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,8 +63,36 @@ pub struct Orphan {
     pub filename: String,
     /// Component recorded for it.
     pub component: String,
+    /// Where it is (or was).
+    pub path: PathBuf,
     /// The file is still there.
     pub present: bool,
+}
+
+/// The items the state of `dir` records that no manifest of `scan` in
+/// `dir` lists (`gc` removes them).
+pub fn orphans(scan: &Scan, dir: &Path, state: &State) -> Vec<Orphan> {
+    let mut out = Vec::new();
+    for (kind, name, entry) in state.items() {
+        let listed = scan
+            .manifests
+            .iter()
+            .filter(|m| m.kpack_dir == dir)
+            .any(|m| match kind {
+                ItemKind::Archive => m.manifest.kpack_files.iter().any(|f| &f.filename == name),
+                ItemKind::Database => m.manifest.database_files.iter().any(|f| &f.path == name),
+            });
+        if !listed {
+            let path = item_path(kind, dir, name);
+            out.push(Orphan {
+                filename: name.clone(),
+                component: entry.component.clone(),
+                present: path.is_file(),
+                path,
+            });
+        }
+    }
+    out
 }
 
 /// One `.kpack` directory.
@@ -164,28 +193,8 @@ pub fn list(scan: &Scan) -> ListReport {
         }
     }
     for (dir, state) in &states {
-        for (kind, name, entry) in state.items() {
-            let listed =
-                scan.manifests
-                    .iter()
-                    .filter(|m| &m.kpack_dir == dir)
-                    .any(|m| match kind {
-                        ItemKind::Archive => {
-                            m.manifest.kpack_files.iter().any(|f| &f.filename == name)
-                        }
-                        ItemKind::Database => {
-                            m.manifest.database_files.iter().any(|f| &f.path == name)
-                        }
-                    });
-            if !listed {
-                if let Some(d) = dirs.get_mut(dir) {
-                    d.orphans.push(Orphan {
-                        filename: name.clone(),
-                        component: entry.component.clone(),
-                        present: item_path(kind, dir, name).is_file(),
-                    });
-                }
-            }
+        if let Some(d) = dirs.get_mut(dir) {
+            d.orphans = orphans(scan, dir, state);
         }
     }
     ListReport {

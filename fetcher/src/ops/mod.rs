@@ -184,6 +184,9 @@ pub fn apply_removals(
         out.removed.extend(done.removed);
         out.kept.extend(done.kept);
     }
+    // A directory whose package is gone and whose last archive went keeps
+    // nothing of ours: no state, no lock (and goes itself when empty).
+    gc::tidy_abandoned(&scan.kpack_dirs, lock);
     Ok(out)
 }
 

@@ -21,9 +21,8 @@ pub struct RemoveReport {
     pub kept: Vec<Kept>,
     /// Unreadable state files.
     pub warnings: Vec<String>,
-    /// Names that matched nothing this tool installed, with why (an error
-    /// for the caller to report after the output).
-    #[serde(skip)]
+    /// Names that matched nothing this tool installed, with why (the run
+    /// fails after printing them).
     pub problems: Vec<String>,
 }
 

@@ -32,8 +32,20 @@ pub struct Component {
     pub missing: Vec<String>,
     /// Their total size.
     pub bytes_missing: u64,
+    /// The needed ones present, named as `missing` names them, each with
+    /// why it is needed (which local target may load which of its keys).
+    pub found: Vec<Found>,
     /// Local targets the component publishes no device code for.
     pub no_device_code: Vec<String>,
+}
+
+/// A needed archive or database file that is present.
+#[derive(Debug, Serialize)]
+pub struct Found {
+    /// Its file name (an archive) or install path below the prefix.
+    pub name: String,
+    /// Why it is needed: "gfx90a may load gfx90a, gfx90a:xnack+".
+    pub reason: String,
 }
 
 /// A partial download kept for resuming.
@@ -57,6 +69,9 @@ pub struct StatusReport {
     pub unlisted: Vec<BinaryCoverage>,
     /// Manifests that could not be read.
     pub refused_manifests: Vec<RefusedManifest>,
+    /// Archives (and database files) this tool installed that no manifest
+    /// lists any more and that are still there: `gc` removes them.
+    pub orphans: Vec<super::list::Orphan>,
     /// AMD's native device packages (no `.kpm`): missing for a local
     /// target, installed for none (filled in by the caller,
     /// [`crate::pm::native::coverage_in`]).
@@ -82,6 +97,11 @@ pub fn status(
     let mut warnings = local.detection.warnings.clone();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let plan = InstallPlan::build(scan, &local.ids, &states);
+    let orphans = states
+        .iter()
+        .flat_map(|(dir, state)| super::list::orphans(scan, dir, state))
+        .filter(|o| o.present)
+        .collect();
     let components = plan
         .components
         .iter()
@@ -97,6 +117,14 @@ pub fn status(
                 present: needed - missing.len(),
                 missing: missing.iter().map(|a| a.filename.clone()).collect(),
                 bytes_missing: missing.iter().map(|a| a.size).sum(),
+                found: c
+                    .items()
+                    .filter(|a| a.action == Action::Present)
+                    .map(|a| Found {
+                        name: a.filename.clone(),
+                        reason: a.reason(),
+                    })
+                    .collect(),
                 no_device_code: c.no_device_code.clone(),
             }
         })
@@ -112,6 +140,7 @@ pub fn status(
         components,
         unlisted,
         refused_manifests: scan.refused.clone(),
+        orphans,
         native: Default::default(),
         partial_downloads,
         pip_device_packages: Default::default(),

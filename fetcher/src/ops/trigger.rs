@@ -87,7 +87,10 @@ pub fn run(req: &TriggerRequest) -> TriggerReport {
             report.removed = n;
             report
                 .parts
-                .push(format!("removed {n} archive(s) of removed packages"));
+                .push(format!(
+                    "removed {} of removed packages",
+                    rocm_kpack_cli::plural(n, "archive", "archives")
+                ));
         }
         Err(e) if is_lock_timeout(&e) => report.parts.push(format!(
             "{}; leaving the archives of removed packages to `rocm-kpack-fetch install --auto` (or the timer)",
@@ -296,8 +299,9 @@ fn summary(json: &str) -> String {
         .map(|a| a.iter().filter_map(|t| t.as_str()).collect())
         .unwrap_or_default();
     let mut line = format!(
-        "device code for {}: {installed} archive(s) installed, {present} already present",
-        targets.join(", ")
+        "device code for {}: {} installed, {present} already present",
+        targets.join(", "),
+        rocm_kpack_cli::plural(installed, "archive", "archives")
     );
     if removed > 0 {
         line.push_str(&format!(", {removed} superseded removed"));

@@ -233,7 +233,7 @@ const PIP_OPTIONS: &[Opt] = &[
         None,
         true,
         false,
-        Role::Refuse("name the interpreter with rocm-kpack-fetch's --python-exe"),
+        Role::Refuse("name the interpreter with rocm-kpack-fetch's --python (before `install`)"),
     ),
     opt(
         &["--group"],
@@ -653,11 +653,13 @@ pub struct Client {
     pub python: Interpreter,
     /// The uv program.
     pub uv: String,
+    /// The client prints only errors (`-q`, as the wrapper was asked).
+    pub quiet: bool,
 }
 
 impl Client {
     fn base(&self) -> Command {
-        match self.kind {
+        let mut c = match self.kind {
             ClientKind::Pip => {
                 let mut c = self.python.command();
                 c.args(["-m", "pip"]);
@@ -670,7 +672,11 @@ impl Client {
                 c.current_dir("/").arg("pip");
                 c
             }
+        };
+        if self.quiet {
+            c.arg("-q");
         }
+        c
     }
 
     fn python_arg(&self) -> String {

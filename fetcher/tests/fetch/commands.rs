@@ -26,12 +26,26 @@ fn installed_env() -> (Env, Vec<crate::Archive>) {
 fn list_tells_fetched_from_package_owned_and_absent() {
     let (env, _) = installed_env();
     let text = ok(env.sub("list", &[]));
+    let row = |words: &[&str]| {
+        text.lines().any(|l| {
+            l.split_whitespace()
+                .take(words.len())
+                .eq(words.iter().copied())
+        })
+    };
     assert!(
-        text.contains("fetched  rocrand_gfx90X.kpack  gfx90X"),
+        row(&["fetched", "rocrand_gfx90X.kpack", "gfx90X"]),
         "{text}"
     );
-    assert!(text.contains("present  rocrand_gfx110X.kpack"), "{text}");
-    assert!(text.contains("absent   rocrand_gfx94X.kpack"), "{text}");
+    assert!(row(&["present", "rocrand_gfx110X.kpack"]), "{text}");
+    assert!(row(&["absent", "rocrand_gfx94X.kpack"]), "{text}");
+    // The columns line up: every row's arch list starts in one column.
+    let starts: std::collections::BTreeSet<Option<usize>> = text
+        .lines()
+        .filter(|l| l.starts_with("    "))
+        .map(|l| l.find('['))
+        .collect();
+    assert_eq!(starts.len(), 1, "ragged columns:\n{text}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(env.sub("list", &["--json"]))).expect("json");
     let archives = &json["kpack_dirs"][0]["components"][0]["archives"];
@@ -48,7 +62,7 @@ fn verify_rehashes_and_reports_damage_and_loss() {
     let (env, archives) = installed_env();
     let text = ok(env.sub("verify", &[]));
     assert!(
-        text.contains("verified 2 archive(s): 0 problem(s); 1 listed archive(s) not installed"),
+        text.contains("verified 2 archives: 0 problems; 1 listed archive not installed"),
         "{text}"
     );
 
@@ -160,15 +174,102 @@ fn gc_lists_by_default_and_removes_with_yes() {
     assert_eq!(json["dry_run"], true);
 }
 
+/// With the package's `.kpm` gone, `status` names the archive left behind
+/// (exit 4) and the `gc` that removes it, with the options it was given;
+/// `gc --yes` then leaves nothing of ours in the `.kpack` directory.
+#[test]
+fn status_reports_orphans_and_gc_leaves_no_trace() {
+    let env = Env::new();
+    let archives = env.rocrand(20_000);
+    let server = Server::start();
+    server.add(&archives[0].by_hash(), archives[0].bytes.clone());
+    ok(env.install("gfx90a", &[server.url()], &[]));
+    fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
+    let root = env.root.to_string_lossy().into_owned();
+    let (code, out, stderr) = run(env.sub("status", &["--target", "gfx90a"]));
+    assert_eq!(code, 4, "{out}{stderr}");
+    let orphan = env.kpack.join(&archives[0].file.filename);
+    assert!(
+        out.contains(&format!("orphan {}", orphan.display()))
+            && out.contains(&format!(
+                "`rocm-kpack-fetch gc --yes --target gfx90a --root {root}` removes it"
+            )),
+        "{out}"
+    );
+    assert!(!out.contains("no installed .kpm manifests found"), "{out}");
+    let (code, json, _) = run(env.sub("status", &["--target", "gfx90a", "--json"]));
+    assert_eq!(code, 4);
+    let json: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        json["orphans"][0]["path"],
+        orphan.to_string_lossy().as_ref()
+    );
+
+    ok(env.sub("gc", &["--target", "gfx90a", "--yes"]));
+    assert_eq!(
+        env.kpack_files(),
+        Vec::<String>::new(),
+        "lock and state gone"
+    );
+    let out = ok(env.sub("status", &["--target", "gfx90a"]));
+    assert!(
+        out.contains("no installed .kpm manifests found (searched "),
+        "{out}"
+    );
+}
+
+/// A failed install (a source without the archive: the network's advice)
+/// that installed nothing leaves neither a lock nor a state file; once
+/// the package and its manifest are gone, nothing of ours is left.
+#[test]
+fn a_failed_install_leaves_nothing_once_its_package_is_gone() {
+    let env = Env::new();
+    env.rocrand(20_000);
+    let server = Server::start();
+    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &["--retries", "0"]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("rocm-kpack-fetch: hint: check the network"),
+        "a source failed: {stderr}"
+    );
+    assert_eq!(env.kpack_files(), ["rocrand.kpm"]);
+    fs::remove_file(env.kpack.join("rocrand.kpm")).expect("rm kpm");
+    let out = ok(env.install("gfx90a", &[server.url()], &[]));
+    assert!(
+        out.starts_with("nothing to install: no .kpm manifest found (searched "),
+        "{out}"
+    );
+    assert_eq!(
+        env.kpack_files(),
+        Vec::<String>::new(),
+        "lock and state gone"
+    );
+}
+
 #[test]
 fn status_and_doctor_report_coverage() {
     let (env, archives) = installed_env();
     let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100"]));
-    assert!(out.contains("complete (2 archive(s) present)"), "{out}");
+    assert!(out.contains("complete (2 archives present)"), "{out}");
+    assert!(!out.contains("  present: "), "{out}");
+    // -v names them, and why each is needed.
+    let out = ok(env.sub("status", &["--target", "gfx90a,gfx1100", "-v"]));
+    assert!(
+        out.contains("  present: rocrand_gfx90X.kpack (gfx90a may load gfx90a, gfx90a:xnack+)"),
+        "{out}"
+    );
     // Archives missing: exit 4, as the table says for problems found.
     let (code, out, _) = run(env.sub("status", &["--target", "gfx942:sramecc+,gfx803"]));
     assert_eq!(code, 4, "{out}");
-    assert!(out.contains("1 of 1 archive(s) missing"), "{out}");
+    assert!(out.contains("1 of 1 archive missing"), "{out}");
+    // The advice installs for what was reported, below the same root.
+    let root = env.root.to_string_lossy().into_owned();
+    assert!(
+        out.contains(&format!(
+            "run `rocm-kpack-fetch install --target gfx942:sramecc+,gfx803 --root {root}`"
+        )),
+        "{out}"
+    );
     assert!(
         out.contains("warning: rocrand publishes no device code for gfx803"),
         "{out}"
@@ -234,4 +335,31 @@ fn doctor_on_a_fixture_mi210_sees_the_gpu_and_kfd() {
         "--allow-http",
     ]));
     crate::assert_installed(&env.kpack.join(&a.file.filename), &a);
+}
+
+/// gfx1100 loads gfx11-generic code (the loader's rule, falling through to
+/// the generic ISA's archive for a kernel the native one lacks): neither
+/// `gc` nor `prune` takes the generic archive from a gfx1100 machine,
+/// and `prune` without it says so.
+#[test]
+fn prune_and_gc_keep_the_generic_isa_a_local_target_loads() {
+    let env = Env::new();
+    let native = make_archive("libmulti", "gfx1100", &["gfx1100"], 20_000, 41);
+    let generic = make_archive("libmulti", "gfx11-generic", &["gfx11-generic"], 20_000, 42);
+    let other = make_archive("libmulti", "gfx90a", &["gfx90a"], 20_000, 43);
+    env.manifest(&env.kpack, "libmulti", &[&native, &generic, &other]);
+    let server = Server::start();
+    for a in [&native, &generic, &other] {
+        server.add(&a.by_hash(), a.bytes.clone());
+    }
+    ok(env.install("gfx1100,gfx90a", &[server.url()], &[]));
+    for sub in ["gc", "prune"] {
+        let out = ok(env.sub(sub, &["--target", "gfx1100"]));
+        assert!(
+            !out.contains(&generic.file.filename) && out.contains(&other.file.filename),
+            "{sub}: {out}"
+        );
+    }
+    let out = ok(env.sub("prune", &["--target", "gfx1100", "--keep", "gfx90a"]));
+    assert!(out.contains("nothing to prune"), "{out}");
 }

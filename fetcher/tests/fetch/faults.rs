@@ -50,8 +50,8 @@ fn wrong_bytes_are_rejected_with_both_hashes_and_nothing_installed() {
     let error = json["failed"][0]["error"].as_str().expect("error");
     assert!(error.contains(&format!("expected {}", a.hex())), "{error}");
     assert!(error.contains(&format!("got {actual}")), "{error}");
-    // Nothing installed, nothing recorded.
-    assert_eq!(env.kpack_files(), [".rocm-kpack-fetch.lock", "rocrand.kpm"]);
+    // Nothing installed, nothing recorded, no lock file left.
+    assert_eq!(env.kpack_files(), ["rocrand.kpm"]);
     assert!(
         env.partials().is_empty(),
         "bad bytes are not kept: {:?}",

@@ -72,7 +72,7 @@ fn installs_exactly_the_needed_archive_verifies_and_second_run_downloads_nothing
 
     let verify = ok(env.sub("verify", &[]));
     assert!(
-        verify.contains("ok         ") && verify.contains("0 problem(s)"),
+        verify.contains("ok         ") && verify.contains("0 problems"),
         "{verify}"
     );
 
@@ -171,7 +171,7 @@ fn sources_from_sources_d_and_from_the_generic_package() {
 }
 
 #[test]
-fn quiet_install_keeps_stderr_to_errors_and_stdout_unchanged() {
+fn quiet_install_prints_nothing_but_errors_and_the_document() {
     let env = Env::new();
     let archives = env.rocrand(50_000);
     let server = Server::start();
@@ -179,19 +179,50 @@ fn quiet_install_keeps_stderr_to_errors_and_stdout_unchanged() {
         server.add(&a.by_hash(), a.bytes.clone());
     }
     // Without -q a pipe gets one line per transfer and the targets.
-    let (code, _, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &[]));
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr.contains("targets: gfx90a") && stderr.contains("fetching "),
         "{stderr}"
+    );
+    // Each of an archive's sizes says which it is: as published, as
+    // transferred, on disk.
+    assert!(
+        stderr.contains(" published) from ") && stderr.contains(" transferred in "),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(" on disk) from ") && stdout.contains(" transferred)"),
+        "{stdout}"
     );
     let env = Env::new();
     env.rocrand(50_000);
     let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["-q"]));
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.is_empty(), "-q stderr:\n{stderr}");
-    assert!(stdout.contains("1 installed"), "{stdout}");
+    assert!(stdout.is_empty(), "-q stdout:\n{stdout}");
     assert_installed(&env.kpack.join("rocrand_gfx90X.kpack"), &archives[0]);
+    // -v adds what was there already, and why it is needed.
+    let (code, stdout, _) = run(env.install("gfx90a", &[server.url()], &["-v"]));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(&format!(
+            "present {} (gfx90a may load ",
+            env.kpack.join("rocrand_gfx90X.kpack").display()
+        )),
+        "{stdout}"
+    );
+    let (_, plain, _) = run(env.install("gfx90a", &[server.url()], &[]));
+    assert!(!plain.contains("present "), "{plain}");
+    // -q --json: the document alone.
+    let env = Env::new();
+    env.rocrand(50_000);
+    let (code, stdout, stderr) = run(env.install("gfx90a", &[server.url()], &["-q", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "-q stderr:\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("the document");
+    assert_eq!(doc["schema"], 1);
+    assert_eq!(doc["installed"].as_array().map(Vec::len), Some(1), "{doc}");
 }
 
 #[test]
@@ -360,7 +391,7 @@ fn manifest_with_parent_or_slash_in_a_filename_is_refused() {
             stderr.contains("refusing manifest") && stderr.contains("unsafe archive filename"),
             "{stderr}"
         );
-        assert!(stderr.contains("1 manifest(s) refused"), "{stderr}");
+        assert!(stderr.contains("1 manifest refused"), "{stderr}");
         assert!(stdout.contains("0 installed"), "{stdout}");
         assert!(
             server.requests().is_empty(),

@@ -171,7 +171,7 @@ fn trigger_is_one_call_and_removes_what_a_removed_package_left() {
     assert_eq!(report.removed, 1, "{report:?}");
     assert_eq!(
         report.parts,
-        ["removed 1 archive(s) of removed packages".to_string()]
+        ["removed 1 archive of removed packages".to_string()]
     );
     // Nothing of the fetcher is left: the archive, state and lock went,
     // and with them the directory.

@@ -398,6 +398,23 @@ pub fn cli_inputs(dir: &Path, lib: &str) -> PathBuf {
     dir.join("fatpkg/kfat_1.0_amd64.deb")
 }
 
+/// A directory of archives for `rocm-kpack-fetch install --offline`: the
+/// archives of the device trees `targets` of the split `split` (each
+/// `split/<target>/.kpack/*.kpack`), copied into `store`.
+pub fn offline_store(split: &Path, targets: &[&str], store: &Path) {
+    fs::create_dir_all(store).expect("mkdir store");
+    for t in targets {
+        let kpack = split.join(t).join(layout::KPACK_DIR);
+        for entry in fs::read_dir(&kpack).unwrap_or_else(|e| panic!("{}: {e}", kpack.display())) {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "kpack") {
+                let name = path.file_name().expect("a file name");
+                fs::copy(&path, store.join(name)).expect("copy archive");
+            }
+        }
+    }
+}
+
 /// A wheel-shaped split directory built by hand from the clang19
 /// `libfixture.so`: generic `kpkg/` (module, fat library, `.kpack/kpkg.kpm`)
 /// and `kpkg-1.0.dist-info/`; device trees as [`write_archives`] lays them

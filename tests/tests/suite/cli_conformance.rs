@@ -780,6 +780,14 @@ fn row_lists(row: &str, sub: &str) -> bool {
         .any(|part| part.split_whitespace().next() == Some(sub))
 }
 
+/// Each of `expected` ("SUBCOMMAND --option") was among the options a
+/// bad-value walk `checked`: the walk reads the help it should.
+fn assert_walked(checked: &[String], expected: &[&str]) {
+    for e in expected {
+        assert!(checked.iter().any(|c| c == e), "{e} in {checked:?}");
+    }
+}
+
 /// The options of a `--help` text that take a value: (`--name`, `VALUE`).
 fn valued_options(help: &str) -> Vec<(String, String)> {
     help.lines()
@@ -795,6 +803,23 @@ fn valued_options(help: &str) -> Vec<(String, String)> {
             Some((format!("--{name}"), value.to_owned()))
         })
         .collect()
+}
+
+/// Every (subcommand path, option, value name) of `program` for options
+/// that take a value, read from each subcommand's `--help`.
+fn valued_options_of(program: &str) -> Vec<(Vec<String>, String, String)> {
+    let mut out = Vec::new();
+    for path in command_paths(program) {
+        if path.is_empty() {
+            continue;
+        }
+        let help = run(bins::command(program).args(&path).arg("--help"));
+        let help = String::from_utf8(help.stdout).expect("UTF-8");
+        for (option, value) in valued_options(&help) {
+            out.push((path.clone(), option, value));
+        }
+    }
+    out
 }
 
 /// Inputs the bad-value walk runs against: a tree, its split, an overlay,
@@ -908,58 +933,49 @@ fn every_option_with_a_bad_value_exits_as_the_table_says() {
     let inputs = Inputs::new();
     let mut n = 0;
     let mut checked = Vec::new();
-    for path in command_paths("rocm-kpack") {
-        if path.is_empty() {
-            continue;
+    for (path, option, value) in valued_options_of("rocm-kpack") {
+        n += 1;
+        let (bad, code, extra) = bad_value(&path, &option, &value);
+        let mut args = base_args(&path, n);
+        // An option the base already gives is replaced.
+        if let Some(i) = args.iter().position(|a| *a == option) {
+            args.drain(i..i + 2);
         }
-        let help = run(bins::command("rocm-kpack").args(&path).arg("--help"));
-        let help = String::from_utf8(help.stdout).expect("UTF-8");
-        for (option, value) in valued_options(&help) {
-            n += 1;
-            let (bad, code, extra) = bad_value(&path, &option, &value);
-            let mut args = base_args(&path, n);
-            // An option the base already gives is replaced.
-            if let Some(i) = args.iter().position(|a| *a == option) {
-                args.drain(i..i + 2);
-            }
-            args.push(format!("{option}={bad}"));
-            args.extend(extra.iter().map(|e| (*e).to_owned()));
-            let out = bins::command("rocm-kpack")
-                .args(&path)
-                .args(&args)
-                .current_dir(inputs.path())
-                .env_remove("SOURCE_DATE_EPOCH")
-                .output()
-                .expect("run rocm-kpack");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(
-                out.status.code(),
-                Some(code),
-                "rocm-kpack {} {}: {stderr}",
-                path.join(" "),
-                args.join(" ")
-            );
-            assert!(
-                stderr.contains(bad) || stderr.contains(&option),
-                "rocm-kpack {} {option}={bad}: the message names neither:\n{stderr}",
-                path.join(" ")
-            );
-            checked.push(format!("{} {option}", path.join(" ")));
-        }
-    }
-    for expected in [
-        "package --format",
-        "split --memory",
-        "split --out",
-        "split-package --target",
-        "publish --suite",
-        "man --out",
-    ] {
-        assert!(
-            checked.iter().any(|c| c == expected),
-            "{expected} in {checked:?}"
+        args.push(format!("{option}={bad}"));
+        args.extend(extra.iter().map(|e| (*e).to_owned()));
+        let out = bins::command("rocm-kpack")
+            .args(&path)
+            .args(&args)
+            .current_dir(inputs.path())
+            .env_remove("SOURCE_DATE_EPOCH")
+            .output()
+            .expect("run rocm-kpack");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "rocm-kpack {} {}: {stderr}",
+            path.join(" "),
+            args.join(" ")
         );
+        assert!(
+            stderr.contains(bad) || stderr.contains(&option),
+            "rocm-kpack {} {option}={bad}: the message names neither:\n{stderr}",
+            path.join(" ")
+        );
+        checked.push(format!("{} {option}", path.join(" ")));
     }
+    assert_walked(
+        &checked,
+        &[
+            "package --format",
+            "split --memory",
+            "split --out",
+            "split-package --target",
+            "publish --suite",
+            "man --out",
+        ],
+    );
     // --force changes nothing about a plain file as --out.
     let out = bins::command("rocm-kpack")
         .args(["split", "tree", "--out", "a-file", "--force"])
@@ -1029,13 +1045,7 @@ fn quiet_is_silent_verbose_adds_detail_and_warnings_have_one_style() {
             .args(&again)
             .args(["-q", "--json"])
             .current_dir(w));
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        assert_eq!(doc["schema"], 1, "{args:?}");
-        assert!(
-            out.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_only_the_document(&out, args);
     }
     // Without -q: the report, with plurals that agree.
     let out = run(bins::command("rocm-kpack")
@@ -1107,6 +1117,17 @@ fn quiet_is_silent_verbose_adds_detail_and_warnings_have_one_style() {
             .lines()
             .any(|l| l.split_whitespace().nth(1) == Some("gfx90X")),
         "{text}"
+    );
+}
+
+/// A `-q --json` run's output: the document on stdout, nothing on stderr.
+fn assert_only_the_document(out: &Output, args: &[&str]) {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["schema"], 1, "{args:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -1340,27 +1361,15 @@ fn a_full_disk_names_the_output_and_its_file_system() {
         let out = cmd.output().expect("run unshare");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        let error = stderr
-            .lines()
-            .find(|l| l.starts_with("rocm-kpack: error: "))
-            .unwrap_or_else(|| panic!("no error line: {stderr}"));
+        let error = line_starting(&stderr, "rocm-kpack: error: ");
         assert!(
             error.contains(&mnt.join("out").display().to_string())
                 && error.contains("No space left on device"),
             "the output's file, not the input: {error}"
         );
         assert!(!error.contains("kfat_1.0_amd64.deb: usr/"), "{error}");
-        let hint = stderr
-            .lines()
-            .find(|l| l.starts_with("rocm-kpack: hint: "))
-            .unwrap_or_else(|| panic!("no hint: {stderr}"));
-        assert!(
-            hint.contains(&format!(
-                "the file system mounted at {} is full",
-                mnt.display()
-            )) && hint.contains("choose another --out"),
-            "{hint}"
-        );
+        let hint = full_fs_hint(&stderr, "rocm-kpack", &mnt);
+        assert!(hint.contains("choose another --out"), "{hint}");
         if json {
             let doc: serde_json::Value =
                 serde_json::from_slice(&out.stdout).expect("the error object");
@@ -1378,10 +1387,13 @@ fn a_full_disk_names_the_output_and_its_file_system() {
 /// every `-v` line.
 #[test]
 fn help_ends_with_examples_and_names_rust_log_once() {
-    for path in command_paths("rocm-kpack") {
-        let out = run(bins::command("rocm-kpack").args(&path).arg("--help"));
+    for (program, path) in PROGRAMS
+        .iter()
+        .flat_map(|p| command_paths(p).into_iter().map(move |path| (*p, path)))
+    {
+        let out = run(bins::command(program).args(&path).arg("--help"));
         let help = String::from_utf8(out.stdout).expect("UTF-8");
-        let what = format!("rocm-kpack {} --help", path.join(" "));
+        let what = format!("{program} {} --help", path.join(" "));
         let last = help.trim_end().rsplit("\n\n").next().unwrap_or_default();
         assert!(
             last.starts_with("Examples:"),
@@ -1389,7 +1401,7 @@ fn help_ends_with_examples_and_names_rust_log_once() {
         );
         let examples = last
             .lines()
-            .filter(|l| l.starts_with("      rocm-kpack"))
+            .filter(|l| l.starts_with(&format!("      {program} ")))
             .count();
         assert!(
             (1..=3).contains(&examples),
@@ -1399,9 +1411,284 @@ fn help_ends_with_examples_and_names_rust_log_once() {
         assert_eq!(rust_log, usize::from(path.is_empty()), "{what}:\n{help}");
         assert!(!help.contains("per GPU family"), "{what}:\n{help}");
     }
+    // The retired command is not offered.
     let out = run(bins::command("rocm-kpack-fetch").arg("--help"));
-    let help = String::from_utf8(out.stdout).expect("UTF-8");
-    assert_eq!(help.matches("RUST_LOG").count(), 1, "{help}");
-    let out = run(bins::command("rocm-kpack-fetch").args(["install", "--help"]));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("RUST_LOG"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("pip-index-url"));
+}
+
+/// A work directory for `rocm-kpack-fetch` runs: `froot`, an empty root,
+/// and `a-file`, a plain file.
+fn fetch_workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("froot")).expect("mkdir");
+    std::fs::write(dir.path().join("a-file"), "not a directory\n").expect("write");
+    dir
+}
+
+/// `program`'s hint in `stderr`, checked to name the full file system
+/// mounted at `mnt`.
+fn full_fs_hint<'a>(stderr: &'a str, program: &str, mnt: &Path) -> &'a str {
+    let hint = line_starting(stderr, &format!("{program}: hint: "));
+    assert!(
+        hint.contains(&format!(
+            "the file system mounted at {} is full",
+            mnt.display()
+        )),
+        "{hint}"
+    );
+    hint
+}
+
+/// The line of `stderr` that starts with `prefix` (`PROGRAM: hint: `).
+fn line_starting<'a>(stderr: &'a str, prefix: &str) -> &'a str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?}: {stderr}"))
+}
+
+/// A valid invocation of each `rocm-kpack-fetch` subcommand in a work
+/// directory holding `froot` (an empty root) and `a-file`: the options
+/// before the bad value, and what follows it (`pip`'s and `uv`'s client
+/// arguments come last).
+fn fetch_base_args(path: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
+    let root = ["--root", "froot"];
+    let target = ["--target", "gfx1100"];
+    let both = || [&target[..], &root[..]].concat();
+    match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["detect"] => (target.to_vec(), vec![]),
+        ["install"] => ([&both()[..], &["--dry-run"]].concat(), vec![]),
+        ["status" | "verify" | "gc" | "prune" | "doctor"] => (both(), vec![]),
+        ["list"] => (root.to_vec(), vec![]),
+        ["remove"] => ([&["rocrand"][..], &root[..]].concat(), vec![]),
+        ["trigger"] => (vec![], vec![]),
+        ["pip"] => (
+            vec!["--target", "gfx1100", "--dry-run"],
+            vec!["install", "--no-index", "no-such-dist"],
+        ),
+        ["uv"] => (
+            vec!["--target", "gfx1100", "--dry-run"],
+            vec!["pip", "install", "--no-index", "no-such-dist"],
+        ),
+        ["completions"] => (vec!["bash"], vec![]),
+        ["man"] => (vec![], vec![]),
+        ref other => panic!("no valid invocation of rocm-kpack-fetch {other:?}: add one"),
+    }
+}
+
+/// A bad value for a `rocm-kpack-fetch` option and the exit code the table
+/// gives it; `None` for an option that takes any value (`--pm-opt`, passed
+/// to the package manager as it is).
+fn fetch_bad_value(path: &[String], option: &str, value: &str) -> Option<(&'static str, i32)> {
+    let sub = path.join(" ");
+    Some(match (sub.as_str(), option, value) {
+        // `trigger` runs in a package transaction: one line, exit 0.
+        ("trigger", _, _) => ("x", 0),
+        (_, "--pm-opt", _) => return None,
+        // Directories read: one that is not there, or a plain file.
+        (_, "--root" | "--sysfs-root" | "--prefix", "DIR" | "P") => ("no-such-dir", 2),
+        (_, "--offline", "DIR") => ("a-file", 2),
+        // Directories written.
+        (_, "--cache-dir" | "--out", "DIR") => ("a-file", 2),
+        // Programs run: one that is not there is unusable input.
+        // ... except uv's program given to `pip`: a usage error.
+        ("pip", "--uv-exe", _) => ("no-such-input", 2),
+        (_, "--python" | "--uv-exe", "PATH") => ("no-such-input", 1),
+        // Values with a grammar.
+        (_, _, "TARGET") => ("gfx9999", 2),
+        (_, _, "URL") => ("ftp://example.org/repo", 2),
+        (_, _, "SECONDS" | "SECS" | "N" | "BYTES" | "N|release") => ("x", 2),
+        (_, _, "PM") => ("yum", 2),
+        (_, _, "PATTERN") => ("{nope}", 2),
+        _ => panic!("rocm-kpack-fetch {sub} {option} <{value}>: no bad value known; add one"),
+    })
+}
+
+/// Every option of every `rocm-kpack-fetch` subcommand that takes a value,
+/// given a bad one, exits as the table says: 2 for a value wrong on its
+/// face (checked when the line is parsed, or right after), 1 for a program
+/// that cannot be run, 0 for `trigger` (which never fails a package
+/// transaction); and the message names the value or the option.
+#[test]
+fn every_fetch_option_with_a_bad_value_exits_as_the_table_says() {
+    let dir = fetch_workdir();
+    let w = dir.path();
+    let mut checked = Vec::new();
+    for (path, option, value) in valued_options_of("rocm-kpack-fetch") {
+        let Some((bad, code)) = fetch_bad_value(&path, &option, &value) else {
+            continue;
+        };
+        let (mut args, after) = fetch_base_args(&path);
+        // An option the base already gives is replaced.
+        if let Some(i) = args.iter().position(|a| *a == option) {
+            args.drain(i..i + 2);
+        }
+        let given = format!("{option}={bad}");
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(&path).args(&args).arg(&given).args(&after);
+        bins::isolate_fetcher(&mut cmd);
+        let out = cmd
+            .current_dir(w)
+            .env("ROCM_KPACK_FETCH_SKIP", "1")
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .output()
+            .expect("run rocm-kpack-fetch");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let what = format!(
+            "rocm-kpack-fetch {} {} {given}",
+            path.join(" "),
+            args.join(" ")
+        );
+        assert_eq!(out.status.code(), Some(code), "{what}: {said}");
+        assert!(
+            said.contains(bad) || said.contains(&option),
+            "{what}: the message names neither:\n{said}"
+        );
+        checked.push(format!("{} {option}", path.join(" ")));
+    }
+    assert_walked(
+        &checked,
+        &[
+            "install --cache-dir",
+            "install --index-url",
+            "install --native-host",
+            "install --prefix",
+            "install --python",
+            "status --python",
+            "prune --keep",
+            "uv --uv-exe",
+            "trigger --timeout",
+        ],
+    );
+    // pip has no uv program: --uv-exe there is a usage error, however good.
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args([
+        "pip", "--target", "gfx1100", "--uv-exe", "uv", "install", "x",
+    ]);
+    bins::isolate_fetcher(&mut cmd);
+    assert_eq!(cmd.output().expect("run").status.code(), Some(2));
+    // With --json, a usage error is also the error object on stdout.
+    let mut cmd = bins::command("rocm-kpack-fetch");
+    cmd.args(["list", "--root", "no-such-dir", "--json"])
+        .current_dir(w);
+    bins::isolate_fetcher(&mut cmd);
+    let out = cmd.output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the error object");
+    assert_eq!(doc["exit_code"], 2, "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-dir")),
+        "{doc}"
+    );
+}
+
+/// `rocm-kpack-fetch -q` prints nothing but errors and the `--json`
+/// document, for every command that reports (each prints something
+/// without it); a no-op `install` says where it looked.
+#[test]
+fn fetch_quiet_prints_nothing_but_errors_and_the_document() {
+    let dir = fetch_workdir();
+    let w = dir.path();
+    let runs: [&[&str]; 7] = [
+        &["detect", "--target", "gfx1100"],
+        &["install", "--target", "gfx1100", "--root", "froot"],
+        &["status", "--target", "gfx1100", "--root", "froot"],
+        &["list", "--root", "froot"],
+        &["verify", "--root", "froot"],
+        &["gc", "--target", "gfx1100", "--root", "froot"],
+        &["prune", "--target", "gfx1100", "--root", "froot"],
+    ];
+    let fetch = |args: &[&str], extra: &[&str]| {
+        let mut cmd = bins::command("rocm-kpack-fetch");
+        cmd.args(args).args(extra).current_dir(w);
+        bins::isolate_fetcher(&mut cmd);
+        run(&mut cmd)
+    };
+    for args in runs {
+        let loud = fetch(args, &[]);
+        assert!(!loud.stdout.is_empty(), "{args:?} says nothing without -q");
+        let out = fetch(args, &["-q"]);
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "rocm-kpack-fetch {args:?} -q printed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_only_the_document(&fetch(args, &["-q", "--json"]), args);
+    }
+    let out = fetch(runs[1], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("nothing to install: no .kpm manifest found (searched ")
+            && text.contains("froot/opt/rocm*, froot/usr, "),
+        "{text}"
+    );
+}
+
+/// `install` on a full file system: the error names the file being
+/// written, the hint the file system that is full (and `--cache-dir` when
+/// it is the cache's), and there is no advice about the network.
+#[test]
+fn a_full_disk_in_install_names_the_file_system_not_the_network() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    std::fs::create_dir_all(w.join("tree/lib")).expect("mkdir");
+    std::fs::copy(
+        fixtures::fixture("clang19/libmulti.so"),
+        w.join("tree/lib/libmulti.so"),
+    )
+    .expect("copy");
+    run(bins::command("rocm-kpack")
+        .args(["split", "tree", "--out", "split", "-q"])
+        .current_dir(w));
+    let store = w.join("store");
+    rocm_kpack_test_support::packages::offline_store(
+        &w.join("split"),
+        &["gfx1100", "gfx11-generic"],
+        &store,
+    );
+    let mnt = w.join("small");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    let big_cache = w.join("cache");
+    for cache in [None, Some(&big_cache)] {
+        // A one-page tmpfs in a mount namespace of the command's own
+        // (unshare(1), as root or in a user namespace): the manifest fills
+        // it, nothing is left mounted.
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "-rm",
+            "sh",
+            "-c",
+            r#"mount -t tmpfs -o size=4k tmpfs "$1" && mkdir -p "$1/opt/rocm/.kpack" && cp "$2" "$1/opt/rocm/.kpack/" && shift 2 && exec "$@""#,
+            "sh",
+        ])
+        .arg(&mnt)
+        .arg(w.join("split/generic/.kpack/libmulti.kpm"))
+        .arg(bins::bin("rocm-kpack-fetch"))
+        .args(["install", "--target", "gfx1100", "--offline"])
+        .arg(&store)
+        .arg("--root")
+        .arg(&mnt);
+        if let Some(c) = cache {
+            cmd.arg("--cache-dir").arg(c);
+        }
+        bins::isolate_fetcher(&mut cmd);
+        let out = cmd.output().expect("run unshare");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("No space left on device")
+                && stderr.contains(&mnt.display().to_string()),
+            "names the file on the full file system: {stderr}"
+        );
+        assert!(!stderr.contains("check the network"), "{stderr}");
+        let hint = full_fs_hint(&stderr, "rocm-kpack-fetch", &mnt);
+        assert_eq!(hint.contains("--cache-dir"), cache.is_none(), "{hint}");
+    }
 }

@@ -183,16 +183,25 @@ fn check(name: &str, text: &str, rows: &[Row]) {
 /// Runs `rocm-kpack ARGS` in `dir` and returns its stdout; `code` is the
 /// exit code expected.
 fn json_of(dir: &Path, args: &[&str], code: i32) -> String {
-    let out = bins::command("rocm-kpack")
-        .args(args)
+    program_json_of("rocm-kpack", dir, args, code)
+}
+
+/// [`json_of`] for `program`; `rocm-kpack-fetch` isolated from this
+/// machine's environment (`bins::isolate_fetcher`).
+fn program_json_of(program: &str, dir: &Path, args: &[&str], code: i32) -> String {
+    let mut cmd = bins::command(program);
+    cmd.args(args)
         .current_dir(dir)
-        .env_remove("SOURCE_DATE_EPOCH")
-        .output()
-        .expect("run rocm-kpack");
+        .env_remove("SOURCE_DATE_EPOCH");
+    if program == "rocm-kpack-fetch" {
+        // pip reads no configuration of this machine's (an index of its own).
+        bins::isolate_fetcher(&mut cmd).env("PIP_CONFIG_FILE", "/dev/null");
+    }
+    let out = cmd.output().expect("run the program");
     assert_eq!(
         out.status.code(),
         Some(code),
-        "rocm-kpack {args:?}:\n{}",
+        "{program} {args:?}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 JSON")
@@ -332,11 +341,15 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     );
     run("error", &["inspect", "--json", "no-such-file.kpack"], 1);
 
-    let names: BTreeSet<&str> = docs.keys().map(String::as_str).collect();
+    let names: BTreeSet<&str> = docs
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !n.starts_with(FETCH))
+        .collect();
     let ran: BTreeSet<&str> = produced.keys().copied().collect();
     assert_eq!(
         names, ran,
-        "every table of docs/cli-json.md, and only those, is checked"
+        "every rocm-kpack table of docs/cli-json.md, and only those, is checked"
     );
     for (name, text) in &produced {
         check(name, text, &docs[*name]);
@@ -359,6 +372,274 @@ fn every_json_document_is_as_docs_cli_json_md_lists_it() {
     }
     let package: Value = serde_json::from_str(&produced["inspect-package"]).expect("json");
     assert_eq!(package["role"], "generic");
+}
+
+/// The tables of `rocm-kpack-fetch` documents: `fetch-<name>`.
+const FETCH: &str = "fetch-";
+
+/// Every `--json` document of `rocm-kpack-fetch` against docs/cli-json.md,
+/// on a root whose generic tree (a split of the fixture library) has its
+/// archives fetched from a directory: one installed, one a package's, the
+/// rest absent.
+#[test]
+fn every_fetch_json_document_is_as_docs_cli_json_md_lists_it() {
+    let docs = documented();
+    let work = tempfile::tempdir().expect("tempdir");
+    let w = work.path();
+    rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
+    json_of(w, &["split", "tree", "--out", "split", "-q"], 0);
+    let store = w.join("store");
+    rocm_kpack_test_support::packages::offline_store(
+        &w.join("split"),
+        &["gfx1100", "gfx11-generic", "gfx90a"],
+        &store,
+    );
+    let kpack = w.join("root/opt/rocm/.kpack");
+    std::fs::create_dir_all(&kpack).expect("mkdir");
+    std::fs::copy(
+        w.join("split/generic/.kpack/libmulti.kpm"),
+        kpack.join("libmulti.kpm"),
+    )
+    .expect("copy the manifest");
+    std::fs::copy(
+        store.join("libmulti_gfx90a.kpack"),
+        kpack.join("libmulti_gfx90a.kpack"),
+    )
+    .expect("a package's archive");
+    let machines = Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/demo/machines");
+    let machine = |m: &str| machines.join(m).to_string_lossy().into_owned();
+    let (mi210, cpu) = (machine("mi210"), machine("cpu-only"));
+    let r = ["--root", "root"];
+    let mut produced: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut run = |name: &'static str, args: &[&str], code: i32| {
+        produced
+            .entry(name)
+            .or_default()
+            .push(program_json_of("rocm-kpack-fetch", w, args, code));
+    };
+    run(
+        "fetch-detect",
+        &["detect", "--json", "--sysfs-root", &mi210],
+        0,
+    );
+    let offline = ["--offline", "store", "--json"];
+    let install = [&["install", "--target", "gfx1100"][..], &r, &offline].concat();
+    run("fetch-install", &[&install[..], &["--dry-run"]].concat(), 0);
+    run("fetch-install", &install, 0);
+    run(
+        "fetch-install-via",
+        &[
+            &[
+                "install",
+                "--target",
+                "gfx1100",
+                "--via",
+                "apt",
+                "--dry-run",
+                "--json",
+            ][..],
+            &r,
+        ]
+        .concat(),
+        0,
+    );
+    run(
+        "fetch-no-targets",
+        &[
+            &["install", "--auto", "--json", "--sysfs-root", &cpu][..],
+            &r,
+        ]
+        .concat(),
+        3,
+    );
+    run(
+        "fetch-no-targets",
+        &[&["gc", "--json", "--sysfs-root", &cpu][..], &r].concat(),
+        3,
+    );
+    run(
+        "fetch-status",
+        &[&["status", "--target", "gfx1100,gfx942", "--json"][..], &r].concat(),
+        4,
+    );
+    run("fetch-list", &[&["list", "--json"][..], &r].concat(), 0);
+    run(
+        "fetch-verify",
+        &[&["verify", "--target", "gfx1100", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-remove",
+        &[&["remove", "libmulti", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-remove",
+        &[&["remove", "no-such-component", "--json"][..], &r].concat(),
+        1,
+    );
+    run(
+        "fetch-gc",
+        &[&["gc", "--target", "gfx942", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-prune",
+        &[&["prune", "--target", "gfx942", "--json"][..], &r].concat(),
+        0,
+    );
+    run(
+        "fetch-doctor",
+        &[
+            &[
+                "doctor",
+                "--target",
+                "gfx1100",
+                "--json",
+                "--sysfs-root",
+                &mi210,
+            ][..],
+            &r,
+        ]
+        .concat(),
+        0,
+    );
+    // pip: a base wheel of the fixture library and its device wheels, in
+    // a pip index of files (README's recipe), resolved for gfx1100.
+    std::fs::create_dir_all(w.join("kpkg/kpkg/lib")).expect("mkdir");
+    std::fs::create_dir_all(w.join("kpkg/kpkg-1.0.dist-info")).expect("mkdir");
+    std::fs::copy(
+        w.join("tree/lib/libmulti.so"),
+        w.join("kpkg/kpkg/lib/libmulti.so"),
+    )
+    .expect("copy");
+    std::fs::write(
+        w.join("kpkg/kpkg-1.0.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: kpkg\nVersion: 1.0\n",
+    )
+    .expect("metadata");
+    for args in [
+        &[
+            "split",
+            "kpkg",
+            "--out",
+            "wsplit",
+            "--prefix-dir",
+            "kpkg",
+            "-q",
+        ][..],
+        &[
+            "package", "wsplit", "--format", "wheel", "--out", "wpkgs", "-q",
+        ],
+        &[
+            "publish",
+            "wpkgs",
+            "--out",
+            "wrepo",
+            "--pip",
+            "--no-fetcher",
+            "-q",
+        ],
+    ] {
+        json_of(w, args, 0);
+    }
+    let index = format!("file://{}/wrepo/simple/", w.display());
+    run(
+        "fetch-pip",
+        &[
+            "pip",
+            "--target",
+            "gfx1100",
+            "--python",
+            "python3",
+            "--dry-run",
+            "--json",
+            "install",
+            "--index-url",
+            &index,
+            "kpkg",
+        ],
+        0,
+    );
+    // -q: pip says nothing either.
+    let mut quiet = bins::command("rocm-kpack-fetch");
+    quiet
+        .args([
+            "pip",
+            "-q",
+            "--target",
+            "gfx1100",
+            "--python",
+            "python3",
+            "--dry-run",
+        ])
+        .args(["install", "--index-url", &index, "kpkg"])
+        .current_dir(w);
+    bins::isolate_fetcher(&mut quiet).env("PIP_CONFIG_FILE", "/dev/null");
+    let out = quiet.output().expect("run rocm-kpack-fetch pip -q");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "pip -q: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A usage error, and a failure before anything to report.
+    run("error", &["list", "--root", "no-such-root", "--json"], 2);
+    let names: BTreeSet<&str> = docs
+        .keys()
+        .map(String::as_str)
+        .filter(|n| n.starts_with(FETCH))
+        .chain(["error"])
+        .collect();
+    let ran: BTreeSet<&str> = produced.keys().copied().collect();
+    assert_eq!(
+        names, ran,
+        "every rocm-kpack-fetch table of docs/cli-json.md, and only those, is checked"
+    );
+    for (name, texts) in &produced {
+        for text in texts {
+            check(name, text, &docs[*name]);
+        }
+    }
+    // What the documents say, beyond their shape.
+    let install: Value = serde_json::from_str(&produced["fetch-install"][1]).expect("json");
+    let installed: Vec<&str> = install["installed"]
+        .as_array()
+        .expect("installed")
+        .iter()
+        .filter_map(|i| i["filename"].as_str())
+        .collect();
+    assert_eq!(
+        installed,
+        ["libmulti_gfx11-generic.kpack", "libmulti_gfx1100.kpack"]
+    );
+    // The keys of an object printed at `indent`, in printed order (a
+    // parsed Value would sort them).
+    let keys = |text: &str, indent: usize| -> Vec<String> {
+        let lead = " ".repeat(indent);
+        text.lines()
+            .filter_map(|l| l.strip_prefix(&lead))
+            .filter(|l| l.starts_with('"'))
+            .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
+            .filter(|k| k != "schema")
+            .collect()
+    };
+    let detect = keys(&produced["fetch-detect"][0], 2);
+    let none = &produced["fetch-no-targets"][0];
+    let detection = none
+        .split_once("\"detection\": {")
+        .map(|(_, rest)| rest)
+        .expect("a detection object");
+    let in_install: Vec<String> = keys(detection, 4).into_iter().take(detect.len()).collect();
+    assert_eq!(in_install, detect, "one key order for the detection");
+    let removed: Value = serde_json::from_str(&produced["fetch-remove"][1]).expect("json");
+    assert!(
+        removed["problems"][0]
+            .as_str()
+            .is_some_and(|p| p.contains("no-such-component")),
+        "{removed}"
+    );
 }
 
 #[test]

@@ -470,14 +470,15 @@ fn python_installs_the_device_extra_into_a_venv() {
         let mut c = fetch();
         c.args([
             "install",
-            "--python",
+            "--via",
+            "pip",
             "--target",
             "gfx1101",
             "--no-default-prefixes",
             "--prefix",
         ])
         .arg(&empty)
-        .arg("--python-exe")
+        .arg("--python")
         .arg(&python)
         .arg("--index-url")
         .arg(&index)

@@ -297,7 +297,7 @@ fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
     // and the fetcher's trigger fetches from the store publish named.
     let out = run_block(&root, "mi210", "apt", server.root_url());
     assert!(
-        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive installed"),
         "{out}"
     );
     assert_mi210_device_code(&root);
@@ -332,7 +332,7 @@ fn apt_get_install_fetches_the_device_code_and_remove_takes_it_away() {
     // bookkeeping; nothing of rocm-kpack is left in the library directory.
     let out = run_block(&root, "mi210", "apt-remove", server.root_url());
     assert!(
-        out.contains("removed 1 archive(s) of removed packages"),
+        out.contains("removed 1 archive of removed packages"),
         "{out}"
     );
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
@@ -408,7 +408,7 @@ fn debians_fat_package_upgrades_to_the_split_one_and_back() {
     );
     assert_eq!(installed_version(&root, "librocrand1"), "5.3.3-4+kpack1");
     assert!(
-        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive installed"),
         "{out}"
     );
     let audit = ok(chroot(&root, "mi210").args(["dpkg", "--audit"]));
@@ -779,11 +779,11 @@ fn dnf_fetches_through_the_rpm_file_triggers_and_removal_cleans_up() {
     fs::create_dir_all(root.join("etc/yum.repos.d")).expect("mkdir");
     let out = run_block(&root, "mi210", "dnf", server.root_url());
     assert!(
-        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive(s) installed"),
+        out.contains("rocm-kpack-fetch: device code for gfx90a:sramecc+: 1 archive installed"),
         "{out}"
     );
     assert!(
-        out.contains("removed 1 archive(s) of removed packages"),
+        out.contains("removed 1 archive of removed packages"),
         "{out}"
     );
     assert_eq!(archives_below(&root.join("usr")), Vec::<PathBuf>::new());
@@ -1295,7 +1295,7 @@ fn pip_and_uv_install_base_and_device_wheels_in_one_command() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(o.stdout.is_empty(), "retired: no URL printed");
     assert!(
-        err.contains("retired") && err.contains("'PACKAGE[device-gfx1100]'"),
+        err.contains("retired") && err.contains("'PACKAGE[device-<target>]'"),
         "{err}"
     );
     let url = format!("{}simple/", server.root_url());

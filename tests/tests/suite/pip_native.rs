@@ -251,7 +251,7 @@ impl Case {
             "pip",
             "--sysfs-root",
             sysfs.as_str(),
-            "--python-exe",
+            "--python",
             python.as_str(),
             "--index-url",
             url.as_str(),
@@ -376,7 +376,7 @@ fn pip_install_wrapper_brings_exactly_the_local_device_wheel() {
             client,
             "--sysfs-root",
             sysfs.as_str(),
-            "--python-exe",
+            "--python",
             python.as_str(),
         ];
         if client == "uv" {

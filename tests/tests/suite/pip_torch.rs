@@ -207,7 +207,7 @@ impl Case {
                 .arg(uv())
                 .args(["pip", "install", "--python", &self.python()]);
         } else {
-            c.args(["--python-exe", &self.python(), "install"]);
+            c.args(["--python", &self.python(), "install"]);
         }
         c.args(args);
         run(&mut c)
@@ -448,7 +448,7 @@ fn resolution_asks_only_the_indexes_the_client_uses_and_builds_nothing() {
                     .arg(uv())
                     .args(["pip", "install", "--python", &case.python()]);
             } else {
-                c.args(["--python-exe", &case.python(), "install"]);
+                c.args(["--python", &case.python(), "install"]);
             }
             let o = run(c.args(&args));
             assert!(o.status.success(), "{client} {args:?}: {}", text(&o));
@@ -502,7 +502,7 @@ fn an_interpreter_another_user_owns_is_refused() {
             "prune",
             "--via",
             "pip",
-            "--python-exe",
+            "--python",
             &python,
             "--sysfs-root",
             &sysfs,
@@ -514,7 +514,7 @@ fn an_interpreter_another_user_owns_is_refused() {
             "--via",
             "pip",
             "--dry-run",
-            "--python-exe",
+            "--python",
             &python,
             "--sysfs-root",
             &sysfs,
@@ -716,17 +716,11 @@ fn prune_frees_what_it_says_with_rocm_sdk_init_links() {
         let mut c = bins::command("rocm-kpack-fetch");
         bins::isolate_fetcher(&mut c);
         case.env(&mut c);
-        c.args([
-            "prune",
-            "--via",
-            "pip",
-            "--no-default-prefixes",
-            "--python-exe",
-        ])
-        .arg(case.python())
-        .arg("--sysfs-root")
-        .arg(fixtures::machine("mi300x"))
-        .args(more);
+        c.args(["prune", "--via", "pip", "--no-default-prefixes", "--python"])
+            .arg(case.python())
+            .arg("--sysfs-root")
+            .arg(fixtures::machine("mi300x"))
+            .args(more);
         run(&mut c)
     };
     let json = |o: &Output| -> serde_json::Value {

@@ -249,7 +249,7 @@ impl Case {
             args.push(format!("--pm-opt={o}"));
         }
         if self.pm == Pm::Pip {
-            args.extend(["--python-exe".into(), self.python().display().to_string()]);
+            args.extend(["--python".into(), self.python().display().to_string()]);
             args.extend(["--index-url".into(), self.index_url()]);
         }
         args.extend(more.iter().map(|s| s.to_string()));
