@@ -75,11 +75,14 @@ fn run(name: &str) -> Detection {
 
 /// The golden form: pretty JSON with `root` as the workspace-relative path the
 /// CLI test passes, so both tests compare against the same bytes.
+/// The golden is what `rocm-kpack-fetch detect --json` prints
+/// (fetcher/tests/detect_cli.rs checks the same files): the detection as a
+/// document, whose first key is the schema of cli/src/json.rs.
 fn golden_text(name: &str, mut detection: Detection) -> String {
     detection.root = PathBuf::from(tree_rel(name));
-    let mut text = serde_json::to_string_pretty(&detection).expect("serialize");
-    text.push('\n');
-    text
+    let text = serde_json::to_string_pretty(&detection).expect("serialize");
+    let body = text.strip_prefix("{\n").expect("a JSON object");
+    format!("{{\n  \"schema\": 1,\n{body}\n")
 }
 
 #[test]

@@ -1085,7 +1085,7 @@ fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> anyhow::Result
         app.display()
     )?;
     let out = Command::new(&app)
-        .env("LD_PRELOAD", &shim)
+        .env("LD_PRELOAD", shim)
         .env("LD_LIBRARY_PATH", &work.stub)
         .env("ROCM_KPACK_ARCH_OVERRIDE", isas.join(","))
         .env("HIPSTUB_RECORD", &record)

@@ -172,10 +172,10 @@ fn render_rows(rows: &[(PlannedPackage, Option<u64>)]) -> String {
         let serves = if p.meta {
             " (meta package: the generic and every device package)".to_owned()
         } else if p.transitional {
-            format!(
-                " (transitional: moves {} installs to the packages that now carry it)",
-                p.group.as_deref().unwrap_or_default()
-            )
+            // The line already names the package; the group's own
+            // spelling (`gfx90X`) would read as another name for it.
+            " (transitional: moves the installs of this former group to the packages that now carry its targets)"
+                .to_owned()
         } else if !p.targets.is_empty() {
             format!(" [{}]", p.targets.join(" "))
         } else {

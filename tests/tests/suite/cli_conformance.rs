@@ -374,6 +374,43 @@ fn demo_runs_from_an_installed_program_and_builds_nothing() {
     assert!(stdout.contains("the demo took"), "{stdout}");
 }
 
+/// With family packages, `package` names each package as its file is
+/// named (`kfix-gfx90x`), transitional ones included: no line spells a
+/// group the AMD way (`gfx90X`), which would read as another package.
+#[test]
+fn package_tables_spell_groups_as_the_packages_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = dir.path();
+    rocm_kpack_test_support::packages::cli_inputs(w, "libmulti.so");
+    std::fs::write(w.join("family.toml"), "granularity = \"family\"\n").expect("write");
+    run(bins::command("rocm-kpack")
+        .args([
+            "split",
+            "tree",
+            "--out",
+            "split",
+            "--spec",
+            "family.toml",
+            "-q",
+        ])
+        .current_dir(w));
+    let out = run(bins::command("rocm-kpack")
+        .args(["package", "split", "--out", "pkgs", "--name", "kfix"])
+        .args(["--version", "1.0", "--spec", "family.toml"])
+        .current_dir(w));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("kfix-gfx90x"),
+        "no transitional package: {text}"
+    );
+    for line in text.lines().filter(|l| l.starts_with("deb ")) {
+        let amd_spelling = line
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w.starts_with("gfx") && w.contains('X'));
+        assert!(!amd_spelling, "{line}");
+    }
+}
+
 #[test]
 fn completions_are_printed_for_every_shell_and_load_in_bash() {
     let dir = tempfile::tempdir().expect("tempdir");
