@@ -43,7 +43,10 @@ fn text(out: &ops::list::ListReport, searched: &str) -> String {
                 rows.push([
                     status.to_owned(),
                     a.filename.clone(),
-                    a.family.clone(),
+                    // As the group's packages name it (pkgspec/src/naming.rs,
+                    // `{group_lower}`), so the row reads as `apt install`
+                    // would take it; the file name keeps the manifest's.
+                    a.family.to_ascii_lowercase(),
                     iec_size(a.size),
                     format!("[{}]", a.architectures.join(", ")),
                 ]);

@@ -215,7 +215,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
         text.lines().any(|l| l.split_whitespace().take(3).eq([
             "fetched",
             "rocblas/library/TensileLibrary_gfx90a.co",
-            "gfx90X"
+            "gfx90x"
         ])),
         "{text}"
     );
@@ -223,7 +223,7 @@ fn database_files_are_fetched_decoded_and_make_status_complete() {
         text.lines().any(|l| l.split_whitespace().take(3).eq([
             "absent",
             "rocblas/library/TensileLibrary_gfx1100.co",
-            "gfx110X"
+            "gfx110x"
         ])),
         "{text}"
     );
