@@ -3,7 +3,6 @@
 
 use rocm_kpack_cli::{plural, ExitStatus};
 use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
-use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, scan_config};
@@ -29,13 +28,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
         &local.ids,
     )?;
     ops::doctor::add_native(&mut out, &native);
-    if let Some(s) = NativeStatus::of_python(
-        config.python.as_deref(),
-        &local.ids,
-        rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
-            args.scan.unsafe_permissions,
-        ),
-    )? {
+    if let Some(s) = super::pip_device_status(&args.scan, &config, &local.ids)? {
         ops::doctor::add_pip_devices(&mut out, &s);
     }
     args.json.report(&out, || {

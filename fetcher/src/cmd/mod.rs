@@ -62,6 +62,21 @@ pub fn lock_options(args: &ScanArgs) -> LockOptions {
     }
 }
 
+/// The pip device distributions of the scan's interpreter for `targets`
+/// (status, doctor), read under the scan's permission policy; None
+/// without an interpreter.
+pub fn pip_device_status(
+    args: &ScanArgs,
+    config: &ScanConfig,
+    targets: &[rocm_kpack_format::target::TargetId],
+) -> anyhow::Result<Option<rocm_kpack_fetch::pm::pip::NativeStatus>> {
+    Ok(rocm_kpack_fetch::pm::pip::NativeStatus::of_python(
+        config.python.as_deref(),
+        targets,
+        PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
+    )?)
+}
+
 /// The scan configuration of the command line (`--python`, else
 /// `ROCM_KPACK_PYTHON`, else python3; blank: no Python environment). An
 /// interpreter named with `--python` must be usable (the scan would

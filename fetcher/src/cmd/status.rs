@@ -5,7 +5,6 @@ use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_fetch::detect::targets_origin;
 use rocm_kpack_fetch::download::Cache;
 use rocm_kpack_fetch::ops::{self, default_cache_dir};
-use rocm_kpack_fetch::pm::pip::NativeStatus;
 use rocm_kpack_fetch::sources::Sources;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -31,13 +30,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
         &super::native_scheme(&args.native)?,
         &local.ids,
     )?;
-    if let Some(s) = NativeStatus::of_python(
-        config.python.as_deref(),
-        &local.ids,
-        rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
-            args.scan.unsafe_permissions,
-        ),
-    )? {
+    if let Some(s) = super::pip_device_status(&args.scan, &config, &local.ids)? {
         out.warnings.extend(s.warnings.iter().cloned());
         out.pip_device_packages = s;
     }
