@@ -6,9 +6,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use rocm_kpack_cli::{iec_size, ExitStatus, JsonArg, UsageError};
+use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg, UsageError};
 use rocm_kpack_fetch::install::PermissionPolicy;
 use rocm_kpack_fetch::pm::describe;
+use rocm_kpack_fetch::pm::pip_sizes::size_left_out;
 use rocm_kpack_fetch::pm::pip_install::{
     install_command, parse_args, resolve, run as run_client, unmark_dependencies, Client,
     ClientKind, Plan, WrapError,
@@ -108,7 +109,10 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
         .prefix("rocm-kpack-fetch-pip-")
         .tempdir()
         .context("temporary directory")?;
-    let plan = resolve(&client, &user, &local.ids, tmp.path()).map_err(wrap_error)?;
+    let mut plan = resolve(&client, &user, &local.ids, tmp.path()).map_err(wrap_error)?;
+    if dry_run {
+        size_left_out(&client, &user, &mut plan, tmp.path()).map_err(wrap_error)?;
+    }
     let cmd = install_command(&client, &user, &plan, tmp.path()).map_err(wrap_error)?;
     let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
     command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
@@ -164,19 +168,43 @@ fn render(plan: &Plan, dry_run: bool, command: &str) -> String {
         ));
     }
     for l in &plan.left_out {
+        let size = match (plan.left_out_bytes, l.bytes) {
+            (None, _) => String::new(),
+            (Some(_), Some(n)) => format!("; {}", iec_size(n)),
+            (Some(_), None) => "; size unknown".to_string(),
+        };
         text.push_str(&format!(
-            "left out {} (required by {}[{}], for no GPU here)\n",
+            "left out {} (required by {}[{}], for no GPU here{size})\n",
             l.requirement,
             l.by,
             l.extras.join(",")
         ));
     }
+    let n = plan.install.len();
+    let m = plan.left_out.len();
     text.push_str(&format!(
-        "{} distributions, {} to download; the plain command would also download the {} left out\n",
-        plan.install.len(),
-        iec_size(plan.bytes),
-        plan.left_out.len()
+        "{}, {} to download",
+        plural(n, "distribution", "distributions"),
+        iec_size(plan.bytes)
     ));
+    match plan.left_out_bytes {
+        _ if m == 0 => text.push_str("; the plain command would download the same\n"),
+        Some(more) => {
+            let unknown = plan.left_out.iter().filter(|l| l.bytes.is_none()).count();
+            let unknown = if unknown == 0 {
+                String::new()
+            } else {
+                format!(", {unknown} of them of unknown size")
+            };
+            text.push_str(&format!(
+                "; the plain command would also download the {m} left out: {} more{unknown}\n",
+                iec_size(more)
+            ));
+        }
+        None => text.push_str(&format!(
+            "; the plain command would also download the {m} left out\n"
+        )),
+    }
     if dry_run {
         text.push_str(&format!("{command}\n"));
     }

@@ -13,6 +13,7 @@ pub mod native;
 pub mod pip;
 pub mod pip_install;
 pub mod pip_links;
+pub mod pip_sizes;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -20,8 +20,9 @@
 //!    those ([`Walk::active_extras`]). Markers are evaluated for every extra
 //!    (PEP 508), with the interpreter's environment.
 //! 3. What a requirement on a non-local device extra alone would bring is
-//!    left out ([`Plan::left_out`]) and never fetched, not even its index
-//!    page.
+//!    left out ([`Plan::left_out`]) and never fetched. A dry run reads its
+//!    index page and sizes its wheel with a `HEAD`, to say what the plain
+//!    command would download ([`super::pip_sizes`]).
 //! 4. The result is installed exactly, without resolving again: pip from
 //!    the fetched files (`--no-index --find-links DIR --require-hashes
 //!    --no-deps`); uv the pinned set with `--no-deps` (uv's cache already
@@ -624,6 +625,10 @@ pub struct LeftOut {
     pub extras: Vec<String>,
     /// The requirement (`rocm-sdk-device-gfx90a==7.14`).
     pub requirement: String,
+    /// The size of the wheel the plain command would download for it, when
+    /// looked up (`--dry-run`, [`super::pip_sizes`]) and found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 /// The result: what is installed, and what plain pip would have added.
@@ -640,6 +645,11 @@ pub struct Plan {
     /// What the plain command would also install: requirements through
     /// device extras of other targets, never fetched here.
     pub left_out: Vec<LeftOut>,
+    /// The known sizes of the left-out wheels, added up, when looked up
+    /// (`--dry-run`): what the plain command would download beyond
+    /// [`Plan::bytes`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out_bytes: Option<u64>,
     /// Things the user should know.
     pub warnings: Vec<String>,
 }
@@ -658,7 +668,7 @@ pub struct Client {
 }
 
 impl Client {
-    fn base(&self) -> Command {
+    pub(super) fn base(&self) -> Command {
         let mut c = match self.kind {
             ClientKind::Pip => {
                 let mut c = self.python.command();
@@ -679,7 +689,7 @@ impl Client {
         c
     }
 
-    fn python_arg(&self) -> String {
+    pub(super) fn python_arg(&self) -> String {
         format!(
             "--python={}",
             self.python.command().get_program().to_string_lossy()
@@ -973,6 +983,7 @@ impl Walk<'_> {
                             by: name.clone(),
                             extras: via,
                             requirement: r.render(&[]),
+                            bytes: None,
                         };
                         if !self.left_out.contains(&left) {
                             self.left_out.push(left);
@@ -1127,6 +1138,7 @@ pub fn resolve(
         install: walk.chosen,
         bytes,
         left_out: walk.left_out,
+        left_out_bytes: None,
         warnings: walk.warnings,
     })
 }

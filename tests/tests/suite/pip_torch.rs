@@ -293,9 +293,28 @@ fn torch_installs_one_targets_device_code() {
     for client in ["pip", "uv"] {
         let case = Case::new(client);
         let index = case.index();
+        let device_wheel = |t: &str| {
+            torch_index()
+                .join("files")
+                .join(format!("rocm_sdk_device_{t}-{V}-py3-none-any.whl"))
+        };
+        let others: u64 = TARGETS
+            .iter()
+            .filter(|t| **t != "gfx942")
+            .map(|t| fs::metadata(device_wheel(t)).expect("wheel").len())
+            .sum();
         let o = case.wrapper(client, &["--dry-run"], &["--index-url", &index, "torch"]);
         assert!(o.status.success(), "{client}: {}", text(&o));
         let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            stdout.contains(&format!(
+                "the plain command would also download the {} left out: {} more",
+                TARGETS.len() - 1,
+                rocm_kpack_cli::iec_size(others)
+            )),
+            "{client}: {}",
+            text(&o)
+        );
         assert!(
             stdout.contains(&format!("would install torch[device-gfx942]=={V}")),
             "{client}: {}",
@@ -313,6 +332,54 @@ fn torch_installs_one_targets_device_code() {
             "{client}: --dry-run installed {:?}",
             case.installed()
         );
+        // Beside its own bytes, the dry run says what the plain command
+        // would download: each left-out wheel's size, looked up without
+        // fetching it (index pages and HEAD only).
+        let o = case.wrapper(
+            client,
+            &["--dry-run", "--json"],
+            &["--index-url", &index, "torch"],
+        );
+        assert!(o.status.success(), "{client}: {}", text(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let plan = &doc["plan"];
+        let left_out = plan["left_out"].as_array().expect("left_out");
+        assert_eq!(left_out.len(), TARGETS.len() - 1, "{client}: {plan}");
+        let mut expected = 0;
+        for l in left_out {
+            let req = l["requirement"].as_str().expect("requirement");
+            let t = req
+                .strip_prefix("rocm-sdk-device-")
+                .and_then(|r| r.strip_suffix(&format!("=={V}")))
+                .expect("a device requirement");
+            let size = fs::metadata(device_wheel(t)).expect("wheel").len();
+            assert_eq!(l["bytes"].as_u64(), Some(size), "{client}: {req}");
+            expected += size;
+        }
+        assert_eq!(expected, others, "{client}: {plan}");
+        assert_eq!(plan["left_out_bytes"].as_u64(), Some(others), "{client}: {plan}");
+        assert!(
+            plan["bytes"].as_u64().expect("bytes") < expected,
+            "{client}: {plan}"
+        );
+        let (wheels, _) = case.fetched();
+        for w in &wheels {
+            assert!(
+                !TARGETS
+                    .iter()
+                    .any(|t| *t != "gfx942" && w.contains(&format!("_{t}-"))),
+                "{client}: the dry run fetched {w}"
+            );
+        }
+        let metadata: Vec<String> = case
+            .server
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with(".metadata"))
+            .map(|r| r.path)
+            .filter(|p| TARGETS.iter().any(|t| *t != "gfx942" && p.contains(&format!("_{t}-"))))
+            .collect();
+        assert!(metadata.is_empty(), "{client}: fetched {metadata:?}");
 
         let o = case.wrapper(client, &[], &["--index-url", &index, "torch"]);
         assert!(o.status.success(), "{client}: {}", text(&o));
@@ -330,7 +397,7 @@ fn torch_installs_one_targets_device_code() {
                 .any(|t| *t != "gfx942" && w.contains(&format!("_{t}-")));
             assert!(!other, "{client}: fetched {w}: {wheels:?}");
         }
-        // The dry run and the install each fetched gfx942's device wheel
+        // The two dry runs and the install each fetched gfx942's device wheel
         // at most once (uv's cache serves the second).
         assert!(
             bytes >= DEVICE_BYTES as u64 && bytes <= 4 * DEVICE_BYTES as u64,
