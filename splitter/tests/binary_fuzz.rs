@@ -12,17 +12,14 @@
 //! `KPACK_FUZZ_SEED` the seed, to replay a failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../runtime/format/tests/peak_alloc/mod.rs"]
-mod peak_alloc;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use peak_alloc::{PeakAlloc, PEAK};
 use rocm_kpack_splitter::coff::{self, Pe};
 use rocm_kpack_splitter::elf::{self, Elf};
 use rocm_kpack_splitter::split::binary::{split_fat_elf, ElfSplit};
+use rocm_kpack_testkit::alloc::{PeakAlloc, PEAK};
 
 #[global_allocator]
 static ALLOC: PeakAlloc = PeakAlloc;

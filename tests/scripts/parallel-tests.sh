@@ -14,7 +14,7 @@
 # Why not cargo-nextest: it runs every test in a process of its own, and
 # many tests share expensive set-up through a static in their module
 # (tests/tests/suite/install_flows.rs: the split packages and the stripped
-# fetcher; runtime/capi/tests/capi_support/mod.rs: the compiled C programs;
+# fetcher; runtime/capi/tests/capi_programs.rs: the compiled C programs;
 # tests/support/src/bins.rs: one `cargo build` per process), which would then
 # be redone per test. One process per module keeps that sharing.
 #

@@ -2,7 +2,7 @@
 //! (zstd) bundles and many targets, built here by clang-19
 //! `--offload-compress` (tests/support/src/ccob.rs), is split while the
 //! process-wide peak of live heap bytes is recorded
-//! (runtime/format/tests/peak_alloc). Decompressing every bundle at once,
+//! (runtime/testkit/src/alloc.rs). Decompressing every bundle at once,
 //! as the splitter used to, costs the whole decompressed device code;
 //! streaming costs one bundle's worth at most. The same split with other
 //! `--jobs` and `--memory` settings gives byte-identical outputs, equal to
@@ -14,9 +14,6 @@
 //! `suite` binary (tests/tests/suite/main.rs), whose other tests allocate
 //! at any time, and whose one global allocator is another.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "../../runtime/format/tests/peak_alloc/mod.rs"]
-mod peak_alloc;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,7 +29,7 @@ use rocm_kpack_test_support::ccob::{self, Shape};
 use rocm_kpack_test_support::snapshot;
 
 #[global_allocator]
-static ALLOC: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+static ALLOC: rocm_kpack_testkit::alloc::PeakAlloc = rocm_kpack_testkit::alloc::PeakAlloc;
 
 /// Serialises the tests of this binary (see the module docs).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -97,7 +94,8 @@ fn ccob_split_peak_heap_is_bounded_by_the_budget_not_the_bundles() {
         },
         ..SplitBinaryOptions::default()
     };
-    let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&lib, out.path(), &opts));
+    let (report, peak) =
+        rocm_kpack_testkit::alloc::live_peak_during(|| split_binary(&lib, out.path(), &opts));
     let report = report.unwrap();
     assert_eq!(
         report.code_objects,
@@ -161,7 +159,8 @@ fn pe_split_peak_heap_does_not_grow_with_the_host_code() {
         },
         ..SplitBinaryOptions::default()
     };
-    let (report, peak) = peak_alloc::live_peak_during(|| split_binary(&dll, out.path(), &opts));
+    let (report, peak) =
+        rocm_kpack_testkit::alloc::live_peak_during(|| split_binary(&dll, out.path(), &opts));
     let report = report.unwrap();
     eprintln!(
         "peak live heap {:.1} MiB for a {:.1} MiB DLL",

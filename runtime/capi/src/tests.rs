@@ -8,9 +8,6 @@
 //! sets the `ROCM_KPACK_*` variables, so tests in this binary never see each
 //! other's environment.
 
-#[path = "../tests/capi_support/mod.rs"]
-mod capi_support;
-
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fs;
 use std::path::Path;
@@ -19,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::*;
-use capi_support::*;
 use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 use rocm_kpack_format::ErrorCode::{self, *};
+use rocm_kpack_testkit::layout::*;
 
 const ENV_VARS: [&str; 5] = [
     "ROCM_KPACK_PATH",
@@ -1095,8 +1092,7 @@ unsafe fn release_guarded_page(base: *mut c_void, _page: usize) {
 // FIFOs, /dev/zero and sparse files are Unix notions (the Windows build
 // runs the rest of this module under Wine).
 #[cfg(unix)]
-#[path = "../../format/tests/toc_scale/gen.rs"]
-mod toc_gen;
+use rocm_kpack_testkit::toc as toc_gen;
 
 #[cfg(unix)]
 #[test]
@@ -1153,8 +1149,7 @@ fn kpack_open_refuses_fifos_devices_and_sparse_files_and_opens_a_million_entries
 }
 
 #[cfg(unix)]
-#[path = "../../../tests/support/src/bomb.rs"]
-mod bomb;
+use rocm_kpack_testkit::bomb;
 
 /// Set in the child [`kpack_get_kernel_refuses_a_zstd_bomb_in_little_memory`]
 /// runs itself as: the bomb's path.

@@ -10,20 +10,18 @@
 // rocm_kpack.dll under Wine through tests/fixtures/windows/kpack_probe.exe.
 #![cfg(unix)]
 
-mod capi_support;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use capi_support::*;
 use rocm_kpack_format::bundle::parse_fatbin;
 use rocm_kpack_format::wrapper::{FatbinWrapper, HIPK_MAGIC};
+use rocm_kpack_testkit::layout::*;
 
 // Built artifacts (C library, static archive, preload shim). Here, not in
-// capi_support, which the loader's tests share without the test-support
+// the testkit, which the loader's tests share without the test-support
 // crate.
 
 pub struct Artifacts {

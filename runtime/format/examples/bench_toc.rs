@@ -18,11 +18,9 @@
 //! cargo run --release -p rocm-kpack-format --example bench_toc -- write DIR   # also keep the files
 //! ```
 
-#[path = "../tests/toc_scale/gen.rs"]
-mod gen;
-
 use rocm_kpack_format::archive::Archive;
 use rocm_kpack_format::msgpack::{self, Value};
+use rocm_kpack_testkit::toc as gen;
 use std::time::{Duration, Instant};
 
 fn best(runs: usize, mut f: impl FnMut()) -> Duration {

@@ -6,7 +6,7 @@
 
 pub mod amd_native;
 pub mod bins;
-pub mod bomb;
+pub use rocm_kpack_testkit::bomb;
 pub mod ccob;
 pub mod clang;
 pub mod databases;

@@ -2,11 +2,8 @@
 //! needs (what a request sees never depends on earlier requests), and kernels
 //! can be decompressed straight into caller-provided memory
 //! (`kernel_into`, `kernel_with`) with the same checks as `kernel`.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-
-use archive_common::*;
+use crate::archive_common::*;
 use rocm_kpack_format::archive::{Archive, CompressionScheme};
 use rocm_kpack_format::msgpack::{self, Value};
 use rocm_kpack_format::Error;

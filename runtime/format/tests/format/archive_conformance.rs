@@ -1,10 +1,7 @@
 //! Conformance with the reference writer's test vectors (docs/formats.md
 //! section 6) and the format rules our writer must follow.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-
-use archive_common::*;
+use crate::archive_common::*;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, TocEntry};
 use rocm_kpack_format::msgpack::{self, Value};
 use std::io::{Cursor, Seek, SeekFrom, Write};

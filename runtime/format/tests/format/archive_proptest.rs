@@ -1,6 +1,5 @@
 //! Property tests: whatever kernels, keys and arches go in, both schemes
 //! read back identical bytes, and deduplication changes only the layout.
-#![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
 use rocm_kpack_format::archive::{Archive, ArchiveWriter, CompressionScheme, HEADER_SIZE};

@@ -1,9 +1,6 @@
 //! `.kpm` manifests: v1 round trip, legacy reading, hostile input.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-
-use archive_common::{legacy_manifest_bytes, sample_manifest, ValueExt};
+use crate::archive_common::{legacy_manifest_bytes, sample_manifest, ValueExt};
 use proptest::prelude::*;
 use rocm_kpack_format::layout;
 use rocm_kpack_format::manifest::{DatabaseFile, Manifest, ManifestFile};

@@ -1,8 +1,8 @@
 //! Archives with many TOC entries, built directly as bytes (a writer run
 //! per entry would measure the writer): `n` binary keys, one arch key
-//! each, all pointing at one 16-byte blob of a `none` archive. Shared by
-//! the TOC benchmark (`examples/bench_toc.rs`) and the tests that open a
-//! million-entry archive, through `#[path]`.
+//! each, all pointing at one 16-byte blob of a `none` archive. For the TOC
+//! benchmark (`runtime/format/examples/bench_toc.rs`) and the tests that
+//! open a million-entry archive.
 
 use rocm_kpack_format::msgpack::{encode, Value};
 

@@ -11,11 +11,6 @@ use rocm_kpack_format::bundle::{
     Compression, BUNDLE_MAGIC, HIP_BUNDLE_ALIGN,
 };
 
-mod peak_alloc;
-
-#[global_allocator]
-static ALLOC: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
-
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures")
@@ -608,9 +603,9 @@ fn streaming_holds_one_code_object_not_the_bundle() {
         .collect();
     let c = compress_ccob(&write_bundle(&entries), 3, CcobMethod::Zstd).expect("compress");
     let largest = |f: &dyn Fn()| {
-        peak_alloc::PEAK.with(|p| p.set(0));
+        rocm_kpack_testkit::alloc::PEAK.with(|p| p.set(0));
         f();
-        peak_alloc::PEAK.with(|p| p.get())
+        rocm_kpack_testkit::alloc::PEAK.with(|p| p.get())
     };
     let whole = largest(&|| drop(parse_fatbin(&c).expect("parse")));
     let mut total = 0usize;

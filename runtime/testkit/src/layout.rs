@@ -1,7 +1,6 @@
-//! Shared by the loader and C ABI tests: split layouts written on disk with
-//! the real archive/manifest/marker writers, deterministic pseudo-random
-//! bytes, and (for tests that run C programs) the built artifacts.
-#![allow(dead_code)]
+//! Split layouts written on disk with the real archive/manifest/marker
+//! writers, deterministic pseudo-random bytes, and running the programs a
+//! test starts: for the loader's and the C ABI's tests.
 
 use std::fs;
 use std::io::Cursor;
@@ -18,8 +17,7 @@ pub fn testdata() -> PathBuf {
     workspace_root().join("tests/fixtures/vectors")
 }
 
-/// The workspace root (this file is compiled into tests of more than one
-/// crate, so `CARGO_MANIFEST_DIR` alone does not say where it is).
+/// The workspace root (above this crate's `CARGO_MANIFEST_DIR`).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
@@ -134,6 +132,12 @@ pub struct Layout {
 pub const KERNEL_NAME: &str = "lib/libfoo.so";
 pub const COMPONENT: &str = "foo";
 
+impl Default for Layout {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Layout {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -160,7 +164,9 @@ impl Layout {
     }
     /// Write `.kpack/foo_<family>.kpack` and return its path.
     pub fn archive(&self, family: &str, scheme: CompressionScheme, kernels: &[Kernel]) -> PathBuf {
-        let p = self.kpack(&format!("{COMPONENT}_{family}.kpack"));
+        let p = self.kpack(&rocm_kpack_format::layout::archive_file_name(
+            COMPONENT, family,
+        ));
         write_archive(&p, COMPONENT, family, scheme, kernels);
         p
     }

@@ -1,19 +1,16 @@
 //! The loader's behaviour table through the Rust API (`rocm_kpack_loader::loader`),
 //! with explicit configurations so nothing depends on the process
-//! environment. The same table runs through the C ABI in `capi.rs`.
-
-#[path = "../../capi/tests/capi_support/mod.rs"]
-mod capi_support;
+//! environment. The same table runs through the C ABI in runtime/capi/src/tests.rs.
 
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capi_support::*;
 use rocm_kpack_format::archive::CompressionScheme::{None as Plain, ZstdPerKernel as Zstd};
 use rocm_kpack_loader::loader::{Cache, LoaderConfig};
 use rocm_kpack_loader::{Error, ErrorCode};
+use rocm_kpack_testkit::layout::*;
 
 fn cache() -> Cache {
     Cache::with_config(LoaderConfig::default())

@@ -8,13 +8,8 @@
 //! `KPACK_FUZZ_SECS` the time stop (default 10 s; 0: none, so that
 //! `KPACK_FUZZ_ITERS=1000000 KPACK_FUZZ_SECS=0` runs a million inputs),
 //! `KPACK_FUZZ_SEED` the seed, to replay a failure.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-mod peak_alloc;
-
-use archive_common::*;
-use peak_alloc::{PeakAlloc, PEAK};
+use crate::archive_common::*;
 use rocm_kpack_format::archive::{Archive, MAX_ZSTD_RATIO};
 use rocm_kpack_format::bundle::{self, CcobMethod};
 use rocm_kpack_format::manifest::Manifest;
@@ -22,13 +17,11 @@ use rocm_kpack_format::marker::{self, Marker};
 use rocm_kpack_format::msgpack;
 use rocm_kpack_format::wrapper::FatbinWrapper;
 use rocm_kpack_format::Error;
+use rocm_kpack_testkit::alloc::PEAK;
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-#[global_allocator]
-static ALLOC: PeakAlloc = PeakAlloc;
 
 const INTERESTING: &[u64] = &[
     0,

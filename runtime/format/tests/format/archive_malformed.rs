@@ -1,20 +1,13 @@
 //! Hostile and broken archives: every one must give an error (never a
 //! panic), and no single allocation may exceed what the input justifies.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-#[path = "../../../tests/support/src/bomb.rs"]
-mod bomb;
-mod peak_alloc;
+use rocm_kpack_testkit::bomb;
 
-use archive_common::*;
-use peak_alloc::{PeakAlloc, PEAK};
+use crate::archive_common::*;
 use rocm_kpack_format::archive::{Archive, CompressionScheme};
 use rocm_kpack_format::msgpack::{self, Value};
 use rocm_kpack_format::Error;
-
-#[global_allocator]
-static ALLOC: PeakAlloc = PeakAlloc;
+use rocm_kpack_testkit::alloc::PEAK;
 
 /// Opens `bytes` and, if that works, reads every entry and blob; returns
 /// the first error. Asserts the allocation bound on the way.

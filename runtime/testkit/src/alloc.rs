@@ -5,7 +5,6 @@
 //! alone in its binary, other tests' allocations count too).
 //! Each test binary installs it with
 //! `#[global_allocator] static ALLOC: PeakAlloc = PeakAlloc;`.
-#![allow(dead_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -2,10 +2,6 @@
 //! decodes to `size` zero bytes, with the TOC's `original_size` and the
 //! frame's content size both saying so. Readers must refuse it without
 //! allocating what it claims.
-//!
-//! Self-contained (only `rocm_kpack_format`), so the C ABI's unit tests
-//! compile it in by path without depending on this crate.
-#![allow(dead_code)]
 
 use rocm_kpack_format::archive::{ArchiveWriter, CompressionScheme, HEADER_SIZE};
 use rocm_kpack_format::msgpack::{self, Value};

@@ -1,9 +1,6 @@
 //! `.rocm_kpack_ref` marker: exact encoding, strict parsing.
-#![allow(clippy::unwrap_used)]
 
-mod archive_common;
-
-use archive_common::sample_marker;
+use crate::archive_common::sample_marker;
 use proptest::prelude::*;
 use rocm_kpack_format::marker::Marker;
 use rocm_kpack_format::msgpack::{self, Value};

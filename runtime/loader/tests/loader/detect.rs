@@ -5,10 +5,8 @@
 //! tests/fixtures/detect-golden/; plus overrides, hot-plug during a scan, and
 //! broken trees.
 //!
-//! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack-loader --test detect` rewrites
+//! `KPACK_UPDATE_GOLDEN=1 cargo test -p rocm-kpack-loader --test loader -- detect::` rewrites
 //! the goldens; review the diff before committing.
-#![allow(clippy::unwrap_used)]
-// tests: a panic is the failure report
 // Linux only: KFD sysfs exists only there, and the golden outputs hold
 // Linux's error texts ("No such file or directory"); under Wine 6 of these
 // tests differ only in those texts.
