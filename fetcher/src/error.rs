@@ -26,6 +26,9 @@ mod tests {
         #[error("cannot lock /x")]
         struct Lock(#[source] std::io::Error);
         let io = std::io::Error::new(std::io::ErrorKind::TimedOut, "held by pid 1");
-        assert_eq!(super::chain_text(&Lock(io)), "cannot lock /x: held by pid 1");
+        assert_eq!(
+            super::chain_text(&Lock(io)),
+            "cannot lock /x: held by pid 1"
+        );
     }
 }

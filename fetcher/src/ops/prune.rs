@@ -358,7 +358,11 @@ impl NativePm for Dnf {
 
 /// The device packages of the installed host packages whose target is
 /// not kept, and what the package manager would remove with them.
-fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> Result<BackendPlan, PruneError> {
+fn native_plan(
+    pm: &dyn NativePm,
+    name: &str,
+    ctx: &PruneContext,
+) -> Result<BackendPlan, PruneError> {
     let mut plan = BackendPlan::new(name);
     let installed = pm.installed()?;
     let keep = ctx.kept_device_targets();

@@ -259,12 +259,7 @@ struct Report {
 impl Report {
     /// Runs one step, timing it; on failure the error names the command
     /// that reproduces it.
-    fn step<T>(
-        &mut self,
-        name: &str,
-        reproduce: &str,
-        f: impl FnOnce() -> Result<T>,
-    ) -> Result<T> {
+    fn step<T>(&mut self, name: &str, reproduce: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         outln!("\n==> {name}")?;
         let start = Instant::now();
         let result = f();
@@ -451,11 +446,7 @@ fn run_steps(
             let deb = build_fat_deb(work)?;
             let wheel = build_fat_wheel(work)?;
             for p in [&deb, &wheel] {
-                outln!(
-                    "    {} ({})",
-                    p.display(),
-                    iec_size(fs::metadata(p)?.len())
-                )?;
+                outln!("    {} ({})", p.display(), iec_size(fs::metadata(p)?.len()))?;
             }
             Ok((deb, wheel))
         },
@@ -748,9 +739,8 @@ fn user_bytes(
 ) -> Result<String> {
     let spec = rocm_kpack_pkgspec::Spec::builtin();
     let version = &split_deb_version(version)?;
-    let sizes = |p: &Path| -> Result<(u64, u64)> {
-        Ok((fs::metadata(p)?.len(), installed_size(p)?))
-    };
+    let sizes =
+        |p: &Path| -> Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
     let (fat_dl, fat_inst) = sizes(fat)?;
     let (gen_dl, gen_inst) = sizes(&find_package(split, &format!("{name}_{version}_"))?)?;
     let mut groups = BTreeSet::new();

@@ -742,7 +742,10 @@ fn cli_only_mismatches(meta: &serde_json::Value) -> Vec<String> {
         let has_lib = p["targets"].as_array().expect("targets").iter().any(|t| {
             t["kind"].as_array().is_some_and(|kinds| {
                 kinds.iter().filter_map(|k| k.as_str()).any(|k| {
-                    matches!(k, "lib" | "rlib" | "dylib" | "cdylib" | "staticlib" | "proc-macro")
+                    matches!(
+                        k,
+                        "lib" | "rlib" | "dylib" | "cdylib" | "staticlib" | "proc-macro"
+                    )
                 })
             })
         });

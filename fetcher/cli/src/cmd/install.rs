@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::progress::Bars;
 use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_cli::{quiet, ExitStatus, UsageError};
 use rocm_kpack_fetcher::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
@@ -19,7 +20,6 @@ use rocm_kpack_fetcher::ops::install::{
 use rocm_kpack_fetcher::ops::{self, default_cache_dir};
 use rocm_kpack_fetcher::plan::{InstallPlan, Summary};
 use rocm_kpack_fetcher::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
-use crate::progress::Bars;
 use rocm_kpack_fetcher::progress::{Lines, Reporter, Silent};
 use rocm_kpack_fetcher::sources::SourceError;
 use serde::Serialize;
