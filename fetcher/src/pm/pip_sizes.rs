@@ -118,6 +118,9 @@ struct LockedWheel {
     name: Option<String>,
     #[serde(default)]
     url: Option<String>,
+    /// A local wheel, relative to the lock file or absolute.
+    #[serde(default)]
+    path: Option<String>,
     #[serde(default)]
     size: Option<u64>,
 }
@@ -163,7 +166,11 @@ pub fn size_left_out(
     Ok(())
 }
 
-fn pip_sizes(client: &Client, user: &UserArgs, reqs: &[String]) -> Result<Vec<Option<u64>>, WrapError> {
+fn pip_sizes(
+    client: &Client,
+    user: &UserArgs,
+    reqs: &[String],
+) -> Result<Vec<Option<u64>>, WrapError> {
     let mut c = client.python.command();
     c.args(["-c", PIP_FINDER_SCRIPT])
         .args(&user.select)
@@ -195,7 +202,8 @@ fn uv_sizes(
     dir: &Path,
 ) -> Result<Vec<Option<u64>>, WrapError> {
     let reqfile = dir.join("left-out.txt");
-    let lockfile = dir.join("left-out.pylock.toml");
+    // uv insists on the name pylock.*.toml.
+    let lockfile = dir.join("pylock.left-out.toml");
     let text: String = reqs.iter().map(|r| format!("{r}\n")).collect();
     rocm_kpack_fs::write_atomically(&reqfile, text.as_bytes(), None)?;
     let mut c = client.base();
@@ -210,10 +218,8 @@ fn uv_sizes(
     .arg(client.python_arg())
     .arg(format!("--output-file={}", lockfile.display()))
     .args(&user.select);
-    for f in &user.requirement_files {
-        c.arg("-r").arg(f);
-    }
-    c.arg("-r").arg(&reqfile);
+    // compile reads its requirements files as operands, not `-r`.
+    c.arg("--").args(&user.requirement_files).arg(&reqfile);
     checked(&mut c)?;
     let text = rocm_kpack_fs::read_limited(&lockfile, 16 << 20)?;
     let lock: Lock = toml::from_str(&String::from_utf8_lossy(&text))
@@ -234,6 +240,7 @@ fn uv_sizes(
                     let file = w.name.clone().or_else(|| {
                         w.url
                             .as_deref()
+                            .or(w.path.as_deref())
                             .and_then(|u| u.rsplit('/').next())
                             .map(str::to_string)
                     });
@@ -241,7 +248,16 @@ fn uv_sizes(
                 })
             });
         picked.push(match wheel {
-            Some(w) => (w.size, w.size.is_none().then(|| w.url.clone()).flatten()),
+            Some(w) if w.size.is_some() => (w.size, None),
+            Some(LockedWheel {
+                path: Some(p),
+                url: None,
+                ..
+            }) => {
+                let base = lockfile.parent().unwrap_or(dir);
+                (std::fs::metadata(base.join(p)).ok().map(|m| m.len()), None)
+            }
+            Some(w) => (None, w.url.clone()),
             None => (None, None),
         });
     }
@@ -303,15 +319,17 @@ fn wheel_fits(file: &str, env: &MarkerEnv) -> bool {
                     .and_then(|m| m.parse::<u32>().ok())
                     .is_some_and(|m| m <= minor))
     });
-    let abi_ok = abi.split('.').any(|t| {
-        t == "none" || t == "abi3" || (cpython && t.starts_with(&format!("cp{version}")))
-    });
+    let abi_ok = abi
+        .split('.')
+        .any(|t| t == "none" || t == "abi3" || (cpython && t.starts_with(&format!("cp{version}"))));
     let machine = get("platform_machine");
     let plat_ok = plat.split('.').any(|t| {
         t == "any"
             || match get("sys_platform") {
                 "linux" => {
-                    (t.starts_with("linux_") || t.starts_with("manylinux") || t.starts_with("musllinux"))
+                    (t.starts_with("linux_")
+                        || t.starts_with("manylinux")
+                        || t.starts_with("musllinux"))
                         && t.ends_with(&format!("_{machine}"))
                 }
                 "win32" => t == format!("win_{}", machine.to_ascii_lowercase()),

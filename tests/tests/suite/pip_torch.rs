@@ -357,7 +357,11 @@ fn torch_installs_one_targets_device_code() {
             expected += size;
         }
         assert_eq!(expected, others, "{client}: {plan}");
-        assert_eq!(plan["left_out_bytes"].as_u64(), Some(others), "{client}: {plan}");
+        assert_eq!(
+            plan["left_out_bytes"].as_u64(),
+            Some(others),
+            "{client}: {plan}"
+        );
         assert!(
             plan["bytes"].as_u64().expect("bytes") < expected,
             "{client}: {plan}"
@@ -377,7 +381,11 @@ fn torch_installs_one_targets_device_code() {
             .into_iter()
             .filter(|r| r.method == "GET" && r.path.ends_with(".metadata"))
             .map(|r| r.path)
-            .filter(|p| TARGETS.iter().any(|t| *t != "gfx942" && p.contains(&format!("_{t}-"))))
+            .filter(|p| {
+                TARGETS
+                    .iter()
+                    .any(|t| *t != "gfx942" && p.contains(&format!("_{t}-")))
+            })
             .collect();
         assert!(metadata.is_empty(), "{client}: fetched {metadata:?}");
 
@@ -412,6 +420,48 @@ fn torch_installs_one_targets_device_code() {
     let (_, bytes) = case.fetched();
     assert!(bytes >= (TARGETS.len() * DEVICE_BYTES) as u64, "{bytes}");
     eprintln!("plain pip: {bytes} device bytes fetched");
+}
+
+/// The dry run sizes the left-out wheels through the user's own options,
+/// here a local `--no-index --find-links DIR` (pip's finder reads the
+/// directory; uv's lock names `file://` URLs), and installs nothing.
+#[test]
+fn dry_run_sizes_what_find_links_would_add() {
+    let files = torch_index().join("files");
+    let others: u64 = TARGETS
+        .iter()
+        .filter(|t| **t != "gfx942")
+        .map(|t| {
+            fs::metadata(files.join(format!("rocm_sdk_device_{t}-{V}-py3-none-any.whl")))
+                .expect("wheel")
+                .len()
+        })
+        .sum();
+    for client in ["pip", "uv"] {
+        let case = Case::new(client);
+        let dir = files.display().to_string();
+        let o = case.wrapper(
+            client,
+            &["--dry-run", "--json"],
+            &["--no-index", "--find-links", &dir, "torch"],
+        );
+        assert!(o.status.success(), "{client}: {}", text(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let plan = &doc["plan"];
+        assert_eq!(
+            plan["left_out_bytes"].as_u64(),
+            Some(others),
+            "{client}: {plan}"
+        );
+        for l in plan["left_out"].as_array().expect("left_out") {
+            assert!(l["bytes"].as_u64().is_some(), "{client}: {l}");
+        }
+        assert!(case.installed().is_empty(), "{client}: installed");
+        assert!(
+            case.server.requests().is_empty(),
+            "{client}: asked the index"
+        );
+    }
 }
 
 /// `--target gfx90a,gfx942` with no GPU named brings both targets' device

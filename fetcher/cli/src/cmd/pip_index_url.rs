@@ -8,11 +8,12 @@ pub struct PipIndexUrlArgs {
     ignored: Vec<std::ffi::OsString>,
 }
 
-/// Always a usage error that says what to run instead.
+const RETIRED: &str = "pip-index-url is retired: the pip index is one, BASE/simple/, and the \
+    `device-<target>` extras choose the device code. Install with\n  pip install --extra-index-url \
+    BASE/simple/ 'PACKAGE[device-<target>]'\nor let rocm-kpack-fetch add them: rocm-kpack-fetch \
+    pip install PACKAGE. The per-family URLs (BASE/families/<family>/) keep working.";
+
+/// Always the usage error [`RETIRED`] (exit 2).
 pub fn run(_: &PipIndexUrlArgs) -> anyhow::Result<rocm_kpack_cli::ExitStatus> {
-    Err(rocm_kpack_cli::UsageError("pip-index-url is retired: the pip index is one, \
-        BASE/simple/, and the `device-<target>` extras choose the device code. Install with\n  \
-        pip install --extra-index-url BASE/simple/ 'PACKAGE[device-<target>]'\nor let \
-        rocm-kpack-fetch add them: rocm-kpack-fetch pip install PACKAGE. The per-family URLs \
-        (BASE/families/<family>/) keep working.".into()).into())
+    Err(rocm_kpack_cli::UsageError(RETIRED.into()).into())
 }

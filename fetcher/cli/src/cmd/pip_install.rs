@@ -9,11 +9,11 @@ use clap::Args;
 use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg, UsageError};
 use rocm_kpack_fetcher::install::PermissionPolicy;
 use rocm_kpack_fetcher::pm::describe;
-use rocm_kpack_fetcher::pm::pip_sizes::size_left_out;
 use rocm_kpack_fetcher::pm::pip_install::{
     install_command, parse_args, resolve, run as run_client, unmark_dependencies, Client,
     ClientKind, Plan, WrapError,
 };
+use rocm_kpack_fetcher::pm::pip_sizes::size_left_out;
 use rocm_kpack_fetcher::python::Interpreter;
 use serde::Serialize;
 
