@@ -4,9 +4,8 @@
 //! ([`write_text`]; its JSON is the serialization of [`Detection`]).
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use rocm_kpack_format::target::TargetId;
 use rocm_kpack_loader::detect::{
     detect, processor_name, ArchOverride, DetectOptions, Detection, GpuNode, HsaOverride,
@@ -97,12 +96,25 @@ pub fn check_override(opts: &DetectOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// Detection failed below a sysfs root.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot detect GPUs below {}", root.display())]
+pub struct DetectError {
+    /// The sysfs root detection read (`/` for this machine).
+    pub root: PathBuf,
+    /// Why.
+    #[source]
+    pub source: rocm_kpack_loader::Error,
+}
+
 /// Detection below `sysfs_root` (`/` for this machine) with `opts` (the
 /// overrides; the command line builds them from `--target` and the
 /// environment).
-pub fn local_detection(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Result<Detection> {
-    detect(sysfs_root, opts)
-        .with_context(|| format!("cannot detect GPUs below {}", sysfs_root.display()))
+pub fn local_detection(sysfs_root: &Path, opts: &DetectOptions) -> Result<Detection, DetectError> {
+    detect(sysfs_root, opts).map_err(|source| DetectError {
+        root: sysfs_root.to_path_buf(),
+        source,
+    })
 }
 
 /// Detection plus its targets parsed as target ids.
@@ -116,7 +128,7 @@ pub struct LocalTargets {
 
 /// Detects (or takes the override) and parses the targets. Unparsable
 /// names from sysfs are dropped with a warning in the detection.
-pub fn local_targets(sysfs_root: &Path, opts: &DetectOptions) -> anyhow::Result<LocalTargets> {
+pub fn local_targets(sysfs_root: &Path, opts: &DetectOptions) -> Result<LocalTargets, DetectError> {
     let mut detection = local_detection(sysfs_root, opts)?;
     let mut ids = Vec::new();
     for t in &detection.targets {

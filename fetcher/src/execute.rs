@@ -329,6 +329,21 @@ fn failed(d: &Dest, error: String) -> Failed {
     }
 }
 
+/// Why a plan's execution stopped before its transfers ended (a failed
+/// transfer is not one: it is in the [`Report`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// The runtime that drives the transfers could not start.
+    #[error(transparent)]
+    Runtime(#[from] std::io::Error),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] reqwest::Error),
+    /// A transfer task panicked or was cancelled.
+    #[error("a transfer task failed: {0}")]
+    Task(String),
+}
+
 /// Executes `plan`. `locked` maps each `.kpack` directory this process
 /// holds the lock of to `Ok`, or to the reason it could not be locked
 /// (archives for it then fail with that reason). `states` are the loaded
@@ -340,7 +355,7 @@ pub fn execute(
     locked: &BTreeMap<PathBuf, Result<(), String>>,
     states: BTreeMap<PathBuf, State>,
     reporter: Arc<dyn Reporter>,
-) -> anyhow::Result<Report> {
+) -> Result<Report, ExecuteError> {
     let mut report = Report::default();
     if plan.fetches().next().is_none() {
         return Ok(report);
@@ -407,7 +422,7 @@ pub fn execute(
                     report.failed.extend(placed.failed);
                     report.owned.extend(placed.owned);
                 }
-                Err(e) => anyhow::bail!("a transfer task failed: {e}"),
+                Err(e) => return Err(ExecuteError::Task(e.to_string())),
             }
         }
         Ok(())
@@ -520,7 +535,7 @@ async fn run_job(ctx: JobContext, job: Job) -> Placed {
                 } if is_disk_full(&e) => Some(path.clone()),
                 _ => None,
             };
-            let msg = format!("{:#}", anyhow::Error::from(e));
+            let msg = crate::error::chain_text(&e);
             let mut failed = all_failed(&dests, &msg, &causes);
             for f in &mut failed {
                 f.disk_full.clone_from(&disk_full);

@@ -1,8 +1,10 @@
-//! `rocm-kpack-fetch`: detect the local AMD GPUs and fetch, verify and
-//! install the device code they need. The binary parses arguments (its own
-//! private `cli` and `cmd` modules), sets up logging, calls this library and
-//! turns the result into an exit code (the table shared with `rocm-kpack`,
-//! in `rocm_kpack_cli`).
+//! The library of `rocm-kpack-fetch`: detect the local AMD GPUs and fetch,
+//! verify and install the device code they need. The binary (its own
+//! package, `fetcher/cli`) parses arguments, sets up logging, renders
+//! progress, calls this library and turns the result into an exit code (the
+//! table shared with `rocm-kpack`, in `rocm_kpack_cli`). The library carries
+//! no clap, anyhow or indicatif: it returns typed errors and reports
+//! progress through [`progress::Reporter`].
 //!
 //! [`detect`] finds the local targets; [`ops`] holds the work of each
 //! command (plain data in, serializable reports out). Below them the
@@ -21,6 +23,7 @@ pub mod config;
 pub mod database_sets;
 pub mod detect;
 pub mod download;
+pub mod error;
 pub mod execute;
 pub mod install;
 pub mod ops;

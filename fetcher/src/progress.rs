@@ -1,12 +1,12 @@
 //! Progress of transfers through a small reporter trait: the download code
-//! calls it, the command line picks an implementation: indicatif bars on a
-//! terminal, one line per event otherwise, or nothing.
+//! calls it, the command line picks an implementation: bars on a terminal
+//! (the `rocm-kpack-fetch` binary renders them), one line per event
+//! otherwise ([`Lines`]), or nothing ([`Silent`]).
 
 use std::io::Write;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rocm_kpack_cli::iec_size;
 
 /// Receives transfer events. Implementations must be cheap: `advance` is
@@ -64,7 +64,8 @@ struct LineTransfer {
     received: Mutex<u64>,
 }
 
-fn line(text: &str) {
+/// One line on stderr; a closed stderr is not an error.
+pub fn line(text: &str) {
     let mut err = std::io::stderr().lock();
     // A closed stderr is no reason to fail an install.
     let _ = writeln!(err, "{text}");
@@ -125,80 +126,6 @@ impl Transfer for LineTransfer {
                 iec_size(rate(received, secs)),
             )),
             Err(why) => line(&format!("failed {}: {why}", self.name)),
-        }
-    }
-}
-
-/// indicatif bars on stderr, one per transfer.
-pub struct Bars {
-    multi: MultiProgress,
-}
-
-impl Bars {
-    /// Bars drawn on stderr (callers check that it is a terminal).
-    pub fn new() -> Bars {
-        Bars {
-            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
-        }
-    }
-}
-
-impl Default for Bars {
-    fn default() -> Self {
-        Bars::new()
-    }
-}
-
-struct BarTransfer {
-    bar: ProgressBar,
-    multi: MultiProgress,
-    name: String,
-}
-
-impl Reporter for Bars {
-    fn start(&self, name: &str, _url: &str, total: u64, already: u64) -> Box<dyn Transfer> {
-        let bar = self.multi.add(ProgressBar::new(total));
-        let style = ProgressStyle::with_template(
-            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
-        bar.set_message(name.to_string());
-        bar.set_position(already);
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Box::new(BarTransfer {
-            bar,
-            multi: self.multi.clone(),
-            name: name.to_string(),
-        })
-    }
-    fn note(&self, message: &str) {
-        if self.multi.println(message).is_err() {
-            line(message);
-        }
-    }
-    fn close(&self) {
-        // Finished bars would share a line with what is printed next.
-        let _ = self.multi.clear();
-    }
-}
-
-impl Transfer for BarTransfer {
-    fn advance(&self, bytes: u64) {
-        self.bar.inc(bytes);
-    }
-    fn reset(&self, position: u64) {
-        self.bar.set_position(position);
-    }
-    fn finish(&self, outcome: Result<(), &str>) {
-        match outcome {
-            Ok(()) => self.bar.finish_with_message(format!("{} ok", self.name)),
-            Err(why) => {
-                self.bar
-                    .abandon_with_message(format!("{} failed", self.name));
-                let _ = self.multi.println(format!("failed {}: {why}", self.name));
-            }
         }
     }
 }

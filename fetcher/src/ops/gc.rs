@@ -212,8 +212,19 @@ pub struct GcRequest {
     pub lock: LockOptions,
 }
 
+/// Why `gc` collected nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    /// No local targets: every archive would go.
+    #[error("no local targets: every archive would be collected")]
+    NoTargets,
+    /// Removing the collected archives failed.
+    #[error(transparent)]
+    Removal(#[from] super::RemovalError),
+}
+
 /// The one library call behind `gc`: scans, then [`gc`].
-pub fn run(req: &GcRequest) -> anyhow::Result<GcReport> {
+pub fn run(req: &GcRequest) -> Result<GcReport, GcError> {
     gc(&req.local, &req.scan.scan(), req.apply, req.lock)
 }
 
@@ -225,11 +236,10 @@ pub fn gc(
     scan: &Scan,
     remove: bool,
     lock: LockOptions,
-) -> anyhow::Result<GcReport> {
-    anyhow::ensure!(
-        !local.ids.is_empty(),
-        "no local targets: every archive would be collected"
-    );
+) -> Result<GcReport, GcError> {
+    if local.ids.is_empty() {
+        return Err(GcError::NoTargets);
+    }
     let mut warnings = local.detection.warnings.clone();
     let candidates = unneeded(
         scan,

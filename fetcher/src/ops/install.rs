@@ -82,9 +82,15 @@ pub enum InstallError {
     /// transfer.
     #[error("{0}")]
     NoSource(String),
-    /// The install itself failed.
+    /// A locked directory's state could not be read.
     #[error(transparent)]
-    Other(#[from] anyhow::Error),
+    State(#[from] crate::state::StateError),
+    /// The plan's execution stopped.
+    #[error(transparent)]
+    Execute(#[from] crate::execute::ExecuteError),
+    /// Removing superseded archives failed.
+    #[error(transparent)]
+    Removal(#[from] super::RemovalError),
 }
 
 /// The one library call behind `install` (archives): scans the installed
@@ -198,7 +204,7 @@ pub fn install(
     options: &ExecOptions,
     reporter: Arc<dyn Reporter>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<(InstallPlan, Report)> {
+) -> Result<(InstallPlan, Report), InstallError> {
     // Read without the locks only to choose what to lock; judged again below.
     let unlocked = load_states(&scan.kpack_dirs, &mut Vec::new());
     let to_lock: BTreeSet<PathBuf> = scan
@@ -382,11 +388,12 @@ pub struct PmInstallOutcome {
 /// would deadlock on its lock), plans, hands the plan to `announce` (the
 /// command prints it before the package manager's own output starts) and,
 /// unless this is a dry run or there is nothing to do, runs the package
-/// manager.
-pub fn run_package_manager(
+/// manager. Errors are the caller's type `E`: what `announce` returns, or a
+/// [`PmError`] converted.
+pub fn run_package_manager<E: From<PmError>>(
     req: PmInstallRequest,
-    announce: impl FnOnce(&PmInstallOutcome) -> anyhow::Result<()>,
-) -> anyhow::Result<PmInstallOutcome> {
+    announce: impl FnOnce(&PmInstallOutcome) -> Result<(), E>,
+) -> Result<PmInstallOutcome, E> {
     let scan = req.scan.scan();
     let mut warnings: Vec<String> = scan
         .refused

@@ -21,13 +21,12 @@ pub mod verify;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::install::LockOptions;
 use crate::plan::{Claims, ItemKind};
 use crate::resolve::{Scan, ScanConfig};
-use crate::state::State;
+use crate::state::{State, StateError};
 use rocm_kpack_format::layout::KPACK_DIR;
 
 /// The default cache directory: below `root` when it is not `/`, else
@@ -159,6 +158,31 @@ pub fn claims_for(scan: &Scan, removals: &[Removal]) -> Claims {
     claims
 }
 
+/// Why removing recorded archives failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemovalError {
+    /// A `.kpack` directory's lock could not be taken (held past the wait,
+    /// or not ours to take).
+    #[error("cannot lock {}", dir.display())]
+    Lock {
+        /// The `.kpack` directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A directory's state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A recorded file could not be deleted.
+    #[error(transparent)]
+    Delete(#[from] crate::install::DeleteError),
+    /// Recorded files that were refused (changed since, symlinks, ...),
+    /// one line each; the others were removed.
+    #[error("{}", .0.join("\n"))]
+    Refused(Vec<String>),
+}
+
 /// Removes the archives under each directory's lock, dropping their state
 /// records; a database file another manifest of `scan` (or of a `.kpack`
 /// directory whose paths reach it, [`claims_for`]) lists is kept. Only
@@ -167,7 +191,7 @@ pub fn apply_removals(
     removals: &[Removal],
     scan: &Scan,
     lock: LockOptions,
-) -> anyhow::Result<Removed> {
+) -> Result<Removed, RemovalError> {
     let claims = claims_for(scan, removals);
     let mut by_dir: BTreeMap<&Path, Vec<(ItemKind, &str)>> = BTreeMap::new();
     for r in removals {
@@ -178,8 +202,11 @@ pub fn apply_removals(
     }
     let mut out = Removed::default();
     for (dir, names) in by_dir {
-        let _lock = crate::install::lock_kpack_dir(dir, lock)
-            .with_context(|| format!("cannot lock {}", dir.display()))?;
+        let _lock =
+            crate::install::lock_kpack_dir(dir, lock).map_err(|source| RemovalError::Lock {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
         let done = remove_recorded(dir, &names, &claims)?;
         out.removed.extend(done.removed);
         out.kept.extend(done.kept);
@@ -203,7 +230,7 @@ pub(crate) fn remove_recorded(
     dir: &Path,
     names: &[(ItemKind, &str)],
     claims: &Claims,
-) -> anyhow::Result<Removed> {
+) -> Result<Removed, RemovalError> {
     let mut state = State::load(dir)?;
     let mut out = Removed::default();
     let mut refused = Vec::new();
@@ -253,7 +280,7 @@ pub(crate) fn remove_recorded(
     }
     state.save(dir)?;
     if !refused.is_empty() {
-        anyhow::bail!(refused.join("\n"));
+        return Err(RemovalError::Refused(refused));
     }
     Ok(out)
 }

@@ -155,9 +155,9 @@ pub trait PruneBackend {
     /// Its name in the output (`files`, `apt`, `dnf`, `pip`).
     fn name(&self) -> &'static str;
     /// What it would remove; reads only.
-    fn plan(&self, ctx: &PruneContext) -> anyhow::Result<BackendPlan>;
+    fn plan(&self, ctx: &PruneContext) -> Result<BackendPlan, PruneError>;
     /// Removes what `plan` (its own earlier answer) lists.
-    fn apply(&self, ctx: &PruneContext, plan: &BackendPlan) -> anyhow::Result<Applied>;
+    fn apply(&self, ctx: &PruneContext, plan: &BackendPlan) -> Result<Applied, PruneError>;
 }
 
 /// What `prune` found and did (its `--json` output).
@@ -177,13 +177,34 @@ pub struct PruneReport {
     pub warnings: Vec<String>,
 }
 
+/// Why `prune` planned or removed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    /// No target to keep: every target's device code would go.
+    #[error("no targets to keep: the device code of every target would go")]
+    NothingKept,
+    /// The package manager would also remove these packages, which are the
+    /// user's (not AMD meta packages), and `--allow-dependents` was not given.
+    #[error(
+        "not pruning anything: the package manager would also remove {}, which depend{} on a device package and are not AMD meta packages; pass --allow-dependents to remove them too",
+        .0.join(", "),
+        if .0.len() == 1 { "s" } else { "" }
+    )]
+    Dependents(Vec<String>),
+    /// A package manager failed.
+    #[error(transparent)]
+    Pm(#[from] PmError),
+    /// Removing this tool's own files failed.
+    #[error(transparent)]
+    Removal(#[from] super::RemovalError),
+}
+
 /// Plans every backend (reads only). Refuses an empty `keep`: every
 /// target's device code would go.
-pub fn plan(backends: &[&dyn PruneBackend], ctx: &PruneContext) -> anyhow::Result<PruneReport> {
-    anyhow::ensure!(
-        !ctx.keep.is_empty(),
-        "no targets to keep: the device code of every target would go"
-    );
+pub fn plan(backends: &[&dyn PruneBackend], ctx: &PruneContext) -> Result<PruneReport, PruneError> {
+    if ctx.keep.is_empty() {
+        return Err(PruneError::NothingKept);
+    }
     let mut plans = Vec::new();
     for b in backends {
         plans.push(b.plan(ctx)?);
@@ -204,18 +225,15 @@ pub fn apply(
     backends: &[&dyn PruneBackend],
     ctx: &PruneContext,
     report: &mut PruneReport,
-) -> anyhow::Result<()> {
-    let dependents: Vec<&str> = report
+) -> Result<(), PruneError> {
+    let dependents: Vec<String> = report
         .backends
         .iter()
-        .flat_map(|b| b.dependents.iter().map(String::as_str))
+        .flat_map(|b| b.dependents.iter().cloned())
         .collect();
-    anyhow::ensure!(
-        dependents.is_empty() || ctx.allow_dependents,
-        "not pruning anything: the package manager would also remove {}, which depend{} on a device package and are not AMD meta packages; pass --allow-dependents to remove them too",
-        dependents.join(", "),
-        if dependents.len() == 1 { "s" } else { "" }
-    );
+    if !(dependents.is_empty() || ctx.allow_dependents) {
+        return Err(PruneError::Dependents(dependents));
+    }
     report.applied = true;
     for (b, plan) in backends.iter().zip(&report.backends) {
         if plan.items.is_empty() {
@@ -239,7 +257,7 @@ impl PruneBackend for OwnFiles {
         "files"
     }
 
-    fn plan(&self, ctx: &PruneContext) -> anyhow::Result<BackendPlan> {
+    fn plan(&self, ctx: &PruneContext) -> Result<BackendPlan, PruneError> {
         let mut plan = BackendPlan::new(self.name());
         let removals =
             super::gc::unneeded(ctx.scan, ctx.keep, &ctx.keep_label(), &mut plan.warnings);
@@ -269,7 +287,7 @@ impl PruneBackend for OwnFiles {
         Ok(plan)
     }
 
-    fn apply(&self, ctx: &PruneContext, plan: &BackendPlan) -> anyhow::Result<Applied> {
+    fn apply(&self, ctx: &PruneContext, plan: &BackendPlan) -> Result<Applied, PruneError> {
         let removals: Vec<Removal> = plan
             .items
             .iter()
@@ -340,7 +358,11 @@ impl NativePm for Dnf {
 
 /// The device packages of the installed host packages whose target is
 /// not kept, and what the package manager would remove with them.
-fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Result<BackendPlan> {
+fn native_plan(
+    pm: &dyn NativePm,
+    name: &str,
+    ctx: &PruneContext,
+) -> Result<BackendPlan, PruneError> {
     let mut plan = BackendPlan::new(name);
     let installed = pm.installed()?;
     let keep = ctx.kept_device_targets();
@@ -397,7 +419,7 @@ fn native_plan(pm: &dyn NativePm, name: &str, ctx: &PruneContext) -> anyhow::Res
 
 /// Removes the plan's packages (and, as shown, what depends on them),
 /// first marking the rest of each host's packages as wanted.
-fn native_apply(pm: &dyn NativePm, plan: &BackendPlan) -> anyhow::Result<Applied> {
+fn native_apply(pm: &dyn NativePm, plan: &BackendPlan) -> Result<Applied, PruneError> {
     let names: Vec<String> = plan.items.iter().map(|i| i.name.clone()).collect();
     let installed = pm.installed()?;
     let hosts = native::hosts(pm.native(), &installed);
@@ -426,11 +448,11 @@ impl PruneBackend for Apt {
         "apt"
     }
 
-    fn plan(&self, ctx: &PruneContext) -> anyhow::Result<BackendPlan> {
+    fn plan(&self, ctx: &PruneContext) -> Result<BackendPlan, PruneError> {
         native_plan(self, self.name(), ctx)
     }
 
-    fn apply(&self, _ctx: &PruneContext, plan: &BackendPlan) -> anyhow::Result<Applied> {
+    fn apply(&self, _ctx: &PruneContext, plan: &BackendPlan) -> Result<Applied, PruneError> {
         native_apply(self, plan)
     }
 }
@@ -440,11 +462,11 @@ impl PruneBackend for Dnf {
         "dnf"
     }
 
-    fn plan(&self, ctx: &PruneContext) -> anyhow::Result<BackendPlan> {
+    fn plan(&self, ctx: &PruneContext) -> Result<BackendPlan, PruneError> {
         native_plan(self, self.name(), ctx)
     }
 
-    fn apply(&self, _ctx: &PruneContext, plan: &BackendPlan) -> anyhow::Result<Applied> {
+    fn apply(&self, _ctx: &PruneContext, plan: &BackendPlan) -> Result<Applied, PruneError> {
         native_apply(self, plan)
     }
 }

@@ -40,7 +40,7 @@ pub struct RemoveRequest {
 }
 
 /// The one library call behind `remove`: scans, then [`remove`].
-pub fn run(req: &RemoveRequest) -> anyhow::Result<RemoveReport> {
+pub fn run(req: &RemoveRequest) -> Result<RemoveReport, super::RemovalError> {
     remove(&req.scan.scan(), &req.names, req.apply, req.lock)
 }
 
@@ -51,7 +51,7 @@ pub fn remove(
     names: &[String],
     apply: bool,
     lock: LockOptions,
-) -> anyhow::Result<RemoveReport> {
+) -> Result<RemoveReport, super::RemovalError> {
     let mut warnings = Vec::new();
     let states = load_states(&scan.kpack_dirs, &mut warnings);
     let mut chosen = Vec::new();

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::RemovalError;
+use crate::error::chain_text;
 use crate::install::LockOptions;
 use crate::resolve::ScanConfig;
 use rocm_kpack_format::layout::{KPACK_DIR, MANIFEST_EXT};
@@ -97,7 +99,8 @@ pub fn run(req: &TriggerRequest) -> TriggerReport {
             lock_holder(&e)
         )),
         Err(e) => report.parts.push(format!(
-            "could not remove the archives of removed packages: {e:#}"
+            "could not remove the archives of removed packages: {}",
+            chain_text(&e)
         )),
     }
     if !req.removed_only {
@@ -106,16 +109,23 @@ pub fn run(req: &TriggerRequest) -> TriggerReport {
     report
 }
 
+/// `e` and its causes.
+fn causes<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
+}
+
 /// Whether `e` is a lock another run held for longer than the wait.
-fn is_lock_timeout(e: &anyhow::Error) -> bool {
-    e.chain()
+fn is_lock_timeout(e: &RemovalError) -> bool {
+    causes(e)
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
         .any(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }
 
 /// The holder's words of a lock timeout ("… is held by … (pid N) …").
-fn lock_holder(e: &anyhow::Error) -> String {
-    e.chain()
+fn lock_holder(e: &RemovalError) -> String {
+    causes(e)
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
         .find(|io| io.kind() == std::io::ErrorKind::TimedOut)
         .map(|io| io.to_string())
@@ -155,7 +165,7 @@ fn scope(paths: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Removes the orphans of the scanned directories; returns how many.
-fn prune(config: &ScanConfig, lock: LockOptions) -> anyhow::Result<usize> {
+fn prune(config: &ScanConfig, lock: LockOptions) -> Result<usize, RemovalError> {
     let scan = config.scan();
     let mut warnings = Vec::new();
     let orphans = super::gc::orphans(&scan, &mut warnings);
@@ -196,17 +206,29 @@ fn fetch(req: &TriggerRequest, prefixes: &[PathBuf]) -> String {
     match fetch_here(req, prefixes) {
         Ok(line) => line,
         Err(e) => format!(
-            "device code not fetched: {e:#}; run `rocm-kpack-fetch install --auto` to retry"
+            "device code not fetched: {}; run `rocm-kpack-fetch install --auto` to retry",
+            chain_text(&e)
         ),
     }
 }
 
+/// Why the trigger's own fetch (a child process) did not run to the end.
+#[derive(Debug, thiserror::Error)]
+enum FetchHereError {
+    /// This program's path is unknown, so it cannot start itself.
+    #[error("cannot find this program's path")]
+    NoProgram,
+    /// The child could not be started or waited for.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The child ran past the deadline (seconds) and was killed.
+    #[error("stopped after {0} s")]
+    Timeout(u64),
+}
+
 /// `install --auto --json` as a child process with a deadline.
-fn fetch_here(req: &TriggerRequest, prefixes: &[PathBuf]) -> anyhow::Result<String> {
-    let exe = req
-        .exe
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("cannot find this program's path"))?;
+fn fetch_here(req: &TriggerRequest, prefixes: &[PathBuf]) -> Result<String, FetchHereError> {
+    let exe = req.exe.as_ref().ok_or(FetchHereError::NoProgram)?;
     let mut cmd = Command::new(exe);
     cmd.args(["install", "--auto", "--json", "--retries", "2"]);
     cmd.arg("--wait").arg(req.lock.wait.as_secs().to_string());
@@ -255,7 +277,7 @@ fn fetch_here(req: &TriggerRequest, prefixes: &[PathBuf]) -> anyhow::Result<Stri
         .and_then(|h| h.join().ok())
         .unwrap_or_default();
     let Some(status) = status else {
-        anyhow::bail!("stopped after {} s", req.timeout.as_secs());
+        return Err(FetchHereError::Timeout(req.timeout.as_secs()));
     };
     Ok(match status.code() {
         Some(0) => summary(&out),

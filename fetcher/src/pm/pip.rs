@@ -428,7 +428,7 @@ impl crate::ops::prune::PruneBackend for Pip {
     fn plan(
         &self,
         ctx: &crate::ops::prune::PruneContext,
-    ) -> anyhow::Result<crate::ops::prune::BackendPlan> {
+    ) -> Result<crate::ops::prune::BackendPlan, crate::ops::prune::PruneError> {
         use crate::ops::prune::{BackendPlan, PruneItem, PruneKind};
         let listing = self.listing()?;
         let (gone, notes) = removable(
@@ -486,7 +486,7 @@ impl crate::ops::prune::PruneBackend for Pip {
         &self,
         _ctx: &crate::ops::prune::PruneContext,
         plan: &crate::ops::prune::BackendPlan,
-    ) -> anyhow::Result<crate::ops::prune::Applied> {
+    ) -> Result<crate::ops::prune::Applied, crate::ops::prune::PruneError> {
         let names: Vec<&str> = plan.items.iter().map(|i| i.name.as_str()).collect();
         let python = self.interpreter()?;
         // The links to remove, found again now, and only those shown.

@@ -10,8 +10,9 @@
 //! Its inputs are product data in this crate: the fat binaries and the
 //! stand-in HIP runtime in `binaries/` (the test fixtures, copied by
 //! `binaries/generate.sh`) and the simulated machines in `machines/`.
-//! The demo is a command, so like the `rocm-kpack` command modules it
-//! reports errors with `anyhow`.
+//! The demo is a library the `rocm-kpack` binary calls with [`Options`]
+//! (its `demo` arguments are the binary's): it reports errors as an
+//! [`Error`], each with its chain of causes, which the binary prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -20,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Context as _};
 use include_dir::{include_dir, Dir};
 use rocm_kpack_cli::{iec_size, ExitStatus};
 use rocm_kpack_format::marker::read_elf_marker;
@@ -38,7 +38,114 @@ use sha2::{Digest, Sha256};
 /// Runs `rocm-kpack ARGS...` (argv without the program name) in this
 /// process and returns its exit status: the `rocm-kpack` binary's own
 /// dispatcher, which this crate cannot link (the binary links the demo).
-pub type RocmKpack<'a> = &'a dyn Fn(&[OsString]) -> anyhow::Result<ExitStatus>;
+pub type RocmKpack<'a> = &'a dyn Fn(&[OsString]) -> Result<ExitStatus, BoxError>;
+
+/// Any error, as the demo receives it from the crates it calls.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why the demo stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What was being done (a step, with the command that reproduces it;
+    /// a file) failed because of `source`.
+    #[error("{context}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: BoxError,
+    },
+    /// A check of the demo failed, or an input is missing.
+    #[error("{0}")]
+    Failed(String),
+    /// An error of a crate the demo calls, as that crate reports it.
+    #[error(transparent)]
+    Cause(BoxError),
+}
+
+impl Error {
+    fn cause(e: impl Into<BoxError>) -> Error {
+        Error::Cause(e.into())
+    }
+}
+
+macro_rules! impl_from {
+    ($($t:ty),* $(,)?) => {
+        $(impl From<$t> for Error {
+            fn from(e: $t) -> Error {
+                Error::cause(e)
+            }
+        })*
+    };
+}
+
+impl_from!(
+    std::io::Error,
+    std::num::ParseIntError,
+    std::num::TryFromIntError,
+    std::array::TryFromSliceError,
+    object::Error,
+    serde_json::Error,
+    rocm_kpack_format::Error,
+    rocm_kpack_package::PackageError,
+    BoxError,
+);
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, said above its cause (the file, the step).
+trait Context<T> {
+    fn context(self, context: impl std::fmt::Display) -> Result<T>;
+    fn with_context<C: std::fmt::Display>(self, context: impl FnOnce() -> C) -> Result<T>;
+}
+
+impl<T, E: Into<BoxError>> Context<T> for std::result::Result<T, E> {
+    fn context(self, context: impl std::fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::Context {
+            context: context.to_string(),
+            source: e.into(),
+        })
+    }
+    fn with_context<C: std::fmt::Display>(self, context: impl FnOnce() -> C) -> Result<T> {
+        self.map_err(|e| Error::Context {
+            context: context().to_string(),
+            source: e.into(),
+        })
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, context: impl std::fmt::Display) -> Result<T> {
+        self.ok_or_else(|| Error::Failed(context.to_string()))
+    }
+    fn with_context<C: std::fmt::Display>(self, context: impl FnOnce() -> C) -> Result<T> {
+        self.ok_or_else(|| Error::Failed(context().to_string()))
+    }
+}
+
+/// Stops with [`Error::Failed`].
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err(Error::Failed(format!($($arg)*)))
+    };
+}
+
+/// [`bail!`] unless `cond`.
+macro_rules! ensure {
+    ($cond:expr, $($arg:tt)*) => {
+        if !$cond {
+            bail!($($arg)*);
+        }
+    };
+}
+
+/// `outln!`, its error an [`Error`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        rocm_kpack_cli::outln!($($arg)*).map_err(Error::cause)
+    };
+}
 
 /// Fat binaries compiled by Debian's clang-19 for seven targets (CCOB-compressed
 /// and plain), embedded so the demo needs nothing but the binary:
@@ -123,32 +230,23 @@ const GPUS: &[(&str, &str, Dir<'static>)] = &[
 /// simulated GPU (a real machine's KFD sysfs tree), load every code object
 /// through the runtime, run a split executable through the preload shim on
 /// a stand-in HIP runtime, and report bytes saved and sha256 checks.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Which machine to simulate: the KFD sysfs tree of a real machine,
-    /// whose GPUs give the targets (a machine, not a `--target`: detection
-    /// is part of what the demo shows).
-    // `--gpu` was its name; kept, hidden, for scripts.
-    #[arg(long, alias = "gpu", value_name = "MACHINE", default_value = "rx7900xtx", value_parser = gpu_names())]
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which machine to simulate (one of [`machines`]): the KFD sysfs tree
+    /// of a real machine, whose GPUs give the targets.
     pub machine: String,
     /// Keep the working directory instead of removing it.
-    #[arg(long)]
     pub keep: bool,
     /// Work in this directory (created, kept) instead of a temporary one.
-    #[arg(long, value_name = "DIR", value_parser = rocm_kpack_cli::out_dir)]
     pub dir: Option<PathBuf>,
-    /// Debian 12's librocrand1 5.3.3-4 .deb (`apt-get download
-    /// librocrand1=5.3.3-4`) to split as well, a real ROCm library beside
-    /// the built-in fixtures.
-    #[arg(long, value_name = "DEB")]
+    /// Debian 12's librocrand1 5.3.3-4 .deb to split as well, a real ROCm
+    /// library beside the built-in fixtures.
     pub librocrand: Option<PathBuf>,
 }
 
-fn gpu_names() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(
-        GPUS.iter()
-            .map(|(name, about, _)| clap::builder::PossibleValue::new(*name).help(*about)),
-    )
+/// The machines the demo can simulate: (name, description).
+pub fn machines() -> impl Iterator<Item = (&'static str, &'static str)> {
+    GPUS.iter().map(|(name, about, _)| (*name, *about))
 }
 
 /// Step timings and report lines.
@@ -161,13 +259,8 @@ struct Report {
 impl Report {
     /// Runs one step, timing it; on failure the error names the command
     /// that reproduces it.
-    fn step<T>(
-        &mut self,
-        name: &str,
-        reproduce: &str,
-        f: impl FnOnce() -> anyhow::Result<T>,
-    ) -> anyhow::Result<T> {
-        rocm_kpack_cli::outln!("\n==> {name}")?;
+    fn step<T>(&mut self, name: &str, reproduce: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        outln!("\n==> {name}")?;
         let start = Instant::now();
         let result = f();
         self.steps
@@ -202,11 +295,11 @@ impl Work {
 }
 
 /// Runs the demo; `rocm_kpack` runs the `rocm-kpack` commands it shows.
-pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> {
+pub fn run(args: Options, rocm_kpack: RocmKpack<'_>) -> Result<ExitStatus> {
     // Checked before the first step, not when the step that reads it runs.
     if let Some(deb) = &args.librocrand {
         if !deb.is_file() {
-            anyhow::bail!("--librocrand {}: no such file", deb.display());
+            bail!("--librocrand {}: no such file", deb.display());
         }
     }
     // The fetcher runs from step 5 on; missing, say so before step 1.
@@ -227,7 +320,7 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
         }
     };
     let kept = args.keep || args.dir.is_some();
-    rocm_kpack_cli::outln!(
+    outln!(
         "rocm-kpack demo: simulated GPU {}, working directory {}{}",
         args.machine,
         root.display(),
@@ -247,16 +340,16 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
         }
     }
     result?;
-    rocm_kpack_cli::outln!("\nrocm-kpack demo: report")?;
+    outln!("\nrocm-kpack demo: report")?;
     for line in &report.lines {
-        rocm_kpack_cli::outln!("  {line}")?;
+        outln!("  {line}")?;
     }
-    rocm_kpack_cli::outln!("  time per step:")?;
+    outln!("  time per step:")?;
     for (name, secs) in &report.steps {
-        rocm_kpack_cli::outln!("    {secs:>7.3} s  {name}")?;
+        outln!("    {secs:>7.3} s  {name}")?;
     }
     // Apart from the build that made this program, which cargo timed.
-    rocm_kpack_cli::outln!(
+    outln!(
         "  the demo took {:.1} s in all",
         started.elapsed().as_secs_f64()
     )?;
@@ -265,10 +358,10 @@ pub fn run(args: Args, rocm_kpack: RocmKpack<'_>) -> anyhow::Result<ExitStatus> 
 
 /// Prints `rocm-kpack ARGS...` and runs it through `runner`, as the user
 /// would on the command line.
-fn rocm_kpack_step(runner: RocmKpack<'_>, args: &[OsString]) -> anyhow::Result<()> {
+fn rocm_kpack_step(runner: RocmKpack<'_>, args: &[OsString]) -> Result<()> {
     let mut argv = vec![OsString::from("rocm-kpack")];
     argv.extend(args.iter().cloned());
-    rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
+    outln!("$ {}", shell_line(&argv))?;
     let status = runner(args)?;
     ensure!(status == ExitStatus::Success, "exited {}", status.code());
     Ok(())
@@ -276,11 +369,11 @@ fn rocm_kpack_step(runner: RocmKpack<'_>, args: &[OsString]) -> anyhow::Result<(
 
 /// Runs `rocm-kpack-fetch ARGS...` as a child process (the fetcher is its
 /// own program; the splitter does not link it); returns its exit code.
-fn rocm_kpack_fetch(args: &[OsString]) -> anyhow::Result<u8> {
+fn rocm_kpack_fetch(args: &[OsString]) -> Result<u8> {
     let fetch = fetcher_program()?;
     let mut argv = vec![OsString::from("rocm-kpack-fetch")];
     argv.extend(args.iter().cloned());
-    rocm_kpack_cli::outln!("$ {}", shell_line(&argv))?;
+    outln!("$ {}", shell_line(&argv))?;
     let status = Command::new(&fetch)
         .args(args)
         .status()
@@ -332,11 +425,11 @@ fn shell_line(argv: &[OsString]) -> String {
 }
 
 fn run_steps(
-    args: &Args,
+    args: &Options,
     work: &Work,
     runner: RocmKpack<'_>,
     report: &mut Report,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let rocm_kpack = |argv: &[OsString]| rocm_kpack_step(runner, argv);
     // 1. Inputs: a fat deb and a fat wheel carrying the fat fixtures.
     let (fat_deb, fat_wheel) = report.step(
@@ -353,11 +446,7 @@ fn run_steps(
             let deb = build_fat_deb(work)?;
             let wheel = build_fat_wheel(work)?;
             for p in [&deb, &wheel] {
-                rocm_kpack_cli::outln!(
-                    "    {} ({})",
-                    p.display(),
-                    iec_size(fs::metadata(p)?.len())
-                )?;
+                outln!("    {} ({})", p.display(), iec_size(fs::metadata(p)?.len()))?;
             }
             Ok((deb, wheel))
         },
@@ -382,7 +471,7 @@ fn run_steps(
             if let Some(deb) = librocrand {
                 rocm_kpack(&os(&[&"split-package", deb, &"--out", &work.split]))?;
             } else {
-                rocm_kpack_cli::outln!(
+                outln!(
                     "    (a real ROCm library too: `apt-get download librocrand1=5.3.3-4` on Debian 12, then --librocrand FILE)"
                 )?;
             }
@@ -416,12 +505,12 @@ fn run_steps(
                 // rocm-kpack-fetch and installs no package of it.
                 &"--no-fetcher",
             ]))?;
-            rocm_kpack_cli::outln!(
+            outln!(
                 "    (--no-fetcher: without it, publish also adds rocm-kpack-fetch's own deb, rpm and wheel, \
                  which the generic packages recommend; the demo runs this build's rocm-kpack-fetch instead)"
             )?;
             let server = Server::start(&work.repo)?;
-            rocm_kpack_cli::outln!("    serving {} at {}", work.repo.display(), server.url)?;
+            outln!("    serving {} at {}", work.repo.display(), server.url)?;
             Ok(server)
         },
     )?;
@@ -518,7 +607,7 @@ fn run_steps(
         },
     )?;
     if targets.is_empty() {
-        rocm_kpack_cli::outln!(
+        outln!(
             "\nThe simulated machine ({}) has no AMD GPU, so it needs no device code:\n\
              the generic package is installed and its host code runs; rocm-kpack-fetch\n\
              found nothing to fetch and exited {} (\"no GPU\"). On a machine with a GPU it\n\
@@ -554,7 +643,7 @@ fn run_steps(
             || run_with_preload(work, &isas, &shim),
         )?),
         None => {
-            rocm_kpack_cli::outln!(
+            outln!(
                 "\n==> preload shim: skipped, {PRELOAD_SHIM} is neither beside this program nor in ../lib \
                  (`{BUILD_COMMAND}` builds it beside rocm-kpack)"
             )?;
@@ -647,12 +736,11 @@ fn user_bytes(
     version: &str,
     fat: &Path,
     targets: &[String],
-) -> anyhow::Result<String> {
+) -> Result<String> {
     let spec = rocm_kpack_pkgspec::Spec::builtin();
     let version = &split_deb_version(version)?;
-    let sizes = |p: &Path| -> anyhow::Result<(u64, u64)> {
-        Ok((fs::metadata(p)?.len(), installed_size(p)?))
-    };
+    let sizes =
+        |p: &Path| -> Result<(u64, u64)> { Ok((fs::metadata(p)?.len(), installed_size(p)?)) };
     let (fat_dl, fat_inst) = sizes(fat)?;
     let (gen_dl, gen_inst) = sizes(&find_package(split, &format!("{name}_{version}_"))?)?;
     let mut groups = BTreeSet::new();
@@ -691,7 +779,7 @@ fn user_bytes(
 /// their zstd-encoded store objects), against the fat deb; and the share
 /// device code has in the fat package, with the same figures measured on a
 /// real library for comparison.
-fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
+fn auto_bytes(work: &Work, fat: &Path) -> Result<String> {
     let generic = find_package(
         &work.split,
         &format!("{DEB_NAME}_{}_", split_deb_version(VERSION)?),
@@ -731,7 +819,7 @@ fn auto_bytes(work: &Work, fat: &Path) -> anyhow::Result<String> {
 }
 
 /// `Installed-Size` (KiB) from a deb's control file, as dpkg reports it.
-fn installed_size(deb: &Path) -> anyhow::Result<u64> {
+fn installed_size(deb: &Path) -> Result<u64> {
     let out = Command::new("dpkg-deb")
         .args(["-f"])
         .arg(deb)
@@ -755,7 +843,7 @@ const TENSILE_FILE_SIZE: usize = 256 << 10;
 /// built for: `TensileLibrary_<processor>.co`, one of that processor's
 /// real code objects repeated (as Tensile's thousands of similar kernels
 /// are), so it compresses like the real thing.
-fn tensile_database() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+fn tensile_database() -> Result<Vec<(String, Vec<u8>)>> {
     let libmulti = FAT_FIXTURES
         .iter()
         .find(|(n, _)| *n == "lib/libmulti.so")
@@ -802,7 +890,7 @@ fn tensile_database() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .collect())
 }
 
-fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
+fn build_fat_deb(work: &Work) -> Result<PathBuf> {
     let root = work.fat.join("deb-root");
     for (name, bytes) in FAT_FIXTURES {
         let path = root.join(PREFIX).join(name);
@@ -825,7 +913,7 @@ fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
          Section: libs\nPriority: optional\nDescription: rocm-kpack demo fat binaries\n \
          Fat binaries compiled from rocm-kpack's test sources for seven GPU targets.\n"
     ))
-    .map_err(anyhow::Error::msg)?;
+    .map_err(Error::Failed)?;
     let payload = Payload::scan(&root)?;
     let out = work.fat.join(format!("{DEB_NAME}_{VERSION}_amd64.deb"));
     write_deb(
@@ -842,7 +930,7 @@ fn build_fat_deb(work: &Work) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
-fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
+fn build_fat_wheel(work: &Work) -> Result<PathBuf> {
     let root = work.fat.join("wheel-root");
     let pkg = root.join(WHEEL_DIST);
     fs::create_dir_all(&pkg)?;
@@ -878,21 +966,21 @@ fn build_fat_wheel(work: &Work) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
-fn source_date_epoch() -> anyhow::Result<u64> {
+fn source_date_epoch() -> Result<u64> {
     Ok(rocm_kpack_package::source_date_epoch()?)
 }
 
 /// The one package in `dir` whose file name starts with `prefix`.
 /// The version of the split debs of a fat deb at `version` (the built-in
 /// spec's suffix, as the demo splits with it).
-fn split_deb_version(version: &str) -> anyhow::Result<String> {
+fn split_deb_version(version: &str) -> Result<String> {
     rocm_kpack_pkgspec::Spec::builtin()
         .version
         .deb(version)
-        .map_err(anyhow::Error::msg)
+        .map_err(Error::Failed)
 }
 
-fn find_package(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
+fn find_package(dir: &Path, prefix: &str) -> Result<PathBuf> {
     let mut found = Vec::new();
     for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();
@@ -912,7 +1000,7 @@ fn find_package(dir: &Path, prefix: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Installs a deb into a throwaway root with dpkg (as the packaging tests do).
-fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
+fn install_deb(root: &Path, deb: &Path) -> Result<()> {
     for d in ["var/lib/dpkg/updates", "var/lib/dpkg/info"] {
         fs::create_dir_all(root.join(d))?;
     }
@@ -920,7 +1008,7 @@ fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
     if !status.exists() {
         fs::write(&status, "")?;
     }
-    rocm_kpack_cli::outln!(
+    outln!(
         "$ dpkg --root={} --force-not-root -i {}",
         root.display(),
         deb.display()
@@ -940,7 +1028,7 @@ fn install_deb(root: &Path, deb: &Path) -> anyhow::Result<()> {
 }
 
 /// The code objects of a fat binary by (bundle index, target id).
-fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), Vec<u8>>> {
+fn original_code_objects(data: &[u8]) -> Result<BTreeMap<(u32, String), Vec<u8>>> {
     use object::{Object as _, ObjectSection as _};
     let file = object::File::parse(data)?;
     let section = file
@@ -960,7 +1048,7 @@ fn original_code_objects(data: &[u8]) -> anyhow::Result<BTreeMap<(u32, String), 
 
 /// The co_index of every wrapper of a split binary (each a HIPK wrapper
 /// pointing at the marker).
-fn split_co_indices(data: &[u8]) -> anyhow::Result<Vec<u32>> {
+fn split_co_indices(data: &[u8]) -> Result<Vec<u32>> {
     use object::{Object as _, ObjectSection as _};
     let file = object::File::parse(data)?;
     let section = file
@@ -980,7 +1068,7 @@ fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
+fn load_and_compare(work: &Work, isas: &[String]) -> Result<usize> {
     let cache = Cache::with_config(LoaderConfig::default());
     let mut loaded = 0;
     for (name, fat) in FAT_FIXTURES {
@@ -1009,7 +1097,7 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
                     "{name}#{co_index} {}: sha256 {got}, original {want}",
                     co.arch
                 );
-                rocm_kpack_cli::outln!(
+                outln!(
                     "    {name}#{co_index} for {isa}: {} code object from {}, {} bytes, sha256 {}.. = original",
                     co.arch,
                     co.archive_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -1027,14 +1115,14 @@ fn load_and_compare(work: &Work, isas: &[String]) -> anyhow::Result<usize> {
 /// the demo runs (one feature set, so every shared crate compiles once),
 /// which leaves the fetcher and the preload shim beside `rocm-kpack`.
 pub const BUILD_COMMAND: &str =
-    "cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch -p rocm-kpack-preload";
+    "cargo build --release -p rocm-kpack -p rocm-kpack-fetch -p rocm-kpack-preload";
 
 /// Where `librocm_kpack_preload.so` is: beside this executable (the
 /// README's build), or in `../lib` (runtime/install-runtime.sh's prefix
 /// beside `cargo install --root` of the same prefix). None when neither
 /// has it: an installed demo has no source tree to build it from, and
 /// runs no cargo.
-fn preload_shim() -> anyhow::Result<Option<PathBuf>> {
+fn preload_shim() -> Result<Option<PathBuf>> {
     let dir = this_program_dir()?;
     Ok([
         dir.join(PRELOAD_SHIM),
@@ -1048,7 +1136,7 @@ const PRELOAD_SHIM: &str = "librocm_kpack_preload.so";
 
 /// Where `rocm-kpack-fetch` is: beside this executable (the same build,
 /// or `cargo install` of both commands), else on PATH.
-fn fetcher_program() -> anyhow::Result<PathBuf> {
+fn fetcher_program() -> Result<PathBuf> {
     const FETCH: &str = "rocm-kpack-fetch";
     let dir = this_program_dir()?;
     if dir.join(FETCH).is_file() {
@@ -1068,16 +1156,16 @@ fn fetcher_program() -> anyhow::Result<PathBuf> {
         })
 }
 
-fn this_program_dir() -> anyhow::Result<PathBuf> {
+fn this_program_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating this program")?;
     Ok(exe.parent().context("this program's directory")?.to_owned())
 }
 
-fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> anyhow::Result<usize> {
+fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> Result<usize> {
     let record = work.root.join("hip-registrations");
     fs::create_dir_all(&record)?;
     let app = work.install_root.join(PREFIX).join(FAT_FIXTURES[0].0);
-    rocm_kpack_cli::outln!(
+    outln!(
         "$ LD_PRELOAD={} LD_LIBRARY_PATH={} ROCM_KPACK_ARCH_OVERRIDE={} {}",
         shim.display(),
         work.stub.display(),
@@ -1133,7 +1221,7 @@ fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> anyhow::Result
                     sha256_hex(code) == sha256_hex(want),
                     "{target}: registered bytes differ from the original"
                 );
-                rocm_kpack_cli::outln!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len())?;
+                outln!("    HIP runtime received a HIPF bundle with the {target} code object, {} bytes = original", code.len())?;
             }
         }
         n += 1;
@@ -1143,7 +1231,7 @@ fn run_with_preload(work: &Work, isas: &[String], shim: &Path) -> anyhow::Result
 }
 
 /// Writes an embedded directory tree to `dest`.
-fn extract_dir(dir: &Dir<'_>, dest: &Path) -> anyhow::Result<()> {
+fn extract_dir(dir: &Dir<'_>, dest: &Path) -> Result<()> {
     fs::create_dir_all(dest)?;
     for entry in dir.entries() {
         let path = dest.join(entry.path());

@@ -417,7 +417,7 @@ fn multiarch_miopen_databases_outside_the_prefix_split_fetch_verify_remove() {
     let state = fs::read_to_string(
         root.join(MULTIARCH_LIB)
             .join(rocm_kpack_format::layout::KPACK_DIR)
-            .join(rocm_kpack_fetch::config::STATE_FILE),
+            .join(rocm_kpack_fetcher::config::STATE_FILE),
     )
     .unwrap();
     assert!(
@@ -717,7 +717,7 @@ fn database_only_device_code_installs_updates_and_goes() {
     assert!(!installed.exists(), "{o:?}");
     assert!(dat.is_file());
     assert!(
-        !kpack.join(rocm_kpack_fetch::config::STATE_FILE).exists(),
+        !kpack.join(rocm_kpack_fetcher::config::STATE_FILE).exists(),
         "{o:?}"
     );
 }

@@ -615,37 +615,46 @@ fn one_crate_builds_the_c_library() {
 
 #[test]
 fn the_splitter_does_not_link_the_fetcher() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "rocm-kpack-splitter",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .current_dir(repo())
-        .output()
-        .expect("cargo tree");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8_lossy(&out.stdout);
-    for banned in ["rocm-kpack-fetch ", "tokio ", "reqwest ", "rustls "] {
+    // The library and the `rocm-kpack` binary package over it.
+    for package in ["rocm-kpack-splitter", "rocm-kpack"] {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .args([
+                "tree",
+                "--offline",
+                "-p",
+                package,
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+            ])
+            .current_dir(repo())
+            .output()
+            .expect("cargo tree");
         assert!(
-            !tree.lines().any(|l| l.starts_with(banned)),
-            "splitter depends on {banned}:\n{tree}"
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8_lossy(&out.stdout);
+        for banned in [
+            "rocm-kpack-fetcher ",
+            "rocm-kpack-fetch ",
+            "tokio ",
+            "reqwest ",
+            "rustls ",
+        ] {
+            assert!(
+                !tree.lines().any(|l| l.starts_with(banned)),
+                "{package} depends on {banned}:\n{tree}"
+            );
+        }
+        assert!(
+            tree.lines().any(|l| l.starts_with("rocm-kpack-format ")),
+            "{tree}"
         );
     }
-    assert!(
-        tree.lines().any(|l| l.starts_with("rocm-kpack-format ")),
-        "{tree}"
-    );
 }
 
 /// The workspace's crates from `cargo metadata`: name, directory relative
@@ -653,6 +662,30 @@ fn the_splitter_does_not_link_the_fetcher() {
 /// (normal dependencies, any target; dev and build dependencies are not
 /// edges of the architecture).
 fn workspace_crates() -> Vec<(String, String, Vec<String>)> {
+    let meta = workspace_metadata();
+    let packages = meta["packages"].as_array().expect("packages");
+    let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let root = repo();
+    packages
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().expect("name").to_string();
+            let manifest = Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+            let dir = manifest
+                .parent()
+                .and_then(|d| d.strip_prefix(&root).ok())
+                .expect("a crate inside the repository")
+                .to_string_lossy()
+                .into_owned();
+            let mut deps = normal_dependencies(p);
+            deps.retain(|d| names.contains(&d.as_str()));
+            (name, if dir.is_empty() { ".".into() } else { dir }, deps)
+        })
+        .collect()
+}
+
+/// `cargo metadata --no-deps` of the workspace.
+fn workspace_metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args([
@@ -670,35 +703,129 @@ fn workspace_crates() -> Vec<(String, String, Vec<String>)> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata json");
-    let packages = meta["packages"].as_array().expect("packages");
-    let names: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
-    let root = repo();
-    packages
+    serde_json::from_slice(&out.stdout).expect("metadata json")
+}
+
+/// The normal dependencies (any target; not dev or build) of a package of
+/// `cargo metadata`, sorted, each once.
+fn normal_dependencies(package: &serde_json::Value) -> Vec<String> {
+    let mut deps: Vec<String> = package["dependencies"]
+        .as_array()
+        .expect("dependencies")
         .iter()
-        .map(|p| {
-            let name = p["name"].as_str().expect("name").to_string();
-            let manifest = Path::new(p["manifest_path"].as_str().expect("manifest_path"));
-            let dir = manifest
-                .parent()
-                .and_then(|d| d.strip_prefix(&root).ok())
-                .expect("a crate inside the repository")
-                .to_string_lossy()
-                .into_owned();
-            let mut deps: Vec<String> = p["dependencies"]
-                .as_array()
-                .expect("dependencies")
+        .filter(|d| d["kind"].is_null())
+        .filter_map(|d| d["name"].as_str())
+        .map(str::to_string)
+        .collect();
+    deps.sort();
+    deps.dedup();
+    deps
+}
+
+/// The crates that hold only command-line code: the conventions crate
+/// both tools share and the two binary packages. Only they may use the
+/// command-line crates ([`CLI_ONLY`]).
+const CLI_CRATES: [&str; 3] = ["rocm-kpack-cli", "rocm-kpack", "rocm-kpack-fetch"];
+
+/// Argument parsing, error reporting for humans, progress bars: what a
+/// library leaves to the binary that calls it.
+const CLI_ONLY: [&str; 3] = ["clap", "anyhow", "indicatif"];
+
+/// Library crates (a package with a `lib` target of any kind) of `meta`
+/// outside [`CLI_CRATES`] with a normal dependency on a crate of
+/// [`CLI_ONLY`]; and CLI crates other than `rocm-kpack-cli` that have a
+/// library (the tools are binary packages).
+fn cli_only_mismatches(meta: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let name = p["name"].as_str().expect("name");
+        let has_lib = p["targets"].as_array().expect("targets").iter().any(|t| {
+            t["kind"].as_array().is_some_and(|kinds| {
+                kinds.iter().filter_map(|k| k.as_str()).any(|k| {
+                    matches!(
+                        k,
+                        "lib" | "rlib" | "dylib" | "cdylib" | "staticlib" | "proc-macro"
+                    )
+                })
+            })
+        });
+        if CLI_CRATES.contains(&name) {
+            if has_lib && name != "rocm-kpack-cli" {
+                out.push(format!("{name} is a binary package, yet it has a library"));
+            }
+            continue;
+        }
+        if !has_lib {
+            continue;
+        }
+        for dep in normal_dependencies(p) {
+            if CLI_ONLY.contains(&dep.as_str()) {
+                out.push(format!(
+                    "library crate {name} depends on {dep}, which only {} may use",
+                    CLI_CRATES.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn libraries_carry_no_clap_anyhow_or_indicatif() {
+    let mismatches = cli_only_mismatches(&workspace_metadata());
+    assert!(
+        mismatches.is_empty(),
+        "`cargo metadata`: the tools are binary crates, libraries return typed errors and report progress through a trait:\n{}",
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn the_cli_only_check_catches_a_library_with_clap_and_a_tool_with_a_library() {
+    let package = |name: &str, kind: &str, deps: &[(&str, Option<&str>)]| {
+        serde_json::json!({
+            "name": name,
+            "targets": [{ "kind": [kind] }],
+            "dependencies": deps
                 .iter()
-                .filter(|d| d["kind"].is_null())
-                .filter_map(|d| d["name"].as_str())
-                .filter(|d| names.contains(d))
-                .map(str::to_string)
-                .collect();
-            deps.sort();
-            deps.dedup();
-            (name, if dir.is_empty() { ".".into() } else { dir }, deps)
+                .map(|(d, k)| serde_json::json!({ "name": d, "kind": k }))
+                .collect::<Vec<_>>(),
         })
-        .collect()
+    };
+    let meta = |packages: Vec<serde_json::Value>| serde_json::json!({ "packages": packages });
+    let good = meta(vec![
+        package("rocm-kpack-cli", "lib", &[("clap", None), ("anyhow", None)]),
+        package("rocm-kpack", "bin", &[("clap", None), ("indicatif", None)]),
+        package("rocm-kpack-fetch", "bin", &[("anyhow", None)]),
+        package("rocm-kpack-tests", "lib", &[("anyhow", Some("dev"))]),
+        package("rocm-kpack-capi", "cdylib", &[("libc", None)]),
+    ]);
+    assert_eq!(cli_only_mismatches(&good), Vec::<String>::new());
+    let bad = [
+        (
+            package("rocm-kpack-fetcher", "lib", &[("anyhow", None)]),
+            "library crate rocm-kpack-fetcher depends on anyhow",
+        ),
+        (
+            package("rocm-kpack-demo", "lib", &[("clap", None)]),
+            "library crate rocm-kpack-demo depends on clap",
+        ),
+        (
+            package("rocm-kpack-capi", "staticlib", &[("indicatif", None)]),
+            "library crate rocm-kpack-capi depends on indicatif",
+        ),
+        (
+            package("rocm-kpack-fetch", "lib", &[]),
+            "rocm-kpack-fetch is a binary package, yet it has a library",
+        ),
+    ];
+    for (p, expected) in bad {
+        let found = cli_only_mismatches(&meta(vec![p]));
+        assert!(
+            found.iter().any(|m| m.contains(expected)),
+            "expected {expected:?} in {found:?}"
+        );
+    }
 }
 
 /// The lines of `doc` under the heading `## {title}`, up to the next `## `.

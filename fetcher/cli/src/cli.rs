@@ -359,7 +359,7 @@ pub struct ScanArgs {
     pub unsafe_permissions: bool,
     /// Seconds to wait for a .kpack directory that another rocm-kpack-fetch
     /// has locked (its pid is shown) before giving up (install, remove, gc).
-    #[arg(long = "wait", value_name = "SECONDS", default_value_t = rocm_kpack_fetch::install::DEFAULT_LOCK_WAIT_SECS)]
+    #[arg(long = "wait", value_name = "SECONDS", default_value_t = rocm_kpack_fetcher::install::DEFAULT_LOCK_WAIT_SECS)]
     pub wait: u64,
 }
 
@@ -396,10 +396,10 @@ pub struct NetArgs {
     /// Throughput floor in bytes per second: a transfer that receives less
     /// than this, on average, over --speed-time seconds is abandoned and the
     /// next source is tried from byte 0 (0: no floor).
-    #[arg(long, value_name = "BYTES", default_value_t = rocm_kpack_fetch::client::DEFAULT_SPEED_LIMIT)]
+    #[arg(long, value_name = "BYTES", default_value_t = rocm_kpack_fetcher::client::DEFAULT_SPEED_LIMIT)]
     pub speed_limit: u64,
     /// The window of --speed-limit, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = rocm_kpack_fetch::client::DEFAULT_SPEED_TIME_SECS as f64, value_parser = parse_secs)]
+    #[arg(long, value_name = "SECS", default_value_t = rocm_kpack_fetcher::client::DEFAULT_SPEED_TIME_SECS as f64, value_parser = parse_secs)]
     pub speed_time: f64,
     /// Retries per URL for transient errors (timeouts, resets, 5xx, 429).
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -414,7 +414,7 @@ pub struct NetArgs {
     /// [default: 5: see docs/packaging.md].
     #[arg(long, value_name = "N|release", value_parser = parse_frame_level,
           conflicts_with = "no_transport")]
-    pub frame_level: Option<rocm_kpack_fetch::execute::FrameLevel>,
+    pub frame_level: Option<rocm_kpack_fetcher::execute::FrameLevel>,
     /// Always download archives as they are published, never their
     /// transport form, and kernel-database files one by one, never as a
     /// processor's set.
@@ -425,9 +425,9 @@ pub struct NetArgs {
 /// `--native-host`: a pattern [`NativeScheme`] takes (checked with the
 /// default device pattern), so a typo is a usage error in every mode.
 ///
-/// [`NativeScheme`]: rocm_kpack_fetch::pm::native::NativeScheme
+/// [`NativeScheme`]: rocm_kpack_fetcher::pm::native::NativeScheme
 fn parse_host_pattern(s: &str) -> Result<String, String> {
-    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_DEVICE_PATTERN};
+    use rocm_kpack_fetcher::pm::native::{NativeScheme, DEFAULT_DEVICE_PATTERN};
     NativeScheme::new(s, DEFAULT_DEVICE_PATTERN)
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
@@ -435,7 +435,7 @@ fn parse_host_pattern(s: &str) -> Result<String, String> {
 
 /// `--native-device`, as [`parse_host_pattern`].
 fn parse_device_pattern(s: &str) -> Result<String, String> {
-    use rocm_kpack_fetch::pm::native::{NativeScheme, DEFAULT_HOST_PATTERN};
+    use rocm_kpack_fetcher::pm::native::{NativeScheme, DEFAULT_HOST_PATTERN};
     NativeScheme::new(DEFAULT_HOST_PATTERN, s)
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
@@ -445,13 +445,13 @@ fn parse_device_pattern(s: &str) -> Result<String, String> {
 /// `--source` (plain http allowed: pip warns about it itself). The text
 /// is kept as given.
 fn parse_index_url(s: &str) -> Result<String, String> {
-    rocm_kpack_fetch::sources::parse_source_url(s, "--index-url", true)
+    rocm_kpack_fetcher::sources::parse_source_url(s, "--index-url", true)
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
 }
 
-fn parse_frame_level(s: &str) -> Result<rocm_kpack_fetch::execute::FrameLevel, String> {
-    use rocm_kpack_fetch::execute::{FrameLevel, MAX_FRAME_LEVEL};
+fn parse_frame_level(s: &str) -> Result<rocm_kpack_fetcher::execute::FrameLevel, String> {
+    use rocm_kpack_fetcher::execute::{FrameLevel, MAX_FRAME_LEVEL};
     if s == "release" {
         return Ok(FrameLevel::Release);
     }
@@ -524,12 +524,12 @@ pub struct InstallArgs {
 pub struct NativeArgs {
     /// Name pattern of a host package ({base}, {version}); each installed
     /// one gets the device packages of the local targets.
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_HOST_PATTERN,
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetcher::pm::native::DEFAULT_HOST_PATTERN,
           value_parser = parse_host_pattern)]
     pub native_host: String,
     /// Name pattern of a host package's device package for one target
     /// ({base}, {version}, {target}).
-    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetch::pm::native::DEFAULT_DEVICE_PATTERN,
+    #[arg(long, value_name = "PATTERN", default_value = rocm_kpack_fetcher::pm::native::DEFAULT_DEVICE_PATTERN,
           value_parser = parse_device_pattern)]
     pub native_device: String,
 }

@@ -2,14 +2,14 @@
 
 use rocm_kpack_cli::ExitStatus;
 use rocm_kpack_cli::{iec_size, plural};
-use rocm_kpack_fetch::detect::targets_origin;
-use rocm_kpack_fetch::download::Cache;
-use rocm_kpack_fetch::ops::{self, default_cache_dir};
-use rocm_kpack_fetch::sources::Sources;
+use rocm_kpack_fetcher::detect::targets_origin;
+use rocm_kpack_fetcher::download::Cache;
+use rocm_kpack_fetcher::ops::{self, default_cache_dir};
+use rocm_kpack_fetcher::sources::Sources;
 
 use super::{local_targets, print_warnings, scan_config};
 use crate::cli::StatusArgs;
-use rocm_kpack_fetch::unlisted::BinaryCoverage;
+use rocm_kpack_fetcher::unlisted::BinaryCoverage;
 
 /// Runs `status`.
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
@@ -22,10 +22,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitStatus> {
             .unwrap_or_else(|| default_cache_dir(&args.scan.root)),
     );
     let mut warnings = Vec::new();
-    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    let unlisted = rocm_kpack_fetcher::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::status::status(&local, &scan, &cache, unlisted);
     out.warnings.extend(warnings);
-    out.native = rocm_kpack_fetch::pm::native::coverage_in(
+    out.native = rocm_kpack_fetcher::pm::native::coverage_in(
         &args.scan.root,
         &super::native_scheme(&args.native)?,
         &local.ids,
@@ -124,7 +124,7 @@ fn shell_word(word: &str) -> String {
 /// The report for people.
 fn text(
     out: &ops::status::StatusReport,
-    local: &rocm_kpack_fetch::detect::LocalTargets,
+    local: &rocm_kpack_fetcher::detect::LocalTargets,
     cache: &Cache,
     advice: &Advice,
 ) -> String {

@@ -2,8 +2,8 @@
 //! a check fails, 3 without targets.
 
 use rocm_kpack_cli::{plural, ExitStatus};
-use rocm_kpack_fetch::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
-use rocm_kpack_fetch::sources::Sources;
+use rocm_kpack_fetcher::ops::{self, doctor::Outcome, doctor::VISIBLE_DEVICE_VARS};
+use rocm_kpack_fetcher::sources::Sources;
 
 use super::{local_targets, scan_config};
 use crate::cli::DoctorArgs;
@@ -18,11 +18,11 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitStatus> {
         .filter_map(|var| std::env::var(var).ok().map(|v| (var.to_string(), v)))
         .collect();
     let mut warnings = Vec::new();
-    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    let unlisted = rocm_kpack_fetcher::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     super::print_warnings(&warnings);
     let sources = Sources::configured(&args.scan.root, &scan.manifests);
     let mut out = ops::doctor::doctor(&local, &scan, &visible, &unlisted, &sources);
-    let native = rocm_kpack_fetch::pm::native::coverage_in(
+    let native = rocm_kpack_fetcher::pm::native::coverage_in(
         &args.scan.root,
         &super::native_scheme(&args.native)?,
         &local.ids,

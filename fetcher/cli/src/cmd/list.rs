@@ -2,7 +2,7 @@
 
 use rocm_kpack_cli::iec_size;
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_fetch::ops::{self, list::Presence};
+use rocm_kpack_fetcher::ops::{self, list::Presence};
 
 use super::{print_warnings, scan_config};
 use crate::cli::ListArgs;

@@ -1,5 +1,6 @@
 //! One module per subcommand: its `Args` and its `run`.
 
+pub mod demo;
 pub mod extract;
 pub mod inspect;
 pub mod package;
@@ -33,19 +34,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitStatus> {
         Command::Package(args) => package::run(args),
         Command::Publish(args) => publish::run(args),
         Command::SplitPackage(args) => split_package::run(args),
-        Command::Demo(args) => demo(args),
+        Command::Demo(args) => demo::run(args),
         Command::Docs(docs) => docs.run(<crate::cli::Cli as clap::CommandFactory>::command()),
     }
-}
-
-/// `rocm-kpack demo`: the demo lives in its own crate (splitter/demo);
-/// this hands it the `rocm-kpack` commands it shows, run in this process.
-fn demo(args: rocm_kpack_demo::Args) -> anyhow::Result<ExitStatus> {
-    rocm_kpack_demo::run(args, &|argv: &[std::ffi::OsString]| {
-        let program = std::ffi::OsString::from("rocm-kpack");
-        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(
-            std::iter::once(&program).chain(argv),
-        )?;
-        run(cli.command)
-    })
 }

@@ -1,20 +1,20 @@
 //! `rocm-kpack-fetch pip install <pip args>` and `rocm-kpack-fetch uv pip
 //! install <uv args>`: resolve first, then install exactly what the local
-//! GPUs need ([`rocm_kpack_fetch::pm::pip_install`]). Our options come
+//! GPUs need ([`rocm_kpack_fetcher::pm::pip_install`]). Our options come
 //! before `install` (`pip`) or `pip install` (`uv`); everything after is
 //! read as the client reads it.
 
 use anyhow::Context;
 use clap::Args;
 use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg, UsageError};
-use rocm_kpack_fetch::install::PermissionPolicy;
-use rocm_kpack_fetch::pm::describe;
-use rocm_kpack_fetch::pm::pip_install::{
+use rocm_kpack_fetcher::install::PermissionPolicy;
+use rocm_kpack_fetcher::pm::describe;
+use rocm_kpack_fetcher::pm::pip_install::{
     install_command, parse_args, resolve, run as run_client, unmark_dependencies, Client,
     ClientKind, Plan, WrapError,
 };
-use rocm_kpack_fetch::pm::pip_sizes::size_left_out;
-use rocm_kpack_fetch::python::Interpreter;
+use rocm_kpack_fetcher::pm::pip_sizes::size_left_out;
+use rocm_kpack_fetcher::python::Interpreter;
 use serde::Serialize;
 
 use super::{local_targets, print_warnings};

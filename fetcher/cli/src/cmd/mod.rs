@@ -1,5 +1,5 @@
 //! One module per subcommand: arguments in, a call into the library
-//! (`rocm_kpack_fetch::ops`, `detect`), text or JSON out, and the exit
+//! (`rocm_kpack_fetcher::ops`, `detect`), text or JSON out, and the exit
 //! status. Plumbing several commands share (targets and scan configuration
 //! from their argument groups, warnings) lives here.
 
@@ -17,9 +17,9 @@ pub mod trigger;
 mod verify;
 
 use rocm_kpack_cli::{ExitStatus, UsageError};
-use rocm_kpack_fetch::detect::LocalTargets;
-use rocm_kpack_fetch::install::{LockOptions, PermissionPolicy};
-use rocm_kpack_fetch::resolve::ScanConfig;
+use rocm_kpack_fetcher::detect::LocalTargets;
+use rocm_kpack_fetcher::install::{LockOptions, PermissionPolicy};
+use rocm_kpack_fetcher::resolve::ScanConfig;
 use rocm_kpack_loader::detect::{
     DetectOptions, Detection, ARCH_OVERRIDE_ENV, BOOTSTRAP_DISABLE_ENV, BOOTSTRAP_FORCE_ENV,
     CONDA_ARCH_ENV, HSA_OVERRIDE_ENV, UV_ARCH_ENV,
@@ -69,8 +69,8 @@ pub fn pip_device_status(
     args: &ScanArgs,
     config: &ScanConfig,
     targets: &[rocm_kpack_format::target::TargetId],
-) -> anyhow::Result<Option<rocm_kpack_fetch::pm::pip::NativeStatus>> {
-    Ok(rocm_kpack_fetch::pm::pip::NativeStatus::of_python(
+) -> anyhow::Result<Option<rocm_kpack_fetcher::pm::pip::NativeStatus>> {
+    Ok(rocm_kpack_fetcher::pm::pip::NativeStatus::of_python(
         config.python.as_deref(),
         targets,
         PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
@@ -83,7 +83,7 @@ pub fn pip_device_status(
 /// otherwise skip its site-packages with only a warning).
 pub fn scan_config(args: &ScanArgs) -> anyhow::Result<ScanConfig> {
     if let Some(python) = args.python.as_deref().filter(|p| !p.trim().is_empty()) {
-        rocm_kpack_fetch::python::Interpreter::trusted(
+        rocm_kpack_fetcher::python::Interpreter::trusted(
             python,
             PermissionPolicy::from_allow_unsafe(args.unsafe_permissions),
         )
@@ -112,12 +112,18 @@ pub fn scan_config(args: &ScanArgs) -> anyhow::Result<ScanConfig> {
 /// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, `UV_AMD_GPU_ARCHITECTURE`,
 /// `CONDA_OVERRIDE_AMDGPU_ARCH`).
 pub fn detection(args: &TargetArgs) -> anyhow::Result<Detection> {
-    rocm_kpack_fetch::detect::local_detection(&args.sysfs_root, &detect_options(args)?)
+    Ok(rocm_kpack_fetcher::detect::local_detection(
+        &args.sysfs_root,
+        &detect_options(args)?,
+    )?)
 }
 
 /// [`detection`] with its targets parsed.
 pub fn local_targets(args: &TargetArgs) -> anyhow::Result<LocalTargets> {
-    rocm_kpack_fetch::detect::local_targets(&args.sysfs_root, &detect_options(args)?)
+    Ok(rocm_kpack_fetcher::detect::local_targets(
+        &args.sysfs_root,
+        &detect_options(args)?,
+    )?)
 }
 
 /// `--target` and the override variables; bad values are usage errors.
@@ -134,14 +140,14 @@ fn detect_options(args: &TargetArgs) -> anyhow::Result<DetectOptions> {
     if target_override.is_some() {
         opts.arch_override = target_override;
     }
-    let tools = rocm_kpack_fetch::detect::ToolEnv {
+    let tools = rocm_kpack_fetcher::detect::ToolEnv {
         bootstrap_disable: env_var(BOOTSTRAP_DISABLE_ENV)?,
         bootstrap_force: env_var(BOOTSTRAP_FORCE_ENV)?,
         uv: env_var(UV_ARCH_ENV)?,
         conda: env_var(CONDA_ARCH_ENV)?,
     };
-    rocm_kpack_fetch::detect::apply_tool_env(&mut opts, &tools).map_err(UsageError)?;
-    rocm_kpack_fetch::detect::check_override(&opts).map_err(UsageError)?;
+    rocm_kpack_fetcher::detect::apply_tool_env(&mut opts, &tools).map_err(UsageError)?;
+    rocm_kpack_fetcher::detect::check_override(&opts).map_err(UsageError)?;
     Ok(opts)
 }
 
@@ -159,8 +165,8 @@ fn env_var(name: &str) -> anyhow::Result<Option<String>> {
 /// bad pattern is a usage error.
 pub fn native_scheme(
     args: &NativeArgs,
-) -> anyhow::Result<rocm_kpack_fetch::pm::native::NativeScheme> {
-    rocm_kpack_fetch::pm::native::NativeScheme::new(&args.native_host, &args.native_device)
+) -> anyhow::Result<rocm_kpack_fetcher::pm::native::NativeScheme> {
+    rocm_kpack_fetcher::pm::native::NativeScheme::new(&args.native_host, &args.native_device)
         .map_err(|e| UsageError(e.to_string()).into())
 }
 
@@ -200,7 +206,7 @@ pub fn no_targets(
     } else if !rocm_kpack_cli::quiet() {
         eprintln!(
             "{}",
-            rocm_kpack_fetch::detect::no_targets_message(&local.detection)
+            rocm_kpack_fetcher::detect::no_targets_message(&local.detection)
         );
         if let Some(why) = why {
             eprintln!("{why}");

@@ -306,7 +306,7 @@ pub enum Command {
     SplitPackage(cmd::split_package::Args),
     /// Run the whole pipeline on built-in inputs in a temporary directory.
     #[command(after_help = demo_help())]
-    Demo(rocm_kpack_demo::Args),
+    Demo(cmd::demo::Args),
     #[command(flatten)]
     Docs(rocm_kpack_cli::DocsCommand),
 }

@@ -3,7 +3,7 @@
 //! targets, 3 without.
 
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_fetch::detect::write_text;
+use rocm_kpack_fetcher::detect::write_text;
 
 use super::{detection, print_warnings};
 use crate::cli::DetectArgs;

@@ -7,20 +7,21 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::progress::Bars;
 use rocm_kpack_cli::{iec_size, plural};
 use rocm_kpack_cli::{quiet, ExitStatus, UsageError};
-use rocm_kpack_fetch::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
-use rocm_kpack_fetch::detect::{targets_origin, LocalTargets};
-use rocm_kpack_fetch::download::Cache;
-use rocm_kpack_fetch::execute::{ExecOptions, Failed, Installed, Owned, Report};
-use rocm_kpack_fetch::ops::install::{
+use rocm_kpack_fetcher::client::{Backoff, ClientOptions, HostCause, LOCAL_DISK_HOST};
+use rocm_kpack_fetcher::detect::{targets_origin, LocalTargets};
+use rocm_kpack_fetcher::download::Cache;
+use rocm_kpack_fetcher::execute::{ExecOptions, Failed, Installed, Owned, Report};
+use rocm_kpack_fetcher::ops::install::{
     InstallError, InstallRequest, PackageManager, PmInstallRequest, SourcesRequest,
 };
-use rocm_kpack_fetch::ops::{self, default_cache_dir};
-use rocm_kpack_fetch::plan::{InstallPlan, Summary};
-use rocm_kpack_fetch::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
-use rocm_kpack_fetch::progress::{Bars, Lines, Reporter, Silent};
-use rocm_kpack_fetch::sources::SourceError;
+use rocm_kpack_fetcher::ops::{self, default_cache_dir};
+use rocm_kpack_fetcher::plan::{InstallPlan, Summary};
+use rocm_kpack_fetcher::pm::{apt::Apt, dnf::Dnf, pip::Pip, PmPlan};
+use rocm_kpack_fetcher::progress::{Lines, Reporter, Silent};
+use rocm_kpack_fetcher::sources::SourceError;
 use serde::Serialize;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -106,7 +107,7 @@ pub fn run(args: &InstallArgs) -> anyhow::Result<ExitStatus> {
 /// error before anything is planned, not one failure per archive.
 fn check_local_sources(net: &NetArgs) -> anyhow::Result<()> {
     for text in &net.sources {
-        let url = rocm_kpack_fetch::sources::parse_source_url(text, "--source", net.allow_http)
+        let url = rocm_kpack_fetcher::sources::parse_source_url(text, "--source", net.allow_http)
             .map_err(|e| UsageError(e.to_string()))?;
         if url.scheme() == "file" {
             let dir = url.to_file_path().unwrap_or_default();
@@ -211,7 +212,7 @@ fn finish(
             for c in &plan.components {
                 for a in c
                     .items()
-                    .filter(|a| a.action == rocm_kpack_fetch::plan::Action::Present)
+                    .filter(|a| a.action == rocm_kpack_fetcher::plan::Action::Present)
                 {
                     text.push_str(&format!("present {} ({})\n", a.path.display(), a.reason()));
                 }
@@ -268,7 +269,7 @@ fn finish(
         .components
         .iter()
         .flat_map(|c| c.databases.iter())
-        .filter(|d| d.action == rocm_kpack_fetch::plan::Action::Refused)
+        .filter(|d| d.action == rocm_kpack_fetcher::plan::Action::Refused)
         .count();
     if refused_files > 0 {
         eprintln!(
@@ -396,7 +397,7 @@ fn run_pm(
             python: super::interpreter(args.scan.python.as_deref()),
             index_url: args.index_url.clone(),
             extra: args.pm_opts.clone(),
-            permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+            permissions: rocm_kpack_fetcher::install::PermissionPolicy::from_allow_unsafe(
                 args.scan.unsafe_permissions,
             ),
         }),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn templates() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/publish/templates")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../splitter/publish/templates")
 }
 
 fn bin() -> &'static str {
@@ -140,7 +140,7 @@ fn trigger_never_fails_and_says_one_line() {
     let dir = tempfile::tempdir().expect("tmp");
     let kdir = dir.path().join(".kpack");
     fs::create_dir_all(&kdir).expect("mkdir");
-    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/demo/machines/cpu-only");
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../splitter/demo/machines/cpu-only");
     let sysfs = sysfs.to_str().expect("utf-8");
     let (code, out) = run(
         &["--no-systemd", kdir.to_str().expect("utf-8")],

@@ -2,7 +2,7 @@
 //! unless `--yes`. Without targets nothing is collected (exit 3).
 
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_fetch::ops;
+use rocm_kpack_fetcher::ops;
 
 use super::{local_targets, lock_options, print_warnings, scan_config};
 use crate::cli::GcArgs;

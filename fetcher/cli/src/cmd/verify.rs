@@ -2,7 +2,7 @@
 //! problems.
 
 use rocm_kpack_cli::{plural, ExitStatus};
-use rocm_kpack_fetch::ops::{self, verify::Verdict};
+use rocm_kpack_fetcher::ops::{self, verify::Verdict};
 
 use super::{print_warnings, scan_config};
 use crate::cli::VerifyArgs;
@@ -13,7 +13,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitStatus> {
     let scan = config.scan();
     let local = super::local_targets(&args.targets)?;
     let mut warnings = Vec::new();
-    let unlisted = rocm_kpack_fetch::unlisted::check(&scan, &config, &local.ids, &mut warnings);
+    let unlisted = rocm_kpack_fetcher::unlisted::check(&scan, &config, &local.ids, &mut warnings);
     let mut out = ops::verify::verify(&scan, unlisted);
     out.warnings.extend(warnings);
     if !args.json.enabled {

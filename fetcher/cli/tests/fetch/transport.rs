@@ -210,7 +210,7 @@ fn a_transport_form_is_rebuilt_with_every_code_object_and_verified() {
     );
     assert_eq!(
         e["rebuilt"]["level"],
-        rocm_kpack_fetch::execute::FrameLevel::DEFAULT
+        rocm_kpack_fetcher::execute::FrameLevel::DEFAULT
     );
     // The decoded stream is not kept.
     assert_eq!(env.partials(), Vec::<(String, u64)>::new());

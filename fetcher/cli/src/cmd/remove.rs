@@ -2,7 +2,7 @@
 //! names that matched nothing are an error, reported after the output.
 
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_fetch::ops;
+use rocm_kpack_fetcher::ops;
 
 use super::{lock_options, print_warnings, scan_config};
 use crate::cli::RemoveArgs;

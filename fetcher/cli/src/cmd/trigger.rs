@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use clap::Args;
 use rocm_kpack_cli::ExitStatus;
-use rocm_kpack_fetch::install::{LockOptions, PermissionPolicy};
-use rocm_kpack_fetch::ops;
-use rocm_kpack_fetch::ops::trigger::TriggerRequest;
+use rocm_kpack_fetcher::install::{LockOptions, PermissionPolicy};
+use rocm_kpack_fetcher::ops;
+use rocm_kpack_fetcher::ops::trigger::TriggerRequest;
 
 /// Set to 1 to make the hooks do nothing (image builds).
 pub const SKIP_ENV: &str = "ROCM_KPACK_FETCH_SKIP";

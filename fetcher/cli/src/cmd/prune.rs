@@ -5,10 +5,10 @@
 //! (exit 3).
 
 use rocm_kpack_cli::{iec_size, print_stdout, quiet, ExitStatus, UsageError};
-use rocm_kpack_fetch::ops::prune::{self, OwnFiles, PruneBackend, PruneContext};
-use rocm_kpack_fetch::pm::apt::Apt;
-use rocm_kpack_fetch::pm::dnf::Dnf;
-use rocm_kpack_fetch::pm::pip::Pip;
+use rocm_kpack_fetcher::ops::prune::{self, OwnFiles, PruneBackend, PruneContext};
+use rocm_kpack_fetcher::pm::apt::Apt;
+use rocm_kpack_fetcher::pm::dnf::Dnf;
+use rocm_kpack_fetcher::pm::pip::Pip;
 use rocm_kpack_format::target::TargetId;
 
 use super::{local_targets, print_warnings, scan_config};
@@ -26,9 +26,9 @@ fn chosen(args: &PruneArgs) -> Vec<Via> {
         }
         return out;
     }
-    match rocm_kpack_fetch::unlisted::Database::of(&args.scan.root) {
-        Some(rocm_kpack_fetch::unlisted::Database::Dpkg(_)) => vec![Via::Apt],
-        Some(rocm_kpack_fetch::unlisted::Database::Rpm(_)) => vec![Via::Dnf],
+    match rocm_kpack_fetcher::unlisted::Database::of(&args.scan.root) {
+        Some(rocm_kpack_fetcher::unlisted::Database::Dpkg(_)) => vec![Via::Apt],
+        Some(rocm_kpack_fetcher::unlisted::Database::Rpm(_)) => vec![Via::Dnf],
         None => Vec::new(),
     }
 }
@@ -74,7 +74,7 @@ pub fn run(args: &PruneArgs) -> anyhow::Result<ExitStatus> {
         python: super::interpreter(args.scan.python.as_deref()),
         index_url: None,
         extra: args.pm_opts.clone(),
-        permissions: rocm_kpack_fetch::install::PermissionPolicy::from_allow_unsafe(
+        permissions: rocm_kpack_fetcher::install::PermissionPolicy::from_allow_unsafe(
             args.scan.unsafe_permissions,
         ),
     };

@@ -1,11 +1,13 @@
 //! The `rocm-kpack-fetch` binary: parse, set up logging, run, map the result
 //! to an exit code. Errors are printed here, once, with their causes. The
-//! command line (`cli`, `cmd`) is private to this binary; the work is in the
-//! `rocm_kpack_fetch` library, the conventions shared with `rocm-kpack` in
+//! command line (`cli`, `cmd`) and the progress bars (`progress`) are this
+//! binary's; the work is in the `rocm_kpack_fetcher` library (typed errors,
+//! turned into `anyhow` here), the conventions shared with `rocm-kpack` in
 //! `rocm_kpack_cli`.
 
 mod cli;
 mod cmd;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -311,7 +311,7 @@ fn doctor_on_a_fixture_mi210_sees_the_gpu_and_kfd() {
     let a = make_archive("rocrand", "gfx90X", &["gfx90a", "gfx90a:xnack+"], 5_000, 41);
     env.manifest(&env.kpack, "rocrand", &[&a]);
     let sysfs =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../splitter/demo/machines/mi210");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../splitter/demo/machines/mi210");
     let s = sysfs.to_string_lossy().into_owned();
     let (code, out, _) = run(env.sub("doctor", &["--sysfs-root", &s]));
     assert!(out.contains("ok       gpus: detected gfx90a"), "{out}");

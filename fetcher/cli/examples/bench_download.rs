@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! bash tests/scripts/fetch-debian-testdata.sh librocrand1 librocsparse0 librocblas0
-//! cargo build --release -p rocm-kpack-splitter -p rocm-kpack-fetch --bins
+//! cargo build --release -p rocm-kpack -p rocm-kpack-fetch --bins
 //! cargo build --release -p rocm-kpack-fetch --example bench_download
 //! target/release/examples/bench_download [--level 19] [--package NAME]... [--keep DIR] [--no-split-binary]
 //!     [--processor P]... [--local-level 5] [--no-forms] [--no-baseline] [--reference-lib PATH]
@@ -99,7 +99,7 @@ struct Args {
     processors: Vec<String>,
     /// zstd level the transport form is rebuilt at on the installing
     /// machine (the fetcher's local frame level).
-    #[arg(long, default_value_t = rocm_kpack_fetch::execute::FrameLevel::DEFAULT)]
+    #[arg(long, default_value_t = rocm_kpack_fetcher::execute::FrameLevel::DEFAULT)]
     local_level: i32,
     /// Skip the forms table (today's form, the transport form, the solid limit).
     #[arg(long)]
