@@ -1028,3 +1028,125 @@ fn the_architecture_check_catches_each_kind_of_mismatch() {
         );
     }
 }
+
+/// The integration-test targets of each package of `meta` beyond one
+/// (cargo's own `tests/testsuite` layout: one binary links once); the
+/// end-to-end crate's `split_memory` measures its whole process with its
+/// own allocator, so it is a binary of its own.
+fn extra_test_binaries(meta: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let name = p["name"].as_str().expect("name");
+        let tests: Vec<&str> = p["targets"]
+            .as_array()
+            .expect("targets")
+            .iter()
+            .filter(|t| {
+                t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "test"))
+            })
+            .filter_map(|t| t["name"].as_str())
+            .filter(|t| !(name == "rocm-kpack-tests" && *t == "split_memory"))
+            .collect();
+        if tests.len() > 1 {
+            out.push(format!("{name}: {}", tests.join(", ")));
+        }
+    }
+    out
+}
+
+#[test]
+fn each_crate_has_one_integration_test_binary_at_most() {
+    let extra = extra_test_binaries(&workspace_metadata());
+    assert!(
+        extra.is_empty(),
+        "more than one integration-test binary (make them modules of one tests/<name>/main.rs):\n{}",
+        extra.join("\n")
+    );
+    let two = serde_json::json!({ "packages": [{
+        "name": "x",
+        "targets": [{ "name": "a", "kind": ["test"] }, { "name": "b", "kind": ["test"] }, { "name": "x", "kind": ["lib"] }],
+    }]});
+    assert_eq!(extra_test_binaries(&two), vec!["x: a, b".to_string()]);
+}
+
+/// `#[path = "..."]` attributes of `text` (a file at `path`, relative to
+/// the repository) that name a file outside the crate directory `krate`.
+fn paths_into_other_crates(
+    path: &Path,
+    text: &str,
+    krate: &Path,
+    crates: &[PathBuf],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("#[path = \"") else {
+            continue;
+        };
+        let Some(target) = rest.split('"').next() else {
+            continue;
+        };
+        let mut resolved = path.parent().unwrap_or(Path::new("")).to_path_buf();
+        for part in Path::new(target).components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    resolved.pop();
+                }
+                std::path::Component::Normal(p) => resolved.push(p),
+                _ => {}
+            }
+        }
+        // The crate that owns the target: the deepest crate directory above it.
+        let owner = crates
+            .iter()
+            .filter(|c| c.as_os_str() == "." || resolved.starts_with(c))
+            .max_by_key(|c| c.components().count());
+        if owner.map(PathBuf::as_path) != Some(krate) {
+            out.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+        }
+    }
+    out
+}
+
+/// What crates share in their tests is a crate (runtime/testkit,
+/// tests/support), not a file compiled into each by `#[path]`.
+#[test]
+fn no_crate_compiles_another_crates_file_by_path() {
+    let crates: Vec<PathBuf> = workspace_crates()
+        .into_iter()
+        .map(|(_, dir, _)| PathBuf::from(dir))
+        .collect();
+    let owner = |p: &Path| -> PathBuf {
+        crates
+            .iter()
+            .filter(|c| c.as_os_str() == "." || p.starts_with(c))
+            .max_by_key(|c| c.components().count())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut found = Vec::new();
+    for (path, text) in rust_sources() {
+        found.extend(paths_into_other_crates(
+            &path,
+            &text,
+            &owner(&path),
+            &crates,
+        ));
+    }
+    assert!(
+        found.is_empty(),
+        "#[path] into another crate:\n{}",
+        found.join("\n")
+    );
+    let planted = paths_into_other_crates(
+        Path::new("runtime/loader/tests/x.rs"),
+        "#[path = \"../../capi/tests/support.rs\"]\nmod s;\n#[path = \"inner/m.rs\"]\nmod m;\n",
+        Path::new("runtime/loader"),
+        &[
+            PathBuf::from("runtime/loader"),
+            PathBuf::from("runtime/capi"),
+        ],
+    );
+    assert_eq!(planted.len(), 1, "{planted:?}");
+}

@@ -2,16 +2,22 @@
 //! HTTP server on 127.0.0.1 (`rocm_kpack_test_support::http`) that
 //! misbehaves on cue, with real `.kpack` archives (ArchiveWriter) and
 //! `.kpm` manifests in temporary roots, and with split fixture libraries
-//! (`layouts`). One test binary; helpers here, tests in modules.
+//! (`layouts`); the `detect` command against the sysfs trees and goldens
+//! (`detect_cli`), the package-manager modes (`pm_cli`) and the packaged
+//! unit and hook templates (`templates`). The crate's one test binary;
+//! helpers here, tests in modules.
 
 mod commands;
 mod database_sets;
 mod databases;
+mod detect_cli;
 mod faults;
 mod install;
 mod layouts;
 mod ops;
+mod pm_cli;
 mod process;
+mod templates;
 mod transport;
 mod unlisted;
 

@@ -74,7 +74,7 @@ fn run(name: &str) -> Detection {
 /// The golden form: pretty JSON with `root` as the workspace-relative path the
 /// CLI test passes, so both tests compare against the same bytes.
 /// The golden is what `rocm-kpack-fetch detect --json` prints
-/// (fetcher/cli/tests/detect_cli.rs checks the same files): the detection as a
+/// (fetcher/cli/tests/fetch/detect_cli.rs checks the same files): the detection as a
 /// document, whose first key is the schema of cli/src/json.rs.
 fn golden_text(name: &str, mut detection: Detection) -> String {
     detection.root = PathBuf::from(tree_rel(name));
