@@ -772,9 +772,74 @@ impl Requirement {
     }
 }
 
+/// A wheel file name split as PEP 427 spells it:
+/// `name-version[-build]-py-abi-platform.whl`. Nothing is validated here:
+/// each part still goes through its field's validator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelFileName<'a> {
+    /// The distribution, as spelled in the file name.
+    pub dist: &'a str,
+    /// The version.
+    pub version: &'a str,
+    /// The compressed tag triple (`py2.py3-none-any`).
+    pub triple: String,
+}
+
+impl<'a> WheelFileName<'a> {
+    /// `None` unless `file` ends in `.whl` and has five or six `-` parts.
+    pub fn parse(file: &'a str) -> Option<WheelFileName<'a>> {
+        let parts: Vec<&str> = file.strip_suffix(".whl")?.split('-').collect();
+        let (dist, version, py, abi, plat) = match parts.as_slice() {
+            [d, v, py, abi, plat] | [d, v, _, py, abi, plat] => (*d, *v, *py, *abi, *plat),
+            _ => return None,
+        };
+        Some(WheelFileName {
+            dist,
+            version,
+            triple: format!("{py}-{abi}-{plat}"),
+        })
+    }
+
+    /// Every tag the compressed triple stands for (`py2.py3-none-any`:
+    /// `py2-none-any`, `py3-none-any`).
+    pub fn tags(&self) -> Vec<String> {
+        let parts: Vec<Vec<&str>> = self
+            .triple
+            .split('-')
+            .map(|p| p.split('.').collect())
+            .collect();
+        let mut out = Vec::new();
+        if let [py, abi, plat] = parts.as_slice() {
+            for a in py {
+                for b in abi {
+                    for c in plat {
+                        out.push(format!("{a}-{b}-{c}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn wheel_file_names_split_and_expand_as_pep_427_spells_them() {
+        let n = WheelFileName::parse("x-1.0-1build-py2.py3-none-any.whl").expect("a wheel name");
+        assert_eq!((n.dist, n.version), ("x", "1.0"));
+        assert_eq!(n.tags(), ["py2-none-any", "py3-none-any"]);
+        for bad in [
+            "x-1.0-py3-none.whl",
+            "x-1.0-py3-none-any.tar.gz",
+            "a-b-c-d-e-f-g.whl",
+        ] {
+            assert_eq!(WheelFileName::parse(bad), None, "{bad}");
+        }
+    }
+
     use super::*;
 
     fn v(s: &str) -> Version {

@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use rocm_kpack_pkgspec::pep508::{self, MarkerEnv};
+use rocm_kpack_pkgspec::pep508::{self, MarkerEnv, WheelFileName};
 use serde::Deserialize;
 
 use super::checked;
@@ -129,15 +129,10 @@ struct LockedWheel {
 /// [`Plan::left_out_bytes`]. `dir` is the resolution's scratch directory.
 /// A failed lookup is a warning on the plan, not an error: the sizes only
 /// inform.
-pub fn size_left_out(
-    client: &Client,
-    user: &UserArgs,
-    plan: &mut Plan,
-    dir: &Path,
-) -> Result<(), WrapError> {
+pub fn size_left_out(client: &Client, user: &UserArgs, plan: &mut Plan, dir: &Path) {
     if plan.left_out.is_empty() {
         plan.left_out_bytes = Some(0);
-        return Ok(());
+        return;
     }
     let reqs: Vec<String> = plan
         .left_out
@@ -163,7 +158,6 @@ pub fn size_left_out(
         total = total.saturating_add(size.unwrap_or(0));
     }
     plan.left_out_bytes = Some(total);
-    Ok(())
 }
 
 fn pip_sizes(
@@ -228,13 +222,12 @@ fn uv_sizes(
     // (size, url to HEAD) for each requirement.
     let mut picked: Vec<(Option<u64>, Option<String>)> = Vec::new();
     for r in reqs {
-        let key = pep508::Requirement::parse(r)
-            .map(|r| r.key())
-            .unwrap_or_default();
+        // Our own rendering of a parsed requirement: it parses again.
+        let key = pep508::Requirement::parse(r).ok().map(|r| r.key());
         let wheel = lock
             .packages
             .iter()
-            .find(|p| pep508::normalize(&p.name) == key)
+            .find(|p| key.as_deref() == Some(pep508::normalize(&p.name).as_str()))
             .and_then(|p| {
                 p.wheels.iter().find(|w| {
                     let file = w.name.clone().or_else(|| {
@@ -294,49 +287,45 @@ fn read_found(text: &str) -> Result<Vec<Found>, WrapError> {
 /// tag list (no glibc version check), which is enough to tell one
 /// target's device wheel for Linux from the same version's others.
 fn wheel_fits(file: &str, env: &MarkerEnv) -> bool {
-    let Some(stem) = file.strip_suffix(".whl") else {
+    let Some(name) = WheelFileName::parse(file) else {
         return false;
     };
-    let parts: Vec<&str> = stem.split('-').collect();
-    if parts.len() < 5 {
-        return false;
-    }
-    let n = parts.len();
-    let (py, abi, plat) = (parts[n - 3], parts[n - 2], parts[n - 1]);
     let get = |k: &str| env.get(k).map(String::as_str).unwrap_or_default();
     let version = get("python_version").replace('.', "");
     let major = version.get(..1).unwrap_or("3");
+    let minor: Option<u32> = version.get(1..).and_then(|m| m.parse().ok());
     let cpython = get("implementation_name") == "cpython";
-    let minor: u32 = version.get(1..).and_then(|m| m.parse().ok()).unwrap_or(0);
-    let stable_abi = cpython && abi.split('.').any(|t| t == "abi3");
-    // A stable-ABI wheel built for 3.N runs on every later 3.x.
-    let py_ok = py.split('.').any(|t| {
-        t == format!("py{major}")
-            || t == format!("py{version}")
-            || (cpython && t == format!("cp{version}"))
-            || (stable_abi
-                && t.strip_prefix("cp3")
-                    .and_then(|m| m.parse::<u32>().ok())
-                    .is_some_and(|m| m <= minor))
-    });
-    let abi_ok = abi
-        .split('.')
-        .any(|t| t == "none" || t == "abi3" || (cpython && t.starts_with(&format!("cp{version}"))));
     let machine = get("platform_machine");
-    let plat_ok = plat.split('.').any(|t| {
-        t == "any"
+    name.tags().iter().any(|tag| {
+        let [py, abi, plat] = tag.split('-').collect::<Vec<_>>()[..] else {
+            return false;
+        };
+        let stable_abi = cpython && abi == "abi3";
+        // A stable-ABI wheel built for 3.N runs on every later 3.x.
+        let py_ok = py == format!("py{major}")
+            || py == format!("py{version}")
+            || (cpython && py == format!("cp{version}"))
+            || (stable_abi
+                && py
+                    .strip_prefix("cp3")
+                    .and_then(|m| m.parse::<u32>().ok())
+                    .zip(minor)
+                    .is_some_and(|(m, ours)| m <= ours));
+        let abi_ok =
+            abi == "none" || abi == "abi3" || (cpython && abi.starts_with(&format!("cp{version}")));
+        let plat_ok = plat == "any"
             || match get("sys_platform") {
                 "linux" => {
-                    (t.starts_with("linux_")
-                        || t.starts_with("manylinux")
-                        || t.starts_with("musllinux"))
-                        && t.ends_with(&format!("_{machine}"))
+                    (plat.starts_with("linux_")
+                        || plat.starts_with("manylinux")
+                        || plat.starts_with("musllinux"))
+                        && plat.ends_with(&format!("_{machine}"))
                 }
-                "win32" => t == format!("win_{}", machine.to_ascii_lowercase()),
+                "win32" => plat == format!("win_{}", machine.to_ascii_lowercase()),
                 _ => false,
-            }
-    });
-    py_ok && abi_ok && plat_ok
+            };
+        py_ok && abi_ok && plat_ok
+    })
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::container::ZipWriter;
 use crate::tree::{check_relative_path, EntryKind, Payload};
 use crate::PackageError;
 use rocm_kpack_pkgspec::fields::FieldKind;
+use rocm_kpack_pkgspec::pep508::WheelFileName;
 
 /// Generator line written into `WHEEL`.
 pub const GENERATOR: &str = concat!("rocm-kpack ", env!("CARGO_PKG_VERSION"));
@@ -442,21 +443,6 @@ pub struct WheelReader {
     pub members: Vec<String>,
 }
 
-fn expand_tags(triple: &str) -> Vec<String> {
-    let parts: Vec<Vec<&str>> = triple.split('-').map(|p| p.split('.').collect()).collect();
-    let mut out = Vec::new();
-    if let [py, abi, plat] = parts.as_slice() {
-        for a in py {
-            for b in abi {
-                for c in plat {
-                    out.push(format!("{a}-{b}-{c}"));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Checks a wheel member name (relative, no `..`, no backslash or drive).
 pub fn check_member_name(name: &str) -> Result<(), String> {
     if name.contains('\\') {
@@ -477,20 +463,16 @@ impl WheelReader {
             .file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| PackageError::corrupt(path, "no file name"))?;
-        let stem = fname
-            .strip_suffix(".whl")
-            .ok_or_else(|| PackageError::corrupt(path, "not a .whl file name"))?;
-        let parts: Vec<&str> = stem.split('-').collect();
-        let (dist, version, triple) = match parts.as_slice() {
-            [d, v, py, abi, plat] => (*d, *v, format!("{py}-{abi}-{plat}")),
-            [d, v, _build, py, abi, plat] => (*d, *v, format!("{py}-{abi}-{plat}")),
-            _ => {
-                return Err(PackageError::corrupt(
-                    path,
-                    "wheel file name is not name-version-[build-]py-abi-platform.whl",
-                ))
-            }
-        };
+        if !fname.ends_with(".whl") {
+            return Err(PackageError::corrupt(path, "not a .whl file name"));
+        }
+        let file_name = WheelFileName::parse(fname).ok_or_else(|| {
+            PackageError::corrupt(
+                path,
+                "wheel file name is not name-version-[build-]py-abi-platform.whl",
+            )
+        })?;
+        let (dist, version, triple) = (file_name.dist, file_name.version, &file_name.triple);
         PackageError::check_name(path, "file name (distribution)", FieldKind::WheelName, dist)?;
         PackageError::check_name(
             path,
@@ -589,7 +571,7 @@ impl WheelReader {
             path: path.to_path_buf(),
             file_dist: dist.to_string(),
             file_version: version.to_string(),
-            tags: expand_tags(&triple),
+            tags: file_name.tags(),
             dist_info,
             metadata,
             metadata_bytes,

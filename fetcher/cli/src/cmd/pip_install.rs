@@ -111,7 +111,7 @@ pub fn run(args: &PipInstallArgs, uv: bool) -> anyhow::Result<ExitStatus> {
         .context("temporary directory")?;
     let mut plan = resolve(&client, &user, &local.ids, tmp.path()).map_err(wrap_error)?;
     if dry_run {
-        size_left_out(&client, &user, &mut plan, tmp.path()).map_err(wrap_error)?;
+        size_left_out(&client, &user, &mut plan, tmp.path());
     }
     let cmd = install_command(&client, &user, &plan, tmp.path()).map_err(wrap_error)?;
     let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
