@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use rocm_kpack_splitter::split::engine::SplitOptions;
 use rocm_kpack_splitter::split::output::ArchiveOutput;
-use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::tree::split_tree;
 
 struct Usage {
     cpu_s: f64,

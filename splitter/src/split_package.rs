@@ -26,8 +26,9 @@ use rocm_kpack_fs::{check_replaceable, PathError};
 use rocm_kpack_pkgspec::{DevicePayload, Spec};
 use serde::Serialize;
 
+use crate::split::engine::{EngineError, SplitOptions, SplitReport};
 use crate::split::output::ArchiveOutput;
-use crate::split::tree::{split_tree, SplitOptions, SplitReport, TreeError};
+use crate::split::tree::split_tree;
 use rocm_kpack_package::any::AnyPackage;
 use rocm_kpack_package::compress::Compression;
 use rocm_kpack_package::meta::PackageMeta;
@@ -53,7 +54,7 @@ pub enum SplitPackageError {
     Package(#[from] PackageError),
     /// Splitting the extracted payload failed.
     #[error("splitting the payload failed")]
-    Tree(#[source] Box<TreeError>),
+    Tree(#[source] Box<EngineError>),
     /// A file system operation failed.
     // Not transparent: the PathError stays in the source chain, where
     // rocm_kpack_cli::hint_for finds the path of a full file system.
@@ -61,8 +62,8 @@ pub enum SplitPackageError {
     Io(#[from] PathError),
 }
 
-impl From<TreeError> for SplitPackageError {
-    fn from(e: TreeError) -> Self {
+impl From<EngineError> for SplitPackageError {
+    fn from(e: EngineError) -> Self {
         SplitPackageError::Tree(Box::new(e))
     }
 }

@@ -23,8 +23,9 @@ use rocm_kpack_format::archive::{Archive, CompressionScheme};
 use rocm_kpack_format::bundle::{parse_fatbin, Compression};
 use rocm_kpack_pkgspec::Spec;
 use rocm_kpack_splitter::split::binary::{split_binary, ArchiveSet, SplitBinaryOptions};
+use rocm_kpack_splitter::split::engine::SplitOptions;
 use rocm_kpack_splitter::split::output::ArchiveOutput;
-use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::tree::split_tree;
 use rocm_kpack_test_support::ccob::{self, Shape};
 use rocm_kpack_test_support::snapshot;
 

@@ -358,7 +358,7 @@ impl SpecOrTargetsArg {
     pub fn explain(&self, err: anyhow::Error) -> anyhow::Error {
         use rocm_kpack_pkgspec::SpecError;
         use rocm_kpack_splitter::split::binary::SplitError;
-        use rocm_kpack_splitter::split::tree::TreeError;
+        use rocm_kpack_splitter::split::engine::EngineError;
         let uncovered = |e: &SpecError| {
             matches!(
                 e,
@@ -372,9 +372,9 @@ impl SpecOrTargetsArg {
                 .is_some_and(|e| matches!(e, SplitError::Spec(s) if uncovered(s)))
         };
         let tree_error = |e: &(dyn std::error::Error + 'static)| {
-            e.downcast_ref::<TreeError>()
-                .or_else(|| e.downcast_ref::<Box<TreeError>>().map(|b| &**b))
-                .is_some_and(|e| matches!(e, TreeError::Spec(s) if uncovered(s)))
+            e.downcast_ref::<EngineError>()
+                .or_else(|| e.downcast_ref::<Box<EngineError>>().map(|b| &**b))
+                .is_some_and(|e| matches!(e, EngineError::Spec(s) if uncovered(s)))
         };
         let is_uncovered = err.chain().any(|e| {
             e.downcast_ref::<SpecError>().is_some_and(uncovered) || split_error(e) || tree_error(e)

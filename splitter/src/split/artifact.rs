@@ -11,22 +11,22 @@
 //! `artifact_manifest.txt`. All binaries of an artifact share one archive
 //! set; archive keys are artifact-relative paths
 //! (`math-libs/rocRAND/stage/lib/librocrand.so.1.1#0`), markers point at
-//! their own prefix's `.kpack/`. With `--batch`, every artifact directory
-//! under a parent is split this way (`*_generic` ones have no device code
-//! and are skipped, as the reference splitter does).
+//! their own prefix's `.kpack/`. [`crate::split::batch`] splits every
+//! artifact directory under a parent this way.
+//!
+//! Over [`crate::split::engine`]: [`split_artifact`] starts a run, plans the
+//! artifact ([`plan_artifact`]) and has the engine execute and commit it.
 
 use std::fs;
 use std::path::Path;
 
 use rocm_kpack_pkgspec::DatabaseClassifier;
 
-use crate::budget::Work;
+use crate::split::engine::{EngineError, Result, Run, SplitOptions, SplitReport};
 use crate::split::plan::{self, KpackMode, Layout, Root, SplitPlan};
 use crate::split::scan::{self, Scan};
-use crate::split::tree::{execute, Result, SplitOptions, SplitReport, Staging, TreeError};
 
-/// The file listing an artifact's stage prefixes.
-pub const MANIFEST_TXT: &str = "artifact_manifest.txt";
+pub use crate::split::engine::MANIFEST_TXT;
 
 /// Whether `dir` is an artifact directory (has `artifact_manifest.txt`).
 pub fn is_artifact_dir(dir: &Path) -> bool {
@@ -46,7 +46,7 @@ pub fn parse_artifact_name(dir_name: &str) -> Option<(&str, &str)> {
 /// and nested prefixes are errors.
 pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
     let path = dir.join(MANIFEST_TXT);
-    let text = fs::read_to_string(&path).map_err(|e| TreeError::Input {
+    let text = fs::read_to_string(&path).map_err(|e| EngineError::Input {
         path: path.clone(),
         why: format!("cannot be read: {e}"),
     })?;
@@ -57,7 +57,7 @@ pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
             continue;
         }
         let p = p.trim_end_matches('/');
-        let bad = |why: &str| TreeError::Input {
+        let bad = |why: &str| EngineError::Input {
             path: path.clone(),
             why: format!("line {}: prefix {p:?} {why}", n + 1),
         };
@@ -80,110 +80,21 @@ pub fn read_prefixes(dir: &Path) -> Result<Vec<String>> {
 /// Splits the artifact directory `input` into `out` (see the module docs).
 pub fn split_artifact(input: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
     opts.spec.validate()?;
-    let staging = Staging::new(&[input], out, opts.output.replace_existing)?;
-    let work = opts.work()?;
-    let mut report = split_one(input, &staging, opts, &work)?;
-    staging.publish()?;
-    report.input = input.to_path_buf();
-    report.output = out.to_path_buf();
-    Ok(report)
+    let run = Run::start(&[input], out, opts, &[])?;
+    let report = split_one(input, &run, opts)?;
+    run.commit(report, input, out)
 }
 
-/// Splits every artifact directory under `parent` into `out`. Generic
-/// artifacts (`*_generic`) are skipped; two artifacts of one
-/// `<name>_<component>` are an error (split them separately and
-/// `recombine`).
-pub fn split_batch(parent: &Path, out: &Path, opts: &SplitOptions) -> Result<SplitReport> {
-    if opts.component.is_some() {
-        return Err(TreeError::Invalid(
-            "--component cannot be used with --batch (each artifact's name gives its component)"
-                .into(),
-        ));
-    }
-    opts.spec.validate()?;
-    let (artifacts, skipped) = batch_list(parent)?;
-    let staging = Staging::new(&[parent], out, opts.output.replace_existing)?;
-    let work = opts.work()?;
-    let mut report = SplitReport::default();
-    for (_, _, path) in &artifacts {
-        report.absorb(split_one(path, &staging, opts, &work)?);
-    }
-    staging.publish()?;
-    report.warnings.extend(skipped);
-    report.input = parent.to_path_buf();
-    report.output = out.to_path_buf();
-    Ok(report)
-}
-
-type BatchList = (Vec<(String, String, std::path::PathBuf)>, Vec<String>);
-
-fn batch_list(parent: &Path) -> Result<BatchList> {
-    let mut artifacts = Vec::new();
-    let mut skipped = Vec::new();
-    let list = fs::read_dir(parent).map_err(|e| TreeError::Input {
-        path: parent.to_path_buf(),
-        why: format!("cannot be read: {e}"),
-    })?;
-    for item in list {
-        let item = item.map_err(|e| TreeError::io("cannot list", parent, e))?;
-        let path = item.path();
-        let name = item.file_name().to_string_lossy().into_owned();
-        if !path.is_dir() || !is_artifact_dir(&path) {
-            continue;
-        }
-        match parse_artifact_name(&name) {
-            Some((_, "generic")) => {
-                skipped.push(format!("{name}: generic artifact, no device code; skipped"))
-            }
-            Some((prefix, _)) => artifacts.push((name.clone(), prefix.to_string(), path)),
-            None => {
-                return Err(TreeError::Input {
-                    path,
-                    why: "artifact directory name is not <name>_<component>_<suffix>".into(),
-                })
-            }
-        }
-    }
-    artifacts.sort();
-    if artifacts.is_empty() {
-        return Err(TreeError::Input {
-            path: parent.to_path_buf(),
-            why: "holds no artifact directory (a subdirectory with artifact_manifest.txt) to split"
-                .into(),
-        });
-    }
-    for pair in artifacts.windows(2) {
-        if let [a, b] = pair {
-            if a.1 == b.1 {
-                return Err(TreeError::Input {
-                    path: parent.to_path_buf(),
-                    why: format!(
-                        "artifacts {} and {} would both produce {}_generic; split them separately and recombine",
-                        a.0, b.0, a.1
-                    ),
-                });
-            }
-        }
-    }
-    Ok((artifacts, skipped))
-}
-
-/// Plans and executes one artifact into the staging directory.
-fn split_one(
-    input: &Path,
-    staging: &Staging,
-    opts: &SplitOptions,
-    work: &Work,
-) -> Result<SplitReport> {
-    let plan = work.install(|| plan_artifact(input, opts))?;
-    staging.check_free(&plan.layout.dir_name(&plan::Dest::Generic))?;
-    execute(&plan, staging.path(), opts, work)
+/// Plans one artifact and has `run` execute it into its staging directory.
+pub(crate) fn split_one(input: &Path, run: &Run, opts: &SplitOptions) -> Result<SplitReport> {
+    let plan = run.work().install(|| plan_artifact(input, opts))?;
+    run.execute(&plan, opts)
 }
 
 /// The plan for splitting one artifact directory (nothing is written).
 pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
     if !is_artifact_dir(input) {
-        return Err(TreeError::Input {
+        return Err(EngineError::Input {
             path: input.to_path_buf(),
             why: format!("is not an artifact directory (no {MANIFEST_TXT})"),
         });
@@ -197,7 +108,7 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
         Some(c) => c.clone(),
         None => parse_artifact_name(&dir_name)
             .map(|(p, _)| p.to_string())
-            .ok_or_else(|| TreeError::Input {
+            .ok_or_else(|| EngineError::Input {
                 path: input.to_path_buf(),
                 why: "name is not <name>_<component>_<suffix>; pass --component NAME_COMPONENT"
                     .into(),
@@ -279,13 +190,6 @@ pub fn plan_artifact(input: &Path, opts: &SplitOptions) -> Result<SplitPlan> {
     }
     plan.warnings.extend(warnings);
     Ok(plan)
-}
-
-/// The artifact directories `split_batch` would split under `parent`
-/// (sorted), and notes on the ones it skips.
-pub fn batch_inputs(parent: &Path) -> Result<(Vec<std::path::PathBuf>, Vec<String>)> {
-    let (artifacts, skipped) = batch_list(parent)?;
-    Ok((artifacts.into_iter().map(|(_, _, p)| p).collect(), skipped))
 }
 
 #[cfg(test)]

@@ -45,12 +45,14 @@ use rocm_kpack_pkgspec::{
 };
 use serde::Serialize;
 
-use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes, MANIFEST_TXT};
+use crate::split::artifact::{is_artifact_dir, parse_artifact_name, read_prefixes};
 use crate::split::binary::ArchiveReport;
+use crate::split::engine::{
+    finish_dirs_with, write_manifest_txt, EngineError, Result, Staging, MANIFEST_TXT,
+};
 use crate::split::output::ArchiveOutput;
 use crate::split::plan::{source_date_epoch, Dest, Layout};
 use crate::split::scan::is_kpack_path;
-use crate::split::tree::{finish_dirs_with, write_manifest_txt, Result, Staging, TreeError};
 
 /// How to recombine.
 #[derive(Debug, Clone)]
@@ -110,7 +112,7 @@ struct ShardUnit {
 }
 
 fn discover(shard: &Path) -> Result<(Kind, BTreeMap<String, ShardUnit>)> {
-    let bad = |why: String| TreeError::Input {
+    let bad = |why: String| EngineError::Input {
         path: shard.to_path_buf(),
         why,
     };
@@ -170,7 +172,7 @@ pub fn recombine(
     opts: &RecombineOptions,
 ) -> Result<RecombineReport> {
     if shards.is_empty() {
-        return Err(TreeError::Invalid("no shard directories given".into()));
+        return Err(EngineError::Invalid("no shard directories given".into()));
     }
     opts.spec.validate()?;
     let mut kind = None;
@@ -178,7 +180,7 @@ pub fn recombine(
     for (i, s) in shards.iter().enumerate() {
         let (k, us) = discover(s)?;
         if kind.is_some_and(|prev| prev != k) {
-            return Err(TreeError::Input {
+            return Err(EngineError::Input {
                 path: s.clone(),
                 why:
                     "mixes tree splits (generic/) and artifact splits; recombine one kind at a time"
@@ -193,7 +195,7 @@ pub fn recombine(
     let kind = kind.unwrap_or(Kind::Tree);
     let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
     let staging = Staging::new(&inputs, out, opts.output.replace_existing)?;
-    let work = opts.output.work().map_err(TreeError::Invalid)?;
+    let work = opts.output.work().map_err(EngineError::Invalid)?;
     let in_flight = work.plan.in_flight;
     let mut report = work.install(|| -> Result<RecombineReport> {
         let classifier = DatabaseClassifier::new(&opts.spec)?;
@@ -245,7 +247,7 @@ fn walk(root: &Path) -> Result<Walked> {
     {
         let item = item.map_err(|e| {
             let p = e.path().unwrap_or(root).to_path_buf();
-            TreeError::io(
+            EngineError::io(
                 "cannot read",
                 &p,
                 e.into_io_error()
@@ -257,19 +259,19 @@ fn walk(root: &Path) -> Result<Walked> {
             .strip_prefix(root)
             .ok()
             .and_then(|r| r.to_str())
-            .ok_or_else(|| TreeError::Input {
+            .ok_or_else(|| EngineError::Input {
                 path: item.path().to_path_buf(),
                 why: "file name is not valid UTF-8".into(),
             })?
             .to_string();
         let meta = fs::symlink_metadata(item.path())
-            .map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+            .map_err(|e| EngineError::io("cannot read", item.path(), e))?;
         let ft = meta.file_type();
         let node = if ft.is_dir() {
             Node::Dir
         } else if ft.is_symlink() {
             let t = fs::read_link(item.path())
-                .map_err(|e| TreeError::io("cannot read", item.path(), e))?;
+                .map_err(|e| EngineError::io("cannot read", item.path(), e))?;
             Node::Symlink(t.to_string_lossy().into_owned())
         } else if ft.is_file() {
             Node::File {
@@ -277,7 +279,7 @@ fn walk(root: &Path) -> Result<Walked> {
                 inode: (meta.dev(), meta.ino()),
             }
         } else {
-            return Err(TreeError::Input {
+            return Err(EngineError::Input {
                 path: item.path().to_path_buf(),
                 why: "unsupported file type".into(),
             });
@@ -367,7 +369,7 @@ fn compare_trees(
                     let pb = b_root.join(k);
                     if sa != sb
                         || !same_contents(&pa, &pb)
-                            .map_err(|e| TreeError::io("cannot read", &pb, e))?
+                            .map_err(|e| EngineError::io("cannot read", &pb, e))?
                     {
                         diffs.push(format!("{k}: contents differ"));
                     } else if ma != mb {
@@ -384,15 +386,15 @@ fn compare_trees(
 
 fn set_mode(p: &Path, mode: u32) -> Result<()> {
     fs::set_permissions(p, fs::Permissions::from_mode(mode))
-        .map_err(|e| TreeError::io("cannot set permissions of", p, e))
+        .map_err(|e| EngineError::io("cannot set permissions of", p, e))
 }
 
 fn set_mtime(p: &Path, t: FileTime) -> Result<()> {
-    filetime::set_file_mtime(p, t).map_err(|e| TreeError::io("cannot set the time of", p, e))
+    filetime::set_file_mtime(p, t).map_err(|e| EngineError::io("cannot set the time of", p, e))
 }
 
 fn mkdirs(p: &Path) -> Result<()> {
-    fs::create_dir_all(p).map_err(|e| TreeError::io("cannot create directory", p, e))
+    fs::create_dir_all(p).map_err(|e| EngineError::io("cannot create directory", p, e))
 }
 
 /// Copies a walked tree (symlinks as symlinks, hard links as hard links,
@@ -413,9 +415,9 @@ fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) ->
                     mkdirs(p)?;
                 }
                 std::os::unix::fs::symlink(t, &to)
-                    .map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
+                    .map_err(|e| EngineError::io("cannot create symlink", &to, e))?;
                 filetime::set_symlink_file_times(&to, *mtime, *mtime)
-                    .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
+                    .map_err(|e| EngineError::io("cannot set the time of", &to, e))?;
             }
             Node::File { inode, .. } => {
                 if let Some(p) = to.parent() {
@@ -423,12 +425,12 @@ fn copy_tree(src: &Path, w: &Walked, dst: &Path, skip: impl Fn(&str) -> bool) ->
                 }
                 if let Some(first) = first_name.get(inode) {
                     fs::hard_link(dst.join(first), &to)
-                        .map_err(|e| TreeError::io("cannot hard-link", &to, e))?;
+                        .map_err(|e| EngineError::io("cannot hard-link", &to, e))?;
                     continue;
                 }
                 first_name.insert(*inode, rel.clone());
                 let from = src.join(rel);
-                fs::copy(&from, &to).map_err(|e| TreeError::Io(copy_error(&from, &to, e)))?;
+                fs::copy(&from, &to).map_err(|e| EngineError::Io(copy_error(&from, &to, e)))?;
                 set_mode(&to, *mode)?;
                 set_mtime(&to, *mtime)?;
             }
@@ -486,7 +488,7 @@ fn binary_key(k: &EntryKey) -> String {
 /// Handles a problem the spec's switch decides about.
 fn duplicate(opts: &RecombineOptions, report: &mut RecombineReport, msg: String) -> Result<()> {
     match opts.spec.validation.duplicate_device_code {
-        OnDuplicate::Error => Err(TreeError::Conflict(format!(
+        OnDuplicate::Error => Err(EngineError::Conflict(format!(
             "{msg} (spec: duplicate_device_code = \"error\")"
         ))),
         OnDuplicate::Warn => {
@@ -522,7 +524,7 @@ fn recombine_unit(
         .filter_map(|(i, u)| u.generic.as_ref().map(|g| (*i, g)))
         .collect();
     let Some(&(_, first_generic)) = generics.first() else {
-        return Err(TreeError::Input {
+        return Err(EngineError::Input {
             path: shards.first().cloned().unwrap_or_default(),
             why: format!(
                 "no shard has the generic output {}",
@@ -550,7 +552,7 @@ fn recombine_unit(
             }
         );
         if spec.validation.generic_must_match {
-            return Err(TreeError::Conflict(format!(
+            return Err(EngineError::Conflict(format!(
                 "{msg} (spec: generic_must_match = true)"
             )));
         }
@@ -615,10 +617,11 @@ fn recombine_unit(
                     Node::File { .. }
                         if is_kpack_path(rel) && kpack_layout::is_archive_path(rel) =>
                     {
-                        let archive = Archive::open(&path).map_err(|source| TreeError::Format {
-                            path: path.clone(),
-                            source,
-                        })?;
+                        let archive =
+                            Archive::open(&path).map_err(|source| EngineError::Format {
+                                path: path.clone(),
+                                source,
+                            })?;
                         let (kdir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
                         let unit = kpack_layout::archive_unit(archive.group_name(), name)
                             .map(str::to_string);
@@ -644,12 +647,12 @@ fn recombine_unit(
                         } else {
                             rel.as_str()
                         };
-                        let m = classifier.classify(in_root).ok_or_else(|| TreeError::Input {
+                        let m = classifier.classify(in_root).ok_or_else(|| EngineError::Input {
                             path: path.clone(),
                             why: "device output file matches no kernel-database rule of the spec, so its group is unknown"
                                 .into(),
                         })?;
-                        let place = spec.placement(&m.arch).map_err(|_| TreeError::Input {
+                        let place = spec.placement(&m.arch).map_err(|_| EngineError::Input {
                             path: path.clone(),
                             why: format!(
                                 "kernel database for {}, which no device group covers",
@@ -681,7 +684,7 @@ fn recombine_unit(
                 (Node::Symlink(a), Node::Symlink(b)) => a == b,
                 (Node::File { .. }, Node::File { .. }) => {
                     same_contents(&first.path, &other.path)
-                        .map_err(|e| TreeError::io("cannot read", &other.path, e))?
+                        .map_err(|e| EngineError::io("cannot read", &other.path, e))?
                 }
                 _ => false,
             };
@@ -707,13 +710,13 @@ fn recombine_unit(
         match &first.node {
             Node::Symlink(target) => {
                 std::os::unix::fs::symlink(target, &to)
-                    .map_err(|e| TreeError::io("cannot create symlink", &to, e))?;
+                    .map_err(|e| EngineError::io("cannot create symlink", &to, e))?;
                 filetime::set_symlink_file_times(&to, first.mtime, first.mtime)
-                    .map_err(|e| TreeError::io("cannot set the time of", &to, e))?;
+                    .map_err(|e| EngineError::io("cannot set the time of", &to, e))?;
             }
             _ => {
                 fs::copy(&first.path, &to)
-                    .map_err(|e| TreeError::Io(copy_error(&first.path, &to, e)))?;
+                    .map_err(|e| EngineError::Io(copy_error(&first.path, &to, e)))?;
                 set_mode(&to, first.mode)?;
                 set_mtime(&to, first.mtime)?;
             }
@@ -748,7 +751,7 @@ fn recombine_unit(
                 if !shard_kpm.is_file() {
                     continue;
                 }
-                let m = Manifest::read(&shard_kpm).map_err(|source| TreeError::Format {
+                let m = Manifest::read(&shard_kpm).map_err(|source| EngineError::Format {
                     path: shard_kpm.clone(),
                     source,
                 })?;
@@ -782,7 +785,7 @@ fn recombine_unit(
                 prefix_path,
             }
             .to_msgpack()
-            .map_err(|source| TreeError::Format {
+            .map_err(|source| EngineError::Format {
                 path: PathBuf::from(kpack_layout::manifest_file_name(component)),
                 source,
             })?;
@@ -790,7 +793,7 @@ fn recombine_unit(
             if let Some(p) = to.parent() {
                 mkdirs(p)?;
             }
-            fs::write(&to, &bytes).map_err(|e| TreeError::io("cannot write", &to, e))?;
+            fs::write(&to, &bytes).map_err(|e| EngineError::io("cannot write", &to, e))?;
             set_mode(&to, 0o644)?;
             set_mtime(&to, generated)?;
             report.manifests.push(format!("{generic_name}/{rel}"));
@@ -802,7 +805,7 @@ fn recombine_unit(
             let rel = manifest_rel(&d, &component);
             let from = first_generic.join(&rel);
             let to = generic_out.join(&rel);
-            fs::copy(&from, &to).map_err(|e| TreeError::Io(copy_error(&from, &to, e)))?;
+            fs::copy(&from, &to).map_err(|e| EngineError::Io(copy_error(&from, &to, e)))?;
             report.warnings.push(format!(
                 "{rel}: no shard has archives of {component}; manifest kept as is"
             ));
@@ -902,7 +905,7 @@ fn regroup(
     let mut by_unit: BTreeMap<String, UnitEntries<'_>> = BTreeMap::new();
     for (k, ps) in &providers {
         let Some(&first) = ps.first() else { continue };
-        let place = spec.placement(&k.2).map_err(|e| TreeError::Input {
+        let place = spec.placement(&k.2).map_err(|e| EngineError::Input {
             path: srcs.get(first).map(|s| s.path.clone()).unwrap_or_default(),
             why: e.to_string(),
         })?;
@@ -953,7 +956,7 @@ fn regroup(
         // not record: the shard's manifest gives it (below).
         let (copied_from, frame_level) = match copy_from {
             Some(s) => {
-                fs::copy(&s.path, &to).map_err(|e| TreeError::Io(copy_error(&s.path, &to, e)))?;
+                fs::copy(&s.path, &to).map_err(|e| EngineError::Io(copy_error(&s.path, &to, e)))?;
                 (Some(s.path.clone()), None)
             }
             None => {
@@ -962,8 +965,9 @@ fn regroup(
                     .compression
                     .or_else(|| srcs.first().map(|s| s.archive.scheme()))
                     .unwrap_or(CompressionScheme::ZstdPerKernel);
-                let file = File::create(&to).map_err(|e| TreeError::io("cannot create", &to, e))?;
-                let fmt_err = |source| TreeError::Format {
+                let file =
+                    File::create(&to).map_err(|e| EngineError::io("cannot create", &to, e))?;
+                let fmt_err = |source| EngineError::Format {
                     path: to.clone(),
                     source,
                 };
@@ -979,12 +983,12 @@ fn regroup(
                 for (k, si) in &entries {
                     let s = srcs
                         .get(*si)
-                        .ok_or_else(|| TreeError::Invalid("source index".into()))?;
+                        .ok_or_else(|| EngineError::Invalid("source index".into()))?;
                     let key = binary_key(k);
                     let data =
                         s.archive
                             .kernel(&key, &k.2)
-                            .map_err(|source| TreeError::Format {
+                            .map_err(|source| EngineError::Format {
                                 path: s.path.clone(),
                                 source,
                             })?;
@@ -993,7 +997,7 @@ fn regroup(
                 w.set_gfx_arches(arches.iter().cloned().collect());
                 let buf = w.finish().map_err(fmt_err)?;
                 buf.into_inner()
-                    .map_err(|e| TreeError::io("cannot write", &to, e.into_error()))?;
+                    .map_err(|e| EngineError::io("cannot write", &to, e.into_error()))?;
                 let level = opts.output.zstd_level;
                 (
                     None,
@@ -1003,9 +1007,9 @@ fn regroup(
         };
         set_mode(&to, 0o644)?;
         set_mtime(&to, generated)?;
-        let (size, sha) =
-            rocm_kpack_fs::sha256_file(&to).map_err(|e| TreeError::io(e.action, &to, e.source))?;
-        let format_err = |source| TreeError::Format {
+        let (size, sha) = rocm_kpack_fs::sha256_file(&to)
+            .map_err(|e| EngineError::io(e.action, &to, e.source))?;
+        let format_err = |source| EngineError::Format {
             path: to.clone(),
             source,
         };
@@ -1096,7 +1100,7 @@ fn check_missing(
         return Ok(());
     }
     match spec.validation.missing_device_code {
-        OnMissing::Error => Err(TreeError::Conflict(format!(
+        OnMissing::Error => Err(EngineError::Conflict(format!(
             "{} (spec: missing_device_code = \"error\")",
             messages.join("; ")
         ))),

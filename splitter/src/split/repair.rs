@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::elf::phdr::{self, Repair};
 use crate::elf::Elf;
+use crate::split::engine::{EngineError, Result};
 use crate::split::scan::{is_x86_64_elf, read_head};
-use crate::split::tree::{Result, TreeError};
 
 /// What [`repair_phdr`] does.
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,7 +97,7 @@ pub fn repair_phdr(paths: &[PathBuf], opts: RepairOptions) -> Result<RepairRepor
         let meta =
             std::fs::symlink_metadata(root).map_err(|e| PathError::new("cannot read", root, e))?;
         if !meta.is_dir() && !meta.is_file() {
-            return Err(TreeError::Input {
+            return Err(EngineError::Input {
                 path: root.clone(),
                 why: "is neither a directory nor a regular file".into(),
             });
@@ -155,7 +155,7 @@ fn look_at(path: &Path, apply: bool) -> Result<Seen> {
     let Err(misplaced) = phdr::check(&elf) else {
         return Ok(Seen::Fine);
     };
-    let invalid = |e: crate::elf::ElfError| TreeError::Input {
+    let invalid = |e: crate::elf::ElfError| EngineError::Input {
         path: path.to_path_buf(),
         why: format!("cannot repair: {e}"),
     };
@@ -178,7 +178,7 @@ fn look_at(path: &Path, apply: bool) -> Result<Seen> {
         let check = unsafe { memmap2::Mmap::map(&*pending.file_mut()) }
             .map_err(|e| PathError::new("cannot map", &written, e))?;
         if !Elf::parse(&check).is_ok_and(|e| phdr::check(&e).is_ok()) {
-            return Err(TreeError::Input {
+            return Err(EngineError::Input {
                 path: path.to_path_buf(),
                 why: "the repaired file does not keep the rule, so it was not written (a bug)"
                     .into(),

@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::split::artifact::{
-    batch_inputs, is_artifact_dir, plan_artifact, split_artifact, split_batch,
-};
+use crate::split::artifact::{is_artifact_dir, plan_artifact, split_artifact};
+use crate::split::batch::{batch_inputs, split_batch};
+use crate::split::engine::{EngineError, Result, SplitOptions, SplitReport};
 use crate::split::plan::SplitPlan;
-use crate::split::tree::{plan_tree, split_tree, Result, SplitOptions, SplitReport, TreeError};
+use crate::split::tree::{plan_tree, split_tree};
 
 /// What a split reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ impl SplitInput {
     /// it. A missing input is an error here, before any output is made.
     pub fn detect(input: &Path, batch: bool) -> Result<Self> {
         if !input.exists() {
-            return Err(TreeError::Input {
+            return Err(EngineError::Input {
                 path: input.to_path_buf(),
                 why: "no such file or directory".into(),
             });
@@ -41,7 +41,7 @@ impl SplitInput {
             // A run that finds nothing is an error that says where it
             // looked, not an empty generic/ and exit 0.
             if input.is_dir() && !holds_an_entry(&input)? {
-                return Err(TreeError::Input {
+                return Err(EngineError::Input {
                     path: input,
                     why: "holds no file, symlink or artifact directory to split (searched the whole tree)"
                         .into(),
@@ -57,12 +57,12 @@ impl SplitInput {
 fn holds_an_entry(dir: &Path) -> Result<bool> {
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        let list = std::fs::read_dir(&d).map_err(|e| TreeError::io("cannot list", &d, e))?;
+        let list = std::fs::read_dir(&d).map_err(|e| EngineError::io("cannot list", &d, e))?;
         for item in list {
-            let item = item.map_err(|e| TreeError::io("cannot list", &d, e))?;
+            let item = item.map_err(|e| EngineError::io("cannot list", &d, e))?;
             let kind = item
                 .file_type()
-                .map_err(|e| TreeError::io("cannot stat", &item.path(), e))?;
+                .map_err(|e| EngineError::io("cannot stat", &item.path(), e))?;
             if kind.is_dir() {
                 todo.push(item.path());
             } else {
@@ -84,9 +84,9 @@ pub struct SplitRequest {
     pub dry_run: bool,
 }
 
-/// What a split did.
+/// What a [`SplitRequest`] did: planned or split.
 #[derive(Debug)]
-pub enum SplitOutcome {
+pub enum RequestOutcome {
     /// A dry run: the plan of every input, and notes on the artifact
     /// directories a batch skips.
     Planned {
@@ -98,7 +98,7 @@ pub enum SplitOutcome {
 }
 
 /// Plans or runs `request`.
-pub fn split(request: &SplitRequest) -> Result<SplitOutcome> {
+pub fn split(request: &SplitRequest) -> Result<RequestOutcome> {
     let opts = &request.options;
     if request.dry_run {
         let (plans, notes) = match &request.input {
@@ -113,7 +113,7 @@ pub fn split(request: &SplitRequest) -> Result<SplitOutcome> {
             SplitInput::Artifact(dir) => (vec![plan_artifact(dir, opts)?], Vec::new()),
             SplitInput::Tree(dir) => (vec![plan_tree(dir, opts)?], Vec::new()),
         };
-        return Ok(SplitOutcome::Planned { plans, notes });
+        return Ok(RequestOutcome::Planned { plans, notes });
     }
     let out = &request.out;
     let report = match &request.input {
@@ -121,7 +121,7 @@ pub fn split(request: &SplitRequest) -> Result<SplitOutcome> {
         SplitInput::Artifact(dir) => split_artifact(dir, out, opts)?,
         SplitInput::Tree(dir) => split_tree(dir, out, opts)?,
     };
-    Ok(SplitOutcome::Split(report))
+    Ok(RequestOutcome::Split(report))
 }
 
 #[cfg(test)]

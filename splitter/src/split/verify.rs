@@ -39,8 +39,8 @@ use rocm_kpack_pkgspec::targets::feature_completion;
 use serde::Serialize;
 
 use crate::elf::inspect::inspect_elf;
+use crate::split::engine::{EngineError, Result};
 use crate::split::scan::{is_kpack_path, is_x86_64_elf, read_head};
-use crate::split::tree::{Result, TreeError};
 
 /// What to check.
 #[derive(Debug, Clone, Default)]
@@ -317,7 +317,7 @@ fn agents_of(target: &str, known: &[String]) -> Vec<String> {
 /// error; everything found wrong inside is a [`Problem`] in the report.
 pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
     if !root.is_dir() {
-        return Err(TreeError::Input {
+        return Err(EngineError::Input {
             path: root.to_path_buf(),
             why: "is not a directory".into(),
         });

@@ -6,7 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack_format::manifest::Manifest;
-use rocm_kpack_splitter::split::tree::{split_tree, SplitOptions};
+use rocm_kpack_splitter::split::engine::SplitOptions;
+use rocm_kpack_splitter::split::tree::split_tree;
 use rocm_kpack_splitter::split::verify::{arch_list, verify_tree, VerifyOptions, VerifyReport};
 use rocm_kpack_test_support::fixtures;
 use rocm_kpack_test_support::tree::{self, overlay};

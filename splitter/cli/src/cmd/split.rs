@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use rocm_kpack_cli::{iec_size, plural, ExitStatus, JsonArg};
 use rocm_kpack_format::layout::names::{self, NameKind};
+use rocm_kpack_splitter::split::engine::{SplitOptions, SplitReport};
 use rocm_kpack_splitter::split::plan::SplitPlan;
-use rocm_kpack_splitter::split::request::{split, SplitInput, SplitOutcome, SplitRequest};
-use rocm_kpack_splitter::split::tree::{SplitOptions, SplitReport};
+use rocm_kpack_splitter::split::request::{split, RequestOutcome, SplitInput, SplitRequest};
 use serde::Serialize;
 
 use crate::cli::{ArchiveCompressionArgs, JobsArg, OutArg, SpecOrTargetsArg};
@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let outcome = split(&request);
     let summary = progress.finish();
     match outcome.map_err(|e| args.spec.explain(e.into()))? {
-        SplitOutcome::Planned { plans, notes } => {
+        RequestOutcome::Planned { plans, notes } => {
             for note in &notes {
                 rocm_kpack_cli::note(note);
             }
@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
                 || plans.iter().map(ToString::to_string).collect(),
             )?;
         }
-        SplitOutcome::Split(report) => {
+        RequestOutcome::Split(report) => {
             // Warnings go to stderr once (also in the JSON report).
             for w in &report.warnings {
                 tracing::warn!("{w}");
