@@ -499,6 +499,14 @@ fn duplicate(opts: &RecombineOptions, report: &mut RecombineReport, msg: String)
     }
 }
 
+/// Recombines one unit (a tree, or one artifact's outputs) of every shard
+/// into `root`. The phases, in order: [`merge_generic`] (compare the
+/// shards' generic trees, copy the first), [`generic_inventory`] (its
+/// directories and `.kpm` places), [`collect_devices`] (every shard's
+/// archives and database files), [`place_databases`], [`write_archives`]
+/// (regrouped archives and their regenerated `.kpm`), [`keep_manifests`]
+/// of components without archives, [`check_missing`], then
+/// [`finish_trees`].
 #[allow(clippy::too_many_arguments)]
 fn recombine_unit(
     shards: &[PathBuf],
@@ -510,22 +518,86 @@ fn recombine_unit(
     classifier: &DatabaseClassifier,
     report: &mut RecombineReport,
 ) -> Result<()> {
-    let artifact = matches!(layout, Layout::Artifact { .. });
-    let spec = &opts.spec;
-    let shard_name = |i: usize| {
-        shards
+    let unit = Unit {
+        shards,
+        layout,
+        root,
+        opts,
+        artifact: matches!(layout, Layout::Artifact { .. }),
+    };
+    let generic = merge_generic(&unit, parts, report)?;
+    let mut dirs: BTreeMap<String, (u32, FileTime)> = BTreeMap::new();
+    let mut newest = FileTime::zero();
+    let mut kpm_dirs = generic_inventory(&generic.walk, &mut dirs, &mut newest);
+    let generic_prefixes = if unit.artifact {
+        read_prefixes(generic.first)?
+    } else {
+        Vec::new()
+    };
+    let (sources, db) = collect_devices(&unit, parts, classifier, &mut dirs, &mut newest)?;
+    let generated = source_date_epoch().unwrap_or(newest);
+    place_databases(&unit, &db, report)?;
+    write_archives(
+        &unit,
+        &generic,
+        &sources,
+        &mut kpm_dirs,
+        in_flight,
+        generated,
+        report,
+    )?;
+    keep_manifests(&generic, kpm_dirs, report)?;
+    if opts.spec.validation.missing_device_code != OnMissing::Ignore {
+        check_missing(&sources, &opts.spec, report)?;
+    }
+    finish_trees(&unit, &generic.out, &generic_prefixes, &dirs, generated)
+}
+
+/// What every phase of [`recombine_unit`] reads.
+struct Unit<'r> {
+    shards: &'r [PathBuf],
+    layout: &'r Layout,
+    root: &'r Path,
+    opts: &'r RecombineOptions,
+    artifact: bool,
+}
+
+impl Unit<'_> {
+    fn shard_name(&self, i: usize) -> String {
+        self.shards
             .get(i)
             .map_or_else(|| format!("shard {i}"), |p| p.display().to_string())
-    };
+    }
+}
 
-    // --- generic ---------------------------------------------------------
+/// The merged generic tree.
+struct Generic<'p> {
+    /// Every shard's generic tree, in shard order.
+    generics: Vec<(usize, &'p PathBuf)>,
+    /// The first, which is copied.
+    first: &'p PathBuf,
+    walk: Walked,
+    /// Where it went.
+    out: PathBuf,
+    name: String,
+}
+
+/// Compares the shards' generic trees (as the spec's `generic_must_match`
+/// says) and copies the first into `root`, but for the files recombine
+/// regenerates.
+fn merge_generic<'p>(
+    unit: &Unit<'_>,
+    parts: &'p [(usize, ShardUnit)],
+    report: &mut RecombineReport,
+) -> Result<Generic<'p>> {
+    let (layout, artifact) = (unit.layout, unit.artifact);
     let generics: Vec<(usize, &PathBuf)> = parts
         .iter()
         .filter_map(|(i, u)| u.generic.as_ref().map(|g| (*i, g)))
         .collect();
     let Some(&(_, first_generic)) = generics.first() else {
         return Err(EngineError::Input {
-            path: shards.first().cloned().unwrap_or_default(),
+            path: unit.shards.first().cloned().unwrap_or_default(),
             why: format!(
                 "no shard has the generic output {}",
                 layout.dir_name(&Dest::Generic)
@@ -551,7 +623,7 @@ fn recombine_unit(
                 String::new()
             }
         );
-        if spec.validation.generic_must_match {
+        if unit.opts.spec.validation.generic_must_match {
             return Err(EngineError::Conflict(format!(
                 "{msg} (spec: generic_must_match = true)"
             )));
@@ -560,19 +632,32 @@ fn recombine_unit(
         report.warnings.push(format!("{msg}; used the first"));
     }
     let generic_name = layout.dir_name(&Dest::Generic);
-    let generic_out = root.join(&generic_name);
+    let generic_out = unit.root.join(&generic_name);
     copy_tree(first_generic, &first_walk, &generic_out, |rel| {
         regenerated(rel, artifact)
     })?;
-    let mut dirs: BTreeMap<String, (u32, FileTime)> = BTreeMap::new();
-    let mut newest = FileTime::zero();
+    Ok(Generic {
+        generics,
+        first: first_generic,
+        walk: first_walk,
+        out: generic_out,
+        name: generic_name,
+    })
+}
+
+/// The generic tree's directories (into `dirs`), its newest time (into
+/// `newest`), and where each component's manifest lives in it.
+fn generic_inventory(
+    first_walk: &Walked,
+    dirs: &mut BTreeMap<String, (u32, FileTime)>,
+    newest: &mut FileTime,
+) -> BTreeMap<String, Vec<String>> {
     for (rel, (node, mode, mtime)) in &first_walk.nodes {
-        newest = newest.max(*mtime);
+        *newest = (*newest).max(*mtime);
         if *node == Node::Dir {
             dirs.insert(rel.clone(), (*mode, *mtime));
         }
     }
-    // Where each component's manifest lives in the generic tree.
     let mut kpm_dirs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for rel in first_walk.nodes.keys() {
         if is_kpack_path(rel) && kpack_layout::is_manifest_path(rel) {
@@ -585,19 +670,28 @@ fn recombine_unit(
             }
         }
     }
-    let generic_prefixes = if artifact {
-        read_prefixes(first_generic)?
-    } else {
-        Vec::new()
-    };
+    kpm_dirs
+}
 
-    // --- device trees ----------------------------------------------------
-    // (kpack dir, component) -> sources.
-    let mut sources: BTreeMap<(String, String), Vec<Source>> = BTreeMap::new();
-    // Output path -> candidate database files, in shard order.
-    let mut db: BTreeMap<String, Vec<DbSource>> = BTreeMap::new();
-    for (shard, unit) in parts {
-        for (_, dir) in &unit.devices {
+/// Archive sources by (kpack dir, component).
+type Sources = BTreeMap<(String, String), Vec<Source>>;
+/// Output path -> candidate database files, in shard order.
+type Databases = BTreeMap<String, Vec<DbSource>>;
+
+/// Every shard's device trees: their directories (into `dirs`), newest
+/// time, archives and database files.
+fn collect_devices(
+    unit: &Unit<'_>,
+    parts: &[(usize, ShardUnit)],
+    classifier: &DatabaseClassifier,
+    dirs: &mut BTreeMap<String, (u32, FileTime)>,
+    newest: &mut FileTime,
+) -> Result<(Sources, Databases)> {
+    let artifact = unit.artifact;
+    let mut sources: Sources = BTreeMap::new();
+    let mut db: Databases = BTreeMap::new();
+    for (shard, parts_unit) in parts {
+        for (_, dir) in &parts_unit.devices {
             let prefixes = if artifact {
                 read_prefixes(dir)?
             } else {
@@ -605,7 +699,7 @@ fn recombine_unit(
             };
             let w = walk(dir)?;
             for (rel, (node, mode, mtime)) in &w.nodes {
-                newest = newest.max(*mtime);
+                *newest = (*newest).max(*mtime);
                 if artifact && rel == MANIFEST_TXT {
                     continue;
                 }
@@ -623,7 +717,7 @@ fn recombine_unit(
                                 source,
                             })?;
                         let (kdir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-                        let unit = kpack_layout::archive_unit(archive.group_name(), name)
+                        let unit_name = kpack_layout::archive_unit(archive.group_name(), name)
                             .map(str::to_string);
                         sources
                             .entry((kdir.to_string(), archive.group_name().to_string()))
@@ -631,7 +725,7 @@ fn recombine_unit(
                             .push(Source {
                                 shard: *shard,
                                 path,
-                                unit,
+                                unit: unit_name,
                                 archive,
                             });
                     }
@@ -647,35 +741,62 @@ fn recombine_unit(
                         } else {
                             rel.as_str()
                         };
-                        let m = classifier.classify(in_root).ok_or_else(|| EngineError::Input {
-                            path: path.clone(),
-                            why: "device output file matches no kernel-database rule of the spec, so its group is unknown"
-                                .into(),
-                        })?;
-                        let place = spec.placement(&m.arch).map_err(|_| EngineError::Input {
-                            path: path.clone(),
-                            why: format!(
-                                "kernel database for {}, which no device group covers",
-                                m.arch
-                            ),
-                        })?;
-                        db.entry(rel.clone()).or_default().push(DbSource {
-                            group: place.tree,
-                            arch: m.arch,
-                            path,
-                            shard: *shard,
-                            node: node.clone(),
-                            mode: *mode,
-                            mtime: *mtime,
-                        });
+                        let source = database_source(
+                            unit, classifier, in_root, path, *shard, node, *mode, *mtime,
+                        )?;
+                        db.entry(rel.clone()).or_default().push(source);
                     }
                 }
             }
         }
     }
+    Ok((sources, db))
+}
 
-    let generated = source_date_epoch().unwrap_or(newest);
-    for (rel, candidates) in &db {
+/// A device output file that is no archive: a kernel database, whose group
+/// the spec's rules give.
+#[allow(clippy::too_many_arguments)]
+fn database_source(
+    unit: &Unit<'_>,
+    classifier: &DatabaseClassifier,
+    in_root: &str,
+    path: PathBuf,
+    shard: usize,
+    node: &Node,
+    mode: u32,
+    mtime: FileTime,
+) -> Result<DbSource> {
+    let m = classifier.classify(in_root).ok_or_else(|| EngineError::Input {
+        path: path.clone(),
+        why: "device output file matches no kernel-database rule of the spec, so its group is unknown"
+            .into(),
+    })?;
+    let place = unit
+        .opts
+        .spec
+        .placement(&m.arch)
+        .map_err(|_| EngineError::Input {
+            path: path.clone(),
+            why: format!(
+                "kernel database for {}, which no device group covers",
+                m.arch
+            ),
+        })?;
+    Ok(DbSource {
+        group: place.tree,
+        arch: m.arch,
+        path,
+        shard,
+        node: node.clone(),
+        mode,
+        mtime,
+    })
+}
+
+/// Each database path from its first shard into its group's tree (a
+/// duplicate is judged by the spec's `duplicate_device_code`).
+fn place_databases(unit: &Unit<'_>, db: &Databases, report: &mut RecombineReport) -> Result<()> {
+    for (rel, candidates) in db {
         let Some(first) = candidates.first() else {
             continue;
         };
@@ -690,19 +811,20 @@ fn recombine_unit(
             };
             if !(identical && is_generic_isa(processor_of(&first.arch))) {
                 duplicate(
-                    opts,
+                    unit.opts,
                     report,
                     format!(
                         "duplicate device code: database file {rel} ({}) in {} and {}",
                         first.arch,
-                        shard_name(first.shard),
-                        shard_name(other.shard)
+                        unit.shard_name(first.shard),
+                        unit.shard_name(other.shard)
                     ),
                 )?;
             }
         }
-        let to = root
-            .join(layout.dir_name(&Dest::Group(first.group.clone())))
+        let to = unit
+            .root
+            .join(unit.layout.dir_name(&Dest::Group(first.group.clone())))
             .join(rel);
         if let Some(p) = to.parent() {
             mkdirs(p)?;
@@ -725,13 +847,33 @@ fn recombine_unit(
             .databases
             .push((rel.clone(), first.group.clone(), first.arch.clone()));
     }
+    Ok(())
+}
 
-    // --- archives ----------------------------------------------------------
-    for ((kdir, component), srcs) in &sources {
+/// Every component's archives regrouped ([`regroup`]) and its manifest
+/// regenerated wherever the generic tree had it ([`write_manifest`]).
+fn write_archives(
+    unit: &Unit<'_>,
+    generic: &Generic<'_>,
+    sources: &Sources,
+    kpm_dirs: &mut BTreeMap<String, Vec<String>>,
+    in_flight: usize,
+    generated: FileTime,
+    report: &mut RecombineReport,
+) -> Result<()> {
+    for ((kdir, component), srcs) in sources {
         let files = regroup(
-            shards, layout, root, kdir, component, srcs, opts, in_flight, report, generated,
+            unit.shards,
+            unit.layout,
+            unit.root,
+            kdir,
+            component,
+            srcs,
+            unit.opts,
+            in_flight,
+            report,
+            generated,
         )?;
-        // Regenerated manifest, wherever the generic tree had it.
         let mut manifest_files: Vec<ManifestFile> = files;
         manifest_files.sort_by(|a, b| a.filename.cmp(&b.filename));
         let dirs_for = kpm_dirs
@@ -739,93 +881,117 @@ fn recombine_unit(
             .unwrap_or_else(|| vec![kdir.clone()]);
         for d in dirs_for {
             let rel = manifest_rel(&d, component);
-            // Database files: every shard's manifest lists those of its
-            // own build; the reduced manifest lists them all (first shard
-            // wins a path, as for the files themselves).
-            let mut database_files: BTreeMap<String, DatabaseFile> = BTreeMap::new();
-            // Every shard of one package layout declares the same prefix path.
-            let mut prefix_path = None;
-            let mut kpack_files = manifest_files.clone();
-            for &(_, g) in &generics {
-                let shard_kpm = g.join(&rel);
-                if !shard_kpm.is_file() {
-                    continue;
-                }
-                let m = Manifest::read(&shard_kpm).map_err(|source| EngineError::Format {
-                    path: shard_kpm.clone(),
-                    source,
-                })?;
-                prefix_path = prefix_path.or(m.prefix_path);
-                for f in m.database_files {
-                    database_files.entry(f.path.clone()).or_insert(f);
-                }
-                // An archive copied from this shard (the same bytes) was
-                // framed at the level the shard's manifest gives.
-                for ours in &mut kpack_files {
-                    if let Some(ArchiveTransport::Solid {
-                        level: level @ None,
-                        ..
-                    }) = &mut ours.transport
-                    {
-                        *level = m
-                            .kpack_files
-                            .iter()
-                            .find(|f| f.sha256.is_some() && f.sha256 == ours.sha256)
-                            .and_then(|f| match f.transport {
-                                Some(ArchiveTransport::Solid { level, .. }) => level,
-                                _ => None,
-                            });
-                    }
-                }
-            }
-            let bytes = Manifest {
-                component: component.clone(),
-                kpack_files,
-                database_files: database_files.into_values().collect(),
-                prefix_path,
-            }
-            .to_msgpack()
-            .map_err(|source| EngineError::Format {
-                path: PathBuf::from(kpack_layout::manifest_file_name(component)),
-                source,
-            })?;
-            let to = generic_out.join(&rel);
-            if let Some(p) = to.parent() {
-                mkdirs(p)?;
-            }
-            fs::write(&to, &bytes).map_err(|e| EngineError::io("cannot write", &to, e))?;
-            set_mode(&to, 0o644)?;
-            set_mtime(&to, generated)?;
-            report.manifests.push(format!("{generic_name}/{rel}"));
+            write_manifest(generic, component, &rel, &manifest_files, generated)?;
+            report.manifests.push(format!("{}/{rel}", generic.name));
         }
     }
-    // Manifests of components no shard has archives for: keep them.
+    Ok(())
+}
+
+/// The regenerated manifest `rel` of `component` in the generic tree.
+fn write_manifest(
+    generic: &Generic<'_>,
+    component: &str,
+    rel: &str,
+    manifest_files: &[ManifestFile],
+    generated: FileTime,
+) -> Result<()> {
+    // Database files: every shard's manifest lists those of its
+    // own build; the reduced manifest lists them all (first shard
+    // wins a path, as for the files themselves).
+    let mut database_files: BTreeMap<String, DatabaseFile> = BTreeMap::new();
+    // Every shard of one package layout declares the same prefix path.
+    let mut prefix_path = None;
+    let mut kpack_files = manifest_files.to_vec();
+    for &(_, g) in &generic.generics {
+        let shard_kpm = g.join(rel);
+        if !shard_kpm.is_file() {
+            continue;
+        }
+        let m = Manifest::read(&shard_kpm).map_err(|source| EngineError::Format {
+            path: shard_kpm.clone(),
+            source,
+        })?;
+        prefix_path = prefix_path.or(m.prefix_path);
+        for f in m.database_files {
+            database_files.entry(f.path.clone()).or_insert(f);
+        }
+        // An archive copied from this shard (the same bytes) was
+        // framed at the level the shard's manifest gives.
+        for ours in &mut kpack_files {
+            if let Some(ArchiveTransport::Solid {
+                level: level @ None,
+                ..
+            }) = &mut ours.transport
+            {
+                *level = m
+                    .kpack_files
+                    .iter()
+                    .find(|f| f.sha256.is_some() && f.sha256 == ours.sha256)
+                    .and_then(|f| match f.transport {
+                        Some(ArchiveTransport::Solid { level, .. }) => level,
+                        _ => None,
+                    });
+            }
+        }
+    }
+    let bytes = Manifest {
+        component: component.to_string(),
+        kpack_files,
+        database_files: database_files.into_values().collect(),
+        prefix_path,
+    }
+    .to_msgpack()
+    .map_err(|source| EngineError::Format {
+        path: PathBuf::from(kpack_layout::manifest_file_name(component)),
+        source,
+    })?;
+    let to = generic.out.join(rel);
+    if let Some(p) = to.parent() {
+        mkdirs(p)?;
+    }
+    fs::write(&to, &bytes).map_err(|e| EngineError::io("cannot write", &to, e))?;
+    set_mode(&to, 0o644)?;
+    set_mtime(&to, generated)
+}
+
+/// Manifests of components no shard has archives for: kept as they are.
+fn keep_manifests(
+    generic: &Generic<'_>,
+    kpm_dirs: BTreeMap<String, Vec<String>>,
+    report: &mut RecombineReport,
+) -> Result<()> {
     for (component, ds) in kpm_dirs {
         for d in ds {
             let rel = manifest_rel(&d, &component);
-            let from = first_generic.join(&rel);
-            let to = generic_out.join(&rel);
+            let from = generic.first.join(&rel);
+            let to = generic.out.join(&rel);
             fs::copy(&from, &to).map_err(|e| EngineError::Io(copy_error(&from, &to, e)))?;
             report.warnings.push(format!(
                 "{rel}: no shard has archives of {component}; manifest kept as is"
             ));
         }
     }
+    Ok(())
+}
 
-    // --- missing device code ---------------------------------------------
-    if spec.validation.missing_device_code != OnMissing::Ignore {
-        check_missing(&sources, spec, report)?;
-    }
-
-    // --- manifests, directories ---------------------------------------------
-    let mut trees: Vec<PathBuf> = vec![generic_out.clone()];
-    for t in spec.trees() {
-        let d = root.join(layout.dir_name(&Dest::Group(t)));
+/// Every output tree: `artifact_manifest.txt` (artifact layout), then the
+/// directories' modes and times.
+fn finish_trees(
+    unit: &Unit<'_>,
+    generic_out: &Path,
+    generic_prefixes: &[String],
+    dirs: &BTreeMap<String, (u32, FileTime)>,
+    generated: FileTime,
+) -> Result<()> {
+    let mut trees: Vec<PathBuf> = vec![generic_out.to_path_buf()];
+    for t in unit.opts.spec.trees() {
+        let d = unit.root.join(unit.layout.dir_name(&Dest::Group(t)));
         if d.is_dir() {
             trees.push(d);
         }
     }
-    if artifact {
+    if unit.artifact {
         for t in &trees {
             let is_generic = *t == generic_out;
             let prefixes: Vec<&str> = generic_prefixes
@@ -836,7 +1002,7 @@ fn recombine_unit(
             write_manifest_txt(t, &prefixes, generated)?;
         }
     }
-    finish_dirs_with(&trees, &dirs, generated)
+    finish_dirs_with(&trees, dirs, generated)
 }
 
 /// Sorts the entries of one component's shard archives into archive units

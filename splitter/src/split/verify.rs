@@ -315,6 +315,12 @@ fn agents_of(target: &str, known: &[String]) -> Vec<String> {
 
 /// Checks the tree at `root` (see the module docs). An unusable root is an
 /// error; everything found wrong inside is a [`Problem`] in the report.
+///
+/// The phases, in order: [`walk`] the tree, [`look_at_all`] its files,
+/// [`open_archives`], [`check_manifests`] against them,
+/// [`check_unlisted`] archives against the markers' patterns,
+/// [`check_binary`] for each split binary (with the runtime loader), then
+/// [`check_orphans`]. Problems are reported in that order.
 pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
     if !root.is_dir() {
         return Err(EngineError::Input {
@@ -322,8 +328,44 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             why: "is not a directory".into(),
         });
     }
-    let mut files = Vec::new();
     let mut problems = Vec::new();
+    let files = walk(root, &mut problems);
+    let found = look_at_all(root, files, &mut problems);
+    let opened = open_archives(root, &found.archives, &mut problems);
+    let listing = check_manifests(root, &found.manifests, &opened, &mut problems);
+    check_unlisted(&found, &listing, &opened, &mut problems);
+
+    // Resolve every (wrapper, target) with the runtime loader.
+    let cache = Cache::with_config(LoaderConfig::default());
+    let checks: Vec<BinaryOutcome> = found
+        .binaries
+        .par_iter()
+        .map(|b| check_binary(b, opts, &listing.parsed, &opened, &cache))
+        .collect();
+    let mut owned: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut binary_checks = Vec::new();
+    for (c, p, o) in checks {
+        binary_checks.push(c);
+        problems.extend(p);
+        owned.extend(o);
+    }
+    check_orphans(&opened, &owned, &mut problems);
+
+    Ok(VerifyReport {
+        root: root.to_path_buf(),
+        binaries: binary_checks,
+        fat_binaries: found.fat_binaries,
+        archives: found.archives,
+        manifests: found.manifests,
+        not_installed: listing.not_installed,
+        problems,
+    })
+}
+
+/// The tree-relative paths of every regular file under `root`, sorted; an
+/// unreadable directory is a problem.
+fn walk(root: &Path, problems: &mut Vec<Problem>) -> Vec<String> {
+    let mut files = Vec::new();
     for item in walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -348,14 +390,30 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             files.push(rel.to_string());
         }
     }
+    files
+}
+
+/// What the tree holds, by kind (tree-relative paths, in walk order).
+struct Inventory {
+    binaries: Vec<SplitBinary>,
+    fat_binaries: Vec<String>,
+    manifests: Vec<String>,
+    archives: Vec<String>,
+}
+
+/// Looks at every file in parallel ([`look_at`]); the problems in file
+/// order.
+fn look_at_all(root: &Path, files: Vec<String>, problems: &mut Vec<Problem>) -> Inventory {
     let found: Vec<std::result::Result<(Found, Option<Problem>), Problem>> = files
         .into_par_iter()
         .map(|rel| look_at(root, rel))
         .collect();
-    let mut binaries = Vec::new();
-    let mut fat_binaries = Vec::new();
-    let mut manifests = Vec::new();
-    let mut archives = Vec::new();
+    let mut inv = Inventory {
+        binaries: Vec::new(),
+        fat_binaries: Vec::new(),
+        manifests: Vec::new(),
+        archives: Vec::new(),
+    };
     for f in found {
         let f = match f {
             Ok((found, phdr)) => {
@@ -365,18 +423,25 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             Err(p) => Err(p),
         };
         match f {
-            Ok(Found::Binary(b)) => binaries.push(b),
-            Ok(Found::Fat(p)) => fat_binaries.push(p),
-            Ok(Found::Manifest(p)) => manifests.push(p),
-            Ok(Found::Archive(p)) => archives.push(p),
+            Ok(Found::Binary(b)) => inv.binaries.push(b),
+            Ok(Found::Fat(p)) => inv.fat_binaries.push(p),
+            Ok(Found::Manifest(p)) => inv.manifests.push(p),
+            Ok(Found::Archive(p)) => inv.archives.push(p),
             Ok(Found::Nothing) => {}
             Err(p) => problems.push(p),
         }
     }
+    inv
+}
 
-    // Archives: open each once.
+/// Opens each archive once.
+fn open_archives(
+    root: &Path,
+    archives: &[String],
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, Archive> {
     let mut opened: BTreeMap<String, Archive> = BTreeMap::new();
-    for a in &archives {
+    for a in archives {
         match Archive::open(&root.join(a)) {
             Ok(ar) => {
                 opened.insert(a.clone(), ar);
@@ -387,12 +452,32 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             }),
         }
     }
+    opened
+}
 
-    // Manifests against the archives present.
-    let mut listed: BTreeSet<String> = BTreeSet::new();
-    let mut not_installed = Vec::new();
-    let mut parsed_manifests: BTreeMap<String, Manifest> = BTreeMap::new();
-    for m in &manifests {
+/// What the manifests say.
+struct Listing {
+    /// Archives some manifest lists (tree-relative).
+    listed: BTreeSet<String>,
+    /// Listed archives that are not in the tree.
+    not_installed: Vec<String>,
+    /// Every readable manifest, by path.
+    parsed: BTreeMap<String, Manifest>,
+}
+
+/// Reads every manifest and checks each entry whose archive is present.
+fn check_manifests(
+    root: &Path,
+    manifests: &[String],
+    opened: &BTreeMap<String, Archive>,
+    problems: &mut Vec<Problem>,
+) -> Listing {
+    let mut listing = Listing {
+        listed: BTreeSet::new(),
+        not_installed: Vec::new(),
+        parsed: BTreeMap::new(),
+    };
+    for m in manifests {
         let dir = m.rsplit_once('/').map_or("", |(d, _)| d);
         let man = match Manifest::read(&root.join(m)) {
             Ok(man) => man,
@@ -410,10 +495,10 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             } else {
                 format!("{dir}/{}", f.filename)
             };
-            listed.insert(arel.clone());
+            listing.listed.insert(arel.clone());
             let apath = root.join(&arel);
             if !apath.exists() {
-                not_installed.push(arel);
+                listing.not_installed.push(arel);
                 continue;
             }
             let mut bad = |message: String| {
@@ -422,75 +507,99 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
                     message,
                 })
             };
-            match rocm_kpack_fs::sha256_file(&apath) {
-                Ok((size, sha)) => {
-                    if size != f.size {
-                        bad(format!(
-                            "{}: size {size}, manifest says {}",
-                            f.filename, f.size
-                        ));
-                    }
-                    match f.sha256 {
-                        Some(h) if h != sha => bad(format!(
-                            "{}: sha256 {}, manifest says {}",
-                            f.filename,
-                            hex::encode(sha),
-                            hex::encode(h)
-                        )),
-                        None => bad(format!(
-                            "{}: legacy manifest entry without sha256",
-                            f.filename
-                        )),
-                        _ => {}
-                    }
-                }
-                Err(e) => bad(format!("{}: cannot read: {}", f.filename, e.source)),
+            check_manifest_entry(&apath, f, &man, opened.get(&arel), &mut bad);
+        }
+        listing.parsed.insert(m.clone(), man);
+    }
+    listing
+}
+
+/// One `.kpm` entry `f` of `man` against its archive at `apath` (`archive`
+/// when it opened): size, sha256, component, family, architectures.
+fn check_manifest_entry(
+    apath: &Path,
+    f: &rocm_kpack_format::manifest::ManifestFile,
+    man: &Manifest,
+    archive: Option<&Archive>,
+    bad: &mut impl FnMut(String),
+) {
+    match rocm_kpack_fs::sha256_file(apath) {
+        Ok((size, sha)) => {
+            if size != f.size {
+                bad(format!(
+                    "{}: size {size}, manifest says {}",
+                    f.filename, f.size
+                ));
             }
-            if let Some(a) = opened.get(&arel) {
-                if a.group_name() != man.component {
-                    bad(format!(
-                        "{}: archive component {:?}, manifest component {:?}",
-                        f.filename,
-                        a.group_name(),
-                        man.component
-                    ));
-                }
-                if a.gfx_arch_family() != f.family {
-                    bad(format!(
-                        "{}: archive family {:?}, manifest says {:?}",
-                        f.filename,
-                        a.gfx_arch_family(),
-                        f.family
-                    ));
-                }
-                let mut have: Vec<&str> = a.gfx_arches().iter().map(String::as_str).collect();
-                let mut want: Vec<&str> = f.architectures.iter().map(String::as_str).collect();
-                have.sort_unstable();
-                want.sort_unstable();
-                if have != want {
-                    bad(format!(
-                        "{}: archive arches [{}], manifest says [{}]",
-                        f.filename,
-                        have.join(", "),
-                        want.join(", ")
-                    ));
-                }
+            match f.sha256 {
+                Some(h) if h != sha => bad(format!(
+                    "{}: sha256 {}, manifest says {}",
+                    f.filename,
+                    hex::encode(sha),
+                    hex::encode(h)
+                )),
+                None => bad(format!(
+                    "{}: legacy manifest entry without sha256",
+                    f.filename
+                )),
+                _ => {}
             }
         }
-        parsed_manifests.insert(m.clone(), man);
+        Err(e) => bad(format!("{}: cannot read: {}", f.filename, e.source)),
     }
+    let Some(a) = archive else {
+        return;
+    };
+    if a.group_name() != man.component {
+        bad(format!(
+            "{}: archive component {:?}, manifest component {:?}",
+            f.filename,
+            a.group_name(),
+            man.component
+        ));
+    }
+    if a.gfx_arch_family() != f.family {
+        bad(format!(
+            "{}: archive family {:?}, manifest says {:?}",
+            f.filename,
+            a.gfx_arch_family(),
+            f.family
+        ));
+    }
+    let mut have: Vec<&str> = a.gfx_arches().iter().map(String::as_str).collect();
+    let mut want: Vec<&str> = f.architectures.iter().map(String::as_str).collect();
+    have.sort_unstable();
+    want.sort_unstable();
+    if have != want {
+        bad(format!(
+            "{}: archive arches [{}], manifest says [{}]",
+            f.filename,
+            have.join(", "),
+            want.join(", ")
+        ));
+    }
+}
+
+/// Archives no manifest lists: a marker's `@GFXARCH@` pattern must reach
+/// each, and it must be what its name says.
+fn check_unlisted(
+    found: &Inventory,
+    listing: &Listing,
+    opened: &BTreeMap<String, Archive>,
+    problems: &mut Vec<Problem>,
+) {
     // Archives a marker's pattern reaches: archive -> the unit its name
     // gives.
     let mut by_pattern: BTreeMap<&String, TargetId> = BTreeMap::new();
-    for b in &binaries {
+    for b in &found.binaries {
         for s in &b.marker.kpack_search_paths {
             if let Some(pattern) = marker_path(b, s).filter(|t| layout::is_archive_pattern(t)) {
                 by_pattern.extend(pattern_hits(&pattern, opened.keys()));
             }
         }
     }
-    for a in &archives {
-        if listed.contains(a) {
+    for a in &found.archives {
+        if listing.listed.contains(a) {
             continue;
         }
         let (Some(unit), Some(ar)) = (by_pattern.get(a), opened.get(a)) else {
@@ -531,142 +640,156 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             });
         }
     }
+}
 
-    // Which archives each binary's marker reaches.
-    let reach = |b: &SplitBinary| -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for s in &b.marker.kpack_search_paths {
-            let Some(t) = marker_path(b, s) else { continue };
-            if let Some(man) = parsed_manifests.get(&t) {
-                let mdir = t.rsplit_once('/').map_or("", |(d, _)| d);
-                for f in &man.kpack_files {
-                    let p = if mdir.is_empty() {
-                        f.filename.clone()
-                    } else {
-                        format!("{mdir}/{}", f.filename)
-                    };
-                    if opened.contains_key(&p) {
-                        out.insert(p);
-                    }
+/// Which archives `b`'s marker reaches.
+fn reach(
+    b: &SplitBinary,
+    parsed: &BTreeMap<String, Manifest>,
+    opened: &BTreeMap<String, Archive>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for s in &b.marker.kpack_search_paths {
+        let Some(t) = marker_path(b, s) else { continue };
+        if let Some(man) = parsed.get(&t) {
+            let mdir = t.rsplit_once('/').map_or("", |(d, _)| d);
+            for f in &man.kpack_files {
+                let p = if mdir.is_empty() {
+                    f.filename.clone()
+                } else {
+                    format!("{mdir}/{}", f.filename)
+                };
+                if opened.contains_key(&p) {
+                    out.insert(p);
                 }
-            } else if layout::is_archive_pattern(&t) {
-                out.extend(
-                    pattern_hits(&t, opened.keys())
-                        .into_iter()
-                        .map(|(a, _)| a.clone()),
-                );
-            } else if opened.contains_key(&t) {
-                out.insert(t);
+            }
+        } else if layout::is_archive_pattern(&t) {
+            out.extend(
+                pattern_hits(&t, opened.keys())
+                    .into_iter()
+                    .map(|(a, _)| a.clone()),
+            );
+        } else if opened.contains_key(&t) {
+            out.insert(t);
+        }
+    }
+    out
+}
+
+/// Resolves every (wrapper, target) of `b` with the runtime loader.
+fn check_binary(
+    b: &SplitBinary,
+    opts: &VerifyOptions,
+    parsed: &BTreeMap<String, Manifest>,
+    opened: &BTreeMap<String, Archive>,
+    cache: &Cache,
+) -> BinaryOutcome {
+    let reached = reach(b, parsed, opened);
+    let targets: Vec<String> = match &opts.targets {
+        Some(t) => t.clone(),
+        None => {
+            let mut s: BTreeSet<String> = BTreeSet::new();
+            for a in &reached {
+                if let Some(ar) = opened.get(a) {
+                    s.extend(ar.gfx_arches().iter().cloned());
+                }
+            }
+            s.into_iter().collect()
+        }
+    };
+    let mut problems = Vec::new();
+    let mut owned = BTreeSet::new();
+    for a in &reached {
+        for co in &b.co_indices {
+            owned.insert((a.clone(), format!("{}#{co}", b.marker.kernel_name)));
+        }
+    }
+    // The target spelling that would have matched, for "did you mean".
+    let hint_for = |t: &str| -> String {
+        let carried: Vec<TargetId> = reached
+            .iter()
+            .filter_map(|a| opened.get(a))
+            .flat_map(|ar| {
+                ar.gfx_arches()
+                    .iter()
+                    .filter_map(|g| TargetId::parse(g).ok())
+            })
+            .collect();
+        TargetId::parse(t)
+            .ok()
+            .and_then(|id| feature_completion(&id, &carried))
+            .map(|h| format!("; did you mean `{h}`?"))
+            .unwrap_or_default()
+    };
+    let mut resolved = 0;
+    if b.co_indices.is_empty() {
+        problems.push(Problem {
+            path: b.rel.clone(),
+            message: "split binary without HIPK wrappers".into(),
+        });
+    }
+    let known = known_arches(b, &reached, parsed, opened);
+    for t in &targets {
+        for agent in agents_of(t, &known) {
+            for co in &b.co_indices {
+                let key = format!("{}#{co}", b.marker.kernel_name);
+                match cache.resolve(&b.marker, &b.path, *co, &arch_list(&agent)) {
+                    Ok(_) => resolved += 1,
+                    Err(e) => problems.push(Problem {
+                        path: b.rel.clone(),
+                        message: format!("no code object for {agent} ({key}): {e}{}", hint_for(t)),
+                    }),
+                }
             }
         }
-        out
-    };
-
-    // Resolve every (wrapper, target) with the runtime loader.
-    let cache = Cache::with_config(LoaderConfig::default());
-    let checks: Vec<BinaryOutcome> = binaries
-        .par_iter()
-        .map(|b| {
-            let reached = reach(b);
-            let targets: Vec<String> = match &opts.targets {
-                Some(t) => t.clone(),
-                None => {
-                    let mut s: BTreeSet<String> = BTreeSet::new();
-                    for a in &reached {
-                        if let Some(ar) = opened.get(a) {
-                            s.extend(ar.gfx_arches().iter().cloned());
-                        }
-                    }
-                    s.into_iter().collect()
-                }
-            };
-            let mut problems = Vec::new();
-            let mut owned = BTreeSet::new();
-            for a in &reached {
-                for co in &b.co_indices {
-                    owned.insert((a.clone(), format!("{}#{co}", b.marker.kernel_name)));
-                }
-            }
-            // The target spelling that would have matched, for "did you mean".
-            let hint_for = |t: &str| -> String {
-                let carried: Vec<TargetId> = reached
-                    .iter()
-                    .filter_map(|a| opened.get(a))
-                    .flat_map(|ar| {
-                        ar.gfx_arches()
-                            .iter()
-                            .filter_map(|g| TargetId::parse(g).ok())
-                    })
-                    .collect();
-                TargetId::parse(t)
-                    .ok()
-                    .and_then(|id| feature_completion(&id, &carried))
-                    .map(|h| format!("; did you mean `{h}`?"))
-                    .unwrap_or_default()
-            };
-            let mut resolved = 0;
-            if b.co_indices.is_empty() {
-                problems.push(Problem {
-                    path: b.rel.clone(),
-                    message: "split binary without HIPK wrappers".into(),
-                });
-            }
-            // Arch keys the component has, installed or only listed: which
-            // agents of a bare processor it serves at all.
-            let known: Vec<String> = reached
-                .iter()
-                .filter_map(|a| opened.get(a))
-                .flat_map(|ar| ar.gfx_arches().iter().cloned())
-                .chain(
-                    b.marker
-                        .kpack_search_paths
-                        .iter()
-                        .filter_map(|s| parsed_manifests.get(&marker_path(b, s)?))
-                        .flat_map(|m| {
-                            m.kpack_files
-                                .iter()
-                                .flat_map(|f| f.architectures.iter().cloned())
-                        }),
-                )
-                .collect();
-            for t in &targets {
-                for agent in agents_of(t, &known) {
-                    for co in &b.co_indices {
-                        let key = format!("{}#{co}", b.marker.kernel_name);
-                        match cache.resolve(&b.marker, &b.path, *co, &arch_list(&agent)) {
-                            Ok(_) => resolved += 1,
-                            Err(e) => problems.push(Problem {
-                                path: b.rel.clone(),
-                                message: format!(
-                                    "no code object for {agent} ({key}): {e}{}",
-                                    hint_for(t)
-                                ),
-                            }),
-                        }
-                    }
-                }
-            }
-            (
-                BinaryCheck {
-                    path: b.rel.clone(),
-                    kernel_name: b.marker.kernel_name.clone(),
-                    co_indices: b.co_indices.clone(),
-                    targets,
-                    resolved,
-                },
-                problems,
-                owned,
-            )
-        })
-        .collect();
-    let mut owned: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut binary_checks = Vec::new();
-    for (c, p, o) in checks {
-        binary_checks.push(c);
-        problems.extend(p);
-        owned.extend(o);
     }
-    for (path, a) in &opened {
+    (
+        BinaryCheck {
+            path: b.rel.clone(),
+            kernel_name: b.marker.kernel_name.clone(),
+            co_indices: b.co_indices.clone(),
+            targets,
+            resolved,
+        },
+        problems,
+        owned,
+    )
+}
+
+/// Arch keys `b`'s component has, installed (in `reached`) or only listed:
+/// which agents of a bare processor it serves at all.
+fn known_arches(
+    b: &SplitBinary,
+    reached: &BTreeSet<String>,
+    parsed: &BTreeMap<String, Manifest>,
+    opened: &BTreeMap<String, Archive>,
+) -> Vec<String> {
+    reached
+        .iter()
+        .filter_map(|a| opened.get(a))
+        .flat_map(|ar| ar.gfx_arches().iter().cloned())
+        .chain(
+            b.marker
+                .kpack_search_paths
+                .iter()
+                .filter_map(|s| parsed.get(&marker_path(b, s)?))
+                .flat_map(|m| {
+                    m.kpack_files
+                        .iter()
+                        .flat_map(|f| f.architectures.iter().cloned())
+                }),
+        )
+        .collect()
+}
+
+/// Every archive entry must belong to a split binary whose marker reaches
+/// its archive (`owned`: (archive, key) pairs).
+fn check_orphans(
+    opened: &BTreeMap<String, Archive>,
+    owned: &BTreeSet<(String, String)>,
+    problems: &mut Vec<Problem>,
+) {
+    for (path, a) in opened {
         let mut orphans: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (key, arch, _) in a.entries() {
             if !owned.contains(&(path.clone(), key.to_string())) {
@@ -683,16 +806,6 @@ pub fn verify_tree(root: &Path, opts: &VerifyOptions) -> Result<VerifyReport> {
             });
         }
     }
-
-    Ok(VerifyReport {
-        root: root.to_path_buf(),
-        binaries: binary_checks,
-        fat_binaries,
-        archives,
-        manifests,
-        not_installed,
-        problems,
-    })
 }
 
 #[cfg(test)]

@@ -1150,3 +1150,108 @@ fn no_crate_compiles_another_crates_file_by_path() {
     );
     assert_eq!(planted.len(), 1, "{planted:?}");
 }
+
+/// The longest a product function of the splitter may be, in lines (its
+/// signature to its closing brace). The splitter's long functions were
+/// broken into named phases (docs/architecture.md, "Splitter engine"); the
+/// longest left are `split::plan::plan`, `recombine::regroup` and
+/// `elf::phdr::repair`. Lower it as those are broken up too.
+const MAX_FUNCTION_LINES: usize = 240;
+
+/// (file, function, lines) of every function in `source` longer than
+/// `max`, unit tests (`#[cfg(test)]` and after) left out. A function is
+/// counted from its `fn` line to the first line after it that closes at
+/// the same indentation.
+fn long_functions(path: &str, source: &str, max: usize) -> Vec<(String, String, usize)> {
+    let lines: Vec<&str> = source
+        .lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let rest = ["pub(crate) ", "pub(super) ", "pub ", ""]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p))
+            .unwrap_or(trimmed);
+        let Some(name) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{indent}}}");
+        if let Some(end) = lines.iter().skip(i + 1).position(|l| l.starts_with(&close)) {
+            let len = end + 2;
+            if len > max {
+                out.push((path.to_string(), name, len));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_splitter_function_is_longer_than_the_limit() {
+    let mut long = Vec::new();
+    for (path, text) in rust_sources() {
+        let rel = path.to_string_lossy().into_owned();
+        if rel.starts_with("splitter/src/") {
+            long.extend(long_functions(&rel, &text, MAX_FUNCTION_LINES));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions longer than {MAX_FUNCTION_LINES} lines (break them into named phases):\n{}",
+        long.iter()
+            .map(|(p, f, n)| format!("  {p}: {f} ({n} lines)"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn the_function_length_check_counts_to_the_closing_brace() {
+    let src = "fn short() {\n    x();\n}\n\nimpl A {\n    pub fn long() {\n        a();\n        b();\n        c();\n    }\n}\n\n#[cfg(test)]\nmod tests {\n    fn long_test() {\n        a();\n        b();\n        c();\n    }\n}\n";
+    assert_eq!(
+        long_functions("x.rs", src, 4),
+        [("x.rs".to_string(), "long".to_string(), 5)]
+    );
+}
+
+/// Module paths the splitter engine must not import: everything that sits
+/// above it (docs/architecture.md, "Splitter engine").
+const ABOVE_THE_ENGINE: [&str; 5] = [
+    "split::tree",
+    "split::artifact",
+    "split::batch",
+    "split::recombine",
+    "split::request",
+];
+
+#[test]
+fn the_splitter_engine_imports_nothing_that_sits_above_it() {
+    let mut found = Vec::new();
+    for (path, text) in rust_sources() {
+        let rel = path.to_string_lossy().into_owned();
+        if !rel.starts_with("splitter/src/split/engine") {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for m in ABOVE_THE_ENGINE.iter().filter(|m| code.contains(*m)) {
+                found.push(format!("{rel}:{}: {m}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "split/engine uses a module that sits above it:\n{}",
+        found.join("\n")
+    );
+}
